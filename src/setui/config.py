@@ -1,0 +1,139 @@
+"""Settings from the config file, the environment and the command line.
+
+Precedence, lowest first: built-in defaults, ``config.toml``, environment variables
+(``SETUI_ENDPOINT``, ``SETUI_API_VERSION``, ``SETUI_DATA_DIR``), command-line options.
+The file is optional; a bad one is an error with its path and the key named, never a
+traceback and never silently ignored.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+__all__ = ["Config", "ConfigError", "config_dir", "default_config_path", "load_config"]
+
+DEFAULT_ENDPOINT = "http://169.254.169.254"
+DEFAULT_API_VERSION = "2020-07-01"
+MIN_INTERVAL = 0.2
+
+
+class ConfigError(Exception):
+    """A setting that cannot be used; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class Config:
+    endpoint: str = DEFAULT_ENDPOINT
+    api_version: str = DEFAULT_API_VERSION
+    interval: float = 1.0
+    theme: str = "setui-dark"
+    vm_name: str | None = None
+    bell: bool = True
+    read_only: bool = False
+    data_dir: Path | None = None
+    history_days: int = 90
+
+    def with_overrides(self, **values: Any) -> Config:
+        """Apply command-line values; ``None`` means "not given" and keeps the setting."""
+        given = {k: v for k, v in values.items() if v is not None}
+        merged = replace(self, **given)
+        _check(merged, "command line")
+        return merged
+
+
+def config_dir() -> Path:
+    return Path(platformdirs.user_config_dir("setui", appauthor=False))
+
+
+def default_config_path() -> Path:
+    return Path(os.environ.get("SETUI_CONFIG") or config_dir() / "config.toml")
+
+
+_TYPES: Mapping[str, tuple[type, ...]] = {
+    "endpoint": (str,),
+    "api_version": (str,),
+    "interval": (int, float),
+    "theme": (str,),
+    "vm_name": (str,),
+    "bell": (bool,),
+    "read_only": (bool,),
+    "data_dir": (str,),
+    "history_days": (int,),
+}
+
+
+def load_config(path: Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
+    """Read the config file (if any) and the environment into a Config."""
+    env = os.environ if environ is None else environ
+    explicit = path is not None
+    file = path if path is not None else default_config_path()
+    values: dict[str, Any] = {}
+    if file.exists() or explicit:
+        values = _read_file(file)
+    env_map = {
+        "SETUI_ENDPOINT": "endpoint",
+        "SETUI_API_VERSION": "api_version",
+        "SETUI_DATA_DIR": "data_dir",
+    }
+    for var, key in env_map.items():
+        if env.get(var):
+            values[key] = env[var]
+    if "data_dir" in values:
+        values["data_dir"] = Path(values["data_dir"]).expanduser()
+    if "interval" in values:
+        values["interval"] = float(values["interval"])
+    config = Config(**values)
+    _check(config, str(file))
+    return config
+
+
+def _read_file(file: Path) -> dict[str, Any]:
+    try:
+        raw = tomllib.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config file {file} does not exist") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {file}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file {file} is not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {file} is not valid TOML: {exc}") from None
+    known = {f.name for f in fields(Config)}
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        name = key.replace("-", "_")
+        if name not in known:
+            raise ConfigError(
+                f"config file {file}: unknown setting {key!r} "
+                f"(known: {', '.join(sorted(k.replace('_', '-') for k in known))})"
+            )
+        wanted = _TYPES[name]
+        if isinstance(value, bool) and bool not in wanted or not isinstance(value, wanted):
+            raise ConfigError(
+                f"config file {file}: {key} must be a {wanted[0].__name__}, got {value!r}"
+            )
+        values[name] = value
+    return values
+
+
+def _check(config: Config, source: str) -> None:
+    if config.interval < MIN_INTERVAL:
+        raise ConfigError(
+            f"{source}: interval must be at least {MIN_INTERVAL} s "
+            f"(the metadata service allows about 5 requests a second), got {config.interval}"
+        )
+    if not config.endpoint.startswith(("http://", "https://")):
+        raise ConfigError(f"{source}: endpoint must start with http://, got {config.endpoint!r}")
+    if config.history_days < 1:
+        raise ConfigError(f"{source}: history-days must be at least 1, got {config.history_days}")

@@ -1,0 +1,346 @@
+"""The scheduled-events document as typed, immutable values.
+
+Everything here comes from the network, so the parser trusts nothing: it accepts
+every schema the service has published (2017-03-01 preview to 2020-07-01), keeps
+values it does not know instead of dropping them, and turns anything malformed into
+one exception type, :class:`DocumentError`, whose message names the field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
+from enum import Enum
+from typing import Any
+
+__all__ = [
+    "Document",
+    "DocumentError",
+    "Event",
+    "EventSource",
+    "EventStatus",
+    "EventType",
+    "format_not_before",
+    "parse_document",
+    "parse_not_before",
+]
+
+
+class _OpenEnum(str, Enum):
+    """A string enum that keeps values it does not know.
+
+    Azure adds event types over time (Preempt in 2017-11, Terminate in 2019-01); an
+    unknown value must be shown as it came, never dropped and never a crash.
+    """
+
+    @classmethod
+    def _missing_(cls, value: object) -> _OpenEnum | None:
+        if not isinstance(value, str):
+            return None
+        member = str.__new__(cls, value)
+        member._name_ = value
+        member._value_ = value
+        return member
+
+    @property
+    def known(self) -> bool:
+        return self._name_ in type(self).__members__
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class EventType(_OpenEnum):
+    FREEZE = "Freeze"
+    REBOOT = "Reboot"
+    REDEPLOY = "Redeploy"
+    PREEMPT = "Preempt"
+    TERMINATE = "Terminate"
+
+
+class EventStatus(_OpenEnum):
+    SCHEDULED = "Scheduled"
+    STARTED = "Started"
+
+
+class EventSource(_OpenEnum):
+    PLATFORM = "Platform"
+    USER = "User"
+
+
+class DocumentError(ValueError):
+    """The body is not a scheduled-events document; the message names the field."""
+
+    def __init__(self, field_name: str, problem: str) -> None:
+        self.field = field_name
+        self.problem = problem
+        super().__init__(f"{field_name}: {problem}" if field_name else problem)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One scheduled event. ``None`` means the api-version did not carry the field."""
+
+    event_id: str
+    event_type: EventType
+    status: EventStatus
+    resources: tuple[str, ...]
+    not_before: datetime | None
+    resource_type: str | None = None
+    description: str | None = None
+    source: EventSource | None = None
+    duration: int | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def is_started(self) -> bool:
+        return self.status is EventStatus.STARTED
+
+    @property
+    def is_scheduled(self) -> bool:
+        return self.status is EventStatus.SCHEDULED
+
+    def affects(self, vm_name: str | None) -> bool:
+        """Whether the event touches ``vm_name``; names compare case-insensitively.
+
+        The 2017 preview prefixed IaaS names with an underscore, so that is ignored too.
+        """
+        if not vm_name:
+            return False
+        wanted = vm_name.lstrip("_").casefold()
+        return any(r.lstrip("_").casefold() == wanted for r in self.resources)
+
+    @property
+    def impact(self) -> str:
+        """Expected impact in words: ``0`` and ``-1`` mean different things."""
+        if self.duration is None or self.duration < 0:
+            return "unknown"
+        if self.duration == 0:
+            return "none"
+        return _format_seconds(self.duration)
+
+
+@dataclass(frozen=True)
+class Document:
+    """One incarnation of the events document."""
+
+    incarnation: int
+    events: tuple[Event, ...]
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def event(self, event_id: str) -> Event | None:
+        for ev in self.events:
+            if ev.event_id == event_id:
+                return ev
+        return None
+
+    def canonical_json(self) -> str:
+        """Stable text of the raw document, used to compare content and to store it."""
+        return json.dumps(self.raw, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _format_seconds(seconds: int) -> str:
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    return f"{seconds // 3600} h"
+
+
+def parse_not_before(value: str) -> datetime | None:
+    """RFC 1123 (current) or ISO 8601 (2017 preview) to an aware UTC datetime.
+
+    The empty string means the event has started and carries no time.
+    """
+    text = value.strip()
+    if not text:
+        return None
+    parsed: datetime | None = None
+    if "," in text or text.endswith(("GMT", "UTC", "+0000")):
+        try:
+            parsed = parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            parsed = None
+    if parsed is None:
+        iso = text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text
+        try:
+            parsed = datetime.fromisoformat(iso)
+        except ValueError:
+            raise ValueError(f"{value!r} is neither an RFC 1123 nor an ISO 8601 time") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return parsed.astimezone(timezone.utc)
+
+
+def format_not_before(value: datetime | None) -> str:
+    """The service's own RFC 1123 form, or "" for a started event."""
+    if value is None:
+        return ""
+    return value.astimezone(timezone.utc).strftime("%a, %d %b %Y %H:%M:%S GMT")
+
+
+def parse_document(data: bytes | str | Any) -> Document:
+    """Parse a response body (bytes/str) or already-decoded JSON into a Document.
+
+    Raises :class:`DocumentError` and nothing else.
+    """
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        try:
+            data = bytes(data).decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise DocumentError("", f"the body is not UTF-8 text ({exc.reason})") from None
+    if isinstance(data, str):
+        try:
+            data = json.loads(data)
+        except (ValueError, RecursionError) as exc:
+            raise DocumentError("", f"the body is not JSON ({_short(exc)})") from None
+    try:
+        return _document(data)
+    except DocumentError:
+        raise
+    except (RecursionError, ValueError, TypeError, OverflowError) as exc:  # defensive
+        raise DocumentError("", f"unreadable document ({_short(exc)})") from None
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _document(data: Any) -> Document:
+    if not isinstance(data, dict):
+        raise DocumentError("", f"expected a JSON object, got {_kind(data)}")
+    if "DocumentIncarnation" not in data:
+        raise DocumentError("DocumentIncarnation", "missing")
+    incarnation = _incarnation(data["DocumentIncarnation"])
+    if "Events" not in data:
+        raise DocumentError("Events", "missing")
+    raw_events = data["Events"]
+    if raw_events is None:
+        raw_events = []
+    if not isinstance(raw_events, list):
+        raise DocumentError("Events", f"expected a list, got {_kind(raw_events)}")
+    events = tuple(_event(item, f"Events[{i}]") for i, item in enumerate(raw_events))
+    return Document(incarnation=incarnation, events=events, raw=data)
+
+
+def _incarnation(value: Any) -> int:
+    # Older clients and the 2017 samples treat the incarnation as a string.
+    if isinstance(value, bool):
+        raise DocumentError("DocumentIncarnation", "expected an integer, got a boolean")
+    if isinstance(value, int):
+        number = value
+    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str) and value.strip().isdigit() and len(value.strip()) <= 30:
+        number = int(value.strip())
+    else:
+        raise DocumentError(
+            "DocumentIncarnation", f"expected an integer, got {_kind(value)} {_preview(value)}"
+        )
+    if number < 0:
+        raise DocumentError("DocumentIncarnation", f"must not be negative, got {number}")
+    return number
+
+
+def _event(item: Any, where: str) -> Event:
+    if not isinstance(item, dict):
+        raise DocumentError(where, f"expected an object, got {_kind(item)}")
+    event_id = _required_str(item, "EventId", where)
+    if not event_id.strip():
+        raise DocumentError(f"{where}.EventId", "is empty")
+    event_type = EventType(_required_str(item, "EventType", where))
+    status = EventStatus(_required_str(item, "EventStatus", where))
+    resources = _resources(item.get("Resources"), f"{where}.Resources")
+    not_before = _not_before(item.get("NotBefore"), f"{where}.NotBefore")
+    source_text = _optional_str(item, "EventSource", where)
+    return Event(
+        event_id=event_id,
+        event_type=event_type,
+        status=status,
+        resources=resources,
+        not_before=not_before,
+        resource_type=_optional_str(item, "ResourceType", where),
+        description=_optional_str(item, "Description", where),
+        source=EventSource(source_text) if source_text is not None else None,
+        duration=_duration(item.get("DurationInSeconds"), f"{where}.DurationInSeconds"),
+        raw=item,
+    )
+
+
+def _required_str(item: dict[str, Any], key: str, where: str) -> str:
+    if key not in item:
+        raise DocumentError(f"{where}.{key}", "missing")
+    value = item[key]
+    if not isinstance(value, str):
+        raise DocumentError(f"{where}.{key}", f"expected a string, got {_kind(value)}")
+    return value
+
+
+def _optional_str(item: dict[str, Any], key: str, where: str) -> str | None:
+    value = item.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise DocumentError(f"{where}.{key}", f"expected a string, got {_kind(value)}")
+    return value
+
+
+def _resources(value: Any, where: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise DocumentError(where, f"expected a list of names, got {_kind(value)}")
+    for i, name in enumerate(value):
+        if not isinstance(name, str):
+            raise DocumentError(f"{where}[{i}]", f"expected a string, got {_kind(name)}")
+    return tuple(value)
+
+
+def _not_before(value: Any, where: str) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise DocumentError(where, f"expected a time string, got {_kind(value)}")
+    try:
+        return parse_not_before(value)
+    except (ValueError, OverflowError) as exc:
+        raise DocumentError(where, str(exc)) from None
+
+
+def _duration(value: Any, where: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise DocumentError(where, "expected a number of seconds, got a boolean")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        text = value.strip()
+        if text.lstrip("-").isdigit() and len(text) <= 18:
+            return int(text)
+    raise DocumentError(where, f"expected a number of seconds, got {_kind(value)} {_preview(value)}")
+
+
+def _kind(value: Any) -> str:
+    names = {
+        dict: "an object",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        type(None): "null",
+    }
+    return names.get(type(value), type(value).__name__)
+
+
+def _preview(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
