@@ -1,7 +1,204 @@
-"""Command-line entry point (placeholder until the commands land)."""
+"""Command-line entry point: ``setui`` and its subcommands.
+
+Imports are deferred to the command that needs them, so ``setui --version`` and
+``setui watch`` start without loading Textual.
+"""
 
 from __future__ import annotations
 
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import ModuleType
 
-def main(argv: list[str] | None = None) -> int:
-    return 0
+from setui import __version__
+from setui.config import MIN_INTERVAL, Config, ConfigError, load_config
+
+__all__ = ["main"]
+
+EXIT_USAGE = 2
+
+
+def _interval(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if value < MIN_INTERVAL:
+        raise argparse.ArgumentTypeError(
+            f"must be at least {MIN_INTERVAL} s (the metadata service allows about "
+            f"5 requests a second), got {text}"
+        )
+    return value
+
+
+def _connection_options(default: object = None) -> argparse.ArgumentParser:
+    parent = argparse.ArgumentParser(add_help=False, argument_default=default)
+    group = parent.add_argument_group("connection and storage")
+    group.add_argument("--endpoint", metavar="URL",
+                       help="metadata service base URL (env SETUI_ENDPOINT; "
+                            "default http://169.254.169.254)")
+    group.add_argument("--api-version", metavar="V",
+                       help="scheduled events api-version (env SETUI_API_VERSION; "
+                            "default 2020-07-01)")
+    group.add_argument("--config", metavar="FILE", type=Path,
+                       help="config file (default: the user config dir's config.toml)")
+    group.add_argument("--data-dir", metavar="DIR", type=Path,
+                       help="where history and the audit log live (env SETUI_DATA_DIR)")
+    return parent
+
+
+def _poll_options(default: object = None) -> argparse.ArgumentParser:
+    parent = argparse.ArgumentParser(add_help=False, argument_default=default)
+    group = parent.add_argument_group("polling")
+    group.add_argument("--interval", type=_interval, metavar="SECONDS",
+                       help="seconds between polls (default 1, at least 0.2)")
+    group.add_argument("--vm-name", metavar="NAME",
+                       help="this VM's name as it appears in Resources "
+                            "(default: asked from IMDS, else the host name)")
+    return parent
+
+
+def _dashboard_options(default: object = None) -> argparse.ArgumentParser:
+    parent = argparse.ArgumentParser(add_help=False, argument_default=default)
+    group = parent.add_argument_group("dashboard")
+    group.add_argument("--theme", metavar="NAME", help="colour theme (setui-dark, setui-light, "
+                       "setui-mono, ... or one of yours)")
+    group.add_argument("--no-bell", dest="bell", action="store_const", const=False,
+                       help="do not ring the terminal bell on new, started or gone events")
+    group.add_argument("--read-only", dest="read_only", action="store_const", const=True,
+                       help="never approve; for reviewing or for watchers who should not act")
+    return parent
+
+
+def build_parser() -> argparse.ArgumentParser:
+    # Options may come before or after the command. The command's copies default to
+    # SUPPRESS so that an option given before the command is not reset to None.
+    connection, polling, dashboard = (
+        _connection_options(argparse.SUPPRESS),
+        _poll_options(argparse.SUPPRESS),
+        _dashboard_options(argparse.SUPPRESS),
+    )
+    parser = argparse.ArgumentParser(
+        prog="setui",
+        description="A terminal dashboard for Azure Scheduled Events. Without a command, "
+                    "opens the dashboard against the configured endpoint.",
+        parents=[_connection_options(), _poll_options(), _dashboard_options()],
+    )
+    parser.add_argument("--version", action="version", version=f"setui {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    watch = commands.add_parser(
+        "watch", parents=[connection, polling],
+        help="print one line per change, headless (also records the history)",
+        description="Poll the service and print one line per change and per connection "
+                    "state change. Records what it sees into the history.")
+    watch.add_argument("--json", action="store_true",
+                       help="one JSON object per line, with stable keys")
+    watch.add_argument("--no-record", dest="record", action="store_false",
+                       help="do not write the history")
+
+    for name, help_text in (
+        ("approve", "approve (start) events now, with confirmation and an audit record"),
+        ("history", "past incarnations of the events document"),
+        ("audit", "the audit log of approvals: list, verify, export"),
+    ):
+        sub = commands.add_parser(name, parents=[connection], help=help_text,
+                                  description=help_text[0].upper() + help_text[1:] + ".")
+        _command_module(name).add_arguments(sub)
+
+    from setui.emulator import command as emulator_command
+
+    emulator = commands.add_parser(
+        "emulator", help="run the built-in emulator of the scheduled events service",
+        description="Serve a scenario over HTTP on loopback, like the real service.")
+    emulator_command.add_arguments(emulator)
+
+    demo = commands.add_parser(
+        "demo", parents=[polling, dashboard],
+        help="open the dashboard against the built-in emulator",
+        description="Start the emulator on a free loopback port and open the dashboard "
+                    "against it. Nothing touches a real VM.")
+    demo.add_argument("--scenario", default="busy", metavar="NAME|FILE",
+                      help="scenario to play (default: busy)")
+    demo.add_argument("--speed", type=float, default=10.0, metavar="X",
+                      help="scenario clock speed-up (default: 10)")
+    demo.add_argument("--data-dir", metavar="DIR", type=Path, default=argparse.SUPPRESS,
+                      help="keep the demo's history and audit log here (default: a temporary "
+                           "directory, removed on exit)")
+    demo.add_argument("--config", metavar="FILE", type=Path, default=argparse.SUPPRESS,
+                      help="config file")
+    demo.add_argument("--headless", action="store_true",
+                      help="print changes like `setui watch` instead of the dashboard")
+    return parser
+
+
+def _command_module(name: str) -> ModuleType:
+    import importlib
+
+    return importlib.import_module(f"setui.commands.{name}")
+
+
+def resolve_config(args: argparse.Namespace) -> Config:
+    """Defaults < config file < environment < command line."""
+    config = load_config(getattr(args, "config", None))
+    return config.with_overrides(
+        endpoint=getattr(args, "endpoint", None),
+        api_version=getattr(args, "api_version", None),
+        interval=getattr(args, "interval", None),
+        theme=getattr(args, "theme", None),
+        vm_name=getattr(args, "vm_name", None),
+        bell=getattr(args, "bell", None),
+        read_only=getattr(args, "read_only", None),
+        data_dir=getattr(args, "data_dir", None),
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        config = resolve_config(args) if args.command != "emulator" else None
+    except ConfigError as exc:
+        print(f"setui: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if config is not None:
+        # Commands read the resolved settings from the namespace, whatever their source.
+        args.config_resolved = config
+        args.endpoint = config.endpoint
+        args.api_version = config.api_version
+        args.data_dir = config.data_dir
+    runners: dict[str | None, Callable[[argparse.Namespace], int]] = {
+        None: _run_dashboard,
+        "watch": lambda a: _command_module("watch").run(a),
+        "approve": lambda a: _command_module("approve").run(a),
+        "history": lambda a: _command_module("history").run(a),
+        "audit": lambda a: _command_module("audit").run(a),
+        "emulator": _run_emulator,
+        "demo": lambda a: _command_module("demo").run(a),
+    }
+    try:
+        return runners[args.command](args)
+    except KeyboardInterrupt:
+        return 0
+    except BrokenPipeError:
+        # `setui history | head`: the reader left; that is not an error.
+        sys.stderr.close()
+        return 0
+
+
+def _run_emulator(args: argparse.Namespace) -> int:
+    from setui.emulator import command as emulator_command
+
+    return emulator_command.run(args)
+
+
+def _run_dashboard(args: argparse.Namespace) -> int:
+    from setui.commands.dashboard import run
+
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

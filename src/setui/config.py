@@ -56,8 +56,9 @@ def config_dir() -> Path:
     return Path(platformdirs.user_config_dir("setui", appauthor=False))
 
 
-def default_config_path() -> Path:
-    return Path(os.environ.get("SETUI_CONFIG") or config_dir() / "config.toml")
+def default_config_path(environ: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    return Path(env.get("SETUI_CONFIG") or config_dir() / "config.toml")
 
 
 _TYPES: Mapping[str, tuple[type, ...]] = {
@@ -73,11 +74,14 @@ _TYPES: Mapping[str, tuple[type, ...]] = {
 }
 
 
+_WORDS = {str: "a string", int: "a number", bool: "true or false"}
+
+
 def load_config(path: Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
     """Read the config file (if any) and the environment into a Config."""
     env = os.environ if environ is None else environ
     explicit = path is not None
-    file = path if path is not None else default_config_path()
+    file = path if path is not None else default_config_path(env)
     values: dict[str, Any] = {}
     if file.exists() or explicit:
         values = _read_file(file)
@@ -119,9 +123,9 @@ def _read_file(file: Path) -> dict[str, Any]:
                 f"(known: {', '.join(sorted(k.replace('_', '-') for k in known))})"
             )
         wanted = _TYPES[name]
-        if isinstance(value, bool) and bool not in wanted or not isinstance(value, wanted):
+        if (isinstance(value, bool) and bool not in wanted) or not isinstance(value, wanted):
             raise ConfigError(
-                f"config file {file}: {key} must be a {wanted[0].__name__}, got {value!r}"
+                f"config file {file}: {key} must be {_WORDS[wanted[0]]}, got {value!r}"
             )
         values[name] = value
     return values

@@ -1,0 +1,50 @@
+"""``setui demo``: the dashboard against the built-in emulator, on loopback only.
+
+The demo keeps its history and audit log in a temporary directory unless told
+otherwise, so fake events never mix with a real VM's record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+from setui.config import Config
+
+__all__ = ["run"]
+
+
+def run(args: argparse.Namespace) -> int:
+    from setui.emulator.scenario import ScenarioError, load_scenario
+    from setui.emulator.server import Emulator
+
+    if args.speed <= 0:
+        print("setui demo: --speed must be a positive number", file=sys.stderr)
+        return 2
+    try:
+        scenario = load_scenario(args.scenario)
+    except ScenarioError as exc:
+        print(f"setui demo: {exc}", file=sys.stderr)
+        return 2
+    config: Config = args.config_resolved
+    explicit_dir = getattr(args, "data_dir", None)
+    with tempfile.TemporaryDirectory(prefix="setui-demo-") as scratch:
+        data_dir = Path(explicit_dir) if explicit_dir else Path(scratch)
+        with Emulator(scenario, speed=args.speed) as emulator:
+            # The emulator's own api-version checks apply; the real endpoint is never used.
+            demo_config = replace(config, endpoint=emulator.url, data_dir=data_dir)
+            if args.headless:
+                from setui.commands.watch import watch
+                from setui.session import run_until_stopped
+
+                try:
+                    return run_until_stopped(watch(demo_config, as_json=False, record=True,
+                                                    out=sys.stdout, err=sys.stderr))
+                except KeyboardInterrupt:
+                    return 0
+            from setui.commands.dashboard import open_dashboard
+
+            return open_dashboard(demo_config, demo=True)

@@ -1,0 +1,64 @@
+"""Settings: file < environment < command line, and bad settings explained."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from setui.config import Config, ConfigError, load_config
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_defaults_without_a_file(tmp_path: Path) -> None:
+    config = load_config(None, environ={"SETUI_CONFIG": str(tmp_path / "absent.toml")})
+    assert config == Config()
+
+
+def test_file_then_environment_then_command_line(tmp_path: Path) -> None:
+    path = write(tmp_path, 'endpoint = "http://127.0.0.1:1"\ninterval = 2\ntheme = "setui-mono"\n'
+                           'read-only = true\nvm-name = "web-0"\nbell = false\n')
+    config = load_config(path, environ={})
+    assert (config.endpoint, config.interval, config.theme) == ("http://127.0.0.1:1", 2.0,
+                                                                "setui-mono")
+    assert config.read_only and not config.bell and config.vm_name == "web-0"
+    config = load_config(path, environ={"SETUI_ENDPOINT": "http://127.0.0.1:2",
+                                        "SETUI_API_VERSION": "2019-08-01"})
+    assert config.endpoint == "http://127.0.0.1:2" and config.api_version == "2019-08-01"
+    config = config.with_overrides(endpoint="http://127.0.0.1:3", interval=None)
+    assert config.endpoint == "http://127.0.0.1:3" and config.interval == 2.0
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("endpoint = ", "not valid TOML"),
+        ("colour = 'red'", "unknown setting 'colour'"),
+        ("interval = 'fast'", "interval must be a number"),
+        ("interval = 0.05", "at least 0.2"),
+        ("bell = 1", "bell must be true or false"),
+        ("endpoint = 'ftp://x'", "must start with http://"),
+    ],
+)
+def test_bad_files_are_explained(tmp_path: Path, text: str, words: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path, environ={})
+    assert words in str(info.value)
+    if "at least" not in words and "must start" not in words:
+        assert str(path) in str(info.value)
+
+
+def test_explicit_missing_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.toml", environ={})
+
+
+def test_data_dir_from_environment(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, ""), environ={"SETUI_DATA_DIR": str(tmp_path / "d")})
+    assert config.data_dir == tmp_path / "d"
