@@ -1,0 +1,457 @@
+"""The client of the Scheduled Events endpoint of the Instance Metadata Service.
+
+Everything the service documents about talking to it lives here: ``Metadata: true``
+on every request, never a proxy (the address is link-local), the enabling delay of the
+first call, approvals, and its status codes. Every failure leaves as one of the typed
+errors of :mod:`setui.core.errors` whose message is written for the operator; no
+httpx exception escapes. ``fetch`` makes one attempt (the poller owns the pacing);
+``approve`` retries what the service says to retry, within a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import json
+import math
+import random as _random
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from types import TracebackType
+from urllib.parse import quote
+
+import httpx
+
+from setui import __version__
+from setui.core.backoff import Backoff, parse_http_date, parse_retry_after
+from setui.core.errors import (
+    BadDocument,
+    Gone,
+    ImdsError,
+    MethodNotAllowed,
+    NotFound,
+    RateLimited,
+    Rejected,
+    RequestTimeout,
+    ServerError,
+    TooLarge,
+    Unreachable,
+)
+from setui.core.model import Document, DocumentError, parse_document
+from setui.core.ratelimit import TokenBucket
+
+__all__ = [
+    "DEFAULT_API_VERSION", "DEFAULT_ENDPOINT", "ENABLING_TIMEOUT", "KNOWN_API_VERSIONS",
+    "MAX_BODY_BYTES", "REQUEST_TIMEOUT", "ApprovalResult", "FetchResult", "ImdsClient",
+]
+
+DEFAULT_ENDPOINT = "http://169.254.169.254"
+DEFAULT_API_VERSION = "2020-07-01"
+KNOWN_API_VERSIONS: tuple[str, ...] = ("2017-03-01", "2017-08-01", "2017-11-01", "2019-01-01",
+                                       "2019-04-01", "2019-08-01", "2020-07-01")
+PREVIEW_API_VERSION = "2017-03-01"  # its approval body also carries DocumentIncarnation
+NAME_API_VERSION = "2021-02-01"
+EVENTS_PATH = "/metadata/scheduledevents"
+NAME_PATH = "/metadata/instance/compute/name"
+ENABLING_TIMEOUT = 150.0  # the first call enables the feature: up to two minutes, documented
+REQUEST_TIMEOUT = 5.0
+NAME_TIMEOUT = 2.0  # the VM name is a nicety; startup must not wait long for it
+APPROVAL_DEADLINE = 70.0  # 410 means "retry for up to 70 seconds"
+MAX_BODY_BYTES = 4 * 1024 * 1024  # real documents are a few KB
+MAX_REASON_BODY = 16 * 1024  # of an error answer we read only enough to quote it
+MAX_TEXT = 200  # network text quoted in a message is cut to this
+_API_VERSION_RE = re.compile(r"^[0-9A-Za-z.\-]{1,32}$")
+_TAG_RE = re.compile(r"<[^>]*>")
+# Errno values in words; the Windows (WSA) codes too.
+_ERRNO_WORDS = {
+    errno.ECONNREFUSED: "connection refused", 10061: "connection refused",
+    errno.ENETUNREACH: "network unreachable", 10051: "network unreachable",
+    errno.EHOSTUNREACH: "no route to host", 10065: "no route to host",
+    errno.ECONNRESET: "connection reset", 10054: "connection reset",
+    errno.ETIMEDOUT: "connection timed out", 10060: "connection timed out",
+    errno.EADDRNOTAVAIL: "address not available here", 10049: "address not available here",
+}
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    """One answer to a GET of the events document."""
+
+    document: Document | None  # None only for 304 "unchanged"
+    status: int
+    latency: float  # seconds from sending the request to the end of the body
+    server_date: datetime | None  # the Date header (aware UTC), for clock-skew detection
+    received_mono: float  # the client's monotonic clock when the answer's head arrived
+
+
+@dataclass(frozen=True)
+class ApprovalResult:
+    """An accepted approval. ``latency`` is that of the successful attempt alone;
+    ``elapsed`` is the whole call, waits for the rate limit and retries included."""
+
+    event_ids: tuple[str, ...]
+    status: int
+    latency: float
+    attempts: int
+    elapsed: float = 0.0
+
+
+@dataclass
+class _Answer:
+    status: int
+    phrase: str
+    headers: httpx.Headers
+    body: bytes
+    sent: float
+    head: float
+    done: float
+
+
+@dataclass
+class _Progress:
+    """How far an exchange got, so a failure can say where it stopped."""
+
+    head: bool = False
+    received: int = 0
+    declared: int | None = None
+
+
+class ImdsClient:
+    """One pooled HTTP connection to IMDS, shared by polling and approving."""
+
+    def __init__(self, endpoint: str = DEFAULT_ENDPOINT, api_version: str = DEFAULT_API_VERSION,
+                 *, timeout: float = REQUEST_TIMEOUT, enabling_timeout: float = ENABLING_TIMEOUT,
+                 max_body: int = MAX_BODY_BYTES,
+                 transport: httpx.AsyncBaseTransport | None = None,
+                 rate: float = 4.0, burst: int = 3, mono: Callable[[], float] = time.monotonic,
+                 random: Callable[[], float] = _random.random,
+                 backoff: Backoff | None = None) -> None:
+        for name, value in (("timeout", timeout), ("enabling_timeout", enabling_timeout)):
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a positive number of seconds, got {value}")
+        if max_body < 1:
+            raise ValueError(f"max_body must be at least 1 byte, got {max_body}")
+        if not _API_VERSION_RE.match(api_version):
+            raise ValueError(f"api-version must look like {DEFAULT_API_VERSION}, "
+                             f"got {api_version!r}")
+        self.endpoint = _endpoint(endpoint)
+        self.api_version = api_version
+        self.url = f"{self.endpoint}{EVENTS_PATH}?api-version={quote(api_version)}"
+        self.name_url = (f"{self.endpoint}{NAME_PATH}?api-version={NAME_API_VERSION}"
+                         "&format=text")
+        self.timeout = float(timeout)
+        self.enabling_timeout = float(enabling_timeout)
+        self.max_body = max_body
+        self.first_call_pending = True  # until the first answer to a GET of the events
+        self._mono = mono
+        self._bucket = TokenBucket(rate, burst, mono=mono)
+        self._backoff = backoff or Backoff(base=0.5, cap=10.0, random=random)
+        self._etag: str | None = None
+        if transport is None:
+            # One connection carries the polls; a second only while an approval overlaps
+            # a poll in flight, and it is not kept.
+            transport = httpx.AsyncHTTPTransport(
+                limits=httpx.Limits(max_connections=2, max_keepalive_connections=1,
+                                    keepalive_expiry=5.0),
+                retries=0)
+        # trust_env=False: HTTP(S)_PROXY, ALL_PROXY, NO_PROXY and .netrc are ignored; a
+        # proxy in front of a link-local address answers 400/403 of its own.
+        self._http = httpx.AsyncClient(
+            transport=transport, trust_env=False, follow_redirects=False,
+            headers={"Metadata": "true", "User-Agent": f"setui/{__version__}",
+                     "Accept": "application/json", "Accept-Encoding": "identity"})
+
+    # -- public -----------------------------------------------------------------------------
+    async def fetch(self) -> FetchResult:
+        """GET the events document: one attempt, no retries. Raises ImdsError only."""
+        first = self.first_call_pending
+        headers = {"If-None-Match": self._etag} if self._etag else {}
+        answer = await self._request("GET", self.url, headers=headers,
+                                     timeout=self.enabling_timeout if first else self.timeout,
+                                     limit=self.max_body, strict=True, enables=True)
+        latency = answer.done - answer.sent
+        date = parse_http_date(answer.headers.get("date"))
+        if answer.status == 304:
+            if not headers:
+                raise BadDocument("the service answered 304 Not Modified to a request that had "
+                                  "nothing cached", status=304)
+            return FetchResult(None, 304, latency, date, answer.head)
+        if not 200 <= answer.status < 300:
+            raise self._status_error(answer)
+        try:
+            document = parse_document(answer.body)
+        except DocumentError as exc:
+            raise BadDocument(f"the answer is not a scheduled-events document: {_clean(str(exc))}",
+                              status=answer.status) from None
+        tag = answer.headers.get("etag")
+        self._etag = tag if tag and len(tag) <= 200 and tag.isascii() and tag.isprintable() \
+            else None
+        return FetchResult(document, answer.status, latency, date, answer.head)
+
+    def forget_etag(self) -> None:
+        """Make the next fetch a full GET (for a caller that lost the cached document)."""
+        self._etag = None
+
+    async def approve(self, event_ids: Sequence[str], *, incarnation: int | None = None,
+                      deadline: float = APPROVAL_DEADLINE) -> ApprovalResult:
+        """POST StartRequests for ``event_ids``; retries connection failures, timeouts,
+        410, 429 (after its Retry-After) and 5xx within ``deadline`` seconds, never 400."""
+        ids = _event_ids(event_ids)
+        body: dict[str, object] = {"StartRequests": [{"EventId": i} for i in ids]}
+        if self.api_version == PREVIEW_API_VERSION and incarnation is not None:
+            body = {"DocumentIncarnation": incarnation, **body}
+        content = json.dumps(body).encode()
+        start = self._mono()
+        attempt = 0
+        while True:
+            attempt += 1
+            remaining = deadline - (self._mono() - start)
+            try:
+                answer = await self._request(
+                    "POST", self.url, headers={"Content-Type": "application/json"},
+                    content=content, timeout=min(self.timeout, max(remaining, 0.05)),
+                    limit=MAX_REASON_BODY, strict=False)
+                if 200 <= answer.status < 300:
+                    return ApprovalResult(tuple(ids), answer.status, answer.done - answer.sent,
+                                          attempt, self._mono() - start)
+                error = self._status_error(answer)
+            except ImdsError as exc:
+                error = exc
+            if not isinstance(error, (Unreachable, RequestTimeout, Gone, RateLimited,
+                                      ServerError)):
+                raise error
+            wait = self._backoff.delay(attempt, error.retry_after)
+            elapsed = self._mono() - start
+            if elapsed + wait > deadline:
+                raise type(error)(
+                    f"{error.message} (approval gave up after {attempt} attempt"
+                    f"{'s' if attempt > 1 else ''} in {elapsed:.1f} s)",
+                    status=error.status, retry_after=error.retry_after) from error
+            await asyncio.sleep(wait)
+
+    async def vm_name(self) -> str | None:
+        """This VM's name from IMDS compute metadata; None on any failure, never raises."""
+        try:
+            answer = await self._request("GET", self.name_url,
+                                         timeout=min(self.timeout, NAME_TIMEOUT),
+                                         limit=1024, strict=False)
+            if answer.status != 200:
+                return None
+            name = answer.body.decode("utf-8").strip()
+        except Exception:  # a name is optional: the caller falls back to the host name
+            return None
+        return name if name and len(name) <= 256 and name.isprintable() else None
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> ImdsClient:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"<ImdsClient {self.url}>"
+
+    # -- the exchange -----------------------------------------------------------------------
+    async def _request(self, method: str, url: str, *, timeout: float, limit: int,
+                       strict: bool, enables: bool = False,
+                       headers: dict[str, str] | None = None,
+                       content: bytes | None = None) -> _Answer:
+        """One exchange within ``timeout`` (the rate-limit wait is not counted), with
+        every failure turned into an ImdsError."""
+        await self._bucket.acquire()
+        progress = _Progress()
+        first = enables and self.first_call_pending
+        try:
+            return await asyncio.wait_for(
+                self._send(method, url, headers or {}, content, timeout, limit, strict,
+                           enables, progress), timeout)
+        except ImdsError:
+            raise
+        except httpx.ConnectTimeout as exc:
+            raise Unreachable(f"nothing answers at {self.endpoint} — is this an Azure VM? "
+                              f"(no connection within {_secs(min(timeout, self.timeout))} s)"
+                              ) from exc
+        except (asyncio.TimeoutError, httpx.TimeoutException) as exc:
+            raise self._timeout(timeout, first, progress) from exc
+        except httpx.ConnectError as exc:
+            raise Unreachable(f"nothing answers at {self.endpoint} — is this an Azure VM? "
+                              f"({_os_reason(exc)})") from exc
+        except httpx.RemoteProtocolError as exc:
+            if progress.head:  # the body was cut off mid-way
+                raise BadDocument(f"the answer was cut off: {_cut_off(progress)}") from exc
+            raise Unreachable(f"the connection to {self.endpoint} closed before any answer "
+                              f"({_clean(str(exc)) or 'disconnected'})") from exc
+        except (httpx.HTTPError, httpx.StreamError, httpx.InvalidURL, OSError) as exc:
+            reason = _os_reason(exc)
+            if isinstance(exc, (httpx.TransportError, OSError)):
+                raise Unreachable(f"cannot talk to {self.endpoint}: {reason}") from exc
+            raise ImdsError(f"request to {self.endpoint} failed: {reason}") from exc
+
+    async def _send(self, method: str, url: str, headers: dict[str, str], content: bytes | None,
+                    timeout: float, limit: int, strict: bool, enables: bool,
+                    progress: _Progress) -> _Answer:
+        # The connect phase never gets the enabling delay: that delay is the service
+        # thinking, not the TCP handshake; a VM without IMDS should hear so in seconds.
+        request = self._http.build_request(
+            method, url, headers=headers, content=content,
+            timeout=httpx.Timeout(timeout, connect=min(timeout, self.timeout)))
+        sent = self._mono()
+        response = await self._http.send(request, stream=True)
+        head = self._mono()
+        progress.head = True
+        if enables:
+            self.first_call_pending = False
+        try:
+            body = await _read(response, limit, strict, progress)
+        finally:
+            await response.aclose()  # an unread rest closes the connection: reading stops
+        return _Answer(response.status_code, response.reason_phrase, response.headers, body,
+                       sent, head, self._mono())
+
+    # -- errors -----------------------------------------------------------------------------
+    def _timeout(self, timeout: float, first: bool, progress: _Progress) -> RequestTimeout:
+        if progress.head:
+            text = (f"the answer from {self.endpoint} did not complete within {_secs(timeout)} s "
+                    f"({progress.received} bytes arrived)")
+        else:
+            text = f"no answer from {self.endpoint} within {_secs(timeout)} s"
+        if first:
+            text += " (the first call enables scheduled events and can take up to 2 minutes)"
+        return RequestTimeout(text)
+
+    def _status_error(self, answer: _Answer) -> ImdsError:
+        status = answer.status
+        said = _service_reason(answer) or answer.phrase or "no reason given"
+        retry_after = parse_retry_after(answer.headers.get("retry-after"))
+        if status == 400:
+            return Rejected(f"rejected: {said}", status=status)
+        if status == 404:
+            return NotFound(f"not found (404): {said} — is {self.endpoint} the metadata "
+                            "service?", status=status)
+        if status == 405:
+            return MethodNotAllowed(f"method not allowed (405): {said}", status=status)
+        if status == 410:
+            return Gone(f"not ready yet (410 Gone): the service says to retry for up to "
+                        f"70 seconds ({said})", status=status, retry_after=retry_after)
+        if status == 429:
+            wait = f"it asks to wait {_secs(retry_after)} s" if retry_after is not None else \
+                "backing off"
+            return RateLimited(f"rate limited (429): more than about 5 requests a second from "
+                               f"this VM; {wait}", status=status, retry_after=retry_after)
+        if status >= 500:
+            return ServerError(f"the metadata service failed ({status} {answer.phrase}): {said}",
+                               status=status, retry_after=retry_after)
+        if 300 <= status < 400:
+            where = _clean(answer.headers.get("location", "?"), 80)
+            return ImdsError(f"unexpected redirect ({status}) to {where}: the metadata service "
+                             "never redirects — is a proxy in the way?", status=status)
+        return ImdsError(f"unexpected answer ({status} {answer.phrase}): {said}", status=status)
+
+
+async def _read(response: httpx.Response, limit: int, strict: bool,
+                progress: _Progress) -> bytes:
+    """At most ``limit`` bytes of the body. ``strict``: more is TooLarge (known from
+    Content-Length before reading, or as soon as the limit is passed); otherwise the
+    rest is simply not read."""
+    declared = response.headers.get("content-length", "")
+    progress.declared = int(declared) if declared.isdigit() and len(declared) < 19 else None
+    if strict and progress.declared is not None and progress.declared > limit:
+        raise TooLarge(f"the answer is {_size(progress.declared)}, more than the "
+                       f"{_size(limit)} any real document needs; not read",
+                       status=response.status_code)
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        progress.received = len(body)
+        if len(body) > limit:
+            if strict:
+                raise TooLarge(f"the answer grew past {_size(limit)}, more than any real "
+                               "document needs; reading stopped", status=response.status_code)
+            del body[limit:]
+            break
+    return bytes(body)
+
+
+def _service_reason(answer: _Answer) -> str:
+    """The service's own words: the JSON ``error`` field, else the text of the body."""
+    text = answer.body.decode("utf-8", "replace")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        said = data.get("error") or data.get("message")
+        if isinstance(said, str):
+            newest = data.get("newest-versions")
+            if isinstance(newest, list) and all(isinstance(v, str) for v in newest):
+                said += f" (newest api-versions: {', '.join(newest[:5])})"
+            return _clean(said)
+    if "html" in answer.headers.get("content-type", "").lower():
+        text = _TAG_RE.sub(" ", text)  # a proxy's error page: its words, not its markup
+    return _clean(text)
+
+
+def _clean(text: str, limit: int = MAX_TEXT) -> str:
+    """Network text made safe to print: one line, control characters escaped, cut."""
+    out = "".join(ch if ch.isprintable() else (f"\\x{ord(ch):02x}" if ord(ch) < 256
+                                               else f"\\u{ord(ch):04x}")
+                  for ch in " ".join(text.split()))
+    return out if len(out) <= limit else out[:limit - 1] + "…"
+
+
+def _os_reason(exc: BaseException) -> str:
+    """The underlying socket error in words ("connection refused"), else the text."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        number = getattr(cause, "errno", None)
+        if isinstance(cause, OSError) and isinstance(number, int):
+            return _ERRNO_WORDS.get(number) or _clean(cause.strerror or str(cause), 120)
+        cause = cause.__cause__ or cause.__context__
+    return _clean(str(exc), 120) or type(exc).__name__
+
+
+def _cut_off(progress: _Progress) -> str:
+    of = f" of {progress.declared}" if progress.declared is not None else ""
+    return f"the connection closed after {progress.received}{of} bytes"
+
+
+def _endpoint(endpoint: str) -> str:
+    text = endpoint.strip().rstrip("/")
+    try:
+        url = httpx.URL(text)
+    except (httpx.InvalidURL, TypeError) as exc:
+        raise ValueError(f"endpoint {endpoint!r} is not a URL ({exc})") from None
+    if url.scheme not in ("http", "https") or not url.host or url.query or url.fragment:
+        raise ValueError(f"endpoint must look like {DEFAULT_ENDPOINT}, got {endpoint!r}")
+    return text
+
+
+def _event_ids(event_ids: Sequence[str]) -> list[str]:
+    if isinstance(event_ids, (str, bytes)):  # a lone id would be iterated letter by letter
+        raise TypeError("event_ids must be a sequence of EventIds, not one string")
+    ids: list[str] = []
+    for event_id in event_ids:
+        if not isinstance(event_id, str) or not event_id.strip():
+            raise ValueError(f"not an EventId: {event_id!r}")
+        if event_id not in ids:
+            ids.append(event_id)
+    if not ids:
+        raise ValueError("no EventId to approve")
+    return ids
+
+
+def _secs(seconds: float | None) -> str:
+    return "?" if seconds is None else f"{seconds:g}" if seconds < 10 else f"{seconds:.0f}"
+
+
+def _size(n: int) -> str:
+    return f"{n / 1024 / 1024:.1f} MiB" if n >= 1024 * 1024 else f"{n} bytes"

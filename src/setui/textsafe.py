@@ -1,0 +1,64 @@
+"""Make text from the network or the database safe to print on a terminal.
+
+An EventId, a Description or an error body is input: an escape sequence in it could move
+the cursor, retitle the window, hide a line or reverse the text around it (bidi controls).
+``printable`` keeps every ordinary character and turns the dangerous ones into visible
+escapes such as ``\\x1b`` or ``\\u202e``, so the operator sees that they were there.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+__all__ = ["ELLIPSIS", "printable"]
+
+ELLIPSIS = "…"
+
+# Categories never sent to a terminal as they are: controls (C0, DEL, C1), format
+# characters (bidi overrides and isolates, zero-width characters, BOM), line and
+# paragraph separators, and lone surrogates.
+_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def _safe_char(char: str) -> str:
+    if char.isprintable():
+        return char
+    # Spaces other than " " (NBSP, ideographic space) print harmlessly; keep them.
+    if unicodedata.category(char) not in _UNSAFE_CATEGORIES:
+        return char
+    return _escape(char)
+
+
+def printable(text: str, limit: int | None = None) -> str:
+    """``text`` on one line with every control shown as an escape, cut to ``limit`` chars.
+
+    Tabs and newlines are escaped too: the result is meant for one line of output. When
+    cut, the result ends with an ellipsis and is at most ``limit`` characters long; an
+    escape is never cut in half.
+    """
+    if not isinstance(text, str):
+        text = str(text)
+    if limit is not None and limit < 1:
+        return ""
+    pieces: list[str] = []
+    length = 0
+    for index, char in enumerate(text):
+        piece = _safe_char(char)
+        if limit is not None and length + len(piece) > limit - 1:
+            # Room for this piece only if it is the very last one and fits exactly.
+            rest_fits = index == len(text) - 1 and length + len(piece) <= limit
+            if not rest_fits:
+                pieces.append(ELLIPSIS)
+                return "".join(pieces)
+        pieces.append(piece)
+        length += len(piece)
+    return "".join(pieces)

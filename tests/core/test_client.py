@@ -1,0 +1,639 @@
+"""ImdsClient over real loopback HTTP: the emulator answers, faults break it on purpose."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+import tracemalloc
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta, timezone
+from email.utils import format_datetime
+from typing import Any
+
+import httpx
+import pytest
+
+from setui.core.backoff import Backoff
+from setui.core.client import (
+    DEFAULT_API_VERSION,
+    KNOWN_API_VERSIONS,
+    ImdsClient,
+)
+from setui.core.errors import (
+    BadDocument,
+    Gone,
+    ImdsError,
+    MethodNotAllowed,
+    NotFound,
+    RateLimited,
+    Rejected,
+    RequestTimeout,
+    ServerError,
+    TooLarge,
+    Unreachable,
+)
+from setui.emulator.clock import DEFAULT_START, ManualClock
+from setui.emulator.faults import parse_faults
+from setui.emulator.scenario import Scenario, parse_scenario
+from setui.emulator.server import Emulator
+
+MakeEmulator = Callable[..., Emulator]
+MakeClient = Callable[..., ImdsClient]
+MakeRelay = Callable[[str], Awaitable[Any]]
+MakeRawServer = Callable[[Callable[[Any, asyncio.StreamWriter], Awaitable[None]]], Awaitable[Any]]
+
+FAST = Backoff(base=0.02, cap=0.05)  # retries in tests: real waits, kept short
+
+EVENTS = "/metadata/scheduledevents"
+REBOOT_ID = "F020BA2E-3BC0-4C40-A10B-86575A9EABD5"
+FREEZE_ID = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
+# Two events present from scenario second 0, so approvals are accepted at once.
+APPROVABLE = f"""
+name = "approvable"
+vm_name = "vm-a"
+tail = 60
+[[events]]
+id = "{REBOOT_ID}"
+type = "Reboot"
+source = "User"
+notice = "15m"
+[[events]]
+id = "{FREEZE_ID}"
+type = "Freeze"
+notice = "15m"
+duration = 5
+"""
+
+def approvable() -> Scenario:
+    return parse_scenario(APPROVABLE, source="approvable.toml", default_name="approvable")
+
+
+def seed_failing_first(failures: int, share: float = 0.5) -> int:
+    """A fault seed whose first ``failures`` draws hit a fault of ``share`` and whose
+    next draw does not: "fail N times, then succeed", deterministically."""
+    for seed in range(100_000):
+        rng = random.Random(seed)
+        rolls = [rng.random() for _ in range(failures + 1)]
+        if all(r < share for r in rolls[:-1]) and rolls[-1] >= share:
+            return seed
+    raise AssertionError("no such seed")
+
+
+def gets(emulator: Emulator) -> list[Any]:
+    return [r for r in emulator.requests if r.method == "GET" and r.path == EVENTS]
+
+
+def posts(emulator: Emulator) -> list[Any]:
+    return [r for r in emulator.requests if r.method == "POST"]
+
+def reply(status: int, body: bytes = b"", *headers: str, phrase: str = "X") -> bytes:
+    """The bytes of a complete HTTP/1.1 answer."""
+    lines = [f"HTTP/1.1 {status} {phrase}", f"Content-Length: {len(body)}",
+             "Connection: close", *headers]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+def test_known_api_versions_are_the_documented_ones() -> None:
+    assert KNOWN_API_VERSIONS[0] == "2017-03-01" and KNOWN_API_VERSIONS[-1] == DEFAULT_API_VERSION
+    assert len(KNOWN_API_VERSIONS) == 7 and list(KNOWN_API_VERSIONS) == sorted(KNOWN_API_VERSIONS)
+
+
+@pytest.mark.parametrize("endpoint", ["ftp://x", "169.254.169.254", "http://", "http://h/?a=1"])
+def test_a_bad_endpoint_is_refused_at_once(endpoint: str) -> None:
+    with pytest.raises(ValueError, match="endpoint"):
+        ImdsClient(endpoint)
+
+
+def test_a_bad_api_version_is_refused_at_once() -> None:
+    with pytest.raises(ValueError, match="api-version"):
+        ImdsClient(api_version="2020-07-01&x=1")
+
+
+async def test_fetch_sends_the_documented_request_and_parses_the_answer(
+        make_emulator: MakeEmulator, make_client: MakeClient, clock: ManualClock) -> None:
+    emulator = make_emulator("live-migration")
+    client = make_client(emulator.url + "/")  # a trailing slash is tolerated
+    assert client.url == emulator.url + "/metadata/scheduledevents?api-version=2020-07-01"
+    first = await client.fetch()
+    assert first.status == 200 and first.document is not None
+    assert first.document.incarnation == 1 and first.document.events == ()
+    assert first.server_date == datetime.fromtimestamp(DEFAULT_START, timezone.utc)
+    assert 0 < first.latency < 1 and first.received_mono <= time.monotonic()
+    clock.advance(61)  # the documented Freeze appears at scenario second 60
+    second = await client.fetch()
+    assert second.document is not None and second.document.incarnation == 2
+    assert [e.event_id for e in second.document.events] == [FREEZE_ID]
+    request = gets(emulator)[0]
+    assert request.query == {"api-version": "2020-07-01"}
+    assert request.headers["metadata"] == "true"
+
+
+async def test_every_request_says_metadata_true_and_never_x_forwarded_for(
+        make_emulator: MakeEmulator, make_client: MakeClient) -> None:
+    emulator = make_emulator(approvable(), faults=parse_faults("approve-500=0.5,seed="
+                                                               f"{seed_failing_first(1)}"))
+    client = make_client(emulator.url, backoff=FAST)
+    await client.fetch()
+    assert await client.vm_name() == "vm-a"
+    await client.approve([REBOOT_ID])
+    emulator.set_faults(parse_faults("404=1"))
+    with pytest.raises(NotFound):
+        await client.fetch()
+    kinds = {(r.method, r.path) for r in emulator.requests}
+    assert kinds == {("GET", "/metadata/scheduledevents"), ("POST", "/metadata/scheduledevents"),
+                     ("GET", "/metadata/instance/compute/name")}
+    assert len(emulator.requests) == 5
+    for request in emulator.requests:
+        assert request.headers.get("metadata") == "true"
+        assert "x-forwarded-for" not in request.headers
+
+
+async def test_proxy_settings_in_the_environment_are_ignored(
+        make_emulator: MakeEmulator, make_client: MakeClient,
+        monkeypatch: pytest.MonkeyPatch, dead_url: str) -> None:
+    dead = dead_url
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "all_proxy"):
+        monkeypatch.setenv(name, dead)
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    emulator = make_emulator()
+    # The environment is effective: an ordinary client goes to the dead proxy and fails.
+    async with httpx.AsyncClient() as ordinary:
+        with pytest.raises(httpx.TransportError):
+            await ordinary.get(emulator.url + "/metadata/scheduledevents?api-version=2020-07-01",
+                               headers={"Metadata": "true"})
+    assert emulator.requests == []
+    result = await make_client(emulator.url).fetch()
+    assert result.status == 200 and len(emulator.requests) == 1
+
+
+async def test_one_connection_carries_every_request(
+        make_emulator: MakeEmulator, make_client: MakeClient, relay: MakeRelay) -> None:
+    emulator = make_emulator(approvable())
+    through = await relay(emulator.url)
+    client = make_client(through.url, rate=100, burst=100)
+    for _ in range(8):
+        await client.fetch()
+    await client.vm_name()
+    await client.approve([REBOOT_ID])
+    assert len(emulator.requests) == 10
+    assert through.connections == 1
+
+
+async def test_an_approval_during_a_poll_in_flight_uses_a_second_connection_only_then(
+        make_emulator: MakeEmulator, make_client: MakeClient, relay: MakeRelay) -> None:
+    emulator = make_emulator(approvable(), faults=parse_faults("first-delay=0.5"))
+    through = await relay(emulator.url)
+    client = make_client(through.url)
+    poll = asyncio.ensure_future(client.fetch())
+    await asyncio.sleep(0.1)
+    approved = await client.approve([REBOOT_ID])  # not stuck behind the slow first poll
+    assert not poll.done() and approved.elapsed < 0.3
+    await poll
+    for _ in range(3):
+        await client.fetch()
+    assert through.connections == 2
+
+
+async def test_the_first_call_waits_for_enabling_later_calls_do_not(
+        make_emulator: MakeEmulator, make_client: MakeClient) -> None:
+    emulator = make_emulator(faults=parse_faults("first-delay=0.6"))
+    client = make_client(emulator.url, timeout=0.25, enabling_timeout=3.0)
+    assert client.first_call_pending
+    started = time.monotonic()
+    result = await client.fetch()
+    assert result.status == 200 and time.monotonic() - started >= 0.55
+    assert not client.first_call_pending
+    emulator.set_faults(parse_faults("slow=0.6"))
+    started = time.monotonic()
+    with pytest.raises(RequestTimeout) as caught:
+        await client.fetch()
+    assert time.monotonic() - started < 0.5
+    assert caught.value.message == f"no answer from {emulator.url} within 0.25 s"
+    assert caught.value.retryable
+
+
+async def test_a_first_call_that_times_out_says_why_and_stays_pending(
+        make_emulator: MakeEmulator, make_client: MakeClient) -> None:
+    emulator = make_emulator(faults=parse_faults("first-delay=2"))
+    client = make_client(emulator.url, timeout=0.1, enabling_timeout=0.3)
+    started = time.monotonic()
+    with pytest.raises(RequestTimeout) as caught:
+        await client.fetch()
+    assert 0.28 <= time.monotonic() - started < 1.0
+    assert "within 0.3 s" in caught.value.message
+    assert "enables scheduled events and can take up to 2 minutes" in caught.value.message
+    assert client.first_call_pending
+
+
+async def test_nothing_listening_is_unreachable_in_words(make_client: MakeClient,
+                                                         dead_url: str) -> None:
+    endpoint = dead_url
+    client = make_client(endpoint)
+    with pytest.raises(Unreachable) as caught:
+        await client.fetch()
+    assert caught.value.message == (f"nothing answers at {endpoint} — is this an Azure VM? "
+                                    "(connection refused)")
+    assert caught.value.retryable and client.first_call_pending
+
+
+@pytest.mark.parametrize(
+    ("spec", "kind", "message", "retry_after"),
+    [
+        ("400=1", Rejected, "rejected: Bad request.", None),
+        ("404=1", NotFound, "not found (404): Not found. — is {url} the metadata service?", None),
+        ("410=1", Gone, "not ready yet (410 Gone): the service says to retry for up to 70 "
+                        "seconds (Gone: retry after some time.)", None),
+        ("429=1,retry-after=2", RateLimited, "rate limited (429): more than about 5 requests a "
+                                             "second from this VM; it asks to wait 2 s", 2.0),
+        ("429=1", RateLimited, "rate limited (429): more than about 5 requests a second from "
+                               "this VM; backing off", None),
+        ("500=1", ServerError, "the metadata service failed (500 Internal Server Error): "
+                               "Internal server error: retry later.", None),
+        ("503=1,retry-after=3", ServerError, "the metadata service failed (503 Service "
+                                             "Unavailable): Service unavailable: retry later.",
+         3.0),
+        ("notjson=1", BadDocument, "the answer is not a scheduled-events document: the body is "
+                                   "not JSON", None),
+        ("notdoc=1", BadDocument, "the answer is not a scheduled-events document: ", None),
+        ("truncate=1", BadDocument, "the answer was cut off: the connection closed after ", None),
+    ],
+)
+async def test_each_failure_has_its_type_and_words(
+        make_emulator: MakeEmulator, make_client: MakeClient, spec: str, kind: type[ImdsError],
+        message: str, retry_after: float | None) -> None:
+    emulator = make_emulator(faults=parse_faults(spec))
+    with pytest.raises(ImdsError) as caught:
+        await make_client(emulator.url).fetch()
+    error = caught.value
+    assert type(error) is kind
+    assert error.message.startswith(message.format(url=emulator.url)), error.message
+    assert error.retry_after == retry_after
+    assert error.retryable is (kind not in (Rejected, NotFound))
+    # every answer was an answer: the enabling call is over
+    assert len(gets(emulator)) == 1
+
+
+async def test_a_truncated_body_says_how_much_arrived(
+        make_emulator: MakeEmulator, make_client: MakeClient) -> None:
+    emulator = make_emulator(faults=parse_faults("truncate=1"))
+    length = len(json.dumps(emulator.document()))
+    with pytest.raises(BadDocument) as caught:
+        await make_client(emulator.url).fetch()
+    assert caught.value.message == ("the answer was cut off: the connection closed after "
+                                    f"{length // 2} of {length} bytes")
+
+
+async def test_not_a_document_quotes_the_parser(
+        make_emulator: MakeEmulator, make_client: MakeClient) -> None:
+    emulator = make_emulator(faults=parse_faults("notdoc=1,seed=3"))
+    with pytest.raises(BadDocument) as caught:
+        await make_client(emulator.url).fetch()
+    # DocumentError names the field: "<field>: <problem>"
+    assert ": " in caught.value.message.removeprefix("the answer is not a scheduled-events "
+                                                     "document: ")
+
+
+async def test_an_unknown_api_version_is_rejected_with_the_services_reason(
+        make_emulator: MakeEmulator, make_client: MakeClient) -> None:
+    emulator = make_emulator()
+    with pytest.raises(Rejected) as caught:
+        await make_client(emulator.url, api_version="2099-01-01").fetch()
+    assert caught.value.message.startswith("rejected: Bad request. api-version is invalid")
+    assert caught.value.message.endswith("(newest api-versions: 2020-07-01, 2019-08-01, "
+                                         "2019-04-01)")
+    assert not caught.value.retryable
+
+
+async def test_a_hanging_service_times_out(make_emulator: MakeEmulator,
+                                           make_client: MakeClient) -> None:
+    emulator = make_emulator(faults=parse_faults("hang=1"))
+    client = make_client(emulator.url, enabling_timeout=0.3)
+    started = time.monotonic()
+    with pytest.raises(RequestTimeout, match=r"no answer from .* within 0\.3 s"):
+        await client.fetch()
+    assert time.monotonic() - started < 1.0
+
+
+async def test_a_trickling_body_is_bounded_by_the_whole_request_timeout(
+        make_emulator: MakeEmulator, make_client: MakeClient) -> None:
+    # One byte every 20 ms never trips a per-read timeout; the total one must.
+    emulator = make_emulator(faults=parse_faults("trickle=0.02"))
+    client = make_client(emulator.url, enabling_timeout=0.4)
+    started = time.monotonic()
+    with pytest.raises(RequestTimeout) as caught:
+        await client.fetch()
+    assert time.monotonic() - started < 1.0
+    assert caught.value.message.startswith(f"the answer from {emulator.url} did not complete "
+                                           "within 0.4 s (")
+
+
+async def test_a_50_mb_answer_is_refused_without_reading_it(
+        make_emulator: MakeEmulator, make_client: MakeClient) -> None:
+    emulator = make_emulator(faults=parse_faults("big=50"))
+    client = make_client(emulator.url)
+    tracemalloc.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(TooLarge) as caught:
+            await client.fetch()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert time.monotonic() - started < 1.0
+    assert peak < 8 * 1024 * 1024
+    assert caught.value.message.startswith("the answer is 47.7 MiB, more than the 4.0 MiB")
+    # the connection was dropped, not drained: the next poll works on a fresh one
+    emulator.set_faults(None)
+    assert (await client.fetch()).status == 200
+
+
+async def test_a_limit_smaller_than_the_document_is_enforced(
+        make_emulator: MakeEmulator, make_client: MakeClient) -> None:
+    emulator = make_emulator(approvable())
+    with pytest.raises(TooLarge):
+        await make_client(emulator.url, max_body=200).fetch()
+    assert (await make_client(emulator.url, max_body=4000).fetch()).status == 200
+
+
+async def test_a_chunked_body_without_length_stops_being_read_at_the_limit(
+        make_client: MakeClient, raw_server: MakeRawServer) -> None:
+    sent = 0
+    chunk = b"x" * 65536
+
+    async def endless(request: Any, writer: asyncio.StreamWriter) -> None:
+        nonlocal sent
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n")
+        while sent < 50 * 1024 * 1024:
+            writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            await writer.drain()
+            sent += len(chunk)
+
+    server = await raw_server(endless)
+    client = make_client(server.url, max_body=1024 * 1024)
+    tracemalloc.start()
+    try:
+        with pytest.raises(TooLarge) as caught:
+            await client.fetch()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    await asyncio.sleep(0.05)
+    assert caught.value.message.startswith("the answer grew past 1.0 MiB")
+    assert sent < 20 * 1024 * 1024, sent  # the sender was cut off long before 50 MB
+    assert peak < 8 * 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    ("answer", "kind", "message"),
+    [
+        (reply(405, b"Method not allowed here"), MethodNotAllowed,
+         "method not allowed (405): Method not allowed here"),
+        (reply(403, b"<html><head><title>403 Forbidden</title></head><body><h1>Access denied"
+                    b"</h1> by proxy</body></html>", "Content-Type: text/html", phrase="Forbidden"),
+         ImdsError, "unexpected answer (403 Forbidden): 403 Forbidden Access denied by proxy"),
+        (reply(302, b"", "Location: http://evil.example/"), ImdsError,
+         "unexpected redirect (302) to http://evil.example/: the metadata service never "
+         "redirects — is a proxy in the way?"),
+        (reply(400, b'{"error": "bad \\u001b[31mred\\u001b[0m\\nthing"}'), Rejected,
+         "rejected: bad \\x1b[31mred\\x1b[0m thing"),
+        (b"SSH-2.0-OpenSSH_9.6\r\n", Unreachable, "the connection to "),
+    ],
+)
+async def test_answers_the_emulator_never_gives_are_typed_too(
+        make_client: MakeClient, raw_server: MakeRawServer, answer: bytes,
+        kind: type[ImdsError], message: str) -> None:
+    async def handler(request: Any, writer: asyncio.StreamWriter) -> None:
+        writer.write(answer)
+
+    server = await raw_server(handler)
+    with pytest.raises(ImdsError) as caught:
+        await make_client(server.url).fetch()
+    assert type(caught.value) is kind
+    assert caught.value.message.startswith(message), caught.value.message
+
+
+async def test_network_text_in_messages_is_trimmed_and_escaped(
+        make_client: MakeClient, raw_server: MakeRawServer) -> None:
+    async def handler(request: Any, writer: asyncio.StreamWriter) -> None:
+        writer.write(reply(400, b"\x1b]0;owned\x07" + b"A" * 5000, "Content-Type: text/plain"))
+
+    server = await raw_server(handler)
+    with pytest.raises(Rejected) as caught:
+        await make_client(server.url).fetch()
+    text = caught.value.message
+    assert len(text) <= len("rejected: ") + 200
+    assert text.startswith("rejected: \\x1b]0;owned\\x07AAA") and text.endswith("…")
+    assert all(ch.isprintable() for ch in text)
+
+
+async def test_retry_after_as_an_http_date(make_client: MakeClient,
+                                           raw_server: MakeRawServer) -> None:
+    when = format_datetime(datetime.now(timezone.utc) + timedelta(seconds=30), usegmt=True)
+
+    async def handler(request: Any, writer: asyncio.StreamWriter) -> None:
+        writer.write(reply(429, b"slow down", f"Retry-After: {when}"))
+
+    server = await raw_server(handler)
+    with pytest.raises(RateLimited) as caught:
+        await make_client(server.url).fetch()
+    assert caught.value.retry_after is not None and 27 <= caught.value.retry_after <= 30
+
+
+async def test_etag_and_304_when_the_service_sends_etags(
+        make_emulator: MakeEmulator, make_client: MakeClient, clock: ManualClock) -> None:
+    emulator = make_emulator(etag=True)
+    client = make_client(emulator.url)
+    first = await client.fetch()
+    assert first.status == 200 and first.document is not None
+    unchanged = await client.fetch()
+    assert unchanged.status == 304 and unchanged.document is None
+    assert unchanged.server_date is not None
+    clock.advance(61)
+    changed = await client.fetch()
+    assert changed.status == 200 and changed.document is not None
+    assert changed.document.incarnation == 2
+    sent = [r.headers.get("if-none-match") for r in gets(emulator)]
+    assert sent == [None, '"1"', '"1"']
+    client.forget_etag()
+    assert (await client.fetch()).status == 200
+    assert gets(emulator)[-1].headers.get("if-none-match") is None
+
+
+async def test_without_etags_every_fetch_is_a_full_answer(
+        make_emulator: MakeEmulator, make_client: MakeClient) -> None:
+    emulator = make_emulator(etag=False)
+    client = make_client(emulator.url)
+    results = [await client.fetch() for _ in range(3)]
+    assert [r.status for r in results] == [200, 200, 200]
+    assert all(r.document is not None for r in results)
+    assert all("if-none-match" not in r.headers for r in gets(emulator))
+
+
+async def test_the_rate_limit_is_shared_and_paces_a_burst(
+        make_emulator: MakeEmulator, make_client: MakeClient, relay: MakeRelay) -> None:
+    emulator = make_emulator(approvable())
+    through = await relay(emulator.url)
+    client = make_client(through.url, rate=10, burst=3)
+    await client.fetch()  # open the connection, so arrival times are sending times
+    await asyncio.sleep(0.35)  # the bucket is full again
+    through.sent.clear()
+    started = time.monotonic()
+    for _ in range(4):
+        await client.fetch()
+    await client.approve([REBOOT_ID])
+    await client.vm_name()
+    # 3 tokens at first, then 10 a second: 6 requests need at least 0.3 s ...
+    assert 0.28 <= time.monotonic() - started < 1.0
+    # ... and no window of requests, approvals included, holds more than the bucket allows
+    times = through.request_times()
+    assert len(times) == 6
+    for i in range(len(times)):
+        for j in range(i + 1, len(times)):
+            assert j - i + 1 <= 3 + 10 * (times[j] - times[i]) + 0.1, (i, j, times)
+
+
+async def test_an_approval_after_polling_once_a_second_goes_out_at_once(
+        make_emulator: MakeEmulator, make_client: MakeClient, relay: MakeRelay) -> None:
+    emulator = make_emulator(approvable())
+    through = await relay(emulator.url)
+    client = make_client(through.url)  # the real limits: 4/s, burst 3
+    await client.fetch()
+    await asyncio.sleep(1.0)
+    await client.fetch()
+    delays = []
+    for event_id in (REBOOT_ID, FREEZE_ID):  # keystroke -> POST on the wire
+        pressed = time.monotonic()
+        await client.approve([event_id])
+        delays.append(through.request_times("POST")[-1] - pressed)
+    assert len(through.request_times("POST")) == 2
+    assert all(0 <= d < 0.05 for d in delays), delays
+
+
+async def test_the_approval_body_is_exactly_the_documented_one(
+        make_emulator: MakeEmulator, make_client: MakeClient) -> None:
+    emulator = make_emulator(approvable())
+    client = make_client(emulator.url)
+    result = await client.approve([REBOOT_ID], incarnation=1)  # ignored after 2017-03-01
+    assert (result.event_ids, result.status, result.attempts) == ((REBOOT_ID,), 200, 1)
+    assert 0 < result.latency <= result.elapsed
+    post = posts(emulator)[0]
+    assert post.path == "/metadata/scheduledevents"
+    assert post.query == {"api-version": "2020-07-01"}
+    assert post.body == b'{"StartRequests": [{"EventId": "%s"}]}' % REBOOT_ID.encode()
+    assert post.headers["content-type"] == "application/json"
+    several = await client.approve([REBOOT_ID, FREEZE_ID, REBOOT_ID])
+    assert several.event_ids == (REBOOT_ID, FREEZE_ID)
+    assert json.loads(posts(emulator)[1].body) == {
+        "StartRequests": [{"EventId": REBOOT_ID}, {"EventId": FREEZE_ID}]}
+
+
+async def test_the_2017_preview_approval_carries_the_incarnation(
+        make_emulator: MakeEmulator, make_client: MakeClient) -> None:
+    emulator = make_emulator(approvable())
+    client = make_client(emulator.url, api_version="2017-03-01")
+    await client.approve([REBOOT_ID], incarnation=3)
+    await client.approve([FREEZE_ID])  # no incarnation known: none sent
+    bodies = [json.loads(p.body) for p in posts(emulator)]
+    assert bodies == [{"DocumentIncarnation": 3, "StartRequests": [{"EventId": REBOOT_ID}]},
+                      {"StartRequests": [{"EventId": FREEZE_ID}]}]
+    assert list(bodies[0]) == ["DocumentIncarnation", "StartRequests"]
+
+
+@pytest.mark.parametrize("code", [410, 429, 500, 503])
+async def test_an_approval_is_retried_on_what_the_service_says_to_retry(
+        make_emulator: MakeEmulator, make_client: MakeClient, code: int) -> None:
+    faults = parse_faults(f"approve-{code}=0.5,seed={seed_failing_first(2)}")
+    emulator = make_emulator(approvable(), faults=faults)
+    result = await make_client(emulator.url, backoff=FAST).approve([REBOOT_ID])
+    assert (result.status, result.attempts) == (200, 3)
+    assert len(posts(emulator)) == 3
+
+
+@pytest.mark.parametrize("spec", ["", "approve-400=1"])
+async def test_an_approval_is_never_retried_after_400(
+        make_emulator: MakeEmulator, make_client: MakeClient, spec: str) -> None:
+    emulator = make_emulator(approvable(), faults=parse_faults(spec))
+    client = make_client(emulator.url, backoff=FAST)
+    unknown = "00000000-0000-0000-0000-000000000000"
+    with pytest.raises(Rejected) as caught:
+        await client.approve([unknown if not spec else REBOOT_ID])
+    assert caught.value.message.startswith("rejected: Bad request.")
+    assert len(posts(emulator)) == 1
+
+
+async def test_an_approval_rides_out_a_service_restart(
+        make_emulator: MakeEmulator, make_client: MakeClient) -> None:
+    emulator = make_emulator(approvable())
+    client = make_client(emulator.url, backoff=FAST)
+    await client.fetch()
+    emulator.stop()
+    approval = asyncio.ensure_future(client.approve([REBOOT_ID]))
+    await asyncio.sleep(0.3)
+    assert not approval.done()
+    await asyncio.to_thread(emulator.start)
+    result = await asyncio.wait_for(approval, 2)
+    assert result.status == 200 and result.attempts > 2
+    assert len(posts(emulator)) == 1  # refused connections never reached it
+
+
+async def test_an_approval_gives_up_at_its_deadline(
+        make_emulator: MakeEmulator, make_client: MakeClient) -> None:
+    emulator = make_emulator(approvable(), faults=parse_faults("approve-500=1"))
+    client = make_client(emulator.url, backoff=FAST, rate=100, burst=100)
+    started = time.monotonic()
+    with pytest.raises(ServerError) as caught:
+        await client.approve([REBOOT_ID], deadline=0.4)
+    assert time.monotonic() - started < 0.6
+    attempts = len(posts(emulator))
+    assert attempts >= 3
+    assert caught.value.message.endswith(f"(approval gave up after {attempts} attempts in "
+                                         f"{caught.value.message.rsplit(' in ', 1)[1]}")
+
+
+async def test_an_approval_honours_retry_after(make_client: MakeClient,
+                                               raw_server: MakeRawServer) -> None:
+    async def handler(request: Any, writer: asyncio.StreamWriter) -> None:
+        first = len(server.requests) == 1
+        writer.write(reply(429, b"", "Retry-After: 1") if first else reply(200))
+
+    server = await raw_server(handler)
+    started = time.monotonic()
+    result = await make_client(server.url, backoff=FAST).approve([REBOOT_ID])
+    assert result.attempts == 2 and time.monotonic() - started >= 1.0
+
+
+async def test_an_approval_does_not_wait_past_its_deadline_for_retry_after(
+        make_client: MakeClient, raw_server: MakeRawServer) -> None:
+    async def handler(request: Any, writer: asyncio.StreamWriter) -> None:
+        writer.write(reply(503, b"later", "Retry-After: 60"))
+
+    server = await raw_server(handler)
+    started = time.monotonic()
+    with pytest.raises(ServerError, match=r"gave up after 1 attempt in"):
+        await make_client(server.url, backoff=FAST).approve([REBOOT_ID], deadline=5)
+    assert time.monotonic() - started < 0.5 and len(server.requests) == 1
+
+
+@pytest.mark.parametrize(("ids", "error"), [(REBOOT_ID, TypeError), ([], ValueError),
+                                             (["", REBOOT_ID], ValueError)])
+async def test_approving_nothing_is_a_programming_error(make_client: MakeClient, ids: object,
+                                                        error: type[Exception]) -> None:
+    with pytest.raises(error):
+        await make_client("http://127.0.0.1:9").approve(ids)  # type: ignore[arg-type]
+
+
+async def test_vm_name_asks_compute_metadata_and_never_raises(
+        make_emulator: MakeEmulator, make_client: MakeClient, dead_url: str) -> None:
+    emulator = make_emulator(vm_name="my-vm-7")
+    client = make_client(emulator.url)
+    assert await client.vm_name() == "my-vm-7"
+    request = emulator.requests[-1]
+    assert request.path == "/metadata/instance/compute/name"
+    assert request.query == {"api-version": "2021-02-01", "format": "text"}
+    assert client.first_call_pending  # the name is not the enabling call
+    assert await make_client(dead_url).vm_name() is None
+    assert await make_client(emulator.url + "/nowhere").vm_name() is None  # 404

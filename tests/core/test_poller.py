@@ -1,0 +1,424 @@
+"""The poller: its schedule on a fake clock, its behaviour against the real emulator.
+
+The scheduling arithmetic (grid, skipped ticks, backoff, the slow pace) is tested with
+a scripted client on fake time, where exact instants can be asserted. Everything that
+crosses the wire (enabling, outages, restarts, 304, clock skew, poll_now) is tested
+against the emulator over loopback in real time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from setui.core.backoff import Backoff
+from setui.core.client import FetchResult, ImdsClient
+from setui.core.errors import ImdsError, NotFound, RateLimited, ServerError, Unreachable
+from setui.core.health import ConnectionState, PollResult
+from setui.core.model import Document, parse_document
+from setui.core.poller import Poller
+from setui.core.tracker import ChangeKind
+from setui.emulator.clock import ManualClock
+from setui.emulator.faults import parse_faults
+from setui.emulator.server import Emulator
+
+MakeEmulator = Callable[..., Emulator]
+MakeClient = Callable[..., ImdsClient]
+MakePoller = Callable[..., tuple[Poller, Emulator]]
+MakeRelay = Callable[[str], Awaitable[Any]]
+EVENTS = "/metadata/scheduledevents"
+FREEZE_ID = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
+WALL = datetime(2022, 4, 11, 22, 0, tzinfo=timezone.utc)
+EMPTY = parse_document({"DocumentIncarnation": 1, "Events": []})
+ONE_EVENT = parse_document({"DocumentIncarnation": 2, "Events": [{
+    "EventId": FREEZE_ID, "EventStatus": "Scheduled", "EventType": "Freeze",
+    "ResourceType": "VirtualMachine", "Resources": ["WestNO_0"],
+    "NotBefore": "Mon, 11 Apr 2022 22:26:58 GMT"}]})
+GONE = parse_document({"DocumentIncarnation": 3, "Events": []})
+
+
+def gets(emulator: Emulator) -> list[Any]:
+    return [r for r in emulator.requests if r.method == "GET" and r.path == EVENTS]
+
+
+# -- a scripted client on fake time ---------------------------------------------------------
+class FakeTime:
+    def __init__(self, start: float = 0.0) -> None:
+        self.now = start
+
+    def mono(self) -> float:
+        return self.now
+
+    def wall(self) -> datetime:
+        return WALL + timedelta(seconds=self.now)
+
+    async def sleep(self, seconds: float) -> None:
+        self.now += max(seconds, 0.0)
+        await asyncio.sleep(0)
+
+
+Outcome = Document | None | BaseException
+
+
+class ScriptedClient:
+    """Stands in for ImdsClient where only timing matters: each fetch takes
+    ``duration`` fake seconds and gives the next scripted outcome (then EMPTY)."""
+
+    def __init__(self, t: FakeTime, script: list[tuple[float, Outcome]] | None = None,
+                 *, skew: float = 0.0) -> None:
+        self.t = t
+        self.script = list(script or [])
+        self.skew = skew
+        self.first_call_pending = True
+        self.starts: list[float] = []
+        self.in_flight = 0
+        self.forgot = 0
+
+    async def fetch(self) -> FetchResult:
+        self.starts.append(self.t.now)
+        self.in_flight += 1
+        assert self.in_flight == 1, "two requests in flight"
+        duration, outcome = self.script.pop(0) if self.script else (0.05, EMPTY)
+        await self.t.sleep(duration)
+        self.in_flight -= 1
+        if isinstance(outcome, BaseException):
+            if isinstance(outcome, ImdsError) and outcome.status is not None:
+                self.first_call_pending = False
+            raise outcome
+        self.first_call_pending = False
+        date = self.t.wall() + timedelta(seconds=self.skew)
+        return FetchResult(outcome, 304 if outcome is None else 200, duration, date, self.t.now)
+
+    def forget_etag(self) -> None:
+        self.forgot += 1
+
+
+async def take(poller: Poller, count: int, timeout: float = 3.0) -> list[PollResult]:
+    """The next ``count`` results of a fresh loop, then the loop is closed."""
+    results = poller.results()
+    try:
+        return [await asyncio.wait_for(results.__anext__(), timeout) for _ in range(count)]
+    finally:
+        await results.aclose()
+
+
+def fake_poller(script: list[tuple[float, Outcome]] | None = None, *, start: float = 0.0,
+                **kwargs: Any) -> tuple[Poller, ScriptedClient, FakeTime]:
+    t = FakeTime(start)
+    client = ScriptedClient(t, script, skew=kwargs.pop("skew", 0.0))
+    poller = Poller(client, mono=t.mono, sleep=t.sleep, wall=t.wall,  # type: ignore[arg-type]
+                    **kwargs)
+    return poller, client, t
+
+
+# -- schedule ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("interval", [0.2, 1.0, 2.5])
+async def test_ticks_stay_on_the_grid_however_long_answers_take(interval: float) -> None:
+    durations = [0.1, 0.7, 0.35, 0.95, 0.01]
+    script = [(d * interval, EMPTY) for d in durations * 6]
+    poller, client, _ = fake_poller(script, start=1000.3, interval=interval)
+    await take(poller, 30)
+    assert client.starts == pytest.approx([1000.3 + k * interval for k in range(30)])
+
+
+async def test_a_slow_answer_skips_missed_ticks_instead_of_catching_up() -> None:
+    script: list[tuple[float, Outcome]] = [(2.5, EMPTY), (0.1, EMPTY), (0.1, EMPTY),
+                                           *[(2.5, EMPTY)] * 4]
+    poller, client, _ = fake_poller(script, interval=1.0)
+    await take(poller, 7)
+    # 0 ends at 2.5: ticks 1 and 2 are gone, the next poll is tick 3, then the grid again
+    assert client.starts == pytest.approx([0, 3, 4, 5, 8, 11, 14])
+
+
+async def test_failures_back_off_then_polling_returns_to_the_grid() -> None:
+    failure = ServerError("the metadata service failed (500 Internal Server Error): x",
+                          status=500)
+    script: list[tuple[float, Outcome]] = [(0.1, EMPTY), *[(0.1, failure)] * 4, (0.1, EMPTY),
+                                           (0.1, EMPTY)]
+    backoff = Backoff(base=1.0, cap=4.0, random=lambda: 1.0)
+    poller, client, _ = fake_poller(script, interval=1.0, backoff=backoff)
+    results = await take(poller, 7)
+    assert client.starts == pytest.approx([0, 1, 2.1, 4.2, 8.3, 12.4, 13])
+    failed = results[1:5]
+    assert [r.health.consecutive_failures for r in failed] == [1, 2, 3, 4]
+    assert [r.health.next_attempt_in for r in failed] == pytest.approx([1, 2, 4, 4])
+    assert all(r.health.state is ConnectionState.RETRYING and not r.fresh for r in failed)
+    assert all(r.health.last_error == failure.message and r.error is failure for r in failed)
+    assert all(r.document is EMPTY for r in failed)  # the latest known document stays
+    assert failed[-1].health.last_success == results[0].health.last_success
+    recovered = results[5].health
+    assert recovered.state is ConnectionState.LIVE and recovered.consecutive_failures == 0
+    assert recovered.last_error is None and recovered.next_attempt_in is None
+
+
+async def test_backoff_never_polls_faster_than_the_interval() -> None:
+    failure = ServerError("down", status=500)
+    poller, client, _ = fake_poller([(0.0, failure)] * 3, interval=2.0,
+                                    backoff=Backoff(base=0.1, cap=0.2))
+    await take(poller, 3)
+    assert client.starts == pytest.approx([0, 2, 4])
+
+
+async def test_retry_after_is_honoured() -> None:
+    limited = RateLimited("rate limited (429)", status=429, retry_after=7.0)
+    poller, client, _ = fake_poller([(0.5, limited)], interval=1.0,
+                                    backoff=Backoff(random=lambda: 0.0))
+    results = await take(poller, 2)
+    assert client.starts == pytest.approx([0, 7.5])
+    assert results[0].health.next_attempt_in == pytest.approx(7.0)
+
+
+@pytest.mark.parametrize(("slow", "expected"), [({}, 10.0), ({"slow_interval": 3.0}, 3.0),
+                                                ({"slow_interval": 0.5}, 1.0)])
+async def test_what_retrying_cannot_fix_is_asked_again_slowly(slow: dict[str, float],
+                                                              expected: float) -> None:
+    wrong = NotFound("not found (404): Not found.", status=404)
+    poller, client, _ = fake_poller([(0.0, wrong), (0.0, wrong)], interval=1.0, **slow)
+    results = await take(poller, 3)
+    assert client.starts == pytest.approx([0, expected, 2 * expected])
+    assert results[0].health.state is ConnectionState.RETRYING
+    assert results[0].health.next_attempt_in == pytest.approx(expected)
+    assert results[2].fresh and results[2].health.state is ConnectionState.LIVE
+
+
+async def test_unreachable_is_its_own_state() -> None:
+    down = Unreachable("nothing answers at http://169.254.169.254 — is this an Azure VM? "
+                       "(connection refused)")
+    poller, _, _ = fake_poller([(0.0, down)])
+    assert poller.health.state is ConnectionState.ENABLING
+    [result] = await take(poller, 1)
+    assert result.health.state is ConnectionState.UNREACHABLE
+    assert result.health.last_error is not None
+    assert result.health.last_error.startswith("nothing answers at")
+    assert result.health.first_call_pending  # nothing ever answered
+
+
+async def test_an_unexpected_exception_is_a_failed_poll_not_a_dead_loop(
+        caplog: pytest.LogCaptureFixture) -> None:
+    poller, client, _ = fake_poller([(0.1, RuntimeError("boom\nsecond line")), (0.1, EMPTY)],
+                                    backoff=Backoff(random=lambda: 1.0))
+    results = await take(poller, 2)
+    error = results[0].error
+    assert error is not None and error.message == "internal error: RuntimeError: boom"
+    assert not results[0].fresh and results[0].health.state is ConnectionState.RETRYING
+    assert client.starts[1] == pytest.approx(1.1)  # backed off, not the 10 s slow pace
+    assert results[1].fresh
+    assert "unexpected error while polling" in caplog.text
+
+
+async def test_a_broken_tracker_does_not_end_polling() -> None:
+    class Broken:
+        def update(self, doc: Document, seen_at: datetime) -> list[Any]:
+            raise KeyError("tracker bug")
+
+    poller, _, _ = fake_poller(tracker=Broken())  # type: ignore[arg-type]
+    results = await take(poller, 2)
+    assert all(r.error is not None and "KeyError" in r.error.message for r in results)
+
+
+async def test_a_success_fills_the_health_and_runs_the_tracker() -> None:
+    poller, _, _ = fake_poller([(0.25, ONE_EVENT), (0.1, None), (0.1, GONE)], skew=-42.0)
+    first, unchanged, gone = await take(poller, 3)
+    assert first.fresh and first.document is ONE_EVENT and first.error is None
+    assert first.seen_at == WALL + timedelta(seconds=0.25)
+    health = first.health
+    assert health.state is ConnectionState.LIVE and not health.first_call_pending
+    assert health.latency == 0.25 and health.last_success == first.seen_at
+    assert health.last_success_mono == pytest.approx(0.25)
+    assert health.clock_skew == pytest.approx(-42.0)
+    assert [(c.kind, c.event_id, c.initial) for c in first.changes] == [
+        (ChangeKind.APPEARED, FREEZE_ID, True)]
+    # 304: a success that keeps the previous document and changes nothing
+    assert unchanged.fresh and unchanged.document is ONE_EVENT and unchanged.changes == ()
+    assert unchanged.details["unchanged"] is True
+    assert [c.kind for c in gone.changes] == [ChangeKind.CANCELLED]
+    assert poller.document is GONE and poller.tracker.incarnation == 3
+
+
+async def test_a_304_with_nothing_known_asks_again_in_full() -> None:
+    poller, client, _ = fake_poller([(0.1, None), (0.1, ONE_EVENT)])
+    [result] = await take(poller, 1)
+    assert client.forgot == 1 and len(client.starts) == 2
+    assert result.fresh and result.document is ONE_EVENT
+
+
+@pytest.mark.parametrize("interval", [0.19, 0.0, -1.0, float("nan"), float("inf")])
+def test_an_interval_faster_than_imds_allows_is_refused(interval: float) -> None:
+    with pytest.raises(ValueError) as caught:
+        Poller(ScriptedClient(FakeTime()), interval=interval)  # type: ignore[arg-type]
+    assert str(caught.value) == "interval must be at least 0.2 s: IMDS limits the request rate"
+
+
+async def test_one_loop_per_poller() -> None:
+    poller, _, _ = fake_poller()
+    first = poller.results()
+    await first.__anext__()
+    second = poller.results()
+    with pytest.raises(RuntimeError, match="already running"):
+        await second.__anext__()
+    await first.aclose()
+    assert (await take(poller, 1))[0].fresh  # free again once the first loop ended
+
+
+# -- against the emulator ---------------------------------------------------------------------
+@pytest.fixture
+async def emulator_poller(make_emulator: MakeEmulator, make_client: MakeClient
+                          ) -> AsyncIterator[MakePoller]:
+    def make(scenario: str = "live-migration", *, emulator: dict[str, Any] | None = None,
+             client: dict[str, Any] | None = None, **kwargs: Any) -> tuple[Poller, Emulator]:
+        emu = make_emulator(scenario, **(emulator or {}))
+        kwargs.setdefault("interval", 0.2)
+        kwargs.setdefault("backoff", Backoff(base=0.05, cap=0.1))
+        return Poller(make_client(emu.url, **(client or {})), **kwargs), emu
+
+    yield make
+
+
+async def test_health_goes_enabling_live_retrying_unreachable_live(
+        emulator_poller: MakePoller) -> None:
+    poller, emulator = emulator_poller(emulator={"faults": parse_faults("first-delay=0.4")})
+    assert poller.health.state is ConnectionState.ENABLING
+    assert poller.health.first_call_pending
+    results = poller.results()
+    try:
+        live = await asyncio.wait_for(results.__anext__(), 3)
+        assert live.health.state is ConnectionState.LIVE and live.fresh
+        assert not live.health.first_call_pending and live.health.latency is not None
+        assert live.health.latency >= 0.35
+
+        emulator.set_faults(parse_faults("500=1"))
+        failing = await asyncio.wait_for(results.__anext__(), 3)
+        assert failing.health.state is ConnectionState.RETRYING
+        assert isinstance(failing.error, ServerError)
+        assert failing.health.last_error is not None
+        assert failing.health.last_error.startswith("the metadata service failed (500")
+        assert failing.document is live.document and failing.health.consecutive_failures == 1
+
+        await asyncio.to_thread(emulator.stop)
+        down = await asyncio.wait_for(results.__anext__(), 3)
+        assert down.health.state is ConnectionState.UNREACHABLE
+        assert down.health.last_error == (f"nothing answers at {emulator.url} — is this an "
+                                          "Azure VM? (connection refused)")
+        assert down.health.consecutive_failures == 2 and down.health.next_attempt_in
+
+        emulator.set_faults(None)
+        await asyncio.to_thread(emulator.start)  # the same port again
+        back = await asyncio.wait_for(results.__anext__(), 3)
+        assert back.health.state is ConnectionState.LIVE and back.fresh
+        assert back.health.consecutive_failures == 0 and back.health.last_error is None
+        assert back.health.last_success is not None and live.health.last_success is not None
+        assert back.health.last_success > live.health.last_success
+    finally:
+        await results.aclose()
+
+
+async def test_no_pile_up_when_answers_are_slower_than_the_interval(
+        make_emulator: MakeEmulator, make_client: MakeClient, relay: MakeRelay) -> None:
+    emulator = make_emulator(faults=parse_faults("slow=0.5"))
+    through = await relay(emulator.url)
+    poller = Poller(make_client(through.url), interval=0.2)
+    results = poller.results()
+    started = time.monotonic()
+    try:
+        while time.monotonic() - started < 2.0:
+            result = await asyncio.wait_for(results.__anext__(), 3)
+            assert result.fresh
+    finally:
+        await results.aclose()
+    elapsed = time.monotonic() - started
+    sent = through.request_times("GET")
+    # one request per slow answer (plus the wait for the next free tick), not one per
+    # 0.2 s tick, and never a second one while the first is unanswered
+    assert len(sent) == len(gets(emulator))
+    assert 3 <= len(sent) <= elapsed / 0.5 + 1
+    assert all(b - a >= 0.5 for a, b in itertools.pairwise(sent))
+
+
+async def test_the_tracker_tells_the_documented_story(emulator_poller: MakePoller,
+                                                      clock: ManualClock) -> None:
+    def wall() -> datetime:
+        return datetime.fromtimestamp(clock(), timezone.utc)
+
+    poller, _ = emulator_poller(wall=wall)
+    results = poller.results()
+    story = []
+    try:
+        for advance in (0, 61, 900, 200):  # empty, Scheduled, Started, gone
+            clock.advance(advance)
+            result = await asyncio.wait_for(results.__anext__(), 3)
+            assert result.fresh and result.seen_at == wall()
+            assert result.health.clock_skew is not None and abs(result.health.clock_skew) < 0.1
+            story.append([(c.kind, c.event_id) for c in result.changes])
+    finally:
+        await results.aclose()
+    assert story == [[], [(ChangeKind.APPEARED, FREEZE_ID)], [(ChangeKind.STARTED, FREEZE_ID)],
+                     [(ChangeKind.COMPLETED, FREEZE_ID)]]
+
+
+async def test_a_304_is_a_success_with_the_previous_document(emulator_poller: MakePoller) -> None:
+    poller, emulator = emulator_poller(emulator={"etag": True})
+    first, second = await take(poller, 2)
+    assert second.fresh and second.details["status"] == 304 and second.changes == ()
+    assert second.document is first.document and first.document is not None
+    assert second.health.state is ConnectionState.LIVE
+    assert gets(emulator)[1].headers.get("if-none-match") == '"1"'
+
+
+@pytest.mark.parametrize("skew", [30, -90, 0])
+async def test_clock_skew_is_measured_from_the_date_header(emulator_poller: MakePoller,
+                                                           skew: int) -> None:
+    poller, _ = emulator_poller(emulator={"faults": parse_faults(f"skew={skew}"),
+                                          "clock": time.time})
+    [result] = await take(poller, 1)
+    # Date has whole seconds, so the measure reads up to 1 s low
+    assert result.health.clock_skew is not None
+    assert skew - 1.2 < result.health.clock_skew <= skew + 0.1
+
+
+async def test_poll_now_polls_at_once_even_during_a_backoff(emulator_poller: MakePoller) -> None:
+    poller, emulator = emulator_poller(interval=5.0, backoff=Backoff(base=5, cap=5),
+                                       emulator={"faults": parse_faults("500=1")})
+    results = poller.results()
+    try:
+        failed = await asyncio.wait_for(results.__anext__(), 3)
+        assert failed.health.next_attempt_in is not None
+        assert failed.health.next_attempt_in >= 5.0
+        emulator.set_faults(None)
+        pending = asyncio.ensure_future(results.__anext__())
+        await asyncio.sleep(0.3)
+        assert not pending.done() and len(gets(emulator)) == 1  # it is waiting out the 5 s
+        started = time.monotonic()
+        poller.poll_now()
+        recovered = await asyncio.wait_for(pending, 1)
+        assert time.monotonic() - started < 0.3 and recovered.fresh
+    finally:
+        await results.aclose()
+
+
+async def test_poll_now_during_a_request_is_folded_into_it(
+        make_emulator: MakeEmulator, make_client: MakeClient, relay: MakeRelay) -> None:
+    emulator = make_emulator(faults=parse_faults("slow=0.3"))
+    through = await relay(emulator.url)
+    poller = Poller(make_client(through.url), interval=5.0)
+    results = poller.results()
+    try:
+        first = asyncio.ensure_future(results.__anext__())
+        for _ in range(5):  # an impatient operator
+            await asyncio.sleep(0.04)
+            poller.poll_now()
+        await asyncio.wait_for(first, 3)
+        second = asyncio.ensure_future(results.__anext__())
+        await asyncio.sleep(0.5)
+        assert not second.done() and len(gets(emulator)) == 1
+        poller.poll_now()
+        assert (await asyncio.wait_for(second, 2)).fresh
+    finally:
+        await results.aclose()
+    sent = through.request_times("GET")
+    assert len(sent) == 2 and sent[1] - sent[0] >= 0.8
