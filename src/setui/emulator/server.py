@@ -1,0 +1,287 @@
+"""The emulator of the Scheduled Events endpoint: a real HTTP server on loopback.
+
+It runs on a daemon thread with its own asyncio loop, so a test or ``setui demo`` can
+start it, talk to it over the wire like to the real ``169.254.169.254``, and stop it
+(connections refused afterwards) or bring it back on the same port::
+
+    with Emulator(load_scenario("live-migration"), speed=60) as emulator:
+        httpx.get(emulator.url + "/metadata/scheduledevents?api-version=2020-07-01",
+                  headers={"Metadata": "true"})
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+from setui.emulator.clock import ManualClock
+from setui.emulator.faults import Faults
+from setui.emulator.scenario import Scenario
+from setui.emulator.service import EVENTS_PATH, NAME_PATH, Service
+from setui.emulator.timeline import Timeline
+from setui.emulator.wire import HttpError, RecordedRequest, Reply, read_request, write_reply
+
+__all__ = ["EVENTS_PATH", "NAME_PATH", "Emulator", "ManualClock", "RecordedRequest"]
+
+_STOP_TIMEOUT = 10.0
+# ``requests`` keeps every request up to this many, then forgets the oldest tenth.
+MAX_RECORDED = 100_000
+
+
+class Emulator:
+    """Serves ``scenario`` like IMDS does. ``clock`` gives POSIX seconds (default
+    ``time.time``); pass a :class:`ManualClock` for reproducible documents.
+
+    Scenario second 0 is the clock's first whole second at or after construction
+    (:attr:`epoch`), and scenario second ``s`` happens at ``epoch + s / speed``; so at
+    speed 1 every NotBefore is exactly when its event starts. ``log`` receives one line
+    per request answered.
+    """
+
+    def __init__(self, scenario: Scenario, *, host: str = "127.0.0.1", port: int = 0,
+                 speed: float = 1.0, vm_name: str | None = None,
+                 faults: Faults | None = None, etag: bool = False,
+                 clock: Callable[[], float] | None = None,
+                 log: Callable[[str], None] | None = None) -> None:
+        self.scenario = scenario
+        self.host = host
+        self.port = port
+        self.speed = speed
+        self.clock: Callable[[], float] = clock or time.time
+        self.requests: list[RecordedRequest] = []
+        self._service = Service(scenario, clock=self.clock, speed=speed, vm_name=vm_name,
+                                faults=faults, etag=etag, log=log)
+        self._lifecycle = threading.Lock()
+        self._record_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop_event: asyncio.Event | None = None
+        self._connections: set[asyncio.Task[Any]] = set()
+
+    # -- public ---------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        """Base URL without a trailing slash, e.g. ``http://127.0.0.1:41234``."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def vm_name(self) -> str:
+        return self._service.vm_name
+
+    @property
+    def epoch(self) -> float:
+        """The clock time (POSIX seconds) of scenario second 0."""
+        return self._service.epoch
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
+    def scenario_time(self) -> float:
+        return self._service.scenario_time()
+
+    def real_time(self, scenario_seconds: float) -> float:
+        """The clock time at which scenario second ``scenario_seconds`` happens."""
+        return self._service.real_time(scenario_seconds)
+
+    def document(self, api_version: str = "2020-07-01") -> dict[str, Any]:
+        """The document a GET would get now (faults aside, skew included)."""
+        return self._service.document(api_version)
+
+    @property
+    def timeline(self) -> Timeline:
+        """The scenario's timeline: its change points, for tests and tools."""
+        return self._service.timeline
+
+    def played_out(self) -> bool:
+        """True once a non-repeating scenario has nothing left to happen."""
+        return self._service.timeline.played_out(self._service.scenario_time())
+
+    def set_faults(self, faults: Faults | None) -> None:
+        self._service.set_faults(faults)
+
+    @property
+    def faults(self) -> Faults:
+        return self._service.faults
+
+    def start(self) -> str:
+        """Listen and serve on a daemon thread; returns :attr:`url`."""
+        with self._lifecycle:
+            if self._thread is not None:
+                return self.url
+            ready = threading.Event()
+            failure: list[BaseException] = []
+            thread = threading.Thread(target=self._run, args=(ready, failure), daemon=True,
+                                      name=f"setui-emulator-{self.scenario.name}")
+            thread.start()
+            ready.wait()
+            if failure:
+                thread.join()
+                raise failure[0]
+            self._thread = thread
+            return self.url
+
+    def stop(self) -> None:
+        """Stop listening and drop every connection, even trickling or hanging ones."""
+        with self._lifecycle:
+            thread, loop, stop_event = self._thread, self._loop, self._stop_event
+            if thread is None or loop is None or stop_event is None:
+                return
+            with contextlib.suppress(RuntimeError):  # the loop already ended
+                loop.call_soon_threadsafe(stop_event.set)
+            thread.join(_STOP_TIMEOUT)
+            self._thread = self._loop = self._stop_event = None
+
+    def restart(self) -> None:
+        """Stop if running, then listen again on the same port."""
+        self.stop()
+        self.start()
+
+    def __enter__(self) -> Emulator:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = self.url if self.running else "stopped"
+        return f"<Emulator {self.scenario.name!r} speed={self.speed:g} {state}>"
+
+    # -- the loop thread ---------------------------------------------------------------------
+    # The accept loop is our own rather than asyncio.start_server: a connection accepted
+    # just as Server.close() runs is dropped by asyncio without closing its socket, which
+    # leaves a client waiting forever. Here every accepted socket is ours to close.
+    def _run(self, ready: threading.Event, failure: list[BaseException]) -> None:
+        try:
+            listener = _listen(self.host, self.port)
+        except OSError as exc:
+            failure.append(OSError(exc.errno, f"emulator cannot listen on "
+                                              f"{self.host}:{self.port}: {exc.strerror}"))
+            ready.set()
+            return
+        self.port = listener.getsockname()[1]
+        # A selector loop on every platform: the accept callback needs add_reader, which
+        # Windows' default proactor loop lacks.
+        loop = asyncio.SelectorEventLoop()
+        try:
+            self._loop = loop
+            self._stop_event = asyncio.Event()
+            ready.set()
+            loop.run_until_complete(self._serve_until_stopped(listener))
+        finally:
+            listener.close()
+            loop.close()
+
+    async def _serve_until_stopped(self, listener: socket.socket) -> None:
+        assert self._stop_event is not None
+        loop = asyncio.get_running_loop()
+        sockets: set[socket.socket] = set()
+
+        def accept_all() -> None:
+            # Accepting synchronously in the reader callback means no accepted socket
+            # can be lost between the kernel and a task, whatever stop() interrupts.
+            while True:
+                try:
+                    conn, _ = listener.accept()
+                except (BlockingIOError, InterruptedError):
+                    return
+                except OSError:  # e.g. out of file descriptors: pause, do not spin
+                    loop.remove_reader(listener.fileno())
+                    loop.call_later(0.1, loop.add_reader, listener.fileno(), accept_all)
+                    return
+                conn.setblocking(False)
+                sockets.add(conn)
+                task = loop.create_task(self._connection(conn, sockets))
+                self._connections.add(task)
+                task.add_done_callback(self._connections.discard)
+
+        loop.add_reader(listener.fileno(), accept_all)
+        try:
+            await self._stop_event.wait()
+        finally:
+            loop.remove_reader(listener.fileno())
+            listener.close()  # from here on, connection refused
+            for task in list(self._connections):
+                task.cancel()
+            await asyncio.gather(*self._connections, return_exceptions=True)
+            for conn in sockets:  # tasks cancelled before they ever ran
+                conn.close()
+
+    async def _connection(self, conn: socket.socket, sockets: set[socket.socket]) -> None:
+        try:
+            reader, writer = await asyncio.open_connection(sock=conn)
+        except OSError:
+            sockets.discard(conn)
+            conn.close()
+            return
+        try:
+            await self._converse(reader, writer)
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        except Exception as exc:  # a bug here must not go unseen, nor stop the server
+            self._service.log(f"internal error, connection dropped: {exc!r}")
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(writer.wait_closed(), 1)
+            sockets.discard(conn)
+            conn.close()
+
+    async def _converse(self, reader: asyncio.StreamReader,
+                        writer: asyncio.StreamWriter) -> None:
+        """Answer requests on one connection until either side closes it."""
+        while True:
+            try:
+                request = await read_request(reader, self.clock())
+            except HttpError as exc:
+                await write_reply(writer, _plain_error(exc))
+                return
+            if request is None:
+                return
+            with self._record_lock:
+                self.requests.append(request)
+                if len(self.requests) > MAX_RECORDED:  # a demo left running for days
+                    del self.requests[:MAX_RECORDED // 10]
+            delay = self._service.delay_for(request)
+            if delay > 0:
+                await asyncio.sleep(delay)
+            reply = self._service.reply(request)
+            if reply.hang:
+                await asyncio.Event().wait()  # until stop() cancels this task
+            reply.close = reply.close or not request.keep_alive
+            await write_reply(writer, reply)
+            if reply.close or reply.truncate:
+                return
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A non-blocking listening socket; on POSIX it can take the port of a stopped
+    emulator at once (SO_REUSEADDR), which is what restart() needs."""
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    listener = socket.socket(family, kind, proto)
+    try:
+        if os.name == "posix":
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(address)
+        listener.listen(128)
+        listener.setblocking(False)
+    except OSError:
+        listener.close()
+        raise
+    return listener
+
+
+def _plain_error(exc: HttpError) -> Reply:
+    return Reply(exc.status, [("Content-Type", "text/plain; charset=utf-8")],
+                 f"{exc}\n".encode(), close=True)
