@@ -1,0 +1,295 @@
+"""``setui approve EVENT_ID ...``: show, confirm, record, post, report.
+
+The preview says what approval means: the event starts for every VM in its Resources,
+not only this one, so a loud warning names the others. Without ``--yes`` the operator
+answers ``Approve? [y/N]``; anything but yes (an empty line, end of input, Ctrl-C) is no,
+and is recorded as a cancel. Exit status: 0 all approved, 1 refused, cancelled or
+failed, 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+from setui.commands.history import EXIT_FAILED, EXIT_OK, EXIT_USAGE, data_dir
+from setui.core.clock import ServiceClock
+from setui.core.errors import ImdsError
+from setui.core.model import Document, Event, format_not_before
+from setui.identity import Identity
+from setui.textsafe import printable
+
+if TYPE_CHECKING:  # sqlite3 and httpx load only when approving, not for `setui --version`
+    from setui.approval import ApprovalOutcome, Approver
+    from setui.core.client import ImdsClient
+    from setui.store import Store
+
+__all__ = ["ApproveRequest", "add_arguments", "approve_command", "preview", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("event_ids", nargs="+", metavar="EVENT_ID",
+                        help="the EventId(s) to approve, as in the current document")
+    parser.add_argument("--yes", "-y", action="store_true",
+                        help="do not ask for confirmation (for scripts)")
+    parser.add_argument("--vm-name", metavar="NAME", default=argparse.SUPPRESS,
+                        help="this VM's name in Resources (default: asked from IMDS, "
+                             "else the host name)")
+
+
+@dataclass(frozen=True)
+class ApproveRequest:
+    event_ids: tuple[str, ...]
+    endpoint: str
+    api_version: str
+    data_dir: Path | None = None
+    history_days: int | None = 90
+    vm_name: str | None = None
+    read_only: bool = False
+    yes: bool = False
+
+
+def run(args: argparse.Namespace) -> int:
+    config = getattr(args, "config_resolved", None)
+    from setui.config import DEFAULT_API_VERSION, DEFAULT_ENDPOINT
+
+    request = ApproveRequest(
+        event_ids=tuple(args.event_ids),
+        endpoint=getattr(args, "endpoint", None) or DEFAULT_ENDPOINT,
+        api_version=getattr(args, "api_version", None) or DEFAULT_API_VERSION,
+        data_dir=data_dir(args),
+        history_days=getattr(config, "history_days", 90),
+        vm_name=getattr(args, "vm_name", None) or getattr(config, "vm_name", None),
+        read_only=bool(getattr(config, "read_only", False)),
+        yes=bool(args.yes),
+    )
+    try:
+        return asyncio.run(approve_command(request, stdin=sys.stdin, out=sys.stdout,
+                                           err=sys.stderr))
+    except KeyboardInterrupt:
+        return EXIT_FAILED
+
+
+# -- the preview -------------------------------------------------------------------------------
+def _in(moment: datetime | None, now: datetime) -> str:
+    if moment is None:
+        return ""
+    seconds = (moment - now).total_seconds()
+    if seconds <= 0:
+        return " (passed)"
+    if seconds < 120:
+        return f" (in {seconds:.0f} s)"
+    if seconds < 7200:
+        return f" (in {seconds / 60:.0f} min)"
+    if seconds < 172800:
+        return f" (in {seconds / 3600:.1f} h)"
+    return f" (in {seconds / 86400:.1f} days)"
+
+
+def _is_this_vm(resource: str, vm_name: str | None) -> bool:
+    return bool(vm_name) and resource.lstrip("_").casefold() == (vm_name or "").lstrip(
+        "_").casefold()
+
+
+def preview(event: Event, vm_name: str | None, now: datetime) -> list[str]:
+    """The lines that show one event before it is approved."""
+    source = f" ({printable(event.source.value, 20)})" if event.source is not None else ""
+    lines = [
+        f"  type         {printable(event.event_type.value, 40)}{source}",
+        f"  status       {printable(event.status.value, 40)}",
+        f"  NotBefore    {format_not_before(event.not_before) or '(none)'}"
+        f"{_in(event.not_before, now)}",
+        f"  impact       {printable(event.impact, 20)}",
+    ]
+    shown = [printable(r, 80) + (" (this VM)" if _is_this_vm(r, vm_name) else "")
+             for r in event.resources]
+    lines.append(f"  resources    {', '.join(shown) if shown else '(none listed)'}")
+    if event.description:
+        lines.append(f"  description  {printable(event.description, 200)}")
+    others = [r for r in event.resources if not _is_this_vm(r, vm_name)]
+    if others:
+        names = ", ".join(printable(r, 80) for r in others[:10])
+        more = f" and {len(others) - 10} more" if len(others) > 10 else ""
+        plural = "s" if len(others) != 1 else ""
+        lines.append(f"  WARNING: approving starts this event for {len(others)} other VM"
+                     f"{plural} too: {names}{more}")
+    if vm_name and event.resources and not event.affects(vm_name):
+        lines.append(f"  NOTE: this VM ({printable(vm_name, 80)}) is not in its Resources")
+    return lines
+
+
+def _ask(stdin: IO[str] | None, out: IO[str]) -> bool:
+    out.write("Approve? [y/N] ")
+    out.flush()
+    if stdin is None:
+        out.write("\n")
+        return False
+    try:
+        answer = stdin.readline()
+    except (OSError, ValueError, KeyboardInterrupt):
+        answer = ""
+    if not answer.endswith("\n"):
+        out.write("\n")  # end of input: keep the next line off the prompt
+    return answer.strip().lower() in ("y", "yes")
+
+
+# -- the command --------------------------------------------------------------------------------
+async def approve_command(request: ApproveRequest, *, stdin: IO[str] | None, out: IO[str],
+                          err: IO[str], identity: Identity | None = None,
+                          make_client: Callable[[str, str], ImdsClient] | None = None,
+                          wall: Callable[[], datetime] | None = None) -> int:
+    """Everything ``setui approve`` does, with its streams injected for tests."""
+    from setui.approval import Approver
+
+    now = wall or (lambda: datetime.now(timezone.utc))
+    ids = tuple(i.strip() for i in request.event_ids)
+    if not ids or any(not i for i in ids):
+        err.write("setui approve: an EventId cannot be empty\n")
+        return EXIT_USAGE
+    if make_client is None:
+        from setui.core.client import ImdsClient as make_client
+    try:
+        client = make_client(request.endpoint, request.api_version)
+    except ValueError as exc:
+        err.write(f"setui approve: {exc}\n")
+        return EXIT_USAGE
+    store, problem = _open_store(request)
+    try:
+        approver = Approver(client, store, endpoint=client.endpoint, identity=identity,
+                            read_only=request.read_only, store_problem=problem, wall=now)
+        return await _approve(request, ids, client, store, approver, stdin, out, err, now)
+    finally:
+        await client.aclose()
+        if store is not None:
+            store.close()
+
+
+def _open_store(request: ApproveRequest) -> tuple[Store | None, str | None]:
+    from setui.store import Store, StoreError
+
+    try:
+        return Store.open_dir(request.data_dir, history_days=request.history_days), None
+    except StoreError as exc:
+        return None, str(exc)
+
+
+async def _fetch(client: ImdsClient,
+                 service_now: ServiceClock) -> tuple[Document | None, str | None]:
+    try:
+        result = await client.fetch()
+    except ImdsError as exc:
+        return None, exc.message or str(exc)
+    service_now.observe(result.server_date, result.received_mono)
+    if result.document is None:
+        return None, "the service answered without a document"
+    return result.document, None
+
+
+def _record_history(store: Store | None, approver: Approver, document: Document | None,
+                    seen_at: datetime, endpoint: str, err: IO[str]) -> None:
+    """Keep the document approved against in the history too: after the approval, so a
+    slow or locked database never delays it, and not at all when the log just failed."""
+    from setui.store import StoreError
+
+    if store is None or store.readonly or document is None or approver.store_error:
+        return
+    try:
+        store.record_document(document, seen_at=seen_at, endpoint=endpoint)
+    except StoreError as exc:
+        err.write(f"setui approve: not recorded in the history: {exc}\n")
+
+
+async def _approve(request: ApproveRequest, ids: tuple[str, ...], client: ImdsClient,
+                   store: Store | None, approver: Approver, stdin: IO[str] | None,
+                   out: IO[str], err: IO[str], now: Callable[[], datetime]) -> int:
+    seen_at = now()
+    # "In 15 min" is counted on the service's clock (its Date header): NotBefore is its
+    # time, and this VM's clock may be off.
+    service_now = ServiceClock(wall=now)
+    document, fetch_problem = await _fetch(client, service_now)
+    try:
+        return await _decide(request, ids, client, document, fetch_problem, approver, stdin,
+                             out, err, service_now.now)
+    finally:
+        _record_history(store, approver, document, seen_at, client.endpoint, err)
+
+
+async def _decide(request: ApproveRequest, ids: tuple[str, ...], client: ImdsClient,
+                  document: Document | None, fetch_problem: str | None, approver: Approver,
+                  stdin: IO[str] | None, out: IO[str], err: IO[str],
+                  now: Callable[[], datetime]) -> int:
+    from setui.approval import find_event
+
+    if fetch_problem:
+        err.write(f"setui approve: cannot read the events document: "
+                  f"{printable(fetch_problem, 300)}\n")
+    vm_name = request.vm_name or await client.vm_name() or socket.gethostname()
+    going: list[str] = []
+    refused: dict[str, str] = {}
+    for number, event_id in enumerate(ids, 1):
+        event = find_event(document, event_id)
+        reason = approver.refusal(event_id, document)
+        title = event.event_id if event else event_id
+        out.write(f"Event {number} of {len(ids)}: {printable(title, 80)}\n")
+        if event is not None:
+            out.write("\n".join(preview(event, vm_name, now())) + "\n")
+        if reason is not None:
+            out.write(f"  REFUSED: {printable(reason, 300)}\n")
+            refused[event_id] = reason
+        else:
+            going.append(event_id)
+    if document is not None:
+        out.write(f"(incarnation {document.incarnation}, endpoint "
+                  f"{printable(client.endpoint, 100)})\n")
+    if not going:
+        return _report(await approver.approve(list(ids), document), out)
+    if not request.yes:
+        if not _ask(stdin, out):
+            approver.record_cancel(going, document)
+            _refuse(approver, refused, document)
+            out.write("Cancelled: nothing was approved.\n")
+            return EXIT_FAILED
+        changed = await _changed_since(client, document)
+        if changed:
+            _refuse(approver, {i: changed for i in going}, document)
+            _refuse(approver, refused, document)
+            out.write(f"Refused: {printable(changed, 300)}. Nothing was approved.\n")
+            return EXIT_FAILED
+    return _report(await approver.approve(list(ids), document), out)
+
+
+async def _changed_since(client: ImdsClient, document: Document | None) -> str | None:
+    """Why the confirmed preview is no longer what would be approved, if it is not."""
+    assert document is not None
+    try:
+        latest = (await client.fetch()).document
+    except ImdsError as exc:
+        return f"the document could not be read again after you confirmed ({exc.message})"
+    if latest is not None and (latest.incarnation != document.incarnation
+                               or latest.canonical_json() != document.canonical_json()):
+        return (f"the events document changed while you were deciding (incarnation "
+                f"{document.incarnation} -> {latest.incarnation}); run the command again")
+    return None
+
+
+def _refuse(approver: Approver, reasons: dict[str, str], document: Document | None) -> None:
+    for event_id, reason in reasons.items():
+        approver.record_refusal([event_id], document, reason)
+
+
+def _report(outcomes: list[ApprovalOutcome], out: IO[str]) -> int:
+    for outcome in outcomes:
+        record = f" (audit record {outcome.record_seq})" if outcome.record_seq else ""
+        out.write(f"{printable(outcome.event_id, 80)}: {printable(outcome.message, 400)}"
+                  f"{record}\n")
+    if any(o.approved for o in outcomes):
+        out.write("An approved event may still wait for other VMs or tenants on the host; "
+                  "watch for it to become Started.\n")
+    return EXIT_OK if outcomes and all(o.approved for o in outcomes) else EXIT_FAILED

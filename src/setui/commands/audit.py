@@ -1,0 +1,213 @@
+"""``setui audit``: list the audit log, verify its hash chain, export it as JSON lines.
+
+``verify`` exits 1 and names the first record altered, inserted or removed; it prints
+the head hash too, so an auditor can note it elsewhere and notice a rewritten chain
+later. ``export`` writes every field, hashes included, oldest first: enough to check the
+chain without setui (see ``setui.store.audit`` for the hash).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+from setui.commands.history import (
+    EXIT_FAILED,
+    EXIT_OK,
+    add_storage_options,
+    open_readonly,
+    positive_int,
+    when,
+)
+from setui.textsafe import printable
+
+if TYPE_CHECKING:  # sqlite3 loads only when a command runs, not for `setui --version`
+    from setui.store import AuditRecord, VerifyResult
+
+__all__ = ["add_arguments", "describe", "run", "who"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--limit", type=positive_int, default=None, metavar="N",
+                        help="only the N newest records")
+    parser.add_argument("--json", action="store_true",
+                        help="one JSON object per line, with stable keys")
+    sub = parser.add_subparsers(dest="audit_command", metavar="{verify,export}")
+    verify = sub.add_parser("verify", help="recompute the hash chain; exit 1 if it is broken",
+                            description="Recompute the audit log's hash chain and report "
+                                        "the first record altered, inserted or removed.")
+    add_storage_options(verify)
+    export = sub.add_parser("export", help="write the whole log as JSON lines",
+                            description="Write every audit record, oldest first, as one "
+                                        "JSON object per line (- for standard output).")
+    export.add_argument("file", metavar="FILE", help="where to write; - for standard output")
+    add_storage_options(export)
+
+
+def run(args: argparse.Namespace) -> int:
+    return audit_command(args, out=sys.stdout, err=sys.stderr)
+
+
+def audit_command(args: argparse.Namespace, *, out: IO[str], err: IO[str]) -> int:
+    from setui.store import StoreError
+
+    command = getattr(args, "audit_command", None)
+    try:
+        store = open_readonly(args)
+    except StoreError as exc:
+        err.write(f"setui audit: {exc}\n")
+        return EXIT_FAILED
+    try:
+        if store is None:
+            return _empty(command, args, out, err)
+        with store:
+            if command == "verify":
+                return _verify(store.verify_audit(), bool(getattr(args, "json", False)), out)
+            if command == "export":
+                return _export(store.audit(oldest_first=True), store.verify_audit(),
+                               args.file, out, err)
+            return _list(store.audit(limit=args.limit), store.verify_audit(),
+                         bool(getattr(args, "json", False)), out)
+    except StoreError as exc:
+        err.write(f"setui audit: {exc}\n")
+        return EXIT_FAILED
+
+
+def _empty(command: str | None, args: argparse.Namespace, out: IO[str],
+           err: IO[str]) -> int:
+    from setui.store import VerifyResult
+
+    if command == "verify":
+        return _verify(VerifyResult(ok=True, count=0), bool(getattr(args, "json", False)), out)
+    if command == "export":
+        return _export([], VerifyResult(ok=True, count=0), args.file, out, err)
+    if not getattr(args, "json", False):
+        out.write("The audit log is empty: no approval has been attempted here yet.\n")
+    return EXIT_OK
+
+
+# -- words -----------------------------------------------------------------------------------
+def who(record: AuditRecord) -> str:
+    """``alice from 10.0.0.5 on vm-web-0``, safe to print."""
+    text = printable(record.user, 64)
+    sudo = record.details.get("sudo_user") if isinstance(record.details, dict) else None
+    if sudo:
+        text += f" (sudo by {printable(str(sudo), 64)})"
+    if record.ssh_client:
+        text += f" from {printable(record.ssh_client, 64)}"
+    return f"{text} on {printable(record.host, 64)}"
+
+
+def describe(record: AuditRecord) -> str:
+    """What the record says happened, in words."""
+    from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, CANCELLED, REFUSED
+
+    if record.action == APPROVE_ATTEMPT:
+        text = "approval sent"
+        if record.outcome_unknown:
+            text += "; outcome unknown (setui stopped before recording it)"
+        return text
+    if record.action == APPROVE_OUTCOME:
+        latency = "" if record.latency_ms is None else f" in {record.latency_ms:.0f} ms"
+        ref = f" (attempt #{record.attempt_seq})" if record.attempt_seq else ""
+        if record.error:
+            status = f"HTTP {record.status}: " if record.status else ""
+            return f"FAILED {status}{printable(record.error, 300)}{latency}{ref}"
+        return f"approved, HTTP {record.status}{latency}{ref}"
+    if record.action == CANCELLED:
+        return "cancelled by the operator"
+    if record.action == REFUSED:
+        return f"refused by setui: {printable(record.error or '', 300)}"
+    return printable(record.action, 40)
+
+
+def _event_text(record: AuditRecord) -> str:
+    event = record.event or {}
+    parts = [printable(str(event.get("EventType") or ""), 20),
+             printable(record.event_id or "-", 64)]
+    if record.incarnation is not None:
+        parts.append(f"#{record.incarnation}")
+    return " ".join(p for p in parts if p)
+
+
+def _chain_line(result: VerifyResult) -> str:
+    if result.ok:
+        return f"chain: {result}"
+    return f"chain: BROKEN: {printable(result.problem, 300)} (run `setui audit verify`)"
+
+
+# -- commands --------------------------------------------------------------------------------
+def _list(records: list[AuditRecord], result: VerifyResult, as_json: bool,
+          out: IO[str]) -> int:
+    if as_json:
+        for record in records:
+            data = record.to_json()
+            data["outcome_unknown"] = record.outcome_unknown
+            out.write(json.dumps(data, ensure_ascii=False) + "\n")
+        return EXIT_OK
+    if not records:
+        out.write("The audit log is empty: no approval has been attempted here yet.\n")
+    for record in records:
+        out.write(f"#{record.seq:<5} {when(record.time)}  {printable(record.action, 20):<16} "
+                  f"{_event_text(record)}  {describe(record)}  by {who(record)}\n")
+    out.write(_chain_line(result) + "\n")
+    return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def _verify(result: VerifyResult, as_json: bool, out: IO[str]) -> int:
+    if as_json:
+        out.write(json.dumps({
+            "ok": result.ok, "count": result.count, "first_bad": result.first_bad,
+            "problem": result.problem or None, "head_seq": result.head_seq,
+            "head_hash": result.head_hash}) + "\n")
+    elif result.ok:
+        out.write(f"{result}\n")
+        if result.head_seq is not None:
+            out.write(f"head: record {result.head_seq}, sha256 {result.head_hash}\n")
+    else:
+        out.write(f"TAMPERED: {printable(result.problem, 500)}\n")
+        if result.first_bad is not None:
+            out.write(f"Records from {result.first_bad} on cannot be trusted.\n")
+    return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def _export(records: list[AuditRecord], result: VerifyResult, target: str, out: IO[str],
+            err: IO[str]) -> int:
+    lines = "".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in records)
+    if target == "-":
+        out.write(lines)
+    else:
+        try:
+            _write_private(Path(target), lines)
+        except OSError as exc:
+            err.write(f"setui audit export: cannot write {target}: {exc.strerror or exc}\n")
+            return EXIT_FAILED
+        err.write(f"exported {len(records)} record{'s' if len(records) != 1 else ''} "
+                  f"to {target}\n")
+    if not result.ok:
+        err.write(f"setui audit export: WARNING: the chain is broken: "
+                  f"{printable(result.problem, 300)}\n")
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write atomically, owner-only: the log names people and their addresses."""
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise

@@ -1,0 +1,269 @@
+"""The audit log: append-only records in a SHA-256 hash chain.
+
+Each record's hash covers its content (a canonical JSON of every column but the hashes)
+and the previous record's hash, starting from 64 zeros. A one-row ``audit_head`` table,
+written in the same transaction as each record, holds the newest seq and hash, so
+removing records from the end shows as well as removing them from the middle.
+
+What this does and does not prove: any edit, insertion or removal made without
+recomputing the chain is found by :func:`verify`. Someone who can write the file and
+knows the algorithm can rebuild a consistent chain; export the log (or note the head
+hash ``setui audit verify`` prints) somewhere else to anchor it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import sqlite3
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from setui.store.db import StoreError
+from setui.store.history import clean_text, stored_json
+from setui.store.records import AuditEntry, AuditRecord, VerifyResult, from_db_time, to_db_time
+
+__all__ = ["GENESIS", "append", "chain_hash", "for_event", "listing", "verify"]
+
+GENESIS = "0" * 64
+
+_COLUMNS = ("seq, time, action, os_user, ssh_client, host, endpoint, event_id, event_json, "
+            "incarnation, attempt_seq, status, error, latency_ms, details_json, prev_hash, hash")
+
+
+def _opt(text: str | None) -> str | None:
+    return None if text is None else clean_text(str(text))
+
+
+def _content(seq: int, values: dict[str, Any]) -> dict[str, Any]:
+    """The hashed content of a record: every field except the hashes, by stable names."""
+    return {"seq": seq, **values}
+
+
+def chain_hash(prev_hash: str, content: dict[str, Any]) -> str:
+    """sha256(prev_hash + "\\n" + canonical JSON of the content), as hex."""
+    return hashlib.sha256((prev_hash + "\n" + stored_json(content)).encode("ascii")).hexdigest()
+
+
+def _values(entry: AuditEntry) -> dict[str, Any]:
+    latency_ms = None if entry.latency is None else round(float(entry.latency) * 1000.0, 3)
+    return {
+        "time": to_db_time(entry.time),
+        "action": clean_text(entry.action),
+        "user": clean_text(entry.user),
+        "ssh_client": _opt(entry.ssh_client),
+        "host": clean_text(entry.host),
+        "endpoint": clean_text(entry.endpoint),
+        "event_id": _opt(entry.event_id),
+        "event": json.loads(stored_json(dict(entry.event))) if entry.event is not None else None,
+        "incarnation": None if entry.incarnation is None else int(entry.incarnation),
+        "attempt_seq": None if entry.attempt_seq is None else int(entry.attempt_seq),
+        "status": None if entry.status is None else int(entry.status),
+        "error": _opt(entry.error),
+        "latency_ms": latency_ms,
+        "details": json.loads(stored_json(dict(entry.details))),
+    }
+
+
+def append(conn: sqlite3.Connection, entries: Sequence[AuditEntry],
+           path: Path) -> list[AuditRecord]:
+    """Append ``entries`` in one transaction, committed (durably) before returning."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        head = conn.execute("SELECT seq, hash FROM audit_head WHERE id = 1").fetchone()
+        if head is None:
+            if conn.execute("SELECT max(seq) FROM audit").fetchone()[0] is not None:
+                raise StoreError(
+                    f"the audit log in {path} has records but no head record: it may have "
+                    "been tampered with. Run `setui audit verify`; setui records nothing "
+                    "more on top of it", path=path)
+            seq, prev = 0, GENESIS
+        else:
+            seq, prev = int(head[0]), str(head[1])
+        out: list[AuditRecord] = []
+        for entry in entries:
+            seq += 1
+            values = _values(entry)
+            digest = chain_hash(prev, _content(seq, values))
+            try:
+                conn.execute(
+                    f"INSERT INTO audit ({_COLUMNS}) VALUES "
+                    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (seq, values["time"], values["action"], values["user"],
+                     values["ssh_client"], values["host"], values["endpoint"],
+                     values["event_id"],
+                     None if values["event"] is None else stored_json(values["event"]),
+                     values["incarnation"], values["attempt_seq"], values["status"],
+                     values["error"], values["latency_ms"], stored_json(values["details"]),
+                     prev, digest))
+            except sqlite3.IntegrityError:
+                raise StoreError(
+                    f"the audit log in {path} holds records after its head (record {seq} "
+                    "exists already): it may have been tampered with. Run `setui audit "
+                    "verify`", path=path) from None
+            out.append(_record_from(seq, values, prev, digest, None))
+            prev = digest
+        conn.execute(
+            "INSERT INTO audit_head (id, seq, hash) VALUES (1, ?, ?) "
+            "ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
+            (seq, prev))
+        conn.execute("COMMIT")
+        return out
+    except BaseException:
+        if conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        raise
+
+
+def _record_from(seq: int, values: dict[str, Any], prev: str, digest: str,
+                 has_outcome: bool | None) -> AuditRecord:
+    return AuditRecord(
+        seq=seq, action=values["action"], time=from_db_time(values["time"]),
+        user=values["user"], host=values["host"], endpoint=values["endpoint"],
+        ssh_client=values["ssh_client"], event_id=values["event_id"], event=values["event"],
+        incarnation=values["incarnation"], attempt_seq=values["attempt_seq"],
+        status=values["status"], error=values["error"], latency_ms=values["latency_ms"],
+        details=values["details"], prev_hash=prev, hash=digest, has_outcome=has_outcome)
+
+
+def _row_values(row: Sequence[Any]) -> dict[str, Any]:
+    """A stored row back into the content's values; ValueError if it cannot be read."""
+    def loads(text: Any) -> Any:
+        if text is None:
+            return None
+        if not isinstance(text, str):
+            raise ValueError("not JSON text")
+        return json.loads(text)
+
+    details = loads(row[14])
+    return {
+        "time": row[1], "action": row[2], "user": row[3], "ssh_client": row[4],
+        "host": row[5], "endpoint": row[6], "event_id": row[7], "event": loads(row[8]),
+        "incarnation": row[9], "attempt_seq": row[10], "status": row[11], "error": row[12],
+        "latency_ms": row[13], "details": {} if details is None else details,
+    }
+
+
+def _to_record(row: Sequence[Any], has_outcome: bool | None) -> AuditRecord:
+    try:
+        values = _row_values(row)
+        return _record_from(int(row[0]), values, str(row[15]), str(row[16]), has_outcome)
+    except (ValueError, TypeError):
+        # A damaged row is still listed (verify says what is wrong with it).
+        return AuditRecord(
+            seq=int(row[0]), action=str(row[2]), time=_time_or_epoch(row[1]),
+            user=str(row[3]), host=str(row[5]), endpoint=str(row[6]), ssh_client=None,
+            event_id=None if row[7] is None else str(row[7]), event=None, incarnation=None,
+            attempt_seq=None, status=None, error="(this record cannot be read)",
+            latency_ms=None, details={}, prev_hash=str(row[15]), hash=str(row[16]),
+            has_outcome=has_outcome)
+
+
+def _time_or_epoch(text: Any) -> datetime:
+    try:
+        return from_db_time(str(text))
+    except ValueError:
+        return datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+_WITH_OUTCOME = (f"SELECT {', '.join('a.' + c.strip() for c in _COLUMNS.split(','))}, "
+                 "CASE WHEN a.action = 'approve-attempt' THEN EXISTS (SELECT 1 FROM audit o "
+                 "WHERE o.attempt_seq = a.seq AND o.action = 'approve-outcome') END "
+                 "FROM audit a")
+
+
+def listing(conn: sqlite3.Connection, limit: int | None, oldest_first: bool) -> list[AuditRecord]:
+    sql = _WITH_OUTCOME + f" ORDER BY a.seq {'ASC' if oldest_first else 'DESC'}"
+    params: list[Any] = []
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(max(0, limit))
+    return [_to_record(row[:17], _bool(row[17])) for row in conn.execute(sql, params)]
+
+
+def for_event(conn: sqlite3.Connection, event_id: str) -> list[AuditRecord]:
+    rows = conn.execute(_WITH_OUTCOME + " WHERE a.event_id = ? COLLATE NOCASE ORDER BY a.seq",
+                        (event_id,))
+    return [_to_record(row[:17], _bool(row[17])) for row in rows]
+
+
+def _bool(value: Any) -> bool | None:
+    return None if value is None else bool(value)
+
+
+def _rows(conn: sqlite3.Connection) -> Iterator[Sequence[Any]]:
+    yield from conn.execute(f"SELECT {_COLUMNS} FROM audit ORDER BY seq")
+
+
+def _hash_matches(row: Sequence[Any], seq: int) -> bool:
+    try:
+        values = _row_values(row)
+    except (ValueError, TypeError):
+        return False
+    return chain_hash(str(row[15]), _content(seq, values)) == row[16]
+
+
+def _removed(first: int, last: int, where: str) -> str:
+    if first == last:
+        return f"record {first} was removed{where}"
+    return f"records {first} to {last} were removed{where}"
+
+
+def verify(conn: sqlite3.Connection) -> VerifyResult:
+    """Recompute the chain; the first record altered, inserted or removed, in words."""
+    head = conn.execute("SELECT seq, hash FROM audit_head WHERE id = 1").fetchone()
+    head_seq = None if head is None else int(head[0])
+    head_hash = None if head is None else str(head[1])
+
+    def bad(first: int | None, problem: str, count: int) -> VerifyResult:
+        return VerifyResult(ok=False, count=count, first_bad=first, problem=problem,
+                            head_seq=head_seq, head_hash=head_hash)
+
+    expected, prev, count = 1, GENESIS, 0
+    for row in _rows(conn):
+        count += 1
+        seq = int(row[0])
+        if seq < expected:
+            return bad(seq, f"record {seq} was inserted (records are numbered from 1)", count)
+        if seq > expected:
+            return bad(expected, _removed(expected, seq - 1,
+                                          f" (the log jumps from {expected - 1} to {seq})"),
+                       count)
+        if head_seq is not None and seq > head_seq:
+            return bad(seq, f"record {seq} was inserted after the newest record the log "
+                            "knows of", count)
+        if not _hash_matches(row, seq):
+            if seq > 1 and _hash_matches(row, seq - 1):
+                return bad(seq - 1, f"record {seq - 1} was inserted (the records after it "
+                                    "were renumbered)", count)
+            if _hash_matches(row, seq + 1):
+                return bad(seq, f"a record was removed before record {seq} (the records "
+                                "after it were renumbered)", count)
+            return bad(seq, f"record {seq} was altered (its content does not match its "
+                            "hash)", count)
+        if row[15] != prev:
+            if seq == 1:
+                return bad(1, "record 1 was replaced: it does not start the chain", count)
+            return bad(seq - 1, f"the chain breaks between records {seq - 1} and {seq}: one "
+                                "of them was replaced, or a record was inserted between them",
+                       count)
+        prev, expected = str(row[16]), seq + 1
+    last = expected - 1
+    if head_seq is None:
+        if count:
+            return bad(last, "the audit head is missing: the newest records may have been "
+                             "removed", count)
+        return VerifyResult(ok=True, count=0)
+    if head_seq > last:
+        return bad(last + 1, _removed(last + 1, head_seq, " from the end of the log"), count)
+    if head_seq < last:
+        return bad(head_seq + 1, f"record {head_seq + 1} was inserted after the newest "
+                                 "record the log knows of", count)
+    if head_hash != prev:
+        return bad(last, f"record {last} was replaced (it does not match the log's head)",
+                   count)
+    return VerifyResult(ok=True, count=count, head_seq=head_seq, head_hash=head_hash)

@@ -1,0 +1,275 @@
+"""The SQLite file: where it lives, who may read it, its schema, and errors in words.
+
+One database holds both the incarnation history and the audit log, so an approval and
+the document it was made against are in the same place and the same backup. WAL mode
+lets a ``setui watch`` service and an operator's dashboard write at the same time;
+``synchronous=FULL`` makes every commit durable before it returns, which is what lets
+setui say "recorded" before it posts an approval.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from pathlib import Path
+from urllib.parse import quote
+
+import platformdirs
+
+__all__ = [
+    "APPLICATION_ID",
+    "DB_NAME",
+    "SCHEMA_VERSION",
+    "StoreError",
+    "connect",
+    "default_data_dir",
+    "describe_error",
+    "prepare_file",
+]
+
+DB_NAME = "setui.db"
+SCHEMA_VERSION = 1
+APPLICATION_ID = 0x53455455  # "SETU": marks the file as setui's, so we never write elsewhere
+
+
+class StoreError(Exception):
+    """The store cannot do what was asked; the message says what, where, and what to do."""
+
+    def __init__(self, message: str, *, path: Path | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path = path
+
+
+def default_data_dir() -> Path:
+    """``SETUI_DATA_DIR`` if set, else the platform's per-user data directory."""
+    env = os.environ.get("SETUI_DATA_DIR")
+    if env:
+        return Path(env).expanduser()
+    return Path(platformdirs.user_data_dir("setui", appauthor=False))
+
+
+_SCHEMA_V1 = """
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE incarnations (
+    id           INTEGER PRIMARY KEY,
+    endpoint     TEXT    NOT NULL,
+    incarnation  INTEGER NOT NULL,
+    content_hash TEXT    NOT NULL,
+    first_seen   TEXT    NOT NULL,
+    last_seen    TEXT    NOT NULL,
+    raw_json     TEXT    NOT NULL,
+    changes_json TEXT    NOT NULL DEFAULT '[]',
+    summary      TEXT    NOT NULL DEFAULT '',
+    UNIQUE (endpoint, incarnation, content_hash)
+);
+CREATE INDEX incarnations_by_time ON incarnations (first_seen, id);
+CREATE INDEX incarnations_by_endpoint ON incarnations (endpoint, first_seen, id);
+CREATE INDEX incarnations_by_last_seen ON incarnations (last_seen);
+CREATE INDEX incarnations_by_number ON incarnations (incarnation, last_seen);
+CREATE TABLE event_changes (
+    incarnation_id INTEGER NOT NULL,
+    position       INTEGER NOT NULL,
+    event_id       TEXT    NOT NULL COLLATE NOCASE,
+    kind           TEXT    NOT NULL,
+    PRIMARY KEY (incarnation_id, position)
+) WITHOUT ROWID;
+CREATE INDEX event_changes_by_event ON event_changes (event_id, incarnation_id);
+CREATE TABLE audit (
+    seq          INTEGER PRIMARY KEY,
+    time         TEXT    NOT NULL,
+    action       TEXT    NOT NULL,
+    os_user      TEXT    NOT NULL,
+    ssh_client   TEXT,
+    host         TEXT    NOT NULL,
+    endpoint     TEXT    NOT NULL,
+    event_id     TEXT,
+    event_json   TEXT,
+    incarnation  INTEGER,
+    attempt_seq  INTEGER,
+    status       INTEGER,
+    error        TEXT,
+    latency_ms   REAL,
+    details_json TEXT    NOT NULL DEFAULT '{}',
+    prev_hash    TEXT    NOT NULL,
+    hash         TEXT    NOT NULL
+);
+CREATE INDEX audit_by_event ON audit (event_id COLLATE NOCASE, seq);
+CREATE INDEX audit_by_attempt ON audit (attempt_seq) WHERE attempt_seq IS NOT NULL;
+-- The newest record's seq and hash, written in the same transaction as the record:
+-- removing the newest records leaves the head pointing past the end, so it shows.
+CREATE TABLE audit_head (
+    id   INTEGER PRIMARY KEY CHECK (id = 1),
+    seq  INTEGER NOT NULL,
+    hash TEXT    NOT NULL
+);
+"""
+
+# Guards against mistakes, not attackers (anyone who can write the file can drop them);
+# the hash chain is what makes tampering visible. Recreated on every writable open.
+_GUARDS = """
+CREATE TRIGGER IF NOT EXISTS audit_no_update BEFORE UPDATE ON audit
+BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS audit_no_delete BEFORE DELETE ON audit
+BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+"""
+
+# Schema version N -> N+1. Each runs in the transaction that also sets user_version.
+_MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1}
+
+
+def describe_error(exc: BaseException, path: Path, doing: str, timeout: float = 5.0) -> str:
+    """A sqlite3 or OS error as a sentence for the operator: what failed and what to do."""
+    text = str(exc)
+    low = text.lower()
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    if "readonly" in name.lower() or "readonly" in low or "read-only" in low:
+        return (f"cannot {doing}: the database {path} is read-only. Check the permissions "
+                f"of {path} and {path.parent}, or choose another place with --data-dir or "
+                "SETUI_DATA_DIR")
+    if "full" in name.lower() or "disk is full" in low or "no space" in low:
+        return (f"cannot {doing}: the disk holding {path} is full. Free some space and "
+                "try again")
+    if "disk i/o error" in low or name.startswith("SQLITE_IOERR"):
+        return (f"cannot {doing}: writing {path} failed ({text}); the disk may be full, "
+                "over quota or failing")
+    if "locked" in low or "busy" in low:
+        return (f"cannot {doing}: the database {path} stayed locked by another process for "
+                f"more than {timeout:g} s (another setui writing?). Try again")
+    if "not a database" in low or "malformed" in low or "corrupt" in low:
+        return (f"cannot {doing}: {path} is damaged or is not a setui database ({text}). "
+                "Move it aside and keep it for the record; setui then starts a new one")
+    if "unable to open" in low:
+        return (f"cannot {doing}: cannot open {path}. Check that {path.parent} exists and "
+                "that you may write to it, or use --data-dir / SETUI_DATA_DIR")
+    if isinstance(exc, OSError):
+        reason = exc.strerror or text
+        return f"cannot {doing}: {reason}: {exc.filename or path}"
+    return f"cannot {doing} ({path}): {text}"
+
+
+def prepare_file(path: Path) -> Path:
+    """Create the data directory (0700) and an empty database file (0600) if missing.
+
+    The file is created by us rather than by SQLite so it is owner-only from its first
+    byte; SQLite gives its -wal and -shm files the same mode as the database.
+    """
+    data_dir = path.parent
+    try:
+        if not data_dir.is_dir():
+            data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if os.name == "posix":
+                data_dir.chmod(0o700)
+        if not path.exists():
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+            with contextlib.suppress(FileExistsError):  # another setui was quicker
+                os.close(os.open(path, flags, 0o600))
+    except OSError as exc:
+        raise StoreError(describe_error(exc, path, "create the history and audit log"),
+                         path=path) from None
+    return path
+
+
+def connect(path: Path, *, timeout: float, readonly: bool) -> sqlite3.Connection:
+    """Open ``path``, set the pragmas, create or migrate the schema."""
+    if readonly and not path.exists():
+        raise StoreError(f"there is no setui database at {path} yet: nothing was recorded",
+                         path=path)
+    if not readonly and path.is_dir():
+        raise StoreError(f"cannot open {path}: it is a directory", path=path)
+    target = f"file:{quote(str(path))}?mode={'ro' if readonly else 'rwc'}"
+    conn: sqlite3.Connection | None = None
+    try:
+        conn = sqlite3.connect(target, uri=True, timeout=timeout, isolation_level=None,
+                               check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout = {max(0, int(timeout * 1000))}")
+        conn.execute("PRAGMA synchronous = FULL")
+        if readonly:
+            _check_schema(conn, path, readonly=True)
+        else:
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise StoreError(f"cannot use {path}: SQLite refused WAL mode ({mode})",
+                                 path=path)
+            _check_schema(conn, path, readonly=False)
+        return conn
+    except StoreError:
+        if conn is not None:
+            conn.close()
+        raise
+    except (sqlite3.Error, OSError) as exc:
+        if conn is not None:
+            conn.close()
+        raise StoreError(describe_error(exc, path, "open the history and audit log", timeout),
+                         path=path) from None
+
+
+def _check_schema(conn: sqlite3.Connection, path: Path, *, readonly: bool) -> None:
+    version = _version(conn, path)
+    if readonly:
+        if version == 0:
+            raise StoreError(f"{path} holds no setui data yet", path=path)
+        return
+    if version == SCHEMA_VERSION and _guarded(conn):
+        return  # the common case takes no write lock: opening never waits for a writer
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = _version(conn, path)  # again, under the lock: another setui may have won
+        if version == 0:
+            tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+            if tables:
+                raise StoreError(f"{path} is an SQLite database but not setui's; refusing to "
+                                 "write into it. Choose another --data-dir", path=path)
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        while version < SCHEMA_VERSION:
+            for statement in _statements(_MIGRATIONS[version]):
+                conn.execute(statement)
+            version += 1
+            conn.execute(f"PRAGMA user_version = {version}")
+        for statement in _statements(_GUARDS):
+            conn.execute(statement)
+        conn.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _guarded(conn: sqlite3.Connection) -> bool:
+    count = conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name "
+                         "IN ('audit_no_update', 'audit_no_delete')").fetchone()[0]
+    return bool(count == 2)
+
+
+def _version(conn: sqlite3.Connection, path: Path) -> int:
+    app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if app_id not in (0, APPLICATION_ID):
+        raise StoreError(f"{path} belongs to another application (application_id "
+                         f"{app_id:#x}); choose another --data-dir", path=path)
+    if version > SCHEMA_VERSION:
+        raise StoreError(f"{path} was written by a newer setui (schema {version}; this one "
+                         f"knows up to {SCHEMA_VERSION}). Upgrade setui to read it",
+                         path=path)
+    return version
+
+
+def _statements(script: str) -> list[str]:
+    """Split a schema script into statements (executescript would commit our transaction)."""
+    out: list[str] = []
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        if line.lstrip().startswith("--"):
+            continue
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            out.append(buffer.strip())
+            buffer = ""
+    if buffer.strip():
+        out.append(buffer.strip())
+    return out
+

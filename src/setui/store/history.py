@@ -1,0 +1,272 @@
+"""The incarnation history: each distinct document once, and what changed in it.
+
+A row is keyed by (endpoint, incarnation, content hash), so a document polled every
+second is one row whose ``last_seen`` moves, and two setui processes recording the same
+document meet on the UNIQUE constraint instead of writing it twice. The changes stored
+with a new row are derived against the row before it in the store, so every writer (a
+``setui watch`` service, a dashboard, a restarted process) tells the same story.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import sqlite3
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from setui.core.model import Document, DocumentError, format_not_before, parse_document
+from setui.core.tracker import Change, Tracker, summarize
+from setui.store.records import (
+    ChangeRecord,
+    IncarnationRecord,
+    StoryEntry,
+    from_db_time,
+    to_db_time,
+)
+
+__all__ = ["clean_text", "content_hash", "event_story", "find_incarnation", "insert_or_touch",
+           "previous", "prune", "query_history", "stored_json"]
+
+_COLUMNS = ("id, endpoint, incarnation, content_hash, first_seen, last_seen, raw_json, "
+            "changes_json, summary")
+
+
+def clean_text(text: str) -> str:
+    """Text SQLite can store: lone surrogates (valid in JSON escapes) become visible escapes."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def stored_json(value: Any) -> str:
+    """Canonical JSON, ASCII-only so any string the network sent can be stored and hashed."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def content_hash(doc: Document) -> str:
+    return hashlib.sha256(stored_json(dict(doc.raw)).encode("ascii")).hexdigest()
+
+
+def _change_record(change: Change) -> ChangeRecord:
+    event = change.event
+    return ChangeRecord(
+        kind=change.kind.value,
+        event_id=clean_text(event.event_id) if event else None,
+        event_type=clean_text(event.event_type.value) if event else None,
+        status=clean_text(event.status.value) if event else None,
+        not_before=format_not_before(event.not_before) if event else "",
+        detail=clean_text(change.detail),
+        initial=change.initial,
+    )
+
+
+def _summary(changes: Sequence[Change], doc: Document, first: bool) -> str:
+    if first:
+        return clean_text("recording began: " + (summarize(changes) if doc.events
+                                                 else "no events"))
+    return clean_text(summarize(changes))
+
+
+def _derive(conn: sqlite3.Connection, doc: Document, seen_at: datetime, endpoint: str,
+            given: Sequence[Change]) -> tuple[list[Change], bool]:
+    """The changes since the newest stored document of ``endpoint`` seen before this one,
+    and whether there was none (this is where the endpoint's record begins)."""
+    row = conn.execute(
+        "SELECT raw_json, first_seen FROM incarnations WHERE endpoint = ? AND first_seen <= ? "
+        "ORDER BY first_seen DESC, id DESC LIMIT 1",
+        (endpoint, to_db_time(seen_at)),
+    ).fetchone()
+    tracker = Tracker()
+    if row is None:
+        # Nothing stored before: the caller's tracker may know more (it saw an earlier
+        # document the store missed); otherwise every event is "already there".
+        if given and not all(c.initial for c in given):
+            return list(given), False
+        return tracker.update(doc, seen_at), True
+    try:
+        tracker.update(parse_document(row[0]), from_db_time(row[1]))
+    except (DocumentError, ValueError):
+        return Tracker().update(doc, seen_at), True
+    return tracker.update(doc, seen_at), False
+
+
+def insert_or_touch(conn: sqlite3.Connection, doc: Document, *, seen_at: datetime,
+                    endpoint: str, changes: Sequence[Change], digest: str | None = None) -> bool:
+    """Record one sighting of ``doc`` in its own transaction; True if the row is new."""
+    digest = digest or content_hash(doc)
+    when = to_db_time(seen_at)
+    endpoint = clean_text(endpoint)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        row = conn.execute(
+            "SELECT id FROM incarnations WHERE endpoint = ? AND incarnation = ? "
+            "AND content_hash = ?", (endpoint, doc.incarnation, digest)).fetchone()
+        if row is not None:
+            conn.execute(
+                "UPDATE incarnations SET last_seen = max(last_seen, ?), "
+                "first_seen = min(first_seen, ?) WHERE id = ?", (when, when, row[0]))
+            conn.execute("COMMIT")
+            return False
+        derived, first = _derive(conn, doc, seen_at, endpoint, changes)
+        records = [_change_record(c) for c in derived]
+        # The write lock is held since BEGIN IMMEDIATE, so nobody can have inserted the
+        # row since the SELECT; the upsert is the belt to those braces.
+        conn.execute(
+            "INSERT INTO incarnations (endpoint, incarnation, content_hash, first_seen, "
+            "last_seen, raw_json, changes_json, summary) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (endpoint, incarnation, content_hash) DO UPDATE SET "
+            "last_seen = max(last_seen, excluded.last_seen)",
+            (endpoint, doc.incarnation, digest, when, when, stored_json(dict(doc.raw)),
+             stored_json([r.to_json() for r in records]), _summary(derived, doc, first)))
+        row_id = conn.execute(
+            "SELECT id FROM incarnations WHERE endpoint = ? AND incarnation = ? "
+            "AND content_hash = ?", (endpoint, doc.incarnation, digest)).fetchone()[0]
+        conn.executemany(
+            "INSERT OR IGNORE INTO event_changes (incarnation_id, position, event_id, kind) "
+            "VALUES (?, ?, ?, ?)",
+            [(row_id, i, r.event_id, r.kind) for i, r in enumerate(records) if r.event_id])
+        conn.execute("COMMIT")
+        return True
+    except BaseException:
+        _rollback(conn)
+        raise
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+
+
+def _record(row: Sequence[Any]) -> IncarnationRecord:
+    try:
+        changes = tuple(ChangeRecord.from_json(c) for c in json.loads(row[7]))
+    except (ValueError, TypeError, AttributeError):
+        changes = ()
+    return IncarnationRecord(
+        endpoint=row[1], incarnation=int(row[2]), content_hash=row[3],
+        first_seen=from_db_time(row[4]), last_seen=from_db_time(row[5]), raw_json=row[6],
+        changes=changes, summary=row[8], row_id=int(row[0]),
+    )
+
+
+def query_history(conn: sqlite3.Connection, *, limit: int | None, since: datetime | None,
+                  endpoint: str | None, event_id: str | None,
+                  before: IncarnationRecord | None) -> list[IncarnationRecord]:
+    """Newest first; every filter is served by an index."""
+    where: list[str] = []
+    params: list[Any] = []
+    if endpoint is not None:
+        where.append("endpoint = ?")
+        params.append(endpoint)
+    if since is not None:
+        where.append("first_seen >= ?")
+        params.append(to_db_time(since))
+    if before is not None:
+        where.append("(first_seen < ? OR (first_seen = ? AND id < ?))")
+        stamp = to_db_time(before.first_seen)
+        params += [stamp, stamp, before.row_id]
+    if event_id is not None:
+        where.append("id IN (SELECT incarnation_id FROM event_changes WHERE event_id = ?)")
+        params.append(event_id)
+    sql = f"SELECT {_COLUMNS} FROM incarnations"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += " ORDER BY first_seen DESC, id DESC"
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(max(0, limit))
+    return [_record(row) for row in conn.execute(sql, params)]
+
+
+def find_incarnation(conn: sqlite3.Connection, number: int,
+                     endpoint: str | None) -> IncarnationRecord | None:
+    """The most recently seen row with that incarnation number."""
+    sql = f"SELECT {_COLUMNS} FROM incarnations WHERE incarnation = ?"
+    params: list[Any] = [number]
+    if endpoint is not None:
+        sql += " AND endpoint = ?"
+        params.append(endpoint)
+    row = conn.execute(sql + " ORDER BY last_seen DESC, id DESC LIMIT 1", params).fetchone()
+    return _record(row) if row else None
+
+
+def previous(conn: sqlite3.Connection, record: IncarnationRecord) -> IncarnationRecord | None:
+    stamp = to_db_time(record.first_seen)
+    if record.row_id:
+        row = conn.execute(
+            f"SELECT {_COLUMNS} FROM incarnations WHERE endpoint = ? AND "
+            "(first_seen < ? OR (first_seen = ? AND id < ?)) "
+            "ORDER BY first_seen DESC, id DESC LIMIT 1",
+            (record.endpoint, stamp, stamp, record.row_id)).fetchone()
+    else:
+        row = conn.execute(
+            f"SELECT {_COLUMNS} FROM incarnations WHERE endpoint = ? AND first_seen < ? "
+            "ORDER BY first_seen DESC, id DESC LIMIT 1", (record.endpoint, stamp)).fetchone()
+    return _record(row) if row else None
+
+
+def event_story(conn: sqlite3.Connection, event_id: str) -> list[StoryEntry]:
+    """Each stored change of the event, oldest first, and where it stands now."""
+    rows = conn.execute(
+        f"SELECT {', '.join('i.' + c.strip() for c in _COLUMNS.split(','))}, ec.position "
+        "FROM event_changes ec JOIN incarnations i ON i.id = ec.incarnation_id "
+        "WHERE ec.event_id = ? ORDER BY i.first_seen, i.id, ec.position", (event_id,))
+    story: list[StoryEntry] = []
+    for row in rows:
+        record = _record(row[:9])
+        position = int(row[9])
+        if position >= len(record.changes):
+            continue
+        change = record.changes[position]
+        story.append(StoryEntry(
+            time=record.first_seen, kind=change.kind, event_id=change.event_id or event_id,
+            endpoint=record.endpoint, incarnation=record.incarnation, detail=change.detail,
+            event_type=change.event_type, status=change.status,
+            not_before=change.not_before, initial=change.initial))
+    if story and story[-1].kind not in ("completed", "cancelled"):
+        current = _still_present(conn, story[-1])
+        if current is not None:
+            story.append(current)
+    return story
+
+
+def _still_present(conn: sqlite3.Connection, last: StoryEntry) -> StoryEntry | None:
+    """The newest sighting of the event, when the newest document still has it."""
+    newest = conn.execute(
+        f"SELECT {_COLUMNS} FROM incarnations WHERE endpoint = ? "
+        "ORDER BY first_seen DESC, id DESC LIMIT 1", (last.endpoint,)).fetchone()
+    if newest is None:
+        return None
+    record = _record(newest)
+    try:
+        event = record.document().event(last.event_id)
+    except DocumentError:
+        return None
+    if event is None:
+        return None
+    return StoryEntry(
+        time=record.last_seen, kind="last-seen", event_id=event.event_id,
+        endpoint=record.endpoint, incarnation=record.incarnation,
+        detail="still in the newest recorded document", event_type=event.event_type.value,
+        status=event.status.value, not_before=format_not_before(event.not_before))
+
+
+def prune(conn: sqlite3.Connection, cutoff: datetime) -> int:
+    """Delete incarnations last seen before ``cutoff``; the audit log is not touched."""
+    stamp = to_db_time(cutoff)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute("DELETE FROM event_changes WHERE incarnation_id IN "
+                     "(SELECT id FROM incarnations WHERE last_seen < ?)", (stamp,))
+        deleted = conn.execute("DELETE FROM incarnations WHERE last_seen < ?", (stamp,)).rowcount
+        conn.execute("COMMIT")
+        return int(deleted)
+    except BaseException:
+        _rollback(conn)
+        raise

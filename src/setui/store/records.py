@@ -1,0 +1,223 @@
+"""The values the store hands out and takes in: plain frozen dataclasses, no SQL.
+
+Times are aware UTC datetimes in memory and fixed-width ISO 8601 text in the database
+(``2024-05-14T09:30:00.000000Z``), which sorts as text and reads well in ``sqlite3``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from setui.core.model import Document, Event, format_not_before, parse_document
+
+__all__ = [
+    "ACTIONS",
+    "APPROVE_ATTEMPT",
+    "APPROVE_OUTCOME",
+    "CANCELLED",
+    "REFUSED",
+    "AuditEntry",
+    "AuditRecord",
+    "ChangeRecord",
+    "IncarnationRecord",
+    "StoryEntry",
+    "VerifyResult",
+    "event_snapshot",
+    "from_db_time",
+    "to_db_time",
+    "utc",
+]
+
+APPROVE_ATTEMPT = "approve-attempt"
+APPROVE_OUTCOME = "approve-outcome"
+CANCELLED = "cancelled"
+REFUSED = "refused"
+ACTIONS = (APPROVE_ATTEMPT, APPROVE_OUTCOME, CANCELLED, REFUSED)
+
+_DB_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+def utc(moment: datetime) -> datetime:
+    """``moment`` in UTC; a naive datetime is taken to be UTC already."""
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc)
+
+
+def to_db_time(moment: datetime) -> str:
+    return utc(moment).strftime(_DB_TIME)
+
+
+def from_db_time(text: str) -> datetime:
+    return datetime.strptime(text, _DB_TIME).replace(tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True)
+class ChangeRecord:
+    """One stored change of one incarnation: the tracker's Change without live objects."""
+
+    kind: str  # appeared, started, completed, cancelled, rescheduled, changed, anomaly
+    event_id: str | None
+    event_type: str | None = None
+    status: str | None = None
+    not_before: str = ""  # RFC 1123 as the service writes it; "" when started or absent
+    detail: str = ""
+    initial: bool = False  # already in the first document this endpoint's history holds
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind, "event_id": self.event_id, "event_type": self.event_type,
+            "status": self.status, "not_before": self.not_before, "detail": self.detail,
+            "initial": self.initial,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ChangeRecord:
+        return cls(
+            kind=str(data.get("kind", "")), event_id=data.get("event_id"),
+            event_type=data.get("event_type"), status=data.get("status"),
+            not_before=str(data.get("not_before") or ""), detail=str(data.get("detail") or ""),
+            initial=bool(data.get("initial", False)),
+        )
+
+
+@dataclass(frozen=True)
+class IncarnationRecord:
+    """One distinct document seen at one endpoint, with what changed since the one before."""
+
+    endpoint: str
+    incarnation: int
+    first_seen: datetime
+    last_seen: datetime
+    raw_json: str
+    changes: tuple[ChangeRecord, ...]
+    summary: str
+    content_hash: str = ""
+    row_id: int = field(default=0, compare=False)  # paging key; meaningless outside the db
+
+    def document(self) -> Document:
+        """The stored document, parsed again (raises DocumentError if it cannot be)."""
+        return parse_document(self.raw_json)
+
+
+@dataclass(frozen=True)
+class StoryEntry:
+    """One moment in an event's life: a change seen in the history or an audit record."""
+
+    time: datetime
+    kind: str  # a ChangeRecord kind, or an audit action (approve-attempt, ...)
+    event_id: str
+    endpoint: str
+    incarnation: int | None = None
+    detail: str = ""
+    event_type: str | None = None
+    status: str | None = None
+    not_before: str = ""
+    source: str = "history"  # "history" or "audit"
+    audit_seq: int | None = None
+    initial: bool = False
+
+
+def event_snapshot(event: Event) -> dict[str, Any]:
+    """The event as an operator saw it, under the service's own field names."""
+    return {
+        "EventId": event.event_id,
+        "EventType": event.event_type.value,
+        "EventStatus": event.status.value,
+        "NotBefore": format_not_before(event.not_before),
+        "Resources": list(event.resources),
+        "ResourceType": event.resource_type,
+        "EventSource": event.source.value if event.source is not None else None,
+        "DurationInSeconds": event.duration,
+        "Description": event.description,
+    }
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """What an operator action is to be recorded as; the store adds seq, hashes.
+
+    ``error`` holds the service's error for an outcome and setui's reason for a refusal.
+    ``latency`` is in seconds; the database keeps milliseconds.
+    """
+
+    action: str
+    time: datetime
+    user: str
+    host: str
+    endpoint: str
+    ssh_client: str | None = None
+    event_id: str | None = None
+    event: Mapping[str, Any] | None = None  # event_snapshot() of the event as shown
+    incarnation: int | None = None
+    attempt_seq: int | None = None  # an outcome's attempt
+    status: int | None = None
+    error: str | None = None
+    latency: float | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    """A stored audit record: the entry, its place in the chain and its hashes."""
+
+    seq: int
+    action: str
+    time: datetime
+    user: str
+    host: str
+    endpoint: str
+    ssh_client: str | None
+    event_id: str | None
+    event: dict[str, Any] | None
+    incarnation: int | None
+    attempt_seq: int | None
+    status: int | None
+    error: str | None
+    latency_ms: float | None
+    details: dict[str, Any]
+    prev_hash: str
+    hash: str
+    # For an attempt: whether an outcome for it exists anywhere in the log. False means
+    # setui stopped between the POST and the outcome: "outcome unknown", not tampering.
+    has_outcome: bool | None = None
+
+    @property
+    def latency(self) -> float | None:
+        """Seconds, like every other latency in setui."""
+        return None if self.latency_ms is None else self.latency_ms / 1000.0
+
+    @property
+    def outcome_unknown(self) -> bool:
+        return self.action == APPROVE_ATTEMPT and self.has_outcome is False
+
+    def to_json(self) -> dict[str, Any]:
+        """Every field with stable keys, as ``setui audit --json`` and ``export`` write it."""
+        return {
+            "seq": self.seq, "time": to_db_time(self.time), "action": self.action,
+            "user": self.user, "ssh_client": self.ssh_client, "host": self.host,
+            "endpoint": self.endpoint, "event_id": self.event_id, "event": self.event,
+            "incarnation": self.incarnation, "attempt_seq": self.attempt_seq,
+            "status": self.status, "error": self.error, "latency_ms": self.latency_ms,
+            "details": self.details, "prev_hash": self.prev_hash, "hash": self.hash,
+        }
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    """The audit chain's state; ``problem`` says in words what is wrong and where."""
+
+    ok: bool
+    count: int
+    first_bad: int | None = None
+    problem: str = ""
+    head_seq: int | None = None
+    head_hash: str | None = None
+
+    def __str__(self) -> str:
+        if self.ok:
+            return f"ok, {self.count} record{'s' if self.count != 1 else ''}"
+        return self.problem

@@ -1,0 +1,245 @@
+"""``Store``: the one object the rest of setui uses for history and the audit log.
+
+It owns one SQLite connection, serialises its use with a lock (the dashboard records from
+a worker while an approval runs), and turns every sqlite3 error into a
+:class:`StoreError` that says what failed, where, and what to do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from setui.core.model import Document
+from setui.core.tracker import Change
+from setui.store import audit as audit_log
+from setui.store import history as hist
+from setui.store.db import (
+    DB_NAME,
+    StoreError,
+    connect,
+    default_data_dir,
+    describe_error,
+    prepare_file,
+)
+from setui.store.records import (
+    APPROVE_ATTEMPT,
+    APPROVE_OUTCOME,
+    CANCELLED,
+    REFUSED,
+    AuditEntry,
+    AuditRecord,
+    IncarnationRecord,
+    StoryEntry,
+    VerifyResult,
+    utc,
+)
+
+__all__ = ["Store"]
+
+# An unchanged document bumps its row's last_seen at most this often: a day of polling
+# once a second is at most 1,440 small updates and no new rows.
+TOUCH_INTERVAL = timedelta(seconds=60)
+# Retention runs at most this often, when a new incarnation is recorded.
+PRUNE_INTERVAL = timedelta(hours=1)
+
+
+@dataclass(frozen=True)
+class _Touched:
+    """The last document written for an endpoint, and when."""
+
+    incarnation: int
+    raw: Mapping[str, Any]
+    digest: str
+    written: datetime
+
+
+class Store:
+    """History of incarnations and the hash-chained audit log, in one SQLite file.
+
+    ``history_days=None`` keeps the history forever; the audit log is always kept whole.
+    """
+
+    def __init__(self, path: Path | str, *, timeout: float = 5.0,
+                 history_days: int | None = 90, readonly: bool = False) -> None:
+        self.path = Path(path)
+        self.timeout = timeout
+        self.history_days = history_days
+        self.readonly = readonly
+        if not readonly:
+            prepare_file(self.path)
+        self._conn: sqlite3.Connection | None = connect(self.path, timeout=timeout,
+                                                        readonly=readonly)
+        self._lock = threading.RLock()
+        self._touched: dict[str, _Touched] = {}
+        self._last_prune: datetime | None = None
+
+    @classmethod
+    def open_dir(cls, data_dir: Path | str | None = None, **kw: object) -> Store:
+        """``<data_dir>/setui.db``; the directory defaults to :func:`default_data_dir`."""
+        directory = Path(data_dir).expanduser() if data_dir is not None else default_data_dir()
+        return cls(directory / DB_NAME, **kw)  # type: ignore[arg-type]
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._conn is None else ("read-only" if self.readonly else "open")
+        return f"<Store {str(self.path)!r} {state}>"
+
+    @contextlib.contextmanager
+    def _using(self, doing: str, *, write: bool = False) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            if self._conn is None:
+                raise StoreError(f"cannot {doing}: the store {self.path} is closed",
+                                 path=self.path)
+            if write and self.readonly:
+                raise StoreError(f"cannot {doing}: {self.path} was opened read-only",
+                                 path=self.path)
+            try:
+                yield self._conn
+            except sqlite3.Error as exc:
+                raise StoreError(describe_error(exc, self.path, doing, self.timeout),
+                                 path=self.path) from None
+
+    # -- history --------------------------------------------------------------------------
+    def record_document(self, doc: Document, *, seen_at: datetime, endpoint: str,
+                        changes: Sequence[Change] = ()) -> bool:
+        """Record one sighting of ``doc``; True when it is a new incarnation row.
+
+        Idempotent per (endpoint, incarnation, content): a repeat only moves last_seen,
+        and at most once a minute. ``changes`` (from the caller's tracker) are kept only
+        when the store holds no earlier document of ``endpoint``; otherwise the changes
+        are derived against the stored one, so every writer tells the same story.
+        """
+        seen_at = utc(seen_at)
+        with self._using("record the history", write=True) as conn:
+            touched = self._touched.get(endpoint)
+            # Polled once a second, the same document comes back again and again: a dict
+            # comparison spares hashing it each time.
+            if touched is not None and touched.incarnation == doc.incarnation \
+                    and touched.raw == doc.raw:
+                digest = touched.digest
+                if timedelta(0) <= seen_at - touched.written < TOUCH_INTERVAL:
+                    return False
+            else:
+                digest = hist.content_hash(doc)
+            new = hist.insert_or_touch(conn, doc, seen_at=seen_at, endpoint=endpoint,
+                                       changes=changes, digest=digest)
+            self._touched[endpoint] = _Touched(doc.incarnation, doc.raw, digest, seen_at)
+            if new and self.history_days is not None and (
+                    self._last_prune is None or seen_at - self._last_prune >= PRUNE_INTERVAL):
+                self._last_prune = seen_at
+                hist.prune(conn, seen_at - timedelta(days=self.history_days))
+            return new
+
+    def history(self, *, limit: int | None = 50, since: datetime | None = None,
+                endpoint: str | None = None, event_id: str | None = None,
+                before: IncarnationRecord | None = None) -> list[IncarnationRecord]:
+        """Stored incarnations, newest first; ``before`` pages past an earlier result."""
+        with self._using("read the history") as conn:
+            return hist.query_history(conn, limit=limit, since=since, endpoint=endpoint,
+                                      event_id=event_id, before=before)
+
+    def incarnation(self, number: int, *, endpoint: str | None = None) -> IncarnationRecord | None:
+        """The most recently seen document with that incarnation number."""
+        with self._using("read the history") as conn:
+            return hist.find_incarnation(conn, number, endpoint)
+
+    def previous(self, record: IncarnationRecord) -> IncarnationRecord | None:
+        """The document seen at the same endpoint just before ``record``."""
+        with self._using("read the history") as conn:
+            return hist.previous(conn, record)
+
+    def event_story(self, event_id: str) -> list[StoryEntry]:
+        """The event's life, oldest first: its changes and every audit record about it."""
+        with self._using("read the history") as conn:
+            story = hist.event_story(conn, event_id)
+            records = audit_log.for_event(conn, event_id)
+        story += [_audit_story(record) for record in records]
+        story.sort(key=lambda entry: (entry.time, entry.kind == "last-seen"))
+        return story
+
+    def prune(self, *, now: datetime) -> int:
+        """Delete history last seen more than ``history_days`` before ``now``."""
+        if self.history_days is None:
+            return 0
+        with self._using("prune the history", write=True) as conn:
+            self._last_prune = utc(now)
+            return hist.prune(conn, utc(now) - timedelta(days=self.history_days))
+
+    # -- audit ----------------------------------------------------------------------------
+    def audit_append(self, entry: AuditEntry) -> AuditRecord:
+        """Append one record; it is committed to disk when this returns."""
+        return self.audit_extend([entry])[0]
+
+    def audit_extend(self, entries: Sequence[AuditEntry]) -> list[AuditRecord]:
+        """Append several records atomically: all are committed or none is."""
+        if not entries:
+            return []
+        with self._using("write the audit log", write=True) as conn:
+            return audit_log.append(conn, entries, self.path)
+
+    def audit(self, *, limit: int | None = None, oldest_first: bool = False,
+              ) -> list[AuditRecord]:
+        """Audit records, newest first unless ``oldest_first``."""
+        with self._using("read the audit log") as conn:
+            return audit_log.listing(conn, limit, oldest_first)
+
+    def verify_audit(self) -> VerifyResult:
+        """Recompute the hash chain and compare it with the head record."""
+        with self._using("verify the audit log") as conn:
+            return audit_log.verify(conn)
+
+
+def _who(record: AuditRecord) -> str:
+    who = record.user
+    if record.ssh_client:
+        who += f" from {record.ssh_client}"
+    return f"{who} on {record.host}"
+
+
+def _audit_story(record: AuditRecord) -> StoryEntry:
+    snapshot = record.event or {}
+    if record.action == APPROVE_ATTEMPT:
+        detail = f"approval sent by {_who(record)}"
+        if record.outcome_unknown:
+            detail += " (outcome unknown: setui stopped before recording it)"
+    elif record.action == APPROVE_OUTCOME:
+        if record.error:
+            detail = f"approval failed: {record.error}"
+        else:
+            detail = f"approval accepted: HTTP {record.status}"
+        if record.latency_ms is not None:
+            detail += f" in {record.latency_ms:.0f} ms"
+    elif record.action == CANCELLED:
+        detail = f"approval cancelled by {_who(record)}"
+    elif record.action == REFUSED:
+        detail = f"approval by {_who(record)} refused by setui: {record.error or 'no reason'}"
+    else:
+        detail = record.action
+    return StoryEntry(
+        time=record.time, kind=record.action, event_id=record.event_id or "",
+        endpoint=record.endpoint, incarnation=record.incarnation, detail=detail,
+        event_type=snapshot.get("EventType"), status=snapshot.get("EventStatus"),
+        not_before=str(snapshot.get("NotBefore") or ""), source="audit",
+        audit_seq=record.seq)
