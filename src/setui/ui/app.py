@@ -1,0 +1,330 @@
+"""The dashboard app: polling, the session record, announcements and approvals.
+
+The app is thin: the screens and widgets draw, :class:`~setui.ui.messages.Session`
+remembers, the core polls, and :class:`~setui.approval.Approver` is the only way to an
+approval. Everything that tells time calls :meth:`SetuiApp.now`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from rich.text import Text
+from textual.app import App, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.worker import Worker
+
+from setui.approval import Approver, find_event
+from setui.config import Config
+from setui.core.clock import utc_now
+from setui.core.health import PollResult
+from setui.core.model import Event
+from setui.core.poller import Poller
+from setui.identity import Identity
+from setui.session import resolve_vm_name
+from setui.store import StoreError
+from setui.ui.format import Palette, announcement, combine, connection_announcement, safe
+from setui.ui.messages import ApprovalDone, ApprovalNote, PollUpdate, Session
+from setui.ui.screens.confirm import GUARD_SECONDS, ConfirmationModal, approval_prompt
+from setui.ui.screens.details import details_screen
+from setui.ui.screens.help import HelpScreen
+from setui.ui.screens.main import MainScreen
+from setui.ui.themes import DEFAULT_THEME, MONO_THEME, load_themes, variable_defaults
+
+if TYPE_CHECKING:
+    from setui.core.client import ImdsClient
+    from setui.store import Store
+
+__all__ = ["SetuiApp"]
+
+
+class SetuiApp(App[None]):
+    """``setui`` and ``setui demo``: the Scheduled Events dashboard."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "setui"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("question_mark", "help", "Help"),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(self, *, client: ImdsClient, config: Config, store: Store | None = None,
+                 store_problem: str | None = None, demo: bool = False,
+                 clock: Callable[[], datetime] = utc_now,
+                 mono: Callable[[], float] = time.monotonic, identity: Identity | None = None,
+                 poll: bool = True, user_themes: Path | None = None) -> None:
+        super().__init__()
+        self.client = client
+        self.config = config
+        self.store = store
+        self.store_problem = store_problem
+        self.store_error: str | None = None
+        self.demo = demo
+        self._clock = clock
+        self._mono = mono
+        self.identity = identity or Identity.current()
+        self._poll = poll
+        self._user_themes = user_themes
+        self.session = Session()
+        self.vm_name: str | None = config.vm_name
+        self.palette = Palette()
+        self.confirm_guard = GUARD_SECONDS
+        self.bells = 0
+        self.poller: Poller | None = None
+        self._poll_worker: Worker[None] | None = None
+        self.main_screen = MainScreen()
+        self.approver = Approver(client, store, endpoint=config.endpoint, identity=self.identity,
+                                 read_only=config.read_only, store_problem=store_problem,
+                                 wall=self.now)
+        self.title = "setui DEMO: the built-in emulator, not a real VM" if demo else "setui"
+
+    def now(self) -> datetime:
+        """The time every countdown, age and record uses."""
+        return self._clock()
+
+    @property
+    def store_status(self) -> str | None:
+        """Why the history is not being recorded, or None when it is."""
+        if self.store_error:
+            return self.store_error
+        if self.store is None:
+            return self.store_problem or "no store is open"
+        return None
+
+    # -- start and stop ---------------------------------------------------------------------
+    def get_default_screen(self) -> Screen[None]:
+        return self.main_screen
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return variable_defaults(self.current_theme)
+
+    def on_mount(self) -> None:
+        self._install_themes()
+        self.theme_changed_signal.subscribe(self, lambda _theme: self._restyle())
+        self._restyle()
+        if self._poll:
+            self._start_polling()
+        if not self.vm_name:
+            self.run_worker(self._find_vm_name(), group="vm-name", exit_on_error=False)
+        self.set_interval(1.0, self._refresh, name="tick")
+        if self.store is None:
+            self.notify(f"No history or audit log: {self.store_status}. Approvals are refused "
+                        "until the audit log can be written.", severity="warning",
+                        timeout=10, markup=False)
+
+    async def on_unmount(self) -> None:
+        if self._poll_worker is not None:
+            self._poll_worker.cancel()
+        await self.client.aclose()
+
+    def _install_themes(self) -> None:
+        loaded = load_themes(self._user_themes)
+        problems = list(loaded.problems)
+        for theme in loaded.themes:
+            self.register_theme(theme)
+        wanted = self.config.theme
+        if os.environ.get("NO_COLOR") is not None and wanted == DEFAULT_THEME:
+            wanted = MONO_THEME  # no colour asked for: the theme made for that
+        if wanted not in self.available_themes:
+            fallback = DEFAULT_THEME if DEFAULT_THEME in self.available_themes else "textual-dark"
+            problems.append(f"theme {wanted!r} is not known, so {fallback} is used (known: "
+                            f"{', '.join(sorted(n for n in loaded.names()))})")
+            wanted = fallback
+        self.theme = wanted
+        if problems:
+            self.notify("\n".join(safe(p, 300) for p in problems), title="Theme problems",
+                        severity="warning", timeout=15, markup=False)
+
+    def _restyle(self) -> None:
+        self.palette = Palette.from_variables(self.get_css_variables())
+        self.main_screen.refresh_view()
+
+    def _start_polling(self) -> None:
+        tracker = self.poller.tracker if self.poller is not None else None
+        self.poller = Poller(self.client, interval=self.config.interval, tracker=tracker,
+                             wall=self.now, mono=self._mono)
+        self._poll_worker = self.run_worker(self._poll_loop(self.poller), name="poll",
+                                            group="poll", exclusive=True, exit_on_error=False)
+
+    async def _poll_loop(self, poller: Poller) -> None:
+        try:
+            async for result in poller.results():
+                self.post_message(PollUpdate(result))
+        except Exception as exc:  # the poller is built never to end; if it does, say so
+            self.notify(f"Polling stopped ({type(exc).__name__}: {safe(exc, 200)}). "
+                        "Press r to start it again.", severity="error", timeout=60,
+                        markup=False)
+
+    async def _find_vm_name(self) -> None:
+        self.vm_name = await resolve_vm_name(self.client, self.config)
+        self._refresh()
+
+    def poll_now(self) -> None:
+        """Ask the service at once (``r``); restarts polling if it had stopped."""
+        if not self._poll:
+            return
+        if self._poll_worker is None or self._poll_worker.is_finished:
+            self._start_polling()
+        elif self.poller is not None:
+            self.poller.poll_now()
+        self.notify("Asking the service now…", timeout=2, markup=False)
+
+    def _refresh(self) -> None:
+        self.main_screen.refresh_view()
+
+    # -- results ----------------------------------------------------------------------------
+    def on_poll_update(self, message: PollUpdate) -> None:
+        self.apply_result(message.result)
+
+    def apply_result(self, result: PollResult) -> None:
+        """Take one poll result: remember, record, announce, redraw."""
+        before = self.session.document
+        announce, previous = self.session.apply(result)
+        if result.fresh and result.document is not None:
+            new = before is None or before.incarnation != result.document.incarnation
+            self._record(result, new)
+        said = [announcement(change, self.vm_name, self.now()) for change in announce]
+        if previous is not None:
+            said.append(connection_announcement(previous, self.session.health))
+        item = combine([s for s in said if s is not None])
+        if item is not None:  # one toast per answer, however much changed in it
+            self.notify(item.text, title=item.title, markup=False, timeout=10 if item.mine
+                        else 5, severity=item.severity)  # type: ignore[arg-type]
+        if announce and self.config.bell:
+            self.bell()
+        self._refresh()
+
+    def _record(self, result: PollResult, new_incarnation: bool) -> None:
+        document = result.document
+        if self.store is None or document is None:
+            return
+        try:
+            self.store.record_document(document, seen_at=result.seen_at or self.now(),
+                                       endpoint=self.config.endpoint, changes=result.changes)
+            if new_incarnation:  # the history may know this incarnation from before
+                stored = self.store.incarnation(document.incarnation,
+                                                endpoint=self.config.endpoint)
+                since = self.session.incarnation_since
+                if stored is not None and since is not None and stored.first_seen < since \
+                        and json.loads(stored.raw_json) == dict(document.raw):
+                    self.session.incarnation_since = stored.first_seen
+        except StoreError as exc:
+            if self.store_error is None:
+                self.notify(f"Cannot record the history: {safe(exc, 300)}", severity="error",
+                            timeout=15, markup=False)
+            self.store_error = str(exc)
+            return
+        if self.store_error is not None:
+            self.store_error = None
+            self.notify("Recording the history again.", timeout=5, markup=False)
+
+    def bell(self) -> None:
+        self.bells += 1
+        super().bell()
+
+    # -- approvals --------------------------------------------------------------------------
+    def request_approval(self, event_id: str) -> None:
+        """``a``: refuse with the reason, or ask; only the dialog's yes approves."""
+        if self.session.pending(event_id):
+            self.notify("An approval of this event is already under way.", markup=False)
+            return
+        document = self.session.document
+        reason = self.approver.refusal(event_id, document)
+        event = find_event(document, event_id)
+        if reason is not None or event is None:
+            reason = reason or "the event is not in the current document"
+            for outcome in self.approver.record_refusal([event_id], document, reason):
+                self.session.note_approval(ApprovalNote(
+                    outcome.event_id, self.now(), self.identity.user, refused=True,
+                    message=outcome.message))
+            self.notify(safe(reason, 300), title="Not approved", severity="error",
+                        timeout=10, markup=False)
+            self._refresh()
+            return
+        title, body, loud = self._prompt(event)
+
+        def refresh() -> Text:  # the dialog follows the event while it is open
+            current = find_event(self.session.document, event_id)
+            return self._prompt(current or event, present=current is not None)[1]
+
+        self.push_screen(ConfirmationModal(title, body, loud=loud, guard=self.confirm_guard,
+                                           mono=self._mono, refresh=refresh),
+                         callback=partial(self._confirmed, event_id))
+
+    def _prompt(self, event: Event, present: bool = True) -> tuple[str, Text, bool]:
+        return approval_prompt(event, vm_name=self.vm_name, identity=self.identity.label,
+                               now=self.now(), previous=self.session.approvals.get(
+                                   event.event_id), present=present)
+
+    def _confirmed(self, event_id: str, yes: bool | None) -> None:
+        if not yes:
+            written = self.approver.record_cancel([event_id], self.session.document)
+            self.notify("Approval cancelled: nothing was sent."
+                        + ("" if written else " (The cancel could not be recorded.)"),
+                        timeout=5, markup=False)
+            return
+        self.session.mark_pending(event_id, self.now(), self.identity.user)
+        self._refresh()
+        self.run_worker(self._approve(event_id), group="approve", exit_on_error=False)
+
+    async def _approve(self, event_id: str) -> None:
+        # The document at this moment: the approver refuses an event that started or
+        # left while the dialog was open.
+        outcomes = await self.approver.approve([event_id], self.session.document)
+        self.post_message(ApprovalDone([
+            ApprovalNote(o.event_id, self.now(), self.identity.user, approved=o.approved,
+                         refused=o.refused, message=o.message) for o in outcomes]))
+        if self.poller is not None:
+            self.poller.poll_now()
+
+    def on_approval_done(self, message: ApprovalDone) -> None:
+        for note in message.notes:
+            self.session.note_approval(note)
+            if note.approved:
+                said = note.message.removeprefix("approved: ")
+                text = (f"{said[:1].upper()}{said[1:]}. Azure may start it now, for every VM "
+                        "it lists.")
+                self.notify(safe(text, 300), title="Approved", timeout=8, markup=False)
+            else:
+                self.notify(safe(note.message, 300), title="Not approved", severity="error",
+                            timeout=15, markup=False)
+        self._refresh()
+
+    # -- other screens ----------------------------------------------------------------------
+    def open_details(self, event_id: str) -> None:
+        screen = details_screen(event_id, self.session, vm_name=self.vm_name, now=self.now(),
+                                store=self.store, store_problem=self.store_status)
+        if screen is not None:
+            self.push_screen(screen)
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_history(self) -> None:
+        from setui.ui.screens.history import HistoryScreen
+
+        self.push_screen(HistoryScreen(self.store, self.store_problem))
+
+    def action_audit(self) -> None:
+        from setui.ui.screens.audit import AuditScreen
+
+        self.push_screen(AuditScreen(self.store, self.store_problem))
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        if screen is self.main_screen:
+            yield from self.main_screen.palette_commands()
+        yield SystemCommand("Poll now", "Ask the metadata service at once (r)", self.poll_now)
+        yield SystemCommand("History", "Past incarnations of the events document (h)",
+                            self.action_history)
+        yield SystemCommand("Audit log", "Who approved what, and when (l)", self.action_audit)
+        yield SystemCommand("Help", "Every key, and how to read the dashboard (?)",
+                            self.action_help)

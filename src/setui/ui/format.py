@@ -1,0 +1,352 @@
+"""Pure formatting for the dashboard: countdowns, impact, times, resources, urgency.
+
+Nothing here touches a running app, so every rule can be tested on its own. Urgency is
+always carried by words and symbols (``!!``, ``!``, ``▶``, ``▲``) as well as by the
+styles of :class:`Palette`, so a terminal without colour (``NO_COLOR``, ``setui-mono``)
+reads the same.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone, tzinfo
+from enum import IntEnum
+from typing import NamedTuple
+
+from setui.core.health import ConnectionState, Health
+from setui.core.model import Event
+from setui.core.tracker import Change, ChangeKind
+from setui.textsafe import printable
+
+__all__ = [
+    "CRITICAL_SECONDS",
+    "THIS_VM",
+    "WARNING_SECONDS",
+    "Announcement",
+    "Countdown",
+    "Palette",
+    "Urgency",
+    "age",
+    "announcement",
+    "approved_label",
+    "combine",
+    "connection_announcement",
+    "countdown",
+    "duration_text",
+    "impact",
+    "is_this_vm",
+    "resources_summary",
+    "safe",
+    "sort_key",
+    "time_of_day",
+    "utc_and_local",
+    "zone_name",
+]
+
+WARNING_SECONDS = 5 * 60  # under five minutes to NotBefore: warning
+CRITICAL_SECONDS = 60  # under one minute: critical
+THIS_VM = "▲"  # marks this VM among an event's resources, in the table and the timeline
+
+
+class Urgency(IntEnum):
+    """How loudly a row speaks; the symbol says it without colour."""
+
+    CALM = 0
+    WARNING = 1
+    CRITICAL = 2
+    STARTED = 3
+
+    @property
+    def symbol(self) -> str:
+        return {Urgency.CALM: "", Urgency.WARNING: "!", Urgency.CRITICAL: "!!",
+                Urgency.STARTED: "▶"}[self]
+
+
+class Countdown(NamedTuple):
+    text: str  # without the symbol: "T-14:32", "waiting", "started 0:42 ago"
+    urgency: Urgency
+
+    def label(self, loud: bool = True) -> str:
+        """The text with its urgency symbol in front (``loud=False``: no symbol)."""
+        symbol = self.urgency.symbol if loud else ""
+        return f"{symbol} {self.text}" if symbol else self.text
+
+
+def safe(text: object, limit: int | None = None) -> str:
+    """Network text on one line, control characters shown as escapes, cut to ``limit``."""
+    return printable(text if isinstance(text, str) else str(text), limit)
+
+
+def duration_text(seconds: float) -> str:
+    """``0:42``, ``14:32``, ``1:02:03``; a day or more: ``6d 23h``."""
+    total = max(0, int(seconds))
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours:02d}h"
+    if hours:
+        return f"{hours}:{minutes:02d}:{secs:02d}"
+    return f"{minutes}:{secs:02d}"
+
+
+def countdown(event: Event, now: datetime, *, started_at: datetime | None = None,
+              started_exact: bool = True) -> Countdown:
+    """The countdown cell of an event.
+
+    ``started_at`` is when this session first saw it Started; ``started_exact`` is False
+    when it was already Started in the first document seen (it started earlier).
+    """
+    if event.is_started:
+        if started_at is None:
+            return Countdown("started", Urgency.STARTED)
+        ago = duration_text((now - started_at).total_seconds())
+        return Countdown(f"started {'' if started_exact else '≥'}{ago} ago", Urgency.STARTED)
+    if not event.is_scheduled:
+        return Countdown(f"status {safe(event.status, 20)}", Urgency.CALM)
+    if event.not_before is None:
+        return Countdown("no NotBefore", Urgency.CALM)
+    remaining = math.ceil((event.not_before - now).total_seconds())
+    if remaining <= 0:
+        return Countdown("waiting", Urgency.CRITICAL)
+    if remaining < CRITICAL_SECONDS:
+        level = Urgency.CRITICAL
+    elif remaining < WARNING_SECONDS:
+        level = Urgency.WARNING
+    else:
+        level = Urgency.CALM
+    return Countdown(f"T-{duration_text(remaining)}", level)
+
+
+def impact(event: Event) -> str:
+    """``5 s``, ``2 min``, ``unknown`` (-1 or absent), ``none`` (0)."""
+    return event.impact
+
+
+def is_this_vm(name: str, vm_name: str | None) -> bool:
+    """The rule of ``Event.affects`` for one name: case and a leading ``_`` ignored."""
+    return bool(vm_name) and name.lstrip("_").casefold() == (vm_name or "").lstrip("_").casefold()
+
+
+def resources_summary(resources: Sequence[str], vm_name: str | None, limit: int = 18) -> str:
+    """``▲ web-0 +2`` when this VM is among them; else the names, or ``5 VMs``."""
+    if not resources:
+        return "none listed"
+    mine = [r for r in resources if is_this_vm(r, vm_name)]
+    others = len(resources) - len(mine)
+    if mine:
+        suffix = f" +{others}" if others else ""
+        return f"{THIS_VM} {safe(mine[0], max(limit - 2 - len(suffix), 4))}{suffix}"
+    names = ", ".join(safe(r, 40) for r in resources)
+    if len(names) <= limit:
+        return names
+    if len(resources) == 1:
+        return safe(resources[0], limit)
+    suffix = f" +{len(resources) - 1}"
+    if limit - len(suffix) >= 6:
+        return safe(resources[0], limit - len(suffix)) + suffix
+    return f"{len(resources)} VMs"
+
+
+def time_of_day(moment: datetime, now: datetime, tz: tzinfo | None = timezone.utc) -> str:
+    """``10:14:32`` on the same day as ``now`` (in ``tz``), else ``Nov 29 10:14``.
+
+    ``tz=None`` means the local time zone of this machine.
+    """
+    here = moment.astimezone(tz)
+    today = now.astimezone(tz)
+    if here.date() == today.date():
+        return here.strftime("%H:%M:%S")
+    return here.strftime("%b %d %H:%M")
+
+
+def utc_and_local(moment: datetime, now: datetime) -> str:
+    """``Sun 22 Nov 10:14:32 UTC (11:14:32 CET)``: for details and dialogs."""
+    utc = moment.astimezone(timezone.utc)
+    local = moment.astimezone()
+    text = utc.strftime("%a %d %b %Y %H:%M:%S UTC")
+    if local.utcoffset() != utc.utcoffset():
+        same_day = local.date() == utc.date()
+        shown = local.strftime("%H:%M:%S" if same_day else "%a %d %b %H:%M:%S")
+        text += f" ({shown} {zone_name(local)})"
+    return text
+
+
+def zone_name(moment: datetime) -> str:
+    """The local zone's abbreviation (``CET``), or ``local`` when it has none."""
+    name = moment.astimezone().tzname() or ""
+    return name if name and len(name) <= 6 and name.isprintable() else "local"
+
+
+def age(seconds: float) -> str:
+    """A calm age: ``<2 s``, ``14 s``, ``3 min``, ``2 h``, ``3 d``."""
+    if seconds < 2:
+        return "<2 s"
+    if seconds < 120:
+        return f"{int(seconds)} s"
+    if seconds < 7200:
+        return f"{int(seconds // 60)} min"
+    if seconds < 172800:
+        return f"{int(seconds // 3600)} h"
+    return f"{int(seconds // 86400)} d"
+
+
+def approved_label(at: datetime, user: str, *, short: bool = False) -> str:
+    """``approved 10:02:11 by alice`` (UTC); ``short``: ``✓ 10:02:11``."""
+    when = at.astimezone(timezone.utc).strftime("%H:%M:%S")
+    if short:
+        return f"✓ {when}"
+    return f"approved {when} by {safe(user, 24)}"
+
+
+def sort_key(event: Event, vm_name: str | None, *, started_at: datetime | None = None,
+             first_seen: datetime | None = None) -> tuple[object, ...]:
+    """Most urgent first: started, then by NotBefore (passed ones first), this VM first
+    among equals. It does not depend on the time, so rows only move when the document
+    changes."""
+    far = datetime.max.replace(tzinfo=timezone.utc)
+    mine = 0 if event.affects(vm_name) else 1
+    if event.is_started:
+        when = started_at or first_seen or far
+        return (0, when, mine, event.event_id)
+    if event.is_scheduled and event.not_before is not None:
+        return (1, event.not_before, mine, event.event_id)
+    return (2, first_seen or far, mine, event.event_id)
+
+
+@dataclass(frozen=True)
+class Palette:
+    """Rich style strings for rows and lanes, from the current theme's variables.
+
+    Built from ``App.theme_variables`` (setui's ``$setui-*`` variables, see
+    ``setui.ui.themes``); an unusable value falls back to a plain text style.
+    """
+
+    urgent: str = "bold"
+    soon: str = ""
+    started: str = "bold reverse"
+    secondary: str = "dim"
+    gone: str = "dim italic"
+    ok: str = ""
+    alarm: str = "bold reverse"
+    muted: str = "dim"
+    accent: str = "bold"
+
+    @classmethod
+    def from_variables(cls, variables: Mapping[str, str]) -> Palette:
+        def color(name: str) -> str:
+            value = (variables.get(name) or "").strip()
+            # "#RRGGBB" or "#RRGGBBAA": Rich wants the first seven characters.
+            if value.startswith("#") and len(value) in (7, 9):
+                try:
+                    int(value[1:], 16)
+                except ValueError:
+                    return ""
+                return value[:7]
+            return ""
+
+        def style(name: str, default: str) -> str:
+            value = (variables.get(name) or "").strip()
+            words = [w for w in value.split() if w in _STYLE_WORDS]
+            if value == "none":
+                return ""
+            return " ".join(words) if words else default
+
+        def both(name: str, default_style: str) -> str:
+            return " ".join(p for p in (style(f"{name}-style", default_style), color(name)) if p)
+
+        alarm_fg, alarm_bg = color("setui-alarm-foreground"), color("setui-alarm-background")
+        alarm = style("setui-alarm-style", "bold")
+        alarm += f" {alarm_fg} on {alarm_bg}" if alarm_fg and alarm_bg else " reverse"
+        secondary = color("setui-secondary-row")
+        return cls(
+            urgent=both("setui-urgent", "bold"),
+            soon=both("setui-soon", ""),
+            started=both("setui-started", "bold reverse"),
+            secondary=secondary or "dim",
+            gone=both("setui-gone", "italic") or "dim italic",
+            ok=color("setui-ok"),
+            alarm=alarm.strip(),
+            muted=color("text-muted") or secondary or "dim",
+            accent=" ".join(p for p in ("bold", color("accent")) if p),
+        )
+
+    def for_urgency(self, level: Urgency) -> str:
+        return {Urgency.CALM: "", Urgency.WARNING: self.soon, Urgency.CRITICAL: self.urgent,
+                Urgency.STARTED: self.started}[level]
+
+
+_STYLE_WORDS = frozenset({"bold", "dim", "italic", "underline", "reverse", "strike",
+                          "blink", "overline"})
+
+
+class Announcement(NamedTuple):
+    """A notification: what the operator reads when something happens."""
+
+    title: str
+    text: str
+    severity: str  # information, warning, error (Textual's severities)
+    mine: bool  # about this VM: louder and longer
+
+
+def announcement(change: Change, vm_name: str | None, now: datetime) -> Announcement | None:
+    """New, started and gone events in words; None for the other kinds of change.
+
+    Another VM's event is news, never an alarm: its severity is "information".
+    """
+    event = change.event
+    if event is None:
+        return None
+    mine = event.affects(vm_name)
+    who = "this VM" if mine else resources_summary(event.resources, vm_name, 30)
+    kind = safe(event.event_type, 24)
+    if change.kind is ChangeKind.APPEARED:
+        title = "New event"
+        if event.is_started:
+            text, severity = f"{kind} for {who} appeared already started.", "error"
+        elif event.not_before is not None:
+            text = (f"{kind} for {who}: NotBefore {time_of_day(event.not_before, now)} UTC, "
+                    f"{countdown(event, now).text}.")
+            severity = "warning"
+        else:
+            text, severity = f"{kind} for {who}, with no NotBefore.", "warning"
+    elif change.kind is ChangeKind.STARTED:
+        title, text, severity = "Event started", f"{kind} for {who} has started.", "error"
+    elif change.kind is ChangeKind.COMPLETED:
+        title, severity = "Event completed", "information"
+        text = f"{kind} for {who} is over: it left the document."
+    elif change.kind is ChangeKind.CANCELLED:
+        title, severity = "Event cancelled", "information"
+        text = f"{kind} for {who} was cancelled by Azure: no impact will happen."
+    else:
+        return None
+    return Announcement(title, text, severity if mine else "information", mine)
+
+
+_BAD = (ConnectionState.RETRYING, ConnectionState.UNREACHABLE)
+
+
+def connection_announcement(previous: ConnectionState, health: Health) -> Announcement | None:
+    """Losing the service, and getting it back; not every retry in between."""
+    if health.state in _BAD and previous not in _BAD:
+        return Announcement(f"Connection {health.state.value}",
+                            safe(health.last_error or "no answer", 300), "error", True)
+    if health.state is ConnectionState.LIVE and previous in _BAD:
+        return Announcement("Connection live", "The metadata service answers again.",
+                            "information", True)
+    return None
+
+
+_SEVERITY = {"information": 0, "warning": 1, "error": 2}
+
+
+def combine(items: Sequence[Announcement]) -> Announcement | None:
+    """Several announcements of one answer as one notification: mine first, loudest wins."""
+    if len(items) <= 1:
+        return items[0] if items else None
+    ordered = sorted(items, key=lambda a: (not a.mine, -_SEVERITY.get(a.severity, 0)))
+    severity = max((a.severity for a in items), key=lambda s: _SEVERITY.get(s, 0))
+    text = "\n".join(f"{a.title}: {a.text}" for a in ordered)
+    return Announcement(f"{len(items)} changes", text, severity, any(a.mine for a in items))

@@ -1,0 +1,341 @@
+"""The audit screen (``l``): who approved what, when, and what the service answered.
+
+The verify status of the hash chain is at the top, in words: "chain intact" or a loud
+TAMPERED line naming the first bad record. Attempts are paired with their outcomes where
+the log allows, so one row tells one approval. All values are shown literally.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from setui.textsafe import printable
+from setui.ui.screens.history import DetailScreen, local_and_utc, pretty_json
+
+if TYPE_CHECKING:
+    from setui.store import AuditRecord, Store
+
+__all__ = ["AuditRow", "AuditScreen", "describe_row", "pair_records"]
+
+PAGE = 500
+_ATTEMPT = "approve-attempt"
+_OUTCOME = "approve-outcome"
+
+
+@dataclass(frozen=True)
+class AuditRow:
+    """One line of the screen: an attempt with its outcome, or a record on its own."""
+
+    record: AuditRecord
+    outcome: AuditRecord | None = None
+
+    @property
+    def is_attempt(self) -> bool:
+        return self.record.action == _ATTEMPT
+
+
+def pair_records(records: Sequence[AuditRecord]) -> list[AuditRow]:
+    """Pair each approve-outcome with its attempt: by ``attempt_seq`` where the outcome
+    names it, else the latest earlier unpaired attempt on the same event and endpoint.
+
+    ``records`` is newest first, as the store gives them; so is the result. An outcome
+    whose attempt is not among ``records`` (older than the page) stays a row of its own.
+    """
+    rows: list[AuditRow] = []
+    by_seq: dict[int, int] = {}
+    pending: dict[tuple[Any, ...], list[int]] = {}
+    for record in sorted(records, key=lambda r: r.seq):
+        key = (record.event_id, record.endpoint)
+        if record.action == _ATTEMPT:
+            by_seq[record.seq] = len(rows)
+            pending.setdefault(key, []).append(len(rows))
+            rows.append(AuditRow(record))
+            continue
+        index: int | None = None
+        if record.action == _OUTCOME:
+            named = getattr(record, "attempt_seq", None)
+            if named is not None:
+                index = by_seq.get(named)
+            elif pending.get(key):
+                index = pending[key][-1]
+        if index is not None and rows[index].outcome is None:
+            rows[index] = AuditRow(rows[index].record, record)
+            attempt = rows[index].record
+            waiting = pending.get((attempt.event_id, attempt.endpoint), [])
+            if index in waiting:
+                waiting.remove(index)
+        else:
+            rows.append(AuditRow(record))
+    return rows[::-1]
+
+
+def _safe(value: Any, limit: int | None = None) -> str:
+    if value is None:
+        return ""
+    return printable(value if isinstance(value, str) else str(value), limit)
+
+
+def _latency(value: Any) -> str:
+    if value is None:
+        return ""
+    seconds = value.total_seconds() if hasattr(value, "total_seconds") else float(value)
+    return f"{seconds * 1000:.0f} ms" if seconds < 10 else f"{seconds:.1f} s"
+
+
+def _outcome_text(row: AuditRow, limit: int | None = 40) -> Text:
+    """"✓ 200 · 42 ms" or "× FAILED 400 Bad Request · 42 ms": words, not colour alone."""
+    record = row.outcome or row.record
+    if row.is_attempt and row.outcome is None:
+        if getattr(row.record, "has_outcome", None) is False:
+            # setui stopped between the POST and writing the answer down (the details say so).
+            return Text("? outcome unknown", style="bold")
+        return Text("? no outcome recorded", style="bold")
+    status, error = getattr(record, "status", None), getattr(record, "error", None)
+    parts = []
+    status_text = _safe(status, 20)
+    error_text = _safe(error, 1000)
+    if status_text and not error_text.startswith(status_text):
+        parts.append(status_text)
+    if error_text:
+        parts.append(error_text)
+    latency = _latency(getattr(record, "latency", None))
+    if latency:
+        parts.append(latency)
+    ok = not error and (status is None or str(status).startswith("2"))
+    if not ok:
+        text = "× " + ("FAILED " if record.action == _OUTCOME else "") + " · ".join(parts)
+    else:
+        text = ("✓ " if record.action == _OUTCOME else "") + " · ".join(parts)
+    return Text(printable(text, limit), style="" if ok else "bold")
+
+
+def _action_text(row: AuditRow) -> str:
+    action = row.record.action
+    return "approve" if action in (_ATTEMPT, _OUTCOME) else _safe(action, 20)
+
+
+def _who(record: AuditRecord) -> str:
+    who = _safe(record.user, 40) or "?"
+    if record.host:
+        who += "@" + _safe(record.host, 60)
+    if record.ssh_client:
+        who += f" (ssh {_safe(record.ssh_client, 60)})"
+    return who
+
+
+def _event_type(record: AuditRecord) -> str:
+    snapshot = getattr(record, "event", None)
+    if isinstance(snapshot, dict):
+        return _safe(snapshot.get("EventType", ""), 20)
+    return _safe(getattr(snapshot, "event_type", "") or "", 20)
+
+
+def describe_row(row: AuditRow) -> Text:
+    """Every field of an attempt (and its outcome), as safe text."""
+    out = Text()
+    for title, record in (("Record", row.record), ("Outcome", row.outcome)):
+        if record is None:
+            if row.is_attempt and getattr(row.record, "has_outcome", None) is False:
+                out.append("No outcome was recorded for this attempt: setui stopped between "
+                           "asking the service and writing its answer down, so whether the "
+                           "approval reached the service is unknown.\n", style="bold")
+            elif row.is_attempt:
+                out.append("No outcome is recorded for this attempt.\n", style="bold")
+            continue
+        local, utc = local_and_utc(record.time)
+        out.append(f"{title} #{record.seq}: {_safe(record.action, 40)}\n",
+                   style="bold underline")
+        fields = [
+            ("time", f"{local} ({utc} UTC)"),
+            ("user", _safe(record.user, 200)),
+            ("ssh client", _safe(record.ssh_client, 200)),
+            ("host", _safe(record.host, 200)),
+            ("endpoint", _safe(record.endpoint, 200)),
+            ("event", _safe(record.event_id, 200)),
+            ("event type", _event_type(record)),
+            ("incarnation", _safe(getattr(record, "incarnation", None))),
+            ("status", _safe(getattr(record, "status", None), 200)),
+            ("error", _safe(getattr(record, "error", None), 1000)),
+            ("latency", _latency(getattr(record, "latency", None))),
+        ]
+        details = getattr(record, "details", None) or {}
+        if isinstance(details, dict):
+            fields += [(_safe(key, 40), _safe(json.dumps(value, ensure_ascii=False,
+                                                         default=str), 500))
+                       for key, value in sorted(details.items())]
+        for name, value in fields:
+            if value:
+                out.append(f"  {name:<12}")
+                out.append(value + "\n")
+        snapshot = getattr(record, "event", None)
+        if snapshot:
+            out.append("  event as shown when approved:\n")
+            raw = snapshot if isinstance(snapshot, str) else json.dumps(
+                getattr(snapshot, "raw", snapshot), ensure_ascii=False, default=str)
+            out.append_text(pretty_json(raw, 200))
+        out.append("\n")
+    return out
+
+
+class AuditScreen(Screen[None]):
+    """The audit log, newest first, under the chain's verify status."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Back"),
+        Binding("q", "back", "Back", show=False),
+        Binding("enter", "open", "Details", priority=True),
+        Binding("r", "reload", "Reload and verify"),
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+        Binding("g", "top", "Top", show=False),
+        Binding("G", "bottom", "Bottom", show=False),
+    ]
+    DEFAULT_CSS = """
+    AuditScreen #audit-title { height: 1; background: $panel; text-style: bold; padding: 0 1; }
+    AuditScreen #audit-verify { height: auto; max-height: 4; padding: 0 1; text-style: bold; }
+    AuditScreen #audit-verify.ok { color: $setui-ok; }
+    AuditScreen #audit-verify.alarm {
+        color: $setui-alarm-foreground; background: $setui-alarm-background;
+        text-style: $setui-alarm-style;
+    }
+    AuditScreen #audit-status { height: auto; max-height: 4; padding: 0 1; }
+    AuditScreen #audit-table { height: 1fr; }
+    """
+
+    def __init__(self, store: Store | None, problem: str | None = None,
+                 page_size: int = PAGE) -> None:
+        super().__init__()
+        self.store = store
+        self.problem = problem
+        self.page_size = page_size
+        self.limit = page_size
+        self.rows: list[AuditRow] = []
+        self.exhausted = False
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text("Audit log: approvals, newest first"), id="audit-title")
+        yield Static(id="audit-verify")
+        yield Static(id="audit-status")
+        yield DataTable(id="audit-table", cursor_type="row", zebra_stripes=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.add_column(Text("Time (local)"), key="time")
+        table.add_column(Text("Action"), key="action")
+        table.add_column(Text("Outcome"), key="outcome")
+        table.add_column(Text("Event"), key="event")
+        table.add_column(Text("Who"), key="who")
+        self.action_reload()
+        table.focus()
+
+    def action_reload(self) -> None:
+        self.limit = self.page_size
+        self._verify()
+        self._load()
+
+    def _verify(self) -> None:
+        banner = self.query_one("#audit-verify", Static)
+        banner.set_class(False, "ok")
+        banner.set_class(False, "alarm")
+        if self.store is None:
+            reason = (self.problem or "no store is open").rstrip(".")
+            banner.update(Text(printable(f"Audit log not available: {reason}.")))
+            banner.set_class(True, "alarm")
+            return
+        from setui.store import StoreError
+
+        try:
+            result = self.store.verify_audit()
+        except StoreError as exc:
+            banner.update(Text(printable(f"!! AUDIT LOG UNREADABLE: {exc}")))
+            banner.set_class(True, "alarm")
+            return
+        if result.ok:
+            count = result.count
+            banner.update(Text(f"✓ Audit chain ok, {count} record{'s' if count != 1 else ''} "
+                               "verified"))
+            banner.set_class(True, "ok")
+        else:
+            what = str(result.problem or "does not match the chain").rstrip(".")
+            where = ""
+            if result.first_bad is not None and f"record {result.first_bad}" not in what:
+                where = f"record {result.first_bad}: "
+            banner.update(Text(printable(f"!! TAMPERED: {where}{what}. Records from there on "
+                                         "cannot be trusted.")))
+            banner.set_class(True, "alarm")
+
+    def _load(self) -> None:
+        table = self.query_one(DataTable)
+        status = self.query_one("#audit-status", Static)
+        keep = table.cursor_row
+        table.clear()
+        self.rows = []
+        if self.store is None:
+            self.exhausted = True
+            return
+        from setui.store import StoreError
+
+        try:
+            records = list(self.store.audit(limit=self.limit))
+        except StoreError as exc:
+            status.update(Text(printable(f"Could not read the audit log: {exc}")))
+            self.exhausted = True
+            return
+        self.exhausted = len(records) < self.limit
+        self.rows = pair_records(records)
+        for index, row in enumerate(self.rows):
+            local, _ = local_and_utc(row.record.time)
+            event = f"{_event_type(row.record)} {_safe(row.record.event_id, 36)}".strip()
+            table.add_row(Text(local), Text(_action_text(row)), _outcome_text(row),
+                          Text(event), Text(_who(row.record)), key=str(index))
+        if not records:
+            status.update(Text("No approvals recorded yet. Each approval, cancel and refusal "
+                               "is written here before anything is sent."))
+        else:
+            more = "" if self.exhausted else "; older ones load at the end of the list"
+            status.update(Text(f"{len(records)} records in {len(self.rows)} rows{more}. "
+                               "Enter: details."))
+        if self.rows:
+            table.move_cursor(row=min(keep, len(self.rows) - 1))
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.cursor_row >= len(self.rows) - 1 and not self.exhausted and self.rows:
+            self.limit += self.page_size
+            self._load()
+
+    def action_open(self) -> None:
+        table = self.query_one(DataTable)
+        if not 0 <= table.cursor_row < len(self.rows):
+            return
+        row = self.rows[table.cursor_row]
+        self.app.push_screen(DetailScreen(f"Audit › record {row.record.seq}", describe_row(row)))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_open()
+
+    def action_back(self) -> None:
+        self.dismiss()
+
+    def action_cursor_down(self) -> None:
+        self.query_one(DataTable).action_cursor_down()
+
+    def action_cursor_up(self) -> None:
+        self.query_one(DataTable).action_cursor_up()
+
+    def action_top(self) -> None:
+        self.query_one(DataTable).move_cursor(row=0)
+
+    def action_bottom(self) -> None:
+        table = self.query_one(DataTable)
+        table.move_cursor(row=max(table.row_count - 1, 0))

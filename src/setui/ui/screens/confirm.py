@@ -1,0 +1,145 @@
+"""The one confirmation dialog, and what it says before an approval.
+
+``ConfirmationModal`` answers True only for ``y`` or Enter, and only once the dialog has
+been up for ``guard`` seconds, so a key typed ahead or a key repeat cannot confirm it.
+``n`` and Escape answer False; every other key does nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from setui.core.model import Event
+from setui.ui.format import countdown, impact, is_this_vm, safe, utc_and_local
+from setui.ui.messages import ApprovalNote
+
+__all__ = ["GUARD_SECONDS", "ConfirmationModal", "approval_prompt"]
+
+GUARD_SECONDS = 0.3
+
+
+class ConfirmationModal(ModalScreen[bool]):
+    """Ask a yes/no question; ``y``/Enter yes, ``n``/Escape no."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "confirm", "Yes", priority=True),
+        Binding("enter", "confirm", "Yes", show=False, priority=True),
+        Binding("n", "cancel", "No", priority=True),
+        Binding("escape", "cancel", "No", show=False, priority=True),
+    ]
+
+    def __init__(self, title: str, body: Text, *, yes: str = "approve", no: str = "cancel",
+                 loud: bool = False, guard: float = GUARD_SECONDS,
+                 mono: Callable[[], float] = time.monotonic,
+                 refresh: Callable[[], Text] | None = None) -> None:
+        super().__init__(classes="loud" if loud else None)
+        self._title = title
+        self._body = body
+        self._refresh = refresh  # called once a second: the body as it is now
+        self._yes = yes
+        self._no = no
+        self._guard = guard
+        self._mono = mono
+        self._opened: float | None = None
+        self.ignored = 0  # confirmations ignored by the guard (for tests)
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static(Text(self._title), id="dialog-title")
+            with VerticalScroll(id="dialog-scroll", can_focus=False):
+                yield Static(self._body, id="dialog-body")
+            keys = Text()
+            keys.append(" y ", style="bold reverse")
+            keys.append(" or ")
+            keys.append(" Enter ", style="bold reverse")
+            keys.append(f" {self._yes}      ")
+            keys.append(" n ", style="bold reverse")
+            keys.append(" or ")
+            keys.append(" Esc ", style="bold reverse")
+            keys.append(f" {self._no}")
+            yield Static(keys, id="dialog-keys")
+
+    def on_mount(self) -> None:
+        self._opened = self._mono()
+        if self._refresh is not None:
+            self.set_interval(1.0, self._update_body)
+
+    def _update_body(self) -> None:
+        assert self._refresh is not None
+        body = self._refresh()
+        if body != self._body:
+            self._body = body
+            self.query_one("#dialog-body", Static).update(body)
+
+    def action_confirm(self) -> None:
+        if self._opened is None or self._mono() - self._opened < self._guard:
+            self.ignored += 1  # too soon: typed ahead or a held key, not a decision
+            return
+        self.dismiss(True)
+
+    def action_cancel(self) -> None:
+        self.dismiss(False)
+
+
+def approval_prompt(event: Event, *, vm_name: str | None, identity: str, now: datetime,
+                    previous: ApprovalNote | None = None, present: bool = True,
+                    ) -> tuple[str, Text, bool]:
+    """(title, body, loud) of the approval dialog; loud when other VMs are affected.
+
+    ``present=False``: the event left the document while the dialog was open.
+    """
+    title = f"Approve this {safe(event.event_type, 24)} now?"
+    body = Text()
+    if not present or event.is_started:
+        what = "has started" if present else "is no longer in the document"
+        body.append(f"!! This event {what}: approving it now will be refused.\n\n",
+                    style="bold reverse")
+
+    def field(name: str, value: str, style: str = "") -> None:
+        body.append(f"{name:<12}", style="bold")
+        body.append(value + "\n", style=style or None)
+
+    field("Event", f"{safe(event.event_type, 40)}, {safe(event.status, 20)}"
+          + (f", source {safe(event.source, 20)}" if event.source is not None else ""))
+    field("EventId", safe(event.event_id, 80))
+    if event.not_before is not None:
+        field("NotBefore", f"{utc_and_local(event.not_before, now)}"
+                           + (f", {countdown(event, now).text}" if present else ""))
+    field("Impact", impact(event))
+    if event.description:
+        field("Description", "“" + safe(event.description, 300) + "”")
+    body.append("\nApproving lets Azure start this now instead of waiting for NotBefore.\n")
+    body.append("It will start for:  ", style="bold")
+    mine = [r for r in event.resources if is_this_vm(r, vm_name)]
+    others = [r for r in event.resources if not is_this_vm(r, vm_name)]
+    names = [safe(r, 60) + " (this VM)" for r in mine] + [safe(r, 60) for r in others]
+    body.append(", ".join(names) if names else "no resources listed", style="bold")
+    body.append("\n")
+    loud = bool(others) or not mine
+    if others:
+        count = f"{len(others)} other VM{'s' if len(others) != 1 else ''}"
+        body.append("\n")
+        body.append(f"!! WARNING: this also starts it for {count}: "
+                    f"{', '.join(safe(r, 60) for r in others[:10])}"
+                    f"{' …' if len(others) > 10 else ''}.\n", style="bold reverse")
+        body.append("!! Approving affects every VM listed, not only this one.\n", style="bold")
+    if not mine:
+        who = safe(vm_name, 60) if vm_name else "this VM (its name is not known yet)"
+        body.append(f"!! This event does not list {who}.\n", style="bold")
+    if previous is not None and previous.approved:
+        body.append(f"\nAlready {previous.message or 'approved'} "
+                    f"({previous.at.strftime('%H:%M:%S')} UTC by {safe(previous.user, 24)}).\n")
+    body.append("\nRecorded in the audit log as:  ")
+    body.append(safe(identity, 120), style="bold")
+    body.append("\n")
+    return title, body, loud

@@ -1,0 +1,49 @@
+"""``?``: every key, from the packaged ``help.md``, in a modal."""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Footer, Markdown, Static
+
+__all__ = ["HelpScreen", "help_text"]
+
+
+def help_text() -> str:
+    """The help file shipped with setui (package data ``setui/help.md``)."""
+    try:
+        return resources.files("setui").joinpath("help.md").read_text(encoding="utf-8")
+    except (OSError, FileNotFoundError):
+        return "# setui\n\nThe help file is missing from this installation."
+
+
+class HelpScreen(ModalScreen[None]):
+    """The keys, and how to read the dashboard."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "close", "Close"),
+        Binding("q", "close", "Close", show=False),
+        Binding("question_mark", "close", "Close", show=False),
+        Binding("j", "scroll(1)", "Down", show=False),
+        Binding("k", "scroll(-1)", "Up", show=False),
+    ]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="help"):
+            yield Static("Help  (Escape closes)", id="help-title")
+            yield Markdown(help_text(), id="help-body")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#help", VerticalScroll).focus()
+
+    def action_close(self) -> None:
+        self.dismiss()
+
+    def action_scroll(self, lines: int) -> None:
+        self.query_one("#help", VerticalScroll).scroll_relative(y=lines, animate=False)

@@ -1,0 +1,437 @@
+"""The history screen (``h``): past incarnations of the events document, newest first.
+
+It opens fast whatever the size of the store: it reads one page of the newest
+incarnations and the next page only when the cursor reaches the end. Enter opens one
+incarnation: what changed since the previous one, field by field, and the raw document.
+Everything that came from the network or the database is shown literally (rich ``Text``,
+never markup) with control characters neutralised.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.color import Color, ColorParseError
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from setui.core.model import Document, DocumentError, Event
+from setui.textsafe import printable
+
+if TYPE_CHECKING:
+    from setui.store import IncarnationRecord, Store
+
+__all__ = ["DetailScreen", "DiffStyles", "HistoryScreen", "IncarnationScreen",
+           "describe_incarnation", "diff_documents", "local_and_utc", "pretty_json"]
+
+PAGE = 200
+RAW_LINES = 2000  # a hostile or huge document is cut here; `setui history` has it all
+_FIELDS = ("EventType", "EventStatus", "NotBefore", "Resources", "ResourceType",
+           "DurationInSeconds", "EventSource", "Description")
+
+
+@dataclass(frozen=True)
+class DiffStyles:
+    """Rich styles for the diff; the markers (+ - ~ =) carry the meaning without them."""
+
+    added: str = "bold"
+    removed: str = "bold"
+    changed: str = "bold"
+    heading: str = "bold underline"
+    quiet: str = "italic"
+
+    @classmethod
+    def from_theme(cls, variables: Mapping[str, str]) -> DiffStyles:
+        """Colours from the app's current theme variables (``App.theme_variables``)."""
+
+        def color(name: str) -> str:
+            try:
+                r, g, b = Color.parse(variables.get(name, "")).rgb
+            except ColorParseError:
+                return ""
+            return f" rgb({r},{g},{b})"
+
+        return cls(added="bold" + color("success"), removed="bold" + color("warning"),
+                   changed="bold" + color("accent"))
+
+
+def local_and_utc(moment: datetime) -> tuple[str, str]:
+    """``("2024-05-01 14:03:22", "12:03:22")``: local date and time, and UTC time."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    local = moment.astimezone()
+    return local.strftime("%Y-%m-%d %H:%M:%S"), moment.astimezone(timezone.utc).strftime(
+        "%H:%M:%S")
+
+
+def _when(moment: datetime) -> str:
+    local, utc = local_and_utc(moment)
+    return f"{local} ({utc} UTC)"
+
+
+def _safe(value: Any, limit: int | None = None) -> str:
+    return printable(value if isinstance(value, str) else str(value), limit)
+
+
+def _json_value(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _first_by_id(events: Iterable[Event]) -> dict[str, Event]:
+    found: dict[str, Event] = {}
+    for event in events:
+        found.setdefault(event.event_id, event)  # the tracker follows the first, so do we
+    return found
+
+
+def _field_order(raw: Mapping[str, Any]) -> list[str]:
+    known = [name for name in _FIELDS if name in raw]
+    return known + sorted(k for k in raw if k not in _FIELDS and k != "EventId")
+
+
+def diff_documents(current: Document, previous: Document | None,
+                   styles: DiffStyles | None = None) -> Text:
+    """A readable diff: events added, removed and changed (field by field), unchanged."""
+    styles = styles or DiffStyles()
+    out = Text()
+    if previous is None:
+        out.append("No earlier incarnation recorded: every event is shown as new.\n",
+                   style=styles.quiet)
+    before = _first_by_id(previous.events) if previous else {}
+    after = _first_by_id(current.events)
+    added = [e for i, e in after.items() if i not in before]
+    removed = [e for i, e in before.items() if i not in after]
+    changed = [(before[i], e) for i, e in after.items()
+               if i in before and dict(before[i].raw) != dict(e.raw)]
+    same = [e for i, e in after.items() if i in before and dict(before[i].raw) == dict(e.raw)]
+    if not (added or removed or changed):
+        out.append("No event was added, removed or changed.\n")
+    for event in added:
+        out.append("+ added    ", style=styles.added)
+        _event_heading(out, event)
+        for name in _field_order(event.raw):
+            out.append(f"    {name}: ")
+            out.append(_safe(_json_value(event.raw[name]), 300) + "\n")
+    for event in removed:
+        out.append("- removed  ", style=styles.removed)
+        _event_heading(out, event)
+        why = ("it had started, so it is over (completed)" if event.is_started
+               else "it was still Scheduled, so Azure cancelled it")
+        out.append(f"    {why}\n", style=styles.quiet)
+    for old, new in changed:
+        out.append("~ changed  ", style=styles.changed)
+        _event_heading(out, new)
+        for name in _field_order({**old.raw, **new.raw}):
+            was, now = old.raw.get(name, _MISSING), new.raw.get(name, _MISSING)
+            if was == now:
+                continue
+            out.append(f"    {name}: ")
+            out.append(_safe(_shown(was), 200))
+            out.append(" -> ", style="bold")
+            out.append(_safe(_shown(now), 200) + "\n")
+    if same:
+        out.append(f"= unchanged: {len(same)} event{'s' if len(same) != 1 else ''} ")
+        out.append(_safe(", ".join(e.event_id for e in same), 400) + "\n")
+    extra = len(current.events) - len(after)
+    if extra:
+        out.append(f"! {extra} duplicate EventId entr{'ies' if extra > 1 else 'y'} in this "
+                   "document; the first of each is compared\n", style="bold")
+    return out
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "(absent)"
+
+
+_MISSING = _Missing()
+
+
+def _shown(value: Any) -> str:
+    return "(absent)" if value is _MISSING else _json_value(value)
+
+
+def _event_heading(out: Text, event: Event) -> None:
+    out.append(_safe(event.event_type, 40), style="bold")
+    out.append(" ")
+    out.append(_safe(event.event_id, 80))
+    out.append(f"  {_safe(event.status, 40)}\n")
+
+
+def pretty_json(raw_json: str, max_lines: int = RAW_LINES) -> Text:
+    """The stored document, indented, each line made safe; cut after ``max_lines``."""
+    try:
+        lines = json.dumps(json.loads(raw_json), indent=2, ensure_ascii=False).splitlines()
+    except (ValueError, RecursionError):
+        lines = raw_json.splitlines()
+    out = Text()
+    for line in lines[:max_lines]:
+        out.append(printable(line, 2000) + "\n")
+    if len(lines) > max_lines:
+        out.append(f"... {len(lines) - max_lines} more lines (setui history shows all)\n",
+                   style="italic")
+    return out
+
+
+def describe_incarnation(record: IncarnationRecord,
+                         previous: IncarnationRecord | None,
+                         previous_problem: str | None = None,
+                         styles: DiffStyles | None = None) -> Text:
+    """Everything about one stored incarnation, as safe text."""
+    styles = styles or DiffStyles()
+    out = Text()
+    out.append(f"Incarnation {record.incarnation}\n", style="bold")
+    out.append(f"first seen  {_when(record.first_seen)}\n")
+    out.append(f"last seen   {_when(record.last_seen)}\n")
+    out.append("endpoint    ")
+    out.append(_safe(record.endpoint, 200) + "\n")
+    if record.changes:
+        out.append("\nWhat happened\n", style=styles.heading)
+        for change in record.changes:
+            out.append(f"  {_safe(change.kind, 20):<11} ")
+            if change.event_id:
+                out.append(_safe(change.event_type or "", 20) + " ")
+                out.append(_safe(change.event_id, 80))
+            if change.detail:
+                out.append("  " + _safe(change.detail, 300))
+            out.append("\n")
+    out.append("\n")
+    if previous is not None:
+        out.append(f"Changes since incarnation {previous.incarnation}, first seen "
+                   f"{_when(previous.first_seen)}\n", style=styles.heading)
+    else:
+        out.append("Events\n", style=styles.heading)
+        if previous_problem:
+            out.append(f"The previous incarnation could not be read: {previous_problem}\n",
+                       style="bold")
+    try:
+        current_doc = record.document()
+        previous_doc = previous.document() if previous is not None else None
+    except DocumentError as exc:
+        out.append(f"The stored document cannot be read as events: {_safe(exc, 300)}\n",
+                   style="bold")
+    else:
+        out.append_text(diff_documents(current_doc, previous_doc, styles))
+    out.append("\nRaw document\n", style=styles.heading)
+    out.append_text(pretty_json(record.raw_json))
+    return out
+
+
+class DetailScreen(Screen[None]):
+    """A scrollable page of text with a title; Escape or q goes back."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Back"),
+        Binding("q", "back", "Back", show=False),
+        Binding("j", "scroll_down", "Down", show=False),
+        Binding("k", "scroll_up", "Up", show=False),
+        Binding("g", "top", "Top", show=False),
+        Binding("G", "bottom", "Bottom", show=False),
+    ]
+    DEFAULT_CSS = """
+    DetailScreen #detail-title { height: 1; background: $panel; text-style: bold; padding: 0 1; }
+    DetailScreen #detail-scroll { padding: 0 1; }
+    """
+
+    def __init__(self, title: str, body: Text) -> None:
+        super().__init__()
+        self._title = title
+        self._body = body
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text(self._title), id="detail-title")
+        with VerticalScroll(id="detail-scroll"):
+            yield Static(self._body, id="detail-body")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#detail-scroll", VerticalScroll).focus()
+
+    def action_back(self) -> None:
+        self.dismiss()
+
+    def _scroll(self) -> VerticalScroll:
+        return self.query_one("#detail-scroll", VerticalScroll)
+
+    def action_scroll_down(self) -> None:
+        self._scroll().scroll_down(animate=False)
+
+    def action_scroll_up(self) -> None:
+        self._scroll().scroll_up(animate=False)
+
+    def action_top(self) -> None:
+        self._scroll().scroll_home(animate=False)
+
+    def action_bottom(self) -> None:
+        self._scroll().scroll_end(animate=False)
+
+
+class IncarnationScreen(DetailScreen):
+    """One incarnation and its diff against the one before it."""
+
+    def __init__(self, record: IncarnationRecord, previous: IncarnationRecord | None,
+                 previous_problem: str | None = None, styles: DiffStyles | None = None) -> None:
+        super().__init__(f"History › incarnation {record.incarnation}",
+                         describe_incarnation(record, previous, previous_problem, styles))
+        self.record = record
+
+
+class HistoryScreen(Screen[None]):
+    """Stored incarnations, newest first; pages in more as the cursor reaches the end."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Back"),
+        Binding("q", "back", "Back", show=False),
+        Binding("enter", "open", "Open", priority=True),
+        Binding("r", "reload", "Reload"),
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+        Binding("g", "top", "Top", show=False),
+        Binding("G", "bottom", "Bottom", show=False),
+    ]
+    DEFAULT_CSS = """
+    HistoryScreen #history-title { height: 1; background: $panel; text-style: bold; padding: 0 1; }
+    HistoryScreen #history-status { height: auto; max-height: 6; padding: 0 1; }
+    HistoryScreen #history-status.problem { text-style: bold; color: $text-warning; }
+    HistoryScreen #history-table { height: 1fr; }
+    """
+
+    def __init__(self, store: Store | None, problem: str | None = None,
+                 page_size: int = PAGE) -> None:
+        super().__init__()
+        self.store = store
+        self.problem = problem
+        self.page_size = page_size
+        self.records: list[IncarnationRecord] = []
+        self.exhausted = False
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text("History: incarnations of the events document, newest first"),
+                     id="history-title")
+        yield Static(id="history-status")
+        table: DataTable[Text] = DataTable(id="history-table", cursor_type="row",
+                                           zebra_stripes=True)
+        yield table
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.add_column(Text("First seen (local)"), key="local")
+        table.add_column(Text("UTC"), key="utc")
+        table.add_column(Text("Incarn.", justify="right"), key="incarnation")
+        table.add_column(Text("What changed"), key="summary")
+        self.action_reload()
+        table.focus()
+
+    # Loading -------------------------------------------------------------------------
+
+    def action_reload(self) -> None:
+        self.query_one(DataTable).clear()
+        self.records = []
+        self.exhausted = False
+        self._load_page()
+
+    def _load_page(self) -> None:
+        if self.exhausted:
+            return
+        if self.store is None:
+            self.exhausted = True
+            reason = (self.problem or "no store is open").rstrip(".")
+            self._say(f"History is not available: {reason}.", problem=True)
+            return
+        from setui.store import StoreError
+
+        try:
+            page = self._fetch(len(self.records))
+        except StoreError as exc:
+            self._say(f"Could not read the history: {exc}", problem=True)
+            return
+        self.exhausted = len(page) < self.page_size
+        table = self.query_one(DataTable)
+        for record in page:
+            local, utc = local_and_utc(record.first_seen)
+            table.add_row(Text(local), Text(utc),
+                          Text(str(record.incarnation), justify="right"),
+                          Text(_safe(record.summary, 120)),
+                          key=str(len(self.records)))
+            self.records.append(record)
+        self._show_count()
+
+    def _fetch(self, skip: int) -> list[IncarnationRecord]:
+        """The next page after the ``skip`` newest (already shown) incarnations."""
+        assert self.store is not None
+        if skip == 0:
+            return list(self.store.history(limit=self.page_size))
+        last = self.records[-1]
+        return list(self.store.history(limit=self.page_size, before=last))
+
+    def _show_count(self) -> None:
+        count = len(self.records)
+        if count == 0:
+            self._say("No incarnations recorded yet. setui records each new events document "
+                      "it sees, in the dashboard and in `setui watch`.")
+        elif self.exhausted:
+            self._say(f"{count} incarnation{'s' if count != 1 else ''}. "
+                      "Enter: what changed, and the document.")
+        else:
+            self._say(f"The {count} newest incarnations; more load at the end of the list. "
+                      "Enter: what changed, and the document.")
+
+    def _say(self, message: str, *, problem: bool = False) -> None:
+        status = self.query_one("#history-status", Static)
+        status.update(Text(printable(message)))
+        status.set_class(problem, "problem")
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.cursor_row >= len(self.records) - 1 and not self.exhausted:
+            self._load_page()
+
+    # Actions -------------------------------------------------------------------------
+
+    def _selected(self) -> IncarnationRecord | None:
+        table = self.query_one(DataTable)
+        if not self.records or not 0 <= table.cursor_row < len(self.records):
+            return None
+        return self.records[table.cursor_row]
+
+    def action_open(self) -> None:
+        record = self._selected()
+        if record is None or self.store is None:
+            return
+        from setui.store import StoreError
+
+        previous, problem = None, None
+        try:
+            previous = self.store.previous(record)
+        except StoreError as exc:
+            problem = str(exc)
+        styles = DiffStyles.from_theme(self.app.theme_variables)
+        self.app.push_screen(IncarnationScreen(record, previous, problem, styles))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()  # a mouse click selects too
+        self.action_open()
+
+    def action_back(self) -> None:
+        self.dismiss()
+
+    def action_cursor_down(self) -> None:
+        self.query_one(DataTable).action_cursor_down()
+
+    def action_cursor_up(self) -> None:
+        self.query_one(DataTable).action_cursor_up()
+
+    def action_top(self) -> None:
+        self.query_one(DataTable).move_cursor(row=0)
+
+    def action_bottom(self) -> None:
+        table = self.query_one(DataTable)
+        table.move_cursor(row=max(table.row_count - 1, 0))

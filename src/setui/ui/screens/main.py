@@ -1,0 +1,402 @@
+"""The dashboard screen: status line, events table, selected event, timeline, footer.
+
+The screen holds only view state (the filter, this-VM-only, the selection); the app
+holds the session. :meth:`MainScreen.refresh_view` recomputes every text from the
+session and the clock, and each widget repaints only what changed, so calling it once a
+second costs next to nothing when nothing happens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.css.query import NoMatches
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input, Static
+
+from setui.core.model import Event
+from setui.ui.format import (
+    Palette,
+    Urgency,
+    age,
+    approved_label,
+    countdown,
+    impact,
+    resources_summary,
+    safe,
+    sort_key,
+    time_of_day,
+)
+from setui.ui.messages import ApprovalNote, Session
+from setui.ui.widgets.events import EventsTable, Row, columns_for, tier_for
+from setui.ui.widgets.status import StatusBar, StatusView
+from setui.ui.widgets.summary import EventSummary
+from setui.ui.widgets.timeline import Lane, Timeline
+
+if TYPE_CHECKING:
+    from setui.ui.app import SetuiApp
+
+__all__ = ["MainScreen", "build_lanes", "build_rows", "matches"]
+
+_RESOURCE_WIDTH = {"wide": 16, "medium": 16, "narrow": 13}
+_SUMMARY_LINES = 3  # a rule and two lines
+_FOOTER_LINES = 1
+
+
+def matches(event: Event, text: str) -> bool:
+    """Whether the filter text occurs in any field of the event (case ignored)."""
+    if not text:
+        return True
+    haystack = " ".join([event.event_type, event.status, event.event_id, *event.resources,
+                         event.description or "", event.source or ""]).casefold()
+    return text.casefold() in haystack
+
+
+def _approval_cell(note: ApprovalNote | None, tier: str) -> Text:
+    if note is None:
+        return Text()
+    if note.pending:
+        return Text("approving…", style="bold")
+    if note.approved:
+        if tier == "narrow":
+            return Text(approved_label(note.at, note.user, short=True), style="bold")
+        when = note.at.astimezone(timezone.utc).strftime("%H:%M:%S")
+        return Text(f"{when} by {safe(note.user, 10)}", style="bold")
+    if not note.refused:
+        return Text(f"✗ failed {note.at.astimezone(timezone.utc):%H:%M}", style="bold")
+    return Text()
+
+
+def _type_style(mine: bool, urgency: Urgency, loud: str, row_style: str) -> str:
+    if not mine:
+        return row_style
+    return loud if urgency is Urgency.STARTED else "bold"
+
+
+def build_rows(events: Sequence[Event], session: Session, vm_name: str | None, now: datetime,
+               palette: Palette, tier: str) -> list[Row]:
+    """The table's rows, in the order given; texts cut to fit their columns."""
+    rows: list[Row] = []
+    for event in events:
+        life = session.lives.get(event.event_id)
+        mine = event.affects(vm_name)
+        cd = countdown(event, now, started_at=life.started_at if life else None,
+                       started_exact=life.started_exact if life else True)
+        row_style = "" if mine else palette.secondary
+        loud = palette.for_urgency(cd.urgency) if mine else ""
+        nb = event.not_before
+        cells = {
+            "type": Text(safe(event.event_type, 12), style=_type_style(mine, cd.urgency,
+                                                                        loud, row_style)),
+            "status": Text(safe(event.status, 12), style=row_style),
+            "countdown": Text(cd.label(loud=mine), style=loud or row_style),
+            "utc": Text(time_of_day(nb, now) if nb else "—", style=row_style),
+            "local": Text(time_of_day(nb, now, None) if nb else "—", style=row_style),
+            "impact": Text(impact(event), style=row_style),
+            "source": Text(safe(event.source, 10) if event.source is not None else "—",
+                           style=row_style),
+            "resources": Text(resources_summary(event.resources, vm_name,
+                                                _RESOURCE_WIDTH[tier]),
+                              style="bold" if mine else row_style),
+            "approved": _approval_cell(session.approvals.get(event.event_id), tier),
+        }
+        rows.append(Row(event.event_id, cells))
+    return rows
+
+
+def build_lanes(events: Sequence[Event], session: Session, vm_name: str | None,
+                now: datetime, selected: str | None,
+                keep: Callable[[Event], bool]) -> list[Lane]:
+    """Lanes for the shown events, then the gone ones (newest first) that ``keep``
+    accepts."""
+    lanes: list[Lane] = []
+    for event in events:
+        life = session.lives.get(event.event_id)
+        lanes.append(Lane(
+            key=event.event_id, event_type=event.event_type, this_vm=event.affects(vm_name),
+            not_before=event.not_before, duration=event.duration,
+            started_at=life.started_at if life and event.is_started else None,
+            started_exact=life.started_exact if life else True,
+            urgency=countdown(event, now).urgency if event.is_scheduled else Urgency.STARTED,
+            selected=event.event_id == selected))
+    for gone in session.gone:
+        if not keep(gone.event):
+            continue
+        lanes.append(Lane(
+            key=f"gone:{gone.event.event_id}:{gone.at.isoformat()}",
+            event_type=gone.event.event_type, this_vm=gone.event.affects(vm_name),
+            not_before=gone.event.not_before, duration=gone.event.duration,
+            started_at=gone.started_at, gone_at=gone.at, fate=gone.fate))
+    return lanes
+
+
+class MainScreen(Screen[None]):
+    """The dashboard."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("a", "approve", "Approve"),
+        Binding("d", "details", "Details", key_display="⏎"),
+        Binding("enter", "details", "Details", show=False),
+        Binding("slash", "filter", "Filter"),
+        Binding("m", "this_vm", "This VM"),
+        Binding("r", "poll_now", "Poll"),
+        Binding("h", "history", "History"),
+        Binding("l", "audit", "Audit"),
+        Binding("plus", "zoom_in", "Zoom in", show=False),
+        Binding("minus", "zoom_out", "Zoom out", show=False),
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+        Binding("g", "top", "First", show=False),
+        Binding("G", "bottom", "Last", show=False),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.this_vm_only = False
+        self.filter_text = ""
+        self._tier: str | None = None
+
+    @property
+    def setui(self) -> SetuiApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        yield StatusBar(id="status")
+        yield EventsTable(id="events")
+        yield Static(id="empty")
+        yield EventSummary(id="summary")
+        yield Timeline(id="timeline")
+        yield Input(placeholder="filter: type, status, EventId, resource, description…",
+                    id="filter")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one(EventsTable).focus()
+        self.refresh_view()
+
+    # -- the view ---------------------------------------------------------------------------
+    def visible_events(self) -> tuple[list[Event], int]:
+        """The events to show, most urgent first, and how many the filters hid."""
+        app = self.setui
+        document = app.session.document
+        if document is None:
+            return [], 0
+        seen: set[str] = set()
+        events: list[Event] = []
+        for event in document.events:
+            if event.event_id not in seen:  # a duplicate EventId: the first one counts
+                seen.add(event.event_id)
+                events.append(event)
+        shown = [e for e in events if self._keep(e)]
+
+        def key(event: Event) -> tuple[object, ...]:
+            life = app.session.lives.get(event.event_id)
+            return sort_key(event, app.vm_name, started_at=life.started_at if life else None,
+                            first_seen=life.first_seen if life else None)
+
+        return sorted(shown, key=key), len(events) - len(shown)
+
+    def _keep(self, event: Event) -> bool:
+        if self.this_vm_only and not event.affects(self.setui.vm_name):
+            return False
+        return matches(event, self.filter_text)
+
+    def refresh_view(self) -> None:
+        """Recompute every text; widgets repaint only what changed."""
+        if not self.is_mounted:
+            return
+        with contextlib.suppress(NoMatches):  # NoMatches: being torn down (quitting)
+            self._refresh_view()
+
+    def _refresh_view(self) -> None:
+        app = self.setui
+        now = app.now()
+        palette = app.palette
+        session = app.session
+        tier = tier_for(self.size.width or app.size.width)
+        events, hidden = self.visible_events()
+        table = self.query_one(EventsTable)
+        table.sync(columns_for(tier), build_rows(events, session, app.vm_name, now, palette,
+                                                 tier))
+        empty = self.query_one("#empty", Static)
+        table.display = bool(events)
+        empty.display = not events
+        if events and self.focused is None:
+            table.focus()  # a hidden table loses the focus; give it back when it shows
+        if not events:
+            empty.update(self._empty_text(hidden, now))
+        selected = table.selected_key
+        document = session.document
+        event = document.event(selected) if document is not None and selected else None
+        self.query_one(EventSummary).show(event, app.vm_name, now,
+                                          session.approvals.get(selected or ""), palette)
+        height = self.size.height or app.size.height
+        timeline = self.query_one(Timeline)
+        timeline.show(build_lanes(events, session, app.vm_name, now, selected, self._keep),
+                      now, palette, max_lanes=max(2, (height - 14) // 2))
+        status = self.query_one(StatusBar)
+        status.show(StatusView(
+            now=now, endpoint=app.config.endpoint, health=session.health,
+            vm_name=app.vm_name, demo=app.demo, read_only=app.config.read_only,
+            incarnation=document.incarnation if document is not None else None,
+            last_seen=session.last_seen, store_problem=app.store_status,
+            filter_text=self.filter_text, this_vm_only=self.this_vm_only), palette)
+        # The table takes what the other parts leave, so the summary and the timeline sit
+        # right under its last row and the free space, if any, is at the bottom.
+        box = self.query_one("#filter", Input)
+        used = (status.lines + _SUMMARY_LINES + timeline.lines + 1 + _FOOTER_LINES
+                + (1 if box.display else 0))
+        table.fit(height - used)
+        footer = self.query_one(Footer)
+        footer.show_command_palette = tier != "narrow"  # room for the keys first
+
+    def _empty_text(self, hidden: int, now: datetime) -> Text:
+        session = self.setui.session
+        if session.document is None:
+            text = Text("Waiting for the first answer from the metadata service…\n",
+                        style="bold")
+            text.append("The first call enables Scheduled Events on this VM and can take up "
+                        "to 2 minutes.")
+            if session.health.last_error:
+                text.append(f"\n{safe(session.health.last_error, 300)}")
+            return text
+        if hidden:
+            why = []
+            if self.this_vm_only:
+                why.append("this VM only (m shows all)")
+            if self.filter_text:
+                why.append(f"filter “{safe(self.filter_text, 40)}” (Escape clears it)")
+            return Text(f"No events to show: {hidden} hidden by {' and '.join(why)}.",
+                        style="bold")
+        text = Text("No scheduled events.\n", style="bold")
+        since = session.incarnation_since
+        line = f"Incarnation {session.document.incarnation}"
+        if since is not None:
+            seconds = max(0.0, (now - since).total_seconds())
+            line += (f", unchanged since {time_of_day(since, now)} UTC "
+                     f"({age(seconds)} ago).")
+        if session.gone:
+            last = session.gone[0]
+            line += (f" Last change: {safe(last.event.event_type, 20)} {last.fate} at "
+                     f"{time_of_day(last.at, now)} UTC.")
+        text.append(line)
+        return text
+
+    # -- events -----------------------------------------------------------------------------
+    def on_resize(self) -> None:
+        self.refresh_view()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        event.stop()
+        self.refresh_view()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_details()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.filter_text = event.value.strip()
+        self.refresh_view()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        if not self.filter_text:
+            self.query_one("#filter", Input).display = False
+        self.query_one(EventsTable).focus()
+
+    def palette_commands(self) -> list[SystemCommand]:
+        """This screen's actions for the command palette (ctrl+p)."""
+        return [
+            SystemCommand("Approve the selected event",
+                          "Asks for confirmation first; recorded in the audit log (a)",
+                          self.action_approve),
+            SystemCommand("Details of the selected event",
+                          "Every field, its life so far, raw JSON (Enter, d)",
+                          self.action_details),
+            SystemCommand("Filter events", "Show only rows containing a text (/)",
+                          self.action_filter),
+            SystemCommand("This VM only", "Toggle showing only this VM's events (m)",
+                          self.action_this_vm),
+            SystemCommand("Zoom the timeline in", "Less time, more detail (+)",
+                          self.action_zoom_in),
+            SystemCommand("Zoom the timeline out", "More time, less detail (-)",
+                          self.action_zoom_out),
+        ]
+
+    # -- actions ----------------------------------------------------------------------------
+    def _selected(self) -> str | None:
+        return self.query_one(EventsTable).selected_key
+
+    def action_approve(self) -> None:
+        selected = self._selected()
+        if selected is None:
+            self.notify("No event is selected.", severity="warning", markup=False)
+            return
+        self.setui.request_approval(selected)
+
+    def action_details(self) -> None:
+        selected = self._selected()
+        if selected is not None:
+            self.setui.open_details(selected)
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.display = True
+        box.focus()
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        if not box.display and not self.filter_text:
+            return
+        box.value = ""
+        box.display = False
+        self.filter_text = ""
+        self.query_one(EventsTable).focus()
+        self.refresh_view()
+
+    def action_this_vm(self) -> None:
+        vm_name = self.setui.vm_name
+        if not self.this_vm_only and not vm_name:
+            self.notify("This VM's name is not known yet.", severity="warning", markup=False)
+            return
+        self.this_vm_only = not self.this_vm_only
+        self.notify(f"Showing only the events that affect {safe(vm_name, 40)}."
+                    if self.this_vm_only else "Showing all events.", timeout=3, markup=False)
+        self.refresh_view()
+
+    def action_poll_now(self) -> None:
+        self.setui.poll_now()
+
+    def action_history(self) -> None:
+        self.setui.action_history()
+
+    def action_audit(self) -> None:
+        self.setui.action_audit()
+
+    def action_zoom_in(self) -> None:
+        if self.query_one(Timeline).zoom_in():
+            self.refresh_view()
+
+    def action_zoom_out(self) -> None:
+        if self.query_one(Timeline).zoom_out():
+            self.refresh_view()
+
+    def action_cursor_down(self) -> None:
+        self.query_one(EventsTable).action_cursor_down()
+
+    def action_cursor_up(self) -> None:
+        self.query_one(EventsTable).action_cursor_up()
+
+    def action_top(self) -> None:
+        self.query_one(EventsTable).move_cursor(row=0, animate=False)
+
+    def action_bottom(self) -> None:
+        table = self.query_one(EventsTable)
+        table.move_cursor(row=max(table.row_count - 1, 0), animate=False)

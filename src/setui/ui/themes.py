@@ -1,0 +1,317 @@
+"""setui's colour themes: the shipped ones and the user's, as Textual themes.
+
+Shipped themes are TOML files in ``themes/`` at the top of the repository, installed as
+the package data ``setui.themes``; users add their own to ``config_dir() / "themes"``.
+Every file is checked (TOML, types, every colour and text style) and a bad one is a line
+in :attr:`ThemeLoadResult.problems`, never an exception: one notification at start-up
+lists them all. A user theme with the name of a shipped one replaces it.
+
+setui's own CSS variables (``$setui-urgent`` and friends, see :data:`SETUI_VARIABLES`
+and ``themes/README.md``) are always present in a loaded theme: the ones a file leaves
+out are derived from its colours by :func:`variable_defaults`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from textual.color import Color, ColorParseError
+from textual.css.constants import VALID_STYLE_FLAGS
+from textual.theme import Theme
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+__all__ = [
+    "COLOR_KEYS",
+    "DEFAULT_THEME",
+    "MONO_THEME",
+    "SETUI_VARIABLES",
+    "ThemeError",
+    "ThemeLoadResult",
+    "load_theme_file",
+    "load_themes",
+    "parse_theme",
+    "shipped_theme_files",
+    "theme_names",
+    "variable_defaults",
+]
+
+DEFAULT_THEME = "setui-dark"
+MONO_THEME = "setui-mono"
+
+# Textual's Theme colours, in the order a theme file usually lists them.
+COLOR_KEYS = ("primary", "secondary", "accent", "foreground", "background", "surface",
+              "panel", "boost", "success", "warning", "error")
+_REQUIRED = ("name", "primary")
+_NUMBERS = {"luminosity-spread": "luminosity_spread", "text-alpha": "text_alpha"}
+
+# The CSS variables setui's stylesheets use. Names ending in "-style" are text styles
+# (bold, italic, reverse, ...); the others are colours.
+SETUI_VARIABLES: Mapping[str, str] = {
+    "setui-urgent": "events that affect this VM and start within minutes",
+    "setui-urgent-style": "text style of those events",
+    "setui-soon": "events that affect this VM and start within the hour",
+    "setui-soon-style": "text style of those events",
+    "setui-started": "events under way (EventStatus Started)",
+    "setui-started-style": "text style of events under way",
+    "setui-secondary-row": "events that do not affect this VM",
+    "setui-gone": "completed or cancelled events, still listed for a while",
+    "setui-gone-style": "text style of completed or cancelled events",
+    "setui-ok": "good news: connected, audit chain intact",
+    "setui-recording": "the RECORDING indicator (history is being written)",
+    "setui-alarm-foreground": "text of loud banners (audit chain TAMPERED, store lost)",
+    "setui-alarm-background": "background of loud banners",
+    "setui-alarm-style": "text style of loud banners",
+}
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_VARIABLE = re.compile(r"[a-z][a-z0-9-]{0,63}")
+_PERCENT = re.compile(r"(\d{1,3}(?:\.\d+)?)%")
+_MAX_BYTES = 256 * 1024
+_REPO_THEMES = Path(__file__).resolve().parents[3] / "themes"
+
+
+class ThemeError(Exception):
+    """A theme file that cannot be used; the message says why, for a person."""
+
+
+@dataclass(frozen=True)
+class ThemeLoadResult:
+    """The themes that loaded (shipped first, user overrides applied) and the problems."""
+
+    themes: list[Theme] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def names(self) -> list[str]:
+        return [theme.name for theme in self.themes]
+
+    def get(self, name: str) -> Theme | None:
+        return next((theme for theme in self.themes if theme.name == name), None)
+
+    def notification(self) -> str | None:
+        """All problems as one message for ``App.notify(..., markup=False)``, or None."""
+        if not self.problems:
+            return None
+        count = len(self.problems)
+        head = "1 theme problem" if count == 1 else f"{count} theme problems"
+        return "\n".join([f"{head}:", *(f"- {line}" for line in self.problems)])
+
+
+def load_themes(user_dir: Path | None = None) -> ThemeLoadResult:
+    """Load the shipped themes, then the user's ``*.toml`` in ``user_dir`` (if given)."""
+    loaded: dict[str, Theme] = {}
+    problems: list[str] = []
+    for label, read in shipped_theme_files():
+        try:
+            theme = parse_theme(_decode(read(), label), label)
+        except ThemeError as exc:
+            problems.append(f"{label}: {exc}")
+            continue
+        loaded[theme.name] = theme
+    if user_dir is not None:
+        _load_user_dir(Path(user_dir), loaded, problems)
+    return ThemeLoadResult(list(loaded.values()), problems)
+
+
+def _load_user_dir(user_dir: Path, loaded: dict[str, Theme], problems: list[str]) -> None:
+    try:
+        if not user_dir.exists():
+            return  # nobody has written a theme yet: nothing to say
+        if not user_dir.is_dir():
+            problems.append(f"{user_dir}: not a directory, so no user themes were loaded")
+            return
+        paths = sorted(p for p in user_dir.iterdir() if p.suffix.lower() == ".toml")
+    except OSError as exc:
+        problems.append(f"{user_dir}: cannot list the directory ({exc.strerror or exc})")
+        return
+    seen: dict[str, Path] = {}
+    for path in paths:
+        try:
+            theme = load_theme_file(path)
+        except ThemeError as exc:
+            problems.append(f"{path}: {exc}")
+            continue
+        if theme.name in seen:
+            problems.append(f"{path}: theme {theme.name!r} is already defined in "
+                            f"{seen[theme.name].name}; this file was skipped")
+            continue
+        seen[theme.name] = path
+        loaded[theme.name] = theme  # a user theme replaces a shipped one of the same name
+
+
+def load_theme_file(path: Path) -> Theme:
+    """Read and check one theme file; raises :class:`ThemeError` and nothing else."""
+    try:
+        if path.stat().st_size > _MAX_BYTES:
+            raise ThemeError(f"too large for a theme file (over {_MAX_BYTES // 1024} KiB)")
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ThemeError(f"cannot read the file ({exc.strerror or exc})") from None
+    return parse_theme(_decode(data, str(path)), str(path))
+
+
+def _decode(data: bytes, label: str) -> dict[str, Any]:
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ThemeError("not UTF-8 text") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ThemeError(f"not valid TOML ({exc})") from None
+    except RecursionError:
+        raise ThemeError("not valid TOML (nested too deeply)") from None
+
+
+def parse_theme(data: Mapping[str, Any], source: str = "theme") -> Theme:
+    """Turn the decoded TOML of a theme file into a Textual Theme, checking everything."""
+    values = {str(key).replace("_", "-"): value for key, value in data.items()}
+    for key in _REQUIRED:
+        if key not in values:
+            raise ThemeError(f"{key} is missing")
+    name = values["name"]
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ThemeError(
+            f"name must be letters, digits, '-', '_' or '.' (at most 64), got {_show(name)}")
+    colors: dict[str, str] = {}
+    for key in COLOR_KEYS:
+        if key in values:
+            colors[key] = _color(values[key], key)
+    dark = values.get("dark", True)
+    if not isinstance(dark, bool):
+        raise ThemeError(f"dark must be true or false, got {_show(dark)}")
+    numbers: dict[str, float] = {}
+    for key, attribute in _NUMBERS.items():
+        if key in values:
+            numbers[attribute] = _fraction(values[key], key)
+    declared = values.get("variables", {})
+    if not isinstance(declared, Mapping):
+        raise ThemeError(f"[variables] must be a table, got {_show(declared)}")
+    variables = {str(k): _variable(str(k), v) for k, v in declared.items()}
+    unknown = sorted(set(values) - {*_REQUIRED, *COLOR_KEYS, *_NUMBERS, "dark", "variables"})
+    if unknown:
+        raise ThemeError(f"unknown setting {_show(unknown[0])} "
+                         f"(known: name, dark, {', '.join(COLOR_KEYS)}, "
+                         f"{', '.join(_NUMBERS)}, [variables])")
+    try:
+        theme = Theme(name=name, dark=dark, variables=variables, **colors, **numbers)
+        defaults = variable_defaults(theme)
+    except (ColorParseError, ValueError, TypeError, ArithmeticError) as exc:
+        raise ThemeError(f"Textual cannot build a theme from it ({exc})") from None
+    theme.variables = {**defaults, **variables}
+    return theme
+
+
+def _color(value: Any, key: str) -> str:
+    if not isinstance(value, str):
+        raise ThemeError(f"{key} must be a colour string such as \"#1E90FF\", got {_show(value)}")
+    try:
+        Color.parse(value)
+    except ColorParseError:
+        raise ThemeError(f"{key} is not a colour: {_show(value)}") from None
+    return value
+
+
+def _fraction(value: Any, key: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ThemeError(f"{key} must be a number from 0 to 1, got {_show(value)}")
+    return float(value)
+
+
+def _variable(name: str, value: Any) -> str:
+    if not _VARIABLE.fullmatch(name):
+        raise ThemeError(f"[variables] {_show(name)} is not a CSS variable name "
+                         "(lower-case letters, digits and '-')")
+    if not isinstance(value, str):
+        raise ThemeError(f"[variables] {name} must be a string, got {_show(value)}")
+    if name.endswith("-style"):
+        words = value.split()
+        bad = [word for word in words if word not in VALID_STYLE_FLAGS]
+        if not words or bad:
+            raise ThemeError(
+                f"[variables] {name} must be text styles such as \"bold reverse\", "
+                f"got {_show(value)}")
+        return value
+    # A colour, optionally with an opacity ("#FFFFFF 35%"), or "auto" (contrasting text).
+    parts = value.split()
+    if len(parts) == 2 and _PERCENT.fullmatch(parts[1]) and float(parts[1][:-1]) <= 100:
+        parts = parts[:1]
+    if len(parts) == 1 and parts[0] == "auto":
+        return value
+    try:
+        if len(parts) != 1:
+            raise ColorParseError("")
+        Color.parse(parts[0])
+    except ColorParseError:
+        raise ThemeError(f"[variables] {name} is not a colour: {_show(value)}") from None
+    return value
+
+
+def variable_defaults(theme: Theme) -> dict[str, str]:
+    """setui's CSS variables derived from a theme's colours (for themes that omit them).
+
+    The app returns this from ``App.get_theme_variable_defaults`` so that Textual's
+    built-in themes (nord, gruvbox, ...) work with setui's stylesheets too.
+    """
+    colors = theme.to_color_system().generate()
+    error = colors["error"]
+    return {
+        "setui-urgent": error,
+        "setui-urgent-style": "bold",
+        "setui-soon": colors["warning"],
+        "setui-soon-style": "none",
+        "setui-started": error,
+        "setui-started-style": "bold reverse",
+        "setui-secondary-row": colors["foreground-darken-2" if theme.dark
+                                      else "foreground-lighten-3"],
+        "setui-gone": colors["foreground-disabled"],
+        "setui-gone-style": "italic",
+        "setui-ok": colors["success"],
+        "setui-recording": error,
+        "setui-alarm-foreground": Color.parse(error).get_contrast_text(1.0).hex,
+        "setui-alarm-background": error,
+        "setui-alarm-style": "bold",
+    }
+
+
+def shipped_theme_files() -> list[tuple[str, Any]]:
+    """(label, reader) for each shipped ``*.toml``, from the package or the checkout."""
+    found = sorted(_package_files(), key=lambda item: item[0])
+    if found:
+        return found
+    return [(str(path), path.read_bytes) for path in sorted(_REPO_THEMES.glob("*.toml"))]
+
+
+def _package_files() -> Iterator[tuple[str, Any]]:
+    try:
+        root = resources.files("setui.themes")
+    except (ModuleNotFoundError, TypeError):
+        return  # running from a checkout without an install: the caller falls back
+    for entry in _walk(root):
+        yield f"setui.themes/{entry.name}", entry.read_bytes
+
+
+def _walk(root: Any) -> Iterable[Any]:  # an importlib Traversable
+    try:
+        return [e for e in root.iterdir() if e.name.endswith(".toml") and e.is_file()]
+    except (OSError, FileNotFoundError):
+        return []
+
+
+def theme_names(user_dir: Path | None = None) -> list[str]:
+    """The names of every theme that loads, shipped and the user's, sorted."""
+    return sorted(load_themes(user_dir).names())
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    text = "".join(ch if ch.isprintable() else "?" for ch in text)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -1,0 +1,1 @@
+"""The dashboard's widgets: status line, events table, selected-event summary, timeline."""

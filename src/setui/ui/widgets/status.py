@@ -1,0 +1,174 @@
+"""The status line: which VM, which endpoint, how the connection is, how old the news is.
+
+Two lines, built by :func:`status_lines` (pure, tested on its own) and shown by
+:class:`StatusBar`, which repaints a line only when its text changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Static
+
+from setui.core.health import ConnectionState, Health
+from setui.ui.format import Palette, age, safe, zone_name
+
+__all__ = ["StatusBar", "StatusView", "connection_text", "status_lines"]
+
+SKEW_SHOWN = 2.0  # seconds of clock difference worth telling the operator about
+
+
+@dataclass(frozen=True)
+class StatusView:
+    """Everything the status line shows."""
+
+    now: datetime
+    endpoint: str
+    health: Health
+    vm_name: str | None = None
+    demo: bool = False
+    read_only: bool = False
+    incarnation: int | None = None
+    last_seen: datetime | None = None
+    store_problem: str | None = None  # history/audit not available or failing
+    filter_text: str = ""
+    this_vm_only: bool = False
+
+
+def connection_text(health: Health) -> tuple[str, str]:
+    """(state in words, with a symbol that reads without colour; the reason, if any)."""
+    state = health.state
+    reason = safe(health.last_error or "", 400)
+    if state is ConnectionState.LIVE:
+        return "● live", ""
+    if state is ConnectionState.ENABLING:
+        return "◌ enabling: first call; the service can take up to 2 minutes to answer", ""
+    if state is ConnectionState.RETRYING:
+        word = "↻ retrying"
+        if health.next_attempt_in is not None:
+            word += f" (next try in {max(0, round(health.next_attempt_in))} s)"
+        return word, reason
+    return "✖ unreachable", reason
+
+
+def status_lines(view: StatusView, width: int, palette: Palette) -> list[Text]:
+    """Two lines, three while the connection is failing (the reason gets a line of its
+    own), each cut to ``width`` cells."""
+    width = max(width, 20)
+    # Line 1: who and where, with the time on the right.
+    right = Text(view.now.astimezone(timezone.utc).strftime("%H:%M:%S UTC"))
+    local = view.now.astimezone()
+    if local.utcoffset() != timezone.utc.utcoffset(None):
+        right.append(f"  {local.strftime('%H:%M:%S')} {zone_name(local)}", style=palette.muted)
+    left = Text()
+    if view.demo:
+        left.append(" DEMO ", style=palette.alarm)
+        left.append(" ")
+    left.append("setui ", style="bold")
+    left.append("VM ")
+    if view.vm_name:
+        left.append(safe(view.vm_name, 40), style="bold")
+    else:
+        left.append("(asking IMDS…)", style=palette.muted)
+    if view.read_only:
+        left.append("  ")
+        left.append(" READ-ONLY ", style="bold reverse")
+    left.append("  ")
+    left.append(safe(view.endpoint, 60), style=palette.muted)
+    room = width - right.cell_len - 1
+    if left.cell_len > room:
+        left.truncate(max(room, 0), overflow="ellipsis")
+    left.pad_right(width - left.cell_len - right.cell_len)
+    first = left + right
+    first.truncate(width, overflow="ellipsis")
+
+    # Line 2: the connection, the age of the news, the document, the history.
+    state = view.health.state
+    word, reason = connection_text(view.health)
+    style = {ConnectionState.LIVE: palette.ok, ConnectionState.ENABLING: "",
+             ConnectionState.RETRYING: palette.soon,
+             ConnectionState.UNREACHABLE: palette.urgent}[state]
+    second = Text(word, style=style or "")
+    parts: list[tuple[str, str]] = []
+    if view.last_seen is not None:
+        seconds = max(0.0, (view.now - view.last_seen).total_seconds())
+        if state is ConnectionState.LIVE:
+            parts.append((f"last answer {age(seconds)} ago", ""))
+        else:
+            parts.append((f"showing the last answer, {age(seconds)} old", palette.soon))
+    elif state is not ConnectionState.ENABLING:
+        parts.append(("no answer yet", ""))
+    if view.incarnation is not None:
+        parts.append((f"incarnation {view.incarnation}", ""))
+    skew = view.health.clock_skew
+    if skew is not None and abs(skew) >= SKEW_SHOWN:
+        direction = "behind" if skew > 0 else "ahead of"
+        parts.append((f"this VM's clock is {abs(skew):.0f} s {direction} the service's",
+                      palette.soon))
+    if view.store_problem:
+        parts.append((f"history NOT recorded: {safe(view.store_problem, 160)}",
+                      palette.alarm))
+    if view.this_vm_only:
+        parts.append(("this VM only (m)", "bold"))
+    if view.filter_text:
+        parts.append((f"filter “{safe(view.filter_text, 30)}”", "bold"))
+    for text, part_style in parts:
+        second.append("  ·  ", style=palette.muted)
+        second.append(text, style=part_style)
+    second.truncate(width, overflow="ellipsis")
+    lines = [first, second]
+    if reason:
+        third = Text("  ↳ ", style=palette.muted)
+        third.append(reason, style=style)
+        third.truncate(width, overflow="ellipsis")
+        lines.append(third)
+    return lines
+
+
+class StatusBar(Vertical):
+    """The lines at the top of the dashboard."""
+
+    DEFAULT_CSS = """
+    StatusBar { height: auto; }
+    StatusBar > Static { height: 1; text-wrap: nowrap; text-overflow: ellipsis; }
+    StatusBar > #status-reason { display: none; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._shown: list[Text] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="status-who")
+        yield Static(id="status-connection")
+        yield Static(id="status-reason")
+
+    def show(self, view: StatusView, palette: Palette) -> None:
+        """Repaint only the lines whose text or style changed."""
+        width = self.size.width or self.app.size.width
+        lines = status_lines(view, width, palette)
+        ids = ("#status-who", "#status-connection", "#status-reason")
+        for index, widget_id in enumerate(ids):
+            line = lines[index] if index < len(lines) else None
+            before = self._shown[index] if index < len(self._shown) else None
+            if line == before:
+                continue
+            widget = self.query_one(widget_id, Static)
+            if line is None:
+                widget.display = False
+            else:
+                widget.update(line, layout=False)
+                widget.display = True
+        self._shown = lines
+
+    @property
+    def lines(self) -> int:
+        return max(len(self._shown), 2)
+
+    def plain(self) -> str:
+        """The lines as plain text (for tests and screen readers)."""
+        return "\n".join(line.plain for line in self._shown)

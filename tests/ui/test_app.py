@@ -1,0 +1,679 @@
+"""The dashboard driven by keys against the emulator: every key, approvals, screens,
+themes, hostile text, and the emulator going away and coming back. Snapshots at the end.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from textual.widgets import Input
+
+from setui.core.model import Event
+from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, CANCELLED, REFUSED
+from setui.ui.screens.confirm import ConfirmationModal
+from setui.ui.screens.details import DetailsScreen
+from setui.ui.screens.help import HelpScreen
+from setui.ui.screens.main import MainScreen
+from setui.ui.widgets.events import EventsTable
+from setui.ui.widgets.status import StatusBar
+from setui.ui.widgets.summary import EventSummary
+from setui.ui.widgets.timeline import Timeline
+
+# The fixtures (conftest.py) hand out these; annotated loosely to keep this file free of
+# imports from conftest.
+Dashboard = Any
+MakeDashboard = Any
+
+WIDE = (120, 36)
+NARROW = (80, 24)
+
+
+# -- helpers ----------------------------------------------------------------------------------
+def table(d: Dashboard) -> EventsTable:
+    return d.app.main_screen.query_one(EventsTable)
+
+
+def status(d: Dashboard) -> str:
+    return d.app.main_screen.query_one(StatusBar).plain()
+
+
+def event_of(d: Dashboard, kind: str, *resources: str) -> Event:
+    """The event of that type with exactly those resources."""
+    document = d.app.session.document
+    assert document is not None
+    return next(e for e in document.events
+                if e.event_type == kind and e.resources == resources)
+
+
+async def start(d: Dashboard, pilot: Any) -> None:
+    """Wait for the first answer and for the VM name."""
+    await d.settle(pilot)
+    await d.wait_for(pilot, lambda: d.app.vm_name == "web-0")
+    await pilot.pause()
+
+
+async def select(d: Dashboard, pilot: Any, event: Event) -> None:
+    assert table(d).select_key(event.event_id)
+    await pilot.pause()
+    assert table(d).selected_key == event.event_id
+
+
+def screen_text(d: Dashboard) -> str:
+    return "\n".join(strip.text for strip in d.app.screen._compositor.render_strips())
+
+
+async def open_dialog(d: Dashboard, pilot: Any) -> ConfirmationModal:
+    await pilot.press("a")
+    await d.wait_for(pilot, lambda: isinstance(d.app.screen, ConfirmationModal))
+    return d.app.screen  # type: ignore[return-value]
+
+
+async def past_guard(pilot: Any) -> None:
+    await pilot.pause(0.35)
+
+
+# -- the main screen ----------------------------------------------------------------------------
+async def test_events_most_urgent_first_with_this_vm_marked(make_dashboard: MakeDashboard,
+                                                            ) -> None:
+    d = make_dashboard()
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        t = table(d)
+        types = [t.cell_text(k, "type") for k in t.keys]
+        assert types == ["Freeze", "Freeze", "Reboot", "Redeploy"]
+        first, second, third, fourth = t.keys
+        assert t.cell_text(first, "countdown") == "!! T-0:10"
+        assert t.cell_text(first, "resources") == "▲ web-0 +1"
+        # Another VM's event: no alarm symbol, only the time.
+        assert t.cell_text(second, "countdown") == "T-2:30"
+        assert t.cell_text(second, "resources") == "web-1"
+        assert t.cell_text(third, "countdown") == "T-5:40"
+        assert t.cell_text(third, "source") == "User"
+        assert t.cell_text(third, "impact") == "unknown"
+        assert t.cell_text(fourth, "impact") == "none"
+        assert t.cell_text(first, "utc") == "10:05:10"
+        assert t.cell_text(first, "local") == "11:05:10"
+        text = status(d)
+        assert "DEMO" in text and "VM web-0" in text and "● live" in text
+        assert "incarnation 9" in text and "10:05:00 UTC" in text and "11:05:00 CET" in text
+        assert d.app.title.startswith("setui DEMO")
+
+
+async def test_countdown_ticks_by_updating_cells_not_rebuilding(
+        make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard()
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        t = table(d)
+        await pilot.press("down", "down")
+        chosen = t.selected_key
+        rebuilds = t.rebuilds
+        d.clock.advance(1)
+        d.app.main_screen.refresh_view()  # what the 1-second tick does
+        await pilot.pause()
+        assert t.cell_text(t.keys[0], "countdown") == "!! T-0:09"
+        assert t.rebuilds == rebuilds
+        assert t.selected_key == chosen
+
+
+async def test_selection_follows_the_event_when_rows_change(make_dashboard: MakeDashboard,
+                                                           ) -> None:
+    d = make_dashboard()
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        reboot = event_of(d, "Reboot", "web-0")
+        await select(d, pilot, reboot)
+        # The web-1 Freeze is cancelled at 330 and the web-0 Freeze starts at 310.
+        await d.advance(pilot, 40)
+        assert table(d).selected_key == reboot.event_id
+        assert len(table(d).keys) == 3
+
+
+async def test_starts_and_disappearances_are_announced_with_the_bell(
+        make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard()
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        assert d.app.bells == 0  # the first document is not news
+        await d.advance(pilot, 40)
+        notices = d.notices()
+        assert any(n.startswith("Event started: Freeze for this VM") for n in notices)
+        assert any(n.startswith("Event cancelled: Freeze for web-1") for n in notices)
+        assert d.app.bells >= 1
+        bells = d.app.bells
+        await d.advance(pilot, 140)  # Host failure Reboot appears at 420; Freeze gone at 375
+        assert any(n.startswith("Event completed: Freeze for this VM") for n in d.notices())
+        assert any("appeared already started" in n for n in d.notices())
+        assert d.app.bells > bells
+
+
+async def test_no_bell_turns_the_bell_off(make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard(bell=False)
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        await d.advance(pilot, 40)
+        assert any(n.startswith("Event started") for n in d.notices())
+        assert d.app.bells == 0
+
+
+async def test_empty_document_says_so(make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard(at=5)  # the busy scenario's first event comes at 10 s
+    async with d.app.run_test(size=NARROW) as pilot:
+        await start(d, pilot)
+        text = screen_text(d)
+        assert "No scheduled events." in text
+        assert "Incarnation 1, unchanged since 10:00:05 UTC" in text
+        assert not table(d).display
+
+
+async def test_gone_events_stay_greyed_on_the_timeline(make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard()
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        await d.advance(pilot, 80)  # Freeze web-0 completed at 375, Freeze web-1 cancelled
+        timeline = d.app.main_screen.query_one(Timeline).plain()
+        assert "completed 10:06" in timeline
+        assert "cancelled 10:05" in timeline
+        assert [g.fate for g in d.app.session.gone] == ["completed", "cancelled"]
+
+
+async def test_zoom_keys(make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard()
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        timeline = d.app.main_screen.query_one(Timeline)
+        assert timeline.plain().startswith("zoom -10m…+1h")
+        await pilot.press("plus")
+        assert timeline.plain().startswith("zoom -5m…+30m")
+        await pilot.press("minus", "minus", "minus")
+        assert timeline.plain().startswith("zoom -1h…+12h")
+        for _ in range(10):
+            await pilot.press("minus")
+        assert timeline.plain().startswith("zoom -12h…+8d")
+
+
+async def test_vim_keys_move_the_selection(make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard()
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        t = table(d)
+        await pilot.press("j", "j")
+        assert t.cursor_row == 2
+        await pilot.press("k")
+        assert t.cursor_row == 1
+        await pilot.press("G")
+        assert t.cursor_row == 3
+        await pilot.press("g")
+        assert t.cursor_row == 0
+        summary = d.app.main_screen.query_one(EventSummary).plain()
+        assert summary.startswith("› Freeze  Scheduled  source Platform  impact 5 s")
+        assert "web-0 (this VM), web-1" in summary
+
+
+async def test_m_shows_only_this_vm(make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard()
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        await pilot.press("m")
+        t = table(d)
+        assert [t.cell_text(k, "type") for k in t.keys] == ["Freeze", "Reboot"]
+        assert "this VM only" in status(d)
+        await pilot.press("m")
+        assert len(t.keys) == 4
+
+
+async def test_slash_filters_rows(make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard()
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        await pilot.press("slash")
+        box = d.app.main_screen.query_one("#filter", Input)
+        assert box.display and box.has_focus
+        await pilot.press("d", "b")
+        t = table(d)
+        assert [t.cell_text(k, "type") for k in t.keys] == ["Redeploy"]
+        await pilot.press("enter")
+        assert t.has_focus
+        assert "filter “db”" in status(d)
+        await pilot.press("a")  # keys work again once the filter is entered
+        assert isinstance(d.app.screen, ConfirmationModal)
+        await pilot.press("n")
+        await pilot.press("slash", "backspace", "backspace", "z", "z", "z")
+        assert "No events to show: 4 hidden by filter “zzz”" in screen_text(d)
+        await pilot.press("escape")
+        assert len(t.keys) == 4 and not box.display
+
+
+async def test_r_polls_now(make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard(interval=30.0)
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        before = len(d.gets())
+        await pilot.press("r")
+        await d.wait_for(pilot, lambda: len(d.gets()) > before, timeout=3)
+
+
+async def test_q_quits(make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard()
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        await pilot.press("q")
+        await d.wait_for(pilot, lambda: not d.app.is_running, timeout=3)
+
+
+# -- approvals ----------------------------------------------------------------------------------
+async def test_approve_confirmed_posts_once_and_records(make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard()
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        reboot = event_of(d, "Reboot", "web-0")
+        await select(d, pilot, reboot)
+        dialog = await open_dialog(d, pilot)
+        body = dialog.query_one("#dialog-body").render()
+        text = str(body)
+        assert "lets Azure start this now instead of waiting for NotBefore" in text
+        assert "web-0 (this VM)" in text
+        assert "oncall from 10.0.0.5 on vm-web-0" in text
+        assert "WARNING" not in text  # only this VM is affected
+        await past_guard(pilot)
+        await pilot.press("y")
+        await d.wait_for(pilot, lambda: reboot.event_id in d.app.session.approvals
+                       and not d.app.session.approvals[reboot.event_id].pending)
+        posts = d.posts()
+        assert len(posts) == 1
+        assert json.loads(posts[0].body) == {"StartRequests": [{"EventId": reboot.event_id}]}
+        assert posts[0].headers["metadata"] == "true"
+        assert d.audit_actions() == [APPROVE_ATTEMPT, APPROVE_OUTCOME]
+        outcome = d.store.audit()[0] if d.store else None
+        assert outcome is not None and outcome.status == 200 and outcome.user == "oncall"
+        await pilot.pause()
+        assert table(d).cell_text(reboot.event_id, "approved") == "10:05:00 by oncall"
+        assert "approved 10:05:00 by oncall" in d.app.main_screen.query_one(
+            EventSummary).plain()
+        assert any(n.startswith("Approved: The service answered HTTP 200")
+                   for n in d.notices())
+
+
+async def test_approve_with_enter_warns_about_other_vms(make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard()
+    async with d.app.run_test(size=NARROW) as pilot:
+        await start(d, pilot)
+        freeze = event_of(d, "Freeze", "web-0", "web-1")
+        await select(d, pilot, freeze)
+        dialog = await open_dialog(d, pilot)
+        text = str(dialog.query_one("#dialog-body").render())
+        assert "WARNING: this also starts it for 1 other VM: web-1" in text
+        assert dialog.has_class("loud")
+        await past_guard(pilot)
+        await pilot.press("enter")
+        await d.wait_for(pilot, lambda: len(d.posts()) == 1)
+        await d.wait_for(pilot, lambda: d.audit_actions() == [APPROVE_ATTEMPT, APPROVE_OUTCOME])
+        await pilot.pause()
+        assert table(d).cell_text(freeze.event_id, "approved") == "✓ 10:05:00"
+
+
+async def test_approve_cancelled_sends_nothing_and_records_the_cancel(
+        make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard()
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        await select(d, pilot, event_of(d, "Reboot", "web-0"))
+        await open_dialog(d, pilot)
+        await past_guard(pilot)
+        await pilot.press("n")
+        await d.wait_for(pilot, lambda: isinstance(d.app.screen, MainScreen))
+        await open_dialog(d, pilot)
+        await pilot.press("escape")
+        await d.wait_for(pilot, lambda: isinstance(d.app.screen, MainScreen))
+        await pilot.pause(0.2)
+        assert d.posts() == []
+        assert d.audit_actions() == [CANCELLED, CANCELLED]
+        assert any("nothing was sent" in n for n in d.notices())
+
+
+async def test_only_y_or_enter_after_the_guard_approve(make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard()
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        await select(d, pilot, event_of(d, "Reboot", "web-0"))
+        dialog = await open_dialog(d, pilot)
+        await pilot.press("y", "enter")  # typed ahead / key repeat: ignored
+        assert dialog.ignored == 2
+        await past_guard(pilot)
+        await pilot.press("x", "a", "space", "Y", "j", "tab", "1")  # nothing else approves
+        assert d.app.screen is dialog
+        await pilot.press("n")
+        await pilot.pause(0.2)
+        assert d.posts() == []
+        assert d.audit_actions() == [CANCELLED]
+
+
+async def test_approving_a_started_event_is_refused(make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard()
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        await d.advance(pilot, 20)  # the web-0 Freeze started at 310
+        freeze = event_of(d, "Freeze", "web-0", "web-1")
+        assert freeze.is_started
+        await select(d, pilot, freeze)
+        assert table(d).cell_text(freeze.event_id, "countdown") == "▶ started 0:10 ago"
+        await pilot.press("a")
+        await pilot.pause()
+        assert isinstance(d.app.screen, MainScreen)  # no dialog
+        assert d.posts() == []
+        assert d.audit_actions() == [REFUSED]
+        assert any("Not approved: " in n and "has already started" in n for n in d.notices())
+
+
+async def test_an_event_that_left_while_the_dialog_was_open_is_refused(
+        make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard()
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        cancelled = event_of(d, "Freeze", "web-1")  # cancelled by Azure at 330
+        await select(d, pilot, cancelled)
+        dialog = await open_dialog(d, pilot)
+        await d.advance(pilot, 40)
+        # The open dialog follows the event: it says that approving would be refused.
+        await d.wait_for(pilot, lambda: "is no longer in the document" in str(
+            dialog.query_one("#dialog-body").render()), timeout=3)
+        await pilot.press("y")
+        await d.wait_for(pilot, lambda: REFUSED in d.audit_actions())
+        assert d.posts() == []
+        assert any("is not in the current document" in n for n in d.notices())
+
+
+async def test_read_only_refuses(make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard(read_only=True)
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        assert "READ-ONLY" in status(d)
+        await pilot.press("a")
+        await pilot.pause()
+        assert isinstance(d.app.screen, MainScreen)
+        assert d.posts() == []
+        assert any("read-only" in n for n in d.notices())
+
+
+async def test_without_an_audit_log_approval_is_refused(make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard(store=False)
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        assert "history NOT recorded: the test has no store" in status(d)
+        await pilot.press("a")
+        await pilot.pause()
+        assert isinstance(d.app.screen, MainScreen)
+        assert d.posts() == []
+        assert any("audit log cannot be written" in n for n in d.notices())
+
+
+async def test_a_store_that_fails_is_shown_and_events_stay_live(
+        make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard()
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        assert d.store is not None
+        d.store.close()
+        await d.advance(pilot, 40)
+        assert "history NOT recorded: cannot record the history" in status(d)
+        assert len(table(d).keys) == 3  # still live
+        assert any(n.startswith("None: Cannot record the history") or
+                   "Cannot record the history" in n for n in d.notices())
+
+
+# -- other screens ------------------------------------------------------------------------------
+async def test_details_with_raw_json(make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard()
+    async with d.app.run_test(size=NARROW) as pilot:
+        await start(d, pilot)
+        freeze = event_of(d, "Freeze", "web-0", "web-1")
+        await select(d, pilot, freeze)
+        await pilot.press("enter")
+        await d.wait_for(pilot, lambda: isinstance(d.app.screen, DetailsScreen))
+        body = str(d.app.screen.query_one("#details-body").render())
+        assert freeze.event_id in body
+        assert "web-0  ◀ this VM" in body
+        assert "in the first document setui saw (incarnation 9)" in body
+        assert "DurationInSeconds" in body and "→ impact 5 s" in body
+        await pilot.press("r")
+        raw = str(d.app.screen.query_one("#details-body").render())
+        assert '"EventId": "' + freeze.event_id + '"' in raw
+        await pilot.press("escape")
+        await d.wait_for(pilot, lambda: isinstance(d.app.screen, MainScreen))
+        await pilot.press("d")
+        await d.wait_for(pilot, lambda: isinstance(d.app.screen, DetailsScreen))
+        await pilot.press("escape")
+
+
+async def test_history_navigation(make_dashboard: MakeDashboard) -> None:
+    from setui.ui.screens.history import HistoryScreen, IncarnationScreen
+
+    d = make_dashboard()
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        await d.advance(pilot, 40)
+        await pilot.press("h")
+        await d.wait_for(pilot, lambda: isinstance(d.app.screen, HistoryScreen))
+        history = d.app.screen
+        assert isinstance(history, HistoryScreen)
+        assert [r.incarnation for r in history.records][:2] == [11, 10]
+        await pilot.press("j")
+        await pilot.press("enter")
+        await d.wait_for(pilot, lambda: isinstance(d.app.screen, IncarnationScreen))
+        assert d.app.screen.record.incarnation == 10  # type: ignore[attr-defined]
+        await pilot.press("escape")
+        await d.wait_for(pilot, lambda: d.app.screen is history)
+        await pilot.press("escape")
+        await d.wait_for(pilot, lambda: isinstance(d.app.screen, MainScreen))
+
+
+async def test_audit_log_screen(make_dashboard: MakeDashboard) -> None:
+    from setui.ui.screens.audit import AuditScreen
+
+    d = make_dashboard()
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        await open_dialog(d, pilot)
+        await pilot.press("n")
+        await pilot.press("l")
+        await d.wait_for(pilot, lambda: isinstance(d.app.screen, AuditScreen))
+        await pilot.press("escape")
+        await d.wait_for(pilot, lambda: isinstance(d.app.screen, MainScreen))
+
+
+async def test_help_lists_every_key(make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard()
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        await pilot.press("question_mark")
+        await d.wait_for(pilot, lambda: isinstance(d.app.screen, HelpScreen))
+        from setui.ui.screens.help import help_text
+
+        text = help_text()
+        for key in ("`a`", "`d`", "`m`", "`/`", "`+`", "`r`", "`h`", "`l`", "`?`", "`q`",
+                    "`j`", "`y`", "`n`", "Ctrl+P"):
+            assert key in text, key
+        await pilot.press("escape")
+        await d.wait_for(pilot, lambda: isinstance(d.app.screen, MainScreen))
+
+
+async def test_command_palette_offers_the_actions(make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard()
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        titles = [c.title for c in d.app.get_system_commands(d.app.main_screen)]
+        for title in ("Theme", "Approve the selected event", "History", "Audit log",
+                      "Poll now", "Filter events", "This VM only", "Help", "Quit"):
+            assert title in titles
+        # The palette's approve still asks: it opens the dialog, nothing more.
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"approve the selected")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await d.wait_for(pilot, lambda: isinstance(d.app.screen, ConfirmationModal))
+        await pilot.press("n")
+        assert d.posts() == []
+
+
+async def test_theme_switch_from_the_palette(make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard()
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        assert d.app.theme == "setui-dark"
+        dark = d.app.palette
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"theme")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await pilot.pause(0.3)
+        await pilot.press(*"setui-light")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await d.wait_for(pilot, lambda: d.app.theme == "setui-light")
+        await pilot.pause()
+        assert d.app.palette != dark
+
+
+async def test_theme_option_and_unknown_theme(make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard(theme="setui-mono")
+    async with d.app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        assert d.app.theme == "setui-mono"
+    d = make_dashboard(theme="no-such-theme")
+    async with d.app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        assert d.app.theme == "setui-dark"
+        assert any("'no-such-theme' is not known" in n for n in d.notices())
+
+
+async def test_no_color_picks_the_mono_theme(make_dashboard: MakeDashboard,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    d = make_dashboard()
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        assert d.app.theme == "setui-mono"
+        # Urgency still reads: the symbols are in the text.
+        assert table(d).cell_text(table(d).keys[0], "countdown") == "!! T-0:10"
+
+
+# -- hostile text -------------------------------------------------------------------------------
+HOSTILE_DESCRIPTION = ("[bold red]x[/] [link=http://e]y[/link] \x1b[31mred "
+                       "\x1b]8;;http://e\x07link")
+
+
+async def test_markup_and_escapes_from_the_network_are_shown_literally(
+        make_dashboard: MakeDashboard, write_scenario: Any) -> None:
+    scenario = write_scenario("hostile", {
+        "vm_name": "web-0",
+        "events": [{
+            "type": "Reboot", "at": 0, "notice": "10m", "duration": 5,
+            "id": "[b]ID[/b]\x1b[2J",
+            "resources": ["web-0", "[red]evil[/red]\x1b[1A"],
+            "description": HOSTILE_DESCRIPTION,
+        }, {
+            "type": "Hibernate[/]\x1b[5m", "at": 0, "notice": "20m", "resources": ["web-0"],
+        }],
+    })
+    d = make_dashboard(scenario, at=30)
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        summary = d.app.main_screen.query_one(EventSummary).plain()
+        assert "“[bold red]x[/] [link=http://e]y[/link] \\x1b[31mred \\x1b]8;;" in summary
+        assert "[red]evil[/red]\\x1b[1A" in summary
+        text = screen_text(d)
+        assert "[bold red]x[/]" in text
+        assert "\x1b" not in text and "\x07" not in text
+        t = table(d)
+        assert t.cell_text(t.keys[1], "type") == "Hibernate[/…"
+        await pilot.press("enter")
+        await d.wait_for(pilot, lambda: isinstance(d.app.screen, DetailsScreen))
+        body = str(d.app.screen.query_one("#details-body").render())
+        assert "[b]ID[/b]\\x1b[2J" in body
+        assert HOSTILE_DESCRIPTION.replace("\x1b", "\\x1b").replace("\x07", "\\x07") in body
+        assert "\x1b" not in body
+        await pilot.press("escape")
+        await d.wait_for(pilot, lambda: isinstance(d.app.screen, MainScreen))
+        dialog = await open_dialog(d, pilot)
+        body = str(dialog.query_one("#dialog-body").render())
+        assert "[bold red]x[/]" in body and "\x1b" not in body
+        assert "WARNING: this also starts it for 1 other VM: [red]evil[/red]\\x1b[1A" in body
+        await pilot.press("n")
+
+
+# -- the connection -----------------------------------------------------------------------------
+async def test_survives_the_emulator_going_away_and_coming_back(
+        make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard()
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        d.emulator.stop()
+        await d.wait_for(pilot, lambda: "✖ unreachable" in status(d), timeout=10)
+        text = status(d)
+        assert "connection refused" in text
+        assert "showing the last answer" in text
+        assert len(table(d).keys) == 4  # the last known events stay on screen
+        assert any(n.startswith("Connection unreachable") for n in d.notices())
+        d.emulator.restart()
+        await pilot.press("r")  # do not wait for the backoff
+        await d.wait_for(pilot, lambda: "● live" in status(d), timeout=10)
+        assert any(n.startswith("Connection live") for n in d.notices())
+
+
+async def test_enabling_is_shown_before_the_first_answer(make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard(poll=False, vm_name="web-0")
+    async with d.app.run_test(size=NARROW) as pilot:
+        await pilot.pause()
+        assert "◌ enabling: first call" in status(d)
+        assert "Waiting for the first answer" in screen_text(d)
+
+
+# -- snapshots ----------------------------------------------------------------------------------
+def _snapshot_app(make_dashboard: MakeDashboard) -> tuple[Dashboard, Any]:
+    """The busy scenario from 200 s to 440 s: current, started, completed, cancelled."""
+    d = make_dashboard(at=200, shown_endpoint=True)
+
+    async def run_before(pilot: Any) -> None:
+        await start(d, pilot)
+        await d.advance(pilot, 240, step=20)
+        d.app.clear_notifications()
+        await pilot.pause()
+
+    return d, run_before
+
+
+@pytest.mark.parametrize("size", [WIDE, NARROW], ids=["120x36", "80x24"])
+def test_snapshot_main(make_dashboard: MakeDashboard, snap_compare: Any,
+                       size: tuple[int, int]) -> None:
+    d, run_before = _snapshot_app(make_dashboard)
+    assert snap_compare(d.app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", [WIDE, NARROW], ids=["120x36", "80x24"])
+def test_snapshot_approve_dialog(make_dashboard: MakeDashboard, snap_compare: Any,
+                                 size: tuple[int, int]) -> None:
+    d, advance = _snapshot_app(make_dashboard)
+
+    async def run_before(pilot: Any) -> None:
+        await advance(pilot)
+        await select(d, pilot, event_of(d, "Reboot", "web-0"))
+        await open_dialog(d, pilot)
+
+    assert snap_compare(d.app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", [WIDE, NARROW], ids=["120x36", "80x24"])
+def test_snapshot_history(make_dashboard: MakeDashboard, snap_compare: Any,
+                          size: tuple[int, int]) -> None:
+    d, advance = _snapshot_app(make_dashboard)
+
+    async def run_before(pilot: Any) -> None:
+        await advance(pilot)
+        await pilot.press("h")
+        await pilot.pause()
+
+    assert snap_compare(d.app, terminal_size=size, run_before=run_before)

@@ -1,0 +1,249 @@
+"""The audit screen with a real store: the chain's status in words, paired approvals,
+identity, literal text."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.app import App
+from textual.screen import Screen
+from textual.widgets import DataTable, Static
+
+from setui.store import (
+    APPROVE_ATTEMPT,
+    APPROVE_OUTCOME,
+    AuditEntry,
+    AuditRecord,
+    Store,
+    StoreError,
+)
+from setui.ui.screens.audit import AuditScreen, pair_records
+from setui.ui.screens.history import DetailScreen
+from setui.ui.themes import DEFAULT_THEME, load_themes, variable_defaults
+
+ENDPOINT = "http://127.0.0.1:8099"
+T0 = datetime(2024, 5, 14, 9, 30, tzinfo=timezone.utc)
+WHO = {"user": "oncall", "ssh_client": "10.0.0.5", "host": "vm-web-0"}
+SNAPSHOT = {"EventId": "A-1", "EventType": "Reboot", "EventStatus": "Scheduled",
+            "Resources": ["vm-web-0"], "NotBefore": "Tue, 14 May 2024 10:00:00 GMT"}
+
+
+class ScreenApp(App[None]):
+    def __init__(self, screen: Screen[Any]) -> None:
+        super().__init__()
+        self._first = screen
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return variable_defaults(self.current_theme)
+
+    def on_mount(self) -> None:
+        for theme in load_themes().themes:
+            self.register_theme(theme)
+        self.theme = DEFAULT_THEME
+        self.push_screen(self._first)
+
+
+def log(store: Store, minute: float, action: str, **fields: Any) -> AuditRecord:
+    values: dict[str, Any] = {**WHO, "endpoint": ENDPOINT, "event_id": "A-1",
+                              "event": SNAPSHOT, "incarnation": 2, **fields}
+    return store.audit_append(
+        AuditEntry(time=T0 + timedelta(minutes=minute), action=action, **values))
+
+
+def approve(store: Store, minute: float, event_id: str = "A-1", status: int = 200,
+            error: str | None = None) -> None:
+    attempt = log(store, minute, APPROVE_ATTEMPT, event_id=event_id)
+    log(store, minute + 0.01, APPROVE_OUTCOME, event_id=event_id, status=status,
+        error=error, latency=0.042, attempt_seq=attempt.seq)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    opened = Store.open_dir(tmp_path / "data")
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def shown_text(widget: Static) -> str:
+    return widget.visual.plain  # type: ignore[attr-defined]
+
+
+def banner(screen: AuditScreen) -> Static:
+    return screen.query_one("#audit-verify", Static)
+
+
+def rows(screen: AuditScreen) -> list[list[str]]:
+    table = screen.query_one(DataTable)
+    return [[str(cell) for cell in table.get_row_at(i)] for i in range(table.row_count)]
+
+
+async def test_chain_ok_and_paired_rows_newest_first(store: Store) -> None:
+    approve(store, 1)
+    log(store, 2, "cancelled", event_id="B-2")
+    log(store, 3, "refused", event_id="C-3", error="event has already started")
+    approve(store, 4, event_id="D-4", status=400, error="400 Bad Request")
+    screen = AuditScreen(store)
+    async with ScreenApp(screen).run_test(size=(120, 36)) as pilot:
+        await pilot.pause()
+        text = shown_text(banner(screen))
+        assert "chain ok" in text and "6 records" in text
+        assert banner(screen).has_class("ok")
+        shown = rows(screen)
+        assert len(shown) == 4  # two attempts paired with their outcomes
+        assert [row[1] for row in shown] == ["approve", "refused", "cancelled", "approve"]
+        assert "D-4" in shown[0][3] and "400" in shown[0][2] and "× FAILED" in shown[0][2]
+        assert "200" in shown[3][2] and "42 ms" in shown[3][2] and "✓" in shown[3][2]
+        assert "Reboot" in shown[3][3]
+        assert shown[3][4] == "oncall@vm-web-0 (ssh 10.0.0.5)"
+
+
+async def test_attempt_without_outcome_says_so(store: Store) -> None:
+    log(store, 1, "approve-attempt", details={"sudo_user": "alice"})
+    screen = AuditScreen(store)
+    async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert "outcome unknown" in rows(screen)[0][2]
+        await pilot.press("enter")
+        await pilot.pause()
+        text = shown_text(pilot.app.screen.query_one("#detail-body", Static))
+        assert "whether the approval reached the service is unknown" in text
+        assert 'sudo_user   "alice"' in text
+
+
+async def test_enter_shows_every_field(store: Store) -> None:
+    approve(store, 1)
+    screen = AuditScreen(store)
+    app = ScreenApp(screen)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, DetailScreen)
+        text = shown_text(app.screen.query_one("#detail-body", Static))
+        for expected in ("approve-attempt", "approve-outcome", "oncall", "10.0.0.5",
+                         "vm-web-0", "A-1", "Reboot", "200", "42 ms", "UTC",
+                         '"NotBefore": "Tue, 14 May 2024 10:00:00 GMT"'):
+            assert expected in text, expected
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is screen
+
+
+async def test_tampered_chain_is_loud_and_in_words(store: Store) -> None:
+    approve(store, 1)
+    tamper(store)
+    screen = AuditScreen(store)
+    async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        text = shown_text(banner(screen))
+        assert "TAMPERED" in text and "record 1" in text
+        assert banner(screen).has_class("alarm")
+        assert not banner(screen).has_class("ok")
+
+
+def tamper(store: Store) -> None:
+    """Change a stored audit record behind the store's back, as an intruder would."""
+    conn = sqlite3.connect(store.path)
+    try:
+        conn.execute("DROP TRIGGER IF EXISTS audit_no_update")
+        conn.execute("UPDATE audit SET os_user = 'somebody-else' WHERE seq = 1")
+        conn.commit()
+    finally:
+        conn.close()
+
+
+async def test_hostile_identity_and_ids_are_literal(store: Store) -> None:
+    approve(store, 1, event_id="[b]E[/b]\x1b[31m")
+    log(store, 2, "refused", user="[red]root[/red]", host="h\x07", ssh_client="\x1b]0;x\x07",
+        error="[link=x]no[/link]\u202e")
+    screen = AuditScreen(store)
+    app = ScreenApp(screen)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause()
+        shown = rows(screen)
+        assert "[red]root[/red]" in shown[0][4]
+        assert "[link=x]no[/link]" in shown[0][2]
+        assert "[b]E[/b]" in shown[1][3]
+        for row in shown:
+            for cell in row:
+                assert not any(c in cell for c in "\x1b\x07\u202e"), cell
+        await pilot.press("enter")
+        await pilot.pause()
+        text = shown_text(app.screen.query_one("#detail-body", Static))
+        assert "[red]root[/red]" in text and "\x1b" not in text
+
+
+async def test_empty_log(store: Store) -> None:
+    screen = AuditScreen(store)
+    async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert "chain ok, 0 records" in shown_text(banner(screen))
+        assert "No approvals recorded yet" in shown_text(
+            screen.query_one("#audit-status", Static))
+        await pilot.press("enter", "j", "k", "g", "G")
+        await pilot.pause()
+
+
+async def test_no_store() -> None:
+    screen = AuditScreen(None, problem="the data directory is read-only")
+    async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        text = shown_text(banner(screen))
+        assert "not available" in text and "read-only" in text
+        await pilot.press("enter", "r")
+        await pilot.pause()
+
+
+async def test_store_errors_are_shown(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_: Any, **__: Any) -> Any:
+        raise StoreError("database is locked")
+
+    monkeypatch.setattr(store, "verify_audit", broken)
+    monkeypatch.setattr(store, "audit", broken)
+    screen = AuditScreen(store)
+    async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert "database is locked" in shown_text(banner(screen))
+        assert banner(screen).has_class("alarm")
+        assert "Could not read the audit log" in shown_text(
+            screen.query_one("#audit-status", Static))
+
+
+async def test_more_records_load_at_the_end(store: Store) -> None:
+    for minute in range(7):
+        log(store, minute, "cancelled", event_id=f"E-{minute}")
+    screen = AuditScreen(store, page_size=3)
+    async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert len(rows(screen)) == 3
+        await pilot.press("G")
+        await pilot.pause()
+        assert len(rows(screen)) == 6
+        await pilot.press("G")
+        await pilot.pause()
+        assert [row[3] for row in rows(screen)][-1].endswith("E-0")
+
+
+async def test_vim_keys_hidden_and_footer_keys(store: Store) -> None:
+    screen = AuditScreen(store)
+    async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        shown = {b.binding.key for b in screen.active_bindings.values() if b.binding.show}
+        assert {"escape", "enter"} <= shown
+        assert not {"j", "k", "g", "G"} & shown
+
+
+def test_pairing_keeps_unmatched_outcomes(store: Store) -> None:
+    log(store, 1, "approve-outcome", status=200, latency=0.01)
+    approve(store, 2)
+    log(store, 3, "approve-attempt", event_id="B-2")
+    paired = pair_records(store.audit())
+    assert [(r.record.action, r.outcome is not None) for r in paired] == [
+        ("approve-attempt", False), ("approve-attempt", True), ("approve-outcome", False)]

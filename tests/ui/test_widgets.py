@@ -1,0 +1,315 @@
+"""The widgets' texts and the session record, without the emulator."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+
+from setui.core.health import ConnectionState, Health, PollResult
+from setui.core.model import parse_document
+from setui.core.tracker import Tracker
+from setui.ui.format import Palette, Urgency
+from setui.ui.messages import ApprovalNote, PollUpdate, Session
+from setui.ui.screens.confirm import approval_prompt
+from setui.ui.screens.details import describe_event, raw_json
+from setui.ui.widgets.events import EventsTable, Row, columns_for, tier_for
+from setui.ui.widgets.status import StatusView, status_lines
+from setui.ui.widgets.summary import summary_lines
+from setui.ui.widgets.timeline import Lane, tick_label, timeline_lines
+
+NOW = datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc)
+PALETTE = Palette()
+
+
+def nb(seconds: int) -> str:
+    return (NOW + timedelta(seconds=seconds)).strftime("%a, %d %b %Y %H:%M:%S GMT")
+
+
+def doc(incarnation: int, *events: dict[str, Any]) -> Any:
+    return parse_document({"DocumentIncarnation": incarnation, "Events": list(events)})
+
+
+def event(event_id: str, *, status: str = "Scheduled", seconds: int = 600,
+          resources: tuple[str, ...] = ("web-0",), kind: str = "Reboot",
+          **extra: Any) -> dict[str, Any]:
+    return {"EventId": event_id, "EventType": kind, "EventStatus": status,
+            "ResourceType": "VirtualMachine", "Resources": list(resources),
+            "NotBefore": nb(seconds) if status == "Scheduled" else "",
+            "Description": "Planned maintenance", "EventSource": "Platform",
+            "DurationInSeconds": 15, **extra}
+
+
+# -- the status line --------------------------------------------------------------------------
+def view(**values: Any) -> StatusView:
+    base = StatusView(now=NOW, endpoint="http://169.254.169.254",
+                      health=Health(state=ConnectionState.LIVE, last_success=NOW),
+                      vm_name="web-0", incarnation=7, last_seen=NOW - timedelta(seconds=1))
+    return replace(base, **values)
+
+
+def test_status_live() -> None:
+    first, second = (line.plain for line in status_lines(view(), 120, PALETTE))
+    assert first.startswith("setui VM web-0  http://169.254.169.254")
+    assert first.endswith("10:00:00 UTC  11:00:00 CET")
+    assert len(first) == 120
+    assert second == "● live  ·  last answer <2 s ago  ·  incarnation 7"
+
+
+def test_status_demo_and_read_only_are_unmissable() -> None:
+    first = status_lines(view(demo=True, read_only=True), 100, PALETTE)[0].plain
+    assert first.startswith(" DEMO  setui VM web-0   READ-ONLY ")
+
+
+def test_status_failing_connection_gives_the_reason_a_line() -> None:
+    health = Health(state=ConnectionState.RETRYING, last_error="the service answered 500",
+                    next_attempt_in=3.6, consecutive_failures=2)
+    lines = [line.plain for line in status_lines(view(health=health, last_seen=NOW - timedelta(
+        seconds=42)), 100, PALETTE)]
+    assert lines[1].startswith("↻ retrying (next try in 4 s)  ·  showing the last answer, 42 s "
+                               "old")
+    assert lines[2] == "  ↳ the service answered 500"
+    unreachable = Health(state=ConnectionState.UNREACHABLE, last_error="nothing answers")
+    lines = [line.plain for line in status_lines(view(health=unreachable), 80, PALETTE)]
+    assert lines[1].startswith("✖ unreachable")
+    assert lines[2] == "  ↳ nothing answers"
+
+
+def test_status_enabling_and_problems() -> None:
+    lines = status_lines(view(health=Health(), last_seen=None, incarnation=None,
+                              vm_name=None, store_problem="disk full [x]\x1b",
+                              this_vm_only=True, filter_text="db"), 200, PALETTE)
+    first, second = (line.plain for line in lines)
+    assert "VM (asking IMDS…)" in first
+    assert second.startswith("◌ enabling: first call; the service can take up to 2 minutes")
+    assert "history NOT recorded: disk full [x]\\x1b" in second
+    assert "this VM only (m)" in second and "filter “db”" in second
+
+
+def test_status_clock_skew_is_told() -> None:
+    health = Health(state=ConnectionState.LIVE, clock_skew=35.2)
+    second = status_lines(view(health=health), 200, PALETTE)[1].plain
+    assert "this VM's clock is 35 s behind the service's" in second
+
+
+def test_status_is_cut_to_the_width() -> None:
+    long = view(endpoint="http://" + "x" * 300, health=Health(
+        state=ConnectionState.UNREACHABLE, last_error="y" * 500))
+    for line in status_lines(long, 80, PALETTE):
+        assert line.cell_len <= 80
+
+
+# -- the timeline -----------------------------------------------------------------------------
+def test_tick_labels() -> None:
+    assert [tick_label(t) for t in (-600, 0, 900, 3600, 5400, 86400)] == [
+        "-10m", "now", "+15m", "+1h", "+1h30", "+1d"]
+
+
+def test_timeline_marks() -> None:
+    lanes = [
+        Lane("A", "Reboot", True, not_before=NOW + timedelta(minutes=20), duration=-1,
+             urgency=Urgency.CALM, selected=True),
+        Lane("B", "Freeze", False, not_before=NOW + timedelta(minutes=30), duration=600),
+        Lane("C", "Redeploy", True, not_before=NOW + timedelta(days=7), duration=0),
+        Lane("D", "Reboot", True, started_at=NOW - timedelta(minutes=5), duration=120),
+        Lane("E", "Freeze", True, not_before=NOW + timedelta(minutes=3),
+             gone_at=NOW - timedelta(minutes=2), fate="cancelled"),
+    ]
+    lines = [line.plain for line in timeline_lines(lanes, NOW, (600, 3600), 100, PALETTE, 10)]
+    assert lines[0].startswith("zoom -10m…+1h   -10m")
+    assert "now" in lines[0] and "+1h" in lines[0]
+    assert all(len(line) <= 100 for line in lines)
+    a, b, c, d, e = lines[1:]
+    assert a.startswith("›Reboot ▲") and "│" in a and "◆?" in a
+    assert b.startswith(" Freeze ") and "◆██" in b
+    assert c.endswith("· in 7d 00h →")
+    assert "▶██━" in d
+    assert "✗" in e and "cancelled 09:58" in e
+
+
+def test_timeline_keeps_to_its_height() -> None:
+    lanes = [Lane(str(i), "Freeze", False, not_before=NOW + timedelta(minutes=i))
+             for i in range(10)]
+    lines = timeline_lines(lanes, NOW, (600, 3600), 80, PALETTE, 4)
+    assert len(lines) == 5
+    assert lines[-1].plain == "  … 7 more lanes"
+
+
+def test_timeline_lane_labels_are_literal() -> None:
+    lanes = [Lane("X", "[b]Evil\x1b[0m", True, not_before=NOW + timedelta(minutes=5))]
+    line = timeline_lines(lanes, NOW, (600, 3600), 80, PALETTE, 4)[1].plain
+    assert line.startswith(" [b]Evil… ▲")
+
+
+# -- the table --------------------------------------------------------------------------------
+def test_columns_by_width() -> None:
+    assert tier_for(80) == "narrow" and tier_for(100) == "medium" and tier_for(140) == "wide"
+    assert [k for k, _ in columns_for("narrow")] == ["type", "countdown", "utc", "impact",
+                                                      "resources", "approved"]
+    assert "status" in dict(columns_for("medium")) and "local" not in dict(columns_for(
+        "medium"))
+    assert len(columns_for("wide")) == 9
+
+
+class TableApp(App[None]):
+    def compose(self) -> ComposeResult:
+        yield EventsTable()
+
+
+def rows(*items: tuple[str, str]) -> list[Row]:
+    return [Row(key, {"type": Text(key), "countdown": Text(value)}) for key, value in items]
+
+
+async def test_table_updates_cells_in_place_and_follows_the_selection() -> None:
+    app = TableApp()
+    columns = [("type", "Type"), ("countdown", "Countdown")]
+    async with app.run_test() as pilot:
+        table = app.query_one(EventsTable)
+        table.sync(columns, rows(("A", "T-1:00"), ("B", "T-2:00"), ("C", "T-3:00")))
+        table.select_key("B")
+        await pilot.pause()
+        assert table.rebuilds == 1
+        table.sync(columns, rows(("A", "T-0:59"), ("B", "T-1:59"), ("C", "T-2:59")))
+        assert table.rebuilds == 1  # same rows: cells updated, not rebuilt
+        assert table.cell_text("A", "countdown") == "T-0:59"
+        table.sync(columns, rows(("C", "T-2:58"), ("B", "T-1:58")))  # A left, order changed
+        await pilot.pause()
+        assert table.rebuilds == 2
+        assert table.selected_key == "B"
+        table.sync(columns, rows(("C", "T-2:57")))  # the selected one left: a neighbour
+        await pilot.pause()
+        assert table.selected_key == "C"
+        table.sync(columns, [])
+        assert table.selected_key is None
+
+
+# -- the summary, the dialog, the details ----------------------------------------------------
+def test_summary_lines() -> None:
+    document = doc(3, event("E1", resources=("web-0", "web-1")))
+    note = ApprovalNote("E1", NOW, "oncall", approved=True)
+    first, second = (line.plain for line in summary_lines(document.events[0], "web-0", NOW,
+                                                          note, PALETTE, 200))
+    assert first == ("› Reboot  Scheduled  approved 10:00:00 by oncall  source Platform  "
+                     "impact 15 s  for web-0 (this VM), web-1")
+    assert second == ("NotBefore Sun 22 Nov 2026 10:10:00 UTC (11:10:00 CET)  "
+                      "“Planned maintenance”")
+
+
+def test_approval_prompt_for_this_vm_only() -> None:
+    target = doc(3, event("E1")).events[0]
+    title, body, loud = approval_prompt(target, vm_name="web-0", identity="oncall on vm",
+                                        now=NOW)
+    assert title == "Approve this Reboot now?"
+    assert not loud
+    text = body.plain
+    assert "NotBefore   Sun 22 Nov 2026 10:10:00 UTC (11:10:00 CET), T-10:00" in text
+    assert "Approving lets Azure start this now instead of waiting for NotBefore." in text
+    assert "It will start for:  web-0 (this VM)" in text
+    assert "Recorded in the audit log as:  oncall on vm" in text
+    assert "WARNING" not in text
+
+
+def test_approval_prompt_is_loud_for_other_vms() -> None:
+    target = doc(3, event("E1", resources=("web-0", "web-1", "web-2"))).events[0]
+    _, body, loud = approval_prompt(target, vm_name="web-0", identity="me", now=NOW)
+    assert loud
+    assert "!! WARNING: this also starts it for 2 other VMs: web-1, web-2." in body.plain
+    other = doc(3, event("E2", resources=("db-0",))).events[0]
+    _, body, loud = approval_prompt(other, vm_name="web-0", identity="me", now=NOW)
+    assert loud and "!! This event does not list web-0." in body.plain
+
+
+def test_approval_prompt_when_the_event_started_or_left() -> None:
+    started = doc(4, event("E1", status="Started")).events[0]
+    _, body, _ = approval_prompt(started, vm_name="web-0", identity="me", now=NOW)
+    assert body.plain.startswith("!! This event has started: approving it now will be refused")
+    gone = doc(4, event("E1")).events[0]
+    _, body, _ = approval_prompt(gone, vm_name="web-0", identity="me", now=NOW, present=False)
+    assert "is no longer in the document" in body.plain
+    assert "T-10:00" not in body.plain
+
+
+def test_details_show_every_field_and_unknown_ones_literally() -> None:
+    target = doc(5, event("E1", kind="Hibernate", Extra="[i]x[/i]\x1b[1m",
+                          Resources=["web-0", "db-0"])).events[0]
+    session = Session()
+    tracker = Tracker()
+    for change in tracker.update(doc(5, dict(target.raw)), NOW):
+        session._record(change)
+    text = describe_event(target, vm_name="web-0", now=NOW, present=True,
+                          life=session.lives["E1"]).plain
+    for name in ("EventId", "EventType", "EventStatus", "NotBefore", "DurationInSeconds",
+                 "EventSource", "ResourceType", "Resources", "Description"):
+        assert name in text
+    assert "Hibernate  (a type setui does not know)" in text
+    assert "web-0  ◀ this VM" in text and "db-0" in text
+    assert 'Extra             "[i]x[/i]\\u001b[1m"' in text
+    assert "10:00:00 UTC  in the first document setui saw (incarnation 5)" in text
+    assert '"Extra": "[i]x[/i]\\u001b[1m"' in raw_json(target).plain
+
+
+# -- messages and the session ----------------------------------------------------------------
+def result(document: Any, changes: Any = (), *, fresh: bool = True,
+           state: ConnectionState = ConnectionState.LIVE) -> PollResult:
+    return PollResult(Health(state=state), document, tuple(changes), fresh=fresh,
+                      seen_at=NOW if fresh else None)
+
+
+def test_poll_updates_coalesce_only_without_changes() -> None:
+    quiet = PollUpdate(result(doc(1)))
+    busy = PollUpdate(result(doc(1), changes=[object()]))
+    newer = PollUpdate(result(doc(1)))
+    assert newer.can_replace(quiet)
+    assert not newer.can_replace(busy)
+    assert not PollUpdate(result(doc(2))).can_replace(quiet)  # keep each incarnation
+    assert PollUpdate(result(doc(2))).can_replace(PollUpdate(result(None, fresh=False)))
+
+
+def test_session_follows_an_event_through_its_life() -> None:
+    tracker = Tracker()
+    session = Session()
+    steps = [
+        doc(1),
+        doc(2, event("E1", seconds=60)),
+        doc(3, event("E1", status="Started")),
+        doc(4),
+    ]
+    said: list[str] = []
+    for minute, document in enumerate(steps):
+        seen = NOW + timedelta(minutes=minute)
+        changes = tracker.update(document, seen)
+        announce, _ = session.apply(replace(result(document, changes), seen_at=seen))
+        said += [c.kind.value for c in announce]
+    assert said == ["appeared", "started", "completed"]
+    life = session.lives["E1"]
+    assert (life.first_incarnation, life.started_incarnation, life.gone_incarnation) == (2, 3, 4)
+    assert life.started_exact and life.fate == "completed"
+    assert [g.fate for g in session.gone] == ["completed"]
+    assert session.incarnation_since == NOW + timedelta(minutes=3)
+
+
+def test_session_does_not_announce_the_first_document_and_tells_connection_changes() -> None:
+    tracker = Tracker()
+    session = Session()
+    first = doc(7, event("E1", status="Started"))
+    announce, previous = session.apply(result(first, tracker.update(first, NOW)))
+    assert announce == []
+    assert previous is ConnectionState.ENABLING
+    assert not session.lives["E1"].started_exact
+    _, previous = session.apply(result(first, fresh=False, state=ConnectionState.UNREACHABLE))
+    assert previous is ConnectionState.LIVE
+    _, previous = session.apply(result(first, fresh=False, state=ConnectionState.UNREACHABLE))
+    assert previous is None
+
+
+def test_session_approvals() -> None:
+    session = Session()
+    session.mark_pending("E1", NOW, "oncall")
+    assert session.pending("E1")
+    session.note_approval(ApprovalNote("E1", NOW, "oncall", approved=True, message="ok"))
+    assert not session.pending("E1") and session.approvals["E1"].approved
+    session.note_approval(ApprovalNote("E1", NOW, "oncall", refused=True, message="no"))
+    assert session.approvals["E1"].approved  # a later refusal does not hide the approval
