@@ -1,0 +1,59 @@
+"""`make bench`: every figure beside a reference measured in the same run.
+
+Usage: python bench/run.py [--quick] [--only NAME ...] [--write bench/RESULTS.md]
+Timings on shared machines are noisy: the ratios are the figures to compare across runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import Row, machine  # noqa: E402
+
+SUITES = ["parse_track", "store", "cold_start", "watch_cost", "latency", "dashboard"]
+
+
+def table(rows: list[Row]) -> str:
+    lines = ["| figure | measured | reference (same run) | ratio | target | met |",
+             "|---|---|---|---|---|---|"]
+    for row in rows:
+        met = "-" if row.ok is None else ("yes" if row.ok else "**no**")
+        lines.append(f"| {row.figure} | {row.measured} | {row.reference} | {row.ratio} | "
+                     f"{row.target} | {met} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--only", nargs="*", choices=SUITES, default=SUITES)
+    parser.add_argument("--quick", action="store_true",
+                        help="shorter runs (10 s instead of 60 s) for a smoke test")
+    parser.add_argument("--write", type=Path, help="also write the table to this file")
+    args = parser.parse_args()
+    rows: list[Row] = []
+    started = time.monotonic()
+    for name in args.only:
+        module = importlib.import_module(name)
+        print(f"running {name} ...", file=sys.stderr, flush=True)
+        try:
+            rows.extend(module.run(quick=args.quick) if "quick" in module.run.__code__.co_varnames
+                        else module.run())
+        except Exception as exc:  # a broken benchmark is reported, the others still run
+            rows.append(Row(f"{name}: FAILED", repr(exc)[:80], "-", "-", "-", False))
+    text = table(rows)
+    print(text)
+    print(f"\nmachine: {machine()}; took {time.monotonic() - started:.0f} s")
+    if args.write:
+        args.write.write_text(
+            f"# Benchmark results\n\nMachine: {machine()}\n\n{text}\n", encoding="utf-8")
+    return 0 if all(r.ok is not False for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
