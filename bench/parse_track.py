@@ -46,11 +46,12 @@ def run() -> list[Row]:
         tracker = Tracker()
         state = {"i": 0}
 
-        def parse_and_track() -> None:
+        def parse_and_track(tracker: Tracker = tracker, bodies: list[bytes] = bodies,
+                            state: dict[str, int] = state) -> None:
             state["i"] += 1
             tracker.update(parse_document(bodies[state["i"] % 2]), seen)
 
-        def reference() -> None:
+        def reference(bodies: list[bytes] = bodies, state: dict[str, int] = state) -> None:
             json.loads(bodies[state["i"] % 2])
 
         measured = best_of(parse_and_track) * 1000

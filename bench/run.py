@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import Row, machine  # noqa: E402
+from common import Row, machine
 
 SUITES = ["parse_track", "store", "cold_start", "watch_cost", "latency", "dashboard"]
 

@@ -46,7 +46,7 @@ def _watch(url: str, tmp_path: Path, *extra: str) -> subprocess.Popen[str]:
     )
 
 
-def _read_until(proc: subprocess.Popen[str], done, timeout: float) -> list[str]:  # noqa: ANN001
+def _read_until(proc: subprocess.Popen[str], done, timeout: float) -> list[str]:
     assert proc.stdout is not None
     lines: list[str] = []
     deadline = time.monotonic() + timeout

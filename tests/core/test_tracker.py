@@ -31,11 +31,11 @@ def event(event_id: str = "e1", *, status: str = "Scheduled", not_before: str | 
     return item
 
 
-def doc(incarnation: int, *events: dict[str, Any]):  # noqa: ANN201
+def doc(incarnation: int, *events: dict[str, Any]):
     return parse_document({"DocumentIncarnation": incarnation, "Events": list(events)})
 
 
-def kinds(changes) -> list[str]:  # noqa: ANN001
+def kinds(changes) -> list[str]:
     return [c.kind.value for c in changes]
 
 
@@ -158,7 +158,7 @@ events_strategy = st.lists(
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 6), events_strategy), min_size=1, max_size=8))
-def test_tracker_never_crashes_and_ends_consistent(sequence) -> None:  # noqa: ANN001
+def test_tracker_never_crashes_and_ends_consistent(sequence) -> None:
     tracker = Tracker()
     for i, (incarnation, events) in enumerate(sequence):
         document = doc(incarnation, *events)

@@ -325,7 +325,8 @@ def _duration(value: Any, where: str) -> int | None:
         text = value.strip()
         if text.lstrip("-").isdigit() and len(text) <= 18:
             return int(text)
-    raise DocumentError(where, f"expected a number of seconds, got {_kind(value)} {_preview(value)}")
+    raise DocumentError(
+        where, f"expected a number of seconds, got {_kind(value)} {_preview(value)}")
 
 
 def _kind(value: Any) -> str:
