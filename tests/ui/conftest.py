@@ -69,7 +69,7 @@ class Dashboard:
         return [r.action for r in self.store.audit(oldest_first=True)]
 
     def notices(self) -> list[str]:
-        return [f"{n.title}: {n.message}" for n in self.app._notifications]
+        return list(self.app.notices)
 
     async def wait_for(self, pilot: Any, predicate: Callable[[], bool],
                        timeout: float = 5.0) -> None:

@@ -82,16 +82,17 @@ async def test_events_most_urgent_first_with_this_vm_marked(make_dashboard: Make
         await start(d, pilot)
         t = table(d)
         types = [t.cell_text(k, "type") for k in t.keys]
-        assert types == ["Freeze", "Freeze", "Reboot", "Redeploy"]
+        # This VM's events first, most urgent first; then the neighbours'.
+        assert types == ["Freeze", "Reboot", "Freeze", "Redeploy"]
         first, second, third, fourth = t.keys
         assert t.cell_text(first, "countdown") == "!! T-0:10"
         assert t.cell_text(first, "resources") == "▲ web-0 +1"
+        assert t.cell_text(second, "countdown") == "T-5:40"
+        assert t.cell_text(second, "source") == "User"
+        assert t.cell_text(second, "impact") == "unknown"
         # Another VM's event: no alarm symbol, only the time.
-        assert t.cell_text(second, "countdown") == "T-2:30"
-        assert t.cell_text(second, "resources") == "web-1"
-        assert t.cell_text(third, "countdown") == "T-5:40"
-        assert t.cell_text(third, "source") == "User"
-        assert t.cell_text(third, "impact") == "unknown"
+        assert t.cell_text(third, "countdown") == "T-2:30"
+        assert t.cell_text(third, "resources") == "web-1"
         assert t.cell_text(fourth, "impact") == "none"
         assert t.cell_text(first, "utc") == "10:05:10"
         assert t.cell_text(first, "local") == "11:05:10"

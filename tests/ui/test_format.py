@@ -58,12 +58,18 @@ def test_countdown_waiting_once_not_before_has_passed() -> None:
 def test_countdown_started() -> None:
     started = ev(status="Started")
     assert countdown(started, NOW, started_at=NOW - timedelta(seconds=42)) == Countdown(
-        "started 0:42 ago", Urgency.STARTED)
+        "started 0:42 ago", Urgency.STARTED, "0:42 ago")
     inexact = countdown(started, NOW, started_at=NOW - timedelta(seconds=42),
                         started_exact=False)
     assert inexact.text == "started ≥0:42 ago"
     assert countdown(started, NOW).text == "started"
     assert countdown(started, NOW, started_at=NOW).label() == "▶ started 0:00 ago"
+    # 80 columns: the ▶ says "started", even on a neighbour's (quiet) row.
+    assert inexact.label(short=True) == "▶ ≥0:42 ago"
+    assert inexact.label(loud=False, short=True) == "▶ ≥0:42 ago"
+    assert countdown(started, NOW).label(short=True) == "▶ started"
+    # Only started countdowns have a short form.
+    assert countdown(ev(in_seconds=90), NOW).label(short=True) == "! T-1:30"
 
 
 def test_countdown_unknown_status_is_shown_literally() -> None:
@@ -150,9 +156,12 @@ def test_sort_key_most_urgent_first_and_stable_in_time() -> None:
     passed = ev("PASSED", in_seconds=-30)
     started = ev("STARTED", status="Started")
     other_same_time = ev("OTHER", in_seconds=120, resources=("web-1",))
-    events = [later, other_same_time, sooner, passed, started]
+    other_started = ev("OTHER-STARTED", status="Started", resources=("db-0",))
+    events = [later, other_same_time, other_started, sooner, passed, started]
     ordered = sorted(events, key=lambda e: sort_key(e, "web-0", first_seen=NOW))
-    assert [e.event_id for e in ordered] == ["STARTED", "PASSED", "SOONER", "OTHER", "LATER"]
+    # This VM's events first, however urgent a neighbour's is.
+    assert [e.event_id for e in ordered] == ["STARTED", "PASSED", "SOONER", "LATER",
+                                             "OTHER-STARTED", "OTHER"]
 
 
 def test_safe_cuts_and_escapes() -> None:

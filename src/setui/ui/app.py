@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from functools import partial
@@ -19,19 +20,27 @@ from typing import TYPE_CHECKING, ClassVar
 from rich.text import Text
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.notifications import Notify, SeverityLevel
 from textual.screen import Screen
 from textual.worker import Worker
 
 from setui.approval import Approver, find_event
 from setui.config import Config
 from setui.core.clock import utc_now
-from setui.core.health import PollResult
+from setui.core.health import ConnectionState, PollResult
 from setui.core.model import Event
 from setui.core.poller import Poller
 from setui.identity import Identity
 from setui.session import resolve_vm_name
 from setui.store import StoreError
-from setui.ui.format import Palette, announcement, combine, connection_announcement, safe
+from setui.ui.format import (
+    Palette,
+    age,
+    announcement,
+    combine,
+    connection_announcement,
+    safe,
+)
 from setui.ui.messages import ApprovalDone, ApprovalNote, PollUpdate, Session
 from setui.ui.screens.confirm import GUARD_SECONDS, ConfirmationModal, approval_prompt
 from setui.ui.screens.details import details_screen
@@ -43,7 +52,9 @@ if TYPE_CHECKING:
     from setui.core.client import ImdsClient
     from setui.store import Store
 
-__all__ = ["SetuiApp"]
+__all__ = ["MAX_TOASTS", "SetuiApp"]
+
+MAX_TOASTS = 2  # notifications on screen at once
 
 
 class SetuiApp(App[None]):
@@ -78,6 +89,7 @@ class SetuiApp(App[None]):
         self.palette = Palette()
         self.confirm_guard = GUARD_SECONDS
         self.bells = 0
+        self.notices: deque[str] = deque(maxlen=500)  # "title: message", oldest first
         self.poller: Poller | None = None
         self._poll_worker: Worker[None] | None = None
         self.main_screen = MainScreen()
@@ -197,8 +209,12 @@ class SetuiApp(App[None]):
         item = combine([s for s in said if s is not None])
         if item is not None:  # one toast per answer, however much changed in it
             self.notify(item.text, title=item.title, markup=False, timeout=10 if item.mine
-                        else 5, severity=item.severity)  # type: ignore[arg-type]
-        if announce and self.config.bell:
+                        else 4, severity=item.severity)  # type: ignore[arg-type]
+        # The bell is for this VM's events; a neighbour's are news on the screen. With
+        # the VM's name not known yet, every event might be this VM's.
+        if announce and self.config.bell and (
+                not self.vm_name or any(c.event is not None and c.event.affects(self.vm_name)
+                                        for c in announce)):
             self.bell()
         self._refresh()
 
@@ -229,6 +245,23 @@ class SetuiApp(App[None]):
     def bell(self) -> None:
         self.bells += 1
         super().bell()
+
+    def notify(self, message: str, *, title: str = "",
+               severity: SeverityLevel = "information", timeout: float | None = None,
+               markup: bool = True) -> None:
+        """Every notice is also kept in :attr:`notices`: a toast may be gone before anyone
+        reads it."""
+        self.notices.append(f"{title}: {message}" if title else message)
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+
+    def _on_notify(self, event: Notify) -> None:
+        super()._on_notify(event)
+        # At 80x24 every toast hides rows: the newest few stay, older ones go at once.
+        excess = list(self._notifications)[:-MAX_TOASTS]
+        for old in excess:
+            self._unnotify(old, refresh=False)
+        if excess:
+            self._refresh_notifications()
 
     # -- approvals --------------------------------------------------------------------------
     def request_approval(self, event_id: str) -> None:
@@ -262,7 +295,17 @@ class SetuiApp(App[None]):
     def _prompt(self, event: Event, present: bool = True) -> tuple[str, Text, bool]:
         return approval_prompt(event, vm_name=self.vm_name, identity=self.identity.label,
                                now=self.now(), previous=self.session.approvals.get(
-                                   event.event_id), present=present)
+                                   event.event_id), present=present, stale=self._staleness())
+
+    def _staleness(self) -> str | None:
+        """Why what the dialog shows may not be what the service says now, if it may not."""
+        health = self.session.health
+        if health.state is ConnectionState.LIVE:
+            return None
+        seen = self.session.last_seen
+        old = f"{age(max(0.0, (self.now() - seen).total_seconds()))} old" if seen else "old"
+        return (f"The connection is {health.state.value}: this is the last answer, {old}. "
+                "The event may have changed since.")
 
     def _confirmed(self, event_id: str, yes: bool | None) -> None:
         if not yes:
@@ -278,7 +321,14 @@ class SetuiApp(App[None]):
     async def _approve(self, event_id: str) -> None:
         # The document at this moment: the approver refuses an event that started or
         # left while the dialog was open.
-        outcomes = await self.approver.approve([event_id], self.session.document)
+        try:
+            outcomes = await self.approver.approve([event_id], self.session.document)
+        except Exception as exc:  # a bug must not leave the row saying "approving…"
+            self.post_message(ApprovalDone([ApprovalNote(
+                event_id, self.now(), self.identity.user,
+                message=f"not approved: setui failed ({type(exc).__name__}: {exc}); the "
+                        "audit log tells whether the request was sent")]))
+            return
         self.post_message(ApprovalDone([
             ApprovalNote(o.event_id, self.now(), self.identity.user, approved=o.approved,
                          refused=o.refused, message=o.message) for o in outcomes]))

@@ -67,11 +67,16 @@ class Urgency(IntEnum):
 class Countdown(NamedTuple):
     text: str  # without the symbol: "T-14:32", "waiting", "started 0:42 ago"
     urgency: Urgency
+    short: str = ""  # for 80 columns, where it differs: "0:42 ago" (the ▶ says started)
 
-    def label(self, loud: bool = True) -> str:
+    def label(self, loud: bool = True, *, short: bool = False) -> str:
         """The text with its urgency symbol in front (``loud=False``: no symbol)."""
-        symbol = self.urgency.symbol if loud else ""
-        return f"{symbol} {self.text}" if symbol else self.text
+        text = (self.short or self.text) if short else self.text
+        # Short started text needs its ▶ even on a quiet row: without it "0:42 ago" says
+        # nothing.
+        keep = loud or (short and self.urgency is Urgency.STARTED)
+        symbol = self.urgency.symbol if keep else ""
+        return f"{symbol} {text}" if symbol else text
 
 
 def safe(text: object, limit: int | None = None) -> str:
@@ -102,8 +107,8 @@ def countdown(event: Event, now: datetime, *, started_at: datetime | None = None
     if event.is_started:
         if started_at is None:
             return Countdown("started", Urgency.STARTED)
-        ago = duration_text((now - started_at).total_seconds())
-        return Countdown(f"started {'' if started_exact else '≥'}{ago} ago", Urgency.STARTED)
+        ago = f"{'' if started_exact else '≥'}{duration_text((now - started_at).total_seconds())}"
+        return Countdown(f"started {ago} ago", Urgency.STARTED, f"{ago} ago")
     if not event.is_scheduled:
         return Countdown(f"status {safe(event.status, 20)}", Urgency.CALM)
     if event.not_before is None:
@@ -203,17 +208,17 @@ def approved_label(at: datetime, user: str, *, short: bool = False) -> str:
 
 def sort_key(event: Event, vm_name: str | None, *, started_at: datetime | None = None,
              first_seen: datetime | None = None) -> tuple[object, ...]:
-    """Most urgent first: started, then by NotBefore (passed ones first), this VM first
-    among equals. It does not depend on the time, so rows only move when the document
-    changes."""
+    """Most urgent first: this VM's events before everyone else's (the operator acts on
+    those; a neighbour's started event is news, not a task), then started, then by
+    NotBefore (passed ones first). It does not depend on the time, so rows only move
+    when the document changes."""
     far = datetime.max.replace(tzinfo=timezone.utc)
     mine = 0 if event.affects(vm_name) else 1
     if event.is_started:
-        when = started_at or first_seen or far
-        return (0, when, mine, event.event_id)
+        return (mine, 0, started_at or first_seen or far, event.event_id)
     if event.is_scheduled and event.not_before is not None:
-        return (1, event.not_before, mine, event.event_id)
-    return (2, first_seen or far, mine, event.event_id)
+        return (mine, 1, event.not_before, event.event_id)
+    return (mine, 2, first_seen or far, event.event_id)
 
 
 @dataclass(frozen=True)

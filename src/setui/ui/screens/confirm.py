@@ -26,6 +26,7 @@ from setui.ui.messages import ApprovalNote
 __all__ = ["GUARD_SECONDS", "ConfirmationModal", "approval_prompt"]
 
 GUARD_SECONDS = 0.3
+_NAMES_SHOWN = 20  # resources named in the dialog; the rest are counted
 
 
 class ConfirmationModal(ModalScreen[bool]):
@@ -56,7 +57,8 @@ class ConfirmationModal(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Static(Text(self._title), id="dialog-title")
-            with VerticalScroll(id="dialog-scroll", can_focus=False):
+            # Focusable, so the arrow keys scroll a body longer than the screen.
+            with VerticalScroll(id="dialog-scroll"):
                 yield Static(self._body, id="dialog-body")
             keys = Text()
             keys.append(" y ", style="bold reverse")
@@ -71,8 +73,18 @@ class ConfirmationModal(ModalScreen[bool]):
 
     def on_mount(self) -> None:
         self._opened = self._mono()
+        self._fit()
         if self._refresh is not None:
             self.set_interval(1.0, self._update_body)
+
+    def on_resize(self) -> None:
+        self._fit()
+
+    def _fit(self) -> None:
+        # The body scrolls and the key line never leaves the screen, however long the
+        # body: border 2, title and its margin 2, keys and their margin 2.
+        height = self.size.height or self.app.size.height
+        self.query_one("#dialog-scroll").styles.max_height = max(height - 6, 3)
 
     def _update_body(self) -> None:
         assert self._refresh is not None
@@ -93,10 +105,11 @@ class ConfirmationModal(ModalScreen[bool]):
 
 def approval_prompt(event: Event, *, vm_name: str | None, identity: str, now: datetime,
                     previous: ApprovalNote | None = None, present: bool = True,
-                    ) -> tuple[str, Text, bool]:
+                    stale: str | None = None) -> tuple[str, Text, bool]:
     """(title, body, loud) of the approval dialog; loud when other VMs are affected.
 
     ``present=False``: the event left the document while the dialog was open.
+    ``stale``: why the document shown may not be the service's current one.
     """
     title = f"Approve this {safe(event.event_type, 24)} now?"
     body = Text()
@@ -104,6 +117,21 @@ def approval_prompt(event: Event, *, vm_name: str | None, identity: str, now: da
         what = "has started" if present else "is no longer in the document"
         body.append(f"!! This event {what}: approving it now will be refused.\n\n",
                     style="bold reverse")
+    mine = [r for r in event.resources if is_this_vm(r, vm_name)]
+    others = [r for r in event.resources if not is_this_vm(r, vm_name)]
+    if others:  # first, where no scrolling can hide it
+        count = f"{len(others)} other VM{'s' if len(others) != 1 else ''}"
+        body.append(f"!! WARNING: this also starts it for {count}: "
+                    f"{', '.join(safe(r, 60) for r in others[:10])}"
+                    f"{' …' if len(others) > 10 else ''}.\n", style="bold reverse")
+        body.append("!! Approving affects every VM listed, not only this one.\n", style="bold")
+    if not mine:
+        who = safe(vm_name, 60) if vm_name else "this VM (its name is not known yet)"
+        body.append(f"!! This event does not list {who}.\n", style="bold")
+    if stale:
+        body.append(f"!! {stale}\n", style="bold")
+    if others or not mine or stale:
+        body.append("\n")
 
     def field(name: str, value: str, style: str = "") -> None:
         body.append(f"{name:<12}", style="bold")
@@ -117,25 +145,16 @@ def approval_prompt(event: Event, *, vm_name: str | None, identity: str, now: da
                            + (f", {countdown(event, now).text}" if present else ""))
     field("Impact", impact(event))
     if event.description:
-        field("Description", "“" + safe(event.description, 300) + "”")
+        field("Description", "“" + safe(event.description, 160) + "”")
     body.append("\nApproving lets Azure start this now instead of waiting for NotBefore.\n")
     body.append("It will start for:  ", style="bold")
-    mine = [r for r in event.resources if is_this_vm(r, vm_name)]
-    others = [r for r in event.resources if not is_this_vm(r, vm_name)]
     names = [safe(r, 60) + " (this VM)" for r in mine] + [safe(r, 60) for r in others]
-    body.append(", ".join(names) if names else "no resources listed", style="bold")
+    shown = ", ".join(names[:_NAMES_SHOWN])
+    if len(names) > _NAMES_SHOWN:
+        shown += f" … and {len(names) - _NAMES_SHOWN} more"
+    body.append(shown or "no resources listed", style="bold")
     body.append("\n")
     loud = bool(others) or not mine
-    if others:
-        count = f"{len(others)} other VM{'s' if len(others) != 1 else ''}"
-        body.append("\n")
-        body.append(f"!! WARNING: this also starts it for {count}: "
-                    f"{', '.join(safe(r, 60) for r in others[:10])}"
-                    f"{' …' if len(others) > 10 else ''}.\n", style="bold reverse")
-        body.append("!! Approving affects every VM listed, not only this one.\n", style="bold")
-    if not mine:
-        who = safe(vm_name, 60) if vm_name else "this VM (its name is not known yet)"
-        body.append(f"!! This event does not list {who}.\n", style="bold")
     if previous is not None and previous.approved:
         body.append(f"\nAlready {previous.message or 'approved'} "
                     f"({previous.at.strftime('%H:%M:%S')} UTC by {safe(previous.user, 24)}).\n")

@@ -42,11 +42,25 @@ from setui.ui.widgets.timeline import Lane, Timeline
 if TYPE_CHECKING:
     from setui.ui.app import SetuiApp
 
-__all__ = ["MainScreen", "build_lanes", "build_rows", "matches"]
+__all__ = ["MainScreen", "build_lanes", "build_rows", "matches", "share_height"]
 
 _RESOURCE_WIDTH = {"wide": 16, "medium": 16, "narrow": 13}
 _SUMMARY_LINES = 3  # a rule and two lines
+_TIMELINE_FRAME = 2  # its rule and its axis
 _FOOTER_LINES = 1
+
+
+def share_height(lines: int, *, rows: int, lanes: int) -> tuple[int, int]:
+    """Split ``lines`` between the table (a header and ``rows``) and the timeline's lanes.
+
+    Both get what they need when it fits. When it does not, the table keeps at least half
+    (its rows are what the operator acts on) and the timeline gets the rest, at least one
+    lane; with no rows the "No scheduled events" text keeps four lines.
+    """
+    table_want = rows + 1 if rows else 4
+    table_min = min(table_want, max(4, lines // 2))
+    lane_lines = max(1, min(lanes, lines - table_min))
+    return max(lines - lane_lines, 3), lane_lines
 
 
 def matches(event: Event, text: str) -> bool:
@@ -69,6 +83,8 @@ def _approval_cell(note: ApprovalNote | None, tier: str) -> Text:
         when = note.at.astimezone(timezone.utc).strftime("%H:%M:%S")
         return Text(f"{when} by {safe(note.user, 10)}", style="bold")
     if not note.refused:
+        if tier == "narrow":  # the reason and the time are in the summary under the table
+            return Text("✗ failed", style="bold")
         return Text(f"✗ failed {note.at.astimezone(timezone.utc):%H:%M}", style="bold")
     return Text()
 
@@ -95,7 +111,8 @@ def build_rows(events: Sequence[Event], session: Session, vm_name: str | None, n
             "type": Text(safe(event.event_type, 12), style=_type_style(mine, cd.urgency,
                                                                         loud, row_style)),
             "status": Text(safe(event.status, 12), style=row_style),
-            "countdown": Text(cd.label(loud=mine), style=loud or row_style),
+            "countdown": Text(cd.label(loud=mine, short=tier == "narrow"),
+                              style=loud or row_style),
             "utc": Text(time_of_day(nb, now) if nb else "—", style=row_style),
             "local": Text(time_of_day(nb, now, None) if nb else "—", style=row_style),
             "impact": Text(impact(event), style=row_style),
@@ -237,23 +254,26 @@ class MainScreen(Screen[None]):
         event = document.event(selected) if document is not None and selected else None
         self.query_one(EventSummary).show(event, app.vm_name, now,
                                           session.approvals.get(selected or ""), palette)
-        height = self.size.height or app.size.height
-        timeline = self.query_one(Timeline)
-        timeline.show(build_lanes(events, session, app.vm_name, now, selected, self._keep),
-                      now, palette, max_lanes=max(2, (height - 14) // 2))
         status = self.query_one(StatusBar)
         status.show(StatusView(
             now=now, endpoint=app.config.endpoint, health=session.health,
             vm_name=app.vm_name, demo=app.demo, read_only=app.config.read_only,
             incarnation=document.incarnation if document is not None else None,
             last_seen=session.last_seen, store_problem=app.store_status,
-            filter_text=self.filter_text, this_vm_only=self.this_vm_only), palette)
-        # The table takes what the other parts leave, so the summary and the timeline sit
-        # right under its last row and the free space, if any, is at the bottom.
+            filter_text=self.filter_text, this_vm_only=self.this_vm_only,
+            hidden=hidden), palette)
+        lanes = build_lanes(events, session, app.vm_name, now, selected, self._keep)
         box = self.query_one("#filter", Input)
-        used = (status.lines + _SUMMARY_LINES + timeline.lines + 1 + _FOOTER_LINES
-                + (1 if box.display else 0))
-        table.fit(height - used)
+        height = self.size.height or app.size.height
+        table_lines, lane_lines = share_height(
+            height - (status.lines + _SUMMARY_LINES + _TIMELINE_FRAME + _FOOTER_LINES
+                      + (1 if box.display else 0)),
+            rows=len(events), lanes=len(lanes))
+        timeline = self.query_one(Timeline)
+        timeline.show(lanes, now, palette, max_lanes=lane_lines)
+        # The table takes what the timeline leaves, so the summary and the timeline sit
+        # right under its last row and the free space, if any, is at the bottom.
+        table.fit(table_lines + lane_lines - (timeline.lines - 1))
         footer = self.query_one(Footer)
         footer.show_command_palette = tier != "narrow"  # room for the keys first
 

@@ -73,6 +73,7 @@ class EventsTable(DataTable[Text]):
         self._keys: list[str] = []
         self._cells: dict[str, dict[str, Text]] = {}
         self.rebuilds = 0  # how often rows were rebuilt rather than updated (for tests)
+        self.cell_updates = 0  # how many cells were repainted one by one (for tests)
 
     @property
     def selected_key(self) -> str | None:
@@ -95,31 +96,32 @@ class EventsTable(DataTable[Text]):
         """Show ``rows`` under ``columns``, touching only what changed."""
         columns = list(columns)
         keys = [row.key for row in rows]
-        if columns != self._columns:
-            self._rebuild(columns, rows, new_columns=True)
-        elif keys != self._keys:
-            self._rebuild(columns, rows, new_columns=False)
+        if columns != self._columns or keys != self._keys:
+            self._rebuild(columns, rows)
         else:
             for row in rows:
                 old = self._cells.get(row.key, {})
                 for key, _ in columns:
                     cell = row.cells.get(key, Text())
-                    if old.get(key) != cell:
-                        self.update_cell(row.key, key, cell, update_width=True)
+                    before = old.get(key)
+                    if before != cell:
+                        # Measuring the column again relayouts the whole table: only when
+                        # the width changed (a ticking countdown keeps its width).
+                        resize = before is None or before.cell_len != cell.cell_len
+                        self.update_cell(row.key, key, cell, update_width=resize)
+                        self.cell_updates += 1
                 self._cells[row.key] = dict(row.cells)
 
-    def _rebuild(self, columns: list[tuple[str, str]], rows: Sequence[Row], *,
-                 new_columns: bool) -> None:
+    def _rebuild(self, columns: list[tuple[str, str]], rows: Sequence[Row]) -> None:
         selected = self.selected_key
         old_index = self.cursor_row
         old_keys = list(self._keys)
         self.rebuilds += 1
-        if new_columns:
-            self.clear(columns=True)
-            for key, label in columns:
-                self.add_column(Text(label, style="bold"), key=key)
-        else:
-            self.clear()
+        # The columns too: a column only ever widens as rows are added, so widths
+        # measured for rows that are gone would stay.
+        self.clear(columns=True)
+        for key, label in columns:
+            self.add_column(Text(label, style="bold"), key=key)
         self._columns = columns
         self._keys = [row.key for row in rows]
         self._cells = {}

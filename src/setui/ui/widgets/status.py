@@ -37,6 +37,7 @@ class StatusView:
     store_problem: str | None = None  # history/audit not available or failing
     filter_text: str = ""
     this_vm_only: bool = False
+    hidden: int = 0  # events the filter or this-VM-only hides
 
 
 def connection_text(health: Health) -> tuple[str, str]:
@@ -94,6 +95,14 @@ def status_lines(view: StatusView, width: int, palette: Palette) -> list[Text]:
              ConnectionState.UNREACHABLE: palette.urgent}[state]
     second = Text(word, style=style or "")
     parts: list[tuple[str, str]] = []
+    # What hides rows goes first: cut off at the right edge, it would mislead.
+    view_parts = []
+    if view.this_vm_only:
+        view_parts.append("this VM only (m)")
+    if view.filter_text:
+        view_parts.append(f"filter “{safe(view.filter_text, 30)}”")
+    if view_parts:
+        parts.append((", ".join(view_parts) + f": {view.hidden} hidden", "bold"))
     if view.last_seen is not None:
         seconds = max(0.0, (view.now - view.last_seen).total_seconds())
         if state is ConnectionState.LIVE:
@@ -112,10 +121,6 @@ def status_lines(view: StatusView, width: int, palette: Palette) -> list[Text]:
     if view.store_problem:
         parts.append((f"history NOT recorded: {safe(view.store_problem, 160)}",
                       palette.alarm))
-    if view.this_vm_only:
-        parts.append(("this VM only (m)", "bold"))
-    if view.filter_text:
-        parts.append((f"filter “{safe(view.filter_text, 30)}”", "bold"))
     for text, part_style in parts:
         second.append("  ·  ", style=palette.muted)
         second.append(text, style=part_style)

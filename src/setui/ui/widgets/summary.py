@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import datetime
 
 from rich.text import Text
@@ -20,6 +21,8 @@ from setui.ui.messages import ApprovalNote
 
 __all__ = ["EventSummary", "summary_lines"]
 
+_NAMES = 12
+
 
 def summary_lines(event: Event | None, vm_name: str | None, now: datetime,
                   note: ApprovalNote | None, palette: Palette, width: int) -> list[Text]:
@@ -31,17 +34,29 @@ def summary_lines(event: Event | None, vm_name: str | None, now: datetime,
     first.append("› ", style="bold")
     first.append(safe(event.event_type, 24), style="bold")
     first.append(f"  {safe(event.status, 20)}")
-    if note is not None and (note.approved or note.pending):
+    if note is not None:
         first.append("  ")
-        first.append("approving…" if note.pending else approved_label(note.at, note.user),
-                     style="bold")
+        if note.pending:  # retries can take up to 70 s: show that it is still going
+            waited = max(0, int((now - note.at).total_seconds()))
+            first.append(f"approving… {waited} s" if waited >= 2 else "approving…",
+                         style="bold")
+        elif note.approved:
+            first.append(approved_label(note.at, note.user), style="bold")
+        else:  # the row only has room for "✗ failed": the reason is here
+            first.append(f"✗ not approved {note.at:%H:%M:%S}: {safe(note.message, 120)}",
+                         style=palette.urgent)
     if event.source is not None:
         first.append(f"  source {safe(event.source, 20)}")
     first.append(f"  impact {impact(event)}")
     first.append("  for ")
-    names = []
-    for name in event.resources:
-        names.append(safe(name, 40) + (" (this VM)" if is_this_vm(name, vm_name) else ""))
+    # The line is cut at the screen's width anyway; naming a few is enough (an event
+    # can list thousands, and this runs every second).
+    mine = [r for r in event.resources if is_this_vm(r, vm_name)]
+    others = (r for r in event.resources if not is_this_vm(r, vm_name))
+    names = [safe(name, 40) + " (this VM)" for name in mine[:1]]
+    names += [safe(name, 40) for name in itertools.islice(others, _NAMES - len(names))]
+    if len(event.resources) > _NAMES:
+        names.append(f"… {len(event.resources)} in all")
     first.append(", ".join(names) if names else "no resources listed",
                  style=None if event.affects(vm_name) else palette.secondary)
     second = Text()

@@ -244,8 +244,10 @@ class Timeline(Static):
         lines = timeline_lines(lanes, now, self.zoom, width, palette, max(max_lanes, 1))
         if lines == self._shown:
             return
+        # Only a change in the number of lines moves anything else on the screen.
+        relayout = self._shown is None or len(lines) != len(self._shown)
         self._shown = lines
-        self.update(Text("\n").join(lines), layout=True)
+        self.update(Text("\n").join(lines), layout=relayout)
 
     @property
     def lines(self) -> int:

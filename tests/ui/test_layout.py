@@ -1,0 +1,220 @@
+"""What a tired operator sees at 80x24: nothing cut off, nothing covered for long, no
+repaint that is not needed, and the dialog's keys always on the screen."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from setui.ui.app import MAX_TOASTS
+from setui.ui.screens.confirm import ConfirmationModal
+from setui.ui.screens.main import MainScreen, share_height
+from setui.ui.widgets.events import EventsTable
+from setui.ui.widgets.status import StatusBar
+from setui.ui.widgets.summary import EventSummary
+from setui.ui.widgets.timeline import Timeline
+
+Dashboard = Any
+MakeDashboard = Any
+
+WIDE = (120, 36)
+NARROW = (80, 24)
+
+
+def table(d: Dashboard) -> EventsTable:
+    return d.app.main_screen.query_one(EventsTable)
+
+
+def status(d: Dashboard) -> str:
+    return d.app.main_screen.query_one(StatusBar).plain()
+
+
+async def start(d: Dashboard, pilot: Any) -> None:
+    await d.settle(pilot)
+    await d.wait_for(pilot, lambda: d.app.vm_name == "web-0")
+    await pilot.pause()
+
+
+async def open_dialog(d: Dashboard, pilot: Any) -> ConfirmationModal:
+    await pilot.press("a")
+    await d.wait_for(pilot, lambda: isinstance(d.app.screen, ConfirmationModal))
+    return d.app.screen  # type: ignore[return-value]
+
+
+# -- sharing the height -------------------------------------------------------------------------
+def test_share_height_gives_both_what_they_need_when_it_fits() -> None:
+    assert share_height(14, rows=4, lanes=6) == (8, 6)
+
+
+def test_share_height_keeps_half_for_the_table_when_it_does_not_fit() -> None:
+    table_lines, lanes = share_height(14, rows=20, lanes=20)
+    assert (table_lines, lanes) == (7, 7)
+    # Few rows: the timeline gets the rest, not a fixed share.
+    assert share_height(14, rows=2, lanes=20) == (3, 11)  # a header and two rows
+
+
+def test_share_height_never_starves_either() -> None:
+    for lines in range(0, 30):
+        for rows in (0, 1, 5, 50):
+            for lanes in (0, 1, 5, 50):
+                table_lines, lane_lines = share_height(lines, rows=rows, lanes=lanes)
+                assert table_lines >= 3 and lane_lines >= 1
+
+
+async def test_timeline_uses_the_free_lines_at_80x24(make_dashboard: MakeDashboard) -> None:
+    # At 440 s of busy: three events in the table, five lanes with the gone ones.
+    d = make_dashboard(at=200)
+    async with d.app.run_test(size=NARROW) as pilot:
+        await start(d, pilot)
+        await d.advance(pilot, 240, step=20)
+        lines = d.app.main_screen.query_one(Timeline).plain()
+        assert "more lane" not in lines
+        assert "completed" in lines and "cancelled" in lines
+
+
+# -- 80 columns ---------------------------------------------------------------------------------
+async def test_after_an_approval_the_table_still_fits_80_columns(
+        make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard()
+    d_app = d.app
+    async with d_app.run_test(size=NARROW) as pilot:
+        await start(d, pilot)
+        d_app.confirm_guard = 0.0
+        await open_dialog(d, pilot)
+        await pilot.press("y")
+        await d.wait_for(pilot, lambda: len(d.posts()) == 1)
+        await d.advance(pilot, 12)  # the approved Freeze starts
+        t = table(d)
+        first = t.keys[0]
+        await d.wait_for(pilot, lambda: t.cell_text(first, "approved").startswith("✓"))
+        assert t.cell_text(first, "countdown").startswith("▶ ")
+        assert t.cell_text(first, "countdown").endswith(" ago")
+        # Every column on the screen: nothing to scroll sideways to.
+        assert t.virtual_size.width <= t.size.width, (t.virtual_size, t.size)
+
+
+async def test_a_failed_approval_gives_its_reason_under_the_table(
+        make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard(read_only=True)
+    async with d.app.run_test(size=NARROW) as pilot:
+        await start(d, pilot)
+        await pilot.press("a")
+        await pilot.pause()
+        summary = d.app.main_screen.query_one(EventSummary).plain()
+        assert "✗ not approved 10:05:00: " in summary
+        assert "read-only" in summary
+
+
+# -- toasts and the bell ------------------------------------------------------------------------
+async def test_at_most_two_toasts_cover_the_dashboard(make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard()
+    async with d.app.run_test(size=NARROW) as pilot:
+        await start(d, pilot)
+        for i in range(6):
+            d.app.notify(f"notice {i}", markup=False)
+        await pilot.pause()
+        shown = [n.message for n in d.app._notifications]
+        assert shown == [f"notice {i}" for i in range(6 - MAX_TOASTS, 6)]
+        assert [f"notice {i}" for i in range(6)] == list(d.app.notices)[-6:]
+
+
+async def test_the_bell_rings_for_this_vm_not_for_neighbours(
+        make_dashboard: MakeDashboard, write_scenario: Any) -> None:
+    scenario = write_scenario("neighbours", {
+        "vm_name": "web-0",
+        "events": [
+            {"type": "Freeze", "at": 10, "notice": "5m", "resources": ["web-1"],
+             "duration": 5},
+            {"type": "Reboot", "at": 20, "notice": "5m", "resources": ["web-0"],
+             "duration": 5},
+        ],
+    })
+    d = make_dashboard(scenario, at=0)
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        await d.advance(pilot, 15)
+        assert any(n.startswith("New event: Freeze for web-1") for n in d.notices())
+        assert d.app.bells == 0
+        await d.advance(pilot, 10)
+        assert any(n.startswith("New event: Reboot for this VM") for n in d.notices())
+        assert d.app.bells == 1
+
+
+# -- the dialog ---------------------------------------------------------------------------------
+async def test_the_dialog_keys_stay_on_an_80x24_screen_with_a_long_body(
+        make_dashboard: MakeDashboard, write_scenario: Any) -> None:
+    scenario = write_scenario("long", {
+        "vm_name": "web-0",
+        "events": [{
+            "type": "Reboot", "at": 0, "notice": "10m", "duration": 5,
+            "resources": ["web-0", *(f"neighbour-vm-{i:03d}" for i in range(60))],
+            "description": "A description that goes on and on. " * 12,
+        }],
+    })
+    d = make_dashboard(scenario, at=30)
+    async with d.app.run_test(size=NARROW) as pilot:
+        await start(d, pilot)
+        dialog = await open_dialog(d, pilot)
+        await pilot.pause()
+        screen = dialog.region
+        keys = dialog.query_one("#dialog-keys").region
+        assert keys.height == 1 and screen.contains_region(keys), (keys, screen)
+        body = str(dialog.query_one("#dialog-body").render())
+        # The warning comes first, where no scrolling is needed to see it.
+        assert body.index("WARNING: this also starts it for 60 other VMs") < body.index("EventId")
+        assert "… and 41 more" in body
+        await pilot.press("n")
+
+
+async def test_the_dialog_says_when_the_connection_is_down(
+        make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard()
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        d.emulator.stop()
+        await d.wait_for(pilot, lambda: "✖ unreachable" in status(d), timeout=10)
+        dialog = await open_dialog(d, pilot)
+        body = str(dialog.query_one("#dialog-body").render())
+        assert "The connection is unreachable: this is the last answer" in body
+        await pilot.press("n")
+        await d.wait_for(pilot, lambda: isinstance(d.app.screen, MainScreen))
+
+
+# -- repainting ---------------------------------------------------------------------------------
+async def test_a_tick_repaints_only_the_cells_that_changed(
+        make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard()
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        t = table(d)
+        timeline = d.app.main_screen.query_one(Timeline)
+        screen = d.app.main_screen
+        screen.refresh_view()
+        await pilot.pause()
+        before = (t.cell_updates, t.rebuilds, timeline.plain())
+        screen.refresh_view()  # the same second: nothing to repaint
+        await pilot.pause()
+        assert (t.cell_updates, t.rebuilds, timeline.plain()) == before
+        d.clock.advance(1)
+        screen.refresh_view()
+        await pilot.pause()
+        # One second later only countdowns move: at most one cell a row.
+        assert 0 < t.cell_updates - before[0] <= len(t.keys)
+        assert t.rebuilds == before[1]
+
+
+async def test_an_approval_that_fails_inside_setui_is_not_left_pending(
+        make_dashboard: MakeDashboard, monkeypatch: Any) -> None:
+    d = make_dashboard()
+
+    async def broken(*_args: Any) -> Any:
+        raise RuntimeError("boom")
+
+    async with d.app.run_test(size=NARROW) as pilot:
+        await start(d, pilot)
+        monkeypatch.setattr(d.app.approver, "approve", broken)
+        d.app.confirm_guard = 0.0
+        await open_dialog(d, pilot)
+        await pilot.press("y")
+        first = table(d).keys[0]
+        await d.wait_for(pilot, lambda: table(d).cell_text(first, "approved") == "✗ failed")
+        assert any("setui failed (RuntimeError: boom)" in n for n in d.notices())
