@@ -29,6 +29,7 @@ from setui.ui.themes import DEFAULT_THEME, load_themes, variable_defaults
 ENDPOINT = "http://127.0.0.1:8099"
 T0 = datetime(2024, 5, 14, 9, 30, tzinfo=timezone.utc)
 WHO = {"user": "oncall", "ssh_client": "10.0.0.5", "host": "vm-web-0"}
+GUID = "3f2a9c1e-5b7d-4e21-9a0f-6c1d2e3f4a5b"
 SNAPSHOT = {"EventId": "A-1", "EventType": "Reboot", "EventStatus": "Scheduled",
             "Resources": ["vm-web-0"], "NotBefore": "Tue, 14 May 2024 10:00:00 GMT"}
 
@@ -79,6 +80,14 @@ def banner(screen: AuditScreen) -> Static:
     return screen.query_one("#audit-verify", Static)
 
 
+def status(screen: AuditScreen) -> Static:
+    return screen.query_one("#audit-status", Static)
+
+
+def screen_text(app: App[None]) -> str:
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+
+
 def rows(screen: AuditScreen) -> list[list[str]]:
     table = screen.query_one(DataTable)
     return [[str(cell) for cell in table.get_row_at(i)] for i in range(table.row_count)]
@@ -88,20 +97,52 @@ async def test_chain_ok_and_paired_rows_newest_first(store: Store) -> None:
     approve(store, 1)
     log(store, 2, "cancelled", event_id="B-2")
     log(store, 3, "refused", event_id="C-3", error="event has already started")
-    approve(store, 4, event_id="D-4", status=400, error="400 Bad Request")
+    approve(store, 4, event_id=GUID, status=400, error="400 Bad Request")
     screen = AuditScreen(store)
     async with ScreenApp(screen).run_test(size=(120, 36)) as pilot:
         await pilot.pause()
-        text = shown_text(banner(screen))
-        assert "chain ok" in text and "6 records" in text
-        assert banner(screen).has_class("ok")
+        assert shown_text(banner(screen)) == "✓ Audit chain ok, 6 records verified"
+        assert banner(screen).has_class("ok") and not banner(screen).has_class("alarm")
+        assert shown_text(status(screen)) == (
+            "4 rows from 6 records (attempt and outcome share a row). Enter: details.")
         shown = rows(screen)
         assert len(shown) == 4  # two attempts paired with their outcomes
-        assert [row[1] for row in shown] == ["approve", "refused", "cancelled", "approve"]
-        assert "D-4" in shown[0][3] and "400" in shown[0][2] and "× FAILED" in shown[0][2]
-        assert "200" in shown[3][2] and "42 ms" in shown[3][2] and "✓" in shown[3][2]
-        assert "Reboot" in shown[3][3]
-        assert shown[3][4] == "oncall@vm-web-0 (ssh 10.0.0.5)"
+        # Newest first, by time (local, Europe/Amsterdam: UTC+2 in May) and by record.
+        assert [row[0] for row in shown] == ["05-14 11:34:00", "05-14 11:33:00",
+                                             "05-14 11:32:00", "05-14 11:31:00"]
+        assert [screen.rows[i].record.seq for i in range(4)] == [5, 4, 3, 1]
+        assert [row[1].split()[0] for row in shown] == ["approve", "refused", "cancelled",
+                                                        "approve"]
+        assert shown[0][1].startswith("approve × FAILED 400")
+        assert shown[3][1] == "approve ✓ 200 · 42 ms"
+        # Who comes before the event, and the EventId is its first 8 characters.
+        assert [row[2] for row in shown] == ["oncall@vm-web-0"] * 4
+        assert shown[0][3] == f"Reboot {GUID[:8]}" and shown[3][3] == "Reboot A-1"
+
+
+async def test_who_and_event_fit_in_80_columns(store: Store) -> None:
+    approve(store, 1, event_id=GUID, status=400, error="400 Bad Request: " + "x" * 200)
+    screen = AuditScreen(store)
+    app = ScreenApp(screen)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        text = screen_text(app)
+        assert "When (local)" in text and "Who" in text and "Event" in text
+        row = next(line for line in text.splitlines() if "05-14 11:31:00" in line)
+        assert "oncall@vm-web-0" in row and f"Reboot {GUID[:8]}" in row, row
+        assert GUID not in text  # the full id is in the details, a key away
+        await pilot.press("enter")
+        await pilot.pause()
+        assert GUID in shown_text(app.screen.query_one("#detail-body", Static))
+
+
+async def test_one_record_one_row_in_words(store: Store) -> None:
+    log(store, 1, "cancelled")
+    screen = AuditScreen(store)
+    async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert shown_text(banner(screen)) == "✓ Audit chain ok, 1 record verified"
+        assert shown_text(status(screen)) == "1 row. Enter: details."
 
 
 async def test_attempt_without_outcome_says_so(store: Store) -> None:
@@ -109,7 +150,7 @@ async def test_attempt_without_outcome_says_so(store: Store) -> None:
     screen = AuditScreen(store)
     async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        assert "outcome unknown" in rows(screen)[0][2]
+        assert "outcome unknown" in rows(screen)[0][1]
         await pilot.press("enter")
         await pilot.pause()
         text = shown_text(pilot.app.screen.query_one("#detail-body", Static))
@@ -142,10 +183,26 @@ async def test_tampered_chain_is_loud_and_in_words(store: Store) -> None:
     screen = AuditScreen(store)
     async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        text = shown_text(banner(screen))
-        assert "TAMPERED" in text and "record 1" in text
+        assert shown_text(banner(screen)) == (
+            "!! TAMPERED: record 1 was altered (its content does not match its hash). "
+            "Records from there on cannot be trusted.")
         assert banner(screen).has_class("alarm")
         assert not banner(screen).has_class("ok")
+
+
+async def test_r_verifies_again(store: Store) -> None:
+    approve(store, 1)
+    screen = AuditScreen(store)
+    async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert banner(screen).has_class("ok")
+        tamper(store)  # while the screen is open
+        log(store, 2, "cancelled", event_id="B-2")
+        await pilot.press("r")
+        await pilot.pause()
+        assert shown_text(banner(screen)).startswith("!! TAMPERED: record 1 was altered")
+        assert banner(screen).has_class("alarm") and not banner(screen).has_class("ok")
+        assert rows(screen)[0][1] == "cancelled"  # reloaded too
 
 
 def tamper(store: Store) -> None:
@@ -168,8 +225,8 @@ async def test_hostile_identity_and_ids_are_literal(store: Store) -> None:
     async with app.run_test(size=(120, 36)) as pilot:
         await pilot.pause()
         shown = rows(screen)
-        assert "[red]root[/red]" in shown[0][4]
-        assert "[link=x]no[/link]" in shown[0][2]
+        assert "[red]root[/red]" in shown[0][2]
+        assert shown[0][1].startswith("refused × [link=x]no[/")  # cut; whole in the details
         assert "[b]E[/b]" in shown[1][3]
         for row in shown:
             for cell in row:
@@ -178,6 +235,7 @@ async def test_hostile_identity_and_ids_are_literal(store: Store) -> None:
         await pilot.pause()
         text = shown_text(app.screen.query_one("#detail-body", Static))
         assert "[red]root[/red]" in text and "\x1b" not in text
+        assert "[link=x]no[/link]\\u202e" in text
 
 
 async def test_empty_log(store: Store) -> None:
@@ -223,12 +281,15 @@ async def test_more_records_load_at_the_end(store: Store) -> None:
     async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         assert len(rows(screen)) == 3
+        assert shown_text(status(screen)).startswith(
+            "The newest 3 rows; older ones load at the end of the list.")
         await pilot.press("G")
         await pilot.pause()
         assert len(rows(screen)) == 6
         await pilot.press("G")
         await pilot.pause()
-        assert [row[3] for row in rows(screen)][-1].endswith("E-0")
+        assert [row[3] for row in rows(screen)] == [f"Reboot E-{m}" for m in range(6, -1, -1)]
+        assert shown_text(status(screen)) == "7 rows. Enter: details."
 
 
 async def test_vim_keys_hidden_and_footer_keys(store: Store) -> None:

@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 from textual.app import App, ComposeResult
 from textual.color import Color
-from textual.theme import Theme
+from textual.command import CommandList, CommandPalette
+from textual.theme import BUILTIN_THEMES, Theme
 from textual.widgets import Static
 
 from setui.ui import themes as themes_module
+from setui.ui.format import WARNING_SECONDS, Palette
 from setui.ui.themes import (
     COLOR_KEYS,
     DEFAULT_THEME,
@@ -23,6 +25,7 @@ from setui.ui.themes import (
     load_themes,
     parse_theme,
     theme_names,
+    theme_provider,
     variable_defaults,
 )
 
@@ -50,6 +53,12 @@ class ThemedApp(App[None]):
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return variable_defaults(self.current_theme)
+
+    def search_themes(self) -> None:
+        # What SetuiApp.search_themes does: the palette offers the loaded themes only.
+        self.push_screen(CommandPalette(
+            providers=[theme_provider(t.name for t in self._themes)],
+            placeholder="Search for themes…"))
 
     def compose(self) -> ComposeResult:
         for name in SETUI_VARIABLES:
@@ -98,6 +107,67 @@ def test_mono_theme_uses_no_hue() -> None:
         assert color.r == color.g == color.b, f"{value} is not grey"
     assert "reverse" in mono.variables["setui-urgent-style"].split()
     assert "bold" in mono.variables["setui-urgent-style"].split()
+
+
+def test_mono_tells_a_neighbours_rows_without_colour() -> None:
+    """On a monochrome terminal #BCBCBC and #FFFFFF look the same: the style must differ."""
+    mono = load_themes().get(MONO_THEME)
+    assert mono is not None
+    neighbour = set(mono.variables["setui-secondary-row-style"].split())
+    assert "dim" in neighbour
+    # ... and differ from the other kinds of row too: this VM's (plain) and gone (italic).
+    assert neighbour != set(mono.variables["setui-gone-style"].split())
+    for name in ("setui-dark", "setui-light"):  # colour themes say it with colour alone
+        theme = load_themes().get(name)
+        assert theme is not None and theme.variables["setui-secondary-row-style"] == "none"
+
+
+def test_mono_palette_dims_a_neighbours_rows() -> None:
+    mono = load_themes().get(MONO_THEME)
+    assert mono is not None
+    assert "dim" in Palette.from_variables(mono.variables).secondary.split()
+
+
+def test_variable_docs_match_the_dashboard() -> None:
+    assert WARNING_SECONDS == 5 * 60
+    assert "under 5 minutes" in SETUI_VARIABLES["setui-soon"]
+    assert "hour" not in SETUI_VARIABLES["setui-soon"]
+    # There is no RECORDING indicator: no variable for one, in the code or the README.
+    readme = (ROOT / "themes" / "README.md").read_text(encoding="utf-8")
+    assert "setui-recording" not in SETUI_VARIABLES and "RECORDING" not in readme
+    for path in sorted((ROOT / "themes").glob("*.toml")):
+        assert "setui-recording" not in path.read_text(encoding="utf-8"), path.name
+
+
+async def test_theme_palette_offers_setui_themes_only() -> None:
+    result = load_themes()
+    app = ThemedApp(result.themes)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.action_change_theme()  # the palette's "Theme" command
+        await pilot.pause()
+        palette = app.screen
+        assert isinstance(palette, CommandPalette)
+        commands = palette.query_one(CommandList)
+        await pilot.pause(0.2)
+        offered = [str(commands.get_option_at_index(i).prompt).splitlines()[0]
+                   for i in range(commands.option_count)]
+        assert offered[0] == DEFAULT_THEME  # the default first
+        assert sorted(offered) == sorted(result.names())
+        assert not set(offered) & set(BUILTIN_THEMES)
+        await pilot.press(*"mono", "enter")
+        await pilot.pause()
+        assert app.theme == MONO_THEME
+        assert "nord" in app.available_themes  # still usable by name (--theme nord)
+
+
+async def test_theme_palette_keeps_a_builtin_current_theme() -> None:
+    app = ThemedApp(load_themes().themes)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.theme = "nord"
+        await pilot.pause()
+        provider = theme_provider(["setui-light", DEFAULT_THEME, "missing"])(app.screen)
+        assert [name for name, _ in provider.commands] == [DEFAULT_THEME, "setui-light",
+                                                            "nord"]
 
 
 def test_readme_documents_every_variable() -> None:

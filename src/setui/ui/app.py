@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, ClassVar
 from rich.text import Text
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.command import CommandPalette
 from textual.notifications import Notify, SeverityLevel
 from textual.screen import Screen
 from textual.worker import Worker
@@ -46,7 +47,13 @@ from setui.ui.screens.confirm import GUARD_SECONDS, ConfirmationModal, approval_
 from setui.ui.screens.details import details_screen
 from setui.ui.screens.help import HelpScreen
 from setui.ui.screens.main import MainScreen
-from setui.ui.themes import DEFAULT_THEME, MONO_THEME, load_themes, variable_defaults
+from setui.ui.themes import (
+    DEFAULT_THEME,
+    MONO_THEME,
+    load_themes,
+    theme_provider,
+    variable_defaults,
+)
 
 if TYPE_CHECKING:
     from setui.core.client import ImdsClient
@@ -84,6 +91,7 @@ class SetuiApp(App[None]):
         self.identity = identity or Identity.current()
         self._poll = poll
         self._user_themes = user_themes
+        self.theme_names: list[str] = []  # setui's and the user's themes, for the palette
         self.session = Session()
         self.vm_name: str | None = config.vm_name
         self.palette = Palette()
@@ -139,6 +147,7 @@ class SetuiApp(App[None]):
 
     def _install_themes(self) -> None:
         loaded = load_themes(self._user_themes)
+        self.theme_names = list(loaded.names())
         problems = list(loaded.problems)
         for theme in loaded.themes:
             self.register_theme(theme)
@@ -154,6 +163,12 @@ class SetuiApp(App[None]):
         if problems:
             self.notify("\n".join(safe(p, 300) for p in problems), title="Theme problems",
                         severity="warning", timeout=15, markup=False)
+
+    def search_themes(self) -> None:
+        """The palette's theme switcher, offering setui's and the user's themes rather
+        than burying them among Textual's own."""
+        self.push_screen(CommandPalette(providers=[theme_provider(self.theme_names)],
+                                        placeholder="Search for themes…"))
 
     def _restyle(self) -> None:
         self.palette = Palette.from_variables(self.get_css_variables())

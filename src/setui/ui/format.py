@@ -265,7 +265,7 @@ class Palette:
         alarm_fg, alarm_bg = color("setui-alarm-foreground"), color("setui-alarm-background")
         alarm = style("setui-alarm-style", "bold")
         alarm += f" {alarm_fg} on {alarm_bg}" if alarm_fg and alarm_bg else " reverse"
-        secondary = color("setui-secondary-row")
+        secondary = both("setui-secondary-row", "")
         return cls(
             urgent=both("setui-urgent", "bold"),
             soon=both("setui-soon", ""),

@@ -9,18 +9,24 @@ lists them all. A user theme with the name of a shipped one replaces it.
 setui's own CSS variables (``$setui-urgent`` and friends, see :data:`SETUI_VARIABLES`
 and ``themes/README.md``) are always present in a loaded theme: the ones a file leaves
 out are derived from its colours by :func:`variable_defaults`.
+
+The command palette's theme list (:func:`theme_provider`) offers these themes only:
+Textual registers about twenty built-in ones that would bury setui's four, and they are
+not tuned for the dashboard (a built-in still works when named with ``--theme``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from textual.color import Color, ColorParseError
+from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.css.constants import VALID_STYLE_FLAGS
 from textual.theme import Theme
 
@@ -41,6 +47,7 @@ __all__ = [
     "parse_theme",
     "shipped_theme_files",
     "theme_names",
+    "theme_provider",
     "variable_defaults",
 ]
 
@@ -56,17 +63,18 @@ _NUMBERS = {"luminosity-spread": "luminosity_spread", "text-alpha": "text_alpha"
 # The CSS variables setui's stylesheets use. Names ending in "-style" are text styles
 # (bold, italic, reverse, ...); the others are colours.
 SETUI_VARIABLES: Mapping[str, str] = {
-    "setui-urgent": "events that affect this VM and start within minutes",
+    "setui-urgent": "events that affect this VM with under a minute to NotBefore, or past it",
     "setui-urgent-style": "text style of those events",
-    "setui-soon": "events that affect this VM and start within the hour",
+    "setui-soon": "events that affect this VM with under 5 minutes to NotBefore",
     "setui-soon-style": "text style of those events",
     "setui-started": "events under way (EventStatus Started)",
     "setui-started-style": "text style of events under way",
-    "setui-secondary-row": "events that do not affect this VM",
+    "setui-secondary-row": "events that do not affect this VM (a neighbour's)",
+    "setui-secondary-row-style": "text style of those events: without colour, the only "
+                                 "difference from this VM's rows",
     "setui-gone": "completed or cancelled events, still listed for a while",
     "setui-gone-style": "text style of completed or cancelled events",
     "setui-ok": "good news: connected, audit chain intact",
-    "setui-recording": "the RECORDING indicator (history is being written)",
     "setui-alarm-foreground": "text of loud banners (audit chain TAMPERED, store lost)",
     "setui-alarm-background": "background of loud banners",
     "setui-alarm-style": "text style of loud banners",
@@ -272,10 +280,11 @@ def variable_defaults(theme: Theme) -> dict[str, str]:
         "setui-started-style": "bold reverse",
         "setui-secondary-row": colors["foreground-darken-2" if theme.dark
                                       else "foreground-lighten-3"],
+        # The dimmer colour says it in a colour theme; dim on top would fade it too far.
+        "setui-secondary-row-style": "none",
         "setui-gone": colors["foreground-disabled"],
         "setui-gone-style": "italic",
         "setui-ok": colors["success"],
-        "setui-recording": error,
         "setui-alarm-foreground": Color.parse(error).get_contrast_text(1.0).hex,
         "setui-alarm-background": error,
         "setui-alarm-style": "bold",
@@ -309,6 +318,54 @@ def _walk(root: Any) -> Iterable[Any]:  # an importlib Traversable
 def theme_names(user_dir: Path | None = None) -> list[str]:
     """The names of every theme that loads, shipped and the user's, sorted."""
     return sorted(load_themes(user_dir).names())
+
+
+def theme_provider(names: Iterable[str]) -> type[Provider]:
+    """A command-palette provider offering only ``names`` (setui's and the user's themes,
+    as :meth:`ThemeLoadResult.names` gives them), the default first.
+
+    Pass it to ``CommandPalette(providers=[...])`` from ``App.search_themes``, which is
+    what the palette's "Change theme" command calls. A theme named but not registered
+    is left out; the current theme is offered too when it is not among ``names`` (say
+    ``--theme nord``), so the list always shows where the operator is.
+    """
+    chosen = list(dict.fromkeys(names))
+    if DEFAULT_THEME in chosen:
+        chosen.remove(DEFAULT_THEME)
+        chosen.insert(0, DEFAULT_THEME)
+    return type("SetuiThemeProvider", (_SetuiThemeProvider,), {"NAMES": tuple(chosen)})
+
+
+class _SetuiThemeProvider(Provider):
+    """Textual's ThemeProvider, limited to :attr:`NAMES` and kept in that order."""
+
+    NAMES: ClassVar[tuple[str, ...]] = ()
+
+    @property
+    def commands(self) -> list[tuple[str, Callable[[], None]]]:
+        available = self.app.available_themes
+        names = [name for name in self.NAMES if name in available]
+        current = self.app.theme
+        if current in available and current not in names:
+            names.append(current)
+        return [(name, partial(self._use, name)) for name in names]
+
+    def _use(self, name: str) -> None:
+        self.app.theme = name
+
+    async def discover(self) -> Hits:
+        for name, command in self.commands:  # in order: discovery hits are not re-sorted
+            yield DiscoveryHit(name, command, help=self._help(name))
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for name, command in self.commands:
+            score = matcher.match(name)
+            if score > 0:
+                yield Hit(score, matcher.highlight(name), command, help=self._help(name))
+
+    def _help(self, name: str) -> str | None:
+        return "the current theme" if name == self.app.theme else None
 
 
 def _show(value: Any) -> str:

@@ -27,6 +27,11 @@ if TYPE_CHECKING:
 __all__ = ["AuditRow", "AuditScreen", "describe_row", "pair_records"]
 
 PAGE = 500
+_SHORT_ID = 8
+# Cells of "action and outcome" in the table: 26 lets all four columns fit in 80 columns;
+# each column more gives this one more, up to 60 (the details have it all anyway).
+_WHAT_LIMIT = 26
+_WHAT_MAX = 60
 _ATTEMPT = "approve-attempt"
 _OUTCOME = "approve-outcome"
 
@@ -123,13 +128,52 @@ def _action_text(row: AuditRow) -> str:
     return "approve" if action in (_ATTEMPT, _OUTCOME) else _safe(action, 20)
 
 
-def _who(record: AuditRecord) -> str:
-    who = _safe(record.user, 40) or "?"
+def _who(record: AuditRecord, *, short: bool = False) -> str:
+    """``oncall@vm-web-0 (ssh 10.0.0.5)``; ``short``: user and host only, for the table
+    (the SSH client is in the details)."""
+    who = _safe(record.user, 16 if short else 40) or "?"
     if record.host:
-        who += "@" + _safe(record.host, 60)
-    if record.ssh_client:
+        who += "@" + _safe(record.host, 16 if short else 60)
+    if record.ssh_client and not short:
         who += f" (ssh {_safe(record.ssh_client, 60)})"
     return who
+
+
+def _short_time(moment: Any) -> str:
+    """``05-14 11:31:00``, local: the year is in the details; a column saved for Who."""
+    local, _ = local_and_utc(moment)
+    return local[5:]
+
+
+def _what_text(row: AuditRow, limit: int = _WHAT_LIMIT) -> Text:
+    """``approve ✓ 200 · 42 ms``, ``cancelled``, ``refused × event has started``: the
+    action and how it ended, cut to ``limit`` cells for the table."""
+    text = Text(_action_text(row))
+    outcome = _outcome_text(row, limit=limit - text.cell_len - 1)
+    if outcome.plain:
+        text.append(" ")
+        text.append_text(outcome)
+    return text
+
+
+def _event_text(record: AuditRecord) -> str:
+    """``Reboot 1a2b3c4d``: the type and the EventId's first 8 characters (a GUID's first
+    group); the whole id is in the details."""
+    short = _safe(record.event_id)[:_SHORT_ID]
+    return f"{_event_type(record)} {short}".strip()
+
+
+def _count_text(records: int, rows: int, exhausted: bool) -> str:
+    """What the table holds, in words: rows shown and, when they differ, the records."""
+    if records == 0:
+        return ("No approvals recorded yet. Each approval, cancel and refusal is written "
+                "here before anything is sent.")
+    shown = f"{rows} row{'s' if rows != 1 else ''}"
+    if rows != records:
+        shown += f" from {records} records (attempt and outcome share a row)"
+    if not exhausted:
+        return f"The newest {shown}; older ones load at the end of the list. Enter: details."
+    return f"{shown[:1].upper()}{shown[1:]}. Enter: details."
 
 
 def _event_type(record: AuditRecord) -> str:
@@ -230,11 +274,12 @@ class AuditScreen(Screen[None]):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_column(Text("Time (local)"), key="time")
-        table.add_column(Text("Action"), key="action")
-        table.add_column(Text("Outcome"), key="outcome")
-        table.add_column(Text("Event"), key="event")
+        # Who did what comes before which event: at 80 columns the last column is the one
+        # cut, and a shortened EventId (the full one is a key away) loses least.
+        table.add_column(Text("When (local)"), key="time")
+        table.add_column(Text("Action and outcome"), key="what")
         table.add_column(Text("Who"), key="who")
+        table.add_column(Text("Event"), key="event")
         self.action_reload()
         table.focus()
 
@@ -293,18 +338,12 @@ class AuditScreen(Screen[None]):
             return
         self.exhausted = len(records) < self.limit
         self.rows = pair_records(records)
+        limit = max(_WHAT_LIMIT, min(_WHAT_MAX, _WHAT_LIMIT + self.app.size.width - 80))
         for index, row in enumerate(self.rows):
-            local, _ = local_and_utc(row.record.time)
-            event = f"{_event_type(row.record)} {_safe(row.record.event_id, 36)}".strip()
-            table.add_row(Text(local), Text(_action_text(row)), _outcome_text(row),
-                          Text(event), Text(_who(row.record)), key=str(index))
-        if not records:
-            status.update(Text("No approvals recorded yet. Each approval, cancel and refusal "
-                               "is written here before anything is sent."))
-        else:
-            more = "" if self.exhausted else "; older ones load at the end of the list"
-            status.update(Text(f"{len(records)} records in {len(self.rows)} rows{more}. "
-                               "Enter: details."))
+            table.add_row(Text(_short_time(row.record.time)), _what_text(row, limit),
+                          Text(_who(row.record, short=True)), Text(_event_text(row.record)),
+                          key=str(index))
+        status.update(Text(_count_text(len(records), len(self.rows), self.exhausted)))
         if self.rows:
             table.move_cursor(row=min(keep, len(self.rows) - 1))
 

@@ -1,5 +1,9 @@
 """``Enter`` / ``d``: everything about one event, its life so far, and its raw JSON (``r``).
 
+The screen follows the event while it is open (once a second, from the app's session):
+an operator who leaves it up sees the countdown run and the event start or leave the
+document, not a snapshot from when the key was pressed.
+
 All of it is network or database text and is shown literally: rich ``Text`` only,
 control characters neutralised by :func:`setui.textsafe.printable`.
 """
@@ -8,9 +12,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, cast
 
+from rich.console import Console
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -21,16 +27,23 @@ from textual.widgets import Footer, Static
 from setui.core.model import Event
 from setui.textsafe import printable
 from setui.ui.format import countdown, impact, is_this_vm, safe, utc_and_local
-from setui.ui.messages import ApprovalNote, EventLife, Session
+from setui.ui.messages import ApprovalNote, EventLife, GoneEvent, Session
 
 if TYPE_CHECKING:
     from setui.store import Store, StoryEntry
 
-__all__ = ["DetailsScreen", "describe_event", "details_screen", "raw_json"]
+__all__ = ["DetailsScreen", "DetailsView", "EventDetails", "describe_event", "details_screen",
+           "raw_json"]
 
 _KNOWN = ("EventId", "EventType", "EventStatus", "NotBefore", "DurationInSeconds",
           "EventSource", "ResourceType", "Resources", "Description")
 RAW_LINES = 500
+_LABEL = 20  # "  " and the 18-cell field name: where a field's value starts
+_MOMENT = 16  # "  HH:MM:SS UTC  ": where a line of the event's life starts its text
+_MIN_ROOM = 16  # narrower than this, a hanging indent would leave a ribbon: let it wrap
+_CHROME = 4  # the body's padding and scrollbar, for the width before the first layout
+# Text.wrap needs a console; only its measuring is used, so one quiet instance will do.
+_MEASURE = Console(width=200, color_system=None, force_terminal=False, file=None)
 
 
 def _when(moment: datetime) -> str:
@@ -40,28 +53,39 @@ def _when(moment: datetime) -> str:
 def describe_event(event: Event, *, vm_name: str | None, now: datetime, present: bool,
                    life: EventLife | None = None, note: ApprovalNote | None = None,
                    story: Sequence[StoryEntry] = (), story_problem: str | None = None,
-                   ) -> Text:
-    """Every field, the life this session saw, and the stored story."""
+                   gone: GoneEvent | None = None, width: int | None = None) -> Text:
+    """Every field, the life this session saw, and the stored story.
+
+    The event's type and id are in the screen's title, so the body starts with the
+    fields. ``width`` (cells) wraps long values under their own column (a hanging
+    indent) instead of back under the field names, where they would read as a field.
+    """
     out = Text()
 
     def field(name: str, value: str, style: str = "") -> None:
         out.append(f"  {name:<18}", style="bold")
-        out.append(value + "\n", style=style or None)
+        _hanging(out, Text(value, style=style), width, _LABEL)
 
-    out.append(f"{safe(event.event_type, 40)}  ", style="bold")
-    out.append(safe(event.event_id, 80))
     if not present:
-        out.append(f"  (no longer in the document: {life.fate if life and life.fate else 'gone'})",
-                   style="bold")
-    out.append("\n\nFields\n", style="bold underline")
+        fate, at, incarnation = _fate(life, gone)
+        when = f" at {_when(at)}" if at is not None else ""
+        seen = f" (incarnation {incarnation})" if incarnation is not None else ""
+        _hanging(out, Text(f"!! No longer in the document: {fate}{when}{seen}. Below is "
+                           "its last known state.", style="bold"), width, 0)
+        out.append("\n")
+    out.append("Fields\n", style="bold underline")
     field("EventId", safe(event.event_id, 200))
     field("EventType", safe(event.event_type, 60) + ("" if event.event_type.known
                                                      else "  (a type setui does not know)"))
-    field("EventStatus", safe(event.status, 60) + ("" if event.status.known
-                                                   else "  (a status setui does not know)"))
+    status = safe(event.status, 60) + ("" if event.status.known
+                                       else "  (a status setui does not know)")
+    if present and event.is_started:  # how long it has been under way, ticking
+        status += "  " + countdown(event, now, started_at=life.started_at if life else None,
+                                   started_exact=life.started_exact if life else True).label()
+    field("EventStatus", status)
     if event.not_before is not None:
         text = utc_and_local(event.not_before, now)
-        if present:
+        if present and not event.is_started:
             text += f"  {countdown(event, now).label()}"
         field("NotBefore", text)
     else:
@@ -81,46 +105,78 @@ def describe_event(event: Event, *, vm_name: str | None, now: datetime, present:
         field("Resources", "(none listed)")
     touches = "yes" if event.affects(vm_name) else "no"
     field("Affects this VM", f"{touches} ({safe(vm_name, 60) if vm_name else 'name unknown'})")
-    out.append(f"  {'Description':<18}", style="bold")
-    out.append(safe(event.description, 2000) if event.description else "(absent)")
-    out.append("\n")
+    field("Description", safe(event.description, 2000) if event.description else "(absent)")
     for key in sorted(k for k in (event.raw or {}) if k not in _KNOWN)[:50]:
         field(safe(key, 18), safe(json.dumps(event.raw[key], ensure_ascii=False), 200))
+
+    def moment(when: datetime, text: str, style: str = "") -> None:
+        out.append(f"  {_when(when)}  ", style=style or None)
+        _hanging(out, Text(text, style=style), width, _MOMENT)
 
     out.append("\nIts life in this session\n", style="bold underline")
     if life is None:
         out.append("  not seen by this session\n")
     else:
         first = "in the first document setui saw" if life.initial else "appeared"
-        out.append(f"  {_when(life.first_seen)}  {first} (incarnation {life.first_incarnation})"
-                   "\n")
+        moment(life.first_seen, f"{first} (incarnation {life.first_incarnation})")
         if life.started_at is not None:
             how = "started" if life.started_exact else "already started when first seen"
-            out.append(f"  {_when(life.started_at)}  {how}"
-                       + (f" (incarnation {life.started_incarnation})"
-                          if life.started_incarnation is not None else "") + "\n")
+            moment(life.started_at, how + (f" (incarnation {life.started_incarnation})"
+                                           if life.started_incarnation is not None else ""))
         for when, text in life.notes:
-            out.append(f"  {_when(when)}  {printable(text, 300)}\n")
-        if life.gone_at is not None:
-            out.append(f"  {_when(life.gone_at)}  {life.fate or 'gone'}: left the document "
-                       f"(incarnation {life.gone_incarnation})\n", style="bold")
+            moment(when, printable(text, 300))
+    if not present:
+        fate, at, incarnation = _fate(life, gone)
+        seen = f" at incarnation {incarnation}" if incarnation is not None else ""
+        if at is not None:
+            moment(at, f"gone: {fate}, left the document{seen}", "bold")
+        else:
+            out.append(f"  gone: {fate}, left the document{seen}\n", style="bold")
     if note is not None and note.pending:
         out.append("  approval under way…\n", style="bold")
 
     out.append("\nFrom the history and the audit log\n", style="bold underline")
     if story_problem:
-        out.append(f"  not available: {printable(story_problem, 300)}\n")
+        out.append("  not available: ")
+        _hanging(out, Text(printable(story_problem, 300)), width, 17)
     elif not story:
         out.append("  nothing recorded about this event\n")
     for entry in story[-100:]:
         where = f" #{entry.incarnation}" if entry.incarnation is not None else ""
-        out.append(f"  {entry.time.astimezone(timezone.utc).strftime('%Y-%m-%d %H:%M:%S')}"
-                   f"{where}  {printable(entry.kind, 20)}")
-        if entry.detail:
-            out.append(f"  {printable(entry.detail, 300)}")
-        out.append("\n")
+        head = (f"  {entry.time.astimezone(timezone.utc).strftime('%Y-%m-%d %H:%M:%S')}"
+                f"{where}  ")
+        out.append(head)
+        text = printable(entry.kind, 20) + (f"  {printable(entry.detail, 300)}"
+                                             if entry.detail else "")
+        _hanging(out, Text(text), width, len(head))
     out.append("\nr: raw JSON   Escape: back\n", style="dim")
     return out
+
+
+def _fate(life: EventLife | None, gone: GoneEvent | None,
+          ) -> tuple[str, datetime | None, int | None]:
+    """How, when and at which incarnation an event left the document, as far as known."""
+    if life is not None and life.gone_at is not None:
+        return life.fate or "gone", life.gone_at, life.gone_incarnation
+    if gone is not None:
+        return gone.fate, gone.at, gone.incarnation
+    return "gone", None, None
+
+
+def _hanging(out: Text, value: Text, width: int | None, indent: int) -> None:
+    """Append ``value`` and a newline; wrapped to ``width`` cells with every line after
+    the first starting ``indent`` cells in, under the value's first character."""
+    room = (width or 0) - indent
+    if width is None or room < _MIN_ROOM or value.cell_len <= room:
+        out.append_text(value)
+        out.append("\n")
+        return
+    for index, line in enumerate(value.wrap(_MEASURE, room, overflow="fold")):
+        if index:
+            out.append(" " * indent)
+        line.rstrip()
+        out.append_text(line)
+        out.append("\n")
 
 
 def raw_json(event: Event) -> Text:
@@ -139,42 +195,173 @@ def raw_json(event: Event) -> Text:
     return out
 
 
+@dataclass(frozen=True)
+class DetailsView:
+    """What the screen shows at one moment: its title, the fields and the raw JSON."""
+
+    title: Text
+    body: Text
+    raw: Text
+
+
+class EventDetails:
+    """Builds an event's details from the live session, so the screen can follow the
+    event: its countdown, its life, and its leaving the document.
+
+    The store's story is read again only when the document's incarnation or this
+    event's approval note changed: a query a second for a screen someone is reading
+    would be waste, and nothing else adds to the story.
+    """
+
+    def __init__(self, event_id: str, session: Session, *, store: Store | None,
+                 store_problem: str | None) -> None:
+        self.event_id = event_id
+        self.session = session
+        self.store = store
+        self.store_problem = store_problem
+        self._event: Event | None = None  # the last one seen, shown if it is forgotten
+        self._story_key: object = None
+        self._story: list[StoryEntry] = []
+        self._story_problem: str | None = None
+
+    def find(self) -> tuple[Event | None, bool, GoneEvent | None]:
+        """(event, present in the document now, its GoneEvent if it left)."""
+        document = self.session.document
+        event = document.event(self.event_id) if document is not None else None
+        if event is not None:
+            self._event = event
+            return event, True, None
+        gone = next((g for g in self.session.gone if g.event.event_id == self.event_id), None)
+        if gone is not None:
+            self._event = gone.event
+        return self._event, False, gone
+
+    def view(self, *, now: datetime, vm_name: str | None, width: int | None) -> DetailsView:
+        event, present, gone = self.find()
+        if event is None:  # only before the first find(): details_screen checks that
+            raise LookupError(self.event_id)
+        life = self.session.lives.get(self.event_id)
+        note = self.session.approvals.get(self.event_id)
+        story, problem = self._read_story(note)
+        title = Text(f"Event {safe(event.event_type, 24)} {safe(event.event_id, 40)}")
+        if not present:
+            title.append(f"  · gone: {_fate(life, gone)[0]}", style="bold")
+        body = describe_event(event, vm_name=vm_name, now=now, present=present, life=life,
+                              note=note, story=story, story_problem=problem, gone=gone,
+                              width=width)
+        return DetailsView(title, body, raw_json(event))
+
+    def _read_story(self, note: ApprovalNote | None) -> tuple[list[StoryEntry], str | None]:
+        document = self.session.document
+        key = (document.incarnation if document is not None else None, note)
+        if key == self._story_key:
+            return self._story, self._story_problem
+        self._story_key = key
+        self._story, self._story_problem = [], None
+        if self.store is None:
+            self._story_problem = self.store_problem
+            return self._story, self._story_problem
+        from setui.store import StoreError
+
+        try:
+            self._story = list(self.store.event_story(self.event_id))
+        except StoreError as exc:
+            self._story_problem = str(exc)
+        return self._story, self._story_problem
+
+
 class DetailsScreen(ModalScreen[None]):
-    """Details of one event; ``r`` switches between the fields and the raw JSON."""
+    """Details of one event, following it once a second; ``r`` switches between the
+    fields and the raw JSON."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Back"),
         Binding("q", "close", "Back", show=False),
         Binding("d", "close", "Back", show=False),
+        # One key, two bindings: check_action shows the one that says what r does now.
         Binding("r", "raw", "Raw JSON"),
+        Binding("r", "fields", "Fields"),
         Binding("j", "scroll(1)", "Down", show=False),
         Binding("k", "scroll(-1)", "Up", show=False),
     ]
 
-    def __init__(self, title: str, body: Text, raw: Text) -> None:
+    def __init__(self, details: EventDetails, *, vm_name: str | None = None,
+                 now: datetime | None = None) -> None:
         super().__init__()
-        self._title = title
-        self._body = body
-        self._raw = raw
+        self.details = details
+        self._vm_name = vm_name
+        self._now = now
         self.showing_raw = False
+        self._view: DetailsView | None = None
 
     def compose(self) -> ComposeResult:
-        yield Static(Text(self._title), id="details-title")
+        # Built here, not on mount: the body is there as soon as the screen is.
+        self._view = self._build(max(self.app.size.width - _CHROME, 20))
+        yield Static(self._view.title, id="details-title")
         with VerticalScroll(id="details"):
-            yield Static(self._body, id="details-body")
+            yield Static(self._view.body, id="details-body")
         yield Footer()
 
     def on_mount(self) -> None:
         self.query_one("#details", VerticalScroll).focus()
+        self.set_interval(1.0, self.refresh_details, name="details-tick")
+        self.call_after_refresh(self.refresh_details)  # now the body's real width is known
+
+    def on_resize(self) -> None:
+        self.refresh_details()
+
+    def now(self) -> datetime:
+        """The app's clock when it has one (setui's does), so tests and the dashboard
+        agree on every countdown."""
+        clock = getattr(self.app, "now", None)
+        if callable(clock):
+            return cast(datetime, clock())
+        return self._now or datetime.now(timezone.utc)
+
+    def _build(self, width: int | None) -> DetailsView:
+        vm_name = getattr(self.app, "vm_name", None) or self._vm_name
+        return self.details.view(now=self.now(), vm_name=vm_name, width=width)
+
+    def refresh_details(self) -> None:
+        """Rebuild for the current time and document; redraw only what changed, so the
+        scroll position and a reader's place are kept."""
+        if not self.is_mounted:
+            return
+        body = self.query_one("#details-body", Static)
+        width = body.size.width or max(self.app.size.width - _CHROME, 20)
+        view = self._build(width)
+        old = self._view
+        self._view = view
+        if old is None or view.title != old.title:
+            self.query_one("#details-title", Static).update(view.title)
+        shown, before = ((view.raw, old.raw if old else None) if self.showing_raw
+                         else (view.body, old.body if old else None))
+        if shown != before:
+            body.update(shown)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "raw":
+            return not self.showing_raw
+        if action == "fields":
+            return self.showing_raw
+        return True
 
     def action_close(self) -> None:
         self.dismiss()
 
     def action_raw(self) -> None:
-        self.showing_raw = not self.showing_raw
-        self.query_one("#details-body", Static).update(
-            self._raw if self.showing_raw else self._body)
+        self._show(raw=True)
+
+    def action_fields(self) -> None:
+        self._show(raw=False)
+
+    def _show(self, *, raw: bool) -> None:
+        self.showing_raw = raw
+        assert self._view is not None
+        self.query_one("#details-body", Static).update(self._view.raw if raw
+                                                       else self._view.body)
         self.query_one("#details", VerticalScroll).scroll_home(animate=False)
+        self.refresh_bindings()
 
     def action_scroll(self, lines: int) -> None:
         self.query_one("#details", VerticalScroll).scroll_relative(y=lines, animate=False)
@@ -182,27 +369,10 @@ class DetailsScreen(ModalScreen[None]):
 
 def details_screen(event_id: str, session: Session, *, vm_name: str | None, now: datetime,
                    store: Store | None, store_problem: str | None) -> DetailsScreen | None:
-    """The details of an event in the document, or of one gone this session."""
-    document = session.document
-    event = document.event(event_id) if document is not None else None
-    present = event is not None
-    if event is None:
-        gone = next((g for g in session.gone if g.event.event_id == event_id), None)
-        if gone is None:
-            return None
-        event = gone.event
-    story: list[StoryEntry] = []
-    problem = store_problem if store is None else None
-    if store is not None:
-        from setui.store import StoreError
-
-        try:
-            story = store.event_story(event_id)
-        except StoreError as exc:
-            problem = str(exc)
-    body = describe_event(event, vm_name=vm_name, now=now, present=present,
-                          life=session.lives.get(event_id),
-                          note=session.approvals.get(event_id), story=story,
-                          story_problem=problem)
-    title = f"Event {safe(event.event_type, 24)} {safe(event.event_id, 40)}"
-    return DetailsScreen(title, body, raw_json(event))
+    """The details of an event in the document, or of one gone this session; None for
+    an event this session does not know."""
+    details = EventDetails(event_id, session, store=store,
+                           store_problem=store_problem if store is None else None)
+    if details.find()[0] is None:
+        return None
+    return DetailsScreen(details, vm_name=vm_name, now=now)

@@ -1,0 +1,136 @@
+"""The help (``?``) documents every key of every screen, and the signs in the table.
+
+The keys are not a list kept by hand: they come from the screens' own BINDINGS, so a key
+added to a screen without a line in ``help.md`` fails here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.binding import Binding, BindingType
+from textual.widgets import Markdown
+
+from setui.ui.app import SetuiApp
+from setui.ui.screens.audit import AuditScreen
+from setui.ui.screens.confirm import ConfirmationModal
+from setui.ui.screens.details import DetailsScreen
+from setui.ui.screens.help import HelpScreen, help_text
+from setui.ui.screens.history import DetailScreen, HistoryScreen
+from setui.ui.screens.main import MainScreen
+
+MakeDashboard = Any  # the conftest fixture, loosely, as in test_app.py
+
+# Each screen, with the heading of the help section that must document its keys. The app's
+# own bindings (? and q) work on the dashboard. DetailScreen is the page an incarnation
+# (history) or an audit record opens; it shares the history section, which says so.
+SECTIONS: list[tuple[str, list[type[Any]]]] = [
+    ("Dashboard", [MainScreen, SetuiApp]),
+    ("The approval dialog", [ConfirmationModal]),
+    ("Event details", [DetailsScreen]),
+    ("History", [HistoryScreen, DetailScreen]),
+    ("Audit log", [AuditScreen]),
+    ("This help", [HelpScreen]),
+]
+# Keys Textual binds by itself (Ctrl+P, Tab, Ctrl+Q ...) are not in these BINDINGS; the one
+# an operator needs is listed here by hand.
+EXTRA = {"Dashboard": ["Ctrl+P"]}
+# No binding is left out as an alias: a hidden key nobody documents is a key that surprises
+# (q goes back on every screen but quits on the dashboard; d closes the details it opened),
+# so even show=False bindings must be in the help.
+EXCLUDED: set[tuple[str, str]] = set()
+
+_SHOWN = {"slash": "/", "plus": "+", "minus": "-", "question_mark": "?", "escape": "Escape",
+          "enter": "Enter", "up": "↑", "down": "↓"}
+
+
+def shown(key: str) -> str:
+    """How help.md writes a key: ``/`` for slash, ``Escape``, ``Ctrl+P``, ``G``."""
+    if key in _SHOWN:
+        return _SHOWN[key]
+    if key.startswith("ctrl+"):
+        return "Ctrl+" + key.removeprefix("ctrl+").upper()
+    return key
+
+
+def keys_of(screen: type[Any]) -> list[str]:
+    """Every key of the class's own BINDINGS (``"j,down"`` is two keys)."""
+    found: list[str] = []
+    bindings: list[BindingType] = list(screen.__dict__.get("BINDINGS", []))
+    for binding in bindings:
+        key = binding.key if isinstance(binding, Binding) else binding[0]
+        found += [k.strip() for k in key.split(",") if k.strip()]
+    return [k for k in found if (screen.__name__, k) not in EXCLUDED]
+
+
+def sections(text: str, headings: list[str]) -> dict[str, str]:
+    """The text under each heading (a line that starts with it), up to the next one."""
+    lines = text.splitlines()
+    starts = {}
+    for heading in headings:
+        index = next((i for i, line in enumerate(lines)
+                      if line.strip().lstrip("#").strip().startswith(heading)), None)
+        assert index is not None, f"no section {heading!r}"
+        starts[heading] = index
+    order = sorted(starts, key=starts.__getitem__)
+    out = {}
+    for position, heading in enumerate(order):
+        end = starts[order[position + 1]] if position + 1 < len(order) else len(lines)
+        out[heading] = "\n".join(lines[starts[heading]:end])
+    return out
+
+
+def expected() -> dict[str, list[str]]:
+    wanted: dict[str, list[str]] = {}
+    for heading, screens in SECTIONS:
+        keys = [shown(k) for screen in screens for k in keys_of(screen)]
+        wanted[heading] = list(dict.fromkeys(keys + EXTRA.get(heading, [])))
+    return wanted
+
+
+def test_every_screen_has_keys_to_check() -> None:
+    """Guards the derivation: an empty list would pass everything below."""
+    wanted = expected()
+    assert {"a", "d", "Enter", "/", "m", "r", "h", "l", "+", "-", "?", "q"} <= set(
+        wanted["Dashboard"])
+    assert wanted["Event details"] == ["Escape", "q", "d", "r", "j", "k"]
+    assert {"Enter", "r", "g", "G"} <= set(wanted["History"])
+    assert {"Enter", "r", "g", "G"} <= set(wanted["Audit log"])
+    assert set(wanted["The approval dialog"]) == {"y", "Enter", "n", "Escape"}
+
+
+def test_help_source_lists_every_key_in_its_section() -> None:
+    text = help_text()
+    parts = sections(text, [heading for heading, _ in SECTIONS])
+    for heading, keys in expected().items():
+        for key in keys:
+            assert f"`{key}`" in parts[heading], f"{key} is not in the help's {heading!r}"
+
+
+def test_help_explains_the_approval_cells() -> None:
+    table = sections(help_text(), ["Reading the table", "Reading the timeline"])
+    for sign in ("`approving…`", "`✓ 10:02:11`", "`✗ failed`"):
+        assert sign in table["Reading the table"], sign
+
+
+async def test_rendered_help_shows_every_key(make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard()
+    # Tall enough that the whole help is on screen at once, so its text can be read back.
+    async with d.app.run_test(size=(110, 260)) as pilot:
+        await d.settle(pilot)
+        await pilot.press("question_mark")
+        await d.wait_for(pilot, lambda: isinstance(d.app.screen, HelpScreen))
+        markdown = d.app.screen.query_one(Markdown)
+        await d.wait_for(pilot, lambda: len(markdown.children) > 10)
+        await pilot.pause(0.1)
+        rendered = "\n".join(strip.text.rstrip()
+                             for strip in d.app.screen._compositor.render_strips())
+        assert "`" not in rendered  # rendered as Markdown, not shown as its source
+        parts = sections(rendered, [heading for heading, _ in SECTIONS])
+        for heading, keys in expected().items():
+            for key in keys:
+                assert key in parts[heading], f"{key} is not shown under {heading!r}"
+        for sign in ("approving…", "✓ 10:02:11", "✗ failed"):
+            assert sign in rendered
+        await pilot.press("escape")
+        await d.wait_for(pilot, lambda: isinstance(d.app.screen, MainScreen))
