@@ -269,8 +269,11 @@ async def test_an_unexpected_error_is_an_outcome_not_a_crash(client: ImdsClient,
 
 
 def test_identity_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    me = Identity.current({"SSH_CONNECTION": "10.1.2.3 50000 10.0.0.4 22", "USER": "spoof"})
+    me = Identity.current({"SSH_CONNECTION": "10.1.2.3 50000 10.0.0.4 22", "USER": "spoof",
+                           "LOGNAME": "spoof", "LNAME": "spoof", "USERNAME": "spoof"})
     assert me.ssh_client == "10.1.2.3" and me.user and me.host
+    # The account comes from the process's uid, never from variables anyone can set.
+    assert me.user != "spoof"
     assert me.label == f"{me.user} from 10.1.2.3 on {me.host}"
     local = Identity.current({})
     assert local.ssh_client is None and local.label == f"{local.user} on {local.host}"

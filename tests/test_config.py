@@ -62,3 +62,25 @@ def test_explicit_missing_file_is_an_error(tmp_path: Path) -> None:
 def test_data_dir_from_environment(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, ""), environ={"SETUI_DATA_DIR": str(tmp_path / "d")})
     assert config.data_dir == tmp_path / "d"
+
+
+def test_history_days_zero_keeps_the_history_forever(tmp_path: Path) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    from setui.core.model import parse_document
+    from setui.store import Store
+
+    config = load_config(write(tmp_path, "history-days = 0\n"), environ={})
+    assert config.history_days == 0
+    # As the dashboard and approve pass it on: 0 must keep everything, not prune all.
+    t0 = datetime(2024, 5, 14, tzinfo=timezone.utc)
+    with Store.open_dir(tmp_path / "data", history_days=config.history_days) as store:
+        for number in (1, 2):
+            store.record_document(parse_document({"DocumentIncarnation": number,
+                                                  "Events": []}),
+                                  seen_at=t0 + timedelta(days=3650 * number),
+                                  endpoint="http://e")
+        assert store.prune(now=t0 + timedelta(days=100_000)) == 0
+        assert [r.incarnation for r in store.history()] == [2, 1]
+    with pytest.raises(ConfigError, match="history-days must be a number of days, or 0"):
+        load_config(write(tmp_path, "history-days = -1\n"), environ={})

@@ -4,6 +4,9 @@ Precedence, lowest first: built-in defaults, ``config.toml``, environment variab
 (``SETUI_ENDPOINT``, ``SETUI_API_VERSION``, ``SETUI_DATA_DIR``), command-line options.
 The file is optional; a bad one is an error with its path and the key named, never a
 traceback and never silently ignored.
+
+``history-days`` is how long the incarnation history is kept (default 90); ``0`` keeps
+it forever. The audit log is never pruned, whatever it says.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ class ConfigError(Exception):
 
 @dataclass(frozen=True)
 class Config:
+    """Every setting; ``history_days = 0`` means keep the history forever."""
+
     endpoint: str = DEFAULT_ENDPOINT
     api_version: str = DEFAULT_API_VERSION
     interval: float = 1.0
@@ -42,7 +47,7 @@ class Config:
     bell: bool = True
     read_only: bool = False
     data_dir: Path | None = None
-    history_days: int = 90
+    history_days: int = 90  # 0: keep forever (the Store takes 0 or None as that)
 
     def with_overrides(self, **values: Any) -> Config:
         """Apply command-line values; ``None`` means "not given" and keeps the setting."""
@@ -139,5 +144,6 @@ def _check(config: Config, source: str) -> None:
         )
     if not config.endpoint.startswith(("http://", "https://")):
         raise ConfigError(f"{source}: endpoint must start with http://, got {config.endpoint!r}")
-    if config.history_days < 1:
-        raise ConfigError(f"{source}: history-days must be at least 1, got {config.history_days}")
+    if config.history_days < 0:
+        raise ConfigError(f"{source}: history-days must be a number of days, or 0 to keep "
+                          f"the history forever; got {config.history_days}")

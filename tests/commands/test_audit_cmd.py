@@ -5,12 +5,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import sqlite3
 import stat
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,10 +25,11 @@ SNAPSHOT = {"EventId": "A-1", "EventType": "Reboot", "EventStatus": "Scheduled",
 
 
 def setui(*args: str, data_dir: Path, cwd: Path | None = None,
-          ) -> subprocess.CompletedProcess[str]:
+          preexec_fn: Callable[[], Any] | None = None) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, SETUI_DATA_DIR=str(data_dir))
     return subprocess.run([sys.executable, "-m", "setui.cli", *args], capture_output=True,
-                          text=True, env=env, timeout=60, stdin=subprocess.DEVNULL, cwd=cwd)
+                          text=True, env=env, timeout=60, stdin=subprocess.DEVNULL, cwd=cwd,
+                          preexec_fn=preexec_fn)
 
 
 def log(store: Store, minute: float, action: str, **fields: object) -> int:
@@ -192,3 +196,152 @@ def test_hostile_records_are_printed_safely(tmp_path: Path) -> None:
     done = setui("audit", data_dir=tmp_path / "data")
     assert not any(c in done.stdout for c in "\x1b\x07\u202e")
     assert "\\x1b]0;owned\\x07\\u202e" in done.stdout
+
+
+def test_truncation_with_the_head_rewritten_is_tampering(data_dir: Path) -> None:
+    """Records cut off the end, and audit_head set to the new last record: the chain in
+    the database is consistent, but the witness beside it still says 5."""
+    with Store.open_dir(data_dir, readonly=True) as store:
+        records = store.audit(oldest_first=True)
+    tamper(data_dir, "DELETE FROM audit WHERE seq >= 4",
+           f"UPDATE audit_head SET seq = 3, hash = '{records[2].hash}'")
+    done = setui("audit", "verify", data_dir=data_dir)
+    assert done.returncode == 1
+    assert done.stdout.splitlines()[0] == (
+        "TAMPERED: records were removed from the end: the witness says 5 records ending in "
+        f"hash {records[4].hash}, the log has 3")
+    assert "Records from 4 on cannot be trusted." in done.stdout
+    export = setui("audit", "export", "-", data_dir=data_dir)
+    assert export.returncode == 1 and "the chain is broken" in export.stderr
+
+
+def test_no_witness_is_a_warning(data_dir: Path) -> None:
+    """A store written by an older setui has no witness: said, but not called tampering."""
+    (data_dir / "setui.db.audit-head").unlink()
+    done = setui("audit", "verify", data_dir=data_dir)
+    assert done.returncode == 0, done.stdout
+    lines = done.stdout.splitlines()
+    assert lines[0] == "ok, 5 records" and lines[2].startswith(
+        "WARNING: there is no audit head witness")
+    as_json = json.loads(setui("audit", "verify", "--json", data_dir=data_dir).stdout)
+    assert as_json["ok"] is True and "no audit head witness" in as_json["warning"]
+    listing = setui("audit", data_dir=data_dir)
+    assert listing.returncode == 0
+    assert listing.stdout.splitlines()[-1].startswith("chain: ok, 5 records (warning: ")
+
+
+def test_a_dropped_head_table_is_tampering(data_dir: Path) -> None:
+    tamper(data_dir, "DROP TABLE audit_head")
+    done = setui("audit", "verify", data_dir=data_dir)
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.startswith("TAMPERED: the audit_head table was removed")
+    assert "cannot verify" not in done.stdout + done.stderr
+
+
+def test_an_empty_database_file_verifies_as_an_empty_log(tmp_path: Path) -> None:
+    """A setui killed between creating the file and writing the schema leaves 0 bytes."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "setui.db").write_bytes(b"")
+    done = setui("audit", "verify", data_dir=data)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[0] == "ok, 0 records"
+    assert "audit log is empty" in setui("audit", data_dir=data).stdout
+
+
+def test_a_directory_named_like_the_database(tmp_path: Path) -> None:
+    (tmp_path / "data" / "setui.db").mkdir(parents=True)
+    for args in (["audit"], ["audit", "verify"], ["audit", "export", "-"]):
+        done = setui(*args, data_dir=tmp_path / "data")
+        assert done.returncode == 1
+        assert "it is a directory, not a setui database" in done.stderr
+        assert "disk" not in done.stderr and "Traceback" not in done.stderr
+
+
+# -- a data directory the reader cannot write ---------------------------------------------------
+def _obey_permissions() -> None:
+    """In the child, before exec: give up root's power to ignore permission bits
+    (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER), for it and what it runs."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (1, 2, 3):
+        if libc.prctl(24, ctypes.c_ulong(cap), ctypes.c_ulong(0), ctypes.c_ulong(0),
+                      ctypes.c_ulong(0)) != 0:  # PR_CAPBSET_DROP
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+@pytest.fixture
+def unwritable(tmp_path: Path) -> Iterator[tuple[Path, Callable[[], Any] | None]]:
+    """A data directory made 0555, and how to start a process that must obey that.
+
+    Root ignores permission bits, and tests run as root here: then setui runs with those
+    capabilities dropped (still uid 0, owning the files, so it may read them). First a
+    probe shows that such a process really cannot create a file there, or the test is
+    skipped. A read-only filesystem fails the same way in SQLite (it cannot create the
+    -shm file) but cannot be mounted in a test.
+    """
+    if os.name != "posix":
+        pytest.skip("POSIX permissions")
+    data = tmp_path / "data"
+    how = _obey_permissions if os.geteuid() == 0 else None
+    yield data, how
+    if data.exists():
+        data.chmod(0o700)  # so pytest can remove it
+
+
+def lock_up(data: Path, how: Callable[[], Any] | None) -> None:
+    data.chmod(0o555)
+    probe = f"open({str(data / 'probe')!r}, 'w')"
+    try:
+        done = subprocess.run([sys.executable, "-c", probe], preexec_fn=how,
+                              capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as exc:
+        pytest.skip(f"cannot start a process that obeys permissions: {exc}")
+    if done.returncode == 0:
+        pytest.skip("this process can write a 0555 directory (root with its capabilities)")
+    assert "PermissionError" in done.stderr, done.stderr
+
+
+def record_some(data_dir: Path) -> Store:
+    from setui.core.model import parse_document
+
+    store = Store.open_dir(data_dir)
+    for minute in range(3):
+        log(store, minute, "refused", error="for the test")
+    store.record_document(parse_document({"DocumentIncarnation": 7, "Events": []}),
+                          seen_at=T0, endpoint="http://e")
+    return store
+
+
+@pytest.mark.parametrize("state", ["closed", "snapshot-with-wal"])
+def test_reading_a_store_in_a_directory_that_cannot_be_written(
+        unwritable: tuple[Path, int | None], tmp_path: Path, state: str) -> None:
+    """history, audit, verify and export all read it: "closed" has no -wal (read as
+    immutable), "snapshot-with-wal" is a copy taken while setui was writing, whose newest
+    records are only in the -wal (read from a private copy)."""
+    data, how = unwritable
+    if state == "closed":
+        record_some(data).close()
+        assert not (data / "setui.db-wal").exists()
+    else:
+        writer = record_some(tmp_path / "live")
+        data.mkdir(mode=0o700)
+        for name in ("setui.db", "setui.db-wal", "setui.db.audit-head"):
+            shutil.copyfile(tmp_path / "live" / name, data / name)
+        writer.close()
+        assert (data / "setui.db-wal").stat().st_size > 0
+    lock_up(data, how)
+    before = sorted(p.name for p in data.iterdir())
+    verify = setui("audit", "verify", data_dir=data, preexec_fn=how)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert verify.stdout.splitlines()[0] == "ok, 3 records"
+    assert "WARNING" not in verify.stdout  # the witness was found and agrees
+    listing = setui("audit", data_dir=data, preexec_fn=how)
+    assert listing.returncode == 0 and listing.stdout.count("refused by setui") == 3
+    export = setui("audit", "export", "-", data_dir=data, preexec_fn=how)
+    assert export.returncode == 0 and len(export.stdout.splitlines()) == 3
+    history = setui("history", "--json", data_dir=data, preexec_fn=how)
+    assert history.returncode == 0, history.stderr
+    assert [json.loads(line)["incarnation"] for line in history.stdout.splitlines()] == [7]
+    assert sorted(p.name for p in data.iterdir()) == before  # nothing written beside it

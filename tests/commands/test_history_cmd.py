@@ -63,6 +63,7 @@ class Recorded:
     epoch: float
     expected: list[Expected]
     polls: int
+    operator_cancel: Expected  # the event an operator also said no to, in the dialog
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +88,15 @@ def busy(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
             polls += 1
             clock.advance(STEP)
         expected = [expected_story(emulator, i, spec) for i, spec in enumerate(scenario.events)]
-        return Recorded(data_dir, emulator.epoch, expected, polls)
+        # An operator opened the approval dialog for the event Azure later cancelled, and
+        # said no: the same word, "cancelled", for two different things.
+        cancelled = next(e for e in expected if e.kinds[-1] == "cancelled")
+        store.audit_append(AuditEntry(
+            action="cancelled", user="oncall", host="vm-web-0", endpoint=emulator.url,
+            time=datetime.fromtimestamp(emulator.epoch + cancelled.times[0] + 2.5,
+                                        timezone.utc),
+            event_id=cancelled.event_id, incarnation=1))
+        return Recorded(data_dir, emulator.epoch, expected, polls, cancelled)
 
 
 def story_of(event_id: str, data_dir: Path, subprocess_run: bool) -> list[dict[str, Any]]:
@@ -113,6 +122,9 @@ def test_history_event_tells_the_story_the_emulator_played(busy: Recorded) -> No
     kinds_seen = set()
     for number, expected in enumerate(busy.expected):
         story = story_of(expected.event_id, busy.data_dir, subprocess_run=number < 2)
+        operator = [s for s in story if s["source"] == "audit"]
+        assert len(operator) == (expected == busy.operator_cancel)  # tested below
+        story = [s for s in story if s["source"] != "audit"]
         assert [s["kind"] for s in story] == expected.kinds, expected.event_id
         for entry, scenario_time in zip(story, expected.times, strict=True):
             seen = datetime.fromisoformat(entry["time"].replace("Z", "+00:00")).timestamp()
@@ -216,10 +228,77 @@ def test_unknown_incarnation_and_event(busy: Recorded) -> None:
     assert done.returncode == 1 and "no recorded history for event NOPE" in done.stderr
 
 
+def test_an_operator_cancel_is_not_azure_cancelling(busy: Recorded) -> None:
+    """The audit's "cancelled" (an operator said no) and the history's (Azure removed the
+    event while still Scheduled) are told apart, in words and in --json."""
+    event = busy.operator_cancel
+    done = setui("history", "--event", event.event_id, data_dir=busy.data_dir)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    [operator] = [line for line in lines if " audit  " in line]
+    assert operator.endswith("operator oncall on vm-web-0 cancelled the approval dialog, "
+                             "nothing sent")
+    assert "by Azure" not in operator
+    assert lines[-1].endswith("gone: cancelled by Azure (removed while still Scheduled)")
+    story = story_of(event.event_id, busy.data_dir, subprocess_run=True)
+    by_source = {(s["source"], s["kind"]): s for s in story}
+    assert by_source["audit", "cancelled"]["words"] == (
+        "operator oncall on vm-web-0 cancelled the approval dialog, nothing sent")
+    assert by_source["audit", "cancelled"]["audit_seq"] == 1
+    assert by_source["history", "cancelled"]["words"] == (
+        "gone: cancelled by Azure (removed while still Scheduled)")
+
+
 @pytest.mark.parametrize("args", [["history", "--limit", "0"], ["history", "--since", "soon"],
                                   ["history", "show", "x"]])
 def test_usage_errors(args: list[str], tmp_path: Path) -> None:
     assert setui(*args, data_dir=tmp_path).returncode == 2
+
+
+@pytest.mark.parametrize("args, words", [
+    (["history", "--since", "999999d"], "reaches back before the year 1"),
+    (["history", "--since", "9" * 40 + "w"], "reaches back before the year 1"),
+    (["history", "--since", "0001-01-01T00:00+05:00"], "before the year 1 in UTC"),
+    (["history", "--limit", "9999999999999999999999"], "at most 9223372036854775807"),
+    (["history", "--limit", "9223372036854775808"], "at most 9223372036854775807"),
+    (["history", "show", "99999999999999999999999"], "at most 9223372036854775807"),
+    (["history", "show", "-1"], "from 0 to 9223372036854775807"),
+])
+def test_numbers_and_times_out_of_range_are_usage_errors(busy: Recorded, args: list[str],
+                                                         words: str) -> None:
+    """On a real store: before, these reached SQLite or datetime and crashed."""
+    done = setui(*args, data_dir=busy.data_dir)
+    assert done.returncode == 2, done.stderr
+    assert words in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_largest_numbers_and_earliest_times_still_work(busy: Recorded) -> None:
+    done = setui("history", "--json", "--limit", "9223372036854775807", "--since",
+                 "0999-01-01", data_dir=busy.data_dir)
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.splitlines()) == len(setui(
+        "history", "--json", "--limit", "1000", data_dir=busy.data_dir).stdout.splitlines())
+    done = setui("history", "show", "9223372036854775807", data_dir=busy.data_dir)
+    assert done.returncode == 1 and "is not in the history" in done.stderr
+
+
+def test_an_empty_database_file_is_nothing_recorded(tmp_path: Path) -> None:
+    """A setui killed between creating the file and writing the schema leaves 0 bytes."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "setui.db").write_bytes(b"")
+    done = setui("history", data_dir=data)
+    assert done.returncode == 0, done.stderr
+    assert "No history recorded yet" in done.stdout
+    assert (data / "setui.db").read_bytes() == b""  # reading changed nothing
+
+
+def test_a_directory_named_like_the_database(tmp_path: Path) -> None:
+    (tmp_path / "data" / "setui.db").mkdir(parents=True)
+    done = setui("history", data_dir=tmp_path / "data")
+    assert done.returncode == 1
+    assert "it is a directory, not a setui database" in done.stderr
+    assert "disk" not in done.stderr and "Traceback" not in done.stderr
 
 
 def test_hostile_history_is_printed_safely(tmp_path: Path) -> None:

@@ -241,3 +241,108 @@ def test_many_records_verify_quickly(data_dir: Path) -> None:
         store.audit_extend([entry(minute=i) for i in range(5000)])
         assert store.verify_audit().count == 5000
         assert store.audit(limit=1)[0].time == T0 + timedelta(minutes=4999)
+
+
+# -- the head witness beside the database ---------------------------------------------------
+def witness(store: Store) -> Path:
+    return store.path.with_name(store.path.name + ".audit-head")
+
+
+def test_every_append_updates_the_witness_owner_only(store: Store) -> None:
+    import os
+    import stat
+
+    fill(store, 3)
+    newest = store.audit(limit=1)[0]
+    assert json.loads(witness(store).read_text()) == {"seq": 3, "hash": newest.hash}
+    if os.name == "posix":
+        assert stat.S_IMODE(witness(store).stat().st_mode) == 0o600
+    assert sorted(p.name for p in store.path.parent.iterdir() if "audit-head" in p.name) == [
+        witness(store).name]  # no temporary file left behind
+    result = store.verify_audit()
+    assert result.ok and not result.warning and store.witness_problem is None
+
+
+def test_truncation_with_the_head_rewritten_is_found(store: Store) -> None:
+    """Before the witness this verified as "ok, 3 records"."""
+    fill(store)
+    third = store.audit(oldest_first=True)[2].hash
+    fifth = store.audit(limit=1)[0].hash
+    tampered(store, "DELETE FROM audit WHERE seq >= 4",
+             ("UPDATE audit_head SET seq = 3, hash = ?", (third,)))
+    check(store, 4, "records were removed from the end: the witness says 5 records ending "
+                    f"in hash {fifth}, the log has 3")
+
+
+def test_removing_the_whole_log_and_its_head_is_found(store: Store) -> None:
+    fill(store)
+    tampered(store, "DELETE FROM audit", "DELETE FROM audit_head")
+    check(store, 1, "the witness says 5 records")
+
+
+def test_an_older_copy_of_the_database_put_back_is_found(store: Store) -> None:
+    import shutil
+
+    fill(store, 3)
+    store.close()
+    backup = store.path.with_name("backup.db")
+    shutil.copyfile(store.path, backup)
+    with Store(store.path) as later:
+        later.audit_append(entry(minute=10))  # record 4, then the old copy is put back
+    shutil.copyfile(backup, store.path)
+    with Store(store.path) as restored:
+        check(restored, 4, "records were removed from the end: the witness says 4 records")
+        # New records do not wipe out the evidence: the witness is left as it was.
+        restored.audit_append(entry(minute=20))
+        assert restored.witness_problem is not None
+        assert "kept as evidence" in restored.witness_problem
+        check(restored, 4, "record 4 was replaced: the witness says it has hash")
+
+
+def test_no_witness_is_a_warning_not_tampering(store: Store) -> None:
+    """Stores written before the witness existed have none."""
+    fill(store, 2)
+    witness(store).unlink()
+    result = store.verify_audit()
+    assert result.ok and result.count == 2 and str(result) == "ok, 2 records"
+    assert "there is no audit head witness" in result.warning
+    store.audit_append(entry())  # the next record writes it
+    assert store.verify_audit().warning == ""
+
+
+def test_a_witness_that_cannot_be_written_never_blocks_the_log(store: Store) -> None:
+    fill(store, 1)
+    witness(store).unlink()
+    witness(store).mkdir()  # not a file: reading and replacing it both fail
+    record = store.audit_append(entry())
+    assert record.seq == 2 and [r.seq for r in store.audit()] == [2, 1]
+    assert store.witness_problem is not None
+    assert "cannot write the audit head witness" in store.witness_problem
+    result = store.verify_audit()
+    assert result.ok and "cannot be read" in result.warning
+
+
+def test_a_witness_behind_the_log_is_a_warning(store: Store) -> None:
+    """A crash between the commit and the witness, or a failed write, leaves it behind."""
+    fill(store, 2)
+    behind = witness(store).read_text()
+    store.audit_append(entry())
+    witness(store).write_text(behind)
+    result = store.verify_audit()
+    assert result.ok and "names record 2, the log has 3" in result.warning
+    store.audit_append(entry())
+    assert json.loads(witness(store).read_text())["seq"] == 4
+
+
+def test_a_dropped_head_table_is_tampering_not_an_error(store: Store) -> None:
+    fill(store)
+    tampered(store, "DROP TABLE audit_head")
+    check(store, 5, "the audit_head table was removed")
+    with pytest.raises(StoreError, match="lost its head table"):
+        store.audit_append(entry())  # nothing is written over the evidence
+
+
+def test_a_dropped_audit_table_is_tampering_not_an_error(store: Store) -> None:
+    fill(store)
+    tampered(store, "DROP TABLE audit")
+    check(store, 1, "the audit table was removed")

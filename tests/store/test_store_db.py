@@ -6,11 +6,12 @@ import os
 import sqlite3
 import stat
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import platformdirs
 import pytest
-from store_helpers import ENDPOINT, STORY, T0, entry
+from store_helpers import ENDPOINT, STORY, T0, entry, play
 
 from setui.store import DB_NAME, Store, StoreError, default_data_dir
 
@@ -139,3 +140,129 @@ def test_full_disk_is_a_clear_error(store: Store) -> None:
     assert "is full" in str(caught.value)
     assert [r.seq for r in store.audit()] == [1]
     assert store.verify_audit().ok
+
+
+def test_a_number_too_large_for_sqlite_is_a_store_error(store: Store) -> None:
+    """The parser refuses such incarnations; the store still answers in words, not with
+    an OverflowError, and is left usable (nothing half-written)."""
+    from setui.core.model import Document
+
+    huge = 99999999999999999999999
+    with pytest.raises(StoreError, match="larger than the database can hold"):
+        store.record_document(Document(incarnation=huge, events=(), raw={}), seen_at=T0,
+                              endpoint=ENDPOINT)
+    with pytest.raises(StoreError, match="larger than the database can hold"):
+        store.audit_append(entry(incarnation=huge))
+    with pytest.raises(StoreError, match="larger than the database can hold"):
+        store.incarnation(huge)
+    assert store.history() == [] and store.audit() == []
+    store.audit_append(entry())
+    assert store.record_document(STORY[0], seen_at=T0, endpoint=ENDPOINT)
+    assert store.verify_audit().ok
+
+
+@pytest.mark.parametrize("readonly", [False, True])
+def test_a_directory_where_the_database_should_be(data_dir: Path, readonly: bool) -> None:
+    (data_dir / DB_NAME).mkdir(parents=True)
+    with pytest.raises(StoreError) as caught:
+        Store.open_dir(data_dir, readonly=readonly)
+    message = str(caught.value)
+    assert "it is a directory, not a setui database" in message and "disk" not in message
+    assert str(data_dir / DB_NAME) in message
+
+
+def test_an_empty_file_is_nothing_recorded_to_a_reader(data_dir: Path) -> None:
+    """setui stopped between creating the file and writing the schema."""
+    from setui.store import NothingRecorded
+
+    data_dir.mkdir()
+    (data_dir / DB_NAME).write_bytes(b"")
+    with pytest.raises(NothingRecorded, match="nothing was recorded"):
+        Store.open_dir(data_dir, readonly=True)
+    with Store.open_dir(data_dir) as writer:  # and a writer just carries on
+        writer.audit_append(entry())
+    with Store.open_dir(data_dir, readonly=True) as reader:
+        assert len(reader.audit()) == 1
+
+
+def test_someone_elses_database_is_not_read_as_empty(data_dir: Path) -> None:
+    from setui.store import NothingRecorded
+
+    data_dir.mkdir()
+    conn = sqlite3.connect(data_dir / DB_NAME)
+    conn.execute("CREATE TABLE theirs (x)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match="not setui's") as caught:
+        Store.open_dir(data_dir, readonly=True)
+    assert not isinstance(caught.value, NothingRecorded)
+
+
+def test_history_days_zero_keeps_everything(data_dir: Path) -> None:
+    with Store.open_dir(data_dir, history_days=0) as store:
+        assert store.history_days is None
+        play(store, STORY, step=timedelta(days=400))
+        assert store.prune(now=T0 + timedelta(days=10_000)) == 0
+        assert len(store.history()) == 4
+
+
+# -- reading where SQLite cannot create the -shm file ------------------------------------------
+# The real thing (a directory the reader cannot write) is in tests/commands/test_audit_cmd.py,
+# run as another user. Here the first, plain read-only open is made to fail the way it
+# does there (SQLITE_READONLY_DIRECTORY), to check each fallback on its own, quickly.
+@pytest.fixture
+def shm_refused(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every plain ``mode=ro`` open fails as in a read-only directory; returns the URIs
+    that were opened."""
+    from setui.store import db
+
+    opened: list[str] = []
+    real = db._reader
+
+    def reader(target: str, *args: object, **kw: object) -> sqlite3.Connection:
+        opened.append(target)
+        if target.endswith("mode=ro") and "setui-read-" not in target:
+            raise sqlite3.OperationalError("attempt to write a readonly database")
+        return real(target, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(db, "_reader", reader)
+    return opened
+
+
+def test_without_a_wal_the_file_is_read_as_immutable(data_dir: Path,
+                                                     shm_refused: list[str]) -> None:
+    with Store.open_dir(data_dir) as writer:
+        writer.audit_append(entry())
+    assert not Path(f"{data_dir / DB_NAME}-wal").exists()  # closed cleanly: merged
+    with Store.open_dir(data_dir, readonly=True) as reader:
+        assert reader.verify_audit().ok and len(reader.audit()) == 1
+    assert shm_refused[-1].endswith("mode=ro&immutable=1")
+    assert sorted(p.name for p in data_dir.iterdir()) == [DB_NAME, f"{DB_NAME}.audit-head"]
+
+
+def test_with_a_wal_a_private_copy_is_read_and_removed(data_dir: Path,
+                                                       shm_refused: list[str]) -> None:
+    """immutable=1 would ignore the -wal, where the newest records are: they must show."""
+    with Store.open_dir(data_dir) as writer:
+        writer.audit_extend([entry(minute=i) for i in range(3)])
+        play(writer, STORY)
+        wal = Path(f"{writer.path}-wal")
+        assert wal.stat().st_size > 0  # not yet merged into the database file
+        reader = Store.open_dir(data_dir, readonly=True)
+        copied = Path(shm_refused[-1].split("?")[0].removeprefix("file:")).parent
+        assert copied.name.startswith("setui-read-") and copied.is_dir()
+        if POSIX:
+            assert stat.S_IMODE(copied.stat().st_mode) == 0o700
+        with reader:
+            assert len(reader.audit()) == 3 and reader.verify_audit().ok
+            assert [r.incarnation for r in reader.history()] == [4, 3, 2, 1]
+            assert reader.path == data_dir / DB_NAME  # the witness is looked for there
+        assert not copied.exists()
+
+
+def test_when_every_fallback_fails_the_error_says_why(data_dir: Path,
+                                                      shm_refused: list[str]) -> None:
+    data_dir.mkdir()
+    (data_dir / DB_NAME).write_bytes(b"garbage " * 600)
+    with pytest.raises(StoreError, match="damaged or is not a setui database"):
+        Store.open_dir(data_dir, readonly=True)

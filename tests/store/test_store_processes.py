@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,13 @@ POSIX = os.name == "posix"
 
 # A writer as `setui watch` and a dashboard are: it polls the same documents (incarnations
 # 1..N, each seen several times), and appends audit records in between. It prints the seq
-# of every audit record once committed, and "done" at the end.
+# of every audit record once committed, and "done" at the end. Each writer sees each
+# document `offset` seconds after the first one would, as two pollers do.
+#
+# With a `go` file, the writers also meet at two barriers (files in a directory, polled;
+# no timing): after each has committed its first audit record, and before each commits
+# its last. So both first records come before both last ones, whatever the scheduler
+# does, and each writer's records necessarily enclose some of the other's.
 WRITER = textwrap.dedent("""
     import json, os, sys, time
     from datetime import datetime, timedelta, timezone
@@ -27,9 +34,21 @@ WRITER = textwrap.dedent("""
     from setui.core.tracker import Tracker
     from setui.store import AuditEntry, Store
 
-    data_dir, name, incarnations, repeats, forever, go = sys.argv[1:7]
+    data_dir, name, incarnations, repeats, forever, go, offset = sys.argv[1:8]
     pause = 0.002 if forever != "forever" else 0.0
     T0 = datetime(2024, 5, 14, 9, 30, tzinfo=timezone.utc)
+
+    def barrier(stage):
+        if go == "-":
+            return
+        open(f"{go}.{stage}.{name}", "w").close()
+        deadline = time.monotonic() + 120
+        directory, prefix = os.path.dirname(go), os.path.basename(go) + f".{stage}."
+        while sum(f.startswith(prefix) for f in os.listdir(directory)) < 2:
+            if time.monotonic() > deadline:
+                sys.exit(f"{name}: the other writer never reached barrier {stage}")
+            time.sleep(0.005)
+
     store = Store.open_dir(data_dir, timeout=10.0)
     print("ready", flush=True)
     while go != "-" and not os.path.exists(go):  # start together with the other writer
@@ -46,14 +65,20 @@ WRITER = textwrap.dedent("""
             doc = parse_document(json.dumps({"DocumentIncarnation": number + loop * 10_000,
                                              "Events": events}))
             for repeat in range(int(repeats)):
-                seen = T0 + timedelta(minutes=number + loop * 10_000, seconds=repeat * 61)
+                seen = T0 + timedelta(minutes=number + loop * 10_000,
+                                      seconds=repeat * 61 + int(offset))
                 store.record_document(doc, seen_at=seen, endpoint="http://e",
                                       changes=tracker.update(doc, seen))
+                last = number == int(incarnations) and repeat == int(repeats) - 1
+                if last and forever != "forever":
+                    barrier("last")
                 record = store.audit_append(AuditEntry(
                     action="cancelled", time=datetime.now(timezone.utc), user=name,
                     host="h", endpoint="http://e", event_id=f"E-{number // 2}",
                     details={"pad": "y" * 300}))
                 print(f"audit {record.seq} {doc.incarnation}", flush=True)
+                if number == 1 and repeat == 0 and loop == 0:
+                    barrier("first")
                 time.sleep(pause)  # a poller, not a tight loop: the other writer gets turns
         loop += 1
         if forever != "forever":
@@ -64,10 +89,11 @@ WRITER = textwrap.dedent("""
 
 
 def writer(data_dir: Path, name: str, incarnations: int, repeats: int,
-           forever: bool = False, go: Path | None = None) -> subprocess.Popen[str]:
+           forever: bool = False, go: Path | None = None,
+           offset: int = 0) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
         [sys.executable, "-c", WRITER, str(data_dir), name, str(incarnations), str(repeats),
-         "forever" if forever else "once", str(go) if go else "-"],
+         "forever" if forever else "once", str(go) if go else "-", str(offset)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     assert proc.stdout.readline() == "ready\n"
@@ -78,8 +104,11 @@ def test_two_processes_share_the_history_without_duplicates(tmp_path: Path) -> N
     data_dir = tmp_path / "data"
     Store.open_dir(data_dir).close()
     incarnations, repeats = 60, 4
-    go = tmp_path / "go"
-    procs = [writer(data_dir, name, incarnations, repeats, go=go) for name in ("alice", "bob")]
+    (tmp_path / "sync").mkdir()
+    go = tmp_path / "sync" / "go"
+    # bob sees every document 7 s after alice: one row each, first_seen the earlier.
+    procs = [writer(data_dir, name, incarnations, repeats, go=go, offset=offset)
+             for name, offset in (("alice", 0), ("bob", 7))]
     go.touch()
     outputs = []
     for proc in procs:
@@ -89,13 +118,20 @@ def test_two_processes_share_the_history_without_duplicates(tmp_path: Path) -> N
     assert all(lines[-1] == "done" for lines in outputs)
     seqs = [int(line.split()[1]) for lines in outputs for line in lines[:-1]]
     assert len(seqs) == 2 * incarnations * repeats
-    # Both really wrote at the same time: their records interleave in the log.
-    owners = [int(line.split()[1]) for line in outputs[0][:-1]]
-    assert max(owners) - min(owners) + 1 > len(owners)
+    # Both really wrote at the same time: each one's records enclose some of the other's
+    # (guaranteed by the barriers, not by luck of timing).
+    for lines in outputs:
+        owned = [int(line.split()[1]) for line in lines[:-1]]
+        assert max(owned) - min(owned) + 1 > len(owned)
     with Store.open_dir(data_dir) as store:
         records = store.history(limit=None)
         numbers = [r.incarnation for r in records]
         assert sorted(numbers) == list(range(1, incarnations + 1))  # once each
+        t0 = datetime(2024, 5, 14, 9, 30, tzinfo=timezone.utc)
+        for record in records:  # whoever inserted the row, the earliest sighting counts
+            assert record.first_seen == t0 + timedelta(minutes=record.incarnation)
+            assert record.last_seen == t0 + timedelta(minutes=record.incarnation,
+                                                      seconds=(repeats - 1) * 61 + 7)
         audit = store.audit(oldest_first=True)
         assert sorted(r.seq for r in audit) == sorted(seqs) == list(range(1, len(seqs) + 1))
         assert {r.user for r in audit} == {"alice", "bob"}

@@ -249,20 +249,24 @@ async def _decide(request: ApproveRequest, ids: tuple[str, ...], client: ImdsCli
         out.write(f"(incarnation {document.incarnation}, endpoint "
                   f"{printable(client.endpoint, 100)})\n")
     if not going:
-        return _report(await approver.approve(list(ids), document), out)
+        return _report(_unrecorded(approver, await approver.approve(list(ids), document),
+                                   err), out)
     if not request.yes:
         if not _ask(stdin, out):
-            approver.record_cancel(going, document)
-            _refuse(approver, refused, document)
+            if not approver.record_cancel(going, document) and approver.store_error:
+                err.write("setui approve: cancelled, and it could not be recorded in the "
+                          f"audit log: {printable(approver.store_error, 400)}\n")
+            _refuse(approver, refused, document, err)
             out.write("Cancelled: nothing was approved.\n")
             return EXIT_FAILED
         changed = await _changed_since(client, document)
         if changed:
-            _refuse(approver, {i: changed for i in going}, document)
-            _refuse(approver, refused, document)
+            _refuse(approver, {i: changed for i in going}, document, err)
+            _refuse(approver, refused, document, err)
             out.write(f"Refused: {printable(changed, 300)}. Nothing was approved.\n")
             return EXIT_FAILED
-    return _report(await approver.approve(list(ids), document), out)
+    return _report(_unrecorded(approver, await approver.approve(list(ids), document), err),
+                   out)
 
 
 async def _changed_since(client: ImdsClient, document: Document | None) -> str | None:
@@ -279,9 +283,27 @@ async def _changed_since(client: ImdsClient, document: Document | None) -> str |
     return None
 
 
-def _refuse(approver: Approver, reasons: dict[str, str], document: Document | None) -> None:
+def _refuse(approver: Approver, reasons: dict[str, str], document: Document | None,
+            err: IO[str]) -> None:
     for event_id, reason in reasons.items():
-        approver.record_refusal([event_id], document, reason)
+        _unrecorded(approver, approver.record_refusal([event_id], document, reason), err)
+
+
+def _unrecorded(approver: Approver, outcomes: list[ApprovalOutcome],
+                err: IO[str]) -> list[ApprovalOutcome]:
+    """Say which refusals the audit log failed to keep: the operator would otherwise
+    believe the log tells the whole story. ``store_error`` is set only by a failed write
+    to an open, writable store, so an unrecorded refusal with it set is such a failure;
+    one whose message names the error already (nothing was sent because the attempt
+    could not be written) is not said twice."""
+    problem = approver.store_error
+    if problem:
+        for outcome in outcomes:
+            if outcome.refused and outcome.record_seq is None and problem not in outcome.message:
+                err.write(f"setui approve: {printable(outcome.event_id, 80)} was refused, and "
+                          "it could not be recorded in the audit log: "
+                          f"{printable(problem, 400)}\n")
+    return outcomes
 
 
 def _report(outcomes: list[ApprovalOutcome], out: IO[str]) -> int:

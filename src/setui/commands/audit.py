@@ -1,9 +1,11 @@
 """``setui audit``: list the audit log, verify its hash chain, export it as JSON lines.
 
-``verify`` exits 1 and names the first record altered, inserted or removed; it prints
-the head hash too, so an auditor can note it elsewhere and notice a rewritten chain
-later. ``export`` writes every field, hashes included, oldest first: enough to check the
-chain without setui (see ``setui.store.audit`` for the hash).
+``verify`` exits 1 and names the first record altered, inserted or removed (see
+``setui.store.audit`` for exactly what can and cannot be found); it prints the head hash
+too, so an auditor can note it elsewhere and notice a rewritten chain later. A missing,
+unreadable or lagging head witness file is a warning, not tampering: exit 0. ``export``
+writes every field, hashes included, oldest first: enough to check the chain without
+setui (see ``setui.store.audit`` for the hash).
 """
 
 from __future__ import annotations
@@ -138,6 +140,8 @@ def _event_text(record: AuditRecord) -> str:
 
 def _chain_line(result: VerifyResult) -> str:
     if result.ok:
+        if result.warning:
+            return f"chain: {result} (warning: {printable(result.warning, 300)})"
         return f"chain: {result}"
     return f"chain: BROKEN: {printable(result.problem, 300)} (run `setui audit verify`)"
 
@@ -165,11 +169,13 @@ def _verify(result: VerifyResult, as_json: bool, out: IO[str]) -> int:
         out.write(json.dumps({
             "ok": result.ok, "count": result.count, "first_bad": result.first_bad,
             "problem": result.problem or None, "head_seq": result.head_seq,
-            "head_hash": result.head_hash}) + "\n")
+            "head_hash": result.head_hash, "warning": result.warning or None}) + "\n")
     elif result.ok:
         out.write(f"{result}\n")
         if result.head_seq is not None:
             out.write(f"head: record {result.head_seq}, sha256 {result.head_hash}\n")
+        if result.warning:
+            out.write(f"WARNING: {printable(result.warning, 500)}\n")
     else:
         out.write(f"TAMPERED: {printable(result.problem, 500)}\n")
         if result.first_bad is not None:
@@ -194,6 +200,8 @@ def _export(records: list[AuditRecord], result: VerifyResult, target: str, out: 
         err.write(f"setui audit export: WARNING: the chain is broken: "
                   f"{printable(result.problem, 300)}\n")
         return EXIT_FAILED
+    if result.warning:
+        err.write(f"setui audit export: warning: {printable(result.warning, 300)}\n")
     return EXIT_OK
 
 

@@ -22,10 +22,12 @@ from setui.textsafe import printable
 if TYPE_CHECKING:  # sqlite3 loads only when a command runs, not for `setui --version`
     from setui.store import IncarnationRecord, Store, StoryEntry
 
-__all__ = ["add_arguments", "data_dir", "iso", "open_readonly", "parse_since",
-           "positive_int", "run", "when"]
+__all__ = ["add_arguments", "data_dir", "incarnation_number", "iso", "open_readonly",
+           "parse_since", "positive_int", "run", "when"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+# The largest number SQLite stores; a bigger one would crash the query, not find nothing.
+LARGEST = 2**63 - 1
 
 
 # -- shared by the headless commands ------------------------------------------------------
@@ -49,22 +51,42 @@ def data_dir(args: argparse.Namespace) -> Path | None:
 
 
 def open_readonly(args: argparse.Namespace) -> Store | None:
-    """The store for reading, or None when nothing has been recorded yet."""
-    from setui.store import DB_NAME, Store, default_data_dir
+    """The store for reading, or None when nothing has been recorded yet (no database, or
+    an empty file left by a setui stopped before it wrote the schema)."""
+    from setui.store import NothingRecorded, Store, default_data_dir
 
     directory = data_dir(args) or default_data_dir()
-    if not (directory / DB_NAME).exists():
+    try:
+        return Store.open_dir(directory, readonly=True)
+    except NothingRecorded:
         return None
-    return Store.open_dir(directory, readonly=True)
+
+
+def _whole(text: str) -> int:
+    value = text.strip()
+    if not re.fullmatch(r"[+-]?\d+", value):
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}")
+    if len(value.lstrip("+-").lstrip("0")) > len(str(LARGEST)):
+        raise argparse.ArgumentTypeError(f"too large: {printable(text, 40)} (at most {LARGEST})")
+    return int(value)
 
 
 def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    """A count from the command line: 1 to 2**63-1 (what the database can compare)."""
+    value = _whole(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value > LARGEST:
+        raise argparse.ArgumentTypeError(f"must be at most {LARGEST}, got {value}")
+    return value
+
+
+def incarnation_number(text: str) -> int:
+    """A DocumentIncarnation: 0 to 2**63-1, the range the parser accepts and stores."""
+    value = _whole(text)
+    if not 0 <= value <= LARGEST:
+        raise argparse.ArgumentTypeError(
+            f"an incarnation is a whole number from 0 to {LARGEST}, got {value}")
     return value
 
 
@@ -77,7 +99,12 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
     match = _RELATIVE.match(text)
     if match:
         seconds = float(match.group(1)) * _UNITS[match.group(2).lower()]
-        return (now or datetime.now(timezone.utc)) - timedelta(seconds=seconds)
+        try:
+            return (now or datetime.now(timezone.utc)) - timedelta(seconds=seconds)
+        except (OverflowError, ValueError):  # before year 1, or too big for a timedelta
+            raise argparse.ArgumentTypeError(
+                f"too long ago: {printable(text, 40)} reaches back before the year 1; "
+                "give a shorter span or a date") from None
     value = text.strip()
     if value.endswith(("Z", "z")):
         value = value[:-1] + "+00:00"
@@ -88,7 +115,12 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
             f"not a time: {text!r} (use 2h, 30m, 7d, or 2024-05-14T09:30 in UTC)") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc)
+    try:
+        return moment.astimezone(timezone.utc)
+    except (OverflowError, ValueError):  # 0001-01-01T00:00+05:00 is before year 1 in UTC
+        raise argparse.ArgumentTypeError(
+            f"out of range: {printable(text, 40)} is before the year 1 in UTC; give a "
+            "later time") from None
 
 
 def add_storage_options(parser: argparse.ArgumentParser) -> None:
@@ -119,7 +151,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="history_command", metavar="{show}")
     show = sub.add_parser("show", help="one stored document, and what changed in it",
                           description="Print one stored incarnation of the events document.")
-    show.add_argument("incarnation", type=int, metavar="INCARNATION")
+    show.add_argument("incarnation", type=incarnation_number, metavar="INCARNATION")
     show.add_argument("--diff", action="store_true",
                       help="also what changed against the incarnation before it")
     add_storage_options(show)
@@ -197,8 +229,15 @@ def _list(store: Store, limit: int, since: datetime | None, as_json: bool,
 
 # -- one event's life ------------------------------------------------------------------------
 def story_words(entry: StoryEntry) -> str:
-    """One story line in words: what happened to the event at that moment."""
+    """One story line in words: what happened to the event at that moment.
+
+    Audit records are an operator's acts and are told as such: their kinds share names
+    with the history's (an operator's ``cancelled`` is not Azure's), so the source is
+    checked first.
+    """
     detail = entry.detail
+    if entry.source == "audit":
+        return detail or f"audit record: {entry.kind}"
     if entry.kind == "appeared":
         if entry.status == "Started":
             words = "first seen, already Started (no notice)"

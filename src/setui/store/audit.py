@@ -2,13 +2,30 @@
 
 Each record's hash covers its content (a canonical JSON of every column but the hashes)
 and the previous record's hash, starting from 64 zeros. A one-row ``audit_head`` table,
-written in the same transaction as each record, holds the newest seq and hash, so
-removing records from the end shows as well as removing them from the middle.
+written in the same transaction as each record, holds the newest seq and hash. After
+each append the same seq and hash are also written to a witness file beside the
+database (``setui.db.audit-head``, owner-only, replaced atomically).
 
-What this does and does not prove: any edit, insertion or removal made without
-recomputing the chain is found by :func:`verify`. Someone who can write the file and
-knows the algorithm can rebuild a consistent chain; export the log (or note the head
-hash ``setui audit verify`` prints) somewhere else to anchor it.
+What :func:`verify` finds:
+
+* a record altered, inserted, or removed from the start or the middle, unless the chain
+  after it was recomputed;
+* records removed from the end when ``audit_head`` was left alone, or when the
+  ``audit_head`` row or table was removed;
+* records removed from the end with ``audit_head`` rewritten to match (or the whole
+  database replaced by an older copy), by comparing with the witness file: it names
+  more records than the log has, or a hash the log does not have.
+
+What it does not find: someone who edits both the database and the witness (or deletes
+the witness: a store written by an older setui has none, so a missing witness is only a
+warning), or who recomputes the whole chain. Anyone who can write the data directory
+and has read this can do that; to anchor the log, export it (or note the head hash
+``setui audit verify`` prints) somewhere they cannot write.
+
+The witness trails the database by design: it is written after the commit, so a crash
+in between, a failed write (a full disk, a witness that is not a file) or two setui
+processes appending at the same moment leave it naming an older record. Verify reports
+that as a warning, never as tampering; the next append brings it up to date.
 """
 
 from __future__ import annotations
@@ -16,7 +33,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import sqlite3
+import tempfile
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,7 +45,8 @@ from setui.store.db import StoreError
 from setui.store.history import clean_text, stored_json
 from setui.store.records import AuditEntry, AuditRecord, VerifyResult, from_db_time, to_db_time
 
-__all__ = ["GENESIS", "append", "chain_hash", "for_event", "listing", "verify"]
+__all__ = ["GENESIS", "append", "chain_hash", "for_event", "listing", "read_witness",
+           "update_witness", "verify", "witness_path"]
 
 GENESIS = "0" * 64
 
@@ -73,6 +93,11 @@ def append(conn: sqlite3.Connection, entries: Sequence[AuditEntry],
     """Append ``entries`` in one transaction, committed (durably) before returning."""
     conn.execute("BEGIN IMMEDIATE")
     try:
+        if "audit_head" not in _tables(conn):
+            raise StoreError(
+                f"the audit log in {path} has lost its head table: it may have been "
+                "tampered with. Run `setui audit verify`; setui records nothing more on "
+                "top of it", path=path)
         head = conn.execute("SELECT seq, hash FROM audit_head WHERE id = 1").fetchone()
         if head is None:
             if conn.execute("SELECT max(seq) FROM audit").fetchone()[0] is not None:
@@ -213,15 +238,105 @@ def _removed(first: int, last: int, where: str) -> str:
     return f"records {first} to {last} were removed{where}"
 
 
-def verify(conn: sqlite3.Connection) -> VerifyResult:
-    """Recompute the chain; the first record altered, inserted or removed, in words."""
-    head = conn.execute("SELECT seq, hash FROM audit_head WHERE id = 1").fetchone()
+def _tables(conn: sqlite3.Connection) -> set[str]:
+    return {str(row[0]) for row in
+            conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+# -- the witness file ----------------------------------------------------------------------
+def witness_path(db_path: Path) -> Path:
+    """``setui.db.audit-head``: named after the database, so two never share one."""
+    return db_path.with_name(db_path.name + ".audit-head")
+
+
+def read_witness(path: Path) -> tuple[int, str] | None:
+    """(seq, hash) from the witness, None if there is none; OSError or ValueError if it
+    cannot be read or is not a witness."""
+    try:
+        text = path.read_text(encoding="ascii")
+    except FileNotFoundError:
+        return None
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    seq, digest = data.get("seq"), data.get("hash")
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1 \
+            or not isinstance(digest, str) or len(digest) != 64:
+        raise ValueError("it holds no record number and hash")
+    return seq, digest
+
+
+def _write_witness(path: Path, seq: int, digest: str) -> None:
+    """Owner-only and atomic: a reader sees the old witness or the new, never half."""
+    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="ascii", newline="\n") as handle:
+            handle.write(json.dumps({"seq": seq, "hash": digest}) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+
+
+def update_witness(conn: sqlite3.Connection, path: Path, seq: int, digest: str) -> str | None:
+    """Make the witness name record ``seq`` (just committed); why not, if it was not.
+
+    Never raises: the records are committed already, and an exception would read as
+    "not recorded". A witness the log contradicts is left as it is, so the evidence of a
+    truncated or replaced log survives the records appended after it.
+    """
+    try:
+        try:
+            current = read_witness(path)
+        except (OSError, ValueError, UnicodeDecodeError):
+            current = None  # unreadable: nothing in it is worth keeping; replace it
+        if current is not None:
+            row = conn.execute("SELECT hash FROM audit WHERE seq = ?",
+                               (current[0],)).fetchone()
+            if row is None or row[0] != current[1]:
+                return (f"the audit head witness {path} names record {current[0]}, which the "
+                        "log does not have as it was: it is kept as evidence and not updated. "
+                        "Run `setui audit verify`")
+            if current[0] >= seq:
+                return None  # another setui appended after us and wrote a newer one
+        _write_witness(path, seq, digest)
+    except (OSError, sqlite3.Error, OverflowError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        return (f"cannot write the audit head witness {path}: {reason}. The record itself "
+                "was written; `setui audit verify` will say the witness is behind")
+    return None
+
+
+# -- verify --------------------------------------------------------------------------------
+def verify(conn: sqlite3.Connection, witness: Path | None = None) -> VerifyResult:
+    """Recompute the chain; the first record altered, inserted or removed, in words.
+
+    With ``witness``, the chain's end is also compared with the witness file there.
+    """
+    tables = _tables(conn)
+    if "audit" not in tables:
+        return VerifyResult(ok=False, count=0, first_bad=1, problem=(
+            "the audit table was removed: the whole log is gone"))
+    head = None
+    if "audit_head" in tables:
+        head = conn.execute("SELECT seq, hash FROM audit_head WHERE id = 1").fetchone()
     head_seq = None if head is None else int(head[0])
     head_hash = None if head is None else str(head[1])
 
     def bad(first: int | None, problem: str, count: int) -> VerifyResult:
         return VerifyResult(ok=False, count=count, first_bad=first, problem=problem,
                             head_seq=head_seq, head_hash=head_hash)
+
+    try:
+        witnessed = read_witness(witness) if witness is not None else None
+        unreadable = None
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        witnessed = None
+        unreadable = getattr(exc, "strerror", None) or str(exc)
+    witnessed_hash: str | None = None  # the log's hash of the record the witness names
 
     expected, prev, count = 1, GENESIS, 0
     for row in _rows(conn):
@@ -251,19 +366,65 @@ def verify(conn: sqlite3.Connection) -> VerifyResult:
             return bad(seq - 1, f"the chain breaks between records {seq - 1} and {seq}: one "
                                 "of them was replaced, or a record was inserted between them",
                        count)
+        if witnessed is not None and seq == witnessed[0]:
+            witnessed_hash = str(row[16])
         prev, expected = str(row[16]), seq + 1
     last = expected - 1
+    if "audit_head" not in tables:
+        return bad(last + 1 if not count else last, "the audit_head table was removed: the "
+                   "newest records may have been removed with it", count)
     if head_seq is None:
         if count:
             return bad(last, "the audit head is missing: the newest records may have been "
                              "removed", count)
-        return VerifyResult(ok=True, count=0)
-    if head_seq > last:
+    elif head_seq > last:
         return bad(last + 1, _removed(last + 1, head_seq, " from the end of the log"), count)
-    if head_seq < last:
+    elif head_seq < last:
         return bad(head_seq + 1, f"record {head_seq + 1} was inserted after the newest "
                                  "record the log knows of", count)
-    if head_hash != prev:
+    elif head_hash != prev:
         return bad(last, f"record {last} was replaced (it does not match the log's head)",
                    count)
-    return VerifyResult(ok=True, count=count, head_seq=head_seq, head_hash=head_hash)
+    if witness is None:
+        return VerifyResult(ok=True, count=count, head_seq=head_seq, head_hash=head_hash)
+    return _against_witness(witness, witnessed, witnessed_hash, unreadable, count, last,
+                            head_seq, head_hash)
+
+
+def _against_witness(path: Path, witnessed: tuple[int, str] | None,
+                     logged_hash: str | None, unreadable: str | None, count: int, last: int,
+                     head_seq: int | None, head_hash: str | None) -> VerifyResult:
+    """The chain is sound in itself; does its end agree with the witness file?"""
+    def result(ok: bool, problem: str = "", warning: str = "",
+               first_bad: int | None = None) -> VerifyResult:
+        return VerifyResult(ok=ok, count=count, first_bad=first_bad, problem=problem,
+                            head_seq=head_seq, head_hash=head_hash, warning=warning)
+
+    if unreadable is not None:
+        return result(True, warning=(
+            f"the audit head witness {path} cannot be read ({unreadable}), so records "
+            "removed from the end of the log together with its head record would not "
+            "show. The next approval rewrites it"))
+    if witnessed is None:
+        if not count:
+            return result(True)
+        return result(True, warning=(
+            f"there is no audit head witness {path}, so records removed from the end of "
+            "the log together with its head record would not show. Stores written by an "
+            "older setui have none; the next approval writes it"))
+    seq, digest = witnessed
+    if seq > last:
+        return result(False, first_bad=last + 1, problem=(
+            f"records were removed from the end: the witness says {seq} records ending "
+            f"in hash {digest}, the log has {last}"))
+    if logged_hash != digest:
+        return result(False, first_bad=seq, problem=(
+            f"record {seq} was replaced: the witness says it has hash {digest}, the log "
+            f"has {logged_hash} (the log was rewritten, or replaced by an older copy, from "
+            f"record {seq} or before)"))
+    if seq < last:
+        return result(True, warning=(
+            f"the audit head witness {path} names record {seq}, the log has {last}: "
+            "writing it failed or setui stopped in between; the newest records are "
+            "checked against the log's own head only, until the next approval"))
+    return result(True)

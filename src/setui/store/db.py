@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sqlite3
+import tempfile
+import weakref
 from pathlib import Path
 from urllib.parse import quote
 
@@ -21,6 +24,7 @@ __all__ = [
     "APPLICATION_ID",
     "DB_NAME",
     "SCHEMA_VERSION",
+    "NothingRecorded",
     "StoreError",
     "connect",
     "default_data_dir",
@@ -40,6 +44,11 @@ class StoreError(Exception):
         super().__init__(message)
         self.message = message
         self.path = path
+
+
+class NothingRecorded(StoreError):
+    """A reader found no setui data: no file yet, or one created but never given a schema
+    (setui was stopped between the two). Readers report an empty history, not an error."""
 
 
 def default_data_dir() -> Path:
@@ -127,6 +136,11 @@ def describe_error(exc: BaseException, path: Path, doing: str, timeout: float = 
     text = str(exc)
     low = text.lower()
     name = getattr(exc, "sqlite_errorname", "") or ""
+    # Reading needs only read permission; only a writer is told to make things writable.
+    reading = doing.startswith(("read", "verify"))
+    if reading and ("readonly" in name.lower() or "readonly" in low or "unable to open" in low):
+        return (f"cannot {doing}: cannot open {path} for reading ({text}). Check that you may "
+                f"read {path} and {path.parent}, or use --data-dir / SETUI_DATA_DIR")
     if "readonly" in name.lower() or "readonly" in low or "read-only" in low:
         return (f"cannot {doing}: the database {path} is read-only. Check the permissions "
                 f"of {path} and {path.parent}, or choose another place with --data-dir or "
@@ -146,6 +160,9 @@ def describe_error(exc: BaseException, path: Path, doing: str, timeout: float = 
     if "unable to open" in low:
         return (f"cannot {doing}: cannot open {path}. Check that {path.parent} exists and "
                 "that you may write to it, or use --data-dir / SETUI_DATA_DIR")
+    if isinstance(exc, OverflowError):
+        return (f"cannot {doing} ({path}): a number is larger than the database can hold "
+                f"(at most {2**63 - 1}): {text}")
     if isinstance(exc, OSError):
         reason = exc.strerror or text
         return f"cannot {doing}: {reason}: {exc.filename or path}"
@@ -175,27 +192,23 @@ def prepare_file(path: Path) -> Path:
 
 
 def connect(path: Path, *, timeout: float, readonly: bool) -> sqlite3.Connection:
-    """Open ``path``, set the pragmas, create or migrate the schema."""
-    if readonly and not path.exists():
-        raise StoreError(f"there is no setui database at {path} yet: nothing was recorded",
+    """Open ``path``, set the pragmas, create or migrate the schema (never when reading)."""
+    if path.is_dir():
+        raise StoreError(f"cannot open {path}: it is a directory, not a setui database. Move "
+                         "it aside, or choose another place with --data-dir or SETUI_DATA_DIR",
                          path=path)
-    if not readonly and path.is_dir():
-        raise StoreError(f"cannot open {path}: it is a directory", path=path)
-    target = f"file:{quote(str(path))}?mode={'ro' if readonly else 'rwc'}"
+    if readonly:
+        if not path.exists():
+            raise NothingRecorded(f"there is no setui database at {path} yet: nothing was "
+                                  "recorded", path=path)
+        return _connect_readonly(path, timeout)
     conn: sqlite3.Connection | None = None
     try:
-        conn = sqlite3.connect(target, uri=True, timeout=timeout, isolation_level=None,
-                               check_same_thread=False)
-        conn.execute(f"PRAGMA busy_timeout = {max(0, int(timeout * 1000))}")
-        conn.execute("PRAGMA synchronous = FULL")
-        if readonly:
-            _check_schema(conn, path, readonly=True)
-        else:
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raise StoreError(f"cannot use {path}: SQLite refused WAL mode ({mode})",
-                                 path=path)
-            _check_schema(conn, path, readonly=False)
+        conn = _open(_uri(path, "rwc"), timeout)
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise StoreError(f"cannot use {path}: SQLite refused WAL mode ({mode})", path=path)
+        _check_schema(conn, path, readonly=False)
         return conn
     except StoreError:
         if conn is not None:
@@ -208,11 +221,134 @@ def connect(path: Path, *, timeout: float, readonly: bool) -> sqlite3.Connection
                          path=path) from None
 
 
+def _uri(path: Path, mode: str, *extra: str) -> str:
+    return f"file:{quote(str(path))}?" + "&".join((f"mode={mode}", *extra))
+
+
+def _open(target: str, timeout: float,
+          factory: type[sqlite3.Connection] = sqlite3.Connection) -> sqlite3.Connection:
+    conn = sqlite3.connect(target, uri=True, timeout=timeout, isolation_level=None,
+                           check_same_thread=False, factory=factory)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {max(0, int(timeout * 1000))}")
+        conn.execute("PRAGMA synchronous = FULL")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _reader(target: str, path: Path, timeout: float,
+            factory: type[sqlite3.Connection] = sqlite3.Connection) -> sqlite3.Connection:
+    """A read-only connection whose schema was checked; sqlite3.Error if it cannot read."""
+    conn = _open(target, timeout, factory)
+    try:
+        _check_schema(conn, path, readonly=True)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _connect_readonly(path: Path, timeout: float) -> sqlite3.Connection:
+    """Read ``path`` without ever writing to it or beside it.
+
+    A WAL database is read through its ``-shm`` file, which SQLite must create when it is
+    missing: in a directory or on a filesystem the reader cannot write (a snapshot, a
+    mount of another machine's disk, an auditor's account) the plain read-only open
+    fails. Then, when no ``-wal`` holds unmerged records, the file alone is the whole
+    database and is opened as immutable; otherwise the database and its ``-wal`` are
+    copied to a private temporary directory and the copy is read (``immutable`` would
+    silently leave out the newest records, which are the ones an audit is about).
+    """
+    try:
+        return _reader(_uri(path, "ro"), path, timeout)
+    except StoreError:
+        raise
+    except (sqlite3.Error, OSError) as exc:
+        if not _cannot_share(exc):
+            raise StoreError(describe_error(exc, path, "read the history and audit log",
+                                            timeout), path=path) from None
+        first: BaseException = exc
+    wal = Path(f"{path}-wal")
+    try:
+        if not wal.exists() or wal.stat().st_size == 0:
+            return _reader(_uri(path, "ro", "immutable=1"), path, timeout)
+        return _read_copy(path, wal, timeout)
+    except StoreError:
+        raise
+    except (sqlite3.Error, OSError) as exc:
+        # Say what went wrong with the file itself, if the second try got that far;
+        # otherwise the first error, which names the real obstacle.
+        cause = first if _cannot_share(exc) else exc
+        raise StoreError(
+            describe_error(cause, path, "read the history and audit log", timeout)
+            + f" (setui cannot write beside it in {path.parent}, so it also tried to read "
+              "it from a copy or as unchanging, and that failed too)", path=path) from None
+
+
+def _cannot_share(exc: BaseException) -> bool:
+    """Whether the error is SQLite failing to open or create the shared-memory file (the
+    read-only fallbacks can help) rather than a damaged or busy database (they cannot)."""
+    name = str(getattr(exc, "sqlite_errorname", "") or "")  # Python 3.11+
+    if name:
+        return name.startswith(("SQLITE_CANTOPEN", "SQLITE_READONLY", "SQLITE_IOERR_SHM"))
+    text = str(exc).lower()
+    return "unable to open" in text or "readonly database" in text
+
+
+class _CopyConnection(sqlite3.Connection):
+    """A connection to a private copy of the database: closing it deletes the copy."""
+
+    _cleanup: weakref.finalize | None = None
+
+    def close(self) -> None:
+        super().close()
+        if self._cleanup is not None:
+            self._cleanup()
+
+
+def _read_copy(path: Path, wal: Path, timeout: float) -> sqlite3.Connection:
+    """Copy the database and its -wal (owner-only) and open the copy read-only."""
+    directory = Path(tempfile.mkdtemp(prefix="setui-read-"))
+    try:
+        copy = directory / path.name
+        # Another process may be writing (and checkpointing) while we copy: only a copy
+        # during which neither file changed is one consistent state.
+        for _ in range(5):
+            before = _stamp(path, wal)
+            shutil.copyfile(path, copy)
+            shutil.copyfile(wal, Path(f"{copy}-wal"))
+            if _stamp(path, wal) == before:
+                break
+        else:
+            raise StoreError(f"cannot read {path}: it kept changing while setui copied it "
+                             "(it cannot read it in place: the directory is read-only). "
+                             "Try again", path=path)
+        conn = _reader(_uri(copy, "ro"), path, timeout, factory=_CopyConnection)
+    except BaseException:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
+    assert isinstance(conn, _CopyConnection)
+    # Also removed if the connection is dropped without close(), or at exit.
+    conn._cleanup = weakref.finalize(conn, shutil.rmtree, str(directory), True)
+    return conn
+
+
+def _stamp(*files: Path) -> tuple[tuple[int, int], ...]:
+    return tuple((f.stat().st_size, f.stat().st_mtime_ns) for f in files)
+
+
 def _check_schema(conn: sqlite3.Connection, path: Path, *, readonly: bool) -> None:
     version = _version(conn, path)
     if readonly:
         if version == 0:
-            raise StoreError(f"{path} holds no setui data yet", path=path)
+            if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                raise StoreError(f"{path} is an SQLite database but not setui's. Choose "
+                                 "another --data-dir", path=path)
+            # An empty file: setui was stopped between creating it and the schema.
+            raise NothingRecorded(f"{path} holds no setui data yet: nothing was recorded",
+                                  path=path)
         return
     if version == SCHEMA_VERSION and _guarded(conn):
         return  # the common case takes no write lock: opening never waits for a writer

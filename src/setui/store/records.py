@@ -48,7 +48,10 @@ def utc(moment: datetime) -> datetime:
 
 
 def to_db_time(moment: datetime) -> str:
-    return utc(moment).strftime(_DB_TIME)
+    # The year by hand: strftime("%Y") does not zero-pad years before 1000 on glibc,
+    # and these strings are compared as text.
+    moment = utc(moment)
+    return f"{moment.year:04d}-" + moment.strftime(_DB_TIME[3:])
 
 
 def from_db_time(text: str) -> datetime:
@@ -208,7 +211,11 @@ class AuditRecord:
 
 @dataclass(frozen=True)
 class VerifyResult:
-    """The audit chain's state; ``problem`` says in words what is wrong and where."""
+    """The audit chain's state; ``problem`` says in words what is wrong and where.
+
+    ``warning`` is something to know that is not tampering (``ok`` stays True): the
+    witness file is missing, unreadable or behind the log.
+    """
 
     ok: bool
     count: int
@@ -216,6 +223,7 @@ class VerifyResult:
     problem: str = ""
     head_seq: int | None = None
     head_hash: str | None = None
+    warning: str = ""
 
     def __str__(self) -> str:
         if self.ok:

@@ -64,14 +64,16 @@ class _Touched:
 class Store:
     """History of incarnations and the hash-chained audit log, in one SQLite file.
 
-    ``history_days=None`` keeps the history forever; the audit log is always kept whole.
+    ``history_days=None`` (or 0, as the config file spells it) keeps the history
+    forever; the audit log is always kept whole.
     """
 
     def __init__(self, path: Path | str, *, timeout: float = 5.0,
                  history_days: int | None = 90, readonly: bool = False) -> None:
         self.path = Path(path)
         self.timeout = timeout
-        self.history_days = history_days
+        # 0 means "keep forever" in the config file; as a day count it would prune all.
+        self.history_days = history_days if history_days and history_days > 0 else None
         self.readonly = readonly
         if not readonly:
             prepare_file(self.path)
@@ -80,6 +82,9 @@ class Store:
         self._lock = threading.RLock()
         self._touched: dict[str, _Touched] = {}
         self._last_prune: datetime | None = None
+        # Why the audit head witness beside the database was not updated by the last
+        # append, if it was not (the record itself was written; verify reports it too).
+        self.witness_problem: str | None = None
 
     @classmethod
     def open_dir(cls, data_dir: Path | str | None = None, **kw: object) -> Store:
@@ -117,7 +122,9 @@ class Store:
                                  path=self.path)
             try:
                 yield self._conn
-            except sqlite3.Error as exc:
+            except (sqlite3.Error, OverflowError) as exc:
+                # OverflowError: a number past SQLite's 64-bit integers, which the parser
+                # should have refused; an error in words either way, never a traceback.
                 raise StoreError(describe_error(exc, self.path, doing, self.timeout),
                                  path=self.path) from None
 
@@ -197,7 +204,12 @@ class Store:
         if not entries:
             return []
         with self._using("write the audit log", write=True) as conn:
-            return audit_log.append(conn, entries, self.path)
+            records = audit_log.append(conn, entries, self.path)
+            # After the commit, and never raising: the records are written whatever
+            # becomes of the witness, and a failure shows in verify.
+            self.witness_problem = audit_log.update_witness(
+                conn, audit_log.witness_path(self.path), records[-1].seq, records[-1].hash)
+            return records
 
     def audit(self, *, limit: int | None = None, oldest_first: bool = False,
               ) -> list[AuditRecord]:
@@ -206,9 +218,10 @@ class Store:
             return audit_log.listing(conn, limit, oldest_first)
 
     def verify_audit(self) -> VerifyResult:
-        """Recompute the hash chain and compare it with the head record."""
+        """Recompute the hash chain; compare its end with the head record and with the
+        witness file beside the database."""
         with self._using("verify the audit log") as conn:
-            return audit_log.verify(conn)
+            return audit_log.verify(conn, audit_log.witness_path(self.path))
 
 
 def _who(record: AuditRecord) -> str:
@@ -219,24 +232,31 @@ def _who(record: AuditRecord) -> str:
 
 
 def _audit_story(record: AuditRecord) -> StoryEntry:
+    """An audit record as a story line, in words that say it was an operator's act.
+
+    The kind stays the audit action, so an operator's ``cancelled`` (they said no in the
+    dialog) and the history's ``cancelled`` (Azure removed the event) share a name; the
+    ``source`` and these words are what tell them apart.
+    """
     snapshot = record.event or {}
     if record.action == APPROVE_ATTEMPT:
-        detail = f"approval sent by {_who(record)}"
+        detail = f"operator {_who(record)} approved it; setui sent the approval"
         if record.outcome_unknown:
             detail += " (outcome unknown: setui stopped before recording it)"
     elif record.action == APPROVE_OUTCOME:
         if record.error:
-            detail = f"approval failed: {record.error}"
+            detail = f"the approval failed: {record.error}"
         else:
-            detail = f"approval accepted: HTTP {record.status}"
+            detail = f"the service accepted the approval: HTTP {record.status}"
         if record.latency_ms is not None:
             detail += f" in {record.latency_ms:.0f} ms"
     elif record.action == CANCELLED:
-        detail = f"approval cancelled by {_who(record)}"
+        detail = f"operator {_who(record)} cancelled the approval dialog, nothing sent"
     elif record.action == REFUSED:
-        detail = f"approval by {_who(record)} refused by setui: {record.error or 'no reason'}"
+        detail = (f"approval by operator {_who(record)} refused by setui, nothing sent: "
+                  f"{record.error or 'no reason'}")
     else:
-        detail = record.action
+        detail = f"audit record: {record.action}"
     return StoryEntry(
         time=record.time, kind=record.action, event_id=record.event_id or "",
         endpoint=record.endpoint, incarnation=record.incarnation, detail=detail,
