@@ -308,3 +308,18 @@ def test_pairing_keeps_unmatched_outcomes(store: Store) -> None:
     paired = pair_records(store.audit())
     assert [(r.record.action, r.outcome is not None) for r in paired] == [
         ("approve-attempt", False), ("approve-attempt", True), ("approve-outcome", False)]
+
+
+async def test_a_missing_witness_is_noted_not_called_tampering(store: Store,
+                                                               tmp_path: Path) -> None:
+    approve(store, 1)
+    witness = tmp_path / "data" / "setui.db.audit-head"
+    assert witness.exists()
+    witness.unlink()
+    screen = AuditScreen(store)
+    async with ScreenApp(screen).run_test(size=(120, 36)) as pilot:
+        await pilot.pause()
+        text = shown_text(banner(screen))
+        assert text.startswith("✓ Audit chain ok, 2 records verified; note: ")
+        assert "witness" in text
+        assert banner(screen).has_class("ok")

@@ -307,8 +307,10 @@ class AuditScreen(Screen[None]):
             return
         if result.ok:
             count = result.count
-            banner.update(Text(f"✓ Audit chain ok, {count} record{'s' if count != 1 else ''} "
-                               "verified"))
+            text = Text(f"✓ Audit chain ok, {count} record{'s' if count != 1 else ''} verified")
+            if result.warning:  # not tampering, but the witness cannot vouch for the end
+                text.append(printable(f"; note: {result.warning}"))
+            banner.update(text)
             banner.set_class(True, "ok")
         else:
             what = str(result.problem or "does not match the chain").rstrip(".")
