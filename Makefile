@@ -1,42 +1,55 @@
-# One entry point for people and CI. Only Python 3 and make are assumed.
-PYTHON ?= python3
+# One entry point for people and CI. Only Python 3 and GNU make are assumed, on Linux,
+# macOS or Windows: every file operation below is done by Python, not by POSIX tools.
 VENV   := .venv
-BIN    := $(VENV)/bin
 ifeq ($(OS),Windows_NT)
+# The python.org installer and the Store put "python" (and "py") on PATH, not "python3".
+PYTHON ?= python
 BIN    := $(VENV)/Scripts
+else
+PYTHON ?= python3
+BIN    := $(VENV)/bin
 endif
+# No ".exe" needed: it is found either way, and the rules below never name it as a target.
+PY     := $(BIN)/python
+# pyvenv.cfg, not bin/python, marks the venv: it has the same name on every platform
+# (Scripts/python.exe never matched a "python" target, so the venv was remade each run).
+VENV_CFG := $(VENV)/pyvenv.cfg
 STAMP  := $(VENV)/.installed-dev
 RUNSTAMP := $(VENV)/.installed
+# touch(1) is POSIX; this is the same thing in the venv's own Python.
+TOUCH  = $(PY) -c "import pathlib, sys; [pathlib.Path(p).touch() for p in sys.argv[1:]]"
 
 .PHONY: demo test lint bench screenshots clean
 
-$(BIN)/python:
+$(VENV_CFG):
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet --upgrade pip
 
-$(RUNSTAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
-	@touch $@
+$(RUNSTAMP): pyproject.toml | $(VENV_CFG)
+	$(PY) -m pip install --quiet -e .
+	@$(TOUCH) $@
 
-$(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	@touch $@ $(RUNSTAMP)
+$(STAMP): pyproject.toml | $(VENV_CFG)
+	$(PY) -m pip install --quiet -e ".[dev]"
+	@$(TOUCH) $@ $(RUNSTAMP)
 
+# Modules rather than the console scripts: no dependence on how the platform names them.
 demo: $(RUNSTAMP)
-	$(BIN)/setui demo
+	$(PY) -m setui.cli demo
 
 test: $(STAMP)
-	$(BIN)/ruff check src tests bench
-	$(BIN)/python -m pytest
+	$(PY) -m ruff check src tests bench
+	$(PY) -m pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
+	$(PY) -m ruff check src tests bench
 
 bench: $(STAMP)
-	$(BIN)/python bench/run.py
+	$(PY) bench/run.py
 
 screenshots: $(STAMP)
-	$(BIN)/python -m setui.ui.screenshots screenshots
+	$(PY) -m setui.ui.screenshots screenshots
 
+# The system Python, not the venv's: on Windows a running python.exe cannot delete itself.
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache
+	$(PYTHON) -c "import shutil, sys; [shutil.rmtree(p, ignore_errors=True) for p in sys.argv[1:]]" $(VENV) build dist $(wildcard src/*.egg-info) .pytest_cache .ruff_cache

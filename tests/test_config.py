@@ -84,3 +84,23 @@ def test_history_days_zero_keeps_the_history_forever(tmp_path: Path) -> None:
         assert [r.incarnation for r in store.history()] == [2, 1]
     with pytest.raises(ConfigError, match="history-days must be a number of days, or 0"):
         load_config(write(tmp_path, "history-days = -1\n"), environ={})
+
+
+@pytest.mark.parametrize(("env", "named"), [
+    ({"SETUI_ENDPOINT": "http://x/?a=1"}, "environment variable SETUI_ENDPOINT"),
+    ({"SETUI_ENDPOINT": "http://[::1"}, "environment variable SETUI_ENDPOINT"),
+    ({"SETUI_API_VERSION": "{latest}"}, "environment variable SETUI_API_VERSION"),
+])
+def test_bad_environment_values_are_refused_and_named(tmp_path: Path, env: dict[str, str],
+                                                      named: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(environ={"SETUI_CONFIG": str(tmp_path / "absent.toml"), **env})
+    assert str(caught.value).startswith(named + ": ")
+
+
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_a_non_finite_interval_in_the_file_is_refused(tmp_path: Path, value: str) -> None:
+    file = tmp_path / "config.toml"
+    file.write_text(f"interval = {value}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="interval must be a finite number"):
+        load_config(file, environ={})

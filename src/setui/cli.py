@@ -7,6 +7,7 @@ Imports are deferred to the command that needs them, so ``setui --version`` and
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -25,6 +26,9 @@ def _interval(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not math.isfinite(value):  # float() accepts "nan" and "inf"; neither is a pace
+        raise argparse.ArgumentTypeError(
+            f"must be a finite number of seconds (at least {MIN_INTERVAL}), got {text}")
     if value < MIN_INTERVAL:
         raise argparse.ArgumentTypeError(
             f"must be at least {MIN_INTERVAL} s (the metadata service allows about "
@@ -33,13 +37,45 @@ def _interval(text: str) -> float:
     return value
 
 
+def _endpoint(text: str) -> str:
+    # The client's own check, so nothing passes here that the client then refuses. Imported
+    # on use: `setui --version` must not load httpx.
+    from setui.core.client import check_endpoint
+
+    try:
+        return check_endpoint(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _api_version(text: str) -> str:
+    from setui.core.client import check_api_version
+
+    try:
+        return check_api_version(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _speed(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(
+            f"must be a positive finite number (10 plays the scenario ten times faster), "
+            f"got {text}")
+    return value
+
+
 def _connection_options(default: object = None) -> argparse.ArgumentParser:
     parent = argparse.ArgumentParser(add_help=False, argument_default=default)
     group = parent.add_argument_group("connection and storage")
-    group.add_argument("--endpoint", metavar="URL",
+    group.add_argument("--endpoint", metavar="URL", type=_endpoint,
                        help="metadata service base URL (env SETUI_ENDPOINT; "
                             "default http://169.254.169.254)")
-    group.add_argument("--api-version", metavar="V",
+    group.add_argument("--api-version", metavar="V", type=_api_version,
                        help="scheduled events api-version (env SETUI_API_VERSION; "
                             "default 2020-07-01)")
     group.add_argument("--config", metavar="FILE", type=Path,
@@ -122,8 +158,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "against it. Nothing touches a real VM.")
     demo.add_argument("--scenario", default="busy", metavar="NAME|FILE",
                       help="scenario to play (default: busy)")
-    demo.add_argument("--speed", type=float, default=10.0, metavar="X",
-                      help="scenario clock speed-up (default: 10)")
+    # 5: busy's first events appear, count down, start and leave within two minutes,
+    # and a 10-minute notice still shows its calm, "!" and "!!" stages.
+    demo.add_argument("--speed", type=_speed, default=5.0, metavar="X",
+                      help="scenario clock speed-up (default: 5)")
     demo.add_argument("--data-dir", metavar="DIR", type=Path, default=argparse.SUPPRESS,
                       help="keep the demo's history and audit log here (default: a temporary "
                            "directory, removed on exit)")
@@ -158,6 +196,8 @@ def resolve_config(args: argparse.Namespace) -> Config:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # Before the resolved config fills it in from SETUI_DATA_DIR or the config file.
+    data_dir_given = getattr(args, "data_dir", None)
     try:
         config = resolve_config(args) if args.command != "emulator" else None
     except ConfigError as exc:
@@ -169,6 +209,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.endpoint = config.endpoint
         args.api_version = config.api_version
         args.data_dir = config.data_dir
+        if args.command == "demo":
+            # Fake events must never reach the operator's real history and audit log: the
+            # demo keeps its own unless --data-dir is given on this very command line.
+            args.data_dir = data_dir_given
     runners: dict[str | None, Callable[[argparse.Namespace], int]] = {
         None: _run_dashboard,
         "watch": lambda a: _command_module("watch").run(a),

@@ -11,6 +11,7 @@ it forever. The audit log is never pruned, whatever it says.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
@@ -95,15 +96,17 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
         "SETUI_API_VERSION": "api_version",
         "SETUI_DATA_DIR": "data_dir",
     }
+    origins: dict[str, str] = {}
     for var, key in env_map.items():
         if env.get(var):
             values[key] = env[var]
+            origins[key] = f"environment variable {var}"
     if "data_dir" in values:
         values["data_dir"] = Path(values["data_dir"]).expanduser()
     if "interval" in values:
         values["interval"] = float(values["interval"])
     config = Config(**values)
-    _check(config, str(file))
+    _check(config, f"config file {file}", origins)
     return config
 
 
@@ -136,14 +139,26 @@ def _read_file(file: Path) -> dict[str, Any]:
     return values
 
 
-def _check(config: Config, source: str) -> None:
-    if config.interval < MIN_INTERVAL:
+def _check(config: Config, source: str, origins: Mapping[str, str] | None = None) -> None:
+    """Refuse values the client would refuse later, naming where each came from
+    (``origins``: setting -> its source, where it is not ``source``)."""
+    # The client's own checks; imported here so `setui --version` does not load httpx.
+    from setui.core.client import check_api_version, check_endpoint
+
+    def where(name: str) -> str:
+        return (origins or {}).get(name, source)
+
+    if not math.isfinite(config.interval) or config.interval < MIN_INTERVAL:
         raise ConfigError(
-            f"{source}: interval must be at least {MIN_INTERVAL} s "
-            f"(the metadata service allows about 5 requests a second), got {config.interval}"
+            f"{where('interval')}: interval must be a finite number of seconds, at least "
+            f"{MIN_INTERVAL} (the metadata service allows about 5 requests a second), "
+            f"got {config.interval}"
         )
-    if not config.endpoint.startswith(("http://", "https://")):
-        raise ConfigError(f"{source}: endpoint must start with http://, got {config.endpoint!r}")
+    for name, check in (("endpoint", check_endpoint), ("api_version", check_api_version)):
+        try:
+            check(getattr(config, name))
+        except ValueError as exc:
+            raise ConfigError(f"{where(name)}: {exc}") from None
     if config.history_days < 0:
-        raise ConfigError(f"{source}: history-days must be a number of days, or 0 to keep "
-                          f"the history forever; got {config.history_days}")
+        raise ConfigError(f"{where('history_days')}: history-days must be a number of days, "
+                          f"or 0 to keep the history forever; got {config.history_days}")

@@ -15,11 +15,14 @@ from typing import Any
 import httpx
 import pytest
 
-from setui.core.backoff import Backoff
+from setui.core.backoff import MAX_RETRY_AFTER, Backoff
 from setui.core.client import (
     DEFAULT_API_VERSION,
+    KEEPALIVE_EXPIRY,
     KNOWN_API_VERSIONS,
     ImdsClient,
+    check_api_version,
+    check_endpoint,
 )
 from setui.core.errors import (
     BadDocument,
@@ -34,6 +37,7 @@ from setui.core.errors import (
     TooLarge,
     Unreachable,
 )
+from setui.core.poller import SLOW_INTERVAL
 from setui.emulator.clock import DEFAULT_START, ManualClock
 from setui.emulator.faults import parse_faults
 from setui.emulator.scenario import Scenario, parse_scenario
@@ -111,6 +115,57 @@ def test_a_bad_api_version_is_refused_at_once() -> None:
         ImdsClient(api_version="2020-07-01&x=1")
 
 
+@pytest.mark.parametrize(("endpoint", "expected"), [
+    ("http://169.254.169.254", "http://169.254.169.254"),
+    (" http://169.254.169.254/ ", "http://169.254.169.254"),
+    ("https://imds.example:8443/prefix/", "https://imds.example:8443/prefix"),
+    ("http://[::1]:8080", "http://[::1]:8080"),
+    ("HTTP://127.0.0.1:80", "HTTP://127.0.0.1:80"),
+])
+def test_check_endpoint_gives_what_the_client_uses(endpoint: str, expected: str) -> None:
+    assert check_endpoint(endpoint) == expected
+    assert ImdsClient(endpoint).endpoint == expected
+
+
+@pytest.mark.parametrize(("endpoint", "words"), [
+    ("", "the endpoint is empty"),
+    ("169.254.169.254", "must start with http:// or https://"),
+    ("ftp://x", "must start with http:// or https://"),
+    ("http://", "has no host"),
+    ("http:///metadata", "has no host"),
+    ("http://x/?a=1", "has a query or fragment"),
+    ("http://x?", "has a query or fragment"),
+    ("http://x/#top", "has a query or fragment"),
+    ("http://[::1", "is not a valid URL"),
+    ("http://x:port", "is not a valid URL"),
+    ("http://x:99999", "outside 1-65535"),
+    ("http://x:0", "outside 1-65535"),
+    ("http://ex ample", "spaces or control characters"),
+    ("http://x\u202e/", "spaces or control characters"),
+    ("http://user:secret@x", "user name or password"),
+])
+def test_check_endpoint_says_what_is_wrong(endpoint: str, words: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        check_endpoint(endpoint)
+    message = str(caught.value)
+    assert words in message
+    assert "like http://169.254.169.254" in message  # and what to give instead
+    assert "secret" not in message
+
+
+@pytest.mark.parametrize("version", ["2020-07-01", "2017-03-01", "2030-01-01-preview"])
+def test_check_api_version_takes_any_well_shaped_version(version: str) -> None:
+    assert check_api_version(version) == version
+
+
+@pytest.mark.parametrize("version", ["", "{latest}", "2020-07-01\n", "2020-07-01&x=1",
+                                     "2020 07 01", "x" * 33])
+def test_check_api_version_refuses_the_rest(version: str) -> None:
+    with pytest.raises(ValueError, match=r"api-version must look like 2020-07-01 .*known "
+                                         r"versions: 2017-03-01, .*2020-07-01$"):
+        check_api_version(version)
+
+
 async def test_fetch_sends_the_documented_request_and_parses_the_answer(
         make_emulator: MakeEmulator, make_client: MakeClient, clock: ManualClock) -> None:
     emulator = make_emulator("live-migration")
@@ -180,6 +235,64 @@ async def test_one_connection_carries_every_request(
     await client.approve([REBOOT_ID])
     assert len(emulator.requests) == 10
     assert through.connections == 1
+
+
+def test_a_pooled_connection_outlives_every_gap_the_poller_makes() -> None:
+    assert max(SLOW_INTERVAL, Backoff().cap, MAX_RETRY_AFTER) < KEEPALIVE_EXPIRY
+
+
+async def test_polls_more_than_5_s_apart_share_one_connection(
+        make_emulator: MakeEmulator, make_client: MakeClient, relay: MakeRelay) -> None:
+    # The slow pace after a 400/404 is 10 s; a 5 s keep-alive expiry once meant a new TCP
+    # connection (and on a real VM, a new handshake with IMDS) for every such poll.
+    emulator = make_emulator()
+    through = await relay(emulator.url)
+    client = make_client(through.url)
+    await client.fetch()
+    await asyncio.sleep(5.5)
+    await client.fetch()
+    assert through.connections == 1
+
+
+@pytest.mark.parametrize(("faults", "requests"), [
+    ("idle-close=0.2", 2),  # the server closed it; the client notices before sending
+    ("idle-drop=0.2", 3),  # the close raced the request: it is sent again, once
+])
+async def test_a_connection_the_server_dropped_while_idle_is_not_an_error(
+        make_emulator: MakeEmulator, make_client: MakeClient, relay: MakeRelay,
+        faults: str, requests: int) -> None:
+    emulator = make_emulator(faults=parse_faults(faults))
+    through = await relay(emulator.url)
+    client = make_client(through.url)
+    first = await client.fetch()
+    await asyncio.sleep(0.4)
+    second = await client.fetch()
+    assert (first.status, second.status) == (200, 200)
+    assert second.document == first.document
+    assert len(gets(emulator)) == requests
+    assert through.connections == 2
+
+
+async def test_an_approval_is_not_silently_repeated_on_a_dropped_connection(
+        make_emulator: MakeEmulator, make_client: MakeClient) -> None:
+    # Only a GET is sent again behind the caller's back; an approval retries visibly.
+    emulator = make_emulator(approvable(), faults=parse_faults("idle-drop=0.2"))
+    client = make_client(emulator.url, backoff=FAST)
+    await client.fetch()
+    await asyncio.sleep(0.4)
+    result = await client.approve([REBOOT_ID])
+    assert result.attempts == 2 and len(posts(emulator)) == 2
+
+
+async def test_a_new_connection_closed_without_an_answer_is_not_retried(
+        make_client: MakeClient, raw_server: MakeRawServer) -> None:
+    async def handler(request: Any, writer: asyncio.StreamWriter) -> None:
+        pass  # read the request, answer nothing, close
+
+    server = await raw_server(handler)
+    with pytest.raises(Unreachable, match="closed before any answer"):
+        await make_client(server.url).fetch()
+    assert len(server.requests) == 1
 
 
 async def test_an_approval_during_a_poll_in_flight_uses_a_second_connection_only_then(

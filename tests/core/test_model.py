@@ -80,12 +80,45 @@ def test_preview_2017_schema() -> None:
         ("2016-09-19T18:29:47Z", datetime(2016, 9, 19, 18, 29, 47, tzinfo=timezone.utc)),
         ("2016-09-19T20:29:47+02:00", datetime(2016, 9, 19, 18, 29, 47, tzinfo=timezone.utc)),
         ("2016-09-19T18:29:47", datetime(2016, 9, 19, 18, 29, 47, tzinfo=timezone.utc)),
+        # .NET's 7-digit fractions and the basic (compact) form: Python 3.10's
+        # fromisoformat refused both, 3.11 took them; the parser must not depend on it.
+        ("2016-09-19T18:29:47.1234567Z",
+         datetime(2016, 9, 19, 18, 29, 47, 123456, tzinfo=timezone.utc)),
+        ("2016-09-19T18:29:47.5Z", datetime(2016, 9, 19, 18, 29, 47, 500000, tzinfo=timezone.utc)),
+        ("2016-09-19T18:29:47,25Z",
+         datetime(2016, 9, 19, 18, 29, 47, 250000, tzinfo=timezone.utc)),
+        ("20160919T182947Z", datetime(2016, 9, 19, 18, 29, 47, tzinfo=timezone.utc)),
+        ("20160919T182947.1234567+0200",
+         datetime(2016, 9, 19, 16, 29, 47, 123456, tzinfo=timezone.utc)),
+        ("2016-09-19T13:59:47-04:30", datetime(2016, 9, 19, 18, 29, 47, tzinfo=timezone.utc)),
+        ("2016-09-19T20:29:47+0200", datetime(2016, 9, 19, 18, 29, 47, tzinfo=timezone.utc)),
+        ("2016-09-19T21:29:47+03", datetime(2016, 9, 19, 18, 29, 47, tzinfo=timezone.utc)),
+        ("2016-09-19t18:29:47z", datetime(2016, 9, 19, 18, 29, 47, tzinfo=timezone.utc)),
+        ("2016-09-19 18:29", datetime(2016, 9, 19, 18, 29, tzinfo=timezone.utc)),
+        ("2016-09-19", datetime(2016, 9, 19, tzinfo=timezone.utc)),
+        ("2016-09-19T23:30:00-01:00", datetime(2016, 9, 20, 0, 30, tzinfo=timezone.utc)),
+        ("Mon, 19 Sep 2016 18:29:47 +0000",
+         datetime(2016, 9, 19, 18, 29, 47, tzinfo=timezone.utc)),
         ("", None),
         ("  ", None),
     ],
 )
 def test_not_before_formats(text: str, expected: datetime | None) -> None:
     assert parse_not_before(text) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "tomorrow", "2016-09-19T18:29:47Zjunk", "2016-13-19T18:29:47Z", "2016-02-30T00:00:00Z",
+    "2016-09-19T24:00:00Z", "2016-09-19T18:60:00Z", "2016-09-19T18:29:47+24:00",
+    "2016-09-19T18:29:47+02:60", "2016-9-19T18:29:47Z", "2016-09-19T182947Z",
+    "2016-09-19T18:29:47.Z", "\u0662\u0660\u0661\u0666-09-19T18:29:47Z",
+    "0001-01-01T00:00:00+01:00", "Mon, 32 Sep 2016 18:29:47 GMT", "2016-09-19T18:29:47 Z",
+])
+def test_garbage_not_before_is_the_one_error_naming_the_field(text: str) -> None:
+    with pytest.raises(DocumentError) as info:
+        parse_document(_doc(NotBefore=text))
+    assert info.value.field == "Events[0].NotBefore"
+    assert "time" in info.value.problem
 
 
 def test_not_before_round_trips_in_the_service_format() -> None:
@@ -125,6 +158,18 @@ def test_incarnation_as_string_or_integer() -> None:
     assert parse_document({"DocumentIncarnation": 42, "Events": []}).incarnation == 42
 
 
+@pytest.mark.parametrize("value", [2**63, 99999999999999999999999, "99999999999999999999999",
+                                   1e30])
+def test_incarnation_beyond_64_bits_is_a_document_error(value: object) -> None:
+    """The history stores it as SQLite's 64-bit integer: bigger is malformed, not a crash."""
+    with pytest.raises(DocumentError) as info:
+        parse_document({"DocumentIncarnation": value, "Events": []})
+    assert info.value.field == "DocumentIncarnation"
+    assert "too large (at most 9223372036854775807)" in str(info.value)
+    largest = parse_document({"DocumentIncarnation": 2**63 - 1, "Events": []})
+    assert largest.incarnation == 2**63 - 1
+
+
 @pytest.mark.parametrize(
     ("body", "field", "problem"),
     [
@@ -145,6 +190,14 @@ def test_incarnation_as_string_or_integer() -> None:
         (_doc(NotBefore=5), "Events[0].NotBefore", "time string"),
         (_doc(NotBefore="tomorrow-ish"), "Events[0].NotBefore", "RFC 1123"),
         (_doc(DurationInSeconds="long"), "Events[0].DurationInSeconds", "seconds"),
+        # str.isdigit() takes these and int() refuses them: once a nameless "unreadable".
+        (_doc(DurationInSeconds="--5"), "Events[0].DurationInSeconds", "seconds"),
+        (_doc(DurationInSeconds="\u00b2"), "Events[0].DurationInSeconds", "seconds"),
+        (_doc(DurationInSeconds="-\u00b3"), "Events[0].DurationInSeconds", "seconds"),
+        (_doc(DurationInSeconds="\u0663"), "Events[0].DurationInSeconds", "seconds"),
+        (_doc(DurationInSeconds="1" * 19), "Events[0].DurationInSeconds", "seconds"),
+        (_doc(DurationInSeconds="-"), "Events[0].DurationInSeconds", "seconds"),
+        ({"DocumentIncarnation": "\u00b2", "Events": []}, "DocumentIncarnation", ""),
         (_doc(Description=["x"]), "Events[0].Description", "string"),
     ],
 )
@@ -157,6 +210,12 @@ def test_malformed_documents_name_the_field(body: object, field: str, problem: s
         assert str(info.value).startswith(field + ":")
 
 
+def test_durations_as_strings() -> None:
+    assert parse_document(_doc(DurationInSeconds=" -1 ")).events[0].duration == -1
+    assert parse_document(_doc(DurationInSeconds="600")).events[0].duration == 600
+    assert parse_document(_doc(DurationInSeconds="9" * 18)).events[0].duration == int("9" * 18)
+
+
 def test_missing_events_entry_can_be_null() -> None:
     assert parse_document({"DocumentIncarnation": 3, "Events": None}).events == ()
 
@@ -166,8 +225,12 @@ def test_deeply_nested_json_is_a_document_error() -> None:
         parse_document("[" * 100_000 + "]" * 100_000)
 
 
+# Strings that look numeric to str.isdigit() but not to int(), and other near-misses.
+tricky_text = st.sampled_from(["--5", "\u00b2", "-\u00b3", "\u0663", "1" * 40, "-", " 7 ",
+                               "2016-09-19T18:29:47.1234567Z", "20160919T182947Z"])
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(),
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text()
+    | tricky_text,
     lambda children: st.lists(children, max_size=4)
     | st.dictionaries(
         st.sampled_from(["DocumentIncarnation", "Events", "EventId", "EventType",
@@ -183,9 +246,31 @@ json_values = st.recursive(
 def test_any_json_value_parses_or_raises_the_one_error(value: object) -> None:
     try:
         doc = parse_document(value)
-    except DocumentError:
+    except DocumentError as exc:
+        # Past "is it a JSON object", every error says which field it is about.
+        assert exc.field or not isinstance(value, dict), exc
         return
     assert isinstance(doc, Document)
+
+
+field_values = (st.none() | st.booleans() | st.integers() | st.floats() | st.text()
+                | tricky_text | st.lists(st.text() | st.integers(), max_size=2))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(
+    st.sampled_from(["EventId", "EventType", "EventStatus", "Resources", "NotBefore",
+                     "DurationInSeconds", "EventSource", "Description", "ResourceType"]),
+    field_values, min_size=1, max_size=2), field_values)
+def test_every_error_in_an_event_names_its_field(changed: dict[str, object],
+                                                 incarnation: object) -> None:
+    # A valid event with one or two fields replaced, so the parser reaches every field.
+    event = {**_doc()["Events"][0], **changed}  # type: ignore[index]
+    for value in (1, incarnation):
+        try:
+            parse_document({"DocumentIncarnation": value, "Events": [event]})
+        except DocumentError as exc:
+            assert exc.field.startswith(("Events[0].", "DocumentIncarnation")), exc
 
 
 @settings(max_examples=200, deadline=None)

@@ -318,6 +318,23 @@ async def test_health_goes_enabling_live_retrying_unreachable_live(
         await results.aclose()
 
 
+@pytest.mark.parametrize(("faults", "per_poll"), [("idle-close=0.3", 1), ("idle-drop=0.3", 2)])
+async def test_polls_after_the_server_dropped_the_idle_connection_just_succeed(
+        emulator_poller: MakePoller, faults: str, per_poll: int) -> None:
+    # Polls 0.5 s apart, and the server ends connections idle for 0.3 s: closed before
+    # the next poll (idle-close) or just as it is sent (idle-drop). Neither is an outage.
+    poller, emulator = emulator_poller(interval=0.5, emulator={"faults": parse_faults(faults)})
+    results = poller.results()
+    try:
+        seen = [await asyncio.wait_for(results.__anext__(), 3) for _ in range(4)]
+    finally:
+        await results.aclose()
+    assert all(r.fresh and r.error is None for r in seen)
+    assert all(r.health.state is ConnectionState.LIVE for r in seen)
+    assert seen[-1].health.consecutive_failures == 0 and seen[-1].health.last_error is None
+    assert len(gets(emulator)) == 1 + 3 * per_poll
+
+
 async def test_no_pile_up_when_answers_are_slower_than_the_interval(
         make_emulator: MakeEmulator, make_client: MakeClient, relay: MakeRelay) -> None:
     emulator = make_emulator(faults=parse_faults("slow=0.5"))

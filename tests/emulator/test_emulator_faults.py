@@ -39,11 +39,13 @@ def _raw_get(port: int, timeout: float = 5) -> tuple[bytes, bytes]:
 def test_parse_faults_reads_every_key() -> None:
     faults = parse_faults(" first-delay=2, 500=0.1,429=0.2 ,503=0.05,410=0.05,400=0.01,404=0.01,"
                           "retry-after=3,slow=0.5,notjson=0.1,notdoc=0.1,truncate=0.1,"
-                          "big=2,trickle=0.01,skew=-30,hang=0.05,approve-500=0.5,seed=7")
+                          "big=2,trickle=0.01,skew=-30,hang=0.05,approve-500=0.5,seed=7,"
+                          "idle-close=4,idle-drop=5")
     assert faults == Faults(
         first_delay=2, statuses={500: 0.1, 429: 0.2, 503: 0.05, 410: 0.05, 400: 0.01, 404: 0.01},
         approve_statuses={500: 0.5}, notjson=0.1, notdoc=0.1, truncate=0.1, hang=0.05,
-        retry_after=3, slow=0.5, big_mb=2, trickle=0.01, skew=-30, seed=7)
+        retry_after=3, slow=0.5, big_mb=2, trickle=0.01, skew=-30, seed=7, idle_close=4,
+        idle_drop=5)
     assert parse_faults("") == Faults()
     assert parse_faults(faults.describe()) == faults
 
@@ -60,6 +62,8 @@ def test_parse_faults_reads_every_key() -> None:
     ("seed=x", "whole number"),
     ("approve-x=1", "approve-CODE"),
     ("skew=nan", "finite"),
+    ("idle-close=-1", "idle-close: must be 0 or more"),
+    ("idle-drop=inf", "idle-drop: must be 0 or more"),
 ])
 def test_parse_faults_explains_bad_specs(spec: str, needle: str) -> None:
     with pytest.raises(ValueError, match=needle):
@@ -193,6 +197,42 @@ def test_hang_never_answers_and_stop_does_not_wait_for_it(make_emulator: MakeEmu
     finally:
         sock.close()
     assert answer == b""  # closed without an answer
+
+
+def _keep_alive_get(sock: socket.socket) -> bytes:
+    """One GET on a kept-alive connection: the answer's bytes, or b"" if it was closed."""
+    sock.sendall(f"GET {EVENTS}?api-version=2020-07-01 HTTP/1.1\r\nHost: x\r\n"
+                 "Metadata: true\r\n\r\n".encode())
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+    length = int(data.split(b"Content-Length: ")[1].split(b"\r\n")[0])
+    while len(data.partition(b"\r\n\r\n")[2]) < length:
+        data += sock.recv(65536)
+    return data
+
+
+def test_idle_close_closes_a_kept_alive_connection(make_emulator: MakeEmulator) -> None:
+    emulator = make_emulator(faults=parse_faults("idle-close=0.2"))
+    with socket.create_connection(("127.0.0.1", emulator.port), timeout=3) as sock:
+        assert _keep_alive_get(sock).startswith(b"HTTP/1.1 200 ")
+        assert _keep_alive_get(sock).startswith(b"HTTP/1.1 200 ")  # not idle yet
+        began = time.monotonic()
+        assert sock.recv(100) == b""  # closed by the server, unasked
+        assert 0.15 <= time.monotonic() - began < 2
+
+
+def test_idle_drop_drops_a_request_after_the_idle_time(make_emulator: MakeEmulator) -> None:
+    emulator = make_emulator(faults=parse_faults("idle-drop=0.2"))
+    with socket.create_connection(("127.0.0.1", emulator.port), timeout=3) as sock:
+        assert _keep_alive_get(sock).startswith(b"HTTP/1.1 200 ")
+        assert _keep_alive_get(sock).startswith(b"HTTP/1.1 200 ")
+        time.sleep(0.3)
+        assert _keep_alive_get(sock) == b""  # read, recorded, never answered
+    assert len(emulator.requests) == 3
 
 
 def test_stop_does_not_wait_for_a_trickle(make_emulator: MakeEmulator) -> None:

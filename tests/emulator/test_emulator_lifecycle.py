@@ -6,6 +6,7 @@ import time
 from email.utils import parsedate_to_datetime
 
 import httpx
+import pytest
 from emulator_helpers import (
     EVENTS,
     HEADERS,
@@ -20,7 +21,7 @@ from emulator_helpers import (
 from setui.emulator.clock import ManualClock
 from setui.emulator.documents import http_date
 from setui.emulator.faults import Faults
-from setui.emulator.scenario import load_scenario
+from setui.emulator.scenario import builtin_scenarios, load_scenario
 from setui.emulator.server import Emulator
 
 START = ManualClock()()  # the manual clock's default start, a whole second
@@ -259,3 +260,66 @@ def test_skew_moves_date_and_not_before_together(make_emulator: MakeEmulator,
     not_before = parsedate_to_datetime(response.json()["Events"][0]["NotBefore"]).timestamp()
     assert date == clock() + 3600
     assert not_before - date == 15 * 60 - 1  # the countdown against Date is unchanged
+
+
+@pytest.mark.parametrize("name", builtin_scenarios())
+def test_incarnation_moves_exactly_when_the_events_change(
+        name: str, make_emulator: MakeEmulator, clock: ManualClock,
+        client: httpx.Client) -> None:
+    """Every built-in, with a client approving every other event it sees: between any two
+    consecutive answers the incarnation goes up by one if the Events differ, else not."""
+    emulator = make_emulator(name)
+    scenario = emulator.scenario
+    horizon = scenario.loop_length() * (2 if scenario.repeat else 1)
+    previous = get_document(client, emulator)
+    seen: set[str] = set()
+    now, pairs, changes, approvals = 0.0, 0, 0, 0
+    while points := emulator.timeline.change_points(now, horizon):
+        # Half-way to the next change point nothing may change; at it, something may.
+        for moment in ((now + points[0]) / 2, points[0]):
+            clock.set(emulator.real_time(moment))
+            document = get_document(client, emulator)
+            changed = document["Events"] != previous["Events"]
+            assert document["DocumentIncarnation"] == \
+                previous["DocumentIncarnation"] + changed, (name, moment, previous, document)
+            pairs += 1
+            changes += changed
+            previous = document
+        now = points[0]
+        for event in document["Events"]:
+            if event["EventStatus"] == "Scheduled" and event["EventId"] not in seen:
+                seen.add(event["EventId"])
+                if len(seen) % 2:
+                    assert approve(client, emulator, event["EventId"]).status_code == 200
+                    approvals += 1
+    assert changes == previous["DocumentIncarnation"] - 1
+    if scenario.events:
+        assert pairs >= 4 and changes >= 2
+    if any(spec.status == "Scheduled" for spec in scenario.events):
+        assert approvals >= 1, name
+
+
+def test_an_approval_can_keep_an_event_into_later_loops(
+        make_emulator: MakeEmulator, clock: ManualClock, client: httpx.Client) -> None:
+    # Unapproved, the event is cancelled at 50 and each loop lasts 50 s. Approved at 48,
+    # it starts at 49 and lasts until 49 + 5 + 60 = 114, two loops later.
+    scenario = scenario_from_toml("""
+        repeat = true
+        tail = 60
+        [[events]]
+        id = "AAAAAAAA-0000-0000-0000-000000000000"
+        type = "Freeze"
+        notice = 100
+        duration = 5
+        cancel_at = 50
+    """)
+    assert scenario.loop_length() == 50
+    emulator = make_emulator(scenario)
+    clock.set(emulator.real_time(48))
+    assert approve(client, emulator, "AAAAAAAA-0000-0000-0000-000000000000").status_code == 200
+    clock.set(emulator.real_time(113.9))
+    events = get_document(client, emulator)["Events"]
+    assert [(e["EventId"] == "AAAAAAAA-0000-0000-0000-000000000000", e["EventStatus"])
+            for e in events] == [(True, "Started"), (False, "Scheduled")]  # and loop 2's own
+    clock.set(emulator.real_time(114))
+    assert len(get_document(client, emulator)["Events"]) == 1

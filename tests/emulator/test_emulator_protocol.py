@@ -230,14 +230,25 @@ def test_requests_are_recorded(make_emulator: MakeEmulator, clock: ManualClock,
     assert json.loads(post_request.body) == {"StartRequests": [{"EventId": LIVE_MIGRATION_ID}]}
 
 
-def test_garbage_gets_400_and_a_closed_connection(make_emulator: MakeEmulator) -> None:
+@pytest.mark.parametrize("request_bytes", [
+    b"HELLO THERE\r\n\r\n",
+    # Request targets urlsplit refuses (an unclosed IPv6 bracket): once dropped unanswered.
+    b"GET http://[ HTTP/1.1\r\nHost: x\r\nMetadata: true\r\n\r\n",
+    b"GET http://[::1/metadata/scheduledevents?api-version=2020-07-01 HTTP/1.1\r\n"
+    b"Host: x\r\nMetadata: true\r\n\r\n",
+])
+def test_garbage_gets_400_and_a_closed_connection(make_emulator: MakeEmulator,
+                                                  client: httpx.Client,
+                                                  request_bytes: bytes) -> None:
     emulator = make_emulator()
     with socket.create_connection(("127.0.0.1", emulator.port), timeout=5) as sock:
-        sock.sendall(b"HELLO THERE\r\n\r\n")
+        sock.sendall(request_bytes)
         received = b""
         while chunk := sock.recv(4096):
             received += chunk
-    assert received.startswith(b"HTTP/1.1 400 ")
+    assert received.startswith(b"HTTP/1.1 400 "), received
+    assert b"Connection: close" in received
+    assert get_document(client, emulator)["DocumentIncarnation"] == 1  # still serving
 
 
 def test_keep_alive_serves_several_requests_on_one_connection(
@@ -256,3 +267,19 @@ def test_keep_alive_serves_several_requests_on_one_connection(
             while len(body) < length:
                 body += sock.recv(length - len(body))
             assert json.loads(body)["DocumentIncarnation"] == 1
+
+
+def test_an_internal_error_is_answered_500_not_dropped(make_emulator: MakeEmulator,
+                                                       client: httpx.Client,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    logged: list[str] = []
+    emulator = make_emulator(log=logged.append)
+
+    def broken(request: object) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(emulator._service, "reply", broken)
+    response = client.get(emulator.url + EVENTS, headers=HEADERS, params=PARAMS)
+    assert response.status_code == 500
+    assert response.text == "internal error in the emulator: RuntimeError\n"
+    assert any("internal error" in line and "a bug" in line for line in logged)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 
 from setui.emulator.clock import ManualClock
 from setui.emulator.scenario import (
+    MAX_SECONDS,
     ScenarioError,
     builtin_scenarios,
     load_scenario,
@@ -146,6 +148,21 @@ def test_json_scenarios_and_time_units(tmp_path: Path) -> None:
      ["events[1].id", "duplicate"]),
     ("repeat = 'yes'", ["repeat"]),
     ("length = 0", ["length"]),
+    ("length = 0.5", ["length", "at least 1 second"]),
+    # A loop shorter than its events piled up copies of them without end (CPU runaway).
+    ("repeat = true\nlength = 0.00001\n[[events]]\ntype = 'Reboot'",
+     ["length", "at least 1 second"]),
+    ("repeat = true\nlength = 100\ntail = 60\n[[events]]\ntype = 'Preempt'\nat = 10",
+     ["length", "100 s is shorter", "110 s until the last is gone"]),
+    ("[[events]]\ntype = 'Reboot'\nat = 1e300", ["events[0].at", "at most", "a year"]),
+    ("[[events]]\ntype = 'Reboot'\nnotice = '99999999999d'", ["events[0].notice", "at most"]),
+    ("tail = inf", ["tail", "finite"]),
+    ("approval_delay = nan", ["approval_delay", "finite"]),
+    ("default_duration = 1e20", ["default_duration", "at most"]),
+    ("[[events]]\ntype = 'Reboot'\nduration = 9223372036854775807",
+     ["events[0].duration", "a year"]),
+    ("[[events]]\ntype = 'Reboot'\nreschedule = [{at = 5, notice = 1e30}]",
+     ["events[0].reschedule[0].notice", "at most"]),
     ("events = 3", ["events"]),
     ("this is not toml", ["not valid TOML"]),
 ])
@@ -164,6 +181,57 @@ def test_bad_scenarios_name_the_file_and_field(tmp_path: Path, text: str,
 def test_unknown_scenario_lists_the_builtins() -> None:
     with pytest.raises(ScenarioError, match="live-migration"):
         load_scenario("no-such-scenario")
+
+
+@pytest.mark.parametrize(("event", "needles"), [
+    # Integers too large for a float once ended in an OverflowError traceback.
+    ({"type": "Reboot", "at": 10 ** 400}, ["events[0].at", "a year", "401 digits"]),
+    ({"type": "Reboot", "cancel_at": -(10 ** 400)}, ["events[0].cancel_at"]),
+    ({"type": "Reboot", "duration": 10 ** 400}, ["events[0].duration", "a year"]),
+    ({"type": "Reboot", "tail": 10 ** 30}, ["events[0].tail", "at most"]),
+])
+def test_huge_json_numbers_are_scenario_errors(tmp_path: Path, event: dict,
+                                               needles: list[str]) -> None:
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps({"events": [event]}), encoding="utf-8")
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario(str(path))
+    message = str(caught.value)
+    assert message.startswith(f"{path}: ")
+    for needle in needles:
+        assert needle in message
+    assert len(message) < 400  # the number is summarised, not printed digit by digit
+
+
+def test_the_longest_allowed_scenario_still_renders() -> None:
+    # Every number at its bound: the documents stay valid HTTP dates, nothing overflows.
+    year = MAX_SECONDS
+    scenario = parse_scenario(f"""
+        tail = {year}
+        approval_delay = {year}
+        default_duration = {year}
+        repeat = true
+        [[events]]
+        type = "Reboot"
+        at = {year}
+        notice = {year}
+        duration = {year}
+        reschedule = [{{at = {year}, notice = {year}}}]
+    """)
+    clock = ManualClock()
+    emulator = Emulator(scenario, clock=clock)
+    clock.set(emulator.real_time(year + 1))
+    [event] = emulator.document()["Events"]
+    assert event["DurationInSeconds"] == year
+    parsedate_to_datetime(event["NotBefore"])
+    clock.set(emulator.real_time(scenario.loop_length() + year + 1))
+    assert emulator.document()["Events"][0]["EventId"] != event["EventId"]  # the next loop
+
+
+def test_a_repeating_scenario_built_in_code_must_not_be_shorter_than_its_events() -> None:
+    scenario = parse_scenario("[[events]]\ntype = 'Preempt'\ntail = 60")
+    with pytest.raises(ValueError, match="at least 100 s"):
+        Emulator(replace(scenario, repeat=True, length=0.00001))
 
 
 def test_bad_json_scenario(tmp_path: Path) -> None:

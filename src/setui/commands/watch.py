@@ -6,6 +6,7 @@ Run as a service, it keeps the incarnation history even when nobody is logged in
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from datetime import datetime, timezone
@@ -18,7 +19,30 @@ from setui.core.tracker import Change
 from setui.session import run_until_stopped
 from setui.textsafe import printable
 
-__all__ = ["add_arguments", "change_record", "connection_record", "format_record", "run"]
+__all__ = ["RECORD_KEYS", "add_arguments", "change_record", "connection_record",
+           "format_record", "run"]
+
+# Every --json record has exactly these keys, in this order, whatever its kind: a field
+# that does not apply is null, [] or false, so a consumer never meets a missing key.
+RECORD_KEYS = (
+    "time", "change", "incarnation", "event_id", "event_type", "status", "not_before",
+    "resources", "this_vm", "source", "duration", "description", "detail", "initial",
+    "state", "error", "failures", "latency_ms", "clock_skew",
+)
+_FALSE_WHEN_BLANK = frozenset({"this_vm", "initial"})
+
+
+def _blank(key: str) -> Any:
+    if key == "resources":
+        return []  # a new list each time: records are handed out and may be changed
+    return False if key in _FALSE_WHEN_BLANK else None
+
+
+def _record_of(**values: Any) -> dict[str, Any]:
+    unknown = set(values) - set(RECORD_KEYS)
+    if unknown:  # a new field must join RECORD_KEYS, or the key set stops being stable
+        raise KeyError(f"not in RECORD_KEYS: {sorted(unknown)}")
+    return {key: values[key] if key in values else _blank(key) for key in RECORD_KEYS}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,34 +58,35 @@ def _iso(when: datetime | None) -> str | None:
 def change_record(change: Change, vm_name: str | None) -> dict[str, Any]:
     """The stable JSON shape of one change (``--json``)."""
     event: Event | None = change.event
-    return {
-        "time": _iso(change.seen_at),
-        "incarnation": change.incarnation,
-        "change": change.kind.value,
-        "event_id": event.event_id if event else None,
-        "event_type": event.event_type.value if event else None,
-        "status": event.status.value if event else None,
-        "not_before": _iso(event.not_before) if event else None,
-        "resources": list(event.resources) if event else [],
-        "this_vm": event.affects(vm_name) if event else False,
-        "source": event.source.value if event and event.source else None,
-        "duration": event.duration if event else None,
-        "description": event.description if event else None,
-        "detail": change.detail or None,
-        "initial": change.initial,
-    }
+    return _record_of(
+        time=_iso(change.seen_at),
+        incarnation=change.incarnation,
+        change=change.kind.value,
+        event_id=event.event_id if event else None,
+        event_type=event.event_type.value if event else None,
+        status=event.status.value if event else None,
+        not_before=_iso(event.not_before) if event else None,
+        resources=list(event.resources) if event else [],
+        this_vm=event.affects(vm_name) if event else False,
+        source=event.source.value if event and event.source else None,
+        duration=event.duration if event else None,
+        description=event.description if event else None,
+        detail=change.detail or None,
+        initial=change.initial,
+    )
 
 
 def connection_record(health: Health, when: datetime) -> dict[str, Any]:
-    return {
-        "time": _iso(when),
-        "change": "connection",
-        "state": health.state.value,
-        "error": health.last_error,
-        "failures": health.consecutive_failures,
-        "latency_ms": round(health.latency * 1000, 1) if health.latency is not None else None,
-        "clock_skew": health.clock_skew,
-    }
+    """The stable JSON shape of a connection state change: the same keys as a change."""
+    return _record_of(
+        time=_iso(when),
+        change="connection",
+        state=health.state.value,
+        error=health.last_error,
+        failures=health.consecutive_failures,
+        latency_ms=round(health.latency * 1000, 1) if health.latency is not None else None,
+        clock_skew=health.clock_skew,
+    )
 
 
 def format_record(record: dict[str, Any]) -> str:
@@ -103,7 +128,10 @@ class _Printer:
         self.as_json = as_json
 
     def emit(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record, ensure_ascii=False) if self.as_json else format_record(record)
+        # ensure_ascii: network text can hold C1 controls (U+009B is a CSI) and bidi
+        # overrides; escaped as \u009b they cannot act on a terminal, and pure ASCII
+        # also survives a stdout redirected in a legacy code page (cp1252 on Windows).
+        line = json.dumps(record, ensure_ascii=True) if self.as_json else format_record(record)
         self.out.write(line + "\n")
         self.out.flush()
 
@@ -164,8 +192,19 @@ def _record(store: Any, result: PollResult, config: Config, err: IO[str], failed
     return False
 
 
+def _tolerant(stream: IO[str]) -> None:
+    """Make a text stream write what its encoding lacks as escapes instead of raising:
+    an EventId in Chinese must not end `setui watch > log` on a cp1252 console."""
+    reconfigure = getattr(stream, "reconfigure", None)
+    if reconfigure is not None:
+        with contextlib.suppress(ValueError, OSError):  # a stream that cannot: leave it
+            reconfigure(errors="backslashreplace")
+
+
 def run(args: argparse.Namespace) -> int:
     config: Config = args.config_resolved
+    _tolerant(sys.stdout)
+    _tolerant(sys.stderr)
     try:
         return run_until_stopped(watch(config, as_json=args.json, record=args.record,
                                         out=sys.stdout, err=sys.stderr))

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
+from typing import Any
 from urllib.parse import quote
 
 import httpx
@@ -44,8 +45,9 @@ from setui.core.model import Document, DocumentError, parse_document
 from setui.core.ratelimit import TokenBucket
 
 __all__ = [
-    "DEFAULT_API_VERSION", "DEFAULT_ENDPOINT", "ENABLING_TIMEOUT", "KNOWN_API_VERSIONS",
-    "MAX_BODY_BYTES", "REQUEST_TIMEOUT", "ApprovalResult", "FetchResult", "ImdsClient",
+    "DEFAULT_API_VERSION", "DEFAULT_ENDPOINT", "ENABLING_TIMEOUT", "KEEPALIVE_EXPIRY",
+    "KNOWN_API_VERSIONS", "MAX_BODY_BYTES", "REQUEST_TIMEOUT", "ApprovalResult", "FetchResult",
+    "ImdsClient", "check_api_version", "check_endpoint",
 ]
 
 DEFAULT_ENDPOINT = "http://169.254.169.254"
@@ -61,9 +63,12 @@ REQUEST_TIMEOUT = 5.0
 NAME_TIMEOUT = 2.0  # the VM name is a nicety; startup must not wait long for it
 APPROVAL_DEADLINE = 70.0  # 410 means "retry for up to 70 seconds"
 MAX_BODY_BYTES = 4 * 1024 * 1024  # real documents are a few KB
+# Longer than any wait between polls: the slow pace (10 s), the backoff cap (30 s) and
+# the longest Retry-After obeyed (backoff.MAX_RETRY_AFTER, 120 s).
+KEEPALIVE_EXPIRY = 180.0
 MAX_REASON_BODY = 16 * 1024  # of an error answer we read only enough to quote it
 MAX_TEXT = 200  # network text quoted in a message is cut to this
-_API_VERSION_RE = re.compile(r"^[0-9A-Za-z.\-]{1,32}$")
+_API_VERSION_RE = re.compile(r"[0-9A-Za-z.\-]{1,32}")
 _TAG_RE = re.compile(r"<[^>]*>")
 # Errno values in words; the Windows (WSA) codes too.
 _ERRNO_WORDS = {
@@ -117,6 +122,15 @@ class _Progress:
     head: bool = False
     received: int = 0
     declared: int | None = None
+    # Whether the request went out on a pooled keep-alive connection; cleared when the
+    # transport reports opening a new one (a transport that reports nothing counts as
+    # reused, which only allows the one retry below).
+    reused: bool = True
+
+    async def trace(self, event: str, info: dict[str, Any]) -> None:
+        """httpcore's trace hook: ``connection.connect_tcp.started`` and the like."""
+        if event.startswith("connection.connect_"):
+            self.reused = False
 
 
 class ImdsClient:
@@ -134,10 +148,8 @@ class ImdsClient:
                 raise ValueError(f"{name} must be a positive number of seconds, got {value}")
         if max_body < 1:
             raise ValueError(f"max_body must be at least 1 byte, got {max_body}")
-        if not _API_VERSION_RE.match(api_version):
-            raise ValueError(f"api-version must look like {DEFAULT_API_VERSION}, "
-                             f"got {api_version!r}")
-        self.endpoint = _endpoint(endpoint)
+        self.endpoint = check_endpoint(endpoint)
+        api_version = check_api_version(api_version)
         self.api_version = api_version
         self.url = f"{self.endpoint}{EVENTS_PATH}?api-version={quote(api_version)}"
         self.name_url = (f"{self.endpoint}{NAME_PATH}?api-version={NAME_API_VERSION}"
@@ -152,10 +164,13 @@ class ImdsClient:
         self._etag: str | None = None
         if transport is None:
             # One connection carries the polls; a second only while an approval overlaps
-            # a poll in flight, and it is not kept.
+            # a poll in flight, and it is not kept. It is kept across the longest gap the
+            # poller makes by itself, so a slow pace or a backoff does not mean a new TCP
+            # connection per poll; one the server closed meanwhile is noticed by httpcore
+            # (readable while idle) or, in a race, retried once by _request.
             transport = httpx.AsyncHTTPTransport(
                 limits=httpx.Limits(max_connections=2, max_keepalive_connections=1,
-                                    keepalive_expiry=5.0),
+                                    keepalive_expiry=KEEPALIVE_EXPIRY),
                 retries=0)
         # trust_env=False: HTTP(S)_PROXY, ALL_PROXY, NO_PROXY and .netrc are ignored; a
         # proxy in front of a link-local address answers 400/403 of its own.
@@ -268,10 +283,25 @@ class ImdsClient:
         await self._bucket.acquire()
         progress = _Progress()
         first = enables and self.first_call_pending
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         try:
+            try:
+                return await asyncio.wait_for(
+                    self._send(method, url, headers or {}, content, timeout, limit, strict,
+                               enables, progress), timeout)
+            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+                if not (method == "GET" and progress.reused and not progress.head):
+                    raise
+            # The server closed the kept-alive connection just as the request went out
+            # (its idle timeout fired): nothing is wrong with the service, so this is not
+            # an error to show. A GET is safe to repeat; once, on a new connection.
+            await self._bucket.acquire()
+            progress = _Progress()
+            remaining = max(deadline - loop.time(), 0.05)
             return await asyncio.wait_for(
-                self._send(method, url, headers or {}, content, timeout, limit, strict,
-                           enables, progress), timeout)
+                self._send(method, url, headers or {}, content, remaining, limit, strict,
+                           enables, progress), remaining)
         except ImdsError:
             raise
         except httpx.ConnectTimeout as exc:
@@ -301,7 +331,8 @@ class ImdsClient:
         # thinking, not the TCP handshake; a VM without IMDS should hear so in seconds.
         request = self._http.build_request(
             method, url, headers=headers, content=content,
-            timeout=httpx.Timeout(timeout, connect=min(timeout, self.timeout)))
+            timeout=httpx.Timeout(timeout, connect=min(timeout, self.timeout)),
+            extensions={"trace": progress.trace})
         sent = self._mono()
         response = await self._http.send(request, stream=True)
         head = self._mono()
@@ -424,15 +455,56 @@ def _cut_off(progress: _Progress) -> str:
     return f"the connection closed after {progress.received}{of} bytes"
 
 
-def _endpoint(endpoint: str) -> str:
-    text = endpoint.strip().rstrip("/")
+def check_endpoint(endpoint: str) -> str:
+    """The endpoint as the client uses it (no trailing slash), or ValueError saying what is
+    wrong with it in words. The command line and the config file call this too, so a bad
+    value is refused where it was given instead of when the first request is built."""
+    if not isinstance(endpoint, str):
+        raise ValueError(f"endpoint must be a URL like {DEFAULT_ENDPOINT}, got {endpoint!r}")
+    text = endpoint.strip()
+    example = f"give the service's base URL, like {DEFAULT_ENDPOINT}"
+    if not text:
+        raise ValueError(f"the endpoint is empty; {example}")
+    if not text.lower().startswith(("http://", "https://")):
+        raise ValueError(f"endpoint must start with http:// or https://, got {endpoint!r}; "
+                         f"{example}")
+    text = text.rstrip("/")
+    # The request URLs are built by appending to this text, so characters that httpx would
+    # quietly drop or re-encode (a bare "?", a space) must be refused here, not mangled.
+    if any(ch.isspace() or not ch.isprintable() for ch in text):
+        raise ValueError(f"endpoint {endpoint!r} contains spaces or control characters; "
+                         f"{example}")
+    if "?" in text or "#" in text:
+        raise ValueError(f"endpoint {endpoint!r} has a query or fragment; {example} "
+                         "(setui adds the path and api-version itself)")
     try:
         url = httpx.URL(text)
     except (httpx.InvalidURL, TypeError) as exc:
-        raise ValueError(f"endpoint {endpoint!r} is not a URL ({exc})") from None
-    if url.scheme not in ("http", "https") or not url.host or url.query or url.fragment:
-        raise ValueError(f"endpoint must look like {DEFAULT_ENDPOINT}, got {endpoint!r}")
+        raise ValueError(f"endpoint {endpoint!r} is not a valid URL ({exc}); {example}") \
+            from None
+    if not url.host:
+        raise ValueError(f"endpoint {endpoint!r} has no host; {example}")
+    if url.userinfo:
+        # IMDS takes none, and the endpoint is quoted in every error message: so is it not
+        # here, lest a password land in a log.
+        raise ValueError(f"the endpoint carries a user name or password (before '@'); the "
+                         f"metadata service takes none; {example}")
+    if url.port is not None and not 1 <= url.port <= 65535:
+        raise ValueError(f"endpoint {endpoint!r} has port {url.port}, outside 1-65535; "
+                         f"{example}")
     return text
+
+
+def check_api_version(api_version: str) -> str:
+    """``api_version`` if it is shaped like one (``2020-07-01``), else ValueError in words.
+
+    Only the shape is checked: a newer version than setui knows is the service's to accept
+    or refuse (it answers 400 with the versions it has)."""
+    if not isinstance(api_version, str) or not _API_VERSION_RE.fullmatch(api_version):
+        raise ValueError(f"api-version must look like {DEFAULT_API_VERSION} (letters, digits, "
+                         f"dots and dashes), got {api_version!r}; known versions: "
+                         f"{', '.join(KNOWN_API_VERSIONS)}")
+    return api_version
 
 
 def _event_ids(event_ids: Sequence[str]) -> list[str]:

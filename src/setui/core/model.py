@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from email.utils import parsedate_to_datetime
 from enum import Enum
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = [
     "Document",
@@ -28,6 +29,9 @@ __all__ = [
     "parse_document",
     "parse_not_before",
 ]
+
+_T = TypeVar("_T")
+_DURATION_RE = re.compile(r"-?[0-9]{1,18}")
 
 
 class _OpenEnum(str, Enum):
@@ -151,6 +155,41 @@ def _format_seconds(seconds: int) -> str:
     return f"{seconds // 3600} h"
 
 
+# ISO 8601 date-times, extended (2016-09-19T18:29:47.1234567Z) or basic (20160919T182947Z).
+# Parsed by hand: datetime.fromisoformat accepts more on 3.11 than on 3.10 (7-digit
+# fractions, the basic form), and a document must read the same on every Python.
+# [0-9], not \d: \d also matches other scripts' digits, which no service sends.
+_ISO_TIME = (r"(?P<hour>[0-9]{2})(?:{c}(?P<minute>[0-9]{2})"
+             r"(?:{c}(?P<second>[0-9]{2})(?:[.,](?P<fraction>[0-9]+))?)?)?")
+_ISO_OFFSET = r"(?P<offset>[Zz]|[+-][0-9]{2}(?::?[0-9]{2})?)?"
+_ISO_EXTENDED = re.compile(r"(?P<year>[0-9]{4})-(?P<month>[0-9]{2})-(?P<day>[0-9]{2})"
+                           r"(?:[Tt ]" + _ISO_TIME.replace("{c}", ":") + _ISO_OFFSET + ")?")
+_ISO_BASIC = re.compile(r"(?P<year>[0-9]{4})(?P<month>[0-9]{2})(?P<day>[0-9]{2})"
+                        r"(?:[Tt]" + _ISO_TIME.replace("{c}", "") + _ISO_OFFSET + ")?")
+
+
+def _parse_iso(text: str) -> datetime | None:
+    """An ISO 8601 date-time (no offset means UTC), None if it is not shaped like one;
+    ValueError if it is, but names a day or time that does not exist."""
+    match = _ISO_EXTENDED.fullmatch(text) or _ISO_BASIC.fullmatch(text)
+    if match is None:
+        return None
+    part = match.groupdict()
+    zone = timezone.utc
+    offset = part["offset"]
+    if offset and offset not in ("Z", "z"):
+        hours = int(offset[1:3])
+        minutes = int(offset[-2:]) if len(offset) > 3 else 0
+        if hours > 23 or minutes > 59:
+            raise ValueError(f"the offset {offset} is not a time zone")
+        sign = -1 if offset[0] == "-" else 1
+        zone = timezone(sign * timedelta(hours=hours, minutes=minutes))
+    fraction = (part["fraction"] or "")[:6].ljust(6, "0")  # finer than microseconds: cut
+    return datetime(int(part["year"]), int(part["month"]), int(part["day"]),
+                    int(part["hour"] or 0), int(part["minute"] or 0), int(part["second"] or 0),
+                    int(fraction), tzinfo=zone)
+
+
 def parse_not_before(value: str) -> datetime | None:
     """RFC 1123 (current) or ISO 8601 (2017 preview) to an aware UTC datetime.
 
@@ -163,17 +202,22 @@ def parse_not_before(value: str) -> datetime | None:
     if "," in text or text.endswith(("GMT", "UTC", "+0000")):
         try:
             parsed = parsedate_to_datetime(text)
-        except (TypeError, ValueError, IndexError):
+        except (TypeError, ValueError, IndexError, OverflowError):
             parsed = None
     if parsed is None:
-        iso = text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text
         try:
-            parsed = datetime.fromisoformat(iso)
-        except ValueError:
-            raise ValueError(f"{value!r} is neither an RFC 1123 nor an ISO 8601 time") from None
+            parsed = _parse_iso(text)
+        except (ValueError, OverflowError) as exc:
+            raise ValueError(f"{_preview(value)} is not a valid time ({exc})") from None
+        if parsed is None:
+            raise ValueError(f"{_preview(value)} is neither an RFC 1123 nor an ISO 8601 time")
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=timezone.utc)
-    return parsed.astimezone(timezone.utc)
+    try:
+        return parsed.astimezone(timezone.utc)
+    except OverflowError:  # year 1 with a positive offset is in year 0 in UTC
+        raise ValueError(f"{_preview(value)} is not a valid time (out of range in UTC)") \
+            from None
 
 
 def format_not_before(value: datetime | None) -> str:
@@ -203,7 +247,8 @@ def parse_document(data: bytes | str | Any) -> Document:
     except DocumentError:
         raise
     except (RecursionError, ValueError, TypeError, OverflowError) as exc:  # defensive
-        raise DocumentError("", f"unreadable document ({_short(exc)})") from None
+        # Field parsers are wrapped by _field, so this is outside every field.
+        raise DocumentError("document", f"unreadable ({_short(exc)})") from None
 
 
 def _short(exc: BaseException) -> str:
@@ -216,7 +261,7 @@ def _document(data: Any) -> Document:
         raise DocumentError("", f"expected a JSON object, got {_kind(data)}")
     if "DocumentIncarnation" not in data:
         raise DocumentError("DocumentIncarnation", "missing")
-    incarnation = _incarnation(data["DocumentIncarnation"])
+    incarnation = _field("DocumentIncarnation", _incarnation, data["DocumentIncarnation"])
     if "Events" not in data:
         raise DocumentError("Events", "missing")
     raw_events = data["Events"]
@@ -224,8 +269,19 @@ def _document(data: Any) -> Document:
         raw_events = []
     if not isinstance(raw_events, list):
         raise DocumentError("Events", f"expected a list, got {_kind(raw_events)}")
-    events = tuple(_event(item, f"Events[{i}]") for i, item in enumerate(raw_events))
+    events = tuple(_field(f"Events[{i}]", _event, item, f"Events[{i}]")
+                   for i, item in enumerate(raw_events))
     return Document(incarnation=incarnation, events=events, raw=data)
+
+
+def _field(where: str, parse: Callable[..., _T], *args: Any) -> _T:
+    """Run the parser of one field; even a failure it did not foresee names the field."""
+    try:
+        return parse(*args)
+    except DocumentError:
+        raise
+    except (RecursionError, ValueError, TypeError, OverflowError) as exc:
+        raise DocumentError(where, f"unreadable ({_short(exc)})") from None
 
 
 def _incarnation(value: Any) -> int:
@@ -244,6 +300,12 @@ def _incarnation(value: Any) -> int:
         )
     if number < 0:
         raise DocumentError("DocumentIncarnation", f"must not be negative, got {number}")
+    # The history stores it as SQLite's 64-bit integer: a bigger number would crash the
+    # store instead of being reported as the malformed document it is.
+    largest = 2**63 - 1
+    if number > largest:
+        raise DocumentError("DocumentIncarnation",
+                            f"is too large (at most {largest}), got {number}")
     return number
 
 
@@ -321,10 +383,10 @@ def _duration(value: Any, where: str) -> int | None:
         return value
     if isinstance(value, float) and math.isfinite(value) and value.is_integer():
         return int(value)
-    if isinstance(value, str):
-        text = value.strip()
-        if text.lstrip("-").isdigit() and len(text) <= 18:
-            return int(text)
+    # ASCII digits and one sign only: str.isdigit() also takes "²", which int() refuses,
+    # and "--5" passed a strip of the signs; both ended nameless in the catch-all.
+    if isinstance(value, str) and _DURATION_RE.fullmatch(text := value.strip()):
+        return int(text)
     raise DocumentError(
         where, f"expected a number of seconds, got {_kind(value)} {_preview(value)}")
 

@@ -17,6 +17,11 @@ A spec is comma-separated ``key=value`` pairs, for example
 ``slow=S``         every answer waits S real seconds
 ``big=MB``         every GET answers a valid-looking JSON document of MB megabytes (10^6 B)
 ``trickle=S``      bodies are sent one byte every S real seconds
+``idle-close=S``   a kept-alive connection idle for S real seconds is closed by the server,
+                   as servers and proxies do; a client must notice and connect again
+``idle-drop=S``    a request that arrives on a connection idle for S real seconds or more is
+                   read and dropped unanswered, and the connection closed: what a client
+                   sees when the server's idle timeout fires just as it sends
 ``skew=S``         the service's clock runs S seconds ahead (negative: behind) of the
                    emulator's: the ``Date`` header and every NotBefore move together, as
                    they would if the VM's own clock were off by -S
@@ -51,6 +56,8 @@ class Faults:
     slow: float = 0.0
     big_mb: float = 0.0
     trickle: float = 0.0
+    idle_close: float = 0.0  # 0: never
+    idle_drop: float = 0.0  # 0: never
     skew: float = 0.0
     seed: int | None = None
 
@@ -63,7 +70,7 @@ class Faults:
                 _check_share(f"{name}{code}", share)
         for key in ("notjson", "notdoc", "truncate", "hang"):
             _check_share(key, getattr(self, key))
-        for key in ("first_delay", "slow", "big_mb", "trickle"):
+        for key in ("first_delay", "slow", "big_mb", "trickle", "idle_close", "idle_drop"):
             value = getattr(self, key)
             if not math.isfinite(value) or value < 0:
                 raise ValueError(f"{key.replace('_', '-')}: must be 0 or more seconds, "
@@ -130,7 +137,8 @@ def _pick(rng: random.Random, shares: list[tuple[str, int, float]]) -> tuple[str
 
 
 _SECONDS = {"first-delay": "first_delay", "retry-after": "retry_after", "slow": "slow",
-            "big": "big_mb", "trickle": "trickle", "skew": "skew"}
+            "big": "big_mb", "trickle": "trickle", "skew": "skew", "idle-close": "idle_close",
+            "idle-drop": "idle_drop"}
 _SHARES = {"notjson", "notdoc", "truncate", "hang"}
 
 
@@ -153,7 +161,8 @@ def parse_faults(spec: str) -> Faults:
         else:
             raise ValueError(f"{key!r}: unknown fault (known: first-delay, 400, 404, 410, 429, "
                              "500, 503, approve-CODE, notjson, notdoc, truncate, hang, "
-                             "retry-after, slow, big, trickle, skew, seed)")
+                             "retry-after, slow, big, trickle, idle-close, idle-drop, skew, "
+                             "seed)")
         if key == "seed":
             try:
                 values["seed"] = int(text)

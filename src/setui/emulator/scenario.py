@@ -17,7 +17,8 @@ Top level:
 ``default_duration`` impact length used when ``duration`` is -1 (unknown) or 0
                     (default 10)
 ``repeat``          loop forever (default false); each loop gets fresh EventIds
-``length``          loop length in seconds (default: when the last event is gone)
+``length``          loop length in seconds (default: when the last event is gone); with
+                    ``repeat``, at least 1 s and at least that default
 
 ``[[events]]``, one table per event:
 
@@ -35,6 +36,9 @@ Top level:
 ``approve_at``  another VM approves it at this time
 ``tail``        overrides the top-level ``tail`` for this event
 ``reschedule``  ``[{at = T, notice = N}, ...]``: at T the NotBefore moves to T + N
+
+Every time and ``duration`` is at most a year (``MAX_SECONDS``): real notices are minutes
+to days, and the bound keeps every derived moment within what a date can show.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ except ModuleNotFoundError:  # Python 3.10
 __all__ = [
     "DEFAULT_NOTICE",
     "EVENT_TYPES",
+    "MAX_SECONDS",
     "EventSpec",
     "Reschedule",
     "Scenario",
@@ -87,6 +92,9 @@ _EVENT_KEYS = {"id", "type", "status", "at", "notice", "resources", "duration", 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _TIME_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _ID_NAMESPACE = uuid.UUID("6f0c1f5e-3f0a-4d8e-9a57-5e7a0b1c2d3e")
+# A year. Far beyond any real notice (days at most), and small enough that sums of these
+# stay exact floats and valid HTTP dates.
+MAX_SECONDS = 366 * 86400
 
 
 class ScenarioError(ValueError):
@@ -150,6 +158,18 @@ class Scenario:
             else:
                 end = max(end, start + self.impact(spec) + self.tail_of(spec))
         return end
+
+    def latest_end(self, spec: EventSpec) -> float:
+        """An upper bound of when the event is gone, whatever clients approve: approvals
+        only bring the start forward, and one before ``cancel_at`` can at most start it
+        just before that moment instead of cancelling it."""
+        start = natural_start(spec)
+        if spec.status != "Started" and spec.approve_at is not None and \
+                spec.approve_at < start:
+            start = min(start, spec.approve_at + self.approval_delay)
+        if spec.cancel_at is not None and spec.cancel_at <= start:
+            start = spec.cancel_at
+        return start + self.impact(spec) + self.tail_of(spec)
 
     def loop_length(self) -> float:
         return self.length if self.length is not None else max(self.natural_end(), 1.0)
@@ -222,15 +242,23 @@ class _Parser:
             return None
         if isinstance(value, bool):
             raise self.fail(where, f"expected seconds, got {value!r}")
-        if isinstance(value, int | float):
-            seconds = float(value)
-        elif isinstance(value, str) and (match := _TIME_RE.match(value)):
-            seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"]
-        else:
-            raise self.fail(where, f"expected seconds (a number, or a string like '90s', "
-                            f"'15m', '2h', '7d'), got {value!r}")
+        try:
+            if isinstance(value, int | float):
+                seconds = float(value)
+            elif isinstance(value, str) and (match := _TIME_RE.match(value)):
+                seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"]
+            else:
+                raise self.fail(where, f"expected seconds (a number, or a string like '90s', "
+                                f"'15m', '2h', '7d'), got {_preview(value)}")
+        except OverflowError:  # a JSON integer of hundreds of digits: no float holds it
+            raise self.fail(where, f"must be at most {MAX_SECONDS} seconds (a year), got "
+                            f"{_preview(value)}") from None
         if not math.isfinite(seconds) or seconds < 0:
-            raise self.fail(where, f"must be a finite number of seconds >= 0, got {value!r}")
+            raise self.fail(where, f"must be a finite number of seconds >= 0, got "
+                            f"{_preview(value)}")
+        if seconds > MAX_SECONDS:
+            raise self.fail(where, f"must be at most {MAX_SECONDS} seconds (a year), got "
+                            f"{_preview(value)}")
         return seconds
 
     def text(self, value: object, where: str) -> str:
@@ -257,8 +285,8 @@ class _Parser:
         if numbers["default_duration"] == 0:
             raise self.fail("default_duration", "must be more than 0 seconds")
         length = self.time(data.get("length"), "length", allow_none=True)
-        if length is not None and length <= 0:
-            raise self.fail("length", "must be more than 0 seconds")
+        if length is not None and length < 1:
+            raise self.fail("length", f"must be at least 1 second, got {_preview(data['length'])}")
         events = tuple(self.event(raw, index, name, vm_name)
                        for index, raw in enumerate(raw_events))
         seen: set[str] = set()
@@ -266,11 +294,18 @@ class _Parser:
             if spec.id.lower() in seen:
                 raise self.fail(f"events[{index}].id", f"duplicate EventId {spec.id!r}")
             seen.add(spec.id.lower())
-        return Scenario(name=name, events=events, description=description, vm_name=vm_name,
-                        tail=numbers["tail"] or 0.0,
-                        approval_delay=numbers["approval_delay"] or 0.0,
-                        default_duration=numbers["default_duration"] or 0.0,
-                        repeat=repeat, length=length, source=self.source)
+        scenario = Scenario(name=name, events=events, description=description, vm_name=vm_name,
+                            tail=numbers["tail"] or 0.0,
+                            approval_delay=numbers["approval_delay"] or 0.0,
+                            default_duration=numbers["default_duration"] or 0.0,
+                            repeat=repeat, length=length, source=self.source)
+        span = scenario.natural_end()
+        if repeat and length is not None and length < span:
+            # Shorter loops would pile up copies of every event, more with every loop.
+            raise self.fail("length", f"{length:g} s is shorter than one play of the events "
+                            f"({span:g} s until the last is gone); give at least that, or "
+                            "leave length out")
+        return scenario
 
     def event(self, raw: object, index: int, scenario_name: str, vm_name: str) -> EventSpec:
         where = f"events[{index}]"
@@ -297,9 +332,10 @@ class _Parser:
                                                             for r in res):
             raise self.fail(f"{where}.resources", f"expected a list of VM names, got {res!r}")
         duration = raw.get("duration", -1)
-        if isinstance(duration, bool) or not isinstance(duration, int) or duration < -1:
-            raise self.fail(f"{where}.duration", "expected whole seconds, -1 (unknown) or more,"
-                            f" got {duration!r}")
+        if isinstance(duration, bool) or not isinstance(duration, int) \
+                or not -1 <= duration <= MAX_SECONDS:
+            raise self.fail(f"{where}.duration", f"expected whole seconds from -1 (unknown) to "
+                            f"{MAX_SECONDS} (a year), got {_preview(duration)}")
         cancel_at = self.time(raw.get("cancel_at"), f"{where}.cancel_at", allow_none=True)
         approve_at = self.time(raw.get("approve_at"), f"{where}.approve_at", allow_none=True)
         for key, value in (("cancel_at", cancel_at), ("approve_at", approve_at)):
@@ -338,3 +374,11 @@ class _Parser:
             result.append(Reschedule(when, self.time(item["notice"], f"{here}.notice") or 0.0))
             previous = when
         return tuple(result)
+
+
+def _preview(value: object) -> str:
+    """A value quoted in a message, cut short: a bad number may have thousands of digits."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        return f"a number of {len(str(abs(value)))} digits"  # repr would fill the screen
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:37]}..."

@@ -240,11 +240,19 @@ class Emulator:
     async def _converse(self, reader: asyncio.StreamReader,
                         writer: asyncio.StreamWriter) -> None:
         """Answer requests on one connection until either side closes it."""
+        answered_at: float | None = None  # time.monotonic() at the end of the last answer
         while True:
+            faults = self._service.faults
+            idle_close = faults.idle_close if answered_at is not None else 0.0
             try:
-                request = await read_request(reader, self.clock())
+                reading = read_request(reader, self.clock())
+                request = await (asyncio.wait_for(reading, idle_close) if idle_close > 0
+                                 else reading)
             except HttpError as exc:
                 await write_reply(writer, _plain_error(exc))
+                return
+            except asyncio.TimeoutError:
+                self._service.log(f"closed a connection idle for {idle_close:g} s (fault)")
                 return
             if request is None:
                 return
@@ -252,16 +260,29 @@ class Emulator:
                 self.requests.append(request)
                 if len(self.requests) > MAX_RECORDED:  # a demo left running for days
                     del self.requests[:MAX_RECORDED // 10]
+            if answered_at is not None and faults.idle_drop > 0 \
+                    and time.monotonic() - answered_at >= faults.idle_drop:
+                self._service.log(f"dropped {request.method} {request.path!r} unanswered on a "
+                                  f"connection idle for {faults.idle_drop:g} s (fault)")
+                return
             delay = self._service.delay_for(request)
             if delay > 0:
                 await asyncio.sleep(delay)
-            reply = self._service.reply(request)
+            try:
+                reply = self._service.reply(request)
+            except Exception as exc:  # a bug: say so to the client and the log, not silence
+                self._service.log(f"internal error answering {request.method} "
+                                  f"{request.path!r}: {exc!r}")
+                await write_reply(writer, _plain_error(HttpError(
+                    500, f"internal error in the emulator: {type(exc).__name__}")))
+                return
             if reply.hang:
                 await asyncio.Event().wait()  # until stop() cancels this task
             reply.close = reply.close or not request.keep_alive
             await write_reply(writer, reply)
             if reply.close or reply.truncate:
                 return
+            answered_at = time.monotonic()
 
 
 def _listen(host: str, port: int) -> socket.socket:

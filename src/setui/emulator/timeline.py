@@ -66,28 +66,41 @@ class Timeline:
         self.scenario = scenario
         self._display = display
         self._approvals: dict[str, float] = {}  # lower-case EventId -> scenario time
+        self._approved_loops: set[int] = set()  # loops with an instance approved by a client
         self._lock = threading.RLock()
         self._length = scenario.loop_length()
-        self._span = max((self._latest_end(spec) for spec in scenario.events), default=0.0)
+        # How long one loop's events can last: without client approvals (every loop), and
+        # at most (the few loops a client approved something in).
+        self._span = scenario.natural_end()
+        self._approved_span = max((scenario.latest_end(spec) for spec in scenario.events),
+                                  default=0.0)
+        if scenario.repeat and not self._length >= max(1.0, self._span):
+            # parse_scenario refuses this with the file named; a Scenario built in code
+            # would otherwise make every document cost more copies of every event.
+            raise ValueError(f"a repeating scenario's length must be at least 1 s and at "
+                             f"least {self._span:g} s (one play of its events), got "
+                             f"{self._length:g}")
         # Incarnation cache: state key and incarnation at scenario second _cursor.
         self._cursor: float | None = None
         self._cursor_inc = 1
         self._cursor_key: tuple[tuple[str, bool, int | None], ...] = ()
 
     # -- instances and their lives -------------------------------------------------------
-    def _latest_end(self, spec: EventSpec) -> float:
-        """An upper bound of when the event is gone: approvals only bring it forward,
-        and a cancellation only happens before the start."""
-        return natural_start(spec) + self.scenario.impact(spec) + self.scenario.tail_of(spec)
-
     def _instances(self, t0: float, t1: float) -> Iterator[Instance]:
-        """Every instance whose life may touch [t0, t1]."""
+        """Every instance whose life may touch [t0, t1].
+
+        A loop is at least as long as its events last unapproved (the scenario parser
+        checks), so only a loop or two look back; an approval can keep an event beyond
+        that, so the loops clients approved something in are looked at too."""
         if self.scenario.repeat:
             first = max(0, math.floor((t0 - self._span) / self._length))
             last = max(0, math.floor(t1 / self._length))
+            reach = math.floor((t0 - self._approved_span) / self._length)
+            loops = [*sorted(n for n in self._approved_loops if reach <= n < first),
+                     *range(first, last + 1)]
         else:
-            first = last = 0
-        for loop in range(first, last + 1):
+            loops = [0]
+        for loop in loops:
             offset = loop * self._length if self.scenario.repeat else 0.0
             for index, spec in enumerate(self.scenario.events):
                 event_id = spec.id if loop == 0 else str(
@@ -180,6 +193,9 @@ class Timeline:
                 return unknown
             for event_id in event_ids:
                 self._approvals.setdefault(event_id.lower(), t)
+                found = self.find(event_id, t)
+                assert found is not None
+                self._approved_loops.add(found.instance.loop)
             # An approval changes the future only, unless it takes effect at once.
             if self._cursor is not None and t + self.scenario.approval_delay <= self._cursor:
                 self._cursor = None

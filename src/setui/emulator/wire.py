@@ -103,8 +103,11 @@ async def read_request(reader: asyncio.StreamReader, now: float) -> RecordedRequ
         body = await reader.readexactly(length) if length else b""
     except asyncio.IncompleteReadError:
         raise HttpError(400, "the request body is shorter than its Content-Length") from None
-    split = urlsplit(target)
-    pairs = tuple(parse_qsl(split.query, keep_blank_values=True))
+    try:
+        split = urlsplit(target)
+        pairs = tuple(parse_qsl(split.query, keep_blank_values=True))
+    except ValueError as exc:  # e.g. "http://[": an unclosed IPv6 bracket
+        raise HttpError(400, f"malformed request target {target[:80]!r}: {exc}") from None
     query: dict[str, str] = {}
     for key, value in pairs:
         query.setdefault(key, value)
