@@ -113,7 +113,7 @@ def make_dashboard(tmp_path: Path) -> Iterator[MakeDashboard]:
 
     def make(scenario: str | Scenario = "busy", *, at: float = 300, store: bool = True,
              demo: bool = True, shown_endpoint: bool = False, poll: bool = True,
-             **config: Any) -> Dashboard:
+             zoom: int | None = None, **config: Any) -> Dashboard:
         if isinstance(scenario, str):
             scenario = load_scenario(scenario)
         clock = ManualClock(T0.timestamp())
@@ -132,7 +132,7 @@ def make_dashboard(tmp_path: Path) -> Iterator[MakeDashboard]:
         app = SetuiApp(client=ImdsClient(url, rate=50.0, burst=20), config=settings,
                        store=opened, store_problem=None if store else "the test has no store",
                        demo=demo, clock=lambda: datetime.fromtimestamp(clock(), timezone.utc),
-                       identity=IDENTITY, poll=poll)
+                       identity=IDENTITY, poll=poll, zoom=zoom)
         return Dashboard(app, emulator, clock, opened, emulator.epoch)
 
     yield make

@@ -218,3 +218,14 @@ async def test_an_approval_that_fails_inside_setui_is_not_left_pending(
         first = table(d).keys[0]
         await d.wait_for(pilot, lambda: table(d).cell_text(first, "approved") == "✗ failed")
         assert any("setui failed (RuntimeError: boom)" in n for n in d.notices())
+
+
+async def test_the_first_zoom_can_be_chosen(make_dashboard: MakeDashboard) -> None:
+    # `setui demo` starts at the closest zoom: its sped-up notices are minutes long.
+    d = make_dashboard(zoom=0)
+    async with d.app.run_test(size=NARROW) as pilot:
+        await start(d, pilot)
+        timeline = d.app.main_screen.query_one(Timeline)
+        assert timeline.plain().startswith("zoom -2m…+10m")
+        await pilot.press("minus")
+        assert timeline.plain().startswith("zoom -5m…+30m")

@@ -9,14 +9,15 @@ from setui.config import Config
 __all__ = ["open_dashboard", "run"]
 
 
-def open_dashboard(config: Config, *, demo: bool = False) -> int:
+def open_dashboard(config: Config, *, demo: bool = False, zoom: int | None = None) -> int:
     from setui.config import config_dir
     from setui.session import make_client, open_store
     from setui.ui.app import SetuiApp
 
     store, problem = open_store(config)
     app = SetuiApp(client=make_client(config), config=config, store=store,
-                   store_problem=problem, demo=demo, user_themes=config_dir() / "themes")
+                   store_problem=problem, demo=demo, user_themes=config_dir() / "themes",
+                   zoom=zoom)
     try:
         app.run()
     finally:

@@ -7,6 +7,7 @@ otherwise, so fake events never mix with a real VM's record.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import tempfile
 from dataclasses import replace
@@ -21,8 +22,9 @@ def run(args: argparse.Namespace) -> int:
     from setui.emulator.scenario import ScenarioError, load_scenario
     from setui.emulator.server import Emulator
 
-    if args.speed <= 0:
-        print("setui demo: --speed must be a positive number", file=sys.stderr)
+    if not math.isfinite(args.speed) or args.speed <= 0:  # nan compares false to everything
+        print(f"setui demo: --speed must be a positive finite number, got {args.speed}",
+              file=sys.stderr)
         return 2
     try:
         scenario = load_scenario(args.scenario)
@@ -30,6 +32,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"setui demo: {exc}", file=sys.stderr)
         return 2
     config: Config = args.config_resolved
+    # Only a --data-dir given to this command: cli.py leaves SETUI_DATA_DIR and the config
+    # file's data-dir out of args.data_dir for the demo, and config.data_dir is not used.
     explicit_dir = getattr(args, "data_dir", None)
     with tempfile.TemporaryDirectory(prefix="setui-demo-") as scratch:
         data_dir = Path(explicit_dir) if explicit_dir else Path(scratch)
@@ -47,4 +51,6 @@ def run(args: argparse.Namespace) -> int:
                     return 0
             from setui.commands.dashboard import open_dashboard
 
-            return open_dashboard(demo_config, demo=True)
+            # A sped-up scenario squeezes its notices into minutes: the timeline's closest
+            # zoom shows them apart instead of all on "now".
+            return open_dashboard(demo_config, demo=True, zoom=0 if args.speed >= 2 else None)

@@ -78,7 +78,8 @@ class SetuiApp(App[None]):
                  store_problem: str | None = None, demo: bool = False,
                  clock: Callable[[], datetime] = utc_now,
                  mono: Callable[[], float] = time.monotonic, identity: Identity | None = None,
-                 poll: bool = True, user_themes: Path | None = None) -> None:
+                 poll: bool = True, user_themes: Path | None = None,
+                 zoom: int | None = None) -> None:
         super().__init__()
         self.client = client
         self.config = config
@@ -100,7 +101,7 @@ class SetuiApp(App[None]):
         self.notices: deque[str] = deque(maxlen=500)  # "title: message", oldest first
         self.poller: Poller | None = None
         self._poll_worker: Worker[None] | None = None
-        self.main_screen = MainScreen()
+        self.main_screen = MainScreen(zoom=zoom)
         self.approver = Approver(client, store, endpoint=config.endpoint, identity=self.identity,
                                  read_only=config.read_only, store_problem=store_problem,
                                  wall=self.now)

@@ -37,7 +37,7 @@ from setui.ui.messages import ApprovalNote, Session
 from setui.ui.widgets.events import EventsTable, Row, columns_for, tier_for
 from setui.ui.widgets.status import StatusBar, StatusView
 from setui.ui.widgets.summary import EventSummary
-from setui.ui.widgets.timeline import Lane, Timeline
+from setui.ui.widgets.timeline import ZOOMS, Lane, Timeline
 
 if TYPE_CHECKING:
     from setui.ui.app import SetuiApp
@@ -174,8 +174,9 @@ class MainScreen(Screen[None]):
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
 
-    def __init__(self) -> None:
+    def __init__(self, *, zoom: int | None = None) -> None:
         super().__init__()
+        self._zoom = zoom  # the timeline's first zoom level (ZOOMS), None: its default
         self.this_vm_only = False
         self.filter_text = ""
         self._tier: str | None = None
@@ -195,6 +196,8 @@ class MainScreen(Screen[None]):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
+        if self._zoom is not None:
+            self.query_one(Timeline).zoom_level = max(0, min(self._zoom, len(ZOOMS) - 1))
         self.query_one(EventsTable).focus()
         self.refresh_view()
 
