@@ -111,13 +111,14 @@ def test_set_faults_at_runtime(make_emulator: MakeEmulator, client: httpx.Client
 
 def test_first_delay_holds_only_the_first_answer(make_emulator: MakeEmulator,
                                                  client: httpx.Client) -> None:
-    emulator = make_emulator(faults=Faults(first_delay=0.3))
+    emulator = make_emulator(faults=Faults(first_delay=1.5))
     began = time.monotonic()
     assert _get(client, emulator.url).status_code == 200
-    assert time.monotonic() - began >= 0.3
+    assert time.monotonic() - began >= 1.5
+    # The second is not held: well under the delay, however busy the machine.
     began = time.monotonic()
     assert _get(client, emulator.url).status_code == 200
-    assert time.monotonic() - began < 0.2
+    assert time.monotonic() - began < 1.0
 
 
 def test_slow_delays_every_answer(make_emulator: MakeEmulator, client: httpx.Client) -> None:
