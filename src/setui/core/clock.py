@@ -40,19 +40,28 @@ class ServiceClock:
         if server_date is None:
             return
         received = self._mono() if received_mono is None else received_mono
-        local = self._anchor_time + timedelta(seconds=received - self._anchor_mono)
         wall_now = self._wall()
-        self.skew = (server_date - wall_now).total_seconds() - (self._mono() - received)
+        mono_now = self._mono()
+        self.skew = (server_date - wall_now).total_seconds() - (mono_now - received)
         if abs(self.skew) > SKEW_THRESHOLD:
             self._anchor_time, self._anchor_mono = server_date, received
-        elif abs((local - server_date).total_seconds()) > SKEW_THRESHOLD:
-            # The VM's clock is right again (or was stepped): follow it once, no drift.
-            self._anchor_time = wall_now
-            self._anchor_mono = self._mono()
+        else:
+            # The VM's clock agrees with the service (again): carry it forward from now,
+            # so the monotonic estimate never drifts further than one answer's interval.
+            self._anchor_time, self._anchor_mono = wall_now, mono_now
 
     @property
     def skewed(self) -> bool:
         return self.skew is not None and abs(self.skew) > SKEW_THRESHOLD
 
     def now(self) -> datetime:
-        return self._anchor_time + timedelta(seconds=self._mono() - self._anchor_mono)
+        carried = self._anchor_time + timedelta(seconds=self._mono() - self._anchor_mono)
+        if self.skewed:
+            return carried
+        # The wall clock itself while it agrees with the carried estimate (exact to the
+        # second it shows); a step of the system clock makes them disagree, and then the
+        # monotonic estimate counts on until the next answer says which one is right.
+        wall = self._wall()
+        if abs((wall - carried).total_seconds()) <= SKEW_THRESHOLD:
+            return wall
+        return carried

@@ -12,7 +12,8 @@ import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from datetime import datetime
+from dataclasses import replace
+from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -27,7 +28,7 @@ from textual.worker import Worker
 
 from setui.approval import Approver, find_event
 from setui.config import Config
-from setui.core.clock import utc_now
+from setui.core.clock import ServiceClock, utc_now
 from setui.core.health import ConnectionState, PollResult
 from setui.core.model import Event
 from setui.core.poller import Poller
@@ -62,6 +63,9 @@ if TYPE_CHECKING:
 __all__ = ["MAX_TOASTS", "SetuiApp"]
 
 MAX_TOASTS = 2  # notifications on screen at once
+# After the store failed to record, wait this long (monotonic) before trying again: a
+# locked database makes every write wait out SQLite's busy timeout on the UI's thread.
+STORE_RETRY_SECONDS = 30.0
 
 
 class SetuiApp(App[None]):
@@ -89,6 +93,9 @@ class SetuiApp(App[None]):
         self.demo = demo
         self._clock = clock
         self._mono = mono
+        # The service's time, once an answer carried a Date header; until then the VM's.
+        self._service_clock: ServiceClock | None = None
+        self._store_retry_at: float | None = None
         self.identity = identity or Identity.current()
         self._poll = poll
         self._user_themes = user_themes
@@ -108,7 +115,10 @@ class SetuiApp(App[None]):
         self.title = "setui DEMO: the built-in emulator, not a real VM" if demo else "setui"
 
     def now(self) -> datetime:
-        """The time every countdown, age and record uses."""
+        """The time every countdown, age and record uses: the service's time, carried on
+        the monotonic clock between answers (see :class:`ServiceClock`)."""
+        if self._service_clock is not None:
+            return self._service_clock.now()
         return self._clock()
 
     @property
@@ -178,7 +188,8 @@ class SetuiApp(App[None]):
     def _start_polling(self) -> None:
         tracker = self.poller.tracker if self.poller is not None else None
         self.poller = Poller(self.client, interval=self.config.interval, tracker=tracker,
-                             wall=self.now, mono=self._mono)
+                             # The VM's own clock: the skew is measured against it.
+                             wall=self._clock, mono=self._mono)
         self._poll_worker = self.run_worker(self._poll_loop(self.poller), name="poll",
                                             group="poll", exclusive=True, exit_on_error=False)
 
@@ -214,6 +225,7 @@ class SetuiApp(App[None]):
 
     def apply_result(self, result: PollResult) -> None:
         """Take one poll result: remember, record, announce, redraw."""
+        result = self._in_service_time(result)
         before = self.session.document
         announce, previous = self.session.apply(result)
         if result.fresh and result.document is not None:
@@ -234,10 +246,30 @@ class SetuiApp(App[None]):
             self.bell()
         self._refresh()
 
+    def _in_service_time(self, result: PollResult) -> PollResult:
+        """Follow the service's clock, and restate the result's times in it, so ages and
+        countdowns compare times of one clock."""
+        health = result.health
+        if not result.fresh or health.clock_skew is None or health.last_success_mono is None:
+            return result
+        seen = result.seen_at or self._clock()
+        if self._service_clock is None:
+            self._service_clock = ServiceClock(wall=self._clock, mono=self._mono)
+        self._service_clock.observe(seen + timedelta(seconds=health.clock_skew),
+                                    health.last_success_mono)
+        if not self._service_clock.skewed or self._service_clock.skew is None:
+            return result
+        shift = timedelta(seconds=self._service_clock.skew)
+        return replace(result, seen_at=seen + shift,
+                       changes=tuple(replace(c, seen_at=c.seen_at + shift)
+                                     for c in result.changes))
+
     def _record(self, result: PollResult, new_incarnation: bool) -> None:
         document = result.document
         if self.store is None or document is None:
             return
+        if self._store_retry_at is not None and self._mono() < self._store_retry_at:
+            return  # still failing, most likely; the status line says so
         try:
             self.store.record_document(document, seen_at=result.seen_at or self.now(),
                                        endpoint=self.config.endpoint, changes=result.changes)
@@ -253,7 +285,9 @@ class SetuiApp(App[None]):
                 self.notify(f"Cannot record the history: {safe(exc, 300)}", severity="error",
                             timeout=15, markup=False)
             self.store_error = str(exc)
+            self._store_retry_at = self._mono() + STORE_RETRY_SECONDS
             return
+        self._store_retry_at = None
         if self.store_error is not None:
             self.store_error = None
             self.notify("Recording the history again.", timeout=5, markup=False)
