@@ -11,11 +11,8 @@ setui (see ``setui.store.audit`` for the hash).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
@@ -189,8 +186,10 @@ def _export(records: list[AuditRecord], result: VerifyResult, target: str, out: 
     if target == "-":
         out.write(lines)
     else:
+        from setui.store.files import write_private
+
         try:
-            _write_private(Path(target), lines)
+            write_private(Path(target), lines)
         except OSError as exc:
             err.write(f"setui audit export: cannot write {target}: {exc.strerror or exc}\n")
             return EXIT_FAILED
@@ -205,17 +204,3 @@ def _export(records: list[AuditRecord], result: VerifyResult, target: str, out: 
     return EXIT_OK
 
 
-def _write_private(path: Path, text: str) -> None:
-    """Write atomically, owner-only: the log names people and their addresses."""
-    directory = path.parent if str(path.parent) else Path(".")
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise

@@ -33,15 +33,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import sqlite3
-import tempfile
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from setui.store.db import StoreError
+from setui.store.files import write_private
 from setui.store.history import clean_text, stored_json
 from setui.store.records import AuditEntry, AuditRecord, VerifyResult, from_db_time, to_db_time
 
@@ -266,21 +265,6 @@ def read_witness(path: Path) -> tuple[int, str] | None:
     return seq, digest
 
 
-def _write_witness(path: Path, seq: int, digest: str) -> None:
-    """Owner-only and atomic: a reader sees the old witness or the new, never half."""
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="ascii", newline="\n") as handle:
-            handle.write(json.dumps({"seq": seq, "hash": digest}) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
-
-
 def update_witness(conn: sqlite3.Connection, path: Path, seq: int, digest: str) -> str | None:
     """Make the witness name record ``seq`` (just committed); why not, if it was not.
 
@@ -302,7 +286,7 @@ def update_witness(conn: sqlite3.Connection, path: Path, seq: int, digest: str) 
                         "Run `setui audit verify`")
             if current[0] >= seq:
                 return None  # another setui appended after us and wrote a newer one
-        _write_witness(path, seq, digest)
+        write_private(path, json.dumps({"seq": seq, "hash": digest}) + "\n")
     except (OSError, sqlite3.Error, OverflowError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
         return (f"cannot write the audit head witness {path}: {reason}. The record itself "
