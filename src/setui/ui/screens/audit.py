@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from setui.textsafe import printable
 from setui.ui.screens.history import DetailScreen, local_and_utc, pretty_json
+from setui.ui.screens.listing import TableNavigation
 
 if TYPE_CHECKING:
     from setui.store import AuditRecord, Store
@@ -230,7 +230,7 @@ def describe_row(row: AuditRow) -> Text:
     return out
 
 
-class AuditScreen(Screen[None]):
+class AuditScreen(TableNavigation):
     """The audit log, newest first, under the chain's verify status."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -360,23 +360,3 @@ class AuditScreen(Screen[None]):
             return
         row = self.rows[table.cursor_row]
         self.app.push_screen(DetailScreen(f"Audit › record {row.record.seq}", describe_row(row)))
-
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        event.stop()
-        self.action_open()
-
-    def action_back(self) -> None:
-        self.dismiss()
-
-    def action_cursor_down(self) -> None:
-        self.query_one(DataTable).action_cursor_down()
-
-    def action_cursor_up(self) -> None:
-        self.query_one(DataTable).action_cursor_up()
-
-    def action_top(self) -> None:
-        self.query_one(DataTable).move_cursor(row=0)
-
-    def action_bottom(self) -> None:
-        table = self.query_one(DataTable)
-        table.move_cursor(row=max(table.row_count - 1, 0))

@@ -25,6 +25,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from setui.core.model import Document, DocumentError, Event
 from setui.textsafe import printable
+from setui.ui.screens.listing import TableNavigation
 
 if TYPE_CHECKING:
     from setui.store import IncarnationRecord, Store
@@ -284,7 +285,7 @@ class IncarnationScreen(DetailScreen):
         self.record = record
 
 
-class HistoryScreen(Screen[None]):
+class HistoryScreen(TableNavigation):
     """Stored incarnations, newest first; pages in more as the cursor reaches the end."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -415,23 +416,3 @@ class HistoryScreen(Screen[None]):
             problem = str(exc)
         styles = DiffStyles.from_theme(self.app.theme_variables)
         self.app.push_screen(IncarnationScreen(record, previous, problem, styles))
-
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        event.stop()  # a mouse click selects too
-        self.action_open()
-
-    def action_back(self) -> None:
-        self.dismiss()
-
-    def action_cursor_down(self) -> None:
-        self.query_one(DataTable).action_cursor_down()
-
-    def action_cursor_up(self) -> None:
-        self.query_one(DataTable).action_cursor_up()
-
-    def action_top(self) -> None:
-        self.query_one(DataTable).move_cursor(row=0)
-
-    def action_bottom(self) -> None:
-        table = self.query_one(DataTable)
-        table.move_cursor(row=max(table.row_count - 1, 0))
