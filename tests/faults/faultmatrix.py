@@ -1,0 +1,159 @@
+"""The fault matrix's shared pieces: the cases, a scenario whose document changes while
+the endpoint misbehaves, and a line reader for `setui watch` with deadlines. (A module of
+its own name: every conftest.py is imported as ``conftest``.)"""
+
+from __future__ import annotations
+
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from setui.emulator.faults import Faults, parse_faults
+from setui.emulator.scenario import Scenario, parse_scenario
+from setui.emulator.server import Emulator
+from setui.store import Store
+
+SETUI = [sys.executable, "-m", "setui.cli"]
+POSIX = os.name == "posix"
+
+# One event from the start; a second appears at scenario second 100. A test sees the
+# first, breaks the endpoint, moves the clock past 100 and heals: the second event must
+# then show up by itself, and the first must still be in the store.
+SCENARIO_TEXT = """
+name = "fault-matrix"
+vm_name = "web-0"
+tail = 100000
+
+[[events]]
+id = "evt-before-fault"
+type = "Reboot"
+at = 0
+
+[[events]]
+id = "evt-after-fault"
+type = "Freeze"
+at = 100
+"""
+BEFORE_AT = 10.0
+AFTER_AT = 110.0
+BEFORE_ID = "evt-before-fault"
+AFTER_ID = "evt-after-fault"
+
+
+def scenario() -> Scenario:
+    return parse_scenario(SCENARIO_TEXT)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One way the endpoint breaks, and the words a person must read about it."""
+
+    name: str
+    faults: str | None  # a --faults spec; None: the endpoint goes away (stop, restart)
+    words: tuple[str, ...]  # each must appear in the error shown
+    # 400 and 404 cannot be fixed by retrying: asked again at the slow pace (10 s).
+    slow: bool = False
+
+    def inject(self, emulator: Emulator) -> None:
+        if self.faults is None:
+            emulator.stop()
+        else:
+            emulator.set_faults(parse_faults(self.faults))
+
+    def heal(self, emulator: Emulator) -> None:
+        if self.faults is None:
+            emulator.start()  # the same port again
+        else:
+            emulator.set_faults(Faults())
+
+
+CASES = [
+    Case("gone-away", None, ("nothing answers at", "connection refused")),
+    Case("timeout", "hang=1", ("no answer from", "within 5 s")),
+    Case("400", "400=1", ("rejected", "Bad request"), slow=True),
+    Case("404", "404=1", ("not found (404)",), slow=True),
+    Case("410", "410=1", ("not ready yet (410 Gone)", "retry for up to 70 seconds")),
+    Case("429-retry-after", "429=1,retry-after=1", ("rate limited (429)", "wait 1 s")),
+    Case("429", "429=1", ("rate limited (429)", "backing off")),
+    Case("500", "500=1", ("the metadata service failed (500",)),
+    Case("503-retry-after", "503=1,retry-after=1", ("the metadata service failed (503",)),
+    Case("503", "503=1", ("the metadata service failed (503",)),
+    Case("truncated", "truncate=1", ("the answer was cut off", "connection closed after")),
+    Case("not-json", "notjson=1", ("not a scheduled-events document", "not JSON")),
+    Case("not-a-document", "notdoc=1", ("not a scheduled-events document",)),
+    Case("50-mb", "big=50", ("47.7 MiB", "more than the 4.0 MiB", "not read")),
+    Case("trickle", "trickle=1", ("did not complete within 5 s", "bytes arrived")),
+]
+CASE_IDS = [case.name for case in CASES]
+
+
+def stored(store: Store) -> dict[int, tuple[object, str]]:
+    """incarnation -> (first seen, document): what a fault must never change or lose."""
+    return {r.incarnation: (r.first_seen, r.raw_json) for r in store.history(limit=None)}
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+class Lines:
+    """A process's stdout, read by one thread, consumed in steps with deadlines.
+
+    Unlike tests/commands' ``_read_until`` (one wait per process), a matrix case waits
+    several times on the same process: before the fault, during it, after healing.
+    """
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        self.proc = proc
+        self.seen: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._ended = False
+        stdout = proc.stdout
+
+        def pump() -> None:
+            for line in stdout:
+                self._queue.put(line)
+            self._queue.put(None)
+
+        threading.Thread(target=pump, daemon=True).start()
+
+    def until(self, done: Callable[[str], bool], timeout: float, what: str) -> str:
+        """The first line from now on for which ``done`` holds; fails after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while not self._ended and (remaining := deadline - time.monotonic()) > 0:
+            try:
+                line = self._queue.get(timeout=remaining)
+            except queue.Empty:
+                break
+            if line is None:
+                self._ended = True
+                break
+            self.seen.append(line)
+            if done(line):
+                return line
+        self.proc.kill()
+        errors = self.proc.stderr.read() if self.proc.stderr else ""
+        why = "the process ended" if self._ended else f"nothing more within {timeout} s"
+        pytest.fail(f"waiting for {what}: {why}; stdout: {self.seen[-30:]!r}; "
+                    f"stderr: {errors[-2000:]!r}")
+
+
+def watch_env(tmp_path: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["SETUI_DATA_DIR"] = str(tmp_path / "unused")
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONIOENCODING"] = "utf-8"
+    return env
