@@ -85,3 +85,18 @@ def test_concurrent_clients_are_all_recorded(make_emulator: MakeEmulator) -> Non
         thread.join()
     assert failures == []
     assert len(emulator.requests) == 50
+
+
+def test_a_request_is_dated_when_it_arrives_not_when_the_connection_waited(
+        make_emulator: MakeEmulator, clock: ManualClock) -> None:
+    emulator = make_emulator()
+    headers = {"Metadata": "true"}
+    url = f"{emulator.url}/metadata/scheduledevents?api-version=2020-07-01"
+    # One kept-alive connection: the server is already waiting for its next request
+    # while the clock moves on.
+    with httpx.Client(trust_env=False) as client:
+        assert client.get(url, headers=headers).status_code == 200
+        first = emulator.requests[-1].time
+        clock.advance(90)
+        assert client.get(url, headers=headers).status_code == 200
+    assert emulator.requests[-1].time == first + 90

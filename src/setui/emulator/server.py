@@ -245,7 +245,7 @@ class Emulator:
             faults = self._service.faults
             idle_close = faults.idle_close if answered_at is not None else 0.0
             try:
-                reading = read_request(reader, self.clock())
+                reading = read_request(reader, self.clock)
                 request = await (asyncio.wait_for(reading, idle_close) if idle_close > 0
                                  else reading)
             except HttpError as exc:

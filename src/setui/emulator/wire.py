@@ -6,7 +6,7 @@ comes. Keep-alive is supported because real clients (httpx, requests) reuse conn
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from urllib.parse import parse_qsl, urlsplit
@@ -63,8 +63,13 @@ class Reply:
     note: str = ""  # for the log
 
 
-async def read_request(reader: asyncio.StreamReader, now: float) -> RecordedRequest | None:
-    """The next request on the connection, or None when the client closed it cleanly."""
+async def read_request(reader: asyncio.StreamReader,
+                       clock: Callable[[], float]) -> RecordedRequest | None:
+    """The next request on the connection, or None when the client closed it cleanly.
+
+    Its time is read from ``clock`` once its head has arrived: a kept-alive connection
+    may wait a long while for its next request, and an approval is dated when it came.
+    """
     try:
         head = await reader.readuntil(b"\r\n\r\n")
     except asyncio.IncompleteReadError as exc:
@@ -73,6 +78,7 @@ async def read_request(reader: asyncio.StreamReader, now: float) -> RecordedRequ
         raise HttpError(400, "the request ended in the middle of its headers") from None
     except asyncio.LimitOverrunError:
         raise HttpError(431, "request headers too large") from None
+    arrived = clock()
     if len(head) > MAX_HEAD:
         raise HttpError(431, "request headers too large")
     lines = head.decode("latin-1").split("\r\n")
@@ -111,7 +117,7 @@ async def read_request(reader: asyncio.StreamReader, now: float) -> RecordedRequ
     query: dict[str, str] = {}
     for key, value in pairs:
         query.setdefault(key, value)
-    return RecordedRequest(method, split.path, query, headers, body, now, pairs, version)
+    return RecordedRequest(method, split.path, query, headers, body, arrived, pairs, version)
 
 
 def _head(reply: Reply, length: int | None) -> bytes:
