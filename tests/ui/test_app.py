@@ -421,12 +421,13 @@ async def test_without_an_audit_log_approval_is_refused(make_dashboard: MakeDash
 async def test_a_store_that_fails_is_shown_and_events_stay_live(
         make_dashboard: MakeDashboard) -> None:
     d = make_dashboard()
-    async with d.app.run_test(size=WIDE) as pilot:
+    async with d.app.run_test(size=NARROW) as pilot:
         await start(d, pilot)
         assert d.store is not None
         d.store.close()
         await d.advance(pilot, 40)
-        assert "history NOT recorded: cannot record the history" in status(d)
+        # The reason fits 80 columns: the file, not its whole path, and no preamble.
+        assert "history NOT recorded: the store …/setui.db is closed" in status(d)
         assert len(table(d).keys) == 3  # still live
         assert any(n.startswith("None: Cannot record the history") or
                    "Cannot record the history" in n for n in d.notices())
@@ -560,6 +561,26 @@ async def test_no_color_picks_the_mono_theme(make_dashboard: MakeDashboard,
         assert d.app.theme == "setui-mono"
         # Urgency still reads: the symbols are in the text.
         assert table(d).cell_text(table(d).keys[0], "countdown") == "!! T-0:10"
+
+
+@pytest.mark.parametrize(("value", "theme"), [("", "setui-dark"), ("0", "setui-mono")])
+async def test_no_color_counts_when_set_and_not_empty(
+        make_dashboard: MakeDashboard, monkeypatch: pytest.MonkeyPatch, value: str,
+        theme: str) -> None:
+    monkeypatch.setenv("NO_COLOR", value)  # no-color.org: any value but the empty one
+    d = make_dashboard()
+    async with d.app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        assert d.app.theme == theme
+
+
+async def test_a_chosen_theme_wins_over_no_color(make_dashboard: MakeDashboard,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")  # user configuration overrides it, per no-color.org
+    d = make_dashboard(theme="setui-light")
+    async with d.app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        assert d.app.theme == "setui-light"
 
 
 # -- hostile text -------------------------------------------------------------------------------

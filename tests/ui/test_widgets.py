@@ -82,11 +82,21 @@ def test_status_enabling_and_problems() -> None:
     lines = status_lines(view(health=Health(), last_seen=None, incarnation=None,
                               vm_name=None, store_problem="disk full [x]\x1b",
                               this_vm_only=True, filter_text="db"), 200, PALETTE)
-    first, second = (line.plain for line in lines)
+    first, second, store = (line.plain for line in lines)
     assert "VM (asking IMDS…)" in first
     assert second.startswith("◌ enabling: first call; the service can take up to 2 minutes")
-    assert "history NOT recorded: disk full [x]\\x1b" in second
+    assert "history NOT recorded" in second
     assert "this VM only (m)" in second and "filter “db”" in second
+    # The reason on a line of its own, escaped.
+    assert store == "  ↳ history NOT recorded: disk full [x]\\x1b"
+
+
+def test_status_connection_and_store_problems_each_get_a_line() -> None:
+    health = Health(state=ConnectionState.UNREACHABLE, last_error="connection refused")
+    lines = [line.plain for line in status_lines(
+        view(health=health, store_problem="the store …/setui.db is closed"), 80, PALETTE)]
+    assert lines[2] == "  ↳ connection refused"
+    assert lines[3] == "  ↳ history NOT recorded: the store …/setui.db is closed"
 
 
 def test_status_clock_skew_is_told() -> None:

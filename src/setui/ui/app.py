@@ -60,12 +60,23 @@ if TYPE_CHECKING:
     from setui.core.client import ImdsClient
     from setui.store import Store
 
-__all__ = ["MAX_TOASTS", "SetuiApp"]
+__all__ = ["MAX_TOASTS", "SetuiApp", "brief_store_problem"]
 
 MAX_TOASTS = 2  # notifications on screen at once
 # After the store failed to record, wait this long (monotonic) before trying again: a
 # locked database makes every write wait out SQLite's busy timeout on the UI's thread.
 STORE_RETRY_SECONDS = 30.0
+
+
+def brief_store_problem(exc: StoreError) -> str:
+    """The store's message for one status line: the file named, not its whole path, and
+    without the "cannot record the history:" the status line already says. The
+    notification carries the whole message."""
+    text = str(exc)
+    if exc.path is not None:
+        text = text.replace(str(exc.path.parent), "…")
+    head, sep, rest = text.partition(": ")
+    return rest if sep and head.startswith("cannot ") else text
 
 
 class SetuiApp(App[None]):
@@ -163,7 +174,8 @@ class SetuiApp(App[None]):
         for theme in loaded.themes:
             self.register_theme(theme)
         wanted = self.config.theme
-        if os.environ.get("NO_COLOR") is not None and wanted == DEFAULT_THEME:
+        # no-color.org: set and not empty.
+        if os.environ.get("NO_COLOR") and wanted == DEFAULT_THEME:
             wanted = MONO_THEME  # no colour asked for: the theme made for that
         if wanted not in self.available_themes:
             fallback = DEFAULT_THEME if DEFAULT_THEME in self.available_themes else "textual-dark"
@@ -284,7 +296,7 @@ class SetuiApp(App[None]):
             if self.store_error is None:
                 self.notify(f"Cannot record the history: {safe(exc, 300)}", severity="error",
                             timeout=15, markup=False)
-            self.store_error = str(exc)
+            self.store_error = brief_store_problem(exc)
             self._store_retry_at = self._mono() + STORE_RETRY_SECONDS
             return
         self._store_retry_at = None

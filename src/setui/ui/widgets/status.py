@@ -57,8 +57,8 @@ def connection_text(health: Health) -> tuple[str, str]:
 
 
 def status_lines(view: StatusView, width: int, palette: Palette) -> list[Text]:
-    """Two lines, three while the connection is failing (the reason gets a line of its
-    own), each cut to ``width`` cells."""
+    """Two lines, and one more for each problem: the connection's reason while it fails,
+    the store's while the history is not recorded; each cut to ``width`` cells."""
     width = max(width, 20)
     # Line 1: who and where, with the time on the right.
     right = Text(view.now.astimezone(timezone.utc).strftime("%H:%M:%S UTC"))
@@ -118,20 +118,26 @@ def status_lines(view: StatusView, width: int, palette: Palette) -> list[Text]:
         direction = "behind" if skew > 0 else "ahead of"
         parts.append((f"this VM's clock is {abs(skew):.0f} s {direction} the service's",
                       palette.soon))
-    if view.store_problem:
-        parts.append((f"history NOT recorded: {safe(view.store_problem, 160)}",
-                      palette.alarm))
+    if view.store_problem:  # the reason gets a line of its own, below
+        parts.append(("history NOT recorded", palette.alarm))
     for text, part_style in parts:
         second.append("  ·  ", style=palette.muted)
         second.append(text, style=part_style)
     second.truncate(width, overflow="ellipsis")
     lines = [first, second]
     if reason:
-        third = Text("  ↳ ", style=palette.muted)
-        third.append(reason, style=style)
-        third.truncate(width, overflow="ellipsis")
-        lines.append(third)
+        lines.append(_reason_line(reason, style, width, palette))
+    if view.store_problem:
+        lines.append(_reason_line(f"history NOT recorded: {safe(view.store_problem, 300)}",
+                                  palette.alarm, width, palette))
     return lines
+
+
+def _reason_line(text: str, style: str, width: int, palette: Palette) -> Text:
+    line = Text("  ↳ ", style=palette.muted)
+    line.append(text, style=style)
+    line.truncate(width, overflow="ellipsis")
+    return line
 
 
 class StatusBar(Vertical):
@@ -140,7 +146,7 @@ class StatusBar(Vertical):
     DEFAULT_CSS = """
     StatusBar { height: auto; }
     StatusBar > Static { height: 1; text-wrap: nowrap; text-overflow: ellipsis; }
-    StatusBar > #status-reason { display: none; }
+    StatusBar > #status-reason, StatusBar > #status-store { display: none; }
     """
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -151,12 +157,13 @@ class StatusBar(Vertical):
         yield Static(id="status-who")
         yield Static(id="status-connection")
         yield Static(id="status-reason")
+        yield Static(id="status-store")
 
     def show(self, view: StatusView, palette: Palette) -> None:
         """Repaint only the lines whose text or style changed."""
         width = self.size.width or self.app.size.width
         lines = status_lines(view, width, palette)
-        ids = ("#status-who", "#status-connection", "#status-reason")
+        ids = ("#status-who", "#status-connection", "#status-reason", "#status-store")
         for index, widget_id in enumerate(ids):
             line = lines[index] if index < len(lines) else None
             before = self._shown[index] if index < len(self._shown) else None
