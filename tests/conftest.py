@@ -1,10 +1,16 @@
-"""Every test runs with its own data and config directories, never the user's."""
+"""Every test runs with its own data and config directories, never the user's; and a
+data directory the tests' children cannot write (``unwritable``)."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from permissions import obey_permissions
 
 
 @pytest.fixture(autouse=True)
@@ -27,3 +33,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 ROOT = Path(__file__).parent.parent
+
+
+@pytest.fixture
+def unwritable(tmp_path: Path) -> Iterator[tuple[Path, Callable[[], Any] | None]]:
+    """A data directory made 0555, and how to start a process that must obey that.
+
+    Root ignores permission bits, and tests run as root here: then setui runs with those
+    capabilities dropped (still uid 0, owning the files, so it may read them). First a
+    probe shows that such a process really cannot create a file there, or the test is
+    skipped. A read-only filesystem fails the same way in SQLite (it cannot create the
+    -shm file) but cannot be mounted in a test.
+    """
+    if os.name != "posix":
+        pytest.skip("POSIX permissions")
+    data = tmp_path / "data"
+    how = obey_permissions if os.geteuid() == 0 else None
+    yield data, how
+    if data.exists():
+        data.chmod(0o700)  # so pytest can remove it

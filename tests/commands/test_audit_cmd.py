@@ -10,13 +10,14 @@ import sqlite3
 import stat
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from permissions import lock_up
 from setui.store import AuditEntry, Store
 
 T0 = datetime(2024, 5, 14, 9, 30, tzinfo=timezone.utc)
@@ -259,50 +260,6 @@ def test_a_directory_named_like_the_database(tmp_path: Path) -> None:
 
 
 # -- a data directory the reader cannot write ---------------------------------------------------
-def _obey_permissions() -> None:
-    """In the child, before exec: give up root's power to ignore permission bits
-    (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER), for it and what it runs."""
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    for cap in (1, 2, 3):
-        if libc.prctl(24, ctypes.c_ulong(cap), ctypes.c_ulong(0), ctypes.c_ulong(0),
-                      ctypes.c_ulong(0)) != 0:  # PR_CAPBSET_DROP
-            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
-
-
-@pytest.fixture
-def unwritable(tmp_path: Path) -> Iterator[tuple[Path, Callable[[], Any] | None]]:
-    """A data directory made 0555, and how to start a process that must obey that.
-
-    Root ignores permission bits, and tests run as root here: then setui runs with those
-    capabilities dropped (still uid 0, owning the files, so it may read them). First a
-    probe shows that such a process really cannot create a file there, or the test is
-    skipped. A read-only filesystem fails the same way in SQLite (it cannot create the
-    -shm file) but cannot be mounted in a test.
-    """
-    if os.name != "posix":
-        pytest.skip("POSIX permissions")
-    data = tmp_path / "data"
-    how = _obey_permissions if os.geteuid() == 0 else None
-    yield data, how
-    if data.exists():
-        data.chmod(0o700)  # so pytest can remove it
-
-
-def lock_up(data: Path, how: Callable[[], Any] | None) -> None:
-    data.chmod(0o555)
-    probe = f"open({str(data / 'probe')!r}, 'w')"
-    try:
-        done = subprocess.run([sys.executable, "-c", probe], preexec_fn=how,
-                              capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError) as exc:
-        pytest.skip(f"cannot start a process that obeys permissions: {exc}")
-    if done.returncode == 0:
-        pytest.skip("this process can write a 0555 directory (root with its capabilities)")
-    assert "PermissionError" in done.stderr, done.stderr
-
-
 def record_some(data_dir: Path) -> Store:
     from setui.core.model import parse_document
 

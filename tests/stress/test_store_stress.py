@@ -122,3 +122,60 @@ def test_watch_on_a_full_disk_says_so_and_keeps_watching(tmp_path: Path) -> None
     assert " appeared " in line, (line, err[-2000:])
     assert "Traceback" not in err
     assert "cannot record the history" in err and "disk may be full" in err, err
+
+
+def test_watch_in_a_read_only_data_dir_says_so_and_keeps_watching(
+        unwritable: tuple[Path, Any], tmp_path: Path) -> None:
+    from permissions import lock_up
+    from setui.emulator.scenario import load_scenario
+    from setui.emulator.server import Emulator
+
+    data, how = unwritable
+    data.mkdir()
+    lock_up(data, how)
+    env = dict(os.environ, SETUI_DATA_DIR=str(data), PYTHONUNBUFFERED="1",
+               PYTHONIOENCODING="utf-8")
+    with Emulator(load_scenario("live-migration")) as emulator:
+        proc = subprocess.Popen([sys.executable, "-m", "setui.cli", "watch", "--endpoint",
+                                 emulator.url, "--interval", "0.2"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                                preexec_fn=how, text=True)
+        assert proc.stdout is not None
+        lines = "".join(proc.stdout.readline() for _ in range(2))  # enabling, then live
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=30)
+    assert "live" in lines, (lines, err[-2000:])
+    assert proc.returncode == 0, err[-2000:]
+    assert "Traceback" not in err
+    assert "not recording history" in err and "Permission denied" in err, err
+    assert str(data) in err  # where, so the operator can fix it
+
+
+def test_approve_with_a_read_only_data_dir_is_refused_and_nothing_is_sent(
+        unwritable: tuple[Path, Any], tmp_path: Path) -> None:
+    from permissions import lock_up
+    from setui.emulator.scenario import load_scenario
+    from setui.emulator.server import Emulator
+
+    data, how = unwritable
+    data.mkdir()
+    lock_up(data, how)
+    env = dict(os.environ, SETUI_DATA_DIR=str(data), PYTHONIOENCODING="utf-8")
+    scenario = tmp_path / "one.json"
+    scenario.write_text('{"vm_name": "vm-0", "events": [{"type": "Reboot", "notice": 900, '
+                        '"resources": ["vm-0"]}]}', encoding="utf-8")
+    with Emulator(load_scenario(str(scenario))) as emulator:
+        import httpx
+
+        document = httpx.get(f"{emulator.url}/metadata/scheduledevents?api-version=2020-07-01",
+                             headers={"Metadata": "true"}, trust_env=False).json()
+        event_id = document["Events"][0]["EventId"]
+        done = subprocess.run([sys.executable, "-m", "setui.cli", "approve", event_id,
+                               "--yes", "--endpoint", emulator.url],
+                              capture_output=True, text=True, env=env, preexec_fn=how,
+                              timeout=60)
+        posts = [r for r in emulator.requests if r.method == "POST"]
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr
+    assert "audit" in (done.stdout + done.stderr)
+    assert posts == []
