@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SETUI = [sys.executable, "-m", "setui.cli"]
@@ -77,3 +78,187 @@ def env_for(data_dir: Path) -> dict[str, str]:
     for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
         env.pop(var, None)
     return env
+
+
+# -- scratch space, scenarios, child processes ---------------------------------------------
+WORK = ROOT / "bench" / ".work"  # gitignored; on the real disk, so fsyncs cost what they do
+
+
+def scratch(prefix: str) -> Path:
+    """A fresh directory under bench/.work. The previous run's is removed first and this
+    one kept after the run, for a look at what happened, without piling up (the store
+    benchmark's database is 100 MB)."""
+    import shutil
+    import tempfile
+
+    WORK.mkdir(parents=True, exist_ok=True)
+    for old in WORK.glob(f"{prefix}-*"):
+        shutil.rmtree(old, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}-", dir=WORK))
+
+
+def write_scenario(path: Path, data: dict[str, object]) -> Path:
+    """A scenario file (JSON: the same structure as TOML, and exact for any string)."""
+    import json
+
+    path.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    return path
+
+
+def guid(n: int) -> str:
+    """A GUID-shaped EventId that says which event of a benchmark it is."""
+    return f"00000000-0000-4000-8000-{n:012d}"
+
+
+def proc_cpu(pid: int) -> float | None:
+    """CPU seconds a running process has used so far (Linux /proc), or None elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    # Fields 14 and 15 of stat(5) (utime, stime), counted after the ")" of the name.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def peak_rss(pid: int) -> float | None:
+    """A running process's peak RSS in MB (VmHWM), or None without /proc.
+
+    Preferred to wait4's ru_maxrss: Linux carries the high-water mark over exec, so a
+    child forked from a big parent (this process after the 100,000-row store fill)
+    reports at least the parent's size there. VmHWM belongs to the exec'd image alone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def interrupt(proc: subprocess.Popen[bytes] | subprocess.Popen[str],
+              grace: float = 10.0) -> tuple[float, float]:
+    """Stop a child like Ctrl-C does and return its (CPU seconds, peak RSS MB).
+
+    SIGINT first; SIGTERM, then SIGKILL if it is still there after ``grace``: a child
+    started from a shell that ignores SIGINT (a background job) inherits the ignoring.
+    Reaped with wait4 so the kernel's accounting of the child is not lost to poll()."""
+    import signal
+
+    hwm = peak_rss(proc.pid)  # taken while it runs: stopping adds nothing worth counting
+    cpu, rss = stop_with(proc, grace, (signal.SIGINT, signal.SIGTERM, signal.SIGKILL))
+    return cpu, hwm if hwm is not None else rss
+
+
+def stop_with(proc: subprocess.Popen[bytes] | subprocess.Popen[str], grace: float,
+          signals: tuple[int, ...]) -> tuple[float, float]:
+    for sig in signals:
+        try:
+            os.kill(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+            time.sleep(0.05)
+    return child_usage(proc)
+
+
+class LineStamps:
+    """Reads a child's text output on a thread; every line with time.time() when read."""
+
+    def __init__(self, stream: object) -> None:
+        import threading
+
+        self.lines: list[tuple[float, str]] = []
+        self._stream = stream
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        for line in self._stream:  # type: ignore[attr-defined]
+            self.lines.append((time.time(), line.rstrip("\n")))
+
+    def join(self, timeout: float = 5.0) -> list[tuple[float, str]]:
+        self._thread.join(timeout)
+        return list(self.lines)
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms"
+
+
+def ratio(measured: float, reference: float) -> str:
+    return f"{measured / reference:.2f}x" if reference > 0 else "-"
+
+
+# -- the service documents' own Python sample ----------------------------------------------
+SAMPLE = ROOT / "tests" / "emulator" / "samples" / "azure_sample.py"
+SAMPLE_URL = '"http://169.254.169.254/metadata/scheduledevents"'
+EVENTS_PATH = "/metadata/scheduledevents"
+
+
+def sample_script(url: str, folder: Path) -> Path:
+    """The documents' sample, unchanged but for its URL (as tests/emulator does it)."""
+    text = SAMPLE.read_text(encoding="utf-8")
+    if text.count(SAMPLE_URL) != 1:
+        raise RuntimeError(f"{SAMPLE} no longer holds the URL {SAMPLE_URL} exactly once")
+    script = folder / "azure_sample.py"
+    script.write_text(text.replace(SAMPLE_URL, f'"{url}{EVENTS_PATH}"'), encoding="utf-8")
+    return script
+
+
+def sample_argv(script: Path) -> tuple[list[str], str]:
+    """argv and stdin for the sample polling until stopped: every "1" it reads polls once a
+    second until the incarnation changes, then it asks again; thousands are queued."""
+    return [sys.executable, str(script)], "1\n" * 20_000
+
+
+def sample_env(data_dir: Path) -> dict[str, str]:
+    env = env_for(data_dir)
+    env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1"  # requests honours proxies from the env
+    return env
+
+
+# -- driving a Textual app in-process, without the Pilot's waits -----------------------------
+# Pilot.press waits for the whole process to look idle (sleeps of 20 ms and more) after
+# every key, which would be counted in any latency measured around it. A key is posted
+# as the terminal driver's input thread does, and frames are noted as the app hands them
+# to the driver (headless, they are composed and rendered all the same).
+def post_key(app: Any, key: str) -> None:
+    from textual import events
+
+    char = {"question_mark": "?", "escape": None}.get(key, key if len(key) == 1 else None)
+    app.post_message(events.Key(key, char))
+
+
+class FrameLog:
+    """(time.perf_counter(), screen) for every frame the app displays."""
+
+    def __init__(self, app: Any) -> None:
+        self.frames: list[tuple[float, Any]] = []
+        original = app._display
+
+        def display(screen: Any, renderable: Any) -> None:
+            original(screen, renderable)
+            if renderable is not None:
+                self.frames.append((time.perf_counter(), screen))
+
+        app._display = display
+
+    def first_since(self, mark: int, predicate: Callable[[Any], bool]) -> float | None:
+        return next((t for t, screen in self.frames[mark:] if predicate(screen)), None)
+
+
+async def until(predicate: Callable[[], object], timeout: float = 20.0,
+                step: float = 0.001) -> None:
+    """Wait, in the app's loop, until ``predicate()`` is true."""
+    import asyncio
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the app did not get there in time")
+        await asyncio.sleep(step)

@@ -39,19 +39,23 @@ def main() -> int:
     rows: list[Row] = []
     started = time.monotonic()
     for name in args.only:
-        module = importlib.import_module(name)
         print(f"running {name} ...", file=sys.stderr, flush=True)
         try:
+            # Imported here: a suite that no longer imports (src changed under it) is a
+            # failed row like any other, not the end of the run.
+            module = importlib.import_module(name)
             rows.extend(module.run(quick=args.quick) if "quick" in module.run.__code__.co_varnames
                         else module.run())
         except Exception as exc:  # a broken benchmark is reported, the others still run
             rows.append(Row(f"{name}: FAILED", repr(exc)[:80], "-", "-", "-", False))
     text = table(rows)
+    took = f"took {time.monotonic() - started:.0f} s ({'--quick' if args.quick else 'full run'})"
     print(text)
-    print(f"\nmachine: {machine()}; took {time.monotonic() - started:.0f} s")
+    print(f"\nmachine: {machine()}; {took}")
     if args.write:
         args.write.write_text(
-            f"# Benchmark results\n\nMachine: {machine()}\n\n{text}\n", encoding="utf-8")
+            f"# Benchmark results\n\nMachine: {machine()}; {took}\n\n{text}\n",
+            encoding="utf-8")
     return 0 if all(r.ok is not False for r in rows) else 1
 
 
