@@ -108,7 +108,19 @@ def _dashboard_options(default: object = None) -> argparse.ArgumentParser:
     return parent
 
 
-def build_parser() -> argparse.ArgumentParser:
+COMMANDS = ("watch", "approve", "history", "audit", "emulator", "demo")
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The whole parser; with ``argv``, only the commands named in it get their own
+    arguments (the others are listed with their help), so a command does not pay at
+    start-up for importing every other command's module. Any word of ``argv`` that is a
+    command's name counts, so an option's value that happens to be one does no harm."""
+    named = None if argv is None else set(argv) & set(COMMANDS)
+
+    def wanted(name: str) -> bool:
+        return named is None or name in named
+
     # Options may come before or after the command. The command's copies default to
     # SUPPRESS so that an option given before the command is not reset to None.
     connection, polling, dashboard = (
@@ -142,14 +154,16 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         sub = commands.add_parser(name, parents=[connection], help=help_text,
                                   description=help_text[0].upper() + help_text[1:] + ".")
-        _command_module(name).add_arguments(sub)
-
-    from setui.emulator import command as emulator_command
+        if wanted(name):
+            _command_module(name).add_arguments(sub)
 
     emulator = commands.add_parser(
         "emulator", help="run the built-in emulator of the scheduled events service",
         description="Serve a scenario over HTTP on loopback, like the real service.")
-    emulator_command.add_arguments(emulator)
+    if wanted("emulator"):
+        from setui.emulator import command as emulator_command
+
+        emulator_command.add_arguments(emulator)
 
     demo = commands.add_parser(
         "demo", parents=[polling, dashboard],
@@ -194,8 +208,8 @@ def resolve_config(args: argparse.Namespace) -> Config:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(argv).parse_args(argv)
     # Before the resolved config fills it in from SETUI_DATA_DIR or the config file.
     data_dir_given = getattr(args, "data_dir", None)
     try:

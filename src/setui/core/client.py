@@ -171,6 +171,9 @@ class ImdsClient:
             transport = httpx.AsyncHTTPTransport(
                 limits=httpx.Limits(max_connections=2, max_keepalive_connections=1,
                                     keepalive_expiry=KEEPALIVE_EXPIRY),
+                # IMDS is plain http: building a TLS context (reading the certificate
+                # bundle) would cost more CPU than a minute of polling. https keeps it.
+                verify=self.endpoint.startswith("https://"),
                 retries=0)
         # trust_env=False: HTTP(S)_PROXY, ALL_PROXY, NO_PROXY and .netrc are ignored; a
         # proxy in front of a link-local address answers 400/403 of its own.
