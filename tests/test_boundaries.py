@@ -70,3 +70,18 @@ def test_version_does_not_load_heavy_modules() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("setui ")
+
+
+def test_reading_the_history_does_not_load_httpx(tmp_path: Path) -> None:
+    """Every command reads the config, which checks the endpoint: with the client's own
+    checks, but not its HTTP library."""
+    code = (
+        "import sys, io, contextlib\n"
+        "from setui import cli\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    cli.main(['history', '--limit', '1', '--data-dir', {str(tmp_path)!r}])\n"
+        "print(sorted(m for m in ('httpx', 'textual') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip() == "[]", done.stderr

@@ -40,7 +40,7 @@ def _interval(text: str) -> float:
 def _endpoint(text: str) -> str:
     # The client's own check, so nothing passes here that the client then refuses. Imported
     # on use: `setui --version` must not load httpx.
-    from setui.core.client import check_endpoint
+    from setui.core.endpoint import check_endpoint
 
     try:
         return check_endpoint(text)
@@ -49,7 +49,7 @@ def _endpoint(text: str) -> str:
 
 
 def _api_version(text: str) -> str:
-    from setui.core.client import check_api_version
+    from setui.core.endpoint import check_api_version
 
     try:
         return check_api_version(text)

@@ -20,6 +20,13 @@ from typing import Any
 
 import platformdirs
 
+from setui.core.endpoint import (
+    DEFAULT_API_VERSION,
+    DEFAULT_ENDPOINT,
+    check_api_version,
+    check_endpoint,
+)
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
@@ -27,8 +34,6 @@ except ModuleNotFoundError:  # Python 3.10
 
 __all__ = ["Config", "ConfigError", "config_dir", "default_config_path", "load_config"]
 
-DEFAULT_ENDPOINT = "http://169.254.169.254"
-DEFAULT_API_VERSION = "2020-07-01"
 MIN_INTERVAL = 0.2
 
 
@@ -142,9 +147,6 @@ def _read_file(file: Path) -> dict[str, Any]:
 def _check(config: Config, source: str, origins: Mapping[str, str] | None = None) -> None:
     """Refuse values the client would refuse later, naming where each came from
     (``origins``: setting -> its source, where it is not ``source``)."""
-    # The client's own checks; imported here so `setui --version` does not load httpx.
-    from setui.core.client import check_api_version, check_endpoint
-
     def where(name: str) -> str:
         return (origins or {}).get(name, source)
 

@@ -137,7 +137,7 @@ def test_check_endpoint_gives_what_the_client_uses(endpoint: str, expected: str)
     ("http://x?", "has a query or fragment"),
     ("http://x/#top", "has a query or fragment"),
     ("http://[::1", "is not a valid URL"),
-    ("http://x:port", "is not a valid URL"),
+    ("http://x:port", "not a number"),
     ("http://x:99999", "outside 1-65535"),
     ("http://x:0", "outside 1-65535"),
     ("http://ex ample", "spaces or control characters"),

@@ -28,6 +28,13 @@ import httpx
 
 from setui import __version__
 from setui.core.backoff import Backoff, parse_http_date, parse_retry_after
+from setui.core.endpoint import (
+    DEFAULT_API_VERSION,
+    DEFAULT_ENDPOINT,
+    KNOWN_API_VERSIONS,
+    check_api_version,
+    check_endpoint,
+)
 from setui.core.errors import (
     BadDocument,
     Gone,
@@ -50,10 +57,6 @@ __all__ = [
     "ImdsClient", "check_api_version", "check_endpoint",
 ]
 
-DEFAULT_ENDPOINT = "http://169.254.169.254"
-DEFAULT_API_VERSION = "2020-07-01"
-KNOWN_API_VERSIONS: tuple[str, ...] = ("2017-03-01", "2017-08-01", "2017-11-01", "2019-01-01",
-                                       "2019-04-01", "2019-08-01", "2020-07-01")
 PREVIEW_API_VERSION = "2017-03-01"  # its approval body also carries DocumentIncarnation
 NAME_API_VERSION = "2021-02-01"
 EVENTS_PATH = "/metadata/scheduledevents"
@@ -68,7 +71,6 @@ MAX_BODY_BYTES = 4 * 1024 * 1024  # real documents are a few KB
 KEEPALIVE_EXPIRY = 180.0
 MAX_REASON_BODY = 16 * 1024  # of an error answer we read only enough to quote it
 MAX_TEXT = 200  # network text quoted in a message is cut to this
-_API_VERSION_RE = re.compile(r"[0-9A-Za-z.\-]{1,32}")
 _TAG_RE = re.compile(r"<[^>]*>")
 # Errno values in words; the Windows (WSA) codes too.
 _ERRNO_WORDS = {
@@ -456,58 +458,6 @@ def _os_reason(exc: BaseException) -> str:
 def _cut_off(progress: _Progress) -> str:
     of = f" of {progress.declared}" if progress.declared is not None else ""
     return f"the connection closed after {progress.received}{of} bytes"
-
-
-def check_endpoint(endpoint: str) -> str:
-    """The endpoint as the client uses it (no trailing slash), or ValueError saying what is
-    wrong with it in words. The command line and the config file call this too, so a bad
-    value is refused where it was given instead of when the first request is built."""
-    if not isinstance(endpoint, str):
-        raise ValueError(f"endpoint must be a URL like {DEFAULT_ENDPOINT}, got {endpoint!r}")
-    text = endpoint.strip()
-    example = f"give the service's base URL, like {DEFAULT_ENDPOINT}"
-    if not text:
-        raise ValueError(f"the endpoint is empty; {example}")
-    if not text.lower().startswith(("http://", "https://")):
-        raise ValueError(f"endpoint must start with http:// or https://, got {endpoint!r}; "
-                         f"{example}")
-    text = text.rstrip("/")
-    # The request URLs are built by appending to this text, so characters that httpx would
-    # quietly drop or re-encode (a bare "?", a space) must be refused here, not mangled.
-    if any(ch.isspace() or not ch.isprintable() for ch in text):
-        raise ValueError(f"endpoint {endpoint!r} contains spaces or control characters; "
-                         f"{example}")
-    if "?" in text or "#" in text:
-        raise ValueError(f"endpoint {endpoint!r} has a query or fragment; {example} "
-                         "(setui adds the path and api-version itself)")
-    try:
-        url = httpx.URL(text)
-    except (httpx.InvalidURL, TypeError) as exc:
-        raise ValueError(f"endpoint {endpoint!r} is not a valid URL ({exc}); {example}") \
-            from None
-    if not url.host:
-        raise ValueError(f"endpoint {endpoint!r} has no host; {example}")
-    if url.userinfo:
-        # IMDS takes none, and the endpoint is quoted in every error message: so is it not
-        # here, lest a password land in a log.
-        raise ValueError(f"the endpoint carries a user name or password (before '@'); the "
-                         f"metadata service takes none; {example}")
-    if url.port is not None and not 1 <= url.port <= 65535:
-        raise ValueError(f"endpoint {endpoint!r} has port {url.port}, outside 1-65535; "
-                         f"{example}")
-    return text
-
-
-def check_api_version(api_version: str) -> str:
-    """``api_version`` if it is shaped like one (``2020-07-01``), else ValueError in words.
-
-    Only the shape is checked: a newer version than setui knows is the service's to accept
-    or refuse (it answers 400 with the versions it has)."""
-    if not isinstance(api_version, str) or not _API_VERSION_RE.fullmatch(api_version):
-        raise ValueError(f"api-version must look like {DEFAULT_API_VERSION} (letters, digits, "
-                         f"dots and dashes), got {api_version!r}; known versions: "
-                         f"{', '.join(KNOWN_API_VERSIONS)}")
-    return api_version
 
 
 def _event_ids(event_ids: Sequence[str]) -> list[str]:

@@ -1,0 +1,77 @@
+"""Where the service is and which version of it to ask: the defaults and their checks.
+
+Kept apart from the client so that the config file and the command line can refuse a
+bad value where it was given without loading httpx (every command reads the config).
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit
+
+__all__ = ["DEFAULT_API_VERSION", "DEFAULT_ENDPOINT", "KNOWN_API_VERSIONS",
+           "check_api_version", "check_endpoint"]
+
+DEFAULT_ENDPOINT = "http://169.254.169.254"
+DEFAULT_API_VERSION = "2020-07-01"
+KNOWN_API_VERSIONS: tuple[str, ...] = ("2017-03-01", "2017-08-01", "2017-11-01", "2019-01-01",
+                                       "2019-04-01", "2019-08-01", "2020-07-01")
+_API_VERSION_RE = re.compile(r"[0-9A-Za-z.\-]{1,32}")
+
+
+def check_endpoint(endpoint: str) -> str:
+    """The endpoint as the client uses it (no trailing slash), or ValueError saying what is
+    wrong with it in words. The command line and the config file call this too, so a bad
+    value is refused where it was given instead of when the first request is built."""
+    if not isinstance(endpoint, str):
+        raise ValueError(f"endpoint must be a URL like {DEFAULT_ENDPOINT}, got {endpoint!r}")
+    text = endpoint.strip()
+    example = f"give the service's base URL, like {DEFAULT_ENDPOINT}"
+    if not text:
+        raise ValueError(f"the endpoint is empty; {example}")
+    scheme, sep, rest = text.partition("://")
+    if not sep or scheme.lower() not in ("http", "https"):
+        raise ValueError(f"endpoint must start with http:// or https://, got {endpoint!r}; "
+                         f"{example}")
+    if "@" in rest.split("/", 1)[0]:
+        # IMDS takes none, and the endpoint is quoted in every other message: so it is
+        # not here, nor checked after anything that quotes it, lest a password be logged.
+        raise ValueError(f"the endpoint carries a user name or password (before '@'); the "
+                         f"metadata service takes none; {example}")
+    text = text.rstrip("/")
+    # The request URLs are built by appending to this text, so characters that httpx would
+    # quietly drop or re-encode (a bare "?", a space) must be refused here, not mangled.
+    if any(ch.isspace() or not ch.isprintable() for ch in text):
+        raise ValueError(f"endpoint {endpoint!r} contains spaces or control characters; "
+                         f"{example}")
+    if "?" in text or "#" in text:
+        raise ValueError(f"endpoint {endpoint!r} has a query or fragment; {example} "
+                         "(setui adds the path and api-version itself)")
+    try:
+        url = urlsplit(text)
+    except ValueError as exc:
+        raise ValueError(f"endpoint {endpoint!r} is not a valid URL ({exc}); {example}") \
+            from None
+    if not url.hostname:
+        raise ValueError(f"endpoint {endpoint!r} has no host; {example}")
+    _, colon, port = url.netloc.rpartition(":")
+    if colon and "]" not in port and port:
+        if not port.isdigit() or not port.isascii():
+            raise ValueError(f"endpoint {endpoint!r} has port {port!r}, not a number; "
+                             f"{example}")
+        if not 1 <= int(port) <= 65535:
+            raise ValueError(f"endpoint {endpoint!r} has port {int(port)}, outside 1-65535; "
+                             f"{example}")
+    return text
+
+
+def check_api_version(api_version: str) -> str:
+    """``api_version`` if it is shaped like one (``2020-07-01``), else ValueError in words.
+
+    Only the shape is checked: a newer version than setui knows is the service's to accept
+    or refuse (it answers 400 with the versions it has)."""
+    if not isinstance(api_version, str) or not _API_VERSION_RE.fullmatch(api_version):
+        raise ValueError(f"api-version must look like {DEFAULT_API_VERSION} (letters, digits, "
+                         f"dots and dashes), got {api_version!r}; known versions: "
+                         f"{', '.join(KNOWN_API_VERSIONS)}")
+    return api_version
