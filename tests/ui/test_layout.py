@@ -229,3 +229,25 @@ async def test_the_first_zoom_can_be_chosen(make_dashboard: MakeDashboard) -> No
         assert timeline.plain().startswith("zoom -2m…+10m")
         await pilot.press("minus")
         assert timeline.plain().startswith("zoom -5m…+30m")
+
+
+async def test_a_failing_store_is_still_offered_every_new_incarnation(
+        make_dashboard: MakeDashboard, monkeypatch: Any) -> None:
+    from setui.store import StoreError
+
+    d = make_dashboard()
+    tried: list[int] = []
+
+    def failing(document: Any, **_kwargs: Any) -> bool:
+        tried.append(document.incarnation)
+        raise StoreError("the database stayed locked by another process")
+
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        monkeypatch.setattr(d.store, "record_document", failing)
+        await d.advance(pilot, 40)  # several incarnations, many polls of each
+        await pilot.pause(0.5)
+        # Repeats of a document wait for the back-off; a new incarnation never does.
+        assert len(set(tried)) >= 2, tried
+        assert len(tried) == len(set(tried)), tried
+        assert "history NOT recorded" in status(d)

@@ -280,8 +280,11 @@ class SetuiApp(App[None]):
         document = result.document
         if self.store is None or document is None:
             return
-        if self._store_retry_at is not None and self._mono() < self._store_retry_at:
-            return  # still failing, most likely; the status line says so
+        if not new_incarnation and self._store_retry_at is not None \
+                and self._mono() < self._store_retry_at:
+            # Still failing, most likely (the status line says so): only a new incarnation
+            # is worth waiting on the store for, lest the history miss it.
+            return
         try:
             self.store.record_document(document, seen_at=result.seen_at or self.now(),
                                        endpoint=self.config.endpoint, changes=result.changes)

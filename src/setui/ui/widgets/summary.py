@@ -51,14 +51,14 @@ def summary_lines(event: Event | None, vm_name: str | None, now: datetime,
     first.append("  for ")
     # The line is cut at the screen's width anyway; naming a few is enough (an event
     # can list thousands, and this runs every second).
-    mine = [r for r in event.resources if is_this_vm(r, vm_name)]
+    mine = next((r for r in event.resources if is_this_vm(r, vm_name)), None)
     others = (r for r in event.resources if not is_this_vm(r, vm_name))
-    names = [safe(name, 40) + " (this VM)" for name in mine[:1]]
+    names = [safe(mine, 40) + " (this VM)"] if mine is not None else []
     names += [safe(name, 40) for name in itertools.islice(others, _NAMES - len(names))]
     if len(event.resources) > _NAMES:
         names.append(f"… {len(event.resources)} in all")
     first.append(", ".join(names) if names else "no resources listed",
-                 style=None if event.affects(vm_name) else palette.secondary)
+                 style=None if mine is not None else palette.secondary)
     second = Text()
     if event.not_before is not None:
         second.append(f"NotBefore {utc_and_local(event.not_before, now)}  ")
