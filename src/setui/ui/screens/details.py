@@ -223,6 +223,7 @@ class EventDetails:
         self._story_key: object = None
         self._story: list[StoryEntry] = []
         self._story_problem: str | None = None
+        self._raw: tuple[Event, Text] | None = None  # the raw JSON of the event it is of
 
     def find(self) -> tuple[Event | None, bool, GoneEvent | None]:
         """(event, present in the document now, its GoneEvent if it left)."""
@@ -249,7 +250,11 @@ class EventDetails:
         body = describe_event(event, vm_name=vm_name, now=now, present=present, life=life,
                               note=note, story=story, story_problem=problem, gone=gone,
                               width=width)
-        return DetailsView(title, body, raw_json(event))
+        # Events are immutable and a new document brings new ones: the same object means
+        # the same JSON, so the dump is not redone every second.
+        if self._raw is None or self._raw[0] is not event:
+            self._raw = (event, raw_json(event))
+        return DetailsView(title, body, self._raw[1])
 
     def _read_story(self, note: ApprovalNote | None) -> tuple[list[StoryEntry], str | None]:
         document = self.session.document
