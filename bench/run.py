@@ -53,8 +53,15 @@ def main() -> int:
     print(text)
     print(f"\nmachine: {machine()}; {took}")
     if args.write:
+        # The table is the run's; the notes after it (from the first "## " heading) are
+        # written by people and kept.
+        notes = ""
+        if args.write.exists():
+            old = args.write.read_text(encoding="utf-8")
+            at = old.find("\n## ")
+            notes = old[at:] if at >= 0 else ""
         args.write.write_text(
-            f"# Benchmark results\n\nMachine: {machine()}; {took}\n\n{text}\n",
+            f"# Benchmark results\n\nMachine: {machine()}; {took}\n\n{text}\n{notes}",
             encoding="utf-8")
     return 0 if all(r.ok is not False for r in rows) else 1
 

@@ -8,6 +8,7 @@ one exception type, :class:`DocumentError`, whose message names the field.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -190,6 +191,9 @@ def _parse_iso(text: str) -> datetime | None:
                     int(fraction), tzinfo=zone)
 
 
+# Polled every second, the same NotBefore strings come back again and again; parsing
+# RFC 1123 through email.utils was a fifth of parse + track (bench/RESULTS.md).
+@functools.lru_cache(maxsize=1024)
 def parse_not_before(value: str) -> datetime | None:
     """RFC 1123 (current) or ISO 8601 (2017 preview) to an aware UTC datetime.
 
