@@ -73,8 +73,9 @@ def brief_store_problem(exc: StoreError) -> str:
     without the "cannot record the history:" the status line already says. The
     notification carries the whole message."""
     text = str(exc)
-    if exc.path is not None:
-        text = text.replace(str(exc.path.parent), "…")
+    if exc.path is not None and exc.path.name and str(exc.path) != exc.path.name:
+        # The whole path only: a bare directory name could also be part of a word.
+        text = text.replace(str(exc.path), f"…/{exc.path.name}")
     head, sep, rest = text.partition(": ")
     return rest if sep and head.startswith("cannot ") else text
 
