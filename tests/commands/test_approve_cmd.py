@@ -84,6 +84,18 @@ def test_yes_approves_and_records_the_outcome(emulator: Emulator, data_dir: Path
         assert [r.incarnation for r in store.history()] == [2]
 
 
+def test_a_witness_that_cannot_be_written_is_a_warning_not_a_failure(
+        emulator: Emulator, data_dir: Path) -> None:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    (data_dir / "setui.db.audit-head").mkdir()  # nothing can replace a directory with a file
+    done = setui("approve", "--endpoint", emulator.url, EVENT_ID, "--yes", data_dir=data_dir)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{EVENT_ID}: approved" in done.stdout
+    assert "setui approve: warning: " in done.stderr and "witness" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert [r.action for r in audit(data_dir)] == ["approve-attempt", "approve-outcome"]
+
+
 @pytest.mark.parametrize("answer, approved", [("y\n", True), ("YES\n", True), ("n\n", False),
                                               (None, False)])
 def test_the_prompt(emulator: Emulator, data_dir: Path, answer: str | None,

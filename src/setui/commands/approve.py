@@ -265,8 +265,11 @@ async def _decide(request: ApproveRequest, ids: tuple[str, ...], client: ImdsCli
             _refuse(approver, refused, document, err)
             out.write(f"Refused: {printable(changed, 300)}. Nothing was approved.\n")
             return EXIT_FAILED
-    return _report(_unrecorded(approver, await approver.approve(list(ids), document), err),
-                   out)
+    outcomes = _unrecorded(approver, await approver.approve(list(ids), document), err)
+    store = approver.store
+    if store is not None and store.witness_problem:  # records written, their end unvouched
+        err.write(f"setui approve: warning: {printable(store.witness_problem, 400)}\n")
+    return _report(outcomes, out)
 
 
 async def _changed_since(client: ImdsClient, document: Document | None) -> str | None:
