@@ -22,11 +22,15 @@ import pytest
 
 from setui.config import Config
 from setui.core.client import ImdsClient
+from setui.core.model import Event
 from setui.emulator.scenario import Scenario, load_scenario
 from setui.emulator.server import Emulator, ManualClock
 from setui.identity import Identity
 from setui.store import Store
 from setui.ui.app import SetuiApp
+from setui.ui.screens.confirm import ConfirmationModal
+from setui.ui.widgets.events import EventsTable
+from setui.ui.widgets.status import StatusBar
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc)
 IDENTITY = Identity(user="oncall", ssh_client="10.0.0.5", host="vm-web-0")
@@ -154,3 +158,47 @@ def write_scenario(tmp_path: Path) -> Callable[[str, dict[str, Any]], Scenario]:
         return load_scenario(str(path))
 
     return write
+
+
+# -- what the tests of the dashboard do again and again -----------------------------------------
+WIDE = (120, 36)
+NARROW = (80, 24)
+
+
+def table(d: Dashboard) -> EventsTable:
+    return d.app.main_screen.query_one(EventsTable)
+
+
+def status(d: Dashboard) -> str:
+    return d.app.main_screen.query_one(StatusBar).plain()
+
+
+def event_of(d: Dashboard, kind: str, *resources: str) -> Event:
+    """The event of that type with exactly those resources."""
+    document = d.app.session.document
+    assert document is not None
+    return next(e for e in document.events
+                if e.event_type == kind and e.resources == resources)
+
+
+async def start(d: Dashboard, pilot: Any) -> None:
+    """Wait for the first answer and for the VM name."""
+    await d.settle(pilot)
+    await d.wait_for(pilot, lambda: d.app.vm_name == "web-0")
+    await pilot.pause()
+
+
+async def select(d: Dashboard, pilot: Any, event: Event) -> None:
+    assert table(d).select_key(event.event_id)
+    await pilot.pause()
+    assert table(d).selected_key == event.event_id
+
+
+def screen_text(d: Dashboard) -> str:
+    return "\n".join(strip.text for strip in d.app.screen._compositor.render_strips())
+
+
+async def open_dialog(d: Dashboard, pilot: Any) -> ConfirmationModal:
+    await pilot.press("a")
+    await d.wait_for(pilot, lambda: isinstance(d.app.screen, ConfirmationModal))
+    return d.app.screen  # type: ignore[return-value]

@@ -11,65 +11,28 @@ import pytest
 from textual.command import CommandList, CommandPalette
 from textual.widgets import Input
 
-from setui.core.model import Event
+from dashboard import (
+    NARROW,
+    WIDE,
+    Dashboard,
+    MakeDashboard,
+    event_of,
+    open_dialog,
+    screen_text,
+    select,
+    start,
+    status,
+    table,
+)
 from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, CANCELLED, REFUSED
 from setui.ui.screens.confirm import ConfirmationModal
 from setui.ui.screens.details import DetailsScreen
 from setui.ui.screens.main import MainScreen
-from setui.ui.widgets.events import EventsTable
-from setui.ui.widgets.status import StatusBar
 from setui.ui.widgets.summary import EventSummary
 from setui.ui.widgets.timeline import Timeline
 
-# The fixtures (conftest.py) hand out these; annotated loosely to keep this file free of
-# imports from conftest.
-Dashboard = Any
-MakeDashboard = Any
-
-WIDE = (120, 36)
-NARROW = (80, 24)
-
 
 # -- helpers ----------------------------------------------------------------------------------
-def table(d: Dashboard) -> EventsTable:
-    return d.app.main_screen.query_one(EventsTable)
-
-
-def status(d: Dashboard) -> str:
-    return d.app.main_screen.query_one(StatusBar).plain()
-
-
-def event_of(d: Dashboard, kind: str, *resources: str) -> Event:
-    """The event of that type with exactly those resources."""
-    document = d.app.session.document
-    assert document is not None
-    return next(e for e in document.events
-                if e.event_type == kind and e.resources == resources)
-
-
-async def start(d: Dashboard, pilot: Any) -> None:
-    """Wait for the first answer and for the VM name."""
-    await d.settle(pilot)
-    await d.wait_for(pilot, lambda: d.app.vm_name == "web-0")
-    await pilot.pause()
-
-
-async def select(d: Dashboard, pilot: Any, event: Event) -> None:
-    assert table(d).select_key(event.event_id)
-    await pilot.pause()
-    assert table(d).selected_key == event.event_id
-
-
-def screen_text(d: Dashboard) -> str:
-    return "\n".join(strip.text for strip in d.app.screen._compositor.render_strips())
-
-
-async def open_dialog(d: Dashboard, pilot: Any) -> ConfirmationModal:
-    await pilot.press("a")
-    await d.wait_for(pilot, lambda: isinstance(d.app.screen, ConfirmationModal))
-    return d.app.screen  # type: ignore[return-value]
-
-
 async def past_guard(pilot: Any) -> None:
     await pilot.pause(0.35)
 

@@ -5,39 +5,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from dashboard import (
+    NARROW,
+    WIDE,
+    MakeDashboard,
+    open_dialog,
+    start,
+    status,
+    table,
+)
 from setui.ui.app import MAX_TOASTS
-from setui.ui.screens.confirm import ConfirmationModal
 from setui.ui.screens.main import MainScreen, share_height
-from setui.ui.widgets.events import EventsTable
-from setui.ui.widgets.status import StatusBar
 from setui.ui.widgets.summary import EventSummary
 from setui.ui.widgets.timeline import Timeline
-
-Dashboard = Any
-MakeDashboard = Any
-
-WIDE = (120, 36)
-NARROW = (80, 24)
-
-
-def table(d: Dashboard) -> EventsTable:
-    return d.app.main_screen.query_one(EventsTable)
-
-
-def status(d: Dashboard) -> str:
-    return d.app.main_screen.query_one(StatusBar).plain()
-
-
-async def start(d: Dashboard, pilot: Any) -> None:
-    await d.settle(pilot)
-    await d.wait_for(pilot, lambda: d.app.vm_name == "web-0")
-    await pilot.pause()
-
-
-async def open_dialog(d: Dashboard, pilot: Any) -> ConfirmationModal:
-    await pilot.press("a")
-    await d.wait_for(pilot, lambda: isinstance(d.app.screen, ConfirmationModal))
-    return d.app.screen  # type: ignore[return-value]
 
 
 # -- sharing the height -------------------------------------------------------------------------
