@@ -1,5 +1,6 @@
 """Every test runs with its own data and config directories, never the user's; and a
-data directory the tests' children cannot write (``unwritable``)."""
+data directory the tests' children cannot write (``unwritable``); emulators on a manual
+clock (``clock``, ``make_emulator``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from typing import Any
 import pytest
 
 from permissions import obey_permissions
+from setui.emulator.clock import ManualClock
+from setui.emulator.scenario import Scenario, load_scenario
+from setui.emulator.server import Emulator
 
 
 @pytest.fixture(autouse=True)
@@ -52,3 +56,28 @@ def unwritable(tmp_path: Path) -> Iterator[tuple[Path, Callable[[], Any] | None]
     yield data, how
     if data.exists():
         data.chmod(0o700)  # so pytest can remove it
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def make_emulator(clock: ManualClock) -> Iterator[Callable[..., Emulator]]:
+    """Start emulators on loopback (the manual clock unless ``clock=`` is given, high
+    speed where asked); all are stopped at the end of the test."""
+    started: list[Emulator] = []
+
+    def make(scenario: Scenario | str = "live-migration", **kwargs: Any) -> Emulator:
+        if isinstance(scenario, str):
+            scenario = load_scenario(scenario)
+        kwargs.setdefault("clock", clock)
+        emulator = Emulator(scenario, **kwargs)
+        emulator.start()
+        started.append(emulator)
+        return emulator
+
+    yield make
+    for emulator in started:
+        emulator.stop()

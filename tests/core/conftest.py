@@ -11,15 +11,13 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 from setui.core.client import ImdsClient
-from setui.emulator.clock import ManualClock
-from setui.emulator.scenario import Scenario, load_scenario
 from setui.emulator.server import Emulator
 
 MakeEmulator = Callable[..., Emulator]
@@ -32,31 +30,6 @@ def dead_url() -> str:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return f"http://127.0.0.1:{sock.getsockname()[1]}"
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def make_emulator(clock: ManualClock) -> Iterator[MakeEmulator]:
-    """Start emulators on loopback (the manual clock unless ``clock=`` is given, high
-    speed where asked); all are stopped at the end of the test."""
-    started: list[Emulator] = []
-
-    def make(scenario: Scenario | str = "live-migration", **kwargs: Any) -> Emulator:
-        if isinstance(scenario, str):
-            scenario = load_scenario(scenario)
-        kwargs.setdefault("clock", clock)
-        emulator = Emulator(scenario, **kwargs)
-        emulator.start()
-        started.append(emulator)
-        return emulator
-
-    yield make
-    for emulator in started:
-        emulator.stop()
 
 
 @pytest.fixture
