@@ -8,7 +8,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -262,3 +262,16 @@ async def until(predicate: Callable[[], object], timeout: float = 20.0,
         if time.monotonic() > deadline:
             raise TimeoutError("the app did not get there in time")
         await asyncio.sleep(step)
+
+
+def run_parts(suite: str, parts: Sequence[Callable[[bool], list[Row]]],
+              quick: bool) -> list[Row]:
+    """Every part's rows; a part that fails is a FAILED row, and never hides the others."""
+    rows: list[Row] = []
+    for part in parts:
+        try:
+            rows.extend(part(quick))
+        except Exception as exc:
+            rows.append(Row(f"{suite}/{part.__name__}: FAILED", repr(exc)[:80], "-", "-", "-",
+                            False))
+    return rows

@@ -37,6 +37,7 @@ from common import (
     p95,
     post_key,
     ratio,
+    run_parts,
     sample_argv,
     sample_env,
     sample_script,
@@ -240,11 +241,4 @@ def approval(quick: bool) -> list[Row]:
 
 
 def run(quick: bool = False) -> list[Row]:
-    rows: list[Row] = []
-    for part in (change_detection, approval):
-        try:
-            rows.extend(part(quick))
-        except Exception as exc:  # one half failing must not hide the other
-            rows.append(Row(f"latency/{part.__name__}: FAILED", repr(exc)[:80], "-", "-", "-",
-                            False))
-    return rows
+    return run_parts("latency", (change_detection, approval), quick)

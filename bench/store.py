@@ -27,7 +27,19 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from common import SETUI, FrameLog, Row, env_for, guid, ms, post_key, ratio, scratch, until
+from common import (
+    SETUI,
+    FrameLog,
+    Row,
+    env_for,
+    guid,
+    ms,
+    post_key,
+    ratio,
+    run_parts,
+    scratch,
+    until,
+)
 
 from setui.core.model import format_not_before, parse_document
 from setui.store import DB_NAME, ChangeRecord, Store
@@ -249,11 +261,4 @@ def store_last_seen(db: Path) -> str:
 
 
 def run(quick: bool = False) -> list[Row]:
-    rows: list[Row] = []
-    for part in (reading, growth):
-        try:
-            rows.extend(part(quick))
-        except Exception as exc:  # one half failing must not hide the other
-            rows.append(Row(f"store/{part.__name__}: FAILED", repr(exc)[:80], "-", "-", "-",
-                            False))
-    return rows
+    return run_parts("store", (reading, growth), quick)
