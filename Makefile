@@ -38,17 +38,18 @@ demo: $(RUNSTAMP)
 	$(PY) -m setui.cli demo
 
 test: $(STAMP)
-	$(PY) -m ruff check src tests bench
+	$(PY) -m ruff check src tests bench tools
 	$(PY) -m pytest
 
 lint: $(STAMP)
-	$(PY) -m ruff check src tests bench
+	$(PY) -m ruff check src tests bench tools
 
 bench: $(STAMP)
 	$(PY) bench/run.py
 
+# A developer's tool, not shipped: tools/ is outside the package.
 screenshots: $(STAMP)
-	$(PY) -m setui.ui.screenshots screenshots
+	$(PY) tools/screenshots.py screenshots
 
 # The system Python, not the venv's: on Windows a running python.exe cannot delete itself.
 clean:

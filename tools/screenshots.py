@@ -1,15 +1,17 @@
 """``make screenshots``: SVG screenshots of the dashboard for the README and reviews.
 
-Run as ``python -m setui.ui.screenshots [DIR]`` (default ``screenshots``). Like
-harlequin's ``scripts/export_screenshots.py`` it drives the app headless with
-``run_test``; the emulator plays the ``busy`` scenario on a manual clock and the app
-reads the same clock, the store lives in a temporary directory, and the identity, the
-time zone and the endpoint shown are fixed. So the same code makes byte-identical files:
-run it twice and ``cmp`` them.
+Run as ``python tools/screenshots.py [DIR]`` (default ``screenshots``) with setui
+installed (``make screenshots`` does both). A developer's tool: it lives outside the
+package, so it is never installed on a VM. Like harlequin's
+``scripts/export_screenshots.py`` it drives the app headless with ``run_test``; the
+emulator plays the ``busy`` scenario on a manual clock and the app reads the same clock,
+the store lives in a temporary directory, and the identity, the time zone and the
+endpoint shown are fixed. So the same code makes byte-identical files: run it twice and
+``cmp`` them.
 
 What makes that work:
 
-* The app polls only when told to (a poll interval of an hour, and ``poll_now`` after
+* The app polls only when told to (the slowest poll interval, 300 s, and ``poll_now`` after
   each move of the clock), so no answer can arrive stamped with a time other than the
   one the script set; and the script waits for the answer at that time (the app's
   ``session.last_seen``) instead of for the workers, which never finish.
@@ -163,7 +165,7 @@ async def _session(out: Path, size: tuple[int, int], script: Script, *,
         with tempfile.TemporaryDirectory(prefix="setui-shots-") as scratch:
             settings: dict[str, Any] = {"theme": theme} if theme else {}
             config = Config(endpoint=SHOWN_ENDPOINT, data_dir=Path(scratch),
-                            vm_name=emulator.vm_name, bell=False, interval=3600.0,
+                            vm_name=emulator.vm_name, bell=False, interval=300.0,
                             **settings)
             store = Store.open_dir(Path(scratch))
             try:
@@ -250,7 +252,7 @@ async def take_screenshots(out: Path, scenario: str = "busy") -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m setui.ui.screenshots",
+    parser = argparse.ArgumentParser(prog="python tools/screenshots.py",
                                      description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("out", nargs="?", default="screenshots", type=Path,
                         help="folder for the SVG files (default: screenshots)")
