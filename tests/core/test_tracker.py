@@ -6,6 +6,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -65,12 +66,85 @@ def test_same_incarnation_same_content_yields_nothing() -> None:
         assert tracker.update(doc(2, event()), at(i + 1)) == []
 
 
+FUTURE = "Sun, 22 Nov 2026 10:15:00 GMT"  # 15 minutes after T0
+PAST = "Sun, 22 Nov 2026 09:59:00 GMT"
+
+
 def test_cancelled_when_removed_while_scheduled() -> None:
     tracker = Tracker()
-    tracker.update(doc(1, event()), at(0))
+    tracker.update(doc(1, event(not_before=FUTURE)), at(0))
     changes = tracker.update(doc(2), at(1))
     assert kinds(changes) == ["cancelled"]
-    assert changes[0].event_id == "e1"
+    assert changes[0].event_id == "e1" and changes[0].certain
+
+
+def test_removed_after_its_not_before_is_gone_not_cancelled() -> None:
+    tracker = Tracker()
+    tracker.update(doc(1, event(not_before=PAST)), at(0))
+    [change] = tracker.update(doc(2), at(1))
+    assert change.kind is ChangeKind.GONE and not change.certain
+    assert change.detail == "last seen Scheduled; its NotBefore had passed: it probably ran"
+
+
+@pytest.mark.parametrize("gap", ["3 polls failed", "no answer for 40 s"])
+def test_removed_across_a_gap_is_gone_never_cancelled(gap: str) -> None:
+    tracker = Tracker()
+    tracker.update(doc(1, event(not_before=FUTURE)), at(0))
+    [change] = tracker.update(doc(2), at(40), gap=gap)
+    assert change.kind is ChangeKind.GONE and not change.certain
+    assert change.detail == (f"last seen Scheduled; {gap}; it may have run or been cancelled")
+
+
+def test_a_skipped_incarnation_is_a_gap_and_is_counted() -> None:
+    """The measured case: incarnation 8 with a Freeze Scheduled, then 15 without it;
+    the emulator had served it Started in 10-11. Never "cancelled, no impact"."""
+    tracker = Tracker()
+    tracker.update(doc(8, event(not_before=FUTURE, etype="Freeze")), at(0))
+    [change] = tracker.update(doc(15), at(30))
+    assert change.kind is ChangeKind.GONE and not change.certain and change.missed == 6
+    assert "incarnations 9-14 never seen" in change.detail
+
+
+def test_an_approved_event_that_vanished_probably_ran() -> None:
+    tracker = Tracker()
+    tracker.update(doc(1, event(not_before=FUTURE)), at(0))
+    [change] = tracker.update(doc(3), at(2), approved=frozenset({"e1"}))
+    assert change.kind is ChangeKind.GONE
+    assert change.detail.endswith("it was approved: it probably ran")
+
+
+def test_started_across_a_gap_is_not_certain_and_keeps_the_old_not_before() -> None:
+    tracker = Tracker()
+    tracker.update(doc(1, event(not_before=FUTURE)), at(0))
+    [change] = tracker.update(doc(2, event(status="Started")), at(20), gap="2 polls failed")
+    assert change.kind is ChangeKind.STARTED and not change.certain
+    assert change.previous is not None and change.previous.not_before is not None
+    assert change.detail == ("started sometime in a gap (2 polls failed); started at least "
+                             "14:40 before its NotBefore Sun, 22 Nov 2026 10:15:00 GMT")
+
+
+def test_an_early_start_says_how_early() -> None:
+    tracker = Tracker()
+    tracker.update(doc(1, event(not_before=FUTURE)), at(0))
+    [change] = tracker.update(doc(2, event(status="Started")), at(733))
+    assert change.certain
+    assert change.detail == "started 2:47 before its NotBefore Sun, 22 Nov 2026 10:15:00 GMT"
+
+
+def test_started_then_gone_across_a_gap_completed_but_when_is_unsure() -> None:
+    tracker = Tracker()
+    tracker.update(doc(1, event(status="Started")), at(0))
+    [change] = tracker.update(doc(3), at(50), gap="no answer for 50 s")
+    assert change.kind is ChangeKind.COMPLETED and not change.certain
+    assert change.detail.startswith("it ended sometime in a gap (no answer for 50 s")
+
+
+def test_a_baseline_from_before_start_reports_what_left_meanwhile() -> None:
+    tracker = Tracker(baseline=doc(4, event("old", not_before=FUTURE), event("kept")))
+    changes = tracker.update(doc(6, event("kept")), at(0))
+    assert [(c.kind.value, c.event_id, c.initial, c.certain) for c in changes] == [
+        ("appeared", "kept", True, True), ("gone", "old", False, False)]
+    assert "setui was not watching" in changes[1].detail
 
 
 def test_host_failure_appears_directly_as_started() -> None:

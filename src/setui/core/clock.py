@@ -34,17 +34,25 @@ class ServiceClock:
         self._anchor_time = wall()
         self._anchor_mono = mono()
         self.skew: float | None = None  # service minus VM, seconds; None until known
+        self.skewed_before = False
 
     def observe(self, server_date: datetime | None, received_mono: float | None = None) -> None:
         """Take a ``Date`` header seen at ``received_mono`` (default: now)."""
         if server_date is None:
             return
         received = self._mono() if received_mono is None else received_mono
+        self.skewed_before = self.skewed
         wall_now = self._wall()
         mono_now = self._mono()
         self.skew = (server_date - wall_now).total_seconds() - (mono_now - received)
         if abs(self.skew) > SKEW_THRESHOLD:
-            self._anchor_time, self._anchor_mono = server_date, received
+            # The Date header has one-second resolution: re-anchoring on every answer
+            # would move the clock back by up to a second now and then. Keep the carried
+            # estimate while it falls within the second the header names.
+            carried = self._anchor_time + timedelta(seconds=received - self._anchor_mono)
+            offset = (carried - server_date).total_seconds()
+            if not (self.skewed_before and 0 <= offset < 1):
+                self._anchor_time, self._anchor_mono = server_date, received
         else:
             # The VM's clock agrees with the service (again): carry it forward from now,
             # so the monotonic estimate never drifts further than one answer's interval.

@@ -5,6 +5,11 @@ poller keeps that pace without drift (ticks at ``start + k * interval``), never 
 requests in flight, skips the ticks a slow answer missed instead of catching up in a
 burst, backs off when the service fails, and turns every outcome, even a bug, into a
 :class:`PollResult`; the loop itself never dies until it is cancelled.
+
+It also owns what only the place that polls can know: the service's clock (times are
+stamped in it when the VM's clock is off), whether an answer came after a gap (failed
+or late polls, which the tracker must not read as "nothing happened"), and when the
+backoff must not grow because an event of this VM is close (``urgent``).
 """
 
 from __future__ import annotations
@@ -15,23 +20,39 @@ import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from setui.core.backoff import Backoff
 from setui.core.client import FetchResult, ImdsClient
-from setui.core.clock import utc_now
+from setui.core.clock import ServiceClock, utc_now
 from setui.core.errors import ImdsError, Unreachable
-from setui.core.health import ConnectionState, Health, PollResult
+from setui.core.health import ConnectionState, Health, PollResult, stale_after
 from setui.core.model import Document
 from setui.core.tracker import Change, Tracker
 
-__all__ = ["MIN_INTERVAL", "SLOW_INTERVAL", "Poller"]
+__all__ = ["MAX_INTERVAL", "MIN_INTERVAL", "SLOW_INTERVAL", "URGENT_CAP", "Poller",
+           "check_interval"]
 
 MIN_INTERVAL = 0.2  # IMDS allows about 5 requests a second per VM, approvals included
+# The service switches Scheduled Events off after a day without requests, and notice can
+# be as short as 30 s: a slower pace than this watches nothing useful.
+MAX_INTERVAL = 300.0
+# While an event of this VM is close or under way, no wait between tries is longer than
+# max(interval, this), whatever the backoff says (Retry-After still wins).
+URGENT_CAP = 5.0
 # After an answer that retrying cannot fix (400, 404, 405: a wrong endpoint or version),
 # keep asking slowly: the operator may fix things, and the dashboard should notice.
 SLOW_INTERVAL = 10.0
 _log = logging.getLogger(__name__)
+
+
+def check_interval(interval: float) -> float:
+    """The polling interval, or ValueError saying the allowed range."""
+    if not (math.isfinite(interval) and MIN_INTERVAL <= interval <= MAX_INTERVAL):
+        raise ValueError(f"the interval must be {MIN_INTERVAL:g} to {MAX_INTERVAL:g} seconds "
+                         "(IMDS allows about 5 requests a second; slower than every "
+                         f"{MAX_INTERVAL:g} s would miss short notices), got {interval:g}")
+    return float(interval)
 
 
 class Poller:
@@ -41,17 +62,25 @@ class Poller:
                  tracker: Tracker | None = None, wall: Callable[[], datetime] = utc_now,
                  mono: Callable[[], float] = time.monotonic, backoff: Backoff | None = None,
                  sleep: Callable[[float], Awaitable[None]] | None = None,
-                 slow_interval: float = SLOW_INTERVAL) -> None:
-        if not (math.isfinite(interval) and interval >= MIN_INTERVAL):
-            raise ValueError("interval must be at least 0.2 s: IMDS limits the request rate")
+                 slow_interval: float = SLOW_INTERVAL,
+                 urgent: Callable[[], bool] | None = None,
+                 approved: Callable[[], frozenset[str]] | None = None,
+                 clock: ServiceClock | None = None) -> None:
         self.client = client
-        self.interval = float(interval)
+        self.interval = check_interval(interval)
         self.slow_interval = max(self.interval, slow_interval)
         self.tracker = tracker if tracker is not None else Tracker()
-        self.health = Health(first_call_pending=client.first_call_pending)
+        self.clock = clock if clock is not None else ServiceClock(wall=wall, mono=mono)
+        self.health = Health(first_call_pending=client.first_call_pending,
+                             stale_after=stale_after(self.interval))
         self.document: Document | None = None
         self._wall = wall
         self._mono = mono
+        self._urgent = urgent or (lambda: False)
+        self._approved = approved or frozenset
+        # Since the last good answer: how many tries failed, and when that answer came.
+        self._failed_since = 0
+        self._last_good_mono: float | None = None
         self._backoff = backoff or Backoff()
         self._sleep = sleep or asyncio.sleep
         self._wake = asyncio.Event()
@@ -85,7 +114,8 @@ class Poller:
                         * self.interval
                 else:
                     next_at = now + self._retry_delay(result.error)
-                    self.health = replace(self.health, next_attempt_in=next_at - now)
+                    self.health = replace(self.health, next_attempt_in=next_at - now,
+                                          next_attempt_mono=next_at)
                     result = replace(result, health=self.health)
                 yield result
         finally:
@@ -111,30 +141,58 @@ class Poller:
             error.retryable = True  # back off and try again rather than crawl at the slow pace
             return self._failure(error)
 
+    def now(self) -> datetime:
+        """The service's time as best known: every time this poller stamps is in it."""
+        return self.clock.now()
+
     def _success(self, fetched: FetchResult) -> PollResult:
-        seen_at = self._wall()
+        if fetched.server_date is not None:
+            self.clock.observe(fetched.server_date, fetched.received_mono)
+        seen_at = self.clock.now()
+        mono = self._mono()
+        gap = self._gap(mono)
+        self._failed_since = 0
+        self._last_good_mono = mono
         document = fetched.document
         changes: tuple[Change, ...] = ()
         if document is not None:
-            changes = tuple(self.tracker.update(document, seen_at))
+            changes = tuple(self.tracker.update(document, seen_at, gap=gap,
+                                                approved=self._approved()))
             self.document = document
         self.health = Health(
             state=ConnectionState.LIVE,
             last_success=seen_at,
-            last_success_mono=self._mono(),
+            last_success_mono=mono,
             consecutive_failures=0,
             last_error=None,
             latency=fetched.latency,
             first_call_pending=self.client.first_call_pending,
             next_attempt_in=None,
-            clock_skew=self._skew(fetched, seen_at),
+            clock_skew=self.clock.skew,
+            stale_after=self.health.stale_after,
         )
         return PollResult(self.health, self.document, changes, None, fresh=True,
-                          seen_at=seen_at,
+                          seen_at=seen_at, gap=gap if document is not None else None,
                           details={"status": fetched.status, "attempt": self._attempts,
                                    "unchanged": fetched.document is None})
 
+    def _gap(self, mono: float) -> str | None:
+        """Why this answer may not follow the last one directly, if it may not."""
+        if self._last_good_mono is None:
+            return None  # the first answer: the tracker knows it has no before
+        reasons = []
+        if self._failed_since:
+            reasons.append(f"{self._failed_since} poll{'s' if self._failed_since > 1 else ''} "
+                           "failed")
+        waited = mono - self._last_good_mono
+        # On the grid an answer follows the last one after about one interval; two
+        # intervals and a second more means a poll that should have been made was not.
+        if waited > 2 * self.interval + 1.0:
+            reasons.append(f"no answer for {waited:.0f} s")
+        return " and ".join(reasons) if reasons else None
+
     def _failure(self, error: ImdsError) -> PollResult:
+        self._failed_since += 1
         state = ConnectionState.UNREACHABLE if isinstance(error, Unreachable) \
             else ConnectionState.RETRYING
         self.health = replace(
@@ -145,21 +203,18 @@ class Poller:
                           details={"status": error.status, "kind": error.kind,
                                    "attempt": self._attempts})
 
-    def _skew(self, fetched: FetchResult, seen_at: datetime) -> float | None:
-        """Service ``Date`` minus this VM's wall clock at the moment the answer arrived."""
-        if fetched.server_date is None:
-            return self.health.clock_skew if fetched.document is None else None
-        lag = self._mono() - fetched.received_mono
-        # Parsing took ``lag``; a nonsense value means the client runs on another clock.
-        received = seen_at - timedelta(seconds=lag) if 0 <= lag < 60 else seen_at
-        return (fetched.server_date - received).total_seconds()
-
     def _retry_delay(self, error: ImdsError | None) -> float:
-        if error is not None and not error.retryable:
-            return self.slow_interval
         retry_after = error.retry_after if error is not None else None
+        if error is not None and not error.retryable:
+            delay = self.slow_interval
+        else:
+            delay = self._backoff.delay(self.health.consecutive_failures, retry_after)
+        if self._urgent():
+            # An event of this VM is close or under way: never back off into blindness.
+            delay = min(delay, max(self.interval, URGENT_CAP))
+            if retry_after is not None and math.isfinite(retry_after) and retry_after > 0:
+                delay = max(delay, min(retry_after, self._backoff.max_retry_after))
         # Never faster than the normal pace, whatever the backoff's base.
-        delay = self._backoff.delay(self.health.consecutive_failures, retry_after)
         return max(self.interval, delay)
 
     # -- waiting ----------------------------------------------------------------------------
