@@ -21,6 +21,7 @@ from setui.emulator.scenario import EventSpec, load_scenario
 from setui.emulator.server import Emulator, ManualClock
 from setui.emulator.timeline import Instance
 from setui.store import AuditEntry, Store
+from setui.store.history import content_hash
 
 STEP = 5.0  # seconds between polls, on the emulator's manual clock
 LOOP = 1200.0  # the busy scenario's loop: every event of loop 0 is gone by then
@@ -76,6 +77,7 @@ def busy(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
             httpx.Client(trust_env=False, timeout=5.0) as http:
         tracker = Tracker()
         polls = 0
+        after: tuple[int, str] | None = None  # the document before, as a poller says it
         while clock() - emulator.epoch <= LOOP:
             answer = http.get(f"{emulator.url}/metadata/scheduledevents",
                               params={"api-version": "2020-07-01"},
@@ -84,7 +86,8 @@ def busy(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
             document = parse_document(answer.content)
             seen = datetime.fromtimestamp(clock(), timezone.utc)
             store.record_document(document, seen_at=seen, endpoint=emulator.url,
-                                  changes=tracker.update(document, seen))
+                                  changes=tracker.update(document, seen), after=after)
+            after = (document.incarnation, content_hash(document))
             polls += 1
             clock.advance(STEP)
         expected = [expected_story(emulator, i, spec) for i, spec in enumerate(scenario.events)]

@@ -12,6 +12,7 @@ from typing import Any
 from setui.core.model import Document, parse_document
 from setui.core.tracker import Tracker
 from setui.store import AuditEntry, Store
+from setui.store.history import content_hash
 
 ENDPOINT = "http://169.254.169.254"
 T0 = datetime(2024, 5, 14, 9, 30, tzinfo=timezone.utc)
@@ -40,13 +41,16 @@ STORY = [doc(1), doc(2, event("A-1")), doc(3, event("A-1", "Started")), doc(4)]
 def play(store: Store, documents: Iterable[Document], start: datetime = T0,
          step: timedelta = timedelta(minutes=1), endpoint: str = ENDPOINT,
          tracker: Tracker | None = None) -> datetime:
-    """Record documents as a poller would, one per ``step``; returns the last time."""
+    """Record documents as a poller would, one per ``step``, each said to follow the one
+    before with nothing missed; returns the last time."""
     tracker = tracker or Tracker()
     when = start
+    after: tuple[int, str] | None = None
     for number, document in enumerate(documents):
         when = start + step * number
-        store.record_document(document, seen_at=when,
-                              changes=tracker.update(document, when), endpoint=endpoint)
+        store.record_document(document, seen_at=when, changes=tracker.update(document, when),
+                              endpoint=endpoint, after=after)
+        after = (document.incarnation, content_hash(document))
     return when
 
 

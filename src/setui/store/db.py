@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 DB_NAME = "setui.db"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 APPLICATION_ID = 0x53455455  # "SETU": marks the file as setui's, so we never write elsewhere
 
 
@@ -127,8 +127,25 @@ CREATE TRIGGER IF NOT EXISTS audit_no_delete BEFORE DELETE ON audit
 BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
 """
 
+# Version 2: the clock skew measured when each incarnation was first seen, and the
+# recording sessions, so the history can show when nothing was recording.
+_SCHEMA_V2 = """
+ALTER TABLE incarnations ADD COLUMN clock_skew REAL;
+CREATE TABLE recorders (
+    id        INTEGER PRIMARY KEY,
+    endpoint  TEXT    NOT NULL,
+    pid       INTEGER NOT NULL,
+    host      TEXT    NOT NULL,
+    command   TEXT    NOT NULL,
+    started   TEXT    NOT NULL,
+    last_beat TEXT    NOT NULL,
+    stopped   TEXT
+);
+CREATE INDEX recorders_by_time ON recorders (endpoint, started);
+"""
+
 # Schema version N -> N+1. Each runs in the transaction that also sets user_version.
-_MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1}
+_MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1, 1: _SCHEMA_V2}
 
 
 def describe_error(exc: BaseException, path: Path, doing: str, timeout: float = 5.0) -> str:
@@ -349,6 +366,8 @@ def _check_schema(conn: sqlite3.Connection, path: Path, *, readonly: bool) -> No
             # An empty file: setui was stopped between creating it and the schema.
             raise NothingRecorded(f"{path} holds no setui data yet: nothing was recorded",
                                   path=path)
+        if version < SCHEMA_VERSION:
+            _read_older(conn, version)
         return
     if version == SCHEMA_VERSION and _guarded(conn):
         return  # the common case takes no write lock: opening never waits for a writer
@@ -373,6 +392,17 @@ def _check_schema(conn: sqlite3.Connection, path: Path, *, readonly: bool) -> No
         with contextlib.suppress(sqlite3.Error):
             conn.execute("ROLLBACK")
         raise
+
+
+def _read_older(conn: sqlite3.Connection, version: int) -> None:
+    """Let a read-only open of an older schema answer today's queries: temporary objects
+    (which live outside the read-only file) stand in for what later versions added."""
+    if version < 2:
+        conn.execute("CREATE TEMP VIEW incarnations AS SELECT *, NULL AS clock_skew "
+                     "FROM main.incarnations")
+        conn.execute("CREATE TEMP TABLE recorders (id INTEGER PRIMARY KEY, endpoint TEXT, "
+                     "pid INTEGER, host TEXT, command TEXT, started TEXT, last_beat TEXT, "
+                     "stopped TEXT)")
 
 
 def _guarded(conn: sqlite3.Connection) -> bool:

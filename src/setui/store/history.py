@@ -12,13 +12,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from setui.core.model import Document, DocumentError, format_not_before, parse_document
-from setui.core.tracker import Change, Tracker, summarize
+from setui.core.tracker import Change, ChangeKind, Tracker, summarize
 from setui.store.records import (
     ChangeRecord,
     IncarnationRecord,
@@ -31,7 +32,7 @@ __all__ = ["clean_text", "content_hash", "event_story", "find_incarnation", "ins
            "previous", "prune", "query_history", "stored_json"]
 
 _COLUMNS = ("id, endpoint, incarnation, content_hash, first_seen, last_seen, raw_json, "
-            "changes_json, summary")
+            "changes_json, summary, clock_skew")
 
 
 def clean_text(text: str) -> str:
@@ -62,6 +63,8 @@ def _change_record(change: Change) -> ChangeRecord:
         not_before=format_not_before(event.not_before) if event else "",
         detail=clean_text(change.detail),
         initial=change.initial,
+        certain=change.certain,
+        missed=change.missed,
     )
 
 
@@ -73,12 +76,17 @@ def _summary(changes: Sequence[Change], doc: Document, first: bool) -> str:
 
 
 def _derive(conn: sqlite3.Connection, doc: Document, seen_at: datetime, endpoint: str,
-            given: Sequence[Change]) -> tuple[list[Change], bool]:
+            given: Sequence[Change], gap: str | None,
+            after: tuple[int, str] | None) -> tuple[list[Change], bool]:
     """The changes since the newest stored document of ``endpoint`` seen before this one,
-    and whether there was none (this is where the endpoint's record begins)."""
+    and whether there was none (this is where the endpoint's record begins).
+
+    The caller's changes are the story when its tracker saw that stored document just
+    before this one (``after`` names it); otherwise someone else recorded in between, or
+    nothing was recording, and the changes are derived again across a gap."""
     row = conn.execute(
-        "SELECT raw_json, first_seen FROM incarnations WHERE endpoint = ? AND first_seen <= ? "
-        "ORDER BY first_seen DESC, id DESC LIMIT 1",
+        "SELECT raw_json, first_seen, incarnation, content_hash, last_seen FROM incarnations "
+        "WHERE endpoint = ? AND first_seen <= ? ORDER BY first_seen DESC, id DESC LIMIT 1",
         (endpoint, to_db_time(seen_at)),
     ).fetchone()
     tracker = Tracker()
@@ -88,15 +96,42 @@ def _derive(conn: sqlite3.Connection, doc: Document, seen_at: datetime, endpoint
         if given and not all(c.initial for c in given):
             return list(given), False
         return tracker.update(doc, seen_at), True
+    if after is not None and (int(row[2]), row[3]) == after:
+        return list(given), False
     try:
-        tracker.update(parse_document(row[0]), from_db_time(row[1]))
+        previous = parse_document(row[0])
+        tracker.update(previous, from_db_time(row[1]))
     except (DocumentError, ValueError):
         return Tracker().update(doc, seen_at), True
-    return tracker.update(doc, seen_at), False
+    if after is not None:
+        why = "; ".join(w for w in (gap, "the document seen before this one was not recorded")
+                        if w)
+    else:
+        why = (f"nothing was recording between {row[4][:19].replace('T', ' ')} UTC and "
+               f"{to_db_time(seen_at)[:19].replace('T', ' ')} UTC")
+    leaving = [e.event_id for e in previous.events if doc.event(e.event_id) is None]
+    return tracker.update(doc, seen_at, gap=why, approved=approved_ids(conn, leaving)), False
+
+
+def approved_ids(conn: sqlite3.Connection, event_ids: Sequence[str]) -> frozenset[str]:
+    """Those of ``event_ids`` whose approval the service accepted, by the audit log."""
+    if not event_ids:
+        return frozenset()
+    marks = ", ".join("?" * len(event_ids))
+    rows = conn.execute(
+        f"SELECT DISTINCT event_id FROM audit WHERE action = 'approve-outcome' AND error IS "
+        f"NULL AND status BETWEEN 200 AND 299 AND event_id IN ({marks})", tuple(event_ids))
+    return frozenset(r[0] for r in rows)
+
+
+def _gone_kinds() -> tuple[str, ...]:
+    return (ChangeKind.COMPLETED.value, ChangeKind.CANCELLED.value, ChangeKind.GONE.value)
 
 
 def insert_or_touch(conn: sqlite3.Connection, doc: Document, *, seen_at: datetime,
-                    endpoint: str, changes: Sequence[Change], digest: str | None = None) -> bool:
+                    endpoint: str, changes: Sequence[Change], digest: str | None = None,
+                    gap: str | None = None, after: tuple[int, str] | None = None,
+                    clock_skew: float | None = None) -> bool:
     """Record one sighting of ``doc`` in its own transaction; True if the row is new."""
     digest = digest or content_hash(doc)
     when = to_db_time(seen_at)
@@ -112,17 +147,19 @@ def insert_or_touch(conn: sqlite3.Connection, doc: Document, *, seen_at: datetim
                 "first_seen = min(first_seen, ?) WHERE id = ?", (when, when, row[0]))
             conn.execute("COMMIT")
             return False
-        derived, first = _derive(conn, doc, seen_at, endpoint, changes)
+        derived, first = _derive(conn, doc, seen_at, endpoint, changes, gap, after)
         records = [_change_record(c) for c in derived]
         # The write lock is held since BEGIN IMMEDIATE, so nobody can have inserted the
         # row since the SELECT; the upsert is the belt to those braces.
         conn.execute(
             "INSERT INTO incarnations (endpoint, incarnation, content_hash, first_seen, "
-            "last_seen, raw_json, changes_json, summary) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+            "last_seen, raw_json, changes_json, summary, clock_skew) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (endpoint, incarnation, content_hash) DO UPDATE SET "
             "last_seen = max(last_seen, excluded.last_seen)",
             (endpoint, doc.incarnation, digest, when, when, stored_json(dict(doc.raw)),
-             stored_json([r.to_json() for r in records]), _summary(derived, doc, first)))
+             stored_json([r.to_json() for r in records]), _summary(derived, doc, first),
+             _skew(clock_skew)))
         row_id = conn.execute(
             "SELECT id FROM incarnations WHERE endpoint = ? AND incarnation = ? "
             "AND content_hash = ?", (endpoint, doc.incarnation, digest)).fetchone()[0]
@@ -135,6 +172,10 @@ def insert_or_touch(conn: sqlite3.Connection, doc: Document, *, seen_at: datetim
     except BaseException:
         _rollback(conn)
         raise
+
+
+def _skew(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) and abs(value) < 1e12 else None
 
 
 def _rollback(conn: sqlite3.Connection) -> None:
@@ -152,6 +193,7 @@ def _record(row: Sequence[Any]) -> IncarnationRecord:
         endpoint=row[1], incarnation=int(row[2]), content_hash=row[3],
         first_seen=from_db_time(row[4]), last_seen=from_db_time(row[5]), raw_json=row[6],
         changes=changes, summary=row[8], row_id=int(row[0]),
+        clock_skew=float(row[9]) if isinstance(row[9], (int, float)) else None,
     )
 
 
@@ -219,8 +261,8 @@ def event_story(conn: sqlite3.Connection, event_id: str) -> list[StoryEntry]:
         "WHERE ec.event_id = ? ORDER BY i.first_seen, i.id, ec.position", (event_id,))
     story: list[StoryEntry] = []
     for row in rows:
-        record = _record(row[:9])
-        position = int(row[9])
+        record = _record(row[:10])
+        position = int(row[10])
         if position >= len(record.changes):
             continue
         change = record.changes[position]
@@ -229,7 +271,7 @@ def event_story(conn: sqlite3.Connection, event_id: str) -> list[StoryEntry]:
             endpoint=record.endpoint, incarnation=record.incarnation, detail=change.detail,
             event_type=change.event_type, status=change.status,
             not_before=change.not_before, initial=change.initial))
-    if story and story[-1].kind not in ("completed", "cancelled"):
+    if story and story[-1].kind not in _gone_kinds():
         current = _still_present(conn, story[-1])
         if current is not None:
             story.append(current)

@@ -23,6 +23,7 @@ __all__ = [
     "AuditRecord",
     "ChangeRecord",
     "IncarnationRecord",
+    "RecorderSpan",
     "StoryEntry",
     "VerifyResult",
     "event_snapshot",
@@ -62,19 +63,21 @@ def from_db_time(text: str) -> datetime:
 class ChangeRecord:
     """One stored change of one incarnation: the tracker's Change without live objects."""
 
-    kind: str  # appeared, started, completed, cancelled, rescheduled, changed, anomaly
+    kind: str  # appeared, started, completed, cancelled, gone, rescheduled, changed, anomaly
     event_id: str | None
     event_type: str | None = None
     status: str | None = None
     not_before: str = ""  # RFC 1123 as the service writes it; "" when started or absent
     detail: str = ""
     initial: bool = False  # already in the first document this endpoint's history holds
+    certain: bool = True  # False: seen across a gap (see core.tracker)
+    missed: int = 0  # incarnations skipped just before this one
 
     def to_json(self) -> dict[str, Any]:
         return {
             "kind": self.kind, "event_id": self.event_id, "event_type": self.event_type,
             "status": self.status, "not_before": self.not_before, "detail": self.detail,
-            "initial": self.initial,
+            "initial": self.initial, "certain": self.certain, "missed": self.missed,
         }
 
     @classmethod
@@ -84,7 +87,33 @@ class ChangeRecord:
             event_type=data.get("event_type"), status=data.get("status"),
             not_before=str(data.get("not_before") or ""), detail=str(data.get("detail") or ""),
             initial=bool(data.get("initial", False)),
+            certain=bool(data.get("certain", True)),
+            missed=_count(data.get("missed")),
         )
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and 0 <= value < 2**63 else 0
+
+
+@dataclass(frozen=True)
+class RecorderSpan:
+    """One recording session: a process that polled and recorded, from ``started`` to
+    ``stopped`` (None while it runs or if it died; ``last_beat`` says how far it got)."""
+
+    id: int
+    endpoint: str
+    pid: int
+    host: str
+    command: str
+    started: datetime
+    last_beat: datetime
+    stopped: datetime | None
+
+    @property
+    def end(self) -> datetime:
+        """Up to when it is known to have recorded."""
+        return self.stopped or self.last_beat
 
 
 @dataclass(frozen=True)
@@ -100,6 +129,9 @@ class IncarnationRecord:
     summary: str
     content_hash: str = ""
     row_id: int = field(default=0, compare=False)  # paging key; meaningless outside the db
+    # Service clock minus this VM's when first seen (seconds; None: not measured, or a
+    # store from before it was kept). Times above are in the service's clock when off.
+    clock_skew: float | None = None
 
     def document(self) -> Document:
         """The stored document, parsed again (raises DocumentError if it cannot be)."""

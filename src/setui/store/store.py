@@ -17,7 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from setui.core.model import Document
+from setui.core.model import Document, DocumentError, parse_document
 from setui.core.tracker import Change
 from setui.store import audit as audit_log
 from setui.store import history as hist
@@ -37,8 +37,11 @@ from setui.store.records import (
     AuditEntry,
     AuditRecord,
     IncarnationRecord,
+    RecorderSpan,
     StoryEntry,
     VerifyResult,
+    from_db_time,
+    to_db_time,
     utc,
 )
 
@@ -130,13 +133,17 @@ class Store:
 
     # -- history --------------------------------------------------------------------------
     def record_document(self, doc: Document, *, seen_at: datetime, endpoint: str,
-                        changes: Sequence[Change] = ()) -> bool:
+                        changes: Sequence[Change] = (), gap: str | None = None,
+                        after: tuple[int, str] | None = None,
+                        clock_skew: float | None = None) -> bool:
         """Record one sighting of ``doc``; True when it is a new incarnation row.
 
         Idempotent per (endpoint, incarnation, content): a repeat only moves last_seen,
-        and at most once a minute. ``changes`` (from the caller's tracker) are kept only
-        when the store holds no earlier document of ``endpoint``; otherwise the changes
-        are derived against the stored one, so every writer tells the same story.
+        and at most once a minute. ``changes`` (from the caller's tracker) are the story
+        when the caller saw the newest stored document just before this one (``after``:
+        its incarnation and :func:`content_hash`, ``gap`` None or the gap the caller's
+        tracker already told); otherwise they are derived against the stored one across
+        a gap, so every writer tells the same story and none claims continuity it lacks.
         """
         seen_at = utc(seen_at)
         with self._using("record the history", write=True) as conn:
@@ -151,7 +158,8 @@ class Store:
             else:
                 digest = hist.content_hash(doc)
             new = hist.insert_or_touch(conn, doc, seen_at=seen_at, endpoint=endpoint,
-                                       changes=changes, digest=digest)
+                                       changes=changes, digest=digest, gap=gap, after=after,
+                                       clock_skew=clock_skew)
             self._touched[endpoint] = _Touched(doc.incarnation, doc.raw, digest, seen_at)
             if new and self.history_days is not None and (
                     self._last_prune is None or seen_at - self._last_prune >= PRUNE_INTERVAL):
@@ -193,6 +201,73 @@ class Store:
         with self._using("prune the history", write=True) as conn:
             self._last_prune = utc(now)
             return hist.prune(conn, utc(now) - timedelta(days=self.history_days))
+
+    def newest_document(self, endpoint: str) -> tuple[Document, str] | None:
+        """The newest stored document of ``endpoint`` and its content hash: where a
+        restarted monitor takes up the story."""
+        with self._using("read the history") as conn:
+            row = conn.execute(
+                "SELECT raw_json, content_hash FROM incarnations WHERE endpoint = ? "
+                "ORDER BY first_seen DESC, id DESC LIMIT 1", (hist.clean_text(endpoint),)
+            ).fetchone()
+        if row is None:
+            return None
+        try:
+            return parse_document(row[0]), row[1]
+        except (DocumentError, ValueError):
+            return None
+
+    def approvals(self, event_ids: Sequence[str]) -> dict[str, AuditRecord]:
+        """The newest accepted approval of each of ``event_ids`` that has one."""
+        with self._using("read the audit log") as conn:
+            found: dict[str, AuditRecord] = {}
+            for event_id in event_ids:
+                for record in reversed(audit_log.for_event(conn, event_id)):
+                    if record.action == APPROVE_OUTCOME and record.error is None \
+                            and record.status is not None and 200 <= record.status < 300:
+                        found[event_id] = record
+                        break
+            return found
+
+    # -- recording sessions ---------------------------------------------------------------
+    def recorder_start(self, *, endpoint: str, pid: int, host: str, command: str,
+                       at: datetime) -> int:
+        """Say that a process records ``endpoint`` from ``at`` on; returns its id."""
+        when = to_db_time(at)
+        with self._using("note the recording session", write=True) as conn:
+            cursor = conn.execute(
+                "INSERT INTO recorders (endpoint, pid, host, command, started, last_beat) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (hist.clean_text(endpoint), pid, hist.clean_text(host)[:200],
+                 hist.clean_text(command)[:200], when, when))
+            return int(cursor.lastrowid or 0)
+
+    def recorder_beat(self, recorder_id: int, at: datetime, *, stopped: bool = False) -> None:
+        """The session was still recording at ``at`` (and stops there, if ``stopped``)."""
+        when = to_db_time(at)
+        with self._using("note the recording session", write=True) as conn:
+            conn.execute(
+                "UPDATE recorders SET last_beat = max(last_beat, ?), stopped = "
+                "CASE WHEN ? THEN ? ELSE stopped END WHERE id = ?",
+                (when, stopped, when, recorder_id))
+
+    def recorders(self, *, endpoint: str | None = None, since: datetime | None = None,
+                  ) -> list[RecorderSpan]:
+        """Recording sessions that reached ``since`` or later, oldest first."""
+        where, args = [], []
+        if endpoint is not None:
+            where.append("endpoint = ?")
+            args.append(hist.clean_text(endpoint))
+        if since is not None:
+            where.append("coalesce(stopped, last_beat) >= ?")
+            args.append(to_db_time(since))
+        sql = ("SELECT id, endpoint, pid, host, command, started, last_beat, stopped "
+               "FROM recorders" + (f" WHERE {' AND '.join(where)}" if where else "")
+               + " ORDER BY started, id")
+        with self._using("read the recording sessions") as conn:
+            return [RecorderSpan(int(r[0]), r[1], int(r[2]), r[3], r[4], from_db_time(r[5]),
+                                 from_db_time(r[6]), from_db_time(r[7]) if r[7] else None)
+                    for r in conn.execute(sql, args)]
 
     # -- audit ----------------------------------------------------------------------------
     def audit_append(self, entry: AuditEntry) -> AuditRecord:
