@@ -27,14 +27,17 @@ __all__ = ["RECORD_KEYS", "add_arguments", "change_record", "connection_record",
 RECORD_KEYS = (
     "time", "change", "incarnation", "event_id", "event_type", "status", "not_before",
     "resources", "this_vm", "source", "duration", "description", "detail", "initial",
-    "state", "error", "failures", "latency_ms", "clock_skew",
+    "state", "error", "failures", "latency_ms", "clock_skew", "certain", "missed",
 )
 _FALSE_WHEN_BLANK = frozenset({"this_vm", "initial"})
+_BLANK = {"resources": None, "certain": True, "missed": 0}
 
 
 def _blank(key: str) -> Any:
     if key == "resources":
         return []  # a new list each time: records are handed out and may be changed
+    if key in _BLANK:
+        return _BLANK[key]
     return False if key in _FALSE_WHEN_BLANK else None
 
 
@@ -73,6 +76,8 @@ def change_record(change: Change, vm_name: str | None) -> dict[str, Any]:
         description=event.description if event else None,
         detail=change.detail or None,
         initial=change.initial,
+        certain=change.certain,
+        missed=change.missed,
     )
 
 
@@ -117,6 +122,8 @@ def format_record(record: dict[str, Any]) -> str:
         parts.append(f"[{shown}{f', +{more} more' if more > 0 else ''}]")
     if record["this_vm"]:
         parts.append("(this VM)")
+    if record["certain"] is False:
+        parts.append("(uncertain: seen across a gap)")
     if record["detail"]:
         parts.append(f"- {printable(record['detail'], 300)}")
     return "  ".join(parts)
@@ -138,30 +145,41 @@ class _Printer:
 
 async def watch(config: Config, *, as_json: bool, record: bool, out: IO[str],
                 err: IO[str]) -> int:
-    from setui.core.poller import Poller
+    from setui.monitor import Monitor
     from setui.session import make_client, open_store, resolve_vm_name
 
     printer = _Printer(out, as_json)
     store, problem = open_store(config) if record else (None, None)
     if problem:
-        err.write(f"setui: not recording history: {problem}\n")
-        err.flush()
+        _say(err, f"setui: not recording history: {problem}")
+
+    def store_problem(brief: str | None, full: str | None) -> None:
+        _say(err, f"setui: cannot record history: {full}" if full is not None
+             else "setui: recording history again")
+
     client = make_client(config)
     try:
         vm_name = await resolve_vm_name(client, config)
-        poller = Poller(client, interval=config.interval)
-        last_state: tuple[ConnectionState, str | None] | None = (poller.health.state, None)
-        store_failed = False
-        printer.emit(connection_record(poller.health, datetime.now(timezone.utc)))
-        async for result in poller.results():
-            state = (result.health.state, _error_kind(result))
-            if state != last_state:
-                printer.emit(connection_record(result.health, datetime.now(timezone.utc)))
-                last_state = state
-            for change in result.changes:
-                printer.emit(change_record(change, vm_name))
-            if store is not None and result.fresh and result.document is not None:
-                store_failed = _record(store, result, config, err, store_failed)
+        monitor = Monitor(client, endpoint=config.endpoint, interval=config.interval,
+                          store=store, record=record, vm_name=vm_name, command="setui watch",
+                          on_store_problem=store_problem)
+        last_state: tuple[ConnectionState, str | None] | None = (monitor.health().state, None)
+        printer.emit(connection_record(monitor.health(), monitor.now()))
+        updates = monitor.updates()
+        try:
+            async for update in updates:
+                result = update.result
+                state = (result.health.state, _error_kind(result))
+                if state != last_state:
+                    printer.emit(connection_record(result.health, monitor.now()))
+                    last_state = state
+                for change in result.changes:
+                    printer.emit(change_record(change, vm_name))
+        finally:
+            # Every queued write reaches the store, and the session is closed, before
+            # the store is.
+            await updates.aclose()
+            await monitor.aclose()
     finally:
         await client.aclose()
         if store is not None:
@@ -169,27 +187,13 @@ async def watch(config: Config, *, as_json: bool, record: bool, out: IO[str],
     return 0
 
 
+def _say(err: IO[str], line: str) -> None:
+    err.write(line + "\n")
+    err.flush()
+
+
 def _error_kind(result: PollResult) -> str | None:
     return result.error.kind if result.error is not None else None
-
-
-def _record(store: Any, result: PollResult, config: Config, err: IO[str], failed: bool) -> bool:
-    """Record a document; say once when the store fails and once when it recovers."""
-    from setui.store import StoreError
-
-    assert result.document is not None
-    try:
-        store.record_document(result.document, seen_at=result.seen_at or datetime.now(
-            timezone.utc), endpoint=config.endpoint, changes=result.changes)
-    except StoreError as exc:
-        if not failed:
-            err.write(f"setui: cannot record history: {exc}\n")
-            err.flush()
-        return True
-    if failed:
-        err.write("setui: recording history again\n")
-        err.flush()
-    return False
 
 
 def _tolerant(stream: IO[str]) -> None:

@@ -1,0 +1,176 @@
+"""Recording to the store on a thread of its own, never on the caller's event loop.
+
+SQLite can wait up to its busy timeout (5 s) for another writer; on Textual's event
+loop that would freeze the dashboard, and in ``setui watch`` it would delay the next
+poll. The recorder takes documents as they come, writes them in order on one worker
+thread, and says in words when it cannot. It also keeps the recording session's row
+(started, still beating, stopped), which is how the history knows its holes and the
+dashboard knows whether another recorder is running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from setui.core.health import PollResult
+from setui.core.model import Document
+
+if TYPE_CHECKING:
+    from setui.store import RecorderSpan, Store
+
+__all__ = ["BEAT_SECONDS", "STORE_RETRY_SECONDS", "Recorder", "brief_store_problem"]
+
+_T = TypeVar("_T")
+# The session's row says "still recording" this often; a session whose last beat is
+# older than RUNNING_WITHIN has stopped (or died) as far as anyone can tell.
+BEAT_SECONDS = 60.0
+RUNNING_WITHIN = timedelta(seconds=2.5 * BEAT_SECONDS)
+# After the store failed, unchanged documents wait this long before the next try (a new
+# incarnation is always tried: the history must not miss it).
+STORE_RETRY_SECONDS = 30.0
+MAX_QUEUED = 64  # new incarnations waiting for a stuck store; beyond that they are lost
+
+
+def brief_store_problem(message: str, path: object | None = None) -> str:
+    """A store message for one status line: the file named, not its whole path, and
+    without the "cannot record the history:" the status line already says."""
+    text = message
+    name = getattr(path, "name", None)
+    if path is not None and name and str(path) != name:
+        # The whole path only: a bare directory name could also be part of a word.
+        text = text.replace(str(path), f"…/{name}")
+    head, sep, rest = text.partition(": ")
+    return rest if sep and head.startswith("cannot ") else text
+
+
+class Recorder:
+    """Writes what the monitor saw into ``store``, in order, off the event loop."""
+
+    def __init__(self, store: Store, *, endpoint: str, command: str,
+                 mono: Callable[[], float] = time.monotonic,
+                 on_problem: Callable[[str | None, str | None], None] | None = None) -> None:
+        self.store = store
+        self.endpoint = endpoint
+        self.command = command
+        self.problem: str | None = None  # why the history is not being recorded now
+        self.others: list[RecorderSpan] = []  # other sessions recording this endpoint now
+        self.session_id: int | None = None
+        self._mono = mono
+        self._on_problem = on_problem or (lambda brief, full: None)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="setui-store")
+        self._pending = 0
+        self._retry_at: float | None = None
+        self._beat_at: float | None = None
+        self._closed = False
+
+    # -- on the store thread ---------------------------------------------------------------
+    async def call(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        """Run ``fn(*args, **kwargs)`` on the store's thread and wait for it there."""
+        future: Future[_T] = self._executor.submit(fn, *args, **kwargs)
+        return await asyncio.wrap_future(future)
+
+    async def start(self, at: datetime) -> None:
+        """Open the recording session (its row tells others a recorder runs)."""
+        try:
+            self.session_id = await self.call(
+                self.store.recorder_start, endpoint=self.endpoint, pid=os.getpid(),
+                host=socket.gethostname(), command=self.command, at=at)
+            self.others = await self.call(self._others, at)
+        except Exception as exc:  # StoreError, or a store that cannot do it: say so
+            self._failed(exc)
+        self._beat_at = self._mono()
+
+    async def stop(self, at: datetime) -> None:
+        """Close the session and wait for every queued write; then the thread ends."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.session_id is not None:
+            # Stopping: if this fails, the last beat already bounds the session.
+            with contextlib.suppress(Exception):
+                await self.call(self.store.recorder_beat, self.session_id, at, stopped=True)
+        await asyncio.to_thread(self._executor.shutdown, wait=True)
+
+    def submit(self, result: PollResult, previous: Document | None) -> None:
+        """Record ``result``'s document (a fresh answer); returns at once.
+
+        ``previous`` is the document the poller had just before this one: the store
+        takes the poller's changes as the story only when that is the one it holds."""
+        document = result.document
+        if self._closed or document is None or not result.fresh:
+            return
+        new = previous is None or previous.incarnation != document.incarnation \
+            or previous.raw != document.raw
+        now = self._mono()
+        if not new and (self._pending or (self._retry_at is not None and now < self._retry_at)):
+            return  # an unchanged document can wait: the store is busy or failing
+        if self._pending >= MAX_QUEUED:
+            return  # lost; the next one recorded is derived across the gap this leaves
+        self._pending += 1
+        future = self._executor.submit(self._write, result, document, previous)
+        future.add_done_callback(self._done_soon(asyncio.get_running_loop()))
+        if self.session_id is not None and self._beat_at is not None \
+                and now - self._beat_at >= BEAT_SECONDS and result.seen_at is not None:
+            self._beat_at = now
+            beat = self._executor.submit(self._beat, result.seen_at)
+            beat.add_done_callback(self._done_soon(asyncio.get_running_loop(), count=False))
+
+    def _write(self, result: PollResult, document: Document, previous: Document | None
+               ) -> bool:
+        from setui.store.history import content_hash
+
+        assert result.seen_at is not None
+        after = (previous.incarnation, content_hash(previous)) if previous is not None else None
+        return self.store.record_document(
+            document, seen_at=result.seen_at, endpoint=self.endpoint, changes=result.changes,
+            gap=result.gap, after=after, clock_skew=result.health.clock_skew)
+
+    def _beat(self, at: datetime) -> list[RecorderSpan]:
+        assert self.session_id is not None
+        self.store.recorder_beat(self.session_id, at)
+        return self._others(at)
+
+    def _others(self, at: datetime) -> list[RecorderSpan]:
+        spans = self.store.recorders(endpoint=self.endpoint, since=at - RUNNING_WITHIN)
+        return [s for s in spans if s.id != self.session_id and s.stopped is None]
+
+    # -- back on the loop --------------------------------------------------------------------
+    def _done_soon(self, loop: asyncio.AbstractEventLoop, *, count: bool = True
+                   ) -> Callable[[Future[Any]], None]:
+        def done(future: Future[Any]) -> None:
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(self._done, future, count)
+        return done
+
+    def _done(self, future: Future[Any], count: bool) -> None:
+        if count:
+            self._pending -= 1
+        exc = future.exception()
+        if exc is not None:
+            self._failed(exc)
+            return
+        if not count:
+            self.others = future.result()
+            return
+        self._retry_at = None
+        if self.problem is not None:
+            self.problem = None
+            self._on_problem(None, None)
+
+    def _failed(self, exc: BaseException) -> None:
+        self._retry_at = self._mono() + STORE_RETRY_SECONDS
+        full = str(exc) or type(exc).__name__
+        brief = brief_store_problem(full, getattr(exc, "path", None))
+        if self.problem != brief:
+            first = self.problem is None
+            self.problem = brief
+            if first:
+                self._on_problem(brief, full)
