@@ -7,7 +7,7 @@ import unicodedata
 from hypothesis import given
 from hypothesis import strategies as st
 
-from setui.textsafe import ELLIPSIS, printable
+from setui.textsafe import ELLIPSIS, preview, printable
 
 
 def test_controls_become_visible_escapes() -> None:
@@ -42,3 +42,10 @@ def test_never_a_control_and_never_too_long(text: str, limit: int | None) -> Non
         assert len(out) <= limit
     else:
         assert ELLIPSIS not in out or ELLIPSIS in text
+
+
+def test_preview_quotes_a_bad_value_short_and_escaped() -> None:
+    assert preview("x" * 100) == repr("x" * 100)[:37] + "..."
+    assert preview("\x1b[2J") == repr("\x1b[2J")
+    assert preview(10**400) == "a number of 401 digits"
+    assert preview(True) == "True"

@@ -13,9 +13,10 @@ import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from setui.core.clock import utc_now
 from setui.core.errors import ImdsError
 from setui.core.model import Document, Event
 from setui.identity import Identity
@@ -34,10 +35,6 @@ if TYPE_CHECKING:
     from setui.core.client import ImdsClient
 
 __all__ = ["ApprovalOutcome", "Approver", "find_event"]
-
-
-def _utc_now() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -74,7 +71,7 @@ class Approver:
     def __init__(self, client: ImdsClient, store: Store | None, *, endpoint: str,
                  identity: Identity | None = None, read_only: bool = False,
                  store_problem: str | None = None,
-                 wall: Callable[[], datetime] = _utc_now) -> None:
+                 wall: Callable[[], datetime] = utc_now) -> None:
         self.client = client
         self.store = store
         self.endpoint = endpoint
@@ -168,7 +165,10 @@ class Approver:
                     resolved.add(event.event_id)
                     going.append(event_id)
                     continue
-            results[event_id] = self.record_refusal([event_id], document, reason)[0]
+            # On a thread: SQLite may wait for another writer, and the caller's loop
+            # (the dashboard's) must not.
+            refused = await asyncio.to_thread(self.record_refusal, [event_id], document, reason)
+            results[event_id] = refused[0]
         if going:
             assert document is not None and self.store is not None
             for outcome in await self._post(going, document, self.store):
@@ -182,7 +182,8 @@ class Approver:
         batch = {"api_version": getattr(self.client, "api_version", None),
                  "event_ids": wire_ids}
         try:
-            attempts = store.audit_extend(
+            attempts = await asyncio.to_thread(
+                store.audit_extend,
                 [self._entry(APPROVE_ATTEMPT, i, document, details=batch) for i in ids])
         except StoreError as exc:
             self.store_error = str(exc)
@@ -195,7 +196,7 @@ class Approver:
         except asyncio.CancelledError:
             # Stopped mid-request: it may or may not have reached the service. Say so in
             # the log (best effort), then let the cancellation go on.
-            with contextlib.suppress(StoreError):
+            with contextlib.suppress(StoreError):  # on this thread: being cancelled
                 store.audit_extend([self._entry(
                     APPROVE_OUTCOME, i, document, attempt_seq=a.seq,
                     error="interrupted before the service answered: the request may or "
@@ -204,7 +205,7 @@ class Approver:
             raise
         approved = error is None
         try:
-            outcomes = store.audit_extend([
+            outcomes = await asyncio.to_thread(store.audit_extend, [
                 self._entry(APPROVE_OUTCOME, i, document, attempt_seq=a.seq, status=status,
                             error=error, latency=latency, details=extra)
                 for i, a in zip(ids, attempts, strict=True)])

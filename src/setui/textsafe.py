@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["ELLIPSIS", "printable"]
+__all__ = ["ELLIPSIS", "preview", "printable"]
 
 ELLIPSIS = "…"
 
@@ -38,7 +38,7 @@ def _safe_char(char: str) -> str:
     return _escape(char)
 
 
-def printable(text: str, limit: int | None = None) -> str:
+def printable(text: object, limit: int | None = None) -> str:
     """``text`` on one line with every control shown as an escape, cut to ``limit`` chars.
 
     Tabs and newlines are escaped too: the result is meant for one line of output. When
@@ -62,3 +62,13 @@ def printable(text: str, limit: int | None = None) -> str:
         pieces.append(piece)
         length += len(piece)
     return "".join(pieces)
+
+
+def preview(value: object, limit: int = 40) -> str:
+    """A bad value quoted in an error message: its ``repr`` (controls escaped), cut short;
+    a number of thousands of digits is described instead, as its repr would fill the screen.
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        return f"a number of {len(str(abs(value)))} digits"
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit - 3]}..."

@@ -17,6 +17,7 @@ from setui.core.model import (
     EventStatus,
     EventType,
     format_not_before,
+    is_this_vm,
     parse_document,
     parse_not_before,
 )
@@ -305,3 +306,16 @@ def test_well_shaped_events_round_trip_their_strings(event: dict[str, object]) -
     assert parsed.event_id == event["EventId"]
     assert parsed.event_type.value == event["EventType"]
     assert parsed.resources == tuple(event["Resources"])  # type: ignore[arg-type]
+
+
+def test_this_vm_is_matched_by_one_rule() -> None:
+    """Case and the 2017 preview's leading underscore are ignored, by affects and alone."""
+    event = parse_document({"DocumentIncarnation": 1, "Events": [{
+        "EventId": "A", "EventType": "Reboot", "EventStatus": "Scheduled",
+        "Resources": ["_Web-0", "web-1"], "NotBefore": ""}]}).events[0]
+    for name in ("web-0", "WEB-0", "_web-0"):
+        assert event.affects(name)
+        assert is_this_vm("_Web-0", name)
+    assert not event.affects("web-01")
+    assert not event.affects(None) and not is_this_vm("web-0", None)
+    assert not is_this_vm("", "")

@@ -14,6 +14,8 @@ from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import Literal
 
+from setui.core.clock import utc_now
+
 __all__ = ["MAX_RETRY_AFTER", "Backoff", "parse_http_date", "parse_retry_after"]
 
 # A Retry-After beyond this is treated as this: a misbehaving proxy saying "come back
@@ -82,7 +84,7 @@ def parse_retry_after(value: str | None, now: datetime | None = None) -> float |
     when = parse_http_date(text)
     if when is None:
         return None
-    reference = now if now is not None else datetime.now(timezone.utc)
+    reference = now if now is not None else utc_now()
     return max(0.0, (when - reference).total_seconds())
 
 

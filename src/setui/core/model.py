@@ -19,7 +19,10 @@ from email.utils import parsedate_to_datetime
 from enum import Enum
 from typing import Any, TypeVar
 
+from setui.textsafe import preview as _preview
+
 __all__ = [
+    "MAX_INCARNATION",
     "Document",
     "DocumentError",
     "Event",
@@ -27,9 +30,16 @@ __all__ = [
     "EventStatus",
     "EventType",
     "format_not_before",
+    "is_this_vm",
     "parse_document",
+    "parse_iso",
     "parse_not_before",
 ]
+
+# The history stores a DocumentIncarnation as SQLite's 64-bit integer, so the parser
+# refuses a bigger one (a malformed document, not a crash in the store), and the
+# command line refuses to look one up.
+MAX_INCARNATION = 2**63 - 1
 
 _T = TypeVar("_T")
 _DURATION_RE = re.compile(r"-?[0-9]{1,18}")
@@ -116,8 +126,8 @@ class Event:
         """
         if not vm_name:
             return False
-        wanted = vm_name.lstrip("_").casefold()
-        return any(r.lstrip("_").casefold() == wanted for r in self.resources)
+        wanted = _vm_key(vm_name)
+        return any(_vm_key(r) == wanted for r in self.resources)
 
     @property
     def impact(self) -> str:
@@ -127,6 +137,16 @@ class Event:
         if self.duration == 0:
             return "none"
         return _format_seconds(self.duration)
+
+
+def _vm_key(name: str) -> str:
+    return name.lstrip("_").casefold()
+
+
+def is_this_vm(resource: str, vm_name: str | None) -> bool:
+    """Whether one resource name is ``vm_name``, by the rule of :meth:`Event.affects`:
+    for marking this VM among an event's resources."""
+    return bool(vm_name) and _vm_key(resource) == _vm_key(vm_name or "")
 
 
 @dataclass(frozen=True)
@@ -169,9 +189,10 @@ _ISO_BASIC = re.compile(r"(?P<year>[0-9]{4})(?P<month>[0-9]{2})(?P<day>[0-9]{2})
                         r"(?:[Tt]" + _ISO_TIME.replace("{c}", "") + _ISO_OFFSET + ")?")
 
 
-def _parse_iso(text: str) -> datetime | None:
+def parse_iso(text: str) -> datetime | None:
     """An ISO 8601 date-time (no offset means UTC), None if it is not shaped like one;
-    ValueError if it is, but names a day or time that does not exist."""
+    ValueError if it is, but names a day or time that does not exist. The same on every
+    Python, unlike datetime.fromisoformat."""
     match = _ISO_EXTENDED.fullmatch(text) or _ISO_BASIC.fullmatch(text)
     if match is None:
         return None
@@ -210,7 +231,7 @@ def parse_not_before(value: str) -> datetime | None:
             parsed = None
     if parsed is None:
         try:
-            parsed = _parse_iso(text)
+            parsed = parse_iso(text)
         except (ValueError, OverflowError) as exc:
             raise ValueError(f"{_preview(value)} is not a valid time ({exc})") from None
         if parsed is None:
@@ -304,12 +325,9 @@ def _incarnation(value: Any) -> int:
         )
     if number < 0:
         raise DocumentError("DocumentIncarnation", f"must not be negative, got {number}")
-    # The history stores it as SQLite's 64-bit integer: a bigger number would crash the
-    # store instead of being reported as the malformed document it is.
-    largest = 2**63 - 1
-    if number > largest:
+    if number > MAX_INCARNATION:
         raise DocumentError("DocumentIncarnation",
-                            f"is too large (at most {largest}), got {number}")
+                            f"is too large (at most {MAX_INCARNATION}), got {number}")
     return number
 
 
@@ -406,8 +424,3 @@ def _kind(value: Any) -> str:
         type(None): "null",
     }
     return names.get(type(value), type(value).__name__)
-
-
-def _preview(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."

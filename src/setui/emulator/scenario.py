@@ -58,6 +58,8 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
+from setui.textsafe import preview as _preview
+
 __all__ = [
     "DEFAULT_NOTICE",
     "EVENT_TYPES",
@@ -374,11 +376,3 @@ class _Parser:
             result.append(Reschedule(when, self.time(item["notice"], f"{here}.notice") or 0.0))
             previous = when
         return tuple(result)
-
-
-def _preview(value: object) -> str:
-    """A value quoted in a message, cut short: a bad number may have thousands of digits."""
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
-        return f"a number of {len(str(abs(value)))} digits"  # repr would fill the screen
-    text = repr(value)
-    return text if len(text) <= 40 else f"{text[:37]}..."

@@ -16,9 +16,12 @@ from enum import IntEnum
 from typing import NamedTuple
 
 from setui.core.health import ConnectionState, Health
-from setui.core.model import Event
+from setui.core.model import Event, is_this_vm
 from setui.core.tracker import Change, ChangeKind
 from setui.textsafe import printable
+
+# The rules live below the UI; these names are what the screens and widgets import.
+safe = printable  # network text on one line, controls escaped, cut to a limit
 
 __all__ = [
     "CRITICAL_SECONDS",
@@ -79,11 +82,6 @@ class Countdown(NamedTuple):
         return f"{symbol} {text}" if symbol else text
 
 
-def safe(text: object, limit: int | None = None) -> str:
-    """Network text on one line, control characters shown as escapes, cut to ``limit``."""
-    return printable(text if isinstance(text, str) else str(text), limit)
-
-
 def duration_text(seconds: float) -> str:
     """``0:42``, ``14:32``, ``1:02:03``; a day or more: ``6d 23h``."""
     total = max(0, int(seconds))
@@ -128,11 +126,6 @@ def countdown(event: Event, now: datetime, *, started_at: datetime | None = None
 def impact(event: Event) -> str:
     """``5 s``, ``2 min``, ``unknown`` (-1 or absent), ``none`` (0)."""
     return event.impact
-
-
-def is_this_vm(name: str, vm_name: str | None) -> bool:
-    """The rule of ``Event.affects`` for one name: case and a leading ``_`` ignored."""
-    return bool(vm_name) and name.lstrip("_").casefold() == (vm_name or "").lstrip("_").casefold()
 
 
 def resources_summary(resources: Sequence[str], vm_name: str | None, limit: int = 18) -> str:

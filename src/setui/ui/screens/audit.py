@@ -84,9 +84,8 @@ def pair_records(records: Sequence[AuditRecord]) -> list[AuditRow]:
 
 
 def _safe(value: Any, limit: int | None = None) -> str:
-    if value is None:
-        return ""
-    return printable(value if isinstance(value, str) else str(value), limit)
+    """Like printable, but a field the record lacks shows as nothing, not "None"."""
+    return "" if value is None else printable(value, limit)
 
 
 def _latency(value: Any) -> str:

@@ -24,6 +24,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
+from setui.core.clock import utc_now
 from setui.core.model import Event
 from setui.textsafe import printable
 from setui.ui.format import countdown, impact, is_this_vm, safe, utc_and_local
@@ -321,7 +322,7 @@ class DetailsScreen(ModalScreen[None]):
         clock = getattr(self.app, "now", None)
         if callable(clock):
             return cast(datetime, clock())
-        return self._now or datetime.now(timezone.utc)
+        return self._now or utc_now()
 
     def _build(self, width: int | None) -> DetailsView:
         vm_name = getattr(self.app, "vm_name", None) or self._vm_name
