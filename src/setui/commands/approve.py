@@ -15,14 +15,14 @@ import socket
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from setui.commands.history import EXIT_FAILED, EXIT_OK, EXIT_USAGE, data_dir
-from setui.core.clock import ServiceClock
+from setui.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, data_dir
+from setui.core.clock import ServiceClock, utc_now
 from setui.core.errors import ImdsError
-from setui.core.model import Document, Event, format_not_before
+from setui.core.model import Document, Event, format_not_before, is_this_vm
 from setui.identity import Identity
 from setui.textsafe import printable
 
@@ -93,11 +93,6 @@ def _in(moment: datetime | None, now: datetime) -> str:
     return f" (in {seconds / 86400:.1f} days)"
 
 
-def _is_this_vm(resource: str, vm_name: str | None) -> bool:
-    return bool(vm_name) and resource.lstrip("_").casefold() == (vm_name or "").lstrip(
-        "_").casefold()
-
-
 def preview(event: Event, vm_name: str | None, now: datetime) -> list[str]:
     """The lines that show one event before it is approved."""
     source = f" ({printable(event.source.value, 20)})" if event.source is not None else ""
@@ -108,12 +103,12 @@ def preview(event: Event, vm_name: str | None, now: datetime) -> list[str]:
         f"{_in(event.not_before, now)}",
         f"  impact       {printable(event.impact, 20)}",
     ]
-    shown = [printable(r, 80) + (" (this VM)" if _is_this_vm(r, vm_name) else "")
+    shown = [printable(r, 80) + (" (this VM)" if is_this_vm(r, vm_name) else "")
              for r in event.resources]
     lines.append(f"  resources    {', '.join(shown) if shown else '(none listed)'}")
     if event.description:
         lines.append(f"  description  {printable(event.description, 200)}")
-    others = [r for r in event.resources if not _is_this_vm(r, vm_name)]
+    others = [r for r in event.resources if not is_this_vm(r, vm_name)]
     if others:
         names = ", ".join(printable(r, 80) for r in others[:10])
         more = f" and {len(others) - 10} more" if len(others) > 10 else ""
@@ -148,7 +143,7 @@ async def approve_command(request: ApproveRequest, *, stdin: IO[str] | None, out
     """Everything ``setui approve`` does, with its streams injected for tests."""
     from setui.approval import Approver
 
-    now = wall or (lambda: datetime.now(timezone.utc))
+    now = wall or utc_now
     ids = tuple(i.strip() for i in request.event_ids)
     if not ids or any(not i for i in ids):
         err.write("setui approve: an EventId cannot be empty\n")

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from setui.commands.history import (
+from setui.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
     add_storage_options,

@@ -12,81 +12,37 @@ import argparse
 import json
 import re
 import sys
+from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from setui.core.model import Document, DocumentError, Event
+from setui.commands.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    add_storage_options,
+    iso,
+    open_readonly,
+    positive_int,
+    when,
+    whole_number,
+)
+from setui.core.clock import utc_now
+from setui.core.diff import ABSENT, DocumentDiff, EventDiff, diff_documents
+from setui.core.model import MAX_INCARNATION, DocumentError, parse_iso
 from setui.textsafe import printable
 
 if TYPE_CHECKING:  # sqlite3 loads only when a command runs, not for `setui --version`
     from setui.store import IncarnationRecord, Store, StoryEntry
 
-__all__ = ["add_arguments", "data_dir", "incarnation_number", "iso", "open_readonly",
-           "parse_since", "positive_int", "run", "when"]
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-# The largest number SQLite stores; a bigger one would crash the query, not find nothing.
-LARGEST = 2**63 - 1
-
-
-# -- shared by the headless commands ------------------------------------------------------
-def when(moment: datetime | None) -> str:
-    """``2024-05-14 09:30:00Z``: UTC, to the second."""
-    if moment is None:
-        return "-"
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
-
-
-def iso(moment: datetime | None) -> str | None:
-    """ISO 8601 UTC with microseconds, for ``--json``."""
-    if moment is None:
-        return None
-    return moment.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
-
-
-def data_dir(args: argparse.Namespace) -> Path | None:
-    value = getattr(args, "data_dir", None)
-    return Path(value).expanduser() if value is not None else None
-
-
-def open_readonly(args: argparse.Namespace) -> Store | None:
-    """The store for reading, or None when nothing has been recorded yet (no database, or
-    an empty file left by a setui stopped before it wrote the schema)."""
-    from setui.store import NothingRecorded, Store, default_data_dir
-
-    directory = data_dir(args) or default_data_dir()
-    try:
-        return Store.open_dir(directory, readonly=True)
-    except NothingRecorded:
-        return None
-
-
-def _whole(text: str) -> int:
-    value = text.strip()
-    if not re.fullmatch(r"[+-]?\d+", value):
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}")
-    if len(value.lstrip("+-").lstrip("0")) > len(str(LARGEST)):
-        raise argparse.ArgumentTypeError(f"too large: {printable(text, 40)} (at most {LARGEST})")
-    return int(value)
-
-
-def positive_int(text: str) -> int:
-    """A count from the command line: 1 to 2**63-1 (what the database can compare)."""
-    value = _whole(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    if value > LARGEST:
-        raise argparse.ArgumentTypeError(f"must be at most {LARGEST}, got {value}")
-    return value
+__all__ = ["add_arguments", "history_command", "incarnation_number", "parse_since", "run"]
 
 
 def incarnation_number(text: str) -> int:
     """A DocumentIncarnation: 0 to 2**63-1, the range the parser accepts and stores."""
-    value = _whole(text)
-    if not 0 <= value <= LARGEST:
+    value = whole_number(text)
+    if not 0 <= value <= MAX_INCARNATION:
         raise argparse.ArgumentTypeError(
-            f"an incarnation is a whole number from 0 to {LARGEST}, got {value}")
+            f"an incarnation is a whole number from 0 to {MAX_INCARNATION}, got {value}")
     return value
 
 
@@ -95,47 +51,30 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 def parse_since(text: str, now: datetime | None = None) -> datetime:
-    """``2h``, ``30m``, ``7d`` ago, or an ISO 8601 time (no zone = UTC)."""
+    """``2h``, ``30m``, ``7d`` ago, or an ISO 8601 time (no zone = UTC), read as the
+    documents' own times are, the same on every Python."""
     match = _RELATIVE.match(text)
     if match:
         seconds = float(match.group(1)) * _UNITS[match.group(2).lower()]
         try:
-            return (now or datetime.now(timezone.utc)) - timedelta(seconds=seconds)
+            return (now or utc_now()) - timedelta(seconds=seconds)
         except (OverflowError, ValueError):  # before year 1, or too big for a timedelta
             raise argparse.ArgumentTypeError(
                 f"too long ago: {printable(text, 40)} reaches back before the year 1; "
                 "give a shorter span or a date") from None
-    value = text.strip()
-    if value.endswith(("Z", "z")):
-        value = value[:-1] + "+00:00"
     try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
+        moment = parse_iso(text.strip())
+    except ValueError:  # shaped like a time, but no such day, hour or zone
+        moment = None
+    if moment is None:
         raise argparse.ArgumentTypeError(
-            f"not a time: {text!r} (use 2h, 30m, 7d, or 2024-05-14T09:30 in UTC)") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+            f"not a time: {text!r} (use 2h, 30m, 7d, or 2024-05-14T09:30 in UTC)")
     try:
         return moment.astimezone(timezone.utc)
     except (OverflowError, ValueError):  # 0001-01-01T00:00+05:00 is before year 1 in UTC
         raise argparse.ArgumentTypeError(
             f"out of range: {printable(text, 40)} is before the year 1 in UTC; give a "
             "later time") from None
-
-
-def add_storage_options(parser: argparse.ArgumentParser) -> None:
-    """The common options again, on a sub-command, so they may follow it; SUPPRESS keeps
-    a value given before the sub-command."""
-    parser.add_argument("--data-dir", metavar="DIR", type=Path, default=argparse.SUPPRESS,
-                        help="where history and the audit log live (env SETUI_DATA_DIR)")
-    parser.add_argument("--endpoint", metavar="URL", default=argparse.SUPPRESS,
-                        help=argparse.SUPPRESS)
-    parser.add_argument("--api-version", metavar="V", default=argparse.SUPPRESS,
-                        help=argparse.SUPPRESS)
-    parser.add_argument("--config", metavar="FILE", type=Path, default=argparse.SUPPRESS,
-                        help=argparse.SUPPRESS)
-    parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                        help="JSON with stable keys")
 
 
 # -- arguments -----------------------------------------------------------------------------
@@ -294,31 +233,13 @@ def _story(store: Store, event_id: str, since: datetime | None, as_json: bool,
 
 
 # -- one document --------------------------------------------------------------------------
-def _first_by_id(doc: Document | None) -> dict[str, Event]:
-    found: dict[str, Event] = {}
-    for event in doc.events if doc else ():
-        found.setdefault(event.event_id, event)
-    return found
-
-
-def document_diff(current: Document, previous: Document | None) -> list[dict[str, Any]]:
-    """Events added, removed and changed (field by field, raw values) between two docs."""
-    before, after = _first_by_id(previous), _first_by_id(current)
-    diff: list[dict[str, Any]] = []
-    for event_id, event in after.items():
-        old = before.get(event_id)
-        if old is None:
-            diff.append({"event_id": event_id, "change": "added", "fields": {}})
-            continue
-        fields = {name: [old.raw.get(name), event.raw.get(name)]
-                  for name in sorted(set(old.raw) | set(event.raw))
-                  if old.raw.get(name) != event.raw.get(name)}
-        if fields:
-            diff.append({"event_id": event_id, "change": "changed", "fields": fields})
-    for event_id in before:
-        if event_id not in after:
-            diff.append({"event_id": event_id, "change": "removed", "fields": {}})
-    return diff
+def _diff_json(diff: DocumentDiff) -> list[dict[str, Any]]:
+    """The core's diff as ``--json`` gives it: fields sorted by name, ``[old, new]`` with
+    null for a field one side lacks (the text output says which was absent)."""
+    return [{"event_id": item.event_id, "change": item.change,
+             "fields": {name: [None if old is ABSENT else old, None if new is ABSENT else new]
+                        for name, (old, new) in sorted(item.fields.items())}}
+            for item in diff.events]
 
 
 def _show(store: Store, number: int, with_diff: bool, as_json: bool, out: IO[str],
@@ -328,11 +249,11 @@ def _show(store: Store, number: int, with_diff: bool, as_json: bool, out: IO[str
         err.write(f"setui history: incarnation {number} is not in the history\n")
         return EXIT_FAILED
     previous = store.previous(record) if with_diff else None
-    diff: list[dict[str, Any]] | None = None
+    diff: DocumentDiff | None = None
     if with_diff:
         try:
-            diff = document_diff(record.document(),
-                                 previous.document() if previous else None)
+            diff = diff_documents(record.document(),
+                                  previous.document() if previous else None)
         except DocumentError as exc:
             err.write(f"setui history: a stored document cannot be read: {exc}\n")
             return EXIT_FAILED
@@ -341,7 +262,7 @@ def _show(store: Store, number: int, with_diff: bool, as_json: bool, out: IO[str
         data["document"] = json.loads(record.raw_json)
         if with_diff:
             data["previous"] = record_json(previous) if previous else None
-            data["diff"] = diff
+            data["diff"] = _diff_json(diff) if diff else []
         out.write(json.dumps(data, ensure_ascii=False) + "\n")
         return EXIT_OK
     out.write(f"Incarnation {record.incarnation}\n")
@@ -354,12 +275,12 @@ def _show(store: Store, number: int, with_diff: bool, as_json: bool, out: IO[str
     for line in pretty.splitlines():
         out.write(printable(line) + "\n")
     if with_diff:
-        _write_diff(record, previous, diff or [], out)
+        _write_diff(record, previous, diff.events if diff else (), out)
     return EXIT_OK
 
 
 def _write_diff(record: IncarnationRecord, previous: IncarnationRecord | None,
-                diff: list[dict[str, Any]], out: IO[str]) -> None:
+                diff: Sequence[EventDiff], out: IO[str]) -> None:
     out.write("\n")
     if previous is None:
         out.write("No earlier incarnation is recorded: every event is new.\n")
@@ -375,9 +296,9 @@ def _write_diff(record: IncarnationRecord, previous: IncarnationRecord | None,
     if not diff:
         out.write("  no event was added, removed or changed\n")
     for item in diff:
-        mark = _MARKS[item["change"]]
-        out.write(f"  {mark} {item['change']:<8} {printable(item['event_id'], 80)}\n")
-        for name, (old, new) in item["fields"].items():
+        mark = _MARKS[item.change]
+        out.write(f"  {mark} {item.change:<8} {printable(item.event_id, 80)}\n")
+        for name, (old, new) in sorted(item.fields.items()):
             out.write(f"      {printable(name, 40)}: {printable(_value(old), 200)} -> "
                       f"{printable(_value(new), 200)}\n")
 
@@ -386,4 +307,4 @@ _MARKS = {"added": "+", "removed": "-", "changed": "~"}
 
 
 def _value(value: Any) -> str:
-    return "(absent)" if value is None else json.dumps(value, ensure_ascii=False)
+    return "(absent)" if value is ABSENT else json.dumps(value, ensure_ascii=False)

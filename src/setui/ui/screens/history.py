@@ -10,7 +10,7 @@ never markup) with control characters neutralised.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -23,6 +23,8 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from setui.core.diff import ABSENT
+from setui.core.diff import diff_documents as compare_documents
 from setui.core.model import Document, DocumentError, Event
 from setui.textsafe import printable
 from setui.ui.screens.listing import TableNavigation
@@ -78,19 +80,8 @@ def _when(moment: datetime) -> str:
     return f"{local} ({utc} UTC)"
 
 
-def _safe(value: Any, limit: int | None = None) -> str:
-    return printable(value if isinstance(value, str) else str(value), limit)
-
-
 def _json_value(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
-
-
-def _first_by_id(events: Iterable[Event]) -> dict[str, Event]:
-    found: dict[str, Event] = {}
-    for event in events:
-        found.setdefault(event.event_id, event)  # the tracker follows the first, so do we
-    return found
 
 
 def _field_order(raw: Mapping[str, Any]) -> list[str]:
@@ -106,65 +97,51 @@ def diff_documents(current: Document, previous: Document | None,
     if previous is None:
         out.append("No earlier incarnation recorded: every event is shown as new.\n",
                    style=styles.quiet)
-    before = _first_by_id(previous.events) if previous else {}
-    after = _first_by_id(current.events)
-    added = [e for i, e in after.items() if i not in before]
-    removed = [e for i, e in before.items() if i not in after]
-    changed = [(before[i], e) for i, e in after.items()
-               if i in before and dict(before[i].raw) != dict(e.raw)]
-    same = [e for i, e in after.items() if i in before and dict(before[i].raw) == dict(e.raw)]
-    if not (added or removed or changed):
+    diff = compare_documents(current, previous)
+    added, removed, changed = diff.of("added"), diff.of("removed"), diff.of("changed")
+    same = diff.unchanged
+    if not diff.events:
         out.append("No event was added, removed or changed.\n")
-    for event in added:
+    for item in added:
         out.append("+ added    ", style=styles.added)
-        _event_heading(out, event)
-        for name in _field_order(event.raw):
+        _event_heading(out, item.event)
+        for name in _field_order(item.event.raw):
             out.append(f"    {name}: ")
-            out.append(_safe(_json_value(event.raw[name]), 300) + "\n")
-    for event in removed:
+            out.append(printable(_json_value(item.event.raw[name]), 300) + "\n")
+    for item in removed:
         out.append("- removed  ", style=styles.removed)
-        _event_heading(out, event)
-        why = ("it had started, so it is over (completed)" if event.is_started
+        _event_heading(out, item.event)
+        why = ("it had started, so it is over (completed)" if item.event.is_started
                else "it was still Scheduled, so Azure cancelled it")
         out.append(f"    {why}\n", style=styles.quiet)
-    for old, new in changed:
+    for item in changed:
         out.append("~ changed  ", style=styles.changed)
-        _event_heading(out, new)
-        for name in _field_order({**old.raw, **new.raw}):
-            was, now = old.raw.get(name, _MISSING), new.raw.get(name, _MISSING)
-            if was == now:
-                continue
+        _event_heading(out, item.event)
+        for name in _field_order(item.fields):
+            was, now = item.fields[name]
             out.append(f"    {name}: ")
-            out.append(_safe(_shown(was), 200))
+            out.append(printable(_shown(was), 200))
             out.append(" -> ", style="bold")
-            out.append(_safe(_shown(now), 200) + "\n")
+            out.append(printable(_shown(now), 200) + "\n")
     if same:
         out.append(f"= unchanged: {len(same)} event{'s' if len(same) != 1 else ''} ")
-        out.append(_safe(", ".join(e.event_id for e in same), 400) + "\n")
-    extra = len(current.events) - len(after)
+        out.append(printable(", ".join(e.event_id for e in same), 400) + "\n")
+    extra = diff.duplicates
     if extra:
         out.append(f"! {extra} duplicate EventId entr{'ies' if extra > 1 else 'y'} in this "
                    "document; the first of each is compared\n", style="bold")
     return out
 
 
-class _Missing:
-    def __repr__(self) -> str:
-        return "(absent)"
-
-
-_MISSING = _Missing()
-
-
 def _shown(value: Any) -> str:
-    return "(absent)" if value is _MISSING else _json_value(value)
+    return "(absent)" if value is ABSENT else _json_value(value)
 
 
 def _event_heading(out: Text, event: Event) -> None:
-    out.append(_safe(event.event_type, 40), style="bold")
+    out.append(printable(event.event_type, 40), style="bold")
     out.append(" ")
-    out.append(_safe(event.event_id, 80))
-    out.append(f"  {_safe(event.status, 40)}\n")
+    out.append(printable(event.event_id, 80))
+    out.append(f"  {printable(event.status, 40)}\n")
 
 
 def pretty_json(raw_json: str, max_lines: int = RAW_LINES) -> Text:
@@ -193,16 +170,16 @@ def describe_incarnation(record: IncarnationRecord,
     out.append(f"first seen  {_when(record.first_seen)}\n")
     out.append(f"last seen   {_when(record.last_seen)}\n")
     out.append("endpoint    ")
-    out.append(_safe(record.endpoint, 200) + "\n")
+    out.append(printable(record.endpoint, 200) + "\n")
     if record.changes:
         out.append("\nWhat happened\n", style=styles.heading)
         for change in record.changes:
-            out.append(f"  {_safe(change.kind, 20):<11} ")
+            out.append(f"  {printable(change.kind, 20):<11} ")
             if change.event_id:
-                out.append(_safe(change.event_type or "", 20) + " ")
-                out.append(_safe(change.event_id, 80))
+                out.append(printable(change.event_type or "", 20) + " ")
+                out.append(printable(change.event_id, 80))
             if change.detail:
-                out.append("  " + _safe(change.detail, 300))
+                out.append("  " + printable(change.detail, 300))
             out.append("\n")
     out.append("\n")
     if previous is not None:
@@ -217,7 +194,7 @@ def describe_incarnation(record: IncarnationRecord,
         current_doc = record.document()
         previous_doc = previous.document() if previous is not None else None
     except DocumentError as exc:
-        out.append(f"The stored document cannot be read as events: {_safe(exc, 300)}\n",
+        out.append(f"The stored document cannot be read as events: {printable(exc, 300)}\n",
                    style="bold")
     else:
         out.append_text(diff_documents(current_doc, previous_doc, styles))
@@ -361,7 +338,7 @@ class HistoryScreen(TableNavigation):
             local, utc = local_and_utc(record.first_seen)
             table.add_row(Text(local), Text(utc),
                           Text(str(record.incarnation), justify="right"),
-                          Text(_safe(record.summary, 120)),
+                          Text(printable(record.summary, 120)),
                           key=str(len(self.records)))
             self.records.append(record)
         self._show_count()

@@ -1,0 +1,94 @@
+"""What the headless commands share: exit codes, times in UTC, the store, number options.
+
+One home for each, so ``setui history``, ``setui audit`` and ``setui approve`` print a
+time, read a count or find the data directory the same way. Nothing here imports the
+store at module level: sqlite3 loads only when a command runs, not for ``setui --version``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from setui.core.model import MAX_INCARNATION
+from setui.textsafe import printable
+
+if TYPE_CHECKING:
+    from setui.store import Store
+
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "add_storage_options", "data_dir", "iso",
+           "open_readonly", "positive_int", "when", "whole_number"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def when(moment: datetime | None) -> str:
+    """``2024-05-14 09:30:00Z``: UTC, to the second."""
+    if moment is None:
+        return "-"
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def iso(moment: datetime | None) -> str | None:
+    """ISO 8601 UTC with microseconds, for ``--json``."""
+    if moment is None:
+        return None
+    return moment.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def data_dir(args: argparse.Namespace) -> Path | None:
+    """The ``--data-dir`` given (``~`` expanded), or None for the default."""
+    value = getattr(args, "data_dir", None)
+    return Path(value).expanduser() if value is not None else None
+
+
+def open_readonly(args: argparse.Namespace) -> Store | None:
+    """The store for reading, or None when nothing has been recorded yet (no database, or
+    an empty file left by a setui stopped before it wrote the schema)."""
+    from setui.store import NothingRecorded, Store, default_data_dir
+
+    directory = data_dir(args) or default_data_dir()
+    try:
+        return Store.open_dir(directory, readonly=True)
+    except NothingRecorded:
+        return None
+
+
+def whole_number(text: str) -> int:
+    """A whole number from the command line, refused before int() when it has more digits
+    than the largest SQLite stores (int() of a huge one takes seconds; a query crashes)."""
+    value = text.strip()
+    if not re.fullmatch(r"[+-]?\d+", value):
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}")
+    if len(value.lstrip("+-").lstrip("0")) > len(str(MAX_INCARNATION)):
+        raise argparse.ArgumentTypeError(
+            f"too large: {printable(text, 40)} (at most {MAX_INCARNATION})")
+    return int(value)
+
+
+def positive_int(text: str) -> int:
+    """A count from the command line: 1 to 2**63-1 (what the database can compare)."""
+    value = whole_number(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value > MAX_INCARNATION:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_INCARNATION}, got {value}")
+    return value
+
+
+def add_storage_options(parser: argparse.ArgumentParser) -> None:
+    """The common options again, on a sub-command, so they may follow it; SUPPRESS keeps
+    a value given before the sub-command."""
+    parser.add_argument("--data-dir", metavar="DIR", type=Path, default=argparse.SUPPRESS,
+                        help="where history and the audit log live (env SETUI_DATA_DIR)")
+    parser.add_argument("--endpoint", metavar="URL", default=argparse.SUPPRESS,
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--api-version", metavar="V", default=argparse.SUPPRESS,
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--config", metavar="FILE", type=Path, default=argparse.SUPPRESS,
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                        help="JSON with stable keys")
