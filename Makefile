@@ -16,6 +16,8 @@ PY     := $(BIN)/python
 VENV_CFG := $(VENV)/pyvenv.cfg
 STAMP  := $(VENV)/.installed-dev
 RUNSTAMP := $(VENV)/.installed
+# import-linter has no `python -m` form: its console script, beside python in the venv.
+LINT_IMPORTS := $(BIN)/lint-imports
 # touch(1) is POSIX; this is the same thing in the venv's own Python.
 TOUCH  = $(PY) -c "import pathlib, sys; [pathlib.Path(p).touch() for p in sys.argv[1:]]"
 
@@ -37,12 +39,15 @@ $(STAMP): pyproject.toml | $(VENV_CFG)
 demo: $(RUNSTAMP)
 	$(PY) -m setui.cli demo
 
+# The architecture's contracts ([tool.importlinter] in pyproject.toml) before the tests.
 test: $(STAMP)
 	$(PY) -m ruff check src tests bench tools
+	$(LINT_IMPORTS)
 	$(PY) -m pytest
 
 lint: $(STAMP)
 	$(PY) -m ruff check src tests bench tools
+	$(LINT_IMPORTS)
 
 bench: $(STAMP)
 	$(PY) bench/run.py
@@ -53,4 +58,4 @@ screenshots: $(STAMP)
 
 # The system Python, not the venv's: on Windows a running python.exe cannot delete itself.
 clean:
-	$(PYTHON) -c "import shutil, sys; [shutil.rmtree(p, ignore_errors=True) for p in sys.argv[1:]]" $(VENV) build dist $(wildcard src/*.egg-info) .pytest_cache .ruff_cache
+	$(PYTHON) -c "import shutil, sys; [shutil.rmtree(p, ignore_errors=True) for p in sys.argv[1:]]" $(VENV) build dist $(wildcard src/*.egg-info) .pytest_cache .ruff_cache .import_linter_cache

@@ -1,57 +1,40 @@
-"""The layers stay apart: the protocol core, store and emulator never load the UI,
-and the UI never speaks HTTP itself."""
+"""The layers stay apart at run time, in a fresh interpreter.
+
+The import contracts (``[tool.importlinter]`` in pyproject.toml, run by ``make test``)
+check every import statically; these tests prove what the user feels: a headless
+command starts without loading the dashboard's libraries."""
 
 from __future__ import annotations
 
-import ast
 import subprocess
 import sys
 from pathlib import Path
 
-SRC = Path(__file__).parent.parent / "src" / "setui"
-
-
-def _imports(path: Path) -> set[str]:
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            names.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-            names.add(node.module.split(".")[0])
-    return names
+# What the contracts call headless.
+HEADLESS = (
+    "setui.core.model", "setui.core.tracker", "setui.core.client", "setui.core.poller",
+    "setui.store", "setui.emulator.server", "setui.emulator.command", "setui.approval",
+    "setui.session", "setui.identity", "setui.config", "setui.textsafe",
+    "setui.commands.watch", "setui.commands.approve", "setui.commands.history",
+    "setui.commands.audit", "setui.monitor", "setui.cli",
+)
 
 
 def test_headless_layers_do_not_load_textual() -> None:
     code = (
-        "import sys\n"
-        "import setui.core.model, setui.core.tracker, setui.core.client, setui.core.poller\n"
-        "import setui.store, setui.emulator.server, setui.approval\n"
-        "import setui.commands.watch, setui.cli\n"
-        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'rich'))\n"
+        "import importlib, sys\n"
+        f"for name in {HEADLESS!r}:\n"
+        "    importlib.import_module(name)\n"
+        # httpx imports its own command line (click, rich, pygments) whenever click is
+        # installed, as the dev extra does: rich is setui's fault only without that.
+        "ui = ('textual',) if 'httpx._main' in sys.modules else ('textual', 'rich')\n"
+        "bad = sorted(m for m in sys.modules\n"
+        "             if m.split('.')[0] in ui or m.startswith('setui.ui'))\n"
         "print(bad)\n"
         "sys.exit(1 if bad else 0)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
-
-
-def test_ui_never_imports_httpx() -> None:
-    files = list((SRC / "ui").rglob("*.py"))
-    assert files, "the UI package has no modules"
-    offenders = [str(f) for f in files if "httpx" in _imports(f)]
-    assert offenders == []
-
-
-def test_core_store_emulator_never_import_the_ui() -> None:
-    checked = 0
-    for layer in ("core", "store", "emulator"):
-        for path in (SRC / layer).rglob("*.py"):
-            checked += 1
-            imported = _imports(path)
-            assert "textual" not in imported, path
-            assert not any(name.startswith("setui.ui") for name in imported), path
-    assert checked >= 8
 
 
 def test_version_does_not_load_heavy_modules() -> None:
