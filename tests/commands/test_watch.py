@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from children import SETUI
 from setui.commands.watch import RECORD_KEYS
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
 
-SETUI = [sys.executable, "-m", "setui.cli"]
 POSIX = os.name == "posix"
 
 

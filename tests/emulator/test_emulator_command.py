@@ -7,7 +7,6 @@ import io
 import os
 import signal
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import httpx
 import pytest
 from emulator_helpers import EVENTS, HEADERS, PARAMS
 
+from children import PYTHON
 from setui.emulator.command import add_arguments, run
 
 POSIX = os.name == "posix"
@@ -104,7 +104,7 @@ def test_run_prints_the_url_first_and_logs_requests_and_changes() -> None:
 def test_module_prints_its_url_and_exits_0_on_a_signal(signum: int) -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     with subprocess.Popen(
-            [sys.executable, "-m", "setui.emulator", "--port", "0", "--scenario", "quiet"],
+            [*PYTHON, "-m", "setui.emulator", "--port", "0", "--scenario", "quiet"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as proc:
         try:
             assert proc.stdout is not None

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import queue
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -21,7 +20,6 @@ from setui.emulator.scenario import Scenario, parse_scenario
 from setui.emulator.server import Emulator
 from setui.store import Store
 
-SETUI = [sys.executable, "-m", "setui.cli"]
 POSIX = os.name == "posix"
 
 # One event from the start; a second appears at scenario second 100. A test sees the

@@ -18,7 +18,6 @@ from faultmatrix import (
     CASE_IDS,
     CASES,
     POSIX,
-    SETUI,
     Case,
     Lines,
     scenario,
@@ -27,6 +26,7 @@ from faultmatrix import (
     watch_env,
 )
 
+from children import SETUI
 from setui.emulator.clock import ManualClock
 from setui.emulator.faults import parse_faults
 from setui.emulator.server import Emulator

@@ -11,7 +11,6 @@ import os
 import queue
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -19,9 +18,9 @@ from pathlib import Path
 import pytest
 from hostile_data import RAW_CONTROL, hostile_scenario_data, write_hostile_scenario
 
+from children import SETUI
 from setui.emulator.server import Emulator
 
-SETUI = [sys.executable, "-m", "setui.cli"]
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="SIGINT to a child is POSIX-only")
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from children import SETUI
 from setui.config import Config
 from setui.session import open_store
 from setui.ui.screens.confirm import ConfirmationModal
@@ -110,7 +111,7 @@ def test_watch_on_a_full_disk_says_so_and_keeps_watching(tmp_path: Path) -> None
     path.write_text('{"vm_name": "vm-0", "events": [{"type": "Reboot", "notice": 900, '
                     f'"description": "{big}"}}]}}', encoding="utf-8")
     with Emulator(load_scenario(str(path))) as emulator:
-        proc = subprocess.Popen([sys.executable, "-m", "setui.cli", "watch", "--endpoint",
+        proc = subprocess.Popen([*SETUI, "watch", "--endpoint",
                                  emulator.url, "--interval", "0.2", "--vm-name", "vm-0"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                                 preexec_fn=_full_disk, text=True)
@@ -136,7 +137,7 @@ def test_watch_in_a_read_only_data_dir_says_so_and_keeps_watching(
     env = dict(os.environ, SETUI_DATA_DIR=str(data), PYTHONUNBUFFERED="1",
                PYTHONIOENCODING="utf-8")
     with Emulator(load_scenario("live-migration")) as emulator:
-        proc = subprocess.Popen([sys.executable, "-m", "setui.cli", "watch", "--endpoint",
+        proc = subprocess.Popen([*SETUI, "watch", "--endpoint",
                                  emulator.url, "--interval", "0.2"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                                 preexec_fn=how, text=True)
