@@ -108,7 +108,7 @@ def _dashboard_options(default: object = None) -> argparse.ArgumentParser:
     return parent
 
 
-COMMANDS = ("watch", "approve", "history", "audit", "emulator", "demo")
+COMMANDS = ("watch", "approve", "history", "audit", "emulator", "demo", "service")
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -183,6 +183,13 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                       help="config file")
     demo.add_argument("--headless", action="store_true",
                       help="print changes like `setui watch` instead of the dashboard")
+
+    service = commands.add_parser(
+        "service", help="a systemd unit that keeps a recorder running (print, install)",
+        description="The systemd unit that runs `setui watch` as a service, recording the "
+                    "history from boot to shutdown.")
+    if wanted("service"):
+        _command_module("service").add_arguments(service)
     return parser
 
 
@@ -235,6 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "audit": lambda a: _command_module("audit").run(a),
         "emulator": _run_emulator,
         "demo": lambda a: _command_module("demo").run(a),
+        "service": lambda a: _command_module("service").run(a),
     }
     try:
         return runners[args.command](args)

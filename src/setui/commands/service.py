@@ -1,0 +1,255 @@
+"""``setui service``: the systemd unit that keeps a recorder running.
+
+History exists only while something polls. ``setui service print`` shows the unit and
+``setui service install [--now]`` puts it in place, so ``setui watch`` records from boot
+to shutdown with nobody logged in. The unit is shipped as package data
+(``setui/data/setui-recorder.service``); what changes per machine is ExecStart=, which
+must name the Python that runs *this* setui (a venv or pipx install is invisible to a
+service that would look for ``setui`` on PATH).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from importlib import resources
+from pathlib import Path, PurePosixPath
+from typing import IO
+
+from setui import __version__
+from setui.commands.common import EXIT_FAILED, EXIT_OK
+from setui.textsafe import printable
+
+__all__ = ["UNIT_DIR", "UNIT_NAME", "UnitError", "add_arguments",
+           "exec_start_word", "install", "render_unit", "run", "template", "unit_problems"]
+
+UNIT_NAME = "setui-recorder.service"
+UNIT_DIR = Path("/etc/systemd/system")
+# Hidden from a system service by ProtectHome=, and usually not readable by the user the
+# service runs as: an interpreter or a setui installed there cannot be run by the unit.
+_HOMES = (PurePosixPath("/home"), PurePosixPath("/root"), PurePosixPath("/run/user"))
+# An ExecStart= word that systemd takes as it is: anything else is quoted.
+_PLAIN_WORD = re.compile(r"[A-Za-z0-9/._+,:@=%-]+")
+_EXEC_LINE = re.compile(r"^ExecStart=(\S+) (-m setui\.cli .*)$", re.MULTILINE)
+
+
+class UnitError(Exception):
+    """The unit cannot be written for this installation; the message says why."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    actions.add_parser(
+        "print", help="write the unit to stdout",
+        description=f"Write {UNIT_NAME}, with ExecStart= naming this Python, to stdout.")
+    install_parser = actions.add_parser(
+        "install", help=f"install {UNIT_NAME} (as root) and reload systemd",
+        description=f"Write {UNIT_DIR / UNIT_NAME} (mode 0644, replaced atomically), then "
+                    "run `systemctl daemon-reload`. Needs root.")
+    install_parser.add_argument("--now", action="store_true",
+                                help="also enable the unit and start it now "
+                                     "(systemctl enable --now)")
+    install_parser.add_argument("--unit-dir", type=Path, default=None, metavar="DIR",
+                                help=f"write the unit into DIR instead of {UNIT_DIR} "
+                                     "(root is then not required; systemctl still runs)")
+
+
+def template() -> str:
+    """The unit as shipped: ExecStart= names /usr/bin/python3."""
+    return resources.files("setui.data").joinpath(UNIT_NAME).read_text(encoding="utf-8")
+
+
+def exec_start_word(path: str) -> str:
+    """``path`` as the first word of ExecStart=: in double quotes when it has spaces, with
+    ``%`` doubled (systemd expands specifiers there; ``$`` it leaves alone in this word).
+
+    systemd refuses outright an executable whose name holds a quote, an apostrophe, a
+    backslash or a control character ("Executable name contains special characters"),
+    quoted or not: such a path is refused here, where the message can say what to do.
+    """
+    if not path or any(not char.isprintable() or char in "\"'\\" for char in path):
+        raise UnitError(f"systemd cannot run an interpreter at {printable(path, 200)}: its "
+                        "path is empty or holds a quote, an apostrophe, a backslash or a "
+                        "control character. Install setui under a plainer path")
+    text = path.replace("%", "%%")
+    return text if _PLAIN_WORD.fullmatch(path) else f'"{text}"'
+
+
+def render_unit(python: str | None = None) -> str:
+    """The unit with ExecStart= running ``python -m setui.cli watch`` (default: the
+    interpreter running now)."""
+    if os.name != "posix":
+        raise UnitError(f"systemd units are for Linux; this is {sys.platform}. Run `setui "
+                        "watch` under this system's own service manager instead")
+    interpreter = sys.executable if python is None else python
+    if not interpreter or not PurePosixPath(interpreter).is_absolute():
+        raise UnitError(f"cannot tell which Python runs setui (sys.executable is "
+                        f"{printable(interpreter or 'empty', 200)}): run setui with an "
+                        "interpreter given by its absolute path")
+    text = template()
+    found = _EXEC_LINE.findall(text)
+    if len(found) != 1:  # a packaging mistake, not the user's
+        raise UnitError(f"the shipped {UNIT_NAME} has {len(found)} ExecStart= lines of the "
+                        "form 'ExecStart=PYTHON -m setui.cli ...'; expected exactly one")
+    word = exec_start_word(interpreter)
+    text = _EXEC_LINE.sub(lambda match: f"ExecStart={word} {match.group(2)}", text)
+    note = (f"# ExecStart= below was written by setui {__version__} for the Python at\n"
+            f"# {printable(interpreter)}. After moving or removing that installation, run\n"
+            f"# `setui service install` again from the new one.\n\n")
+    head, sep, rest = text.partition("[Unit]")
+    return head + note + sep + rest if sep else note + text
+
+
+def unit_problems(python: str | None = None, package: Path | None = None) -> list[str]:
+    """Why the unit could not run this installation, if it could not: an interpreter or
+    a setui package inside a home directory is hidden from the service."""
+    interpreter = sys.executable if python is None else python
+    if package is None:
+        import setui
+
+        package = Path(setui.__file__).parent
+    # The venv's own path and the interpreter it links to: both must be reachable.
+    candidates = [("Python", Path(interpreter)), ("Python", Path(interpreter).resolve()),
+                  ("setui package", package.resolve())]
+    problems: list[str] = []
+    seen: set[Path] = set()
+    for what, path in candidates:
+        home = next((h for h in _HOMES if PurePosixPath(path).is_relative_to(h)), None)
+        if home is not None and path not in seen:
+            seen.add(path)
+            problems.append(f"the {what} setui runs from, {printable(str(path))}, is under "
+                            f"{home}, which the service cannot see (ProtectHome=, and it "
+                            "runs as a user of its own)")
+    return problems
+
+
+def _say(stream: IO[str], text: str) -> None:
+    stream.write(text + "\n")
+    stream.flush()
+
+
+def _write_atomically(directory: Path, name: str, text: str) -> bool:
+    """Write ``directory/name`` (mode 0644) by renaming a complete temporary file over
+    it, so systemd never reads half a unit. Returns whether the content changed."""
+    target = directory / name
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        if target.read_text(encoding="utf-8") == text and \
+                (target.stat().st_mode & 0o777) == 0o644:
+            return False
+    fd, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fchmod(handle.fileno(), 0o644)
+            os.fsync(handle.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    with contextlib.suppress(OSError):  # the rename itself survives a crash too
+        dir_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    return True
+
+
+def _systemctl(systemctl: str, *args: str, err: IO[str]) -> bool:
+    """Run systemctl with its output shown as it is; say in words when it fails."""
+    command = " ".join(("systemctl", *args))
+    try:
+        done = subprocess.run([systemctl, *args], stdin=subprocess.DEVNULL, check=False)
+    except OSError as exc:
+        _say(err, f"setui: cannot run {command}: {exc.strerror or exc}")
+        return False
+    if done.returncode != 0:
+        _say(err, f"setui: `{command}` failed (exit {done.returncode}); see its message "
+                  "above")
+        return False
+    return True
+
+
+def install(*, now: bool, unit_dir: Path | None, out: IO[str], err: IO[str]) -> int:
+    """``setui service install``: root check, write, daemon-reload, optionally enable."""
+    if not sys.platform.startswith("linux"):
+        _say(err, f"setui: systemd units are for Linux; this is {sys.platform}. Run "
+                  "`setui watch` under this system's own service manager instead.")
+        return EXIT_FAILED
+    directory = UNIT_DIR if unit_dir is None else unit_dir.expanduser()
+    if unit_dir is None and os.geteuid() != 0:
+        _say(err, f"setui: installing the service writes {UNIT_DIR / UNIT_NAME} and runs "
+                  "systemctl, which needs root. Run it with sudo, naming this setui "
+                  "(sudo does not keep your PATH):\n"
+                  '  sudo "$(command -v setui)" service install --now')
+        return EXIT_FAILED
+    try:
+        text = render_unit()
+    except UnitError as exc:
+        _say(err, f"setui: {exc}")
+        return EXIT_FAILED
+    problems = unit_problems()
+    if problems:
+        _say(err, "setui: not installing the service: " + "; ".join(problems) + ". Install "
+                  "setui where every user can read it (a venv in /opt, or `sudo pipx "
+                  "install --global setui`) and run its `setui service install`; or adapt "
+                  "`setui service print` by hand.")
+        return EXIT_FAILED
+    systemctl = shutil.which("systemctl")
+    if systemctl is None:
+        _say(err, "setui: systemctl was not found on PATH: this system does not seem to "
+                  "run systemd, so there is nothing to install the unit into. `setui "
+                  "service print` shows the unit; `setui watch` records under any other "
+                  "service manager.")
+        return EXIT_FAILED
+    if not directory.is_dir():
+        _say(err, f"setui: cannot install the service: {printable(str(directory))} is not "
+                  "a directory")
+        return EXIT_FAILED
+    target = directory / UNIT_NAME
+    existed = target.exists()
+    try:
+        changed = _write_atomically(directory, UNIT_NAME, text)
+    except OSError as exc:
+        _say(err, f"setui: cannot write {printable(str(target))}: {exc.strerror or exc}")
+        return EXIT_FAILED
+    _say(out, f"{'wrote' if changed else 'unchanged:'} {printable(str(target))}")
+    if not _systemctl(systemctl, "daemon-reload", err=err):
+        return EXIT_FAILED
+    if now:
+        if not _systemctl(systemctl, "enable", "--now", UNIT_NAME, err=err):
+            _say(err, "setui: see why with `systemctl status setui-recorder` and "
+                      "`journalctl -u setui-recorder`")
+            return EXIT_FAILED
+        _say(out, "setui-recorder is enabled and started. Check it with "
+                  "`systemctl status setui-recorder`.")
+    else:
+        _say(out, "Start it, now and at every boot, with `systemctl enable --now "
+                  "setui-recorder`.")
+    if existed and changed:
+        _say(out, "If setui-recorder was already running, `systemctl restart "
+                  "setui-recorder` makes it use the new unit.")
+    return EXIT_OK
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "print":
+        try:
+            text = render_unit()
+        except UnitError as exc:
+            _say(sys.stderr, f"setui: {exc}")
+            return EXIT_FAILED
+        for problem in unit_problems():
+            _say(sys.stderr, f"setui: warning: {problem}")
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return EXIT_OK
+    return install(now=args.now, unit_dir=args.unit_dir, out=sys.stdout, err=sys.stderr)
