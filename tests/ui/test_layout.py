@@ -236,14 +236,16 @@ async def test_a_failing_store_is_still_offered_every_new_incarnation(
 def test_a_brief_store_problem_names_the_file_and_mangles_no_words() -> None:
     from pathlib import Path
 
+    from setui.monitor import brief_store_problem
     from setui.store import StoreError
-    from setui.ui.app import brief_store_problem
+
+    def brief(exc: StoreError) -> str:
+        return brief_store_problem(str(exc), exc.path)
 
     relative = StoreError("cannot record the history: the database data/setui.db is "
                           "damaged; check data", path=Path("data/setui.db"))
-    assert brief_store_problem(relative) == ("the database …/setui.db is damaged; "
-                                             "check data")
+    assert brief(relative) == "the database …/setui.db is damaged; check data"
     absolute = StoreError("cannot record the history: the store /var/lib/setui/setui.db "
                           "is closed", path=Path("/var/lib/setui/setui.db"))
-    assert brief_store_problem(absolute) == "the store …/setui.db is closed"
-    assert brief_store_problem(StoreError("disk full")) == "disk full"
+    assert brief(absolute) == "the store …/setui.db is closed"
+    assert brief(StoreError("disk full")) == "disk full"

@@ -69,8 +69,8 @@ def test_status_failing_connection_gives_the_reason_a_line() -> None:
                     next_attempt_in=3.6, consecutive_failures=2)
     lines = [line.plain for line in status_lines(view(health=health, last_seen=NOW - timedelta(
         seconds=42)), 100, PALETTE)]
-    assert lines[1].startswith("↻ retrying (next try in 4 s)  ·  showing the last answer, 42 s "
-                               "old")
+    assert lines[1].startswith("↻ retrying (next try in 4 s)  ·  STALE: showing the last "
+                               "answer, 42 s old")
     assert lines[2] == "  ↳ the service answered 500"
     unreachable = Health(state=ConnectionState.UNREACHABLE, last_error="nothing answers")
     lines = [line.plain for line in status_lines(view(health=unreachable), 80, PALETTE)]
@@ -248,7 +248,7 @@ def test_details_show_every_field_and_unknown_ones_literally() -> None:
     session = Session()
     tracker = Tracker()
     for change in tracker.update(doc(5, dict(target.raw)), NOW):
-        session._record(change)
+        session.record(change)
     text = describe_event(target, vm_name="web-0", now=NOW, present=True,
                           life=session.lives["E1"]).plain
     for name in ("EventId", "EventType", "EventStatus", "NotBefore", "DurationInSeconds",

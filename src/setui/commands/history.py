@@ -155,7 +155,11 @@ def _list(store: Store, limit: int, since: datetime | None, as_json: bool,
         return EXIT_OK
     endpoints = {r.endpoint for r in records}
     out.write(f"{'first seen (UTC)':<21} {'incarnation':>11}  what changed\n")
+    holes = store.holes(endpoint=records[0].endpoint if len(endpoints) == 1 else None,
+                        since=records[-1].first_seen, until=utc_now())
     for record in records:
+        while holes and holes[-1][0] >= record.first_seen:
+            out.write(_hole_line(*holes.pop()))
         line = f"{when(record.first_seen):<21} {record.incarnation:>11}  "
         line += printable(record.summary, 300)
         if len(endpoints) > 1:
@@ -164,6 +168,15 @@ def _list(store: Store, limit: int, since: datetime | None, as_json: bool,
     if len(records) == limit:
         out.write(f"(the {limit} newest; --limit N for more)\n")
     return EXIT_OK
+
+
+def _hole_line(start: datetime, end: datetime) -> str:
+    """A hole in the record: whatever happened then was not seen."""
+    seconds = (end - start).total_seconds()
+    length = f"{seconds / 3600:.1f} h" if seconds >= 5400 else (
+        f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s")
+    return (f"{when(start):<21} {'-':>11}  -- nothing was recording until {when(end)} "
+            f"({length}): changes in that time were not seen --\n")
 
 
 # -- one event's life ------------------------------------------------------------------------
@@ -186,11 +199,14 @@ def story_words(entry: StoryEntry) -> str:
             words += " (already in the document when recording began)"
         return words
     if entry.kind == "started":
-        return "started"
+        return f"started ({detail})" if detail else "started"
     if entry.kind == "completed":
-        return "gone: completed (removed after it started)"
+        return "gone: completed (removed after it started)" + (f"; {detail}" if detail else "")
     if entry.kind == "cancelled":
         return "gone: cancelled by Azure (removed while still Scheduled)"
+    if entry.kind == "gone":
+        # Seen across a gap or past its NotBefore: never told as "cancelled".
+        return f"gone, not seen to end ({detail}); whether it ran is not known"
     if entry.kind == "last-seen":
         return f"still in the document ({entry.status or '?'}), last seen at this time"
     if entry.kind in ("rescheduled", "changed", "anomaly"):

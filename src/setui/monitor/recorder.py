@@ -17,11 +17,12 @@ import socket
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from setui.core.health import PollResult
 from setui.core.model import Document
+from setui.store.store import RECORDER_BEAT
 
 if TYPE_CHECKING:
     from setui.store import RecorderSpan, Store
@@ -31,8 +32,8 @@ __all__ = ["BEAT_SECONDS", "STORE_RETRY_SECONDS", "Recorder", "brief_store_probl
 _T = TypeVar("_T")
 # The session's row says "still recording" this often; a session whose last beat is
 # older than RUNNING_WITHIN has stopped (or died) as far as anyone can tell.
-BEAT_SECONDS = 60.0
-RUNNING_WITHIN = timedelta(seconds=2.5 * BEAT_SECONDS)
+BEAT_SECONDS = RECORDER_BEAT.total_seconds()
+RUNNING_WITHIN = 2.5 * RECORDER_BEAT
 # After the store failed, unchanged documents wait this long before the next try (a new
 # incarnation is always tried: the history must not miss it).
 STORE_RETRY_SECONDS = 30.0

@@ -50,6 +50,8 @@ __all__ = ["Store"]
 # An unchanged document bumps its row's last_seen at most this often: a day of polling
 # once a second is at most 1,440 small updates and no new rows.
 TOUCH_INTERVAL = timedelta(seconds=60)
+# A recording session notes that it still runs this often (monitor.recorder.BEAT_SECONDS).
+RECORDER_BEAT = timedelta(seconds=60)
 # Retention runs at most this often, when a new incarnation is recorded.
 PRUNE_INTERVAL = timedelta(hours=1)
 
@@ -268,6 +270,26 @@ class Store:
             return [RecorderSpan(int(r[0]), r[1], int(r[2]), r[3], r[4], from_db_time(r[5]),
                                  from_db_time(r[6]), from_db_time(r[7]) if r[7] else None)
                     for r in conn.execute(sql, args)]
+
+    def holes(self, *, endpoint: str | None, since: datetime, until: datetime,
+              ) -> list[tuple[datetime, datetime]]:
+        """When nothing was recording, oldest first, between ``since`` and ``until``.
+
+        Only from the first recording session on: a store from before sessions were
+        kept cannot say. A session that died counts up to its last beat."""
+        spans = self.recorders(endpoint=endpoint)
+        if not spans:
+            return []
+        holes: list[tuple[datetime, datetime]] = []
+        covered = max(spans[0].started, utc(since))
+        for span in spans:
+            if span.started > covered:
+                holes.append((covered, span.started))
+            covered = max(covered, span.end)
+        if covered < utc(until) and not any(s.stopped is None and s.end >= utc(until)
+                                            - 2.5 * RECORDER_BEAT for s in spans):
+            holes.append((covered, utc(until)))
+        return [(a, b) for a, b in holes if b > max(a, utc(since))]
 
     # -- audit ----------------------------------------------------------------------------
     def audit_append(self, entry: AuditEntry) -> AuditRecord:

@@ -1,19 +1,20 @@
-"""The dashboard app: polling, the session record, announcements and approvals.
+"""The dashboard app: a shell that renders the monitor's state and routes keys.
 
-The app is thin: the screens and widgets draw, :class:`~setui.ui.messages.Session`
-remembers, the core polls, and :class:`~setui.approval.Approver` is the only way to an
-approval. Everything that tells time calls :meth:`SetuiApp.now`.
+The :class:`~setui.monitor.Monitor` polls, keeps the service's clock, tracks the events'
+lives and records the history on a thread of its own; the screens and widgets draw what
+it knows; :class:`~setui.approval.Approver` is the only way to an approval. The app
+announces, rings the bell and runs the approvals in workers: nothing here waits on
+SQLite or the network on Textual's event loop. Everything that tells time calls
+:meth:`SetuiApp.now`.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -28,13 +29,13 @@ from textual.worker import Worker
 
 from setui.approval import Approver, find_event
 from setui.config import Config
-from setui.core.clock import ServiceClock, utc_now
-from setui.core.health import ConnectionState, PollResult
+from setui.core.clock import utc_now
+from setui.core.health import ConnectionState, Health
 from setui.core.model import Event
 from setui.core.poller import Poller
 from setui.identity import Identity
+from setui.monitor import Monitor
 from setui.session import resolve_vm_name
-from setui.store import StoreError
 from setui.ui.format import (
     Palette,
     age,
@@ -58,26 +59,12 @@ from setui.ui.themes import (
 
 if TYPE_CHECKING:
     from setui.core.client import ImdsClient
+    from setui.core.model import Document
     from setui.store import Store
 
-__all__ = ["MAX_TOASTS", "SetuiApp", "brief_store_problem"]
+__all__ = ["MAX_TOASTS", "SetuiApp"]
 
 MAX_TOASTS = 2  # notifications on screen at once
-# After the store failed to record, wait this long (monotonic) before trying again: a
-# locked database makes every write wait out SQLite's busy timeout on the UI's thread.
-STORE_RETRY_SECONDS = 30.0
-
-
-def brief_store_problem(exc: StoreError) -> str:
-    """The store's message for one status line: the file named, not its whole path, and
-    without the "cannot record the history:" the status line already says. The
-    notification carries the whole message."""
-    text = str(exc)
-    if exc.path is not None and exc.path.name and str(exc.path) != exc.path.name:
-        # The whole path only: a bare directory name could also be part of a word.
-        text = text.replace(str(exc.path), f"…/{exc.path.name}")
-    head, sep, rest = text.partition(": ")
-    return rest if sep and head.startswith("cannot ") else text
 
 
 class SetuiApp(App[None]):
@@ -101,13 +88,9 @@ class SetuiApp(App[None]):
         self.config = config
         self.store = store
         self.store_problem = store_problem
-        self.store_error: str | None = None
         self.demo = demo
         self._clock = clock
         self._mono = mono
-        # The service's time, once an answer carried a Date header; until then the VM's.
-        self._service_clock: ServiceClock | None = None
-        self._store_retry_at: float | None = None
         self.identity = identity or Identity.current()
         self._poll = poll
         self._user_themes = user_themes
@@ -118,7 +101,7 @@ class SetuiApp(App[None]):
         self.confirm_guard = GUARD_SECONDS
         self.bells = 0
         self.notices: deque[str] = deque(maxlen=500)  # "title: message", oldest first
-        self.poller: Poller | None = None
+        self.monitor = self._monitor()
         self._poll_worker: Worker[None] | None = None
         self.main_screen = MainScreen(zoom=zoom)
         self.approver = Approver(client, store, endpoint=config.endpoint, identity=self.identity,
@@ -126,12 +109,45 @@ class SetuiApp(App[None]):
                                  wall=self.now)
         self.title = "setui DEMO: the built-in emulator, not a real VM" if demo else "setui"
 
+    def _monitor(self) -> Monitor:
+        return Monitor(self.client, endpoint=self.config.endpoint, interval=self.config.interval,
+                       store=self.store, vm_name=self.vm_name, state=self.session,
+                       command="setui demo" if self.demo else "setui (dashboard)",
+                       wall=self._clock, mono=self._mono, on_store_problem=self._store_problem)
+
+    @property
+    def poller(self) -> Poller:
+        return self.monitor.poller
+
     def now(self) -> datetime:
         """The time every countdown, age and record uses: the service's time, carried on
-        the monotonic clock between answers (see :class:`ServiceClock`)."""
-        if self._service_clock is not None:
-            return self._service_clock.now()
-        return self._clock()
+        the monotonic clock between answers (see :class:`~setui.core.clock.ServiceClock`)."""
+        return self.monitor.now()
+
+    def health(self) -> Health:
+        """The connection's health at this moment: "live" turns "stale" by itself."""
+        return self.monitor.health()
+
+    def stale(self) -> bool:
+        """Whether the document shown is older than "live" allows."""
+        return self.monitor.stale()
+
+    @property
+    def store_error(self) -> str | None:
+        """Why recording failed last, while it still fails."""
+        recorder = self.monitor.recorder
+        return recorder.problem if recorder is not None else None
+
+    @property
+    def recorder_note(self) -> str | None:
+        """Whether another recorder keeps the history while this dashboard is closed."""
+        recorder = self.monitor.recorder
+        if recorder is None:
+            return None
+        if not recorder.others:
+            return "no recorder service"  # history stops when this dashboard does
+        other = recorder.others[-1]
+        return f"recorder: {safe(other.command, 30)} (pid {other.pid})"
 
     @property
     def store_status(self) -> str | None:
@@ -166,6 +182,7 @@ class SetuiApp(App[None]):
     async def on_unmount(self) -> None:
         if self._poll_worker is not None:
             self._poll_worker.cancel()
+        await self.monitor.aclose()
         await self.client.aclose()
 
     def _install_themes(self) -> None:
@@ -199,24 +216,22 @@ class SetuiApp(App[None]):
         self.main_screen.refresh_view()
 
     def _start_polling(self) -> None:
-        tracker = self.poller.tracker if self.poller is not None else None
-        self.poller = Poller(self.client, interval=self.config.interval, tracker=tracker,
-                             # The VM's own clock: the skew is measured against it.
-                             wall=self._clock, mono=self._mono)
-        self._poll_worker = self.run_worker(self._poll_loop(self.poller), name="poll",
+        self._poll_worker = self.run_worker(self._poll_loop(self.monitor), name="poll",
                                             group="poll", exclusive=True, exit_on_error=False)
 
-    async def _poll_loop(self, poller: Poller) -> None:
+    async def _poll_loop(self, monitor: Monitor) -> None:
         try:
-            async for result in poller.results():
-                self.post_message(PollUpdate(result))
-        except Exception as exc:  # the poller is built never to end; if it does, say so
+            async for update in monitor.updates():
+                self.post_message(PollUpdate(update.result, update.announce,
+                                             update.previous_state))
+        except Exception as exc:  # the monitor is built never to end; if it does, say so
             self.notify(f"Polling stopped ({type(exc).__name__}: {safe(exc, 200)}). "
                         "Press r to start it again.", severity="error", timeout=60,
                         markup=False)
 
     async def _find_vm_name(self) -> None:
         self.vm_name = await resolve_vm_name(self.client, self.config)
+        self.monitor.vm_name = self.vm_name
         self._refresh()
 
     def poll_now(self) -> None:
@@ -224,9 +239,10 @@ class SetuiApp(App[None]):
         if not self._poll:
             return
         if self._poll_worker is None or self._poll_worker.is_finished:
+            self.monitor = self._monitor()  # the old one closed its recorder on the way out
             self._start_polling()
-        elif self.poller is not None:
-            self.poller.poll_now()
+        else:
+            self.monitor.poll_now()
         self.notify("Asking the service now…", timeout=2, markup=False)
 
     def _refresh(self) -> None:
@@ -234,79 +250,30 @@ class SetuiApp(App[None]):
 
     # -- results ----------------------------------------------------------------------------
     def on_poll_update(self, message: PollUpdate) -> None:
-        self.apply_result(message.result)
-
-    def apply_result(self, result: PollResult) -> None:
-        """Take one poll result: remember, record, announce, redraw."""
-        result = self._in_service_time(result)
-        before = self.session.document
-        announce, previous = self.session.apply(result)
-        if result.fresh and result.document is not None:
-            new = before is None or before.incarnation != result.document.incarnation
-            self._record(result, new)
-        said = [announcement(change, self.vm_name, self.now()) for change in announce]
-        if previous is not None:
-            said.append(connection_announcement(previous, self.session.health))
+        """Announce what the monitor saw (it already took the result), and redraw."""
+        said = [announcement(change, self.vm_name, self.now()) for change in message.announce]
+        if message.previous_state is not None:
+            said.append(connection_announcement(message.previous_state, self.session.health))
         item = combine([s for s in said if s is not None])
         if item is not None:  # one toast per answer, however much changed in it
             self.notify(item.text, title=item.title, markup=False, timeout=10 if item.mine
                         else 4, severity=item.severity)  # type: ignore[arg-type]
         # The bell is for this VM's events; a neighbour's are news on the screen. With
         # the VM's name not known yet, every event might be this VM's.
-        if announce and self.config.bell and (
+        if message.announce and self.config.bell and (
                 not self.vm_name or any(c.event is not None and c.event.affects(self.vm_name)
-                                        for c in announce)):
+                                        for c in message.announce)):
             self.bell()
         self._refresh()
 
-    def _in_service_time(self, result: PollResult) -> PollResult:
-        """Follow the service's clock, and restate the result's times in it, so ages and
-        countdowns compare times of one clock."""
-        health = result.health
-        if not result.fresh or health.clock_skew is None or health.last_success_mono is None:
-            return result
-        seen = result.seen_at or self._clock()
-        if self._service_clock is None:
-            self._service_clock = ServiceClock(wall=self._clock, mono=self._mono)
-        self._service_clock.observe(seen + timedelta(seconds=health.clock_skew),
-                                    health.last_success_mono)
-        if not self._service_clock.skewed or self._service_clock.skew is None:
-            return result
-        shift = timedelta(seconds=self._service_clock.skew)
-        return replace(result, seen_at=seen + shift,
-                       changes=tuple(replace(c, seen_at=c.seen_at + shift)
-                                     for c in result.changes))
-
-    def _record(self, result: PollResult, new_incarnation: bool) -> None:
-        document = result.document
-        if self.store is None or document is None:
-            return
-        if not new_incarnation and self._store_retry_at is not None \
-                and self._mono() < self._store_retry_at:
-            # Still failing, most likely (the status line says so): only a new incarnation
-            # is worth waiting on the store for, lest the history miss it.
-            return
-        try:
-            self.store.record_document(document, seen_at=result.seen_at or self.now(),
-                                       endpoint=self.config.endpoint, changes=result.changes)
-            if new_incarnation:  # the history may know this incarnation from before
-                stored = self.store.incarnation(document.incarnation,
-                                                endpoint=self.config.endpoint)
-                since = self.session.incarnation_since
-                if stored is not None and since is not None and stored.first_seen < since \
-                        and json.loads(stored.raw_json) == dict(document.raw):
-                    self.session.incarnation_since = stored.first_seen
-        except StoreError as exc:
-            if self.store_error is None:
-                self.notify(f"Cannot record the history: {safe(exc, 300)}", severity="error",
-                            timeout=15, markup=False)
-            self.store_error = brief_store_problem(exc)
-            self._store_retry_at = self._mono() + STORE_RETRY_SECONDS
-            return
-        self._store_retry_at = None
-        if self.store_error is not None:
-            self.store_error = None
+    def _store_problem(self, brief: str | None, full: str | None) -> None:
+        """The recorder failed (``full`` says why) or recovered (both None)."""
+        if full is not None:
+            self.notify(f"Cannot record the history: {safe(full, 300)}", severity="error",
+                        timeout=15, markup=False)
+        else:
             self.notify("Recording the history again.", timeout=5, markup=False)
+        self._refresh()
 
     def bell(self) -> None:
         self.bells += 1
@@ -340,13 +307,10 @@ class SetuiApp(App[None]):
         event = find_event(document, event_id)
         if reason is not None or event is None:
             reason = reason or "the event is not in the current document"
-            for outcome in self.approver.record_refusal([event_id], document, reason):
-                self.session.note_approval(ApprovalNote(
-                    outcome.event_id, self.now(), self.identity.user, refused=True,
-                    message=outcome.message))
             self.notify(safe(reason, 300), title="Not approved", severity="error",
                         timeout=10, markup=False)
-            self._refresh()
+            self.run_worker(partial(self._record_refusal, event_id, document, reason),
+                            thread=True, group="audit", exit_on_error=False)
             return
         title, body, loud = self._prompt(event)
 
@@ -358,6 +322,13 @@ class SetuiApp(App[None]):
                                            mono=self._mono, refresh=refresh),
                          callback=partial(self._confirmed, event_id))
 
+    def _record_refusal(self, event_id: str, document: Document | None, reason: str) -> None:
+        """On a thread: the audit record of a refusal, then its note on the row."""
+        notes = [ApprovalNote(o.event_id, self.now(), self.identity.user, refused=True,
+                              message=o.message)
+                 for o in self.approver.record_refusal([event_id], document, reason)]
+        self.post_message(ApprovalDone(notes, announce=False))
+
     def _prompt(self, event: Event, present: bool = True) -> tuple[str, Text, bool]:
         return approval_prompt(event, vm_name=self.vm_name, identity=self.identity.label,
                                now=self.now(), previous=self.session.approvals.get(
@@ -365,7 +336,7 @@ class SetuiApp(App[None]):
 
     def _staleness(self) -> str | None:
         """Why what the dialog shows may not be what the service says now, if it may not."""
-        health = self.session.health
+        health = self.health()
         if health.state is ConnectionState.LIVE:
             return None
         seen = self.session.last_seen
@@ -375,14 +346,20 @@ class SetuiApp(App[None]):
 
     def _confirmed(self, event_id: str, yes: bool | None) -> None:
         if not yes:
-            written = self.approver.record_cancel([event_id], self.session.document)
-            self.notify("Approval cancelled: nothing was sent."
-                        + ("" if written else " (The cancel could not be recorded.)"),
-                        timeout=5, markup=False)
+            self.run_worker(partial(self._record_cancel, event_id, self.session.document),
+                            thread=True, group="audit", exit_on_error=False)
             return
         self.session.mark_pending(event_id, self.now(), self.identity.user)
         self._refresh()
         self.run_worker(self._approve(event_id), group="approve", exit_on_error=False)
+
+    def _record_cancel(self, event_id: str, document: Document | None) -> None:
+        """On a thread: the audit record of the operator's no."""
+        written = self.approver.record_cancel([event_id], document)
+        self.call_from_thread(
+            self.notify, "Approval cancelled: nothing was sent."
+            + ("" if written else " (The cancel could not be recorded.)"), timeout=5,
+            markup=False)
 
     async def _approve(self, event_id: str) -> None:
         # The document at this moment: the approver refuses an event that started or
@@ -398,12 +375,16 @@ class SetuiApp(App[None]):
         self.post_message(ApprovalDone([
             ApprovalNote(o.event_id, self.now(), self.identity.user, approved=o.approved,
                          refused=o.refused, message=o.message) for o in outcomes]))
-        if self.poller is not None:
-            self.poller.poll_now()
+        for outcome in outcomes:
+            if outcome.approved:
+                self.monitor.note_approved(outcome.event_id)
+        self.monitor.poll_now()
 
     def on_approval_done(self, message: ApprovalDone) -> None:
         for note in message.notes:
             self.session.note_approval(note)
+            if not message.announce:
+                continue
             if note.approved:
                 said = note.message.removeprefix("approved: ")
                 text = (f"{said[:1].upper()}{said[1:]}. Azure may start it now, for every VM "

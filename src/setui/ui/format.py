@@ -318,12 +318,17 @@ def announcement(change: Change, vm_name: str | None, now: datetime) -> Announce
     elif change.kind is ChangeKind.CANCELLED:
         title, severity = "Event cancelled", "information"
         text = f"{kind} for {who} was cancelled by Azure: no impact will happen."
+    elif change.kind is ChangeKind.GONE:
+        # Never "cancelled": across a gap or past its NotBefore it may well have run.
+        title, severity = "Event gone, not seen to end", "warning"
+        text = (f"{kind} for {who} left the document unseen ({safe(change.detail, 200)}). "
+                "Whether it ran is not known: check the VM.")
     else:
         return None
     return Announcement(title, text, severity if mine else "information", mine)
 
 
-_BAD = (ConnectionState.RETRYING, ConnectionState.UNREACHABLE)
+_BAD = (ConnectionState.RETRYING, ConnectionState.UNREACHABLE)  # STALE is told on the status
 
 
 def connection_announcement(previous: ConnectionState, health: Health) -> Announcement | None:

@@ -1,9 +1,9 @@
-"""What flows from the poller to the dashboard, and the session record it builds.
+"""What flows from the monitor to the dashboard, and the session record it reads.
 
-``PollUpdate`` carries one :class:`PollResult`; a burst of them collapses into the newest
-(``can_replace``) unless the older one carries changes. :class:`Session` is the
-dashboard's memory of this run: each event's life so far, the events that are gone
-(kept greyed on the timeline), and the approvals made here.
+``PollUpdate`` carries one :class:`PollResult` that the monitor has already folded into
+the state; a burst of them collapses into the newest (``can_replace``) unless the older
+one carries changes. :class:`Session` is the monitor's state (each event's life so far,
+the events that are gone, kept greyed on the timeline) plus the approvals made here.
 """
 
 from __future__ import annotations
@@ -13,35 +13,41 @@ from datetime import datetime
 
 from textual.message import Message
 
-from setui.core.health import ConnectionState, Health, PollResult
-from setui.core.model import Document, Event
-from setui.core.tracker import Change, ChangeKind
+from setui.core.health import ConnectionState, PollResult
+from setui.core.tracker import Change
+from setui.monitor.state import EventLife, GoneEvent, MonitorState
 
 __all__ = ["ApprovalDone", "ApprovalNote", "EventLife", "GoneEvent", "PollUpdate", "Session"]
 
 
 class PollUpdate(Message):
-    """One poll attempt's result, posted by the polling worker."""
+    """One poll attempt's result, posted by the polling worker once the monitor took it."""
 
-    def __init__(self, result: PollResult) -> None:
+    def __init__(self, result: PollResult, announce: tuple[Change, ...] = (),
+                 previous_state: ConnectionState | None = None) -> None:
         super().__init__()
         self.result = result
+        self.announce = announce
+        self.previous_state = previous_state
 
     def can_replace(self, message: Message) -> bool:
         # An older result without changes is superseded by this one, as long as it does
         # not hold a document this one lacks (it would be missing from the history).
-        if not isinstance(message, PollUpdate) or message.result.changes:
+        if not isinstance(message, PollUpdate) or message.result.changes \
+                or message.previous_state is not None:
             return False
         older, newer = message.result.document, self.result.document
         return older is None or (newer is not None and older.incarnation == newer.incarnation)
 
 
 class ApprovalDone(Message):
-    """An approval (or its refusal) finished; ``notes`` are by EventId."""
+    """An approval (or its refusal) finished; ``notes`` are by EventId. ``announce``
+    False: the operator was already told (a refusal is said before it is recorded)."""
 
-    def __init__(self, notes: list[ApprovalNote]) -> None:
+    def __init__(self, notes: list[ApprovalNote], *, announce: bool = True) -> None:
         super().__init__()
         self.notes = notes
+        self.announce = announce
 
 
 @dataclass(frozen=True)
@@ -58,97 +64,11 @@ class ApprovalNote:
 
 
 @dataclass
-class EventLife:
-    """An event's life as this session saw it."""
+class Session(MonitorState):
+    """The dashboard's record of this run: what the monitor knows (the document, the
+    lives of events, the health), and the approvals made from this dashboard."""
 
-    event_id: str
-    first_seen: datetime
-    first_incarnation: int
-    initial: bool  # in the first document of the session: it may be older
-    started_at: datetime | None = None
-    started_incarnation: int | None = None
-    started_exact: bool = True  # False: it was already Started when first seen
-    gone_at: datetime | None = None
-    gone_incarnation: int | None = None
-    fate: str | None = None  # "completed" or "cancelled"
-    notes: list[tuple[datetime, str]] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class GoneEvent:
-    """An event that left the document this session: kept for the timeline."""
-
-    event: Event
-    fate: str  # completed or cancelled
-    at: datetime
-    incarnation: int
-    started_at: datetime | None = None
-
-
-_ANNOUNCED = (ChangeKind.APPEARED, ChangeKind.STARTED, ChangeKind.COMPLETED,
-              ChangeKind.CANCELLED)
-
-
-@dataclass
-class Session:
-    """The dashboard's record of this run; fed one PollResult at a time."""
-
-    document: Document | None = None
-    health: Health = field(default_factory=Health)
-    lives: dict[str, EventLife] = field(default_factory=dict)
-    gone: list[GoneEvent] = field(default_factory=list)
     approvals: dict[str, ApprovalNote] = field(default_factory=dict)
-    anomalies: list[Change] = field(default_factory=list)
-    last_seen: datetime | None = None  # the last fresh answer, by the app's clock
-    incarnation_since: datetime | None = None  # when the current incarnation was first seen
-
-    def apply(self, result: PollResult) -> tuple[list[Change], ConnectionState | None]:
-        """Take one result. Returns the changes worth announcing (new, started, gone;
-        never those of the first document) and the previous connection state when it
-        changed (None otherwise)."""
-        previous = self.health.state
-        self.health = result.health
-        before = self.document.incarnation if self.document is not None else None
-        if result.document is not None:
-            self.document = result.document
-        if result.fresh and result.seen_at is not None:
-            self.last_seen = result.seen_at
-            if self.document is not None and self.document.incarnation != before:
-                self.incarnation_since = result.seen_at
-        announce: list[Change] = []
-        for change in result.changes:
-            self._record(change)
-            if change.kind in _ANNOUNCED and not change.initial:
-                announce.append(change)
-        return announce, (previous if previous is not result.health.state else None)
-
-    def _record(self, change: Change) -> None:
-        event = change.event
-        if change.kind is ChangeKind.ANOMALY or event is None:
-            self.anomalies.append(change)
-            return
-        life = self.lives.get(event.event_id)
-        if change.kind is ChangeKind.APPEARED or life is None:
-            life = EventLife(event.event_id, change.seen_at, change.incarnation, change.initial)
-            self.lives[event.event_id] = life
-            if event.is_started:
-                life.started_at = change.seen_at
-                life.started_incarnation = change.incarnation
-                life.started_exact = not change.initial
-                life.notes.append((change.seen_at, "appeared already started"))
-            return
-        if change.kind is ChangeKind.STARTED:
-            life.started_at = change.seen_at
-            life.started_incarnation = change.incarnation
-            life.started_exact = True
-        elif change.kind in (ChangeKind.COMPLETED, ChangeKind.CANCELLED):
-            life.gone_at = change.seen_at
-            life.gone_incarnation = change.incarnation
-            life.fate = change.kind.value
-            self.gone.insert(0, GoneEvent(event, change.kind.value, change.seen_at,
-                                          change.incarnation, life.started_at))
-        else:
-            life.notes.append((change.seen_at, f"{change.kind.value}: {change.detail}"))
 
     def note_approval(self, note: ApprovalNote) -> None:
         """Remember the latest approval note; a refusal does not hide an approval."""

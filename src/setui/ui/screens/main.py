@@ -40,7 +40,7 @@ from setui.ui.widgets.summary import EventSummary
 from setui.ui.widgets.timeline import ZOOMS, Lane, Timeline
 
 if TYPE_CHECKING:
-    from setui.ui.app import SetuiApp
+    from setui.ui.host import DashboardHost
 
 __all__ = ["MainScreen", "build_lanes", "build_rows", "matches", "share_height"]
 
@@ -89,6 +89,13 @@ def _approval_cell(note: ApprovalNote | None, tier: str) -> Text:
     return Text()
 
 
+def _countdown_cell(label: str, style: str, stale: bool, palette: Palette) -> Text:
+    if not stale:
+        return Text(label, style=style)
+    # The count goes on in the service's clock, but what it counts down to is old news.
+    return Text(f"{label}?", style=palette.soon)
+
+
 def _type_style(mine: bool, urgency: Urgency, loud: str, row_style: str) -> str:
     if not mine:
         return row_style
@@ -96,8 +103,10 @@ def _type_style(mine: bool, urgency: Urgency, loud: str, row_style: str) -> str:
 
 
 def build_rows(events: Sequence[Event], session: Session, vm_name: str | None, now: datetime,
-               palette: Palette, tier: str) -> list[Row]:
-    """The table's rows, in the order given; texts cut to fit their columns."""
+               palette: Palette, tier: str, *, stale: bool = False) -> list[Row]:
+    """The table's rows, in the order given; texts cut to fit their columns. ``stale``:
+    the document is older than "live" allows, so every countdown says so (the event may
+    have started, or gone, since)."""
     rows: list[Row] = []
     for event in events:
         life = session.lives.get(event.event_id)
@@ -111,8 +120,8 @@ def build_rows(events: Sequence[Event], session: Session, vm_name: str | None, n
             "type": Text(safe(event.event_type, 12), style=_type_style(mine, cd.urgency,
                                                                         loud, row_style)),
             "status": Text(safe(event.status, 12), style=row_style),
-            "countdown": Text(cd.label(loud=mine, short=tier == "narrow"),
-                              style=loud or row_style),
+            "countdown": _countdown_cell(cd.label(loud=mine, short=tier == "narrow"),
+                                         loud or row_style, stale, palette),
             "utc": Text(time_of_day(nb, now) if nb else "—", style=row_style),
             "local": Text(time_of_day(nb, now, None) if nb else "—", style=row_style),
             "impact": Text(impact(event), style=row_style),
@@ -182,7 +191,7 @@ class MainScreen(Screen[None]):
         self._tier: str | None = None
 
     @property
-    def setui(self) -> SetuiApp:
+    def setui(self) -> DashboardHost:
         return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
@@ -243,8 +252,9 @@ class MainScreen(Screen[None]):
         tier = tier_for(self.size.width or app.size.width)
         events, hidden = self.visible_events()
         table = self.query_one(EventsTable)
+        health = app.health()
         table.sync(columns_for(tier), build_rows(events, session, app.vm_name, now, palette,
-                                                 tier))
+                                                 tier, stale=app.stale()))
         empty = self.query_one("#empty", Static)
         table.display = bool(events)
         empty.display = not events
@@ -259,12 +269,12 @@ class MainScreen(Screen[None]):
                                           session.approvals.get(selected or ""), palette)
         status = self.query_one(StatusBar)
         status.show(StatusView(
-            now=now, endpoint=app.config.endpoint, health=session.health,
+            now=now, endpoint=app.config.endpoint, health=health,
             vm_name=app.vm_name, demo=app.demo, read_only=app.config.read_only,
             incarnation=document.incarnation if document is not None else None,
             last_seen=session.last_seen, store_problem=app.store_status,
             filter_text=self.filter_text, this_vm_only=self.this_vm_only,
-            hidden=hidden), palette)
+            hidden=hidden, recorder=app.recorder_note), palette)
         lanes = build_lanes(events, session, app.vm_name, now, selected, self._keep)
         box = self.query_one("#filter", Input)
         height = self.size.height or app.size.height

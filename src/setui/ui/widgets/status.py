@@ -38,6 +38,7 @@ class StatusView:
     filter_text: str = ""
     this_vm_only: bool = False
     hidden: int = 0  # events the filter or this-VM-only hides
+    recorder: str | None = None  # another recorder running, or that none is
 
 
 def connection_text(health: Health) -> tuple[str, str]:
@@ -48,12 +49,12 @@ def connection_text(health: Health) -> tuple[str, str]:
         return "● live", ""
     if state is ConnectionState.ENABLING:
         return "◌ enabling: first call; the service can take up to 2 minutes to answer", ""
-    if state is ConnectionState.RETRYING:
-        word = "↻ retrying"
-        if health.next_attempt_in is not None:
-            word += f" (next try in {max(0, round(health.next_attempt_in))} s)"
-        return word, reason
-    return "✖ unreachable", reason
+    if state is ConnectionState.STALE:
+        return "◐ stale: waiting for the service's answer", ""
+    word = "↻ retrying" if state is ConnectionState.RETRYING else "✖ unreachable"
+    if health.next_attempt_in is not None:
+        word += f" (next try in {max(0, round(health.next_attempt_in))} s)"
+    return word, reason
 
 
 def status_lines(view: StatusView, width: int, palette: Palette) -> list[Text]:
@@ -91,8 +92,8 @@ def status_lines(view: StatusView, width: int, palette: Palette) -> list[Text]:
     state = view.health.state
     word, reason = connection_text(view.health)
     style = {ConnectionState.LIVE: palette.ok, ConnectionState.ENABLING: "",
-             ConnectionState.RETRYING: palette.soon,
-             ConnectionState.UNREACHABLE: palette.urgent}[state]
+             ConnectionState.STALE: palette.soon, ConnectionState.RETRYING: palette.soon,
+             ConnectionState.UNREACHABLE: palette.urgent}.get(state, palette.soon)
     second = Text(word, style=style or "")
     parts: list[tuple[str, str]] = []
     # What hides rows goes first: cut off at the right edge, it would mislead.
@@ -108,7 +109,8 @@ def status_lines(view: StatusView, width: int, palette: Palette) -> list[Text]:
         if state is ConnectionState.LIVE:
             parts.append((f"last answer {age(seconds)} ago", ""))
         else:
-            parts.append((f"showing the last answer, {age(seconds)} old", palette.soon))
+            parts.append((f"STALE: showing the last answer, {age(seconds)} old",
+                          palette.soon))
     elif state is not ConnectionState.ENABLING:
         parts.append(("no answer yet", ""))
     if view.incarnation is not None:
@@ -120,6 +122,8 @@ def status_lines(view: StatusView, width: int, palette: Palette) -> list[Text]:
                       palette.soon))
     if view.store_problem:  # the reason gets a line of its own, below
         parts.append(("history NOT recorded", palette.alarm))
+    elif view.recorder:
+        parts.append((view.recorder, palette.muted))
     for text, part_style in parts:
         second.append("  ·  ", style=palette.muted)
         second.append(text, style=part_style)

@@ -1,0 +1,57 @@
+"""What a screen may ask of the app that hosts it: a small read-only view, not the class.
+
+Screens cast ``self.app`` to :class:`DashboardHost` instead of importing ``ui/app.py``,
+so the app and its screens do not import each other, and a screen can be tested with
+any host that offers these few things.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol
+
+from setui.core.health import Health
+
+if TYPE_CHECKING:
+    from setui.config import Config
+    from setui.ui.format import Palette
+    from setui.ui.messages import Session
+
+__all__ = ["DashboardHost"]
+
+
+class DashboardHost(Protocol):
+    """The dashboard's state and actions, as the screens see them."""
+
+    session: Session
+    vm_name: str | None
+    palette: Palette
+    config: Config
+    demo: bool
+
+    @property
+    def store_status(self) -> str | None:
+        """Why the history is not being recorded, or None when it is."""
+
+    @property
+    def recorder_note(self) -> str | None:
+        """Whether another recorder keeps the history while this dashboard is closed."""
+
+    def now(self) -> datetime:
+        """The time every countdown and age is measured against (the service's)."""
+
+    def health(self) -> Health:
+        """The connection's health at this moment ("live" turns "stale" by itself)."""
+
+    def stale(self) -> bool:
+        """Whether the document shown is older than "live" allows."""
+
+    def request_approval(self, event_id: str) -> None: ...
+
+    def open_details(self, event_id: str) -> None: ...
+
+    def poll_now(self) -> None: ...
+
+    def action_history(self) -> None: ...
+
+    def action_audit(self) -> None: ...
