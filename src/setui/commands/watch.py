@@ -6,6 +6,7 @@ Run as a service, it keeps the incarnation history even when nobody is logged in
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import sys
@@ -14,9 +15,10 @@ from typing import IO, Any
 
 from setui.config import Config
 from setui.core.health import ConnectionState, Health, PollResult
-from setui.core.model import Event
+from setui.core.model import Document, Event
 from setui.core.tracker import Change
 from setui.session import run_until_stopped
+from setui.systemd import ERR, INFO, NOTICE, WARNING, Notifier, for_journal, under_journal
 from setui.textsafe import printable
 
 __all__ = ["RECORD_KEYS", "add_arguments", "change_record", "connection_record",
@@ -94,8 +96,9 @@ def connection_record(health: Health, when: datetime) -> dict[str, Any]:
     )
 
 
-def format_record(record: dict[str, Any]) -> str:
-    """A record as one human line; every network string is made printable."""
+def format_record(record: dict[str, Any], *, with_time: bool = True) -> str:
+    """A record as one human line; every network string is made printable. Without the
+    time for a log that stamps lines itself (the journal)."""
     time = record["time"] or "-"
     if record["change"] == "connection":
         state = record["state"]
@@ -105,9 +108,9 @@ def format_record(record: dict[str, Any]) -> str:
         }.get(state, f"connection {state}")
         if record["error"] and state != "live":
             text += f": {printable(record['error'], 300)}"
-        return f"{time}  {text}"
+        return f"{time}  {text}" if with_time else text
     parts = [
-        time,
+        *([time] if with_time else []),
         f"#{record['incarnation']}",
         f"{record['change']:<11}",
         printable(record["event_type"] or "-", 20),
@@ -130,17 +133,35 @@ def format_record(record: dict[str, Any]) -> str:
 
 
 class _Printer:
-    def __init__(self, out: IO[str], as_json: bool) -> None:
+    """Writes records as lines. Under systemd's journal the journal stamps each line, so
+    a text line carries no time of its own and starts with its priority (``<4>`` for a
+    connection problem, ``<5>`` for news about an event, ``<6>`` otherwise)."""
+
+    def __init__(self, out: IO[str], as_json: bool, journal: bool = False) -> None:
         self.out = out
         self.as_json = as_json
+        self.journal = journal
 
     def emit(self, record: dict[str, Any]) -> None:
         # ensure_ascii: network text can hold C1 controls (U+009B is a CSI) and bidi
         # overrides; escaped as \u009b they cannot act on a terminal, and pure ASCII
         # also survives a stdout redirected in a legacy code page (cp1252 on Windows).
-        line = json.dumps(record, ensure_ascii=True) if self.as_json else format_record(record)
+        if self.as_json:
+            line = json.dumps(record, ensure_ascii=True)
+        elif self.journal:
+            line = for_journal(format_record(record, with_time=False), _priority(record))
+        else:
+            line = format_record(record)
         self.out.write(line + "\n")
         self.out.flush()
+
+
+def _priority(record: dict[str, Any]) -> int:
+    if record["change"] == "connection":
+        return INFO if record["state"] in ("live", "enabling") else WARNING
+    if record["change"] in ("started", "gone") or record["certain"] is False:
+        return NOTICE if not record["this_vm"] else WARNING
+    return NOTICE if record["this_vm"] else INFO
 
 
 async def watch(config: Config, *, as_json: bool, record: bool, out: IO[str],
@@ -148,14 +169,19 @@ async def watch(config: Config, *, as_json: bool, record: bool, out: IO[str],
     from setui.monitor import Monitor
     from setui.session import make_client, open_store, resolve_vm_name
 
-    printer = _Printer(out, as_json)
+    notifier = Notifier.from_env()
+    journal = under_journal(err)
+    printer = _Printer(out, as_json, journal=under_journal(out))
     store, problem = open_store(config) if record else (None, None)
     if problem:
-        _say(err, f"setui: not recording history: {problem}")
+        _say(err, f"setui: not recording history: {problem}", journal, WARNING)
 
     def store_problem(brief: str | None, full: str | None) -> None:
-        _say(err, f"setui: cannot record history: {full}" if full is not None
-             else "setui: recording history again")
+        if full is not None:
+            _say(err, f"setui: cannot record history: {full}", journal, ERR)
+            notifier.status(f"NOT recording history: {brief}")
+        else:
+            _say(err, "setui: recording history again", journal, NOTICE)
 
     client = make_client(config)
     try:
@@ -165,6 +191,11 @@ async def watch(config: Config, *, as_json: bool, record: bool, out: IO[str],
                           on_store_problem=store_problem)
         last_state: tuple[ConnectionState, str | None] | None = (monitor.health().state, None)
         printer.emit(connection_record(monitor.health(), monitor.now()))
+        # Ready before the first answer: the first call can take two minutes, longer
+        # than systemd waits for a start. The watchdog pings from this loop, so a loop
+        # that stops turning gets the recorder restarted.
+        notifier.ready(_status(monitor.health(), None, store is not None and record))
+        pinger = asyncio.ensure_future(notifier.keep_alive())
         updates = monitor.updates()
         try:
             async for update in updates:
@@ -173,13 +204,19 @@ async def watch(config: Config, *, as_json: bool, record: bool, out: IO[str],
                 if state != last_state:
                     printer.emit(connection_record(result.health, monitor.now()))
                     last_state = state
+                    notifier.status(_status(result.health, result.document,
+                                            monitor.recorder is not None
+                                            and monitor.recorder.problem is None))
                 for change in result.changes:
                     printer.emit(change_record(change, vm_name))
         finally:
+            pinger.cancel()
+            notifier.stopping()
             # Every queued write reaches the store, and the session is closed, before
             # the store is.
             await updates.aclose()
             await monitor.aclose()
+            notifier.close()
     finally:
         await client.aclose()
         if store is not None:
@@ -187,9 +224,19 @@ async def watch(config: Config, *, as_json: bool, record: bool, out: IO[str],
     return 0
 
 
-def _say(err: IO[str], line: str) -> None:
-    err.write(line + "\n")
+def _say(err: IO[str], line: str, journal: bool, priority: int) -> None:
+    err.write((for_journal(line, priority) if journal else line) + "\n")
     err.flush()
+
+
+def _status(health: Health, document: Document | None, recording: bool) -> str:
+    """One line for ``systemctl status``."""
+    words = [f"connection {health.state.value}"]
+    if document is not None:
+        words.append(f"incarnation {document.incarnation}, {len(document.events)} event"
+                     f"{'' if len(document.events) == 1 else 's'}")
+    words.append("recording history" if recording else "NOT recording history")
+    return "; ".join(words)
 
 
 def _error_kind(result: PollResult) -> str | None:

@@ -145,7 +145,7 @@ class SetuiApp(App[None]):
         if recorder is None:
             return None
         if not recorder.others:
-            return "no recorder service"  # history stops when this dashboard does
+            return "no other recorder on this store"  # history stops when this closes
         other = recorder.others[-1]
         return f"recorder: {safe(other.command, 30)} (pid {other.pid})"
 
