@@ -37,6 +37,9 @@ IDENTITY = Identity(user="oncall", ssh_client="10.0.0.5", host="vm-web-0")
 # What the status line shows as the endpoint in snapshots: the emulator's port changes
 # from run to run, so the app is told a fixed address (the client uses the real one).
 SHOWN_ENDPOINT = "http://127.0.0.1:8099"
+# How long a wait for a condition may take before the test fails: generous, because two
+# cores shared by several suites can be slow, and a wait that succeeds returns at once.
+PATIENCE = 30.0
 
 
 @pytest.fixture(autouse=True)
@@ -78,10 +81,10 @@ class Dashboard:
         return list(self.app.notices)
 
     async def wait_for(self, pilot: Any, predicate: Callable[[], bool],
-                       timeout: float = 5.0) -> None:
+                       timeout: float = PATIENCE) -> None:
         await wait_for(pilot, predicate, timeout)
 
-    async def settle(self, pilot: Any, timeout: float = 5.0) -> None:
+    async def settle(self, pilot: Any, timeout: float = PATIENCE) -> None:
         """Wait until the app has seen an answer at the clock's current time."""
         wanted = self.now()
         await wait_for(pilot, lambda: self.app.session.last_seen == wanted, timeout)
@@ -99,7 +102,9 @@ class Dashboard:
             await self.settle(pilot)
 
 
-async def wait_for(pilot: Any, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+async def wait_for(pilot: Any, predicate: Callable[[], bool],
+                   timeout: float = PATIENCE) -> None:
+    """Until ``predicate()`` holds; the timeout only turns a hang into a failure."""
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
@@ -199,6 +204,8 @@ def screen_text(d: Dashboard) -> str:
 
 
 async def open_dialog(d: Dashboard, pilot: Any) -> ConfirmationModal:
+    """Press a; the dialog once mounted (its guard counts from then, a key before is lost)."""
     await pilot.press("a")
-    await d.wait_for(pilot, lambda: isinstance(d.app.screen, ConfirmationModal))
+    await d.wait_for(pilot, lambda: isinstance(d.app.screen, ConfirmationModal)
+                     and d.app.screen.is_mounted)
     return d.app.screen  # type: ignore[return-value]

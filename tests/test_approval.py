@@ -229,20 +229,26 @@ async def test_cancel_is_recorded(client: ImdsClient, store: Store,
 
 
 class HangingClient:
+    """A POST that never comes back; ``posting`` is set once it is under way."""
+
     api_version = "2020-07-01"
+
+    def __init__(self) -> None:
+        self.posting = asyncio.Event()
 
     async def approve(self, event_ids: Sequence[str], *, incarnation: int | None = None,
                       ) -> ApprovalResult:
-        await asyncio.sleep(3600)
+        self.posting.set()
+        await asyncio.Event().wait()  # never set
         raise AssertionError("unreachable")
 
 
 async def test_interrupted_mid_post_says_the_outcome_is_unknown(
         client: ImdsClient, store: Store) -> None:
     document = await current(client)
-    task = asyncio.ensure_future(approver(HangingClient(), store).approve([EVENT_ID],
-                                                                          document))
-    await asyncio.sleep(0.05)
+    hanging = HangingClient()
+    task = asyncio.ensure_future(approver(hanging, store).approve([EVENT_ID], document))
+    await asyncio.wait_for(hanging.posting.wait(), timeout=30)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

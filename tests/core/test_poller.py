@@ -20,7 +20,7 @@ import pytest
 from setui.core.backoff import Backoff
 from setui.core.client import FetchResult, ImdsClient
 from setui.core.errors import ImdsError, NotFound, RateLimited, ServerError, Unreachable
-from setui.core.health import ConnectionState, PollResult
+from setui.core.health import ConnectionState, Health, PollResult
 from setui.core.model import Document, parse_document
 from setui.core.poller import Poller
 from setui.core.tracker import ChangeKind
@@ -406,21 +406,22 @@ async def test_clock_skew_is_measured_from_the_date_header(emulator_poller: Make
 
 
 async def test_poll_now_polls_at_once_even_during_a_backoff(emulator_poller: MakePoller) -> None:
-    poller, emulator = emulator_poller(interval=5.0, backoff=Backoff(base=5, cap=5),
+    # A backoff of an hour: the answer can only come before it ends through poll_now.
+    poller, emulator = emulator_poller(interval=5.0, backoff=Backoff(base=3600, cap=3600),
                                        emulator={"faults": parse_faults("500=1")})
     results = poller.results()
     try:
-        failed = await asyncio.wait_for(results.__anext__(), 3)
+        failed = await asyncio.wait_for(results.__anext__(), 30)
         assert failed.health.next_attempt_in is not None
-        assert failed.health.next_attempt_in >= 5.0
+        assert failed.health.next_attempt_in > 60  # far beyond the waits below
         emulator.set_faults(None)
         pending = asyncio.ensure_future(results.__anext__())
-        await asyncio.sleep(0.3)
-        assert not pending.done() and len(gets(emulator)) == 1  # it is waiting out the 5 s
-        started = time.monotonic()
+        for _ in range(20):  # let the poller run up to its wait
+            await asyncio.sleep(0)
+        assert not pending.done() and len(gets(emulator)) == 1  # it is waiting out the hour
         poller.poll_now()
-        recovered = await asyncio.wait_for(pending, 1)
-        assert time.monotonic() - started < 0.3 and recovered.fresh
+        recovered = await asyncio.wait_for(pending, 30)
+        assert recovered.fresh
     finally:
         await results.aclose()
 
@@ -446,3 +447,50 @@ async def test_poll_now_during_a_request_is_folded_into_it(
         await results.aclose()
     sent = through.request_times("GET")
     assert len(sent) == 2 and sent[1] - sent[0] >= 0.8
+
+
+# -- never backing off into blindness ---------------------------------------------------------
+@pytest.mark.parametrize("urgent", [False, True])
+async def test_near_an_event_of_this_vm_the_wait_between_tries_stays_short(urgent: bool) -> None:
+    failure = ServerError("the metadata service failed (500 Internal Server Error): x",
+                          status=500)
+    script = [(0.01, EMPTY), *[(0.01, failure)] * 8]
+    poller, client, _ = fake_poller(script, interval=1.0, urgent=lambda: urgent,
+                                    backoff=Backoff(base=0.5, cap=30.0, random=lambda: 1.0))
+    results = await take(poller, 9)
+    waits = [b - a for a, b in zip(client.starts[1:], client.starts[2:], strict=False)]
+    if urgent:
+        assert max(waits) == pytest.approx(5.0, abs=0.05)  # max(interval, URGENT_CAP)
+    else:
+        assert max(waits) > 15.0  # the backoff grows as it would for a quiet VM
+    assert results[-1].health.next_attempt_mono is not None
+
+
+async def test_retry_after_still_wins_over_the_urgent_cap() -> None:
+    busy = RateLimited("too many requests", status=429, retry_after=12.0)
+    poller, client, _ = fake_poller([(0.01, EMPTY), (0.01, busy)], interval=1.0,
+                                    urgent=lambda: True)
+    await take(poller, 3)
+    assert client.starts[2] - client.starts[1] >= 12.0
+
+
+async def test_an_answer_after_failures_or_a_long_silence_says_why_it_may_have_missed() -> None:
+    failure = ServerError("the metadata service failed (500 Internal Server Error): x",
+                          status=500)
+    poller, _, _ = fake_poller([(0.01, EMPTY), (0.01, failure), (0.01, failure),
+                                (0.01, ONE_EVENT), (9.0, GONE)], interval=1.0)
+    results = await take(poller, 5)
+    assert [r.gap for r in results[:3]] == [None, None, None]
+    assert results[3].gap is not None and results[3].gap.startswith("2 polls failed")
+    assert results[4].gap is not None and results[4].gap.startswith("no answer for ")
+    assert [c.kind for c in results[4].changes] == [ChangeKind.GONE]
+
+
+def test_live_turns_stale_by_itself_and_the_next_try_counts_down() -> None:
+    health = Health(state=ConnectionState.LIVE, last_success_mono=100.0, stale_after=3.0)
+    assert health.at(102.9).state is ConnectionState.LIVE
+    assert health.at(103.1).state is ConnectionState.STALE and health.is_stale(103.1)
+    failing = Health(state=ConnectionState.RETRYING, last_success_mono=100.0,
+                     next_attempt_mono=110.0)
+    assert failing.at(104.0).next_attempt_in == pytest.approx(6.0)
+    assert failing.at(104.0).state is ConnectionState.RETRYING

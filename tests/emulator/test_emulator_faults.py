@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 
 import httpx
@@ -12,6 +13,7 @@ from emulator_helpers import EVENTS, HEADERS, LIVE_MIGRATION_ID, PARAMS, MakeEmu
 
 from setui.emulator.clock import ManualClock
 from setui.emulator.faults import Faults, parse_faults
+from setui.emulator.server import Emulator
 
 
 def _get(http: httpx.Client, url: str, **kwargs: object) -> httpx.Response:
@@ -115,10 +117,10 @@ def test_first_delay_holds_only_the_first_answer(make_emulator: MakeEmulator,
     began = time.monotonic()
     assert _get(client, emulator.url).status_code == 200
     assert time.monotonic() - began >= 1.5
-    # The second is not held: well under the delay, however busy the machine.
+    # The second is not held: a held answer takes the whole delay.
     began = time.monotonic()
     assert _get(client, emulator.url).status_code == 200
-    assert time.monotonic() - began < 1.0
+    assert time.monotonic() - began < 1.5
 
 
 def test_slow_delays_every_answer(make_emulator: MakeEmulator, client: httpx.Client) -> None:
@@ -187,10 +189,8 @@ def test_hang_never_answers_and_stop_does_not_wait_for_it(make_emulator: MakeEmu
     sock = socket.create_connection(("127.0.0.1", emulator.port))
     sock.sendall(f"GET {EVENTS}?api-version=2020-07-01 HTTP/1.1\r\nMetadata: true\r\n\r\n"
                  .encode())
-    began = time.monotonic()
-    emulator.stop()
-    assert time.monotonic() - began < 2
-    sock.settimeout(2)
+    _stops(emulator)  # the request it holds would never be answered
+    sock.settimeout(30)
     try:
         answer = sock.recv(100)
     except ConnectionResetError:  # closed with the request still unread
@@ -218,12 +218,12 @@ def _keep_alive_get(sock: socket.socket) -> bytes:
 
 def test_idle_close_closes_a_kept_alive_connection(make_emulator: MakeEmulator) -> None:
     emulator = make_emulator(faults=parse_faults("idle-close=0.2"))
-    with socket.create_connection(("127.0.0.1", emulator.port), timeout=3) as sock:
+    with socket.create_connection(("127.0.0.1", emulator.port), timeout=30) as sock:
         assert _keep_alive_get(sock).startswith(b"HTTP/1.1 200 ")
         assert _keep_alive_get(sock).startswith(b"HTTP/1.1 200 ")  # not idle yet
         began = time.monotonic()
-        assert sock.recv(100) == b""  # closed by the server, unasked
-        assert 0.15 <= time.monotonic() - began < 2
+        assert sock.recv(100) == b""  # closed by the server, unasked, not a timeout
+        assert time.monotonic() - began >= 0.15  # but only once idle
 
 
 def test_idle_drop_drops_a_request_after_the_idle_time(make_emulator: MakeEmulator) -> None:
@@ -236,15 +236,21 @@ def test_idle_drop_drops_a_request_after_the_idle_time(make_emulator: MakeEmulat
     assert len(emulator.requests) == 3
 
 
+def _stops(emulator: Emulator) -> None:
+    """stop() returns while a connection is still held: no deadline is this long."""
+    stopping = threading.Thread(target=emulator.stop, daemon=True)
+    stopping.start()
+    stopping.join(timeout=60)
+    assert not stopping.is_alive(), "stop() waited for a connection that never ends"
+
+
 def test_stop_does_not_wait_for_a_trickle(make_emulator: MakeEmulator) -> None:
-    emulator = make_emulator(faults=Faults(trickle=1.0))
-    with socket.create_connection(("127.0.0.1", emulator.port), timeout=3) as sock:
+    emulator = make_emulator(faults=Faults(trickle=60.0))  # the body would take an hour
+    with socket.create_connection(("127.0.0.1", emulator.port), timeout=30) as sock:
         sock.sendall(f"GET {EVENTS}?api-version=2020-07-01 HTTP/1.1\r\nMetadata: true\r\n\r\n"
                      .encode())
-        assert sock.recv(100).startswith(b"HTTP/1.1 200 ")  # the head, then a byte a second
-        began = time.monotonic()
-        emulator.stop()
-        assert time.monotonic() - began < 2
+        assert sock.recv(100).startswith(b"HTTP/1.1 200 ")  # the head, then a byte a minute
+        _stops(emulator)
 
 
 def test_approve_faults(make_emulator: MakeEmulator, clock: ManualClock,

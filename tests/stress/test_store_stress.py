@@ -40,7 +40,7 @@ async def approve_and_expect_refusal(d: Any, pilot: Any) -> None:
     await d.wait_for(pilot, lambda: isinstance(d.app.screen, ConfirmationModal)
                      or any("Not approved" in n for n in d.notices()), timeout=DEADLINE)
     if isinstance(d.app.screen, ConfirmationModal):
-        await pilot.pause(0.1)
+        await d.wait_for(pilot, lambda: d.app.screen.is_mounted, timeout=DEADLINE)
         await pilot.press("y")
     await d.wait_for(pilot, lambda: any("Not approved" in n for n in d.notices()),
                      timeout=DEADLINE)

@@ -33,8 +33,19 @@ from setui.ui.widgets.timeline import Timeline
 
 
 # -- helpers ----------------------------------------------------------------------------------
-async def past_guard(pilot: Any) -> None:
-    await pilot.pause(0.35)
+def offers(app: Any) -> list[str]:
+    """What the open command palette offers now (the first line of each), else nothing."""
+    if not isinstance(app.screen, CommandPalette):
+        return []
+    commands = app.screen.query_one(CommandList)
+    return [str(commands.get_option_at_index(i).prompt).splitlines()[0]
+            for i in range(commands.option_count)]
+
+
+def first_offer(app: Any) -> str:
+    """The palette's first offer once it has searched (what Enter runs), or ""."""
+    found = offers(app)
+    return found[0] if found else ""
 
 
 # -- the main screen ----------------------------------------------------------------------------
@@ -216,7 +227,7 @@ async def test_r_polls_now(make_dashboard: MakeDashboard) -> None:
         await start(d, pilot)
         before = len(d.gets())
         await pilot.press("r")
-        await d.wait_for(pilot, lambda: len(d.gets()) > before, timeout=3)
+        await d.wait_for(pilot, lambda: len(d.gets()) > before)
 
 
 async def test_q_quits(make_dashboard: MakeDashboard) -> None:
@@ -224,7 +235,7 @@ async def test_q_quits(make_dashboard: MakeDashboard) -> None:
     async with d.app.run_test(size=WIDE) as pilot:
         await start(d, pilot)
         await pilot.press("q")
-        await d.wait_for(pilot, lambda: not d.app.is_running, timeout=3)
+        await d.wait_for(pilot, lambda: not d.app.is_running)
 
 
 # -- approvals ----------------------------------------------------------------------------------
@@ -234,6 +245,7 @@ async def test_approve_confirmed_posts_once_and_records(make_dashboard: MakeDash
         await start(d, pilot)
         reboot = event_of(d, "Reboot", "web-0")
         await select(d, pilot, reboot)
+        d.app.confirm_guard = 0.0  # real time: the guard has a test of its own
         dialog = await open_dialog(d, pilot)
         body = dialog.query_one("#dialog-body").render()
         text = str(body)
@@ -241,7 +253,6 @@ async def test_approve_confirmed_posts_once_and_records(make_dashboard: MakeDash
         assert "web-0 (this VM)" in text
         assert "oncall from 10.0.0.5 on vm-web-0" in text
         assert "WARNING" not in text  # only this VM is affected
-        await past_guard(pilot)
         await pilot.press("y")
         await d.wait_for(pilot, lambda: reboot.event_id in d.app.session.approvals
                        and not d.app.session.approvals[reboot.event_id].pending)
@@ -266,11 +277,11 @@ async def test_approve_with_enter_warns_about_other_vms(make_dashboard: MakeDash
         await start(d, pilot)
         freeze = event_of(d, "Freeze", "web-0", "web-1")
         await select(d, pilot, freeze)
+        d.app.confirm_guard = 0.0  # real time: the guard has a test of its own
         dialog = await open_dialog(d, pilot)
         text = str(dialog.query_one("#dialog-body").render())
         assert "WARNING: this also starts it for 1 other VM: web-1" in text
         assert dialog.has_class("loud")
-        await past_guard(pilot)
         await pilot.press("enter")
         await d.wait_for(pilot, lambda: len(d.posts()) == 1)
         await d.wait_for(pilot, lambda: d.audit_actions() == [APPROVE_ATTEMPT, APPROVE_OUTCOME])
@@ -284,17 +295,16 @@ async def test_approve_cancelled_sends_nothing_and_records_the_cancel(
     async with d.app.run_test(size=WIDE) as pilot:
         await start(d, pilot)
         await select(d, pilot, event_of(d, "Reboot", "web-0"))
+        d.app.confirm_guard = 0.0  # real time: the guard has a test of its own
         await open_dialog(d, pilot)
-        await past_guard(pilot)
         await pilot.press("n")
         await d.wait_for(pilot, lambda: isinstance(d.app.screen, MainScreen))
         await open_dialog(d, pilot)
         await pilot.press("escape")
         await d.wait_for(pilot, lambda: isinstance(d.app.screen, MainScreen))
-        await pilot.pause(0.2)
+        await d.wait_for(pilot, lambda: d.audit_actions() == [CANCELLED, CANCELLED]
+                         and any("nothing was sent" in n for n in d.notices()))
         assert d.posts() == []
-        assert d.audit_actions() == [CANCELLED, CANCELLED]
-        assert any("nothing was sent" in n for n in d.notices())
 
 
 async def test_only_y_or_enter_after_the_guard_approve(make_dashboard: MakeDashboard) -> None:
@@ -317,9 +327,8 @@ async def test_only_y_or_enter_after_the_guard_approve(make_dashboard: MakeDashb
         await pilot.press("x", "a", "space", "Y", "j", "tab", "1")
         assert d.app.screen is dialog
         await pilot.press("n")
-        await pilot.pause(0.2)
+        await d.wait_for(pilot, lambda: d.audit_actions() == [CANCELLED, CANCELLED])
         assert d.posts() == []
-        assert d.audit_actions() == [CANCELLED, CANCELLED]
 
 
 async def test_approving_a_started_event_is_refused(make_dashboard: MakeDashboard) -> None:
@@ -350,7 +359,7 @@ async def test_an_event_that_left_while_the_dialog_was_open_is_refused(
         await d.advance(pilot, 40)
         # The open dialog follows the event: it says that approving would be refused.
         await d.wait_for(pilot, lambda: "is no longer in the document" in str(
-            dialog.query_one("#dialog-body").render()), timeout=3)
+            dialog.query_one("#dialog-body").render()))
         await pilot.press("y")
         await d.wait_for(pilot, lambda: REFUSED in d.audit_actions())
         assert d.posts() == []
@@ -468,7 +477,7 @@ async def test_command_palette_offers_the_actions(make_dashboard: MakeDashboard)
         await pilot.press("ctrl+p")
         await pilot.pause()
         await pilot.press(*"approve the selected")
-        await pilot.pause(0.3)
+        await d.wait_for(pilot, lambda: first_offer(d.app).startswith("Approve the selected"))
         await pilot.press("enter")
         await d.wait_for(pilot, lambda: isinstance(d.app.screen, ConfirmationModal))
         await pilot.press("n")
@@ -484,19 +493,15 @@ async def test_theme_switch_from_the_palette(make_dashboard: MakeDashboard) -> N
         await pilot.press("ctrl+p")
         await pilot.pause()
         await pilot.press(*"theme")
-        await pilot.pause(0.3)
+        await d.wait_for(pilot, lambda: first_offer(d.app).startswith("Theme"))
         await pilot.press("enter")
-        await pilot.pause(0.3)
         # The theme search offers setui's themes, not Textual's twenty.
-        palette = d.app.screen
-        assert isinstance(palette, CommandPalette)
-        await pilot.pause(0.3)
-        offered = [str(option.prompt) for option in
-                   palette.query_one(CommandList)._options]
-        assert offered and all(name.startswith("setui-") for name in offered), offered
+        await d.wait_for(pilot, lambda: first_offer(d.app).startswith("setui-"))
+        offered = offers(d.app)
+        assert all(name.startswith("setui-") for name in offered), offered
         assert "nord" not in " ".join(offered)
         await pilot.press(*"setui-light")
-        await pilot.pause(0.3)
+        await d.wait_for(pilot, lambda: first_offer(d.app) == "setui-light")
         await pilot.press("enter")
         await d.wait_for(pilot, lambda: d.app.theme == "setui-light")
         await pilot.pause()
@@ -597,7 +602,7 @@ async def test_survives_the_emulator_going_away_and_coming_back(
     async with d.app.run_test(size=WIDE) as pilot:
         await start(d, pilot)
         d.emulator.stop()
-        await d.wait_for(pilot, lambda: "✖ unreachable" in status(d), timeout=10)
+        await d.wait_for(pilot, lambda: "✖ unreachable" in status(d))
         text = status(d)
         assert "connection refused" in text
         assert "showing the last answer" in text
@@ -605,7 +610,7 @@ async def test_survives_the_emulator_going_away_and_coming_back(
         assert any(n.startswith("Connection unreachable") for n in d.notices())
         d.emulator.restart()
         await pilot.press("r")  # do not wait for the backoff
-        await d.wait_for(pilot, lambda: "● live" in status(d), timeout=10)
+        await d.wait_for(pilot, lambda: "● live" in status(d))
         assert any(n.startswith("Connection live") for n in d.notices())
 
 

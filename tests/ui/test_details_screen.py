@@ -71,7 +71,7 @@ async def test_countdown_runs_while_the_screen_is_open(make_dashboard: MakeDashb
         assert "!! T-0:09" in body(screen) and "T-0:10" not in body(screen)
         # The tick itself runs without being called: the next second shows by itself.
         d.clock.advance(1)
-        await d.wait_for(pilot, lambda: "!! T-0:08" in body(screen), timeout=3)
+        await d.wait_for(pilot, lambda: "!! T-0:08" in body(screen))
 
 
 async def test_the_start_and_the_leaving_show_while_open(make_dashboard: MakeDashboard) -> None:
@@ -90,7 +90,7 @@ async def test_the_start_and_the_leaving_show_while_open(make_dashboard: MakeDas
         await d.advance(pilot, 60)  # completed at 375
         life = d.app.session.lives[event.event_id]
         assert life.fate == "completed" and life.gone_incarnation is not None
-        await d.wait_for(pilot, lambda: "gone" in title(screen), timeout=3)
+        await d.wait_for(pilot, lambda: "gone" in title(screen))
         text = body(screen)
         gone_at = life.gone_at.strftime("%H:%M:%S UTC") if life.gone_at else "?"
         assert (f"{gone_at}  gone: completed, left the document at incarnation "

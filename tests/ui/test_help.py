@@ -122,9 +122,14 @@ async def test_rendered_help_shows_every_key(make_dashboard: MakeDashboard) -> N
         await d.wait_for(pilot, lambda: isinstance(d.app.screen, HelpScreen))
         markdown = d.app.screen.query_one(Markdown)
         await d.wait_for(pilot, lambda: len(markdown.children) > 10)
-        await pilot.pause(0.1)
-        rendered = "\n".join(strip.text.rstrip()
+
+        def shown() -> str:
+            return "\n".join(strip.text.rstrip()
                              for strip in d.app.screen._compositor.render_strips())
+
+        # Laid out once every section's heading is on the screen.
+        await d.wait_for(pilot, lambda: all(heading in shown() for heading, _ in SECTIONS))
+        rendered = shown()
         assert "`" not in rendered  # rendered as Markdown, not shown as its source
         parts = sections(rendered, [heading for heading, _ in SECTIONS])
         for heading, keys in expected().items():

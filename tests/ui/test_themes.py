@@ -13,6 +13,7 @@ from textual.command import CommandList, CommandPalette
 from textual.theme import BUILTIN_THEMES, Theme
 from textual.widgets import Static
 
+from dashboard import wait_for
 from setui.ui import themes as themes_module
 from setui.ui.format import WARNING_SECONDS, Palette
 from setui.ui.themes import (
@@ -148,7 +149,7 @@ async def test_theme_palette_offers_setui_themes_only() -> None:
         palette = app.screen
         assert isinstance(palette, CommandPalette)
         commands = palette.query_one(CommandList)
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: commands.option_count == len(result.names()))
         offered = [str(commands.get_option_at_index(i).prompt).splitlines()[0]
                    for i in range(commands.option_count)]
         assert offered[0] == DEFAULT_THEME  # the default first
