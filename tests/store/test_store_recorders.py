@@ -1,0 +1,72 @@
+"""Recording sessions: who recorded when, and the holes when nothing was recording."""
+
+from __future__ import annotations
+
+import io
+from datetime import timedelta
+
+from store_helpers import ENDPOINT, T0, doc, event, play
+
+from setui.store import Store
+
+
+def minutes(n: float) -> timedelta:
+    return timedelta(minutes=n)
+
+
+def test_sessions_are_kept_and_a_stopped_one_says_so(store: Store) -> None:
+    first = store.recorder_start(endpoint=ENDPOINT, pid=41, host="vm-web-0",
+                                 command="setui watch", at=T0)
+    store.recorder_beat(first, T0 + minutes(1))
+    store.recorder_beat(first, T0 + minutes(2), stopped=True)
+    [span] = store.recorders(endpoint=ENDPOINT)
+    assert (span.pid, span.command, span.started, span.stopped) == (
+        41, "setui watch", T0, T0 + minutes(2))
+    assert span.end == T0 + minutes(2)
+    assert store.recorders(endpoint=ENDPOINT, since=T0 + minutes(3)) == []
+
+
+def test_holes_are_the_times_no_session_covered(store: Store) -> None:
+    a = store.recorder_start(endpoint=ENDPOINT, pid=1, host="h", command="watch", at=T0)
+    store.recorder_beat(a, T0 + minutes(10), stopped=True)
+    b = store.recorder_start(endpoint=ENDPOINT, pid=2, host="h", command="watch",
+                             at=T0 + minutes(30))
+    store.recorder_beat(b, T0 + minutes(40))  # then it died: no stop, no more beats
+    holes = store.holes(endpoint=ENDPOINT, since=T0 - minutes(60), until=T0 + minutes(90))
+    assert holes == [(T0 + minutes(10), T0 + minutes(30)), (T0 + minutes(40), T0 + minutes(90))]
+    # Before the first session nothing can be said either way: no hole is claimed there.
+    assert holes[0][0] > T0 - minutes(60)
+
+
+def test_a_running_session_leaves_no_hole_at_the_end(store: Store) -> None:
+    a = store.recorder_start(endpoint=ENDPOINT, pid=1, host="h", command="watch", at=T0)
+    store.recorder_beat(a, T0 + minutes(59))
+    assert store.holes(endpoint=ENDPOINT, since=T0, until=T0 + minutes(60)) == []
+
+
+def test_setui_history_lists_the_holes_between_incarnations(store: Store) -> None:
+    from setui.cli import build_parser
+    from setui.commands.history import history_command
+
+    a = store.recorder_start(endpoint=ENDPOINT, pid=1, host="h", command="watch", at=T0)
+    play(store, [doc(1), doc(2, event("A-1"))])  # at T0 and T0 + 1 min
+    store.recorder_beat(a, T0 + minutes(2), stopped=True)
+    b = store.recorder_start(endpoint=ENDPOINT, pid=2, host="h", command="watch",
+                             at=T0 + minutes(50))
+    store.record_document(doc(5), seen_at=T0 + minutes(50), endpoint=ENDPOINT)
+    store.recorder_beat(b, T0 + minutes(51), stopped=True)
+    args = build_parser().parse_args(["history", "--data-dir", str(store.path.parent)])
+    out, err = io.StringIO(), io.StringIO()
+    assert history_command(args, out=out, err=err) == 0, err.getvalue()
+    lines = out.getvalue().splitlines()
+    # Newest first: the hole since the last session stopped (nobody records now), #5,
+    # the hole between the two sessions, #2, #1.
+    assert "nothing was recording until" in lines[1] and lines[1].startswith("2024-05-14 10:21")
+    hole = next(i for i, line in enumerate(lines) if "until 2024-05-14 10:20:00" in line)
+    assert "nothing was recording" in lines[hole] and "(48 min)" in lines[hole]
+    assert " 5  " in lines[hole - 1] and " 2  " in lines[hole + 1]
+    # Incarnation 5 follows 2 across that hole: its story is not told as certain.
+    newest = store.history(limit=1)[0]
+    [gone] = [c for c in newest.changes if c.event_id == "A-1"]
+    assert gone.kind == "gone" and not gone.certain
+    assert "nothing was recording between 2024-05-14 09:32:00 UTC" in gone.detail
