@@ -14,7 +14,8 @@ from pathlib import Path
 from types import ModuleType
 
 from setui import __version__
-from setui.config import MIN_INTERVAL, Config, ConfigError, load_config
+from setui.config import Config, ConfigError, load_config
+from setui.core.pace import check_interval
 
 __all__ = ["main"]
 
@@ -26,15 +27,10 @@ def _interval(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not math.isfinite(value):  # float() accepts "nan" and "inf"; neither is a pace
-        raise argparse.ArgumentTypeError(
-            f"must be a finite number of seconds (at least {MIN_INTERVAL}), got {text}")
-    if value < MIN_INTERVAL:
-        raise argparse.ArgumentTypeError(
-            f"must be at least {MIN_INTERVAL} s (the metadata service allows about "
-            f"5 requests a second), got {text}"
-        )
-    return value
+    try:
+        return check_interval(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _endpoint(text: str) -> str:

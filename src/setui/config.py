@@ -11,7 +11,6 @@ it forever. The audit log is never pruned, whatever it says.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
@@ -26,6 +25,7 @@ from setui.core.endpoint import (
     check_api_version,
     check_endpoint,
 )
+from setui.core.pace import check_interval
 
 try:
     import tomllib
@@ -34,7 +34,6 @@ except ModuleNotFoundError:  # Python 3.10
 
 __all__ = ["Config", "ConfigError", "config_dir", "default_config_path", "load_config"]
 
-MIN_INTERVAL = 0.2
 
 
 class ConfigError(Exception):
@@ -150,12 +149,10 @@ def _check(config: Config, source: str, origins: Mapping[str, str] | None = None
     def where(name: str) -> str:
         return (origins or {}).get(name, source)
 
-    if not math.isfinite(config.interval) or config.interval < MIN_INTERVAL:
-        raise ConfigError(
-            f"{where('interval')}: interval must be a finite number of seconds, at least "
-            f"{MIN_INTERVAL} (the metadata service allows about 5 requests a second), "
-            f"got {config.interval}"
-        )
+    try:
+        check_interval(config.interval)
+    except ValueError as exc:
+        raise ConfigError(f"{where('interval')}: {exc}") from None
     for name, check in (("endpoint", check_endpoint), ("api_version", check_api_version)):
         try:
             check(getattr(config, name))

@@ -204,11 +204,13 @@ def _record_history(store: Store | None, approver: Approver, document: Document 
 async def _approve(request: ApproveRequest, ids: tuple[str, ...], client: ImdsClient,
                    store: Store | None, approver: Approver, stdin: IO[str] | None,
                    out: IO[str], err: IO[str], now: Callable[[], datetime]) -> int:
-    seen_at = now()
     # "In 15 min" is counted on the service's clock (its Date header): NotBefore is its
-    # time, and this VM's clock may be off.
+    # time, and this VM's clock may be off. The history and the audit log are written in
+    # the same clock, as every other front end writes them.
     service_now = ServiceClock(wall=now)
     document, fetch_problem = await _fetch(client, service_now)
+    seen_at = service_now.now()
+    approver.wall = service_now.now
     try:
         return await _decide(request, ids, client, document, fetch_problem, approver, stdin,
                              out, err, service_now.now)

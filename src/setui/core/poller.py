@@ -28,15 +28,12 @@ from setui.core.clock import ServiceClock, utc_now
 from setui.core.errors import ImdsError, Unreachable
 from setui.core.health import ConnectionState, Health, PollResult, stale_after
 from setui.core.model import Document
+from setui.core.pace import MAX_INTERVAL, MIN_INTERVAL, check_interval
 from setui.core.tracker import Change, Tracker
 
 __all__ = ["MAX_INTERVAL", "MIN_INTERVAL", "SLOW_INTERVAL", "URGENT_CAP", "Poller",
            "check_interval"]
 
-MIN_INTERVAL = 0.2  # IMDS allows about 5 requests a second per VM, approvals included
-# The service switches Scheduled Events off after a day without requests, and notice can
-# be as short as 30 s: a slower pace than this watches nothing useful.
-MAX_INTERVAL = 300.0
 # While an event of this VM is close or under way, no wait between tries is longer than
 # max(interval, this), whatever the backoff says (Retry-After still wins).
 URGENT_CAP = 5.0
@@ -44,15 +41,6 @@ URGENT_CAP = 5.0
 # keep asking slowly: the operator may fix things, and the dashboard should notice.
 SLOW_INTERVAL = 10.0
 _log = logging.getLogger(__name__)
-
-
-def check_interval(interval: float) -> float:
-    """The polling interval, or ValueError saying the allowed range."""
-    if not (math.isfinite(interval) and MIN_INTERVAL <= interval <= MAX_INTERVAL):
-        raise ValueError(f"the interval must be {MIN_INTERVAL:g} to {MAX_INTERVAL:g} seconds "
-                         "(IMDS allows about 5 requests a second; slower than every "
-                         f"{MAX_INTERVAL:g} s would miss short notices), got {interval:g}")
-    return float(interval)
 
 
 class Poller:
