@@ -103,5 +103,5 @@ def test_bad_environment_values_are_refused_and_named(tmp_path: Path, env: dict[
 def test_a_non_finite_interval_in_the_file_is_refused(tmp_path: Path, value: str) -> None:
     file = tmp_path / "config.toml"
     file.write_text(f"interval = {value}\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match="interval must be 0.2 to 300 seconds"):
+    with pytest.raises(ConfigError, match=r"interval must be 0\.2 to 300 seconds"):
         load_config(file, environ={})
