@@ -145,9 +145,9 @@ class SetuiApp(App[None]):
         if recorder is None:
             return None
         if not recorder.others:
-            return "no other recorder on this store"  # history stops when this closes
+            return "history: only while open"  # no other recorder on this store
         other = recorder.others[-1]
-        return f"recorder: {safe(other.command, 30)} (pid {other.pid})"
+        return f"recorder: pid {other.pid}"
 
     @property
     def store_status(self) -> str | None:
