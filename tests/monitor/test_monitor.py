@@ -1,0 +1,105 @@
+"""The monitor over real loopback HTTP: recording off the event loop, sessions, resuming."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any
+
+from setui.core.client import ImdsClient
+from setui.core.tracker import ChangeKind
+from setui.emulator.clock import ManualClock
+from setui.emulator.scenario import load_scenario
+from setui.emulator.server import Emulator
+from setui.monitor import Monitor, MonitorUpdate
+from setui.store import Store
+
+FREEZE = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
+PATIENCE = 30.0
+
+
+class BlockingStore(Store):
+    """A store whose writes wait for the test, as a database locked by another writer."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.release = threading.Event()
+        self.entered = threading.Event()
+        self.completed = 0
+
+    def record_document(self, *args: Any, **kwargs: Any) -> bool:
+        self.entered.set()
+        self.release.wait(PATIENCE)
+        self.completed += 1
+        return super().record_document(*args, **kwargs)
+
+
+async def take(updates: Any, count: int) -> list[MonitorUpdate]:
+    return [await asyncio.wait_for(updates.__anext__(), PATIENCE) for _ in range(count)]
+
+
+def emulator_at(seconds: float) -> tuple[Emulator, ManualClock]:
+    clock = ManualClock(1_800_000_000.0)
+    emulator = Emulator(load_scenario("live-migration"), clock=clock, speed=1.0)
+    emulator.start()
+    clock.set(emulator.epoch + seconds)
+    return emulator, clock
+
+
+async def test_a_store_that_blocks_does_not_stop_polling(tmp_path: Path) -> None:
+    emulator, _ = emulator_at(70)
+    store = BlockingStore(tmp_path / "setui.db")
+    client = ImdsClient(emulator.url, rate=50, burst=20)
+    monitor = Monitor(client, endpoint=emulator.url, interval=0.2, store=store,
+                      vm_name="WestNO_0")
+    updates = monitor.updates()
+    try:
+        # Were the write on this loop, it would hang here: the store never answers.
+        first = await take(updates, 4)
+        # Polling went on while the first write still waited: no write had finished
+        # (on the loop, each answer would have waited for its write to end first).
+        assert store.entered.is_set() and store.completed == 0
+        assert all(u.result.fresh for u in first)
+        assert monitor.state.lives[FREEZE].fate is None  # the state moved on regardless
+        store.release.set()
+    finally:
+        store.release.set()
+        await updates.aclose()
+        await client.aclose()
+        emulator.stop()
+    assert [r.incarnation for r in store.history()] == [2]
+    store.close()
+
+
+async def test_a_session_is_recorded_and_closed_and_the_next_one_resumes_the_story(
+        tmp_path: Path) -> None:
+    emulator, clock = emulator_at(70)
+    store = Store(tmp_path / "setui.db")
+    try:
+        async with ImdsClient(emulator.url, rate=50, burst=20) as client:
+            monitor = Monitor(client, endpoint=emulator.url, interval=0.2, store=store,
+                              command="setui watch")
+            updates = monitor.updates()
+            [update] = await take(updates, 1)
+            assert [c.kind for c in update.result.changes] == [ChangeKind.APPEARED]
+            await updates.aclose()
+        [session] = store.recorders(endpoint=emulator.url)
+        assert session.command == "setui watch" and session.stopped is not None
+
+        clock.set(emulator.epoch + 3600)  # the Freeze ran and left while nothing watched
+        async with ImdsClient(emulator.url, rate=50, burst=20) as client:
+            monitor = Monitor(client, endpoint=emulator.url, interval=0.2, store=store)
+            updates = monitor.updates()
+            [update] = await take(updates, 1)
+            await updates.aclose()
+    finally:
+        emulator.stop()
+    [gone] = [c for c in update.result.changes if c.event_id == FREEZE]
+    assert gone.kind is ChangeKind.GONE and not gone.certain
+    assert "setui was not watching" in gone.detail
+    assert len(store.recorders(endpoint=emulator.url)) == 2
+    newest = store.history(limit=1)[0]
+    assert [(c.kind, c.certain) for c in newest.changes if c.event_id == FREEZE] == [
+        ("gone", False)]
+    store.close()
