@@ -18,8 +18,9 @@ What makes that work:
 * The status line shows a fixed endpoint while the client talks to the emulator's
   random port.
 * Toasts are cleared before each picture: their number depends on timing.
-* The client's monotonic clock is :class:`Ticks`, so an approval's latency in the audit
-  log is the same on every run.
+* The app's monotonic clock is the manual clock, and the client's is :class:`Ticks` on
+  top of it: an approval's latency in the audit log is the same on every run, and the
+  service clock, which compares the two, sees no skew and shows the manual clock's time.
 """
 
 from __future__ import annotations
@@ -61,19 +62,27 @@ def _fixed_time_zone() -> None:
 
 
 class Ticks:
-    """A monotonic clock for the client that moves ``step`` seconds per reading.
+    """A monotonic clock for the client: ``base()`` plus ``step`` seconds per reading.
 
     The client times a request with three readings (sent, head, done), so every latency
     it reports is ``2 * step``; its rate limiter and deadlines only ever see time pass.
+    Built on the app's monotonic clock, so the moment an answer arrived is comparable
+    with the app's own readings; the steps start again each time that clock moves, so
+    they never add up to what the service clock would take for skew.
     """
 
-    def __init__(self, step: float = 0.021) -> None:
-        self._now = 0.0
+    def __init__(self, base: Callable[[], float], step: float = 0.021) -> None:
+        self._base = base
+        self._since: float | None = None
+        self._ticks = 0.0
         self._step = step
 
     def __call__(self) -> float:
-        self._now += self._step
-        return self._now
+        base = self._base()
+        if base != self._since:
+            self._since, self._ticks = base, 0.0
+        self._ticks += self._step
+        return base + self._ticks
 
 
 @dataclass
@@ -170,9 +179,9 @@ async def _session(out: Path, size: tuple[int, int], script: Script, *,
             store = Store.open_dir(Path(scratch))
             try:
                 app = SetuiApp(
-                    client=ImdsClient(url, rate=50.0, burst=20, mono=Ticks()), config=config,
-                    store=store,
-                    clock=lambda: datetime.fromtimestamp(clock(), timezone.utc),
+                    client=ImdsClient(url, rate=50.0, burst=20, mono=Ticks(clock)),
+                    config=config, store=store,
+                    clock=lambda: datetime.fromtimestamp(clock(), timezone.utc), mono=clock,
                     identity=Identity(user="oncall", ssh_client="10.0.0.5", host="vm-web-0"),
                     poll=True)
                 app.confirm_guard = 0.0  # the guard is real time; the pictures need none
