@@ -124,7 +124,8 @@ def make_dashboard(tmp_path: Path) -> Iterator[MakeDashboard]:
 
     def make(scenario: str | Scenario = "busy", *, at: float = 300, store: bool = True,
              demo: bool = True, shown_endpoint: bool = False, poll: bool = True,
-             zoom: int | None = None, **config: Any) -> Dashboard:
+             zoom: int | None = None, client_options: dict[str, Any] | None = None,
+             **config: Any) -> Dashboard:
         if isinstance(scenario, str):
             scenario = load_scenario(scenario)
         clock = ManualClock(T0.timestamp())
@@ -140,7 +141,8 @@ def make_dashboard(tmp_path: Path) -> Iterator[MakeDashboard]:
         config.setdefault("bell", True)
         settings = Config(endpoint=SHOWN_ENDPOINT if shown_endpoint else url, data_dir=data,
                           **config)
-        app = SetuiApp(client=ImdsClient(url, rate=50.0, burst=20), config=settings,
+        client = ImdsClient(url, **{"rate": 50.0, "burst": 20, **(client_options or {})})
+        app = SetuiApp(client=client, config=settings,
                        store=opened, store_problem=None if store else "the test has no store",
                        demo=demo, clock=lambda: datetime.fromtimestamp(clock(), timezone.utc),
                        identity=IDENTITY, poll=poll, zoom=zoom)

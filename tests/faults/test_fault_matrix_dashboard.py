@@ -18,7 +18,6 @@ from faultmatrix import (
     stored,
 )
 
-from setui.core.client import ImdsClient
 from setui.emulator.faults import parse_faults
 from setui.ui.widgets.events import EventsTable
 from setui.ui.widgets.status import StatusBar
@@ -99,10 +98,9 @@ async def test_dashboard_shows_a_slow_first_call_as_enabling_until_it_answers(
         make_dashboard: MakeDashboard) -> None:
     # The documented 2 minutes on a clock 40 times faster: the first answer takes 3 s of
     # an enabling allowance of 3.75 s (120 s of 150 s), six normal request timeouts.
-    d = make_dashboard(scenario(), at=BEFORE_AT)
+    d = make_dashboard(scenario(), at=BEFORE_AT,
+                       client_options={"timeout": 0.5, "enabling_timeout": 3.75})
     d.emulator.set_faults(parse_faults("first-delay=3"))
-    d.app.client = ImdsClient(d.emulator.url, timeout=0.5, enabling_timeout=3.75, rate=50.0,
-                              burst=20)
     async with d.app.run_test(size=SIZE) as pilot:
         await d.wait_for(pilot, lambda: d.app.poller is not None)
         await pilot.pause()
@@ -123,10 +121,9 @@ async def test_dashboard_shows_a_slow_first_call_as_enabling_until_it_answers(
 
 async def test_dashboard_a_first_call_past_its_deadline_says_why_and_recovers(
         make_dashboard: MakeDashboard) -> None:
-    d = make_dashboard(scenario(), at=BEFORE_AT)
+    d = make_dashboard(scenario(), at=BEFORE_AT,
+                       client_options={"timeout": 0.5, "enabling_timeout": 0.8})
     d.emulator.set_faults(parse_faults("first-delay=2"))
-    d.app.client = ImdsClient(d.emulator.url, timeout=0.5, enabling_timeout=0.8, rate=50.0,
-                              burst=20)
     async with d.app.run_test(size=SIZE) as pilot:
         await d.wait_for(pilot, lambda: "↻ retrying" in status(d), timeout=20)
         text = status(d)
