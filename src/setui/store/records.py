@@ -11,7 +11,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from setui.core.model import Document, Event, format_not_before, parse_document
+from setui.core.model import (
+    MAX_INCARNATION,
+    Document,
+    Event,
+    format_not_before,
+    parse_document,
+)
 
 __all__ = [
     "ACTIONS",
@@ -93,7 +99,7 @@ class ChangeRecord:
 
 
 def _count(value: Any) -> int:
-    return value if isinstance(value, int) and 0 <= value < 2**63 else 0
+    return value if isinstance(value, int) and 0 <= value <= MAX_INCARNATION else 0
 
 
 @dataclass(frozen=True)
