@@ -3,19 +3,27 @@ repaint that is not needed, and the dialog's keys always on the screen."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+import pytest
+from rich.cells import cell_len
+from textual.geometry import Region
 
 from dashboard import (
     NARROW,
     WIDE,
     MakeDashboard,
     open_dialog,
+    screen_text,
     start,
     status,
     table,
 )
 from setui.ui.app import MAX_TOASTS
 from setui.ui.screens.main import MainScreen, share_height
+from setui.ui.widgets.events import EventsTable
+from setui.ui.widgets.status import StatusBar
 from setui.ui.widgets.summary import EventSummary
 from setui.ui.widgets.timeline import Timeline
 
@@ -180,6 +188,118 @@ async def test_a_tick_repaints_only_the_cells_that_changed(
         # One second later only countdowns move: at most one cell a row.
         assert 0 < t.cell_updates - before[0] <= len(t.keys)
         assert t.rebuilds == before[1]
+
+
+class RefreshSpy:
+    """Records every ``refresh`` of the dashboard's widgets while it is installed."""
+
+    def __init__(self, screen: MainScreen) -> None:
+        self.widgets = [screen.query_one(kind) for kind in
+                        (StatusBar, EventsTable, EventSummary, Timeline)]
+        self.calls: list[tuple[str, tuple[Region, ...], dict[str, Any]]] = []
+        self._originals = [widget.refresh for widget in self.widgets]
+
+    def __enter__(self) -> RefreshSpy:
+        for widget, original in zip(self.widgets, self._originals, strict=True):
+            def spy(*regions: Region, _name: str = type(widget).__name__,
+                    _original: Any = original, **kwargs: Any) -> Any:
+                self.calls.append((_name, regions, kwargs))
+                return _original(*regions, **kwargs)
+
+            widget.refresh = spy  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for widget, original in zip(self.widgets, self._originals, strict=True):
+            widget.refresh = original  # type: ignore[method-assign]
+
+    def of(self, name: str) -> list[tuple[tuple[Region, ...], dict[str, Any]]]:
+        return [(regions, kwargs) for who, regions, kwargs in self.calls if who == name]
+
+
+async def test_a_tick_with_unchanged_text_refreshes_nothing(
+        make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard()
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        screen = d.app.main_screen
+        screen.refresh_view()
+        await pilot.pause()
+        # The same instant again (the tick and a poll's answer in one second): every
+        # text is the same, so no widget asks for any repaint at all.
+        with RefreshSpy(screen) as spy:
+            screen.refresh_view()
+        assert spy.calls == []
+
+
+class Terminal:
+    """The characters a terminal shows after the dashboard's output: cursor moves,
+    newlines and text are followed, colours and modes ignored."""
+
+    _SEQUENCE = re.compile(r"\x1b\[(?:(\d+);(\d+)H|[0-9;?<>=]*[A-Za-z~])")
+
+    def __init__(self, width: int, height: int) -> None:
+        self.width = width
+        self.cells = [[" "] * width for _ in range(height)]
+        self.x = self.y = 0
+
+    def write(self, output: str) -> None:
+        at = 0
+        for match in self._SEQUENCE.finditer(output):
+            self._text(output[at:match.start()])
+            if match.group(1):
+                self.y, self.x = int(match.group(1)) - 1, int(match.group(2)) - 1
+            at = match.end()
+        self._text(output[at:])
+
+    def _text(self, text: str) -> None:
+        for char in text:
+            if char == "\n":
+                self.y += 1
+                self.x = 0
+            elif char == "\r":
+                self.x = 0
+            elif self.x < self.width:
+                self.cells[self.y][self.x] = char
+                self.x += 1
+                if cell_len(char) == 2 and self.x < self.width:
+                    self.cells[self.y][self.x] = ""
+                    self.x += 1
+
+    def text(self) -> str:
+        return "\n".join("".join(row).rstrip() for row in self.cells)
+
+
+@pytest.mark.parametrize("size", [WIDE, NARROW], ids=["120x36", "80x24"])
+async def test_the_terminal_shows_the_screen_after_a_minute_of_partial_repaints(
+        make_dashboard: MakeDashboard, size: tuple[int, int]) -> None:
+    """Only changed cells are sent (setui.ui.widgets.repaint, ChangedLines, the table's
+    cells): after a minute of ticks, events starting and leaving, what the terminal
+    shows must still be exactly what the app would draw from scratch."""
+    d = make_dashboard(at=280)
+    terminal = Terminal(*size)
+    updates = {"partial": 0}
+    async with d.app.run_test(size=size) as pilot:
+        original = d.app._display
+
+        def display(screen: Any, renderable: Any) -> None:
+            if hasattr(renderable, "render_segments"):
+                terminal.write(renderable.render_segments(d.app.console))
+                updates["partial"] += type(renderable).__name__ == "ChopsUpdate"
+            original(screen, renderable)
+
+        d.app._display = display  # type: ignore[method-assign]
+        d.app.screen.refresh()  # a full frame first, as the terminal driver starts with
+        await start(d, pilot)
+        for second in range(60):  # the Freeze of web-0 starts and ends, another is cancelled
+            d.clock.advance(1)
+            d.app.main_screen.refresh_view()
+            await pilot.pause()
+            expected = "\n".join(line.rstrip() for line in screen_text(d).split("\n"))
+            # After every tick, not only at the end: a later full repaint would hide a
+            # cell left stale in between.
+            assert terminal.text() == expected, second
+        assert updates["partial"] > 30
 
 
 async def test_an_approval_that_fails_inside_setui_is_not_left_pending(

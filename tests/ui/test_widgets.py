@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual.app import App, ComposeResult
+from textual.geometry import Region
+from textual.strip import Strip
 
 from setui.core.health import ConnectionState, Health, PollResult
 from setui.core.model import parse_document
@@ -16,10 +21,12 @@ from setui.ui.format import Palette, Urgency
 from setui.ui.messages import ApprovalNote, PollUpdate, Session
 from setui.ui.screens.confirm import approval_prompt
 from setui.ui.screens.details import describe_event, raw_json
+from setui.ui.widgets import repaint
 from setui.ui.widgets.events import EventsTable, Row, columns_for, tier_for
+from setui.ui.widgets.lines import ChangedLines, changed_span, same_shape
 from setui.ui.widgets.status import StatusView, status_lines
 from setui.ui.widgets.summary import summary_lines
-from setui.ui.widgets.timeline import Lane, tick_label, timeline_lines
+from setui.ui.widgets.timeline import Lane, tick_label, timeline_lines, until_text
 
 NOW = datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc)
 PALETTE = Palette()
@@ -148,6 +155,20 @@ def test_timeline_keeps_to_its_height() -> None:
     assert lines[-1].plain == "  … 7 more lanes"
 
 
+def test_a_note_past_the_right_edge_counts_minutes() -> None:
+    assert [until_text(s) for s in (600, 3720, 3779, 7 * 86400)] == [
+        "10m", "1h02", "1h02", "7d 00h"]
+    lanes = [Lane("A", "Reboot", True, not_before=NOW + timedelta(minutes=62, seconds=30),
+                  duration=-1)]
+    first = timeline_lines(lanes, NOW, (600, 3600), 80, PALETTE, 4)
+    later = timeline_lines(lanes, NOW + timedelta(seconds=1), (600, 3600), 80, PALETTE, 4)
+    assert first[1].plain.endswith("in 1h02 →")
+    # The same second of the note's minute: the very same lane, drawn once.
+    assert later[1] is first[1]
+    moved = timeline_lines(lanes, NOW + timedelta(seconds=31), (600, 3600), 80, PALETTE, 4)
+    assert moved[1].plain.endswith("in 1h01 →")
+
+
 def test_timeline_lane_labels_are_literal() -> None:
     lanes = [Lane("X", "[b]Evil\x1b[0m", True, not_before=NOW + timedelta(minutes=5))]
     line = timeline_lines(lanes, NOW, (600, 3600), 80, PALETTE, 4)[1].plain
@@ -194,6 +215,124 @@ async def test_table_updates_cells_in_place_and_follows_the_selection() -> None:
         assert table.selected_key == "C"
         table.sync(columns, [])
         assert table.selected_key is None
+
+
+# -- lines that repaint only what changed ------------------------------------------------------
+def strip(*parts: tuple[str, str]) -> Strip:
+    return Strip([Segment(text, Style.parse(style) if style else None) for text, style in parts])
+
+
+def test_changed_span_finds_the_cells_that_differ() -> None:
+    clock = strip(("setui VM web-0", "bold"), ("   ", ""), ("10:00:01 UTC", ""))
+    assert changed_span(clock, clock) is None
+    assert changed_span(None, clock) == (0, 29)
+    # One digit.
+    assert changed_span(clock, strip(("setui VM web-0", "bold"), ("   ", ""),
+                                     ("10:00:02 UTC", ""))) == (24, 25)
+    # The same cells cut into segments differently: nothing to repaint.
+    assert changed_span(clock, strip(("setui VM web-0", "bold"), ("   10:00:01", ""),
+                                     (" UTC", ""))) is None
+    # Only a style changed.
+    assert changed_span(clock, strip(("setui VM web-0", "bold"), ("   ", ""),
+                                     ("10:00:01", ""), (" UTC", "dim"))) == (25, 29)
+    # A longer line, a shorter one; a word that got shorter moves what follows it.
+    assert changed_span(strip(("ab", "")), strip(("abcd", ""))) == (2, 4)
+    assert changed_span(strip(("abcd", "")), strip(("ab", ""))) == (2, 4)
+    assert changed_span(strip(("Freeze  Scheduled  for web-0", "")),
+                        strip(("Freeze  Started  for web-0", ""))) == (9, 28)
+    # Double-width characters are repainted whole.
+    assert changed_span(strip(("日本1", "")), strip(("日本2", ""))) == (4, 5)
+    assert changed_span(strip(("日本1", "")), strip(("月本1", ""))) == (0, 2)
+
+
+class LinesApp(App[None]):
+    def compose(self) -> ComposeResult:
+        yield ChangedLines()
+
+
+async def test_changed_lines_repaint_only_the_changed_cells() -> None:
+    app = LinesApp()
+    async with app.run_test(size=(60, 6)) as pilot:
+        widget = app.query_one(ChangedLines)
+        widget.set_lines([Text("setui VM web-0"), Text("● live  ·  10:00:01")])
+        await pilot.pause()
+        calls: list[tuple[tuple[Region, ...], dict[str, Any]]] = []
+        original = widget.refresh
+
+        def spy(*regions: Region, **kwargs: Any) -> Any:
+            calls.append((regions, kwargs))
+            return original(*regions, **kwargs)
+
+        widget.refresh = spy  # type: ignore[method-assign]
+        assert not widget.set_lines([Text("setui VM web-0"), Text("● live  ·  10:00:01")])
+        assert calls == []
+        assert widget.set_lines([Text("setui VM web-0"), Text("● live  ·  10:00:02")])
+        assert calls == [((Region(18, 1, 1, 1),), {})]
+        calls.clear()
+        widget.set_lines([Text("setui VM web-0"), Text("● live"), Text("↳ a reason")])
+        assert calls == [((), {"layout": True})]  # one more line: laid out again
+        widget.refresh = original  # type: ignore[method-assign]
+        await pilot.pause()
+        assert widget.size.height == 3
+        assert widget.plain() == "setui VM web-0\n● live\n↳ a reason"
+
+
+async def test_characters_changed_in_place_render_as_textual_renders_them() -> None:
+    app = LinesApp()
+    async with app.run_test(size=(60, 6)) as pilot:
+        widget = app.query_one(ChangedLines)
+        await pilot.pause()
+
+        def clock(second: int, style: str = "") -> Text:
+            line = Text(" DEMO ", style="bold reverse")
+            line.append(" setui ", style="bold")
+            line.append(f"10:00:{second:02d} UTC", style=style or "#8a94a1")
+            return line
+
+        before = widget._render_text(clock(1))
+        after = same_shape(before, clock(1), clock(2))
+        assert after is not None and after == widget._render_text(clock(2))
+        assert after.text.endswith("10:00:02 UTC")
+        # Another style, another length, a cut line: rendered the long way instead.
+        assert same_shape(before, clock(1), clock(2, style="bold")) is None
+        assert same_shape(before, clock(1), Text(" DEMO  setui 10:00:02 UTC")) is None
+        cut = widget._render_text(Text("x" * 80))  # wider than the widget: cut
+        assert same_shape(cut, Text("x" * 80), Text("y" * 80)) is None
+
+
+async def test_a_partial_repaint_writes_only_the_cells_asked_for() -> None:
+    """Textual writes a dirty span from the widget's left edge (Textualize/textual#5625);
+    with repaint installed a tick of the clock sends its one changed digit."""
+    app = LinesApp()
+    writes: list[str] = []
+    async with app.run_test(size=(60, 6)) as pilot:
+        assert repaint.installed()  # the widget installed it on mount
+        original = app._display
+
+        def display(screen: Any, renderable: Any) -> None:
+            if type(renderable).__name__ == "ChopsUpdate":
+                writes.append(renderable.render_segments(app.console))
+            original(screen, renderable)
+
+        app._display = display  # type: ignore[method-assign]
+        widget = app.query_one(ChangedLines)
+        widget.set_lines([Text("setui VM web-0" + " " * 30 + "10:00:01 UTC", style="bold")])
+        await pilot.pause()
+        writes.clear()
+        widget.set_lines([Text("setui VM web-0" + " " * 30 + "10:00:02 UTC", style="bold")])
+        await pilot.pause()
+    assert len(writes) == 1
+    # The cursor moves to the digit (51 cells in: row 1, column 52, counted from 1) and
+    # that one character is written.
+    assert writes[0].startswith("\x1b[1;52H")
+    assert re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", writes[0]) == "2"
+
+
+def test_a_cut_never_splits_a_double_width_character() -> None:
+    line = strip(("ab日本cd", ""))
+    assert repaint.whole_cells(line, 3, 4) == (2, 4)  # 日 is cells 2-3
+    assert repaint.whole_cells(line, 4, 5) == (4, 6)  # 本 is cells 4-5
+    assert repaint.whole_cells(line, 6, 7) == (6, 7)
 
 
 # -- the summary, the dialog, the details ----------------------------------------------------

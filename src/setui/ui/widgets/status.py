@@ -1,7 +1,7 @@
 """The status line: which VM, which endpoint, how the connection is, how old the news is.
 
-Two lines, built by :func:`status_lines` (pure, tested on its own) and shown by
-:class:`StatusBar`, which repaints a line only when its text changed.
+Two lines, and one for each problem, built by :func:`status_lines` (pure, tested on its
+own) and shown by :class:`StatusBar`, which repaints only the cells that changed.
 """
 
 from __future__ import annotations
@@ -10,12 +10,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.containers import Vertical
-from textual.widgets import Static
 
 from setui.core.health import ConnectionState, Health
 from setui.ui.format import Palette, age, safe, zone_name
+from setui.ui.widgets.lines import ChangedLines
 
 __all__ = ["StatusBar", "StatusView", "connection_text", "status_lines"]
 
@@ -144,47 +142,19 @@ def _reason_line(text: str, style: str, width: int, palette: Palette) -> Text:
     return line
 
 
-class StatusBar(Vertical):
-    """The lines at the top of the dashboard."""
+class StatusBar(ChangedLines):
+    """The lines at the top of the dashboard. The clock ticks every second: only the
+    cells of the digits that changed are repainted (see :class:`ChangedLines`)."""
 
     DEFAULT_CSS = """
     StatusBar { height: auto; }
-    StatusBar > Static { height: 1; text-wrap: nowrap; text-overflow: ellipsis; }
-    StatusBar > #status-reason, StatusBar > #status-store { display: none; }
     """
 
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self._shown: list[Text] = []
-
-    def compose(self) -> ComposeResult:
-        yield Static(id="status-who")
-        yield Static(id="status-connection")
-        yield Static(id="status-reason")
-        yield Static(id="status-store")
-
     def show(self, view: StatusView, palette: Palette) -> None:
-        """Repaint only the lines whose text or style changed."""
+        """Show the lines for ``view``; repaint only the cells that changed."""
         width = self.size.width or self.app.size.width
-        lines = status_lines(view, width, palette)
-        ids = ("#status-who", "#status-connection", "#status-reason", "#status-store")
-        for index, widget_id in enumerate(ids):
-            line = lines[index] if index < len(lines) else None
-            before = self._shown[index] if index < len(self._shown) else None
-            if line == before:
-                continue
-            widget = self.query_one(widget_id, Static)
-            if line is None:
-                widget.display = False
-            else:
-                widget.update(line, layout=False)
-                widget.display = True
-        self._shown = lines
+        self.set_lines(status_lines(view, width, palette))
 
     @property
     def lines(self) -> int:
-        return max(len(self._shown), 2)
-
-    def plain(self) -> str:
-        """The lines as plain text (for tests and screen readers)."""
-        return "\n".join(line.plain for line in self._shown)
+        return max(len(self._texts), 2)

@@ -6,7 +6,6 @@ import itertools
 from datetime import datetime
 
 from rich.text import Text
-from textual.widgets import Static
 
 from setui.core.model import Event
 from setui.ui.format import (
@@ -18,6 +17,7 @@ from setui.ui.format import (
     utc_and_local,
 )
 from setui.ui.messages import ApprovalNote
+from setui.ui.widgets.lines import ChangedLines
 
 __all__ = ["EventSummary", "summary_lines"]
 
@@ -69,25 +69,15 @@ def summary_lines(event: Event | None, vm_name: str | None, now: datetime,
     return [first, second]
 
 
-class EventSummary(Static):
-    """Shows :func:`summary_lines` for the selected event."""
+class EventSummary(ChangedLines):
+    """Shows :func:`summary_lines` for the selected event; repaints only changed cells
+    (an approval under way counts its seconds here)."""
 
     DEFAULT_CSS = """
-    EventSummary { height: 2; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
+    EventSummary { height: 2; padding: 0 1; }
     """
-
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self._shown: list[Text] | None = None
 
     def show(self, event: Event | None, vm_name: str | None, now: datetime,
              note: ApprovalNote | None, palette: Palette) -> None:
         width = (self.size.width or self.app.size.width) - 2
-        lines = summary_lines(event, vm_name, now, note, palette, width)
-        if lines == self._shown:
-            return
-        self._shown = lines
-        self.update(Text("\n").join(lines), layout=False)
-
-    def plain(self) -> str:
-        return "\n".join(line.plain for line in self._shown or ())
+        self.set_lines(summary_lines(event, vm_name, now, note, palette, width))

@@ -9,16 +9,18 @@ changes when its marks move by a whole cell.
 
 from __future__ import annotations
 
+import functools
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from rich.text import Text
-from textual.widgets import Static
 
 from setui.ui.format import THIS_VM, Palette, Urgency, duration_text, safe
+from setui.ui.widgets.lines import ChangedLines
 
-__all__ = ["ZOOMS", "Lane", "Timeline", "tick_label", "timeline_lines"]
+__all__ = ["ZOOMS", "Lane", "Timeline", "tick_label", "timeline_lines", "until_text"]
 
 # (seconds back, seconds ahead) of each zoom level; "+" moves towards the first.
 ZOOMS: tuple[tuple[int, int], ...] = (
@@ -79,7 +81,10 @@ def _step(span: int, cells: int) -> int:
 
 def timeline_lines(lanes: Sequence[Lane], now: datetime, zoom: tuple[int, int], width: int,
                    palette: Palette, max_lanes: int) -> list[Text]:
-    """The axis line and up to ``max_lanes`` lanes, each ``width`` cells wide."""
+    """The axis line and up to ``max_lanes`` lanes, each ``width`` cells wide.
+
+    The texts are shared between calls (a lane whose marks did not move is the same
+    object): treat them as read-only."""
     back, ahead = zoom
     span = back + ahead
     track = max(width - LABEL_WIDTH - 1, 10)
@@ -89,15 +94,39 @@ def timeline_lines(lanes: Sequence[Lane], now: datetime, zoom: tuple[int, int], 
         return (moment - start).total_seconds() / span * (track - 1)
 
     now_col = round(col(now))
+    axis, grid = _axis(back, ahead, track, palette.muted)
+    lines = [axis]
+    shown = list(lanes)
+    hidden = 0
+    if len(shown) > max_lanes:
+        hidden = len(shown) - max_lanes + 1
+        shown = shown[:max_lanes - 1] if max_lanes > 1 else []
+    for lane in shown:
+        lines.append(_draw_lane(_plan_lane(lane, now, col, now_col, track, palette), grid,
+                                now_col, track, palette.muted))
+    if hidden:
+        lines.append(Text(f"  … {hidden} more lane{'s' if hidden != 1 else ''}",
+                          style=palette.muted))
+    return lines
+
+
+@functools.lru_cache(maxsize=64)
+def _axis(back: int, ahead: int, track: int, muted: str) -> tuple[Text, tuple[str, ...]]:
+    """The axis line and its tick marks, which every lane shows as a grid. Relative to
+    now, so it does not depend on the time."""
+    span = back + ahead
+
+    def col(offset: int) -> int:
+        return round((back + offset) / span * (track - 1))
+
     step = _step(span, track)
     ticks = [t for t in range(-(back // step) * step, ahead + 1, step)]
     if 0 not in ticks:
         ticks.append(0)
-
     axis_chars = [" "] * track
     axis_marks = [" "] * track
     for offset in sorted(ticks, key=lambda t: (t != 0, t)):  # "now" first: it wins
-        x = round(col(now + timedelta(seconds=offset)))
+        x = col(offset)
         label = tick_label(offset)
         begin = x if offset != 0 else max(0, x - 1)
         if begin + len(label) > track:
@@ -108,36 +137,40 @@ def timeline_lines(lanes: Sequence[Lane], now: datetime, zoom: tuple[int, int], 
         if 0 <= x < track:
             axis_marks[x] = "·"
     zoom_label = f"zoom {tick_label(-back)}…{tick_label(ahead)}"
-    axis = Text(f"{zoom_label:<{LABEL_WIDTH}} "[:LABEL_WIDTH + 1], style=palette.muted)
-    axis.append("".join(axis_chars), style=palette.muted)
-    lines = [axis]
-
-    shown = list(lanes)
-    hidden = 0
-    if len(shown) > max_lanes:
-        hidden = len(shown) - max_lanes + 1
-        shown = shown[:max_lanes - 1] if max_lanes > 1 else []
-    for lane in shown:
-        lines.append(_lane(lane, now, col, now_col, track, axis_marks, palette))
-    if hidden:
-        lines.append(Text(f"  … {hidden} more lane{'s' if hidden != 1 else ''}",
-                          style=palette.muted))
-    return lines
+    axis = Text(f"{zoom_label:<{LABEL_WIDTH}} "[:LABEL_WIDTH + 1], style=muted)
+    axis.append("".join(axis_chars), style=muted)
+    return axis, tuple(axis_marks)
 
 
-def _lane(lane: Lane, now: datetime, to_col: Callable[[datetime], float], now_col: int,
-          track: int, grid: list[str], palette: Palette) -> Text:
-    cells: list[tuple[str, str]] = [(c, palette.muted) for c in grid]
+def until_text(seconds: float) -> str:
+    """How long until a NotBefore past the right edge, to the minute (``42m``, ``1h02``;
+    from a day on ``6d 23h``). A lane is drawn at the timeline's resolution, a cell being
+    20 s or more, so its note does not tick every second (the table's countdown does)."""
+    total = max(0, int(seconds))
+    if total >= 86400:
+        return duration_text(total)
+    hours, minutes = divmod(total // 60, 60)
+    return f"{hours}h{minutes:02d}" if hours else f"{minutes}m"
+
+
+# A lane as drawing steps: ("put", x, char, style) or ("span", first, last, char, style),
+# at whole cells, then the note. Equal plans draw equal lanes, so the drawing is cached
+# and a lane whose marks did not move costs only its plan.
+_Step = tuple[str, int, int, str, str]
+_Plan = tuple[tuple[str, bool, bool, str], tuple[_Step, ...], str, str, bool]
+
+
+def _plan_lane(lane: Lane, now: datetime, to_col: Callable[[datetime], float], now_col: int,
+               track: int, palette: Palette) -> _Plan:
     mark_style = palette.for_urgency(lane.urgency) if lane.this_vm else palette.secondary
     base = palette.gone if lane.gone else ("" if lane.this_vm else palette.secondary)
+    steps: list[_Step] = []
 
     def put(x: int, char: str, style: str = "") -> None:
-        if 0 <= x < track:
-            cells[x] = (char, style or base)
+        steps.append(("put", x, x, char, style or base))
 
     def span(a: float, b: float, char: str, style: str = "") -> None:
-        for x in range(max(round(a), 0), min(round(b), track - 1) + 1):
-            put(x, char, style)
+        steps.append(("span", max(round(a), 0), min(round(b), track - 1), char, style or base))
 
     put(now_col, "│", "bold")
     note = ""
@@ -157,7 +190,7 @@ def _lane(lane: Lane, now: datetime, to_col: Callable[[datetime], float], now_co
     elif lane.not_before is not None:
         x = to_col(lane.not_before)
         if x > track - 1:
-            note = f"in {duration_text((lane.not_before - now).total_seconds())} →"
+            note = f"in {until_text((lane.not_before - now).total_seconds())} →"
             at_end = True
         elif x < 0:
             put(0, "◀", base or mark_style)
@@ -172,22 +205,41 @@ def _lane(lane: Lane, now: datetime, to_col: Callable[[datetime], float], now_co
     if lane.gone and lane.gone_at is not None:
         put(round(to_col(lane.gone_at)), "✓" if lane.fate == "completed" else "✗", base)
         note = f"{lane.fate} {lane.gone_at.strftime('%H:%M')}"
+    label = (lane.event_type, lane.selected, lane.this_vm, base)
+    return label, tuple(steps), note, base or palette.muted, at_end
+
+
+@functools.lru_cache(maxsize=512)
+def _draw_lane(plan: _Plan, grid: tuple[str, ...], now_col: int, track: int,
+               muted: str) -> Text:
+    (event_type, selected, this_vm, base), steps, note, note_style, at_end = plan
+    cells: list[tuple[str, str]] = [(c, muted) for c in grid]
+    for kind, first, last, char, style in steps:
+        if kind == "put":
+            if 0 <= first < track:
+                cells[first] = (char, style)
+        else:
+            for x in range(first, last + 1):
+                if 0 <= x < track:
+                    cells[x] = (char, style)
     if note:
-        _write_note(cells, note, now_col, track, base or palette.muted, at_end)
+        _write_note(cells, note, now_col, track, note_style, at_end)
 
     label = Text()
-    marker = "›" if lane.selected else " "
+    marker = "›" if selected else " "
     label.append(marker, style="bold")
-    name = safe(lane.event_type, 9)
-    label.append(name, style=("bold " if lane.selected else "") + (base or ""))
-    if lane.this_vm:
+    name = safe(event_type, 9)
+    label.append(name, style=("bold " if selected else "") + (base or ""))
+    if this_vm:
         label.append(f" {THIS_VM}", style=base or None)
     label.truncate(LABEL_WIDTH, overflow="ellipsis")
     label.pad_right(LABEL_WIDTH - label.cell_len)
     line = label
     line.append(" ")
-    for char, style in cells:
-        line.append(char, style=style or None)
+    # One span per run of a style, not per cell: fewer to render, and fewer escape
+    # sequences written when the lane is repainted.
+    for style, run in itertools.groupby(cells, key=lambda cell: cell[1]):
+        line.append("".join(char for char, _ in run), style=style or None)
     return line
 
 
@@ -210,17 +262,18 @@ def _write_note(cells: list[tuple[str, str]], note: str, now_col: int, track: in
             cells[begin + i] = (char, style)
 
 
-class Timeline(Static):
-    """Shows :func:`timeline_lines`; repaints only when a line changed."""
+class Timeline(ChangedLines):
+    """Shows :func:`timeline_lines`; repaints only the cells that changed (a mark that
+    moved, a note's seconds), and lays the screen out again only when the number of lines
+    changed."""
 
     DEFAULT_CSS = """
-    Timeline { height: auto; text-wrap: nowrap; text-overflow: ellipsis; }
+    Timeline { height: auto; }
     """
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.zoom_level = DEFAULT_ZOOM
-        self._shown: list[Text] | None = None
 
     @property
     def zoom(self) -> tuple[int, int]:
@@ -241,17 +294,9 @@ class Timeline(Static):
     def show(self, lanes: Sequence[Lane], now: datetime, palette: Palette,
              max_lanes: int) -> None:
         width = self.size.width or self.app.size.width
-        lines = timeline_lines(lanes, now, self.zoom, width, palette, max(max_lanes, 1))
-        if lines == self._shown:
-            return
-        # Only a change in the number of lines moves anything else on the screen.
-        relayout = self._shown is None or len(lines) != len(self._shown)
-        self._shown = lines
-        self.update(Text("\n").join(lines), layout=relayout)
+        self.set_lines(timeline_lines(lanes, now, self.zoom, width, palette,
+                                      max(max_lanes, 1)))
 
     @property
     def lines(self) -> int:
-        return len(self._shown or ())
-
-    def plain(self) -> str:
-        return "\n".join(line.plain for line in self._shown or ())
+        return len(self._texts)
