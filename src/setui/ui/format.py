@@ -8,6 +8,7 @@ reads the same.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,9 +20,6 @@ from setui.core.health import ConnectionState, Health
 from setui.core.model import Event, is_this_vm
 from setui.core.tracker import Change, ChangeKind
 from setui.textsafe import printable
-
-# The rules live below the UI; these names are what the screens and widgets import.
-safe = printable  # network text on one line, controls escaped, cut to a limit
 
 __all__ = [
     "CRITICAL_SECONDS",
@@ -82,6 +80,20 @@ class Countdown(NamedTuple):
         return f"{symbol} {text}" if symbol else text
 
 
+@functools.lru_cache(maxsize=4096)
+def _printable(text: str, limit: int | None) -> str:
+    return printable(text, limit)
+
+
+def safe(text: object, limit: int | None = None) -> str:
+    """Network text on one line, controls escaped, cut to ``limit``: the rule of
+    :func:`setui.textsafe.printable`. The dashboard shows the same types, statuses and
+    names every second; short strings are escaped once and remembered."""
+    if isinstance(text, str) and len(text) <= 256:
+        return _printable(text, limit)
+    return printable(text, limit)
+
+
 def duration_text(seconds: float) -> str:
     """``0:42``, ``14:32``, ``1:02:03``; a day or more: ``6d 23h``."""
     total = max(0, int(seconds))
@@ -130,6 +142,13 @@ def impact(event: Event) -> str:
 
 def resources_summary(resources: Sequence[str], vm_name: str | None, limit: int = 18) -> str:
     """``▲ web-0 +2`` when this VM is among them; else the names, or ``5 VMs``."""
+    if type(resources) is tuple and len(resources) <= 64:  # an event's, asked every second
+        return _resources_summary(resources, vm_name, limit)
+    return _resources_summary.__wrapped__(resources, vm_name, limit)
+
+
+@functools.lru_cache(maxsize=1024)
+def _resources_summary(resources: Sequence[str], vm_name: str | None, limit: int) -> str:
     if not resources:
         return "none listed"
     mine = [r for r in resources if is_this_vm(r, vm_name)]
