@@ -232,6 +232,38 @@ async def test_a_tick_with_unchanged_text_refreshes_nothing(
         assert spy.calls == []
 
 
+async def test_a_changed_countdown_refreshes_only_its_cell(
+        make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard()
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        screen = d.app.main_screen
+        t = table(d)
+        screen.refresh_view()
+        await pilot.pause()
+        before = {key: t.cell_text(key, "countdown") for key in t.keys}
+        d.clock.advance(1)
+        with RefreshSpy(screen) as spy:
+            screen.refresh_view()
+        changed = [key for key in t.keys if t.cell_text(key, "countdown") != before[key]]
+        assert changed  # the scenario has events counting down
+        calls = spy.of("EventsTable")
+        assert len(calls) == 1 and calls[0][1] == {}  # regions only: no whole repaint
+        regions = calls[0][0]
+        assert len(regions) == len(changed)
+        cells = [t.cell_region(key, "countdown").translate(-t.scroll_offset)
+                 for key in changed]
+        for region in regions:
+            assert any(cell.contains_region(region) for cell in cells), (region, cells)
+        # The status line's clock: only cells on its first line, right of the VM's name.
+        for regions, kwargs in spy.of("StatusBar"):
+            assert kwargs == {} and all(r.y == 0 and r.x > 40 for r in regions)
+        await pilot.pause()
+        text = screen_text(d)
+        for key in changed:
+            assert t.cell_text(key, "countdown") in text
+
+
 class Terminal:
     """The characters a terminal shows after the dashboard's output: cursor moves,
     newlines and text are followed, colours and modes ignored."""

@@ -13,6 +13,7 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.geometry import Region
 from textual.strip import Strip
+from textual.widgets import DataTable
 
 from setui.core.health import ConnectionState, Health, PollResult
 from setui.core.model import parse_document
@@ -215,6 +216,89 @@ async def test_table_updates_cells_in_place_and_follows_the_selection() -> None:
         assert table.selected_key == "C"
         table.sync(columns, [])
         assert table.selected_key is None
+
+
+def wide_rows(second: int, *, approved: str = "") -> list[Row]:
+    return [Row(f"E{i}", {
+        "type": Text("Reboot", style="bold" if i == 0 else "dim"),
+        "status": Text("Scheduled", style="dim"),
+        "countdown": Text(f"T-{i + 10}:{second:02d}", style="bold" if i == 0 else "dim"),
+        "utc": Text("10:14:32"), "local": Text("11:14:32"), "impact": Text("5 s"),
+        "source": Text("Platform"), "resources": Text(f"▲ web-{i} +1"),
+        "approved": Text(approved if i == 1 else "")}) for i in range(4)]
+
+
+async def test_table_lines_are_the_lines_datatable_draws() -> None:
+    """EventsTable keeps rows and cells rendered; what it draws must stay exactly what
+    DataTable draws for the same state (a newer Textual that renders otherwise fails
+    here, not on someone's screen)."""
+    app = TableApp()
+    columns = columns_for("wide")
+    async with app.run_test(size=(130, 12)) as pilot:
+        table = app.query_one(EventsTable)
+
+        def same_as_datatable() -> None:
+            region = Region(0, 0, table.size.width, table.size.height)
+            table.render_lines(region)  # as a repaint does: what the lines share, once
+            for y in range(table.size.height):
+                assert table.render_line(y) == DataTable.render_line(table, y), y
+
+        table.sync(columns, wide_rows(59))
+        await pilot.pause()
+        same_as_datatable()
+        table.select_key("E2")
+        await pilot.pause()
+        same_as_datatable()
+        rendered = table.cells_rendered
+        table.sync(columns, wide_rows(58))  # countdowns tick: characters change in place
+        await pilot.pause()
+        same_as_datatable()
+        assert table.cells_rendered == rendered  # no cell rendered through Rich again
+        table.sync(columns, wide_rows(58, approved="approving…"))  # a new shape
+        await pilot.pause()
+        same_as_datatable()
+        assert table.cells_rendered == rendered + 1
+        table.blur()
+        await pilot.pause()
+        same_as_datatable()
+        table.focus()
+        table.hover_coordinate = table.cursor_coordinate._replace(row=0)
+        table._show_hover_cursor = True
+        await pilot.pause()
+        same_as_datatable()
+
+
+async def test_a_ticking_countdown_repaints_only_its_changed_characters() -> None:
+    app = TableApp()
+    columns = columns_for("wide")
+    async with app.run_test(size=(130, 12)) as pilot:
+        table = app.query_one(EventsTable)
+        table.sync(columns, wide_rows(59))
+        await pilot.pause()
+        calls: list[tuple[tuple[Region, ...], dict[str, Any]]] = []
+        original = table.refresh
+
+        def spy(*regions: Region, **kwargs: Any) -> Any:
+            calls.append((regions, kwargs))
+            return original(*regions, **kwargs)
+
+        table.refresh = spy  # type: ignore[method-assign]
+        table.sync(columns, wide_rows(59))  # nothing changed: nothing repainted
+        assert calls == []
+        table.sync(columns, wide_rows(58))  # "T-10:59" -> "T-10:58" in each row
+        assert len(calls) == 1 and calls[0][1] == {}
+        regions = calls[0][0]
+        assert len(regions) == 4
+        for index, region in enumerate(regions):
+            cell = table.cell_region(f"E{index}", "countdown")
+            assert cell.contains_region(region)
+            assert (region.width, region.height) == (1, 1)  # the last digit only
+            assert region.x == cell.x + table.cell_padding + len("T-10:5")
+        table.refresh = original  # type: ignore[method-assign]
+        await pilot.pause()
+        assert table.cell_text("E3", "countdown") == "T-13:58"
+        screen = "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+        assert "T-13:58" in screen and "T-13:59" not in screen
 
 
 # -- lines that repaint only what changed ------------------------------------------------------

@@ -4,15 +4,39 @@
 when the same events are in the same order it updates only the cells whose text changed
 (a countdown, once a second); otherwise it rebuilds the rows and puts the cursor back on
 the same EventId. Columns depend on the width (:func:`columns_for`).
+
+Textual's ``DataTable.update_cell`` repaints the whole table and throws away every
+rendered cell: ten ticking countdowns made the table re-render all its cells and rewrite
+all its rows every second. A cell whose column keeps its width is updated here in place
+instead: only its own rendering is dropped and only the characters that changed are
+repainted. And where DataTable renders a repainted row again cell by cell (two walks of
+the style tree and nine cache look-ups a row, ~0.5 ms), :class:`EventsTable` keeps each
+row's line and each cell's segments until they change, so a tick renders one cell per
+row and joins the row again.
+
+Both rely on DataTable's internals as textual 8.2 has them (``_data``, its render
+caches, ``_render_cell``); :meth:`EventsTable._fast_path` checks for them once and the
+table falls back to DataTable's own ways when they are not there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import chain
+from typing import Any, NamedTuple
 
+from rich.cells import cell_len
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
+from textual._segment_tools import line_crop
+from textual.geometry import Region
+from textual.strip import Strip
 from textual.widgets import DataTable
+from textual.widgets.data_table import ColumnKey, RowKey
+
+from setui.ui.widgets import repaint
 
 __all__ = ["COLUMNS", "EventsTable", "Row", "columns_for", "tier_for"]
 
@@ -52,12 +76,81 @@ def columns_for(tier: str) -> list[tuple[str, str]]:
             if (key, label, *shown)[index]]
 
 
+class _Change(NamedTuple):
+    """One cell whose text changed."""
+
+    row: str
+    column: str
+    before: Text | None
+    after: Text
+
+
+def _changed_characters(before: Text | None, after: Text) -> tuple[int, int] | None:
+    """The cells ``[start, stop)`` of a cell's text that differ, when only characters
+    changed in place (same width, same styles at the same places); else None."""
+    if (before is None or before.cell_len != after.cell_len or before.style != after.style
+            or before.spans != after.spans or len(before.plain) != len(after.plain)):
+        return None
+    old, new = before.plain, after.plain
+    diff = [i for i, (a, b) in enumerate(zip(old, new, strict=True)) if a != b]
+    if not diff:
+        return None
+    first, last = diff[0], diff[-1] + 1
+    if cell_len(old[:first]) != cell_len(new[:first]):  # a wide character moved
+        return None
+    return cell_len(new[:first]), cell_len(new[:last])
+
+
+def _same_shape(segments: list[Segment], before: Text, after: Text,
+                padding: int) -> list[Segment] | None:
+    """A cell's rendered segments for ``after``, from those rendered for ``before``, when
+    only characters changed: same length, one cell each, same styles at the same places,
+    nothing cut. The segments are then the same but for those characters, and rendering
+    the cell again through Rich (a fifth of a millisecond) is not needed. None otherwise.
+    """
+    old, new = before.plain, after.plain
+    if (len(old) != len(new) or before.spans != after.spans or before.style != after.style
+            or cell_len(old) != len(old) or cell_len(new) != len(new)):
+        return None
+    whole = "".join(segment.text for segment in segments)
+    shown = " " * padding + old
+    rest = whole[len(shown):]
+    if not whole.startswith(shown) or rest.strip(" ") or any(s.control for s in segments):
+        return None  # cut, wrapped or decorated: not the plain text and spaces
+    text = " " * padding + new + rest
+    result = []
+    at = 0
+    for segment in segments:
+        size = len(segment.text)
+        result.append(Segment(text[at:at + size], segment.style))
+        at += size
+    return result
+
+
+_EMPTY = Text()
+
+
 @dataclass(frozen=True)
 class Row:
     """One row: its EventId and a Text per column key."""
 
     key: str
     cells: dict[str, Text]
+
+
+class _Frame(NamedTuple):
+    """What every line of one repaint shares: anything in it changing redraws them all."""
+
+    base_style: Style
+    width: int
+    scroll_x: int
+    widths: tuple[int, ...]
+    cursor_row: int
+    hover_row: int
+    show_cursor: bool
+    show_hover: bool
+    pseudo: object
+    update_count: int
 
 
 class EventsTable(DataTable[Text]):
@@ -71,9 +164,21 @@ class EventsTable(DataTable[Text]):
         super().__init__(id=id, cursor_type="row", zebra_stripes=False, cell_padding=1)
         self._columns: list[tuple[str, str]] = []
         self._keys: list[str] = []
+        self._column_keys: list[str] = []
         self._cells: dict[str, dict[str, Text]] = {}
+        self._fast: bool | None = None  # see _fast_path
+        # Rendered rows and cells, with what they were rendered for (see render_line).
+        self._frame: _Frame | None = None
+        self._versions: dict[tuple[str, str], int] = {}  # (row, column): bumped on change
+        self._row_lines: dict[str, tuple[tuple[object, ...], Strip]] = {}
+        self._cell_lines: dict[tuple[str, str],
+                               tuple[tuple[object, ...], Text, list[Segment]]] = {}
         self.rebuilds = 0  # how often rows were rebuilt rather than updated (for tests)
-        self.cell_updates = 0  # how many cells were repainted one by one (for tests)
+        self.cell_updates = 0  # how many cells were updated one by one (for tests)
+        self.cells_rendered = 0  # cells rendered for a line (for tests)
+
+    def on_mount(self) -> None:
+        repaint.install()  # only the changed cells reach the terminal
 
     @property
     def selected_key(self) -> str | None:
@@ -98,31 +203,229 @@ class EventsTable(DataTable[Text]):
         keys = [row.key for row in rows]
         if columns != self._columns or keys != self._keys:
             self._rebuild(columns, rows)
-        else:
-            for row in rows:
-                old = self._cells.get(row.key, {})
-                for key, _ in columns:
-                    cell = row.cells.get(key, Text())
-                    before = old.get(key)
-                    if before != cell:
-                        # Measuring the column again relayouts the whole table: only when
-                        # the width changed (a ticking countdown keeps its width).
-                        resize = before is None or before.cell_len != cell.cell_len
-                        self.update_cell(row.key, key, cell, update_width=resize)
-                        self.cell_updates += 1
-                self._cells[row.key] = dict(row.cells)
+            return
+        changed: list[_Change] = []
+        for row in rows:
+            old = self._cells[row.key]
+            if old == row.cells:
+                continue
+            for key in self._column_keys:
+                cell = row.cells.get(key, _EMPTY)
+                before = old.get(key)
+                if before != cell:
+                    changed.append(_Change(row.key, key, before, cell))
+            self._cells[row.key] = dict(row.cells)
+        if changed:
+            self._update_cells(changed)
+
+    # -- a change of a few cells ------------------------------------------------------------
+    def _update_cells(self, changed: list[_Change]) -> None:
+        """Put new texts in cells, repainting as little as the column widths allow."""
+        self.cell_updates += len(changed)
+        resized = {column for column in {change.column for change in changed}
+                   if self._column_width_changes(column)}
+        if resized or not self._fast_path():
+            # Measuring a column again relayouts the whole table: only when its width
+            # changes (a ticking countdown keeps its width nearly always).
+            for change in changed:
+                self.update_cell(change.row, change.column, change.after,
+                                 update_width=change.column in resized)
+            return
+        data = self._data
+        versions = self._versions
+        for change in changed:
+            data[RowKey(change.row)][ColumnKey(change.column)] = change.after
+            where = (change.row, change.column)
+            versions[where] = versions.get(where, 0) + 1
+        self._forget_rendering({(change.row, change.column) for change in changed})
+        offsets = self._column_offsets()
+        header = self.header_height if self.show_header else 0
+        window = self.window_region
+        scroll = self.scroll_offset
+        regions = []
+        for change in changed:
+            x, width = offsets[self._column_keys.index(change.column)]
+            region = Region(x, header + self._keys.index(change.row), width, 1)
+            span = _changed_characters(change.before, change.after)
+            if span is not None:  # only these characters: "T-14:32" to "T-14:31" is one
+                start, stop = span
+                region = Region(x + self.cell_padding + start, region.y, stop - start, 1)
+            if window.overlaps(region):
+                regions.append(region.translate(-scroll))
+        if regions:
+            self.refresh(*regions)
+
+    def _column_offsets(self) -> list[tuple[int, int]]:
+        """(x, width) of each column, padding included."""
+        offsets = []
+        x = 0
+        for column in self.ordered_columns:
+            width = column.get_render_width(self)
+            offsets.append((x, width))
+            x += width
+        return offsets
+
+    def cell_region(self, row: str, column: str) -> Region:
+        """Where a cell is in the table (header included, before scrolling), padding
+        included: what a change of its text may repaint at most."""
+        x, width = self._column_offsets()[self._column_keys.index(column)]
+        header = self.header_height if self.show_header else 0
+        return Region(x, header + self._keys.index(row), width, 1)
+
+    def _column_width_changes(self, column: str) -> bool:
+        """Whether the column's width after the update differs from what it is now (the
+        widest of its label and its cells, as DataTable measures it)."""
+        current = self.columns.get(ColumnKey(column))
+        if current is None:
+            return True
+        widest = max([current.label.cell_len,
+                      *(cells[column].cell_len for cells in self._cells.values()
+                        if column in cells)])
+        return widest != current.content_width
+
+    def _fast_path(self) -> bool:
+        """Whether this Textual's DataTable has the internals the in-place updates and
+        the line cache use (textual 8.2), and the table is as this module builds it; if
+        not, DataTable's own update_cell and render_line do it the slow, sure way."""
+        if self._fast is None:
+            caches = ("_cell_render_cache", "_row_render_cache", "_row_renderable_cache",
+                      "_line_cache")
+            self._fast = (isinstance(getattr(self, "_data", None), dict)
+                          and all(hasattr(getattr(self, name, None), "discard")
+                                  for name in caches)
+                          and all(hasattr(self, name) for name in (
+                              "_y_offsets", "_render_cell", "_get_styles_to_render_cell",
+                              "_show_hover_cursor", "_pseudo_class_state", "_update_count")))
+        return (self._fast and self.cursor_type == "row" and not self.zebra_stripes
+                and not self.fixed_rows and not self.fixed_columns
+                and not self._labelled_row_exists)
+
+    def _forget_rendering(self, cells: set[tuple[str, str]]) -> None:
+        """Drop what DataTable rendered of these cells and of the lines that hold them,
+        and nothing else. Its caches are keyed as in textual 8.2's _data_table.py:
+        cells by (row key, column key, ...), rows by (row key, ...), row renderables by
+        (update count, row index), lines by (y, ...) with the header at y 0."""
+        rows = {row for row, _ in cells}
+        indexes = {self._keys.index(row) for row in rows}
+        header = self.header_height if self.show_header else 0
+        ys = {index + header for index in indexes}  # every row is one line high
+
+        def drop(cache: Any, stale: Callable[[tuple[Any, ...]], bool]) -> None:
+            for key in [key for key in cache.keys() if stale(key)]:  # noqa: SIM118 (no __iter__)
+                cache.discard(key)
+
+        drop(self._cell_render_cache, lambda key: (key[0], key[1]) in cells)
+        drop(self._row_render_cache, lambda key: key[0] in rows)
+        drop(self._row_renderable_cache, lambda key: key[1] in indexes)
+        drop(self._line_cache, lambda key: key[0] in ys)
+
+    # -- lines ---------------------------------------------------------------------------------
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._frame = None  # what the lines share is taken once per repaint
+        return super().render_lines(crop)
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._forget_lines()
+
+    def _forget_lines(self) -> None:
+        self._frame = None
+        self._row_lines.clear()
+        self._cell_lines.clear()
+
+    def render_line(self, y: int) -> Strip:
+        """DataTable's line for a row, from the row's line and the cells' segments as last
+        rendered, unless something they depend on changed since."""
+        header = self.header_height if self.show_header else 0
+        if y < header or not self._fast_path():
+            return super().render_line(y)
+        index = y - header + self.scroll_offset.y
+        if not 0 <= index < len(self._keys) or self.row_count != len(self._keys):
+            return super().render_line(y)
+        frame = self._frame
+        if frame is None:
+            frame = self._frame = self._current_frame()
+        row = self._keys[index]
+        versions = self._versions
+        key = (frame, index, tuple(versions.get((row, column), 0)
+                                   for column in self._column_keys))
+        cached = self._row_lines.get(row)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        strip = self._render_row(row, index, frame)
+        self._row_lines[row] = (key, strip)
+        return strip
+
+    def _current_frame(self) -> _Frame:
+        return _Frame(
+            base_style=self.rich_style, width=self.size.width, scroll_x=self.scroll_offset.x,
+            widths=tuple(column.get_render_width(self) for column in self.ordered_columns),
+            cursor_row=self.cursor_coordinate.row, hover_row=self.hover_coordinate.row,
+            show_cursor=self.show_cursor, show_hover=self._show_hover_cursor,
+            pseudo=self._pseudo_class_state, update_count=self._update_count)
+
+    def _render_row(self, row: str, index: int, frame: _Frame) -> Strip:
+        """One row's line, as DataTable's _render_line_in_row and _render_line make it
+        (textual 8.2: no row labels, no fixed rows or columns, no zebra stripes), each
+        cell rendered again only if its text, its width or its highlight changed."""
+        base_style = frame.base_style
+        cursor = index == frame.cursor_row
+        hover = index == frame.hover_row
+        cells: list[list[Segment]] = []
+        texts = self._cells[row]
+        for column_index, column in enumerate(self._column_keys):
+            where = (row, column)
+            text = texts.get(column) or _EMPTY
+            state = (frame.base_style, frame.widths[column_index], cursor, hover,
+                     frame.show_cursor, frame.show_hover, frame.pseudo, frame.update_count)
+            cached = self._cell_lines.get(where)
+            if cached is not None and cached[0] == state and cached[1] == text:
+                segments = cached[2]
+            else:
+                segments = None
+                if cached is not None and cached[0] == state:
+                    segments = _same_shape(cached[2], cached[1], text, self.cell_padding)
+                if segments is None:
+                    segments = self._render_cell(index, column_index, base_style,
+                                                 frame.widths[column_index], cursor=cursor,
+                                                 hover=hover)[0]
+                    self.cells_rendered += 1
+                    # Kept here, not in DataTable's cell cache: that one then holds only
+                    # what DataTable renders itself (the header), and stays small to purge.
+                    self._cell_render_cache.discard(
+                        (RowKey(row), ColumnKey(column), base_style, cursor, hover,
+                         frame.show_hover, frame.update_count, frame.pseudo))
+                self._cell_lines[where] = (state, text, segments)
+            cells.append(segments)
+        # What is right of the last column takes the row's highlight, as in DataTable.
+        extend_style, _ = self._get_styles_to_render_cell(
+            False, False, False, hover, cursor, frame.show_cursor, frame.show_hover,
+            False, False)
+        extend_style = (base_style + extend_style
+                        + Style.from_meta({"row": index, "column": 0, "out_of_bounds": True}))
+        table_width = sum(frame.widths)
+        remaining = max(0, frame.width - table_width)
+        segments = list(chain.from_iterable(cells))
+        segments.append(Segment(" " * remaining, extend_style))
+        if frame.scroll_x == 0 and table_width <= frame.width:  # exactly the width: as is
+            return Strip(segments, frame.width).simplify()
+        line = line_crop(segments, frame.scroll_x, frame.scroll_x + frame.width, frame.width)
+        return Strip(line).adjust_cell_length(frame.width, base_style).simplify()
 
     def _rebuild(self, columns: list[tuple[str, str]], rows: Sequence[Row]) -> None:
         selected = self.selected_key
         old_index = self.cursor_row
         old_keys = list(self._keys)
         self.rebuilds += 1
+        self._forget_lines()
+        self._versions.clear()
         # The columns too: a column only ever widens as rows are added, so widths
         # measured for rows that are gone would stay.
         self.clear(columns=True)
         for key, label in columns:
             self.add_column(Text(label, style="bold"), key=key)
         self._columns = columns
+        self._column_keys = [key for key, _ in columns]
         self._keys = [row.key for row in rows]
         self._cells = {}
         for row in rows:
