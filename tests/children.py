@@ -14,9 +14,16 @@ Python code between fork and exec can deadlock with the reader threads these tes
 from __future__ import annotations
 
 import os
+import queue
+import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable
 
-__all__ = ["PYTHON", "SETUI"]
+import pytest
+
+__all__ = ["PYTHON", "SETUI", "Lines", "wait_until"]
 
 _DEFAULT_SIGINT = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
                    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])")
@@ -24,3 +31,54 @@ _DEFAULT_SIGINT = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.
 # Windows has no inherited SIG_IGN to undo, and its execv would not keep the process.
 PYTHON = [sys.executable, "-c", _DEFAULT_SIGINT] if os.name == "posix" else [sys.executable]
 SETUI = [*PYTHON, "-m", "setui.cli"]
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+class Lines:
+    """A process's stdout, read by one thread, consumed in steps with deadlines.
+
+    Unlike tests/commands' ``_read_until`` (one wait per process), a case can wait
+    several times on the same process: before a fault, during it, after healing.
+    """
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        self.proc = proc
+        self.seen: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._ended = False
+        stdout = proc.stdout
+
+        def pump() -> None:
+            for line in stdout:
+                self._queue.put(line)
+            self._queue.put(None)
+
+        threading.Thread(target=pump, daemon=True).start()
+
+    def until(self, done: Callable[[str], bool], timeout: float, what: str) -> str:
+        """The first line from now on for which ``done`` holds; fails after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while not self._ended and (remaining := deadline - time.monotonic()) > 0:
+            try:
+                line = self._queue.get(timeout=remaining)
+            except queue.Empty:
+                break
+            if line is None:
+                self._ended = True
+                break
+            self.seen.append(line)
+            if done(line):
+                return line
+        self.proc.kill()
+        errors = self.proc.stderr.read() if self.proc.stderr else ""
+        why = "the process ended" if self._ended else f"nothing more within {timeout} s"
+        pytest.fail(f"waiting for {what}: {why}; stdout: {self.seen[-30:]!r}; "
+                    f"stderr: {errors[-2000:]!r}")

@@ -5,15 +5,8 @@ its own name: every conftest.py is imported as ``conftest``.)"""
 from __future__ import annotations
 
 import os
-import queue
-import subprocess
-import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-import pytest
 
 from setui.emulator.faults import Faults, parse_faults
 from setui.emulator.scenario import Scenario, parse_scenario
@@ -96,57 +89,6 @@ CASE_IDS = [case.name for case in CASES]
 def stored(store: Store) -> dict[int, tuple[object, str]]:
     """incarnation -> (first seen, document): what a fault must never change or lose."""
     return {r.incarnation: (r.first_seen, r.raw_json) for r in store.history(limit=None)}
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
-
-
-class Lines:
-    """A process's stdout, read by one thread, consumed in steps with deadlines.
-
-    Unlike tests/commands' ``_read_until`` (one wait per process), a matrix case waits
-    several times on the same process: before the fault, during it, after healing.
-    """
-
-    def __init__(self, proc: subprocess.Popen[str]) -> None:
-        assert proc.stdout is not None
-        self.proc = proc
-        self.seen: list[str] = []
-        self._queue: queue.Queue[str | None] = queue.Queue()
-        self._ended = False
-        stdout = proc.stdout
-
-        def pump() -> None:
-            for line in stdout:
-                self._queue.put(line)
-            self._queue.put(None)
-
-        threading.Thread(target=pump, daemon=True).start()
-
-    def until(self, done: Callable[[str], bool], timeout: float, what: str) -> str:
-        """The first line from now on for which ``done`` holds; fails after ``timeout``."""
-        deadline = time.monotonic() + timeout
-        while not self._ended and (remaining := deadline - time.monotonic()) > 0:
-            try:
-                line = self._queue.get(timeout=remaining)
-            except queue.Empty:
-                break
-            if line is None:
-                self._ended = True
-                break
-            self.seen.append(line)
-            if done(line):
-                return line
-        self.proc.kill()
-        errors = self.proc.stderr.read() if self.proc.stderr else ""
-        why = "the process ended" if self._ended else f"nothing more within {timeout} s"
-        pytest.fail(f"waiting for {what}: {why}; stdout: {self.seen[-30:]!r}; "
-                    f"stderr: {errors[-2000:]!r}")
 
 
 def watch_env(tmp_path: Path) -> dict[str, str]:

@@ -19,14 +19,12 @@ from faultmatrix import (
     CASES,
     POSIX,
     Case,
-    Lines,
     scenario,
     stored,
-    wait_until,
     watch_env,
 )
 
-from children import SETUI
+from children import SETUI, Lines, wait_until
 from setui.emulator.clock import ManualClock
 from setui.emulator.faults import parse_faults
 from setui.emulator.server import Emulator

@@ -5,17 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import subprocess
-import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from children import SETUI
+from children import SETUI, Lines, wait_until
 from dashboard import MakeDashboard, status
 from setui.emulator.clock import ManualClock
 from setui.emulator.faults import parse_faults
@@ -24,48 +19,6 @@ from setui.emulator.server import Emulator
 
 FREEZE = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"  # live-migration: at 60 s, 15 min notice
 PATIENCE = 60.0
-
-
-class Lines:
-    """A child's stdout, read on a thread so a silent child fails instead of hanging."""
-
-    def __init__(self, proc: subprocess.Popen[str]) -> None:
-        assert proc.stdout is not None
-        self.proc = proc
-        self.seen: list[dict[str, Any]] = []
-        self._queue: queue.Queue[str | None] = queue.Queue()
-        stdout = proc.stdout
-
-        def pump() -> None:
-            for line in stdout:
-                self._queue.put(line)
-            self._queue.put(None)
-
-        threading.Thread(target=pump, daemon=True).start()
-
-    def until(self, wanted: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
-        deadline = time.monotonic() + PATIENCE
-        while (remaining := deadline - time.monotonic()) > 0:
-            try:
-                line = self._queue.get(timeout=remaining)
-            except queue.Empty:
-                break
-            if line is None:
-                break
-            record = json.loads(line)
-            self.seen.append(record)
-            if wanted(record):
-                return record
-        self.proc.kill()
-        err = self.proc.stderr.read() if self.proc.stderr else ""
-        pytest.fail(f"not seen; lines so far: {self.seen!r}; stderr: {err[-2000:]!r}")
-
-
-def wait_until(predicate: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + PATIENCE
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 def test_a_freeze_that_ran_while_every_poll_failed_is_never_cancelled(tmp_path: Path) -> None:
@@ -81,15 +34,23 @@ def test_a_freeze_that_ran_while_every_poll_failed_is_never_cancelled(tmp_path: 
             text=True, env={**os.environ, **env})
         try:
             lines = Lines(proc)
-            appeared = lines.until(lambda r: r["change"] == "appeared")
+
+            def next_record(wanted: Callable[[dict[str, Any]], bool], what: str
+                            ) -> dict[str, Any]:
+                line = lines.until(lambda text: wanted(json.loads(text)), PATIENCE, what)
+                return dict(json.loads(line))
+
+            appeared = next_record(lambda r: r["change"] == "appeared", "the Freeze")
             assert appeared["event_id"] == FREEZE and appeared["this_vm"]
             emulator.set_faults(parse_faults("500=1"))
-            lines.until(lambda r: r["change"] == "connection" and r["state"] == "retrying")
+            next_record(lambda r: r["state"] == "retrying", "the failures")
             failed = len(emulator.requests)
             clock.set(emulator.epoch + 3600)  # started, paused the VM, and left meanwhile
-            wait_until(lambda: len(emulator.requests) >= failed + 2)
+            wait_until(lambda: len(emulator.requests) >= failed + 2, PATIENCE,
+                       "two more failed polls")
             emulator.set_faults(None)
-            gone = lines.until(lambda r: r["event_id"] == FREEZE and r["change"] != "appeared")
+            gone = next_record(lambda r: r["event_id"] == FREEZE and r["change"] != "appeared",
+                               "the Freeze's end")
         finally:
             proc.terminate()
             proc.wait(timeout=30)
@@ -97,7 +58,7 @@ def test_a_freeze_that_ran_while_every_poll_failed_is_never_cancelled(tmp_path: 
     assert gone["certain"] is False and gone["missed"] >= 1
     assert "polls failed" in gone["detail"] and "never seen" in gone["detail"]
     assert "probably ran" in gone["detail"]
-    assert not any(r["change"] == "cancelled" for r in lines.seen)
+    assert not any(json.loads(line)["change"] == "cancelled" for line in lines.seen)
 
 
 async def test_the_dashboard_stops_saying_live_while_the_service_hangs(
