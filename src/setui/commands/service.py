@@ -17,7 +17,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import IO
@@ -142,24 +141,9 @@ def _write_atomically(directory: Path, name: str, text: str) -> bool:
         if target.read_text(encoding="utf-8") == text and \
                 (target.stat().st_mode & 0o777) == 0o644:
             return False
-    fd, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fchmod(handle.fileno(), 0o644)
-            os.fsync(handle.fileno())
-        os.replace(temporary, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-    with contextlib.suppress(OSError):  # the rename itself survives a crash too
-        dir_fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+    from setui.store.files import write_atomically
+
+    write_atomically(target, text, mode=0o644)
     return True
 
 
