@@ -20,9 +20,10 @@ from textual.widgets import DataTable, Footer, Static
 from setui.textsafe import printable
 from setui.ui.screens.history import DetailScreen, local_and_utc, pretty_json
 from setui.ui.screens.listing import TableNavigation
+from setui.ui.screens.offloop import query_store
 
 if TYPE_CHECKING:
-    from setui.store import AuditRecord, Store
+    from setui.store import AuditRecord, Store, VerifyResult
 
 __all__ = ["AuditRow", "AuditScreen", "describe_row", "pair_records"]
 
@@ -263,6 +264,7 @@ class AuditScreen(TableNavigation):
         self.limit = page_size
         self.rows: list[AuditRow] = []
         self.exhausted = False
+        self._loading = False  # records are being read on the store's thread
 
     def compose(self) -> ComposeResult:
         yield Static(Text("Audit log: approvals, newest first"), id="audit-title")
@@ -296,14 +298,17 @@ class AuditScreen(TableNavigation):
             banner.update(Text(printable(f"Audit log not available: {reason}.")))
             banner.set_class(True, "alarm")
             return
-        from setui.store import StoreError
+        banner.update(Text("Verifying the audit chain…"))
+        query_store(self, self.store.verify_audit, self._show_verified, self._unreadable,
+                    group="audit-verify")
 
-        try:
-            result = self.store.verify_audit()
-        except StoreError as exc:
-            banner.update(Text(printable(f"!! AUDIT LOG UNREADABLE: {exc}")))
-            banner.set_class(True, "alarm")
-            return
+    def _unreadable(self, message: str) -> None:
+        banner = self.query_one("#audit-verify", Static)
+        banner.update(Text(printable(f"!! AUDIT LOG UNREADABLE: {message}")))
+        banner.set_class(True, "alarm")
+
+    def _show_verified(self, result: VerifyResult) -> None:
+        banner = self.query_one("#audit-verify", Static)
         if result.ok:
             count = result.count
             text = Text(f"✓ Audit chain ok, {count} record{'s' if count != 1 else ''} verified")
@@ -321,22 +326,31 @@ class AuditScreen(TableNavigation):
             banner.set_class(True, "alarm")
 
     def _load(self) -> None:
+        if self.store is None:
+            self.query_one(DataTable).clear()
+            self.rows = []
+            self.exhausted = True
+            return
+        if self._loading:
+            return
+        self._loading = True
+        if not self.rows:
+            self.query_one("#audit-status", Static).update(Text("Loading the audit log…"))
+        store, limit = self.store, self.limit
+        query_store(self, lambda: list(store.audit(limit=limit)), self._show_records,
+                    self._records_failed, group="audit-load")
+
+    def _records_failed(self, message: str) -> None:
+        self._loading = False
+        self.exhausted = True
+        self.query_one("#audit-status", Static).update(
+            Text(printable(f"Could not read the audit log: {message}")))
+
+    def _show_records(self, records: list[AuditRecord]) -> None:
+        self._loading = False
         table = self.query_one(DataTable)
-        status = self.query_one("#audit-status", Static)
         keep = table.cursor_row
         table.clear()
-        self.rows = []
-        if self.store is None:
-            self.exhausted = True
-            return
-        from setui.store import StoreError
-
-        try:
-            records = list(self.store.audit(limit=self.limit))
-        except StoreError as exc:
-            status.update(Text(printable(f"Could not read the audit log: {exc}")))
-            self.exhausted = True
-            return
         self.exhausted = len(records) < self.limit
         self.rows = pair_records(records)
         limit = max(_WHAT_LIMIT, min(_WHAT_MAX, _WHAT_LIMIT + self.app.size.width - 80))
@@ -344,7 +358,8 @@ class AuditScreen(TableNavigation):
             table.add_row(Text(_short_time(row.record.time)), _what_text(row, limit),
                           Text(_who(row.record, short=True)), Text(_event_text(row.record)),
                           key=str(index))
-        status.update(Text(_count_text(len(records), len(self.rows), self.exhausted)))
+        self.query_one("#audit-status", Static).update(
+            Text(_count_text(len(records), len(self.rows), self.exhausted)))
         if self.rows:
             table.move_cursor(row=min(keep, len(self.rows) - 1))
 

@@ -11,7 +11,7 @@ control characters neutralised by :func:`setui.textsafe.printable`.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, ClassVar, cast
@@ -29,6 +29,7 @@ from setui.core.model import Event
 from setui.textsafe import printable
 from setui.ui.format import countdown, impact, is_this_vm, safe, utc_and_local
 from setui.ui.messages import ApprovalNote, EventLife, GoneEvent, Session
+from setui.ui.screens.offloop import query_store
 
 if TYPE_CHECKING:
     from setui.store import Store, StoryEntry
@@ -158,10 +159,18 @@ def _fate(life: EventLife | None, gone: GoneEvent | None,
           ) -> tuple[str, datetime | None, int | None]:
     """How, when and at which incarnation an event left the document, as far as known."""
     if life is not None and life.gone_at is not None:
-        return life.fate or "gone", life.gone_at, life.gone_incarnation
+        return _fate_words(life.fate), life.gone_at, life.gone_incarnation
     if gone is not None:
-        return gone.fate, gone.at, gone.incarnation
-    return "gone", None, None
+        return _fate_words(gone.fate), gone.at, gone.incarnation
+    return _fate_words(None), None, None
+
+
+def _fate_words(fate: str | None) -> str:
+    """``gone`` means it left unseen: whether it ran is not known, and it never reads
+    as cancelled."""
+    if fate in (None, "gone"):
+        return "gone unseen (whether it ran is not known)"
+    return fate
 
 
 def _hanging(out: Text, value: Text, width: int | None, indent: int) -> None:
@@ -224,6 +233,9 @@ class EventDetails:
         self._story_key: object = None
         self._story: list[StoryEntry] = []
         self._story_problem: str | None = None
+        self._asked: object = None  # the key of the read last handed out
+        # A read of the story the screen should run on a thread: (key, query), or None.
+        self.pending: tuple[object, Callable[[], list[StoryEntry]]] | None = None
         self._raw: tuple[Event, Text] | None = None  # the raw JSON of the event it is of
 
     def find(self) -> tuple[Event | None, bool, GoneEvent | None]:
@@ -258,22 +270,27 @@ class EventDetails:
         return DetailsView(title, body, self._raw[1])
 
     def _read_story(self, note: ApprovalNote | None) -> tuple[list[StoryEntry], str | None]:
+        """The story as last read; when it may have grown, the read to make next is
+        left in :attr:`pending` for the screen to run off the event loop."""
         document = self.session.document
         key = (document.incarnation if document is not None else None, note)
-        if key == self._story_key:
-            return self._story, self._story_problem
-        self._story_key = key
-        self._story, self._story_problem = [], None
-        if self.store is None:
-            self._story_problem = self.store_problem
-            return self._story, self._story_problem
-        from setui.store import StoreError
-
-        try:
-            self._story = list(self.store.event_story(self.event_id))
-        except StoreError as exc:
-            self._story_problem = str(exc)
+        if key != self._story_key and key != self._asked:
+            if self.store is None:
+                self._story_key = key
+                self._story, self._story_problem = [], self.store_problem
+            else:
+                store, event_id = self.store, self.event_id
+                self._asked = key
+                self.pending = (key, lambda: list(store.event_story(event_id)))
+                if self._story_key is None:
+                    self._story_problem = "reading its story from the history…"
         return self._story, self._story_problem
+
+    def take_story(self, key: object, story: list[StoryEntry] | None,
+                   problem: str | None) -> None:
+        """The answer to a read :attr:`pending` asked for."""
+        self._story_key = key
+        self._story, self._story_problem = story or [], problem
 
 
 class DetailsScreen(ModalScreen[None]):
@@ -336,6 +353,7 @@ class DetailsScreen(ModalScreen[None]):
         body = self.query_one("#details-body", Static)
         width = body.size.width or max(self.app.size.width - _CHROME, 20)
         view = self._build(width)
+        self._read_pending()
         old = self._view
         self._view = view
         if old is None or view.title != old.title:
@@ -344,6 +362,23 @@ class DetailsScreen(ModalScreen[None]):
                          else (view.body, old.body if old else None))
         if shown != before:
             body.update(shown)
+
+    def _read_pending(self) -> None:
+        """Run the story's read the details asked for, on a thread; redraw with it."""
+        pending, self.details.pending = self.details.pending, None
+        if pending is None:
+            return
+        key, read = pending
+
+        def done(story: list[StoryEntry]) -> None:
+            self.details.take_story(key, story, None)
+            self.refresh_details()
+
+        def failed(message: str) -> None:
+            self.details.take_story(key, None, message)
+            self.refresh_details()
+
+        query_store(self, read, done, failed, group="details-story")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "raw":

@@ -28,6 +28,7 @@ from setui.core.diff import diff_documents as compare_documents
 from setui.core.model import Document, DocumentError, Event
 from setui.textsafe import printable
 from setui.ui.screens.listing import TableNavigation
+from setui.ui.screens.offloop import query_store
 
 if TYPE_CHECKING:
     from setui.store import IncarnationRecord, Store
@@ -75,6 +76,17 @@ def local_and_utc(moment: datetime) -> tuple[str, str]:
         "%H:%M:%S")
 
 
+def _why_removed(event: Event, fate: tuple[str, str] | None) -> str:
+    kind, detail = fate or ("", "")
+    if event.is_started:
+        return "it had started, so it is over (completed)" + (f"; {detail}" if detail else "")
+    if kind == "cancelled":
+        return "it was still Scheduled and nothing was missed: Azure cancelled it"
+    if kind == "gone":
+        return f"it left unseen, so whether it ran is not known: {printable(detail, 300)}"
+    return "it was still Scheduled when last recorded: cancelled, or it ran unseen"
+
+
 def _when(moment: datetime) -> str:
     local, utc = local_and_utc(moment)
     return f"{local} ({utc} UTC)"
@@ -90,8 +102,12 @@ def _field_order(raw: Mapping[str, Any]) -> list[str]:
 
 
 def diff_documents(current: Document, previous: Document | None,
-                   styles: DiffStyles | None = None) -> Text:
-    """A readable diff: events added, removed and changed (field by field), unchanged."""
+                   styles: DiffStyles | None = None,
+                   fates: Mapping[str, tuple[str, str]] | None = None) -> Text:
+    """A readable diff: events added, removed and changed (field by field), unchanged.
+
+    ``fates``: how the history told each removed event's leaving (EventId -> kind,
+    detail); a removal is told as "cancelled" only when the history proved it."""
     styles = styles or DiffStyles()
     out = Text()
     if previous is None:
@@ -111,9 +127,8 @@ def diff_documents(current: Document, previous: Document | None,
     for item in removed:
         out.append("- removed  ", style=styles.removed)
         _event_heading(out, item.event)
-        why = ("it had started, so it is over (completed)" if item.event.is_started
-               else "it was still Scheduled, so Azure cancelled it")
-        out.append(f"    {why}\n", style=styles.quiet)
+        out.append(f"    {_why_removed(item.event, (fates or {}).get(item.event.event_id))}\n",
+                   style=styles.quiet)
     for item in changed:
         out.append("~ changed  ", style=styles.changed)
         _event_heading(out, item.event)
@@ -197,7 +212,8 @@ def describe_incarnation(record: IncarnationRecord,
         out.append(f"The stored document cannot be read as events: {printable(exc, 300)}\n",
                    style="bold")
     else:
-        out.append_text(diff_documents(current_doc, previous_doc, styles))
+        fates = {c.event_id: (c.kind, c.detail) for c in record.changes if c.event_id}
+        out.append_text(diff_documents(current_doc, previous_doc, styles, fates))
     out.append("\nRaw document\n", style=styles.heading)
     out.append_text(pretty_json(record.raw_json))
     return out
@@ -290,6 +306,7 @@ class HistoryScreen(TableNavigation):
         self.page_size = page_size
         self.records: list[IncarnationRecord] = []
         self.exhausted = False
+        self._loading = False  # a page is being read on the store's thread
 
     def compose(self) -> ComposeResult:
         yield Static(Text("History: incarnations of the events document, newest first"),
@@ -315,23 +332,31 @@ class HistoryScreen(TableNavigation):
         self.query_one(DataTable).clear()
         self.records = []
         self.exhausted = False
+        self._loading = False
         self._load_page()
 
     def _load_page(self) -> None:
-        if self.exhausted:
+        if self.exhausted or self._loading:
             return
         if self.store is None:
             self.exhausted = True
             reason = (self.problem or "no store is open").rstrip(".")
             self._say(f"History is not available: {reason}.", problem=True)
             return
-        from setui.store import StoreError
+        self._loading = True
+        if not self.records:
+            self._say("Loading the history…")
+        store, size = self.store, self.page_size
+        last = self.records[-1] if self.records else None
+        query_store(self, lambda: list(store.history(limit=size, before=last)),
+                    self._add_page, self._page_failed, group="history-page")
 
-        try:
-            page = self._fetch(len(self.records))
-        except StoreError as exc:
-            self._say(f"Could not read the history: {exc}", problem=True)
-            return
+    def _page_failed(self, message: str) -> None:
+        self._loading = False
+        self._say(f"Could not read the history: {message}", problem=True)
+
+    def _add_page(self, page: list[IncarnationRecord]) -> None:
+        self._loading = False
         self.exhausted = len(page) < self.page_size
         table = self.query_one(DataTable)
         for record in page:
@@ -342,14 +367,6 @@ class HistoryScreen(TableNavigation):
                           key=str(len(self.records)))
             self.records.append(record)
         self._show_count()
-
-    def _fetch(self, skip: int) -> list[IncarnationRecord]:
-        """The next page after the ``skip`` newest (already shown) incarnations."""
-        assert self.store is not None
-        if skip == 0:
-            return list(self.store.history(limit=self.page_size))
-        last = self.records[-1]
-        return list(self.store.history(limit=self.page_size, before=last))
 
     def _show_count(self) -> None:
         count = len(self.records)
@@ -384,12 +401,11 @@ class HistoryScreen(TableNavigation):
         record = self._selected()
         if record is None or self.store is None:
             return
-        from setui.store import StoreError
-
-        previous, problem = None, None
-        try:
-            previous = self.store.previous(record)
-        except StoreError as exc:
-            problem = str(exc)
+        store = self.store
         styles = DiffStyles.from_theme(self.app.theme_variables)
-        self.app.push_screen(IncarnationScreen(record, previous, problem, styles))
+
+        def show(previous: IncarnationRecord | None, problem: str | None = None) -> None:
+            self.app.push_screen(IncarnationScreen(record, previous, problem, styles))
+
+        query_store(self, lambda: store.previous(record), show,
+                    lambda message: show(None, message), group="history-open")
