@@ -25,11 +25,11 @@ def test_headless_layers_do_not_load_textual() -> None:
         "import importlib, sys\n"
         f"for name in {HEADLESS!r}:\n"
         "    importlib.import_module(name)\n"
-        # httpx imports its own command line (click, rich, pygments) whenever click is
-        # installed, as the dev extra does: rich is setui's fault only without that.
-        "ui = ('textual',) if 'httpx._main' in sys.modules else ('textual', 'rich')\n"
+        # click is installed here (the dev extra), so this also proves that httpx's own
+        # command line, which would load rich, stays unloaded (setui/core/__init__.py).
         "bad = sorted(m for m in sys.modules\n"
-        "             if m.split('.')[0] in ui or m.startswith('setui.ui'))\n"
+        "             if m.split('.')[0] in ('textual', 'rich', 'click')\n"
+        "             or m.startswith('setui.ui'))\n"
         "print(bad)\n"
         "sys.exit(1 if bad else 0)\n"
     )
