@@ -3,12 +3,19 @@ repaint that is not needed, and the dialog's keys always on the screen."""
 
 from __future__ import annotations
 
+import gc
 import re
-from typing import Any
+import weakref
+from typing import Any, ClassVar
 
 import pytest
 from rich.cells import cell_len
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
 from textual.geometry import Region
+from textual.widgets import Footer, Static
+from textual.widgets._footer import FooterKey
 
 from dashboard import (
     NARROW,
@@ -19,8 +26,10 @@ from dashboard import (
     start,
     status,
     table,
+    wait_for,
 )
 from setui.ui.app import MAX_TOASTS
+from setui.ui.screens.confirm import ConfirmationModal
 from setui.ui.screens.main import MainScreen, share_height
 from setui.ui.widgets.events import EventsTable
 from setui.ui.widgets.status import StatusBar
@@ -332,6 +341,94 @@ async def test_the_terminal_shows_the_screen_after_a_minute_of_partial_repaints(
             # cell left stale in between.
             assert terminal.text() == expected, second
         assert updates["partial"] > 30
+
+
+# -- the approval dialog leaves nothing behind -----------------------------------------------
+def compact_watchers(footer: Footer) -> int:
+    """How many FooterKeys the Footer keeps a data-binding watcher for (see
+    bench/upstream/footer_leak.py: Textual never drops them while ``compact`` is unchanged).
+    """
+    return len(getattr(footer, "__watchers", {}).get("compact", []))
+
+
+async def test_closing_the_approval_dialog_leaves_the_footer_as_it_was(
+        make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard()
+    async with d.app.run_test(size=NARROW) as pilot:
+        await start(d, pilot)
+        footer = d.app.main_screen.query_one(Footer)
+
+        async def open_and_close() -> None:
+            await open_dialog(d, pilot)
+            await pilot.press("escape")
+            await d.wait_for(pilot, lambda: d.app.screen is d.app.main_screen)
+            await pilot.pause()
+
+        await open_and_close()
+        keys = list(footer.query(FooterKey))
+        watchers = compact_watchers(footer)
+        for _ in range(4):
+            await open_and_close()
+        # The same key widgets: the Footer was not composed again (30-40 ms each time,
+        # in the way of an approval's POST), and nothing piled up behind it.
+        assert list(footer.query(FooterKey)) == keys
+        assert compact_watchers(footer) == watchers
+        assert "Approve" in screen_text(d)
+
+
+class KeysApp(App[None]):
+    """A screen whose keys change while a dialog covers it."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("x", "act", "Act"),
+                                             Binding("z", "other", "Other")]
+    allowed = True
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return self.allowed if action == "act" else True
+
+    def compose(self) -> ComposeResult:
+        yield Static("main")
+        yield Footer()
+
+
+async def test_the_footer_still_follows_keys_that_changed_under_the_dialog() -> None:
+    app = KeysApp()
+    async with app.run_test() as pilot:
+        await pilot.pause()
+        footer = app.query_one(Footer)
+        assert [k.description for k in footer.query(FooterKey)][:2] == ["Act", "Other"]
+        await app.push_screen(ConfirmationModal("Sure?", Text("body"), guard=0))
+        await pilot.pause()
+        app.allowed = False
+        app.pop_screen()
+        await wait_for(pilot, lambda: "Act" not in
+                       [k.description for k in footer.query(FooterKey)])
+        assert [k.description for k in footer.query(FooterKey)][:1] == ["Other"]
+
+
+async def test_a_closed_dialog_lets_its_rendered_lines_go(
+        make_dashboard: MakeDashboard) -> None:
+    """Textual's lru_cache on StylesCache.get_inner_outer keeps every rendered widget's
+    lines alive; the dialog empties it when it closes."""
+    d = make_dashboard()
+    async with d.app.run_test(size=NARROW) as pilot:
+        await start(d, pilot)
+        dialog = await open_dialog(d, pilot)
+        await pilot.pause()
+        body = dialog.query_one("#dialog-body")
+        rendered = weakref.ref(body._styles_cache)
+        del body, dialog
+        await pilot.press("escape")
+        await d.wait_for(pilot, lambda: d.app.screen is d.app.main_screen)
+        await pilot.pause()
+
+        def released() -> bool:
+            # The loop lets go of the closed dialog once its last timer callbacks ran;
+            # Textual's cache would hold the lines for good.
+            gc.collect()
+            return rendered() is None
+
+        await d.wait_for(pilot, released)
 
 
 async def test_an_approval_that_fails_inside_setui_is_not_left_pending(
