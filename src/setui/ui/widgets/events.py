@@ -128,6 +128,7 @@ def _same_shape(segments: list[Segment], before: Text, after: Text,
 
 
 _EMPTY = Text()
+_STATES_KEPT = 4  # states remembered per cell (see EventsTable._cell_lines)
 
 
 @dataclass(frozen=True)
@@ -171,8 +172,11 @@ class EventsTable(DataTable[Text]):
         self._frame: _Frame | None = None
         self._versions: dict[tuple[str, str], int] = {}  # (row, column): bumped on change
         self._row_lines: dict[str, tuple[tuple[object, ...], Strip]] = {}
+        # Per cell, its segments in the last few states it was drawn in (focused or
+        # not, under the cursor or not): a dialog that blurs the table and gives the
+        # focus back does not make every cell render through Rich again.
         self._cell_lines: dict[tuple[str, str],
-                               tuple[tuple[object, ...], Text, list[Segment]]] = {}
+                               dict[tuple[object, ...], tuple[Text, list[Segment]]]] = {}
         self.rebuilds = 0  # how often rows were rebuilt rather than updated (for tests)
         self.cell_updates = 0  # how many cells were updated one by one (for tests)
         self.cells_rendered = 0  # cells rendered for a line (for tests)
@@ -378,13 +382,14 @@ class EventsTable(DataTable[Text]):
             text = texts.get(column) or _EMPTY
             state = (frame.base_style, frame.widths[column_index], cursor, hover,
                      frame.show_cursor, frame.show_hover, frame.pseudo, frame.update_count)
-            cached = self._cell_lines.get(where)
-            if cached is not None and cached[0] == state and cached[1] == text:
-                segments = cached[2]
+            states = self._cell_lines.setdefault(where, {})
+            cached = states.get(state)
+            if cached is not None and cached[0] == text:
+                segments = cached[1]
             else:
                 segments = None
-                if cached is not None and cached[0] == state:
-                    segments = _same_shape(cached[2], cached[1], text, self.cell_padding)
+                if cached is not None:
+                    segments = _same_shape(cached[1], cached[0], text, self.cell_padding)
                 if segments is None:
                     segments = self._render_cell(index, column_index, base_style,
                                                  frame.widths[column_index], cursor=cursor,
@@ -395,7 +400,9 @@ class EventsTable(DataTable[Text]):
                     self._cell_render_cache.discard(
                         (RowKey(row), ColumnKey(column), base_style, cursor, hover,
                          frame.show_hover, frame.update_count, frame.pseudo))
-                self._cell_lines[where] = (state, text, segments)
+                if state not in states and len(states) >= _STATES_KEPT:
+                    del states[next(iter(states))]  # the oldest
+                states[state] = (text, segments)
             cells.append(segments)
         # What is right of the last column takes the row's highlight, as in DataTable.
         extend_style, _ = self._get_styles_to_render_cell(
