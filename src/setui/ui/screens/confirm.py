@@ -23,6 +23,7 @@ from textual.widgets import Footer, Static
 from setui.core.model import Event
 from setui.ui.format import countdown, impact, is_this_vm, safe, utc_and_local
 from setui.ui.messages import ApprovalNote
+from setui.ui.widgets import heap
 
 __all__ = ["GUARD_SECONDS", "ConfirmationModal", "approval_prompt", "forget_rendered_widgets",
            "hold_footers"]
@@ -135,6 +136,9 @@ class ConfirmationModal(ModalScreen[bool]):
     def on_mount(self) -> None:
         self._opened = self._mono()
         hold_footers(self.app)
+        # Normally done once the dashboard drew its first frame; if not, before the
+        # first approval rather than never (see setui.ui.widgets.heap).
+        self.call_after_refresh(heap.freeze_heap_once)
         self._fit()
         if self._refresh is not None:
             self.set_interval(1.0, self._update_body)

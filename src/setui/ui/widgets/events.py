@@ -36,7 +36,7 @@ from textual.strip import Strip
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
-from setui.ui.widgets import repaint
+from setui.ui.widgets import heap, repaint
 
 __all__ = ["COLUMNS", "EventsTable", "Row", "columns_for", "tier_for"]
 
@@ -183,6 +183,8 @@ class EventsTable(DataTable[Text]):
 
     def on_mount(self) -> None:
         repaint.install()  # only the changed cells reach the terminal
+        # The dashboard is up once this table has drawn: its heap leaves the collector.
+        self.call_after_refresh(heap.freeze_heap_once)
 
     @property
     def selected_key(self) -> str | None:
