@@ -147,8 +147,8 @@ def approval_scenario() -> dict[str, object]:
 
 
 def _alive() -> int:
-    """Objects alive, the frozen ones too (the dialog freezes the start-up heap once, and
-    gc.get_objects leaves frozen objects out)."""
+    """Objects alive, the frozen ones too (setui freezes its start-up heap once it has drawn,
+    see setui.ui.widgets.heap, and gc.get_objects leaves frozen objects out)."""
     return len(gc.get_objects()) + gc.get_freeze_count()
 
 
