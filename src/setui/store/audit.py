@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from setui.store.db import StoreError
-from setui.store.files import write_private
+from setui.store.files import write_atomically
+from setui.store.place import file_mode, read_nofollow
 from setui.store.history import clean_text, stored_json
 from setui.store.records import AuditEntry, AuditRecord, VerifyResult, from_db_time, to_db_time
 
@@ -252,9 +253,11 @@ def read_witness(path: Path) -> tuple[int, str] | None:
     """(seq, hash) from the witness, None if there is none; OSError or ValueError if it
     cannot be read or is not a witness."""
     try:
-        text = path.read_text(encoding="ascii")
+        text = read_nofollow(path).decode("ascii")
     except FileNotFoundError:
         return None
+    except StoreError as exc:  # a symbolic link: never followed
+        raise ValueError(exc.message) from None
     data = json.loads(text)
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
@@ -265,7 +268,8 @@ def read_witness(path: Path) -> tuple[int, str] | None:
     return seq, digest
 
 
-def update_witness(conn: sqlite3.Connection, path: Path, seq: int, digest: str) -> str | None:
+def update_witness(conn: sqlite3.Connection, path: Path, seq: int, digest: str,
+                   *, shared: bool = False) -> str | None:
     """Make the witness name record ``seq`` (just committed); why not, if it was not.
 
     Never raises: the records are committed already, and an exception would read as
@@ -286,7 +290,8 @@ def update_witness(conn: sqlite3.Connection, path: Path, seq: int, digest: str) 
                         "Run `setui audit verify`")
             if current[0] >= seq:
                 return None  # another setui appended after us and wrote a newer one
-        write_private(path, json.dumps({"seq": seq, "hash": digest}) + "\n")
+        write_atomically(path, json.dumps({"seq": seq, "hash": digest}) + "\n",
+                         mode=file_mode(shared))
     except (OSError, sqlite3.Error, OverflowError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
         return (f"cannot write the audit head witness {path}: {reason}. The record itself "

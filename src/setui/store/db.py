@@ -18,7 +18,14 @@ import weakref
 from pathlib import Path
 from urllib.parse import quote
 
-import platformdirs
+from setui.store.place import (
+    check_dir,
+    check_file,
+    default_data_dir,
+    file_mode,
+    make_dirs,
+    open_nofollow,
+)
 
 __all__ = [
     "APPLICATION_ID",
@@ -49,14 +56,6 @@ class StoreError(Exception):
 class NothingRecorded(StoreError):
     """A reader found no setui data: no file yet, or one created but never given a schema
     (setui was stopped between the two). Readers report an empty history, not an error."""
-
-
-def default_data_dir() -> Path:
-    """``SETUI_DATA_DIR`` if set, else the platform's per-user data directory."""
-    env = os.environ.get("SETUI_DATA_DIR")
-    if env:
-        return Path(env).expanduser()
-    return Path(platformdirs.user_data_dir("setui", appauthor=False))
 
 
 _SCHEMA_V1 = """
@@ -186,42 +185,66 @@ def describe_error(exc: BaseException, path: Path, doing: str, timeout: float = 
     return f"cannot {doing} ({path}): {text}"
 
 
-def prepare_file(path: Path) -> Path:
-    """Create the data directory (0700) and an empty database file (0600) if missing.
+def prepare_file(path: Path) -> bool:
+    """Make the data directory (0700, parents too) and an empty database file if missing,
+    after checking the directory may hold an audit log; True in the shared mode.
 
-    The file is created by us rather than by SQLite so it is owner-only from its first
-    byte; SQLite gives its -wal and -shm files the same mode as the database.
+    The file is created by us rather than by SQLite so it is owner-only (0660 in the
+    shared mode) from its first byte, whatever the umask; SQLite gives its -wal and -shm
+    files the same mode as the database. Nothing here follows a symbolic link.
     """
     data_dir = path.parent
     try:
-        if not data_dir.is_dir():
-            data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-            if os.name == "posix":
-                data_dir.chmod(0o700)
-        if not path.exists():
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+        if not data_dir.exists():
+            make_dirs(data_dir)
+        shared = check_dir(data_dir, write=True)
+        for name in (path.name, f"{path.name}-wal", f"{path.name}-shm",
+                     f"{path.name}-journal"):
+            check_file(data_dir / name, write=True, shared=shared)
+        # The witness is replaced by a rename, never written through; only a link in its
+        # place is refused (anything else is a witness that cannot be written: a warning).
+        if (data_dir / f"{path.name}.audit-head").is_symlink():
+            check_file(data_dir / f"{path.name}.audit-head", write=True, shared=shared)
+        if not os.path.lexists(path):
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
             with contextlib.suppress(FileExistsError):  # another setui was quicker
-                os.close(os.open(path, flags, 0o600))
+                fd = open_nofollow(path, flags, file_mode(shared))
+                try:
+                    if hasattr(os, "fchmod"):
+                        os.fchmod(fd, file_mode(shared))  # the umask may have taken bits
+                finally:
+                    os.close(fd)
     except OSError as exc:
         raise StoreError(describe_error(exc, path, "create the history and audit log"),
                          path=path) from None
-    return path
+    return shared
 
 
 def connect(path: Path, *, timeout: float, readonly: bool) -> sqlite3.Connection:
-    """Open ``path``, set the pragmas, create or migrate the schema (never when reading)."""
-    if path.is_dir():
+    """Open ``path``, set the pragmas, create or migrate the schema (never when reading).
+
+    The file is checked first (a regular file, not a symbolic link) and, before any
+    statement that writes (WAL mode included), checked to be setui's or empty: another
+    program's database is left exactly as it was.
+    """
+    if path.is_dir() and not path.is_symlink():
         raise StoreError(f"cannot open {path}: it is a directory, not a setui database. Move "
                          "it aside, or choose another place with --data-dir or SETUI_DATA_DIR",
                          path=path)
     if readonly:
-        if not path.exists():
+        if not path.parent.exists():
+            raise NothingRecorded(f"there is no setui database at {path} yet: nothing was "
+                                  "recorded", path=path)
+        check_dir(path.parent, write=False)
+        if not check_file(path, write=False, shared=False):
             raise NothingRecorded(f"there is no setui database at {path} yet: nothing was "
                                   "recorded", path=path)
         return _connect_readonly(path, timeout)
     conn: sqlite3.Connection | None = None
     try:
-        conn = _open(_uri(path, "rwc"), timeout)
+        _check_nofollow(path)
+        conn = _open(_uri(path, "rw"), timeout)
+        _refuse_foreign(conn, path)
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if str(mode).lower() != "wal":
             raise StoreError(f"cannot use {path}: SQLite refused WAL mode ({mode})", path=path)
@@ -236,6 +259,19 @@ def connect(path: Path, *, timeout: float, readonly: bool) -> sqlite3.Connection
             conn.close()
         raise StoreError(describe_error(exc, path, "open the history and audit log", timeout),
                          path=path) from None
+
+
+def _check_nofollow(path: Path) -> None:
+    """Open the file ourselves without following a link: SQLite would follow it."""
+    os.close(open_nofollow(path, os.O_RDONLY))
+
+
+def _refuse_foreign(conn: sqlite3.Connection, path: Path) -> None:
+    """Before anything writes: the file must be setui's, or empty."""
+    version = _version(conn, path)
+    if version == 0 and conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+        raise StoreError(f"{path} is an SQLite database but not setui's; refusing to write "
+                         "into it. Choose another --data-dir", path=path)
 
 
 def _uri(path: Path, mode: str, *extra: str) -> str:

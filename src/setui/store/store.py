@@ -8,6 +8,7 @@ a worker while an approval runs), and turns every sqlite3 error into a
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -19,16 +20,19 @@ from typing import Any
 
 from setui.core.model import Document, DocumentError, parse_document
 from setui.core.tracker import Change
+from setui.textsafe import printable
 from setui.store import audit as audit_log
 from setui.store import history as hist
 from setui.store.db import (
     DB_NAME,
+    NothingRecorded,
     StoreError,
     connect,
     default_data_dir,
     describe_error,
     prepare_file,
 )
+from setui.store.place import foreign_entries
 from setui.store.records import (
     APPROVE_ATTEMPT,
     APPROVE_OUTCOME,
@@ -80,16 +84,49 @@ class Store:
         # 0 means "keep forever" in the config file; as a day count it would prune all.
         self.history_days = history_days if history_days and history_days > 0 else None
         self.readonly = readonly
+        self.shared = False
         if not readonly:
-            prepare_file(self.path)
-        self._conn: sqlite3.Connection | None = connect(self.path, timeout=timeout,
-                                                        readonly=readonly)
+            self._refuse_lost_log()
+            self.shared = prepare_file(self.path)
+        try:
+            self._conn: sqlite3.Connection | None = connect(self.path, timeout=timeout,
+                                                            readonly=readonly)
+        except NothingRecorded:
+            self._refuse_lost_log()
+            if foreign := foreign_entries(self.path.parent, self.path.name):
+                raise StoreError(
+                    f"{self.path.parent} holds no setui database, but other files "
+                    f"({', '.join(printable(n, 40) for n in foreign[:3])}"
+                    f"{', ...' if len(foreign) > 3 else ''}): it is not a setui data "
+                    "directory. Check --data-dir / SETUI_DATA_DIR", path=self.path) from None
+            raise
         self._lock = threading.RLock()
         self._touched: dict[str, _Touched] = {}
         self._last_prune: datetime | None = None
         # Why the audit head witness beside the database was not updated by the last
         # append, if it was not (the record itself was written; verify reports it too).
         self.witness_problem: str | None = None
+
+    def _refuse_lost_log(self) -> None:
+        """A witness without its database (or with an empty one): the log was deleted or
+        moved. Saying "nothing recorded" then would be false, and starting a new log
+        beside the witness would bury the evidence."""
+        if os.path.lexists(self.path) and _has_schema(self.path):
+            return
+        witness = audit_log.witness_path(self.path)
+        try:
+            named = audit_log.read_witness(witness)
+        except (OSError, ValueError, UnicodeDecodeError):
+            named = (0, "") if witness.is_file() and not witness.is_symlink() else None
+        if named is None:
+            return
+        what = f"record {named[0]}" if named[0] else "records"
+        raise StoreError(
+            f"the audit log is missing: the witness {witness} names {what}, but "
+            f"{self.path} {'is empty' if os.path.lexists(self.path) else 'does not exist'}. "
+            "The database was deleted, moved or replaced. Restore it from a backup or an "
+            "export; to start a new log on purpose, move the witness aside (keep it as "
+            "evidence)", path=self.path)
 
     @classmethod
     def open_dir(cls, data_dir: Path | str | None = None, **kw: object) -> Store:
@@ -305,7 +342,8 @@ class Store:
             # After the commit, and never raising: the records are written whatever
             # becomes of the witness, and a failure shows in verify.
             self.witness_problem = audit_log.update_witness(
-                conn, audit_log.witness_path(self.path), records[-1].seq, records[-1].hash)
+                conn, audit_log.witness_path(self.path), records[-1].seq, records[-1].hash,
+                shared=self.shared)
             return records
 
     def audit(self, *, limit: int | None = None, oldest_first: bool = False,
@@ -319,6 +357,15 @@ class Store:
         witness file beside the database."""
         with self._using("verify the audit log") as conn:
             return audit_log.verify(conn, audit_log.witness_path(self.path))
+
+
+def _has_schema(path: Path) -> bool:
+    """Whether the file holds more than nothing (SQLite's empty file, or one setui
+    created and was stopped before it wrote the schema): its size says so."""
+    try:
+        return os.lstat(path).st_size > 0
+    except OSError:
+        return True  # let the open say what is wrong with it
 
 
 def _who(record: AuditRecord) -> str:
