@@ -280,7 +280,7 @@ def test_identity_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert me.ssh_client == "10.1.2.3" and me.user and me.host
     # The account comes from the process's uid, never from variables anyone can set.
     assert me.user != "spoof"
-    assert me.label == f"{me.user} from 10.1.2.3 on {me.host}"
+    assert me.label == f"{me.user} from 10.1.2.3 (claimed) on {me.host}"
     local = Identity.current({})
     assert local.ssh_client is None and local.label == f"{local.user} on {local.host}"
     sudo = Identity("root", None, "vm", sudo_user="alice")

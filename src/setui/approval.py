@@ -109,8 +109,7 @@ class Approver:
                **fields: Any) -> AuditEntry:
         event = find_event(document, event_id)
         details: dict[str, Any] = dict(fields.pop("details", {}))
-        if self.identity.sudo_user:
-            details["sudo_user"] = self.identity.sudo_user
+        details.update(self.identity.details())
         return AuditEntry(
             action=action, time=self.wall(), user=self.identity.user,
             host=self.identity.host, ssh_client=self.identity.ssh_client,
@@ -181,6 +180,11 @@ class Approver:
         wire_ids = [e.event_id if e else i for i, e in zip(ids, events, strict=True)]
         batch = {"api_version": getattr(self.client, "api_version", None),
                  "event_ids": wire_ids}
+        # A damaged or altered store refuses before anything is written or sent.
+        damaged = await asyncio.to_thread(store.approval_integrity)
+        if damaged is not None:
+            return [ApprovalOutcome(i, False, True, None, f"refused: {damaged}", None, None)
+                    for i in ids]
         try:
             attempts = await asyncio.to_thread(
                 store.audit_extend,

@@ -93,14 +93,17 @@ def _empty(command: str | None, args: argparse.Namespace, out: IO[str],
 
 # -- words -----------------------------------------------------------------------------------
 def who(record: AuditRecord) -> str:
-    """``alice from 10.0.0.5 on vm-web-0``, safe to print."""
-    text = printable(record.user, 64)
-    sudo = record.details.get("sudo_user") if isinstance(record.details, dict) else None
-    if sudo:
-        text += f" (sudo by {printable(str(sudo), 64)})"
-    if record.ssh_client:
-        text += f" from {printable(record.ssh_client, 64)}"
-    return f"{text} on {printable(record.host, 64)}"
+    """``alice from 10.0.0.5 on vm-web-0``, as the dialog showed it, safe to print."""
+    from setui.identity import describe_actor
+
+    details = record.details if isinstance(record.details, dict) else {}
+    safe = {key: printable(str(value), 64) for key, value in details.items()
+            if key in ("sudo_user", "login_user", "session") and value is not None}
+    if details.get("ssh_claimed"):
+        safe["ssh_claimed"] = True
+    return describe_actor(printable(record.user, 64),
+                          printable(record.ssh_client, 64) if record.ssh_client else None,
+                          printable(record.host, 64), safe)
 
 
 def describe(record: AuditRecord) -> str:

@@ -135,6 +135,7 @@ def append(conn: sqlite3.Connection, entries: Sequence[AuditEntry],
             "INSERT INTO audit_head (id, seq, hash) VALUES (1, ?, ?) "
             "ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
             (seq, prev))
+        _read_back(conn, out, path)
         conn.execute("COMMIT")
         return out
     except BaseException:
@@ -142,6 +143,23 @@ def append(conn: sqlite3.Connection, entries: Sequence[AuditEntry],
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
         raise
+
+
+def _read_back(conn: sqlite3.Connection, written: Sequence[AuditRecord], path: Path) -> None:
+    """Inside the transaction, before it commits: the records and the head are there as
+    written. A planted trigger (``RAISE(IGNORE)``) or a damaged page could otherwise let
+    an approval go out with no record of it."""
+    first, last = written[0].seq, written[-1].seq
+    got = conn.execute("SELECT seq, hash FROM audit WHERE seq BETWEEN ? AND ? ORDER BY seq",
+                       (first, last)).fetchall()
+    head = conn.execute("SELECT seq, hash FROM audit_head WHERE id = 1").fetchone()
+    if [tuple(r) for r in got] != [(r.seq, r.hash) for r in written] \
+            or head is None or tuple(head) != (last, written[-1].hash):
+        raise StoreError(
+            f"the audit log in {path} did not keep the record{'s' if first != last else ''} "
+            f"just written (record {first}{f' to {last}' if first != last else ''} cannot be "
+            "read back): the database was altered or is damaged. Nothing was recorded",
+            path=path)
 
 
 def _record_from(seq: int, values: dict[str, Any], prev: str, digest: str,

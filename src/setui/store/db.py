@@ -36,6 +36,7 @@ __all__ = [
     "connect",
     "default_data_dir",
     "describe_error",
+    "trigger_problem",
     "prepare_file",
 ]
 
@@ -439,6 +440,40 @@ def _read_older(conn: sqlite3.Connection, version: int) -> None:
         conn.execute("CREATE TEMP TABLE recorders (id INTEGER PRIMARY KEY, endpoint TEXT, "
                      "pid INTEGER, host TEXT, command TEXT, started TEXT, last_beat TEXT, "
                      "stopped TEXT)")
+
+
+def _normal_sql(text: str) -> str:
+    text = " ".join(str(text).split()).rstrip(";").strip()
+    return text.replace("CREATE TRIGGER IF NOT EXISTS ", "CREATE TRIGGER ", 1)
+
+
+_EXPECTED_TRIGGERS = {
+    sql.split()[5]: _normal_sql(sql)
+    for sql in (s for s in _GUARDS.split(";\n") if s.strip())
+}
+
+
+def trigger_problem(conn: sqlite3.Connection, path: Path) -> str | None:
+    """Any trigger setui did not create, or a guard whose SQL differs, in words.
+
+    A trigger runs inside setui's own statements: ``BEFORE INSERT ... RAISE(IGNORE)``
+    silently drops the attempt record an approval depends on. Only the two guards, exactly
+    as written above, belong in the file."""
+    found = {str(name): str(sql or "") for name, sql in conn.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'trigger'")}
+    for name, sql in sorted(found.items()):
+        if name not in _EXPECTED_TRIGGERS:
+            return (f"{path} holds a trigger setui did not create ({name!r}): it could "
+                    "change or drop what setui writes. Someone altered the database; keep "
+                    "it for the record and run `setui audit verify`")
+        if _normal_sql(sql) != _EXPECTED_TRIGGERS[name]:
+            return (f"the guard trigger {name!r} in {path} was altered: someone changed "
+                    "the database. Keep it for the record and run `setui audit verify`")
+    missing = sorted(set(_EXPECTED_TRIGGERS) - set(found))
+    if missing:
+        return (f"the guard trigger {missing[0]!r} in {path} was removed: someone changed "
+                "the database. Keep it for the record and run `setui audit verify`")
+    return None
 
 
 def _guarded(conn: sqlite3.Connection) -> bool:

@@ -31,6 +31,7 @@ from setui.store.db import (
     default_data_dir,
     describe_error,
     prepare_file,
+    trigger_problem,
 )
 from setui.store.place import foreign_entries
 from setui.store.records import (
@@ -351,6 +352,32 @@ class Store:
         """Audit records, newest first unless ``oldest_first``."""
         with self._using("read the audit log") as conn:
             return audit_log.listing(conn, limit, oldest_first)
+
+    def approval_integrity(self) -> str | None:
+        """Why this store must not take an approval now, in words; None when it may.
+
+        Before each approval: SQLite's ``quick_check`` (a damaged page would swallow the
+        records about to be written), no trigger setui did not create and both guards as
+        written, and the whole chain with its head and witness. A witness that is only
+        behind is no reason to refuse."""
+        doing = "check the audit log before approving"
+        try:
+            with self._using(doing) as conn:
+                rows = [str(r[0]) for r in conn.execute("PRAGMA quick_check(5)")]
+                if rows != ["ok"]:
+                    return (f"the database {self.path} is damaged (SQLite's quick_check: "
+                            f"{printable('; '.join(rows), 300)}). Keep it for the record; "
+                            "setui approves nothing into it")
+                problem = trigger_problem(conn, self.path)
+                if problem:
+                    return problem
+                result = audit_log.verify(conn, audit_log.witness_path(self.path))
+        except StoreError as exc:
+            return exc.message
+        if not result.ok:
+            return (f"the audit log in {self.path} is broken ({result.problem}); setui "
+                    "approves nothing on top of it. Run `setui audit verify`")
+        return None
 
     def verify_audit(self) -> VerifyResult:
         """Recompute the hash chain; compare its end with the head record and with the
