@@ -25,6 +25,9 @@ def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory,
     monkeypatch.setenv("SETUI_CONFIG", str(home / "config.toml"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / "share"))
+    # Audit records never reach this machine's journal or syslog from a test; the tests
+    # of forwarding name their own listener.
+    monkeypatch.setenv("SETUI_AUDIT_FORWARD", "none")
     for var in ("SETUI_ENDPOINT", "SETUI_API_VERSION", "HTTP_PROXY", "HTTPS_PROXY",
                 "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
         monkeypatch.delenv(var, raising=False)

@@ -1,7 +1,8 @@
 """Settings from the config file, the environment and the command line.
 
 Precedence, lowest first: built-in defaults, ``config.toml``, environment variables
-(``SETUI_ENDPOINT``, ``SETUI_API_VERSION``, ``SETUI_DATA_DIR``), command-line options.
+(``SETUI_ENDPOINT``, ``SETUI_API_VERSION``, ``SETUI_DATA_DIR``,
+``SETUI_AUDIT_FORWARD``), command-line options.
 The file is optional; a bad one is an error with its path and the key named, never a
 traceback and never silently ignored.
 
@@ -19,6 +20,7 @@ from typing import Any
 
 import platformdirs
 
+from setui.auditforward import parse_target
 from setui.core.endpoint import (
     DEFAULT_API_VERSION,
     DEFAULT_ENDPOINT,
@@ -53,6 +55,8 @@ class Config:
     read_only: bool = False
     data_dir: Path | None = None
     history_days: int = 90  # 0: keep forever (the Store takes 0 or None as that)
+    # Where audit records also go (setui.auditforward); None: auto.
+    audit_forward: str | None = None
 
     def with_overrides(self, **values: Any) -> Config:
         """Apply command-line values; ``None`` means "not given" and keeps the setting."""
@@ -81,6 +85,7 @@ _TYPES: Mapping[str, tuple[type, ...]] = {
     "read_only": (bool,),
     "data_dir": (str,),
     "history_days": (int,),
+    "audit_forward": (str,),
 }
 
 
@@ -99,6 +104,7 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
         "SETUI_ENDPOINT": "endpoint",
         "SETUI_API_VERSION": "api_version",
         "SETUI_DATA_DIR": "data_dir",
+        "SETUI_AUDIT_FORWARD": "audit_forward",
     }
     origins: dict[str, str] = {}
     for var, key in env_map.items():
@@ -158,6 +164,11 @@ def _check(config: Config, source: str, origins: Mapping[str, str] | None = None
             check(getattr(config, name))
         except ValueError as exc:
             raise ConfigError(f"{where(name)}: {exc}") from None
+    if config.audit_forward is not None:
+        try:
+            parse_target(config.audit_forward)
+        except ValueError as exc:
+            raise ConfigError(f"{where('audit_forward')}: {exc}") from None
     if config.history_days < 0:
         raise ConfigError(f"{where('history_days')}: history-days must be a number of days, "
                           f"or 0 to keep the history forever; got {config.history_days}")

@@ -27,7 +27,8 @@ def open_store(config: Config) -> tuple[Store | None, str | None]:
     from setui.store import Store, StoreError
 
     try:
-        return Store.open_dir(config.data_dir, history_days=config.history_days), None
+        return Store.open_dir(config.data_dir, history_days=config.history_days,
+                              forward=config.audit_forward), None
     except StoreError as exc:
         return None, str(exc)
 

@@ -78,7 +78,7 @@ def test_list_json_has_stable_keys(data_dir: Path) -> None:
     assert set(records[0]) == {"seq", "time", "action", "user", "ssh_client", "host",
                                "endpoint", "event_id", "event", "incarnation", "attempt_seq",
                                "status", "error", "latency_ms", "details", "prev_hash",
-                               "hash", "outcome_unknown"}
+                               "hash", "outcome_unknown", "not_forwarded"}
     assert records[0]["outcome_unknown"] is True and records[4]["outcome_unknown"] is False
     assert records[3]["latency_ms"] == 42.0 and records[3]["time"] == "2024-05-14T09:31:00.600000Z"
     assert records[4]["event"] == SNAPSHOT

@@ -54,6 +54,7 @@ class ApproveRequest:
     vm_name: str | None = None
     read_only: bool = False
     yes: bool = False
+    audit_forward: str | None = None  # None: SETUI_AUDIT_FORWARD, else auto
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
         vm_name=getattr(args, "vm_name", None) or getattr(config, "vm_name", None),
         read_only=bool(getattr(config, "read_only", False)),
         yes=bool(args.yes),
+        audit_forward=getattr(config, "audit_forward", None),
     )
     try:
         return asyncio.run(approve_command(request, stdin=sys.stdin, out=sys.stdout,
@@ -170,7 +172,8 @@ def _open_store(request: ApproveRequest) -> tuple[Store | None, str | None]:
     from setui.store import Store, StoreError
 
     try:
-        return Store.open_dir(request.data_dir, history_days=request.history_days), None
+        return Store.open_dir(request.data_dir, history_days=request.history_days,
+                              forward=request.audit_forward), None
     except StoreError as exc:
         return None, str(exc)
 

@@ -27,12 +27,24 @@ from setui.commands.common import (
 from setui.textsafe import printable
 
 if TYPE_CHECKING:  # sqlite3 loads only when a command runs, not for `setui --version`
-    from setui.store import AuditRecord, VerifyResult
+    from setui.store import AuditRecord, Store, VerifyResult
 
 __all__ = ["add_arguments", "describe", "run", "who"]
 
 
+# What the chain proves, and what it cannot: said the same in --help, by verify, and in
+# the README (one wording; the README quotes it).
+PROVES = (
+    "What the hash chain proves: accidental damage, records removed from the end (against "
+    "the witness file beside the database), and edits by anyone who cannot write the data "
+    "directory are detected. Someone who can write the data directory can rewrite the "
+    "whole log, chain, head and witness included, and verify will say ok: only a copy that "
+    "left the VM (the forward to the journal, syslog or a collector, or an export kept "
+    "elsewhere) proves otherwise, with `setui audit verify --against COPY`.")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = PROVES
     parser.add_argument("--limit", type=positive_int, default=None, metavar="N",
                         help="only the N newest records")
     parser.add_argument("--json", action="store_true",
@@ -40,7 +52,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="audit_command", metavar="{verify,export}")
     verify = sub.add_parser("verify", help="recompute the hash chain; exit 1 if it is broken",
                             description="Recompute the audit log's hash chain and report "
-                                        "the first record altered, inserted or removed.")
+                                        "the first record altered, inserted or removed; "
+                                        "with --against, also name every record that "
+                                        "differs from a copy kept off this VM.",
+                            epilog=PROVES)
+    verify.add_argument("--against", metavar="FILE", type=Path, default=None,
+                        help="a copy of the log from off this VM, JSON lines (`audit "
+                             "export`, `journalctl -o json`) or RFC 5424 lines: name every "
+                             "record that differs")
     add_storage_options(verify)
     export = sub.add_parser("export", help="write the whole log as JSON lines",
                             description="Write every audit record, oldest first, as one "
@@ -67,12 +86,16 @@ def audit_command(args: argparse.Namespace, *, out: IO[str], err: IO[str]) -> in
             return _empty(command, args, out, err)
         with store:
             if command == "verify":
-                return _verify(store.verify_audit(), bool(getattr(args, "json", False)), out)
+                code = _verify(store.verify_audit(), bool(getattr(args, "json", False)), out)
+                against = getattr(args, "against", None)
+                if against is not None:
+                    code = max(code, _against(store, against, out, err))
+                return code
             if command == "export":
                 return _export(store.audit(oldest_first=True), store.verify_audit(),
                                args.file, out, err)
             return _list(store.audit(limit=args.limit), store.verify_audit(),
-                         bool(getattr(args, "json", False)), out)
+                         bool(getattr(args, "json", False)), out, store.unforwarded())
     except StoreError as exc:
         err.write(f"setui audit: {exc}\n")
         return EXIT_FAILED
@@ -83,6 +106,10 @@ def _empty(command: str | None, args: argparse.Namespace, out: IO[str],
     from setui.store import VerifyResult
 
     if command == "verify":
+        if getattr(args, "against", None) is not None:
+            err.write("setui audit verify: there is no audit log here to check against "
+                      f"{printable(str(args.against), 200)}: nothing was recorded\n")
+            return EXIT_FAILED
         return _verify(VerifyResult(ok=True, count=0), bool(getattr(args, "json", False)), out)
     if command == "export":
         return _export([], VerifyResult(ok=True, count=0), args.file, out, err)
@@ -148,19 +175,28 @@ def _chain_line(result: VerifyResult) -> str:
 
 # -- commands --------------------------------------------------------------------------------
 def _list(records: list[AuditRecord], result: VerifyResult, as_json: bool,
-          out: IO[str]) -> int:
+          out: IO[str], unsent: dict[int, str] | None = None) -> int:
+    unsent = unsent or {}
     if as_json:
         for record in records:
             data = record.to_json()
             data["outcome_unknown"] = record.outcome_unknown
-            out.write(json.dumps(data, ensure_ascii=False) + "\n")
+            data["not_forwarded"] = unsent.get(record.seq)
+            out.write(json.dumps(data, ensure_ascii=True) + "\n")
         return EXIT_OK
     if not records:
         out.write("The audit log is empty: no approval has been attempted here yet.\n")
     for record in records:
+        mark = "  [NOT FORWARDED]" if record.seq in unsent else ""
         out.write(f"#{record.seq:<5} {when(record.time)}  {printable(record.action, 20):<16} "
-                  f"{_event_text(record)}  {describe(record)}  by {who(record)}\n")
+                  f"{_event_text(record)}  {describe(record)}  by {who(record)}{mark}\n")
     out.write(_chain_line(result) + "\n")
+    if unsent:
+        seqs = sorted(unsent)
+        listed = ", ".join(str(s) for s in seqs[:20]) + (", ..." if len(seqs) > 20 else "")
+        out.write(f"not forwarded off this VM: record{'s' if len(seqs) != 1 else ''} "
+                  f"{listed} ({printable(unsent[seqs[-1]], 300)}); setui sends them again "
+                  "with the next record\n")
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
@@ -180,12 +216,58 @@ def _verify(result: VerifyResult, as_json: bool, out: IO[str]) -> int:
         out.write(f"TAMPERED: {printable(result.problem, 500)}\n")
         if result.first_bad is not None:
             out.write(f"Records from {result.first_bad} on cannot be trusted.\n")
+    if not as_json:
+        out.write("(ok means no accident and no edit by anyone who cannot write the data "
+                  "directory; only a copy kept off this VM, checked with --against, proves "
+                  "more: see `setui audit --help`)\n")
+    return EXIT_OK if result.ok else EXIT_FAILED
+
+
+# A copy bigger than this is not an audit log of approvals: refuse rather than read it all.
+_AGAINST_LIMIT = 256 * 1024 * 1024
+
+
+def _against(store: Store, path: Path, out: IO[str], err: IO[str]) -> int:
+    from setui.store.against import compare
+
+    name = printable(str(path), 200)
+    try:
+        if not path.is_file():
+            raise OSError(0, "not a regular file")
+        if path.stat().st_size > _AGAINST_LIMIT:
+            raise OSError(0, f"larger than {_AGAINST_LIMIT // 2**20} MB")
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            result = compare(store.audit(oldest_first=True), handle)
+    except OSError as exc:
+        err.write(f"setui audit verify: cannot read {name}: {exc.strerror or exc}\n")
+        return EXIT_FAILED
+    if not result.checked:
+        err.write(f"setui audit verify: {name} holds no setui audit record (expected JSON "
+                  "lines from `setui audit export` or `journalctl -o json`, or RFC 5424 "
+                  "lines)\n")
+        return EXIT_FAILED
+    if result.ok:
+        out.write(f"against {name}: the {result.checked} records of the copy match the log")
+    else:
+        out.write(f"against {name}: {len(result.differences)} of the records differ "
+                  f"(the copy has {result.checked}):\n")
+        for line in result.differences:
+            out.write(f"  {printable(line, 600)}\n")
+        out.write("The log was changed after the copy was taken, or the copy is not this "
+                  "log's")
+    if result.newer:
+        out.write(f"; {result.newer} newer record{'s' if result.newer != 1 else ''} "
+                  "not in the copy (not checked)")
+    out.write("\n")
+    if result.unreadable:
+        out.write(f"({result.unreadable} line{'s' if result.unreadable != 1 else ''} of the "
+                  "copy hold no setui record and were skipped)\n")
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
 def _export(records: list[AuditRecord], result: VerifyResult, target: str, out: IO[str],
             err: IO[str]) -> int:
-    lines = "".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in records)
+    lines = "".join(json.dumps(r.to_json(), ensure_ascii=True) + "\n" for r in records)
     if target == "-":
         out.write(lines)
     else:

@@ -8,6 +8,7 @@ a worker while an approval runs), and turns every sqlite3 error into a
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sqlite3
 import threading
@@ -18,6 +19,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from setui.auditforward import Forwarder
+from setui.core.clock import utc_now
 from setui.core.model import Document, DocumentError, parse_document
 from setui.core.tracker import Change
 from setui.textsafe import printable
@@ -57,6 +60,8 @@ __all__ = ["Store"]
 TOUCH_INTERVAL = timedelta(seconds=60)
 # A recording session notes that it still runs this often (monitor.recorder.BEAT_SECONDS).
 RECORDER_BEAT = timedelta(seconds=60)
+# The meta keys noting audit records that did not leave the VM: unsent:<seq, 12 digits>.
+_UNSENT = "unsent:"
 # Retention runs at most this often, when a new incarnation is recorded.
 PRUNE_INTERVAL = timedelta(hours=1)
 
@@ -79,8 +84,19 @@ class Store:
     """
 
     def __init__(self, path: Path | str, *, timeout: float = 5.0,
-                 history_days: int | None = 90, readonly: bool = False) -> None:
+                 history_days: int | None = 90, readonly: bool = False,
+                 forward: str | None = None) -> None:
         self.path = Path(path)
+        # Where each audit record also goes as it is written (setui.auditforward):
+        # ``forward``, else SETUI_AUDIT_FORWARD, else auto.
+        try:
+            self.forwarder = Forwarder.from_setting(
+                forward if forward is not None else os.environ.get("SETUI_AUDIT_FORWARD"))
+        except ValueError as exc:
+            raise StoreError(str(exc), path=self.path) from None
+        # Why the last records did not leave the VM, if they did not (also kept in the
+        # store: see unforwarded()).
+        self.forward_problem: str | None = None
         self.timeout = timeout
         # 0 means "keep forever" in the config file; as a day count it would prune all.
         self.history_days = history_days if history_days and history_days > 0 else None
@@ -345,7 +361,49 @@ class Store:
             self.witness_problem = audit_log.update_witness(
                 conn, audit_log.witness_path(self.path), records[-1].seq, records[-1].hash,
                 shared=self.shared)
+            self.forward_problem = self._forward(conn, records)
             return records
+
+    def _forward(self, conn: sqlite3.Connection, records: list[AuditRecord]) -> str | None:
+        """Send the records (and those that failed before) out; never raises: they are
+        committed whatever becomes of the copy. A failure is kept in ``meta`` beside the
+        log, so every reader can say which records did not leave."""
+        if not self.forwarder.enabled:
+            return None
+        earlier = [int(key.split(":", 1)[1]) for (key,) in conn.execute(
+            "SELECT key FROM meta WHERE key LIKE ? ORDER BY key LIMIT 50", (_UNSENT + "%",))]
+        resend: list[AuditRecord] = []
+        if earlier:
+            wanted = set(earlier)
+            resend = [r for r in audit_log.listing(conn, None, True) if r.seq in wanted]
+        problem = self.forwarder.send([r.to_json() for r in (*resend, *records)])
+        try:
+            with conn:
+                if problem is None:
+                    conn.executemany("DELETE FROM meta WHERE key = ?",
+                                     [(f"{_UNSENT}{seq:012d}",) for seq in earlier])
+                else:
+                    note = json.dumps({"target": str(self.forwarder.target), "error": problem,
+                                       "time": to_db_time(utc_now())})
+                    conn.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                                     [(f"{_UNSENT}{r.seq:012d}", note) for r in records])
+        except sqlite3.Error as exc:
+            problem = (problem or "") + f" (and the store could not note it: {exc})"
+        return problem
+
+    def unforwarded(self) -> dict[int, str]:
+        """Records that did not leave the VM: seq -> why, oldest first."""
+        with self._using("read the audit log") as conn:
+            rows = conn.execute("SELECT key, value FROM meta WHERE key LIKE ? ORDER BY key",
+                                (_UNSENT + "%",)).fetchall()
+        out: dict[int, str] = {}
+        for key, value in rows:
+            try:
+                note = json.loads(value)
+                out[int(str(key).split(":", 1)[1])] = str(note.get("error") or "unknown")
+            except (ValueError, TypeError, AttributeError):
+                out.setdefault(0, "a note about an unsent record cannot be read")
+        return out
 
     def audit(self, *, limit: int | None = None, oldest_first: bool = False,
               ) -> list[AuditRecord]:
