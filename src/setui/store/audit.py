@@ -41,8 +41,8 @@ from typing import Any
 
 from setui.store.db import StoreError
 from setui.store.files import write_atomically
-from setui.store.place import file_mode, read_nofollow
 from setui.store.history import clean_text, stored_json
+from setui.store.place import file_mode, read_nofollow
 from setui.store.records import AuditEntry, AuditRecord, VerifyResult, from_db_time, to_db_time
 
 __all__ = ["GENESIS", "append", "chain_hash", "for_event", "listing", "read_witness",

@@ -36,8 +36,8 @@ __all__ = [
     "connect",
     "default_data_dir",
     "describe_error",
-    "trigger_problem",
     "prepare_file",
+    "trigger_problem",
 ]
 
 DB_NAME = "setui.db"

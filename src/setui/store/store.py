@@ -23,7 +23,6 @@ from setui.auditforward import Forwarder
 from setui.core.clock import utc_now
 from setui.core.model import Document, DocumentError, parse_document
 from setui.core.tracker import Change
-from setui.textsafe import printable
 from setui.store import audit as audit_log
 from setui.store import history as hist
 from setui.store.db import (
@@ -52,6 +51,7 @@ from setui.store.records import (
     to_db_time,
     utc,
 )
+from setui.textsafe import printable
 
 __all__ = ["Store"]
 
