@@ -128,13 +128,16 @@ class Store:
         """A witness without its database (or with an empty one): the log was deleted or
         moved. Saying "nothing recorded" then would be false, and starting a new log
         beside the witness would bury the evidence."""
-        if os.path.lexists(self.path) and _has_schema(self.path):
-            return
         witness = audit_log.witness_path(self.path)
         try:
-            named = audit_log.read_witness(witness)
-        except (OSError, ValueError, UnicodeDecodeError):
-            named = (0, "") if witness.is_file() and not witness.is_symlink() else None
+            if os.path.lexists(self.path) and _has_schema(self.path):
+                return
+            try:
+                named = audit_log.read_witness(witness)
+            except (ValueError, UnicodeDecodeError):
+                named = (0, "") if witness.is_file() and not witness.is_symlink() else None
+        except OSError:
+            return  # cannot even look: opening the store says what is wrong, in words
         if named is None:
             return
         what = f"record {named[0]}" if named[0] else "records"
