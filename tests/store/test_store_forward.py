@@ -15,10 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from store_helpers import ENDPOINT, T0
 
 from setui.auditforward import parse_target
 from setui.store import AuditEntry, Store
-from store_helpers import ENDPOINT, T0
 
 EVENT_ID = "EV-\u202e-1"
 
