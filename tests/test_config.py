@@ -105,3 +105,49 @@ def test_a_non_finite_interval_in_the_file_is_refused(tmp_path: Path, value: str
     file.write_text(f"interval = {value}\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"interval must be 0\.2 to 300 seconds"):
         load_config(file, environ={})
+
+
+# -- the config must be a small regular file ---------------------------------------------------
+def test_a_device_is_refused_in_words() -> None:
+    if not Path("/dev/zero").exists():
+        pytest.skip("no /dev/zero")
+    with pytest.raises(ConfigError, match="not a regular file"):
+        load_config(Path("/dev/zero"), environ={})
+
+
+def test_a_directory_is_refused_in_words(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="config file"):
+        load_config(tmp_path, environ={})
+
+
+def test_a_file_over_a_megabyte_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "big.toml"
+    path.write_text("# " + "x" * (1024 * 1024) + "\n")
+    with pytest.raises(ConfigError, match="larger than 1024 KB"):
+        load_config(path, environ={})
+
+
+def test_a_named_pipe_is_refused_without_waiting(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no named pipes here")
+    fifo = tmp_path / "config.toml"
+    os.mkfifo(fifo)
+    # A real process: were the open to block on the pipe, the timeout would end the test.
+    done = subprocess.run([sys.executable, "-m", "setui.cli", "history", "--config",
+                           str(fifo)], capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and "is not a regular file" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_audit_forward_setting_from_file_and_environment(tmp_path: Path) -> None:
+    path = write(tmp_path, 'audit-forward = "udp://127.0.0.1:5514"\n')
+    assert load_config(path, environ={}).audit_forward == "udp://127.0.0.1:5514"
+    env = {"SETUI_AUDIT_FORWARD": "none"}
+    assert load_config(path, environ=env).audit_forward == "none"
+    with pytest.raises(ConfigError, match="audit-forward"):
+        load_config(write(tmp_path, 'audit-forward = "smtp://x"\n'), environ={})

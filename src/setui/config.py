@@ -13,6 +13,7 @@ it forever. The audit log is never pruned, whatever it says.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -28,6 +29,7 @@ from setui.core.endpoint import (
     check_endpoint,
 )
 from setui.core.pace import check_interval
+from setui.textsafe import printable
 
 try:
     import tomllib
@@ -120,11 +122,43 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
     return config
 
 
+# A config file is a few lines: anything larger is not one (SETUI_CONFIG=/dev/zero once
+# ended in MemoryError).
+MAX_CONFIG_BYTES = 1024 * 1024
+
+
+def _read_bytes(file: Path) -> bytes:
+    """The file's bytes, if it is a regular file of at most MAX_CONFIG_BYTES. Opened
+    without blocking, so a named pipe is refused instead of waiting for a writer."""
+    fd = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"config file {printable(file, 200)} is not a regular file "
+                              "(a device, a pipe or a socket): name a file")
+        if info.st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"config file {printable(file, 200)} is larger than "
+                              f"{MAX_CONFIG_BYTES // 1024} KB: it is not a setui config")
+        chunks: list[bytes] = []
+        size = 0
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_CONFIG_BYTES:  # it grew while we read
+                raise ConfigError(f"config file {printable(file, 200)} is larger than "
+                                  f"{MAX_CONFIG_BYTES // 1024} KB: it is not a setui config")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def _read_file(file: Path) -> dict[str, Any]:
     try:
-        raw = tomllib.loads(file.read_text(encoding="utf-8"))
+        raw = tomllib.loads(_read_bytes(file).decode("utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file {file} does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file {file} is a directory: name a file") from None
     except OSError as exc:
         raise ConfigError(f"cannot read config file {file}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:

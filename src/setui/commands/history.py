@@ -148,7 +148,7 @@ def _list(store: Store, limit: int, since: datetime | None, as_json: bool,
     records = store.history(limit=limit, since=since)
     if as_json:
         for record in records:
-            out.write(json.dumps(record_json(record), ensure_ascii=False) + "\n")
+            out.write(json.dumps(record_json(record), ensure_ascii=True) + "\n")
         return EXIT_OK
     if not records:
         out.write("No incarnations recorded" + (" in that time" if since else "") + ".\n")
@@ -228,6 +228,12 @@ def story_json(entry: StoryEntry) -> dict[str, Any]:
 def _story(store: Store, event_id: str, since: datetime | None, as_json: bool,
            out: IO[str], err: IO[str]) -> int:
     story = store.event_story(event_id)
+    if not story and "\\" in event_id:
+        # The id as setui prints it, escapes and all (\x9b, \u202e, \ud800): look for
+        # the id those escapes stand for.
+        shown = _unescaped(event_id)
+        if shown is not None:
+            story = store.event_story(shown)
     if since is not None:
         story = [e for e in story if e.time >= since]
     if not story:
@@ -235,7 +241,7 @@ def _story(store: Store, event_id: str, since: datetime | None, as_json: bool,
         return EXIT_FAILED
     if as_json:
         for entry in story:
-            out.write(json.dumps(story_json(entry), ensure_ascii=False) + "\n")
+            out.write(json.dumps(story_json(entry), ensure_ascii=True) + "\n")
         return EXIT_OK
     kinds = [e.event_type for e in story if e.event_type]
     name = story[0].event_id or event_id
@@ -246,6 +252,16 @@ def _story(store: Store, event_id: str, since: datetime | None, as_json: bool,
         marker = "audit" if entry.source == "audit" else number
         out.write(f"{when(entry.time):<21} {marker:>7}  {printable(story_words(entry), 300)}\n")
     return EXIT_OK
+
+
+def _unescaped(text: str) -> str | None:
+    """``EV-\\u202e`` -> ``EV-\u202e``: the escapes setui.textsafe prints, undone."""
+    import codecs
+
+    try:
+        return codecs.decode(text.encode("ascii", "backslashreplace"), "unicode_escape")
+    except (UnicodeError, ValueError):
+        return None
 
 
 # -- one document --------------------------------------------------------------------------
@@ -279,7 +295,7 @@ def _show(store: Store, number: int, with_diff: bool, as_json: bool, out: IO[str
         if with_diff:
             data["previous"] = record_json(previous) if previous else None
             data["diff"] = _diff_json(diff) if diff else []
-        out.write(json.dumps(data, ensure_ascii=False) + "\n")
+        out.write(json.dumps(data, ensure_ascii=True) + "\n")
         return EXIT_OK
     out.write(f"Incarnation {record.incarnation}\n")
     out.write(f"  first seen  {when(record.first_seen)}\n")

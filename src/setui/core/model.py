@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from setui.textsafe import preview as _preview
 
 __all__ = [
+    "MAX_DEPTH",
     "MAX_INCARNATION",
     "Document",
     "DocumentError",
@@ -40,6 +41,9 @@ __all__ = [
 # refuses a bigger one (a malformed document, not a crash in the store), and the
 # command line refuses to look one up.
 MAX_INCARNATION = 2**63 - 1
+# How deep a document may nest. The service's own nest 4 (object, Events, event,
+# Resources); a hostile one nested ~1000 deep broke the content hash with RecursionError.
+MAX_DEPTH = 32
 
 _T = TypeVar("_T")
 _DURATION_RE = re.compile(r"-?[0-9]{1,18}")
@@ -263,10 +267,17 @@ def parse_document(data: bytes | str | Any) -> Document:
         except UnicodeDecodeError as exc:
             raise DocumentError("", f"the body is not UTF-8 text ({exc.reason})") from None
     if isinstance(data, str):
+        depth = _text_depth(data)
+        if depth > MAX_DEPTH:
+            raise DocumentError("", f"the body nests more than {MAX_DEPTH} levels deep (the "
+                                    "service's documents nest 4); it is not read")
         try:
             data = json.loads(data)
         except (ValueError, RecursionError) as exc:
             raise DocumentError("", f"the body is not JSON ({_short(exc)})") from None
+    elif _value_depth(data) > MAX_DEPTH:
+        raise DocumentError("", f"the document nests more than {MAX_DEPTH} levels deep; it "
+                                "is not read")
     try:
         return _document(data)
     except DocumentError:
@@ -274,6 +285,41 @@ def parse_document(data: bytes | str | Any) -> Document:
     except (RecursionError, ValueError, TypeError, OverflowError) as exc:  # defensive
         # Field parsers are wrapped by _field, so this is outside every field.
         raise DocumentError("document", f"unreadable ({_short(exc)})") from None
+
+
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
+
+
+def _text_depth(text: str) -> int:
+    """How deep the JSON text nests, counted before parsing it (a deep enough body makes
+    every recursive walk of it, the content hash included, hit RecursionError)."""
+    brackets = _NOT_BRACKETS.sub("", _STRINGS.sub("", text))
+    if len(brackets) <= 2 * MAX_DEPTH:
+        return 0 if not brackets else min(len(brackets), MAX_DEPTH)
+    depth = deepest = 0
+    for char in brackets:
+        depth += 1 if char in "[{" else -1
+        if depth > deepest:
+            deepest = depth
+            if deepest > MAX_DEPTH:
+                return deepest  # too deep already: no need to count the rest
+    return deepest
+
+
+def _value_depth(value: Any) -> int:
+    """How deep decoded JSON nests, without recursion."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > MAX_DEPTH:
+                return depth
+            deepest = max(deepest, depth)
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def _short(exc: BaseException) -> str:

@@ -26,13 +26,22 @@ from setui.emulator.faults import Faults
 from setui.emulator.scenario import Scenario
 from setui.emulator.service import EVENTS_PATH, NAME_PATH, Service
 from setui.emulator.timeline import Timeline
-from setui.emulator.wire import HttpError, RecordedRequest, Reply, read_request, write_reply
+from setui.emulator.wire import (
+    HEAD_TIMEOUT,
+    HttpError,
+    RecordedRequest,
+    Reply,
+    read_request,
+    write_reply,
+)
 
 __all__ = ["EVENTS_PATH", "NAME_PATH", "Emulator", "ManualClock", "RecordedRequest"]
 
 _STOP_TIMEOUT = 10.0
-# ``requests`` keeps every request up to this many, then forgets the oldest tenth.
+# ``requests`` keeps every request up to this many, and up to this many bytes (bodies and
+# headers: 10,000 requests with 64 KB bodies once took 900 MB), then forgets the oldest.
 MAX_RECORDED = 100_000
+MAX_RECORDED_BYTES = 32 * 1024 * 1024
 
 
 class Emulator:
@@ -49,8 +58,13 @@ class Emulator:
                  speed: float = 1.0, vm_name: str | None = None,
                  faults: Faults | None = None, etag: bool = False,
                  clock: Callable[[], float] | None = None,
-                 log: Callable[[str], None] | None = None) -> None:
+                 log: Callable[[str], None] | None = None,
+                 head_timeout: float = HEAD_TIMEOUT,
+                 max_recorded_bytes: int = MAX_RECORDED_BYTES) -> None:
         self.scenario = scenario
+        self.head_timeout = head_timeout
+        self.max_recorded_bytes = max_recorded_bytes
+        self._recorded_bytes = 0
         self.host = host
         self.port = port
         self.speed = speed
@@ -237,6 +251,23 @@ class Emulator:
             sockets.discard(conn)
             conn.close()
 
+    def _record(self, request: RecordedRequest) -> None:
+        """Keep the request for :attr:`requests`, within the count and the bytes allowed
+        (a demo left running for days, a client sending large bodies)."""
+        with self._record_lock:
+            self.requests.append(request)
+            self._recorded_bytes += _size(request)
+            if len(self.requests) > MAX_RECORDED \
+                    or self._recorded_bytes > self.max_recorded_bytes:
+                drop, freed = 0, 0
+                while drop < len(self.requests) - 1 and (
+                        len(self.requests) - drop > MAX_RECORDED * 9 // 10
+                        or self._recorded_bytes - freed > self.max_recorded_bytes * 3 // 4):
+                    freed += _size(self.requests[drop])
+                    drop += 1
+                del self.requests[:drop]
+                self._recorded_bytes -= freed
+
     async def _converse(self, reader: asyncio.StreamReader,
                         writer: asyncio.StreamWriter) -> None:
         """Answer requests on one connection until either side closes it."""
@@ -245,7 +276,7 @@ class Emulator:
             faults = self._service.faults
             idle_close = faults.idle_close if answered_at is not None else 0.0
             try:
-                reading = read_request(reader, self.clock)
+                reading = read_request(reader, self.clock, head_timeout=self.head_timeout)
                 request = await (asyncio.wait_for(reading, idle_close) if idle_close > 0
                                  else reading)
             except HttpError as exc:
@@ -256,10 +287,7 @@ class Emulator:
                 return
             if request is None:
                 return
-            with self._record_lock:
-                self.requests.append(request)
-                if len(self.requests) > MAX_RECORDED:  # a demo left running for days
-                    del self.requests[:MAX_RECORDED // 10]
+            self._record(request)
             if answered_at is not None and faults.idle_drop > 0 \
                     and time.monotonic() - answered_at >= faults.idle_drop:
                 self._service.log(f"dropped {request.method} {request.path!r} unanswered on a "
@@ -306,3 +334,10 @@ def _listen(host: str, port: int) -> socket.socket:
 def _plain_error(exc: HttpError) -> Reply:
     return Reply(exc.status, [("Content-Type", "text/plain; charset=utf-8")],
                  f"{exc}\n".encode(), close=True)
+
+
+def _size(request: RecordedRequest) -> int:
+    """About what a recorded request holds in memory, in bytes."""
+    return 200 + len(request.body) + len(request.path) + sum(
+        len(k) + len(v) for k, v in request.headers.items()) + sum(
+        len(k) + len(v) for k, v in request.query_pairs)

@@ -15,6 +15,11 @@ __all__ = ["HttpError", "RecordedRequest", "Reply", "read_request", "write_reply
 
 MAX_HEAD = 16 * 1024
 MAX_BODY = 64 * 1024
+# A request's head and body must arrive within HEAD_TIMEOUT seconds of its first byte; a
+# kept-alive connection may wait IDLE_TIMEOUT for its next request (longer than the
+# slowest poll interval setui allows, 300 s), then it is closed.
+HEAD_TIMEOUT = 10.0
+IDLE_TIMEOUT = 600.0
 
 
 class HttpError(Exception):
@@ -63,21 +68,32 @@ class Reply:
     note: str = ""  # for the log
 
 
-async def read_request(reader: asyncio.StreamReader,
-                       clock: Callable[[], float]) -> RecordedRequest | None:
+async def read_request(reader: asyncio.StreamReader, clock: Callable[[], float], *,
+                       head_timeout: float = HEAD_TIMEOUT,
+                       idle_timeout: float = IDLE_TIMEOUT) -> RecordedRequest | None:
     """The next request on the connection, or None when the client closed it cleanly.
 
     Its time is read from ``clock`` once its head has arrived: a kept-alive connection
     may wait a long while for its next request, and an approval is dated when it came.
+    HttpError 408 when a request starts and does not finish within ``head_timeout``.
     """
     try:
-        head = await reader.readuntil(b"\r\n\r\n")
+        first = await asyncio.wait_for(reader.readexactly(1), idle_timeout)
+    except (asyncio.IncompleteReadError, asyncio.TimeoutError):
+        return None  # closed, or idle for longer than any client's poll: close it too
+    try:
+        # Once a request has begun, its head must arrive in time: a client that trickles
+        # it (or stops half-way) does not hold the connection for ever.
+        head = first + await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), head_timeout)
     except asyncio.IncompleteReadError as exc:
-        if not exc.partial.strip():
+        if not (first + exc.partial).strip():
             return None
         raise HttpError(400, "the request ended in the middle of its headers") from None
     except asyncio.LimitOverrunError:
         raise HttpError(431, "request headers too large") from None
+    except asyncio.TimeoutError:
+        raise HttpError(408, f"the request headers did not arrive within {head_timeout:g} s"
+                        ) from None
     arrived = clock()
     if len(head) > MAX_HEAD:
         raise HttpError(431, "request headers too large")
@@ -106,9 +122,13 @@ async def read_request(reader: asyncio.StreamReader,
     if length > MAX_BODY:
         raise HttpError(413, f"request body larger than {MAX_BODY} bytes")
     try:
-        body = await reader.readexactly(length) if length else b""
+        body = await asyncio.wait_for(reader.readexactly(length), head_timeout) \
+            if length else b""
     except asyncio.IncompleteReadError:
         raise HttpError(400, "the request body is shorter than its Content-Length") from None
+    except asyncio.TimeoutError:
+        raise HttpError(408, f"the request body did not arrive within {head_timeout:g} s"
+                        ) from None
     try:
         split = urlsplit(target)
         pairs = tuple(parse_qsl(split.query, keep_blank_values=True))

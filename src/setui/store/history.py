@@ -14,7 +14,7 @@ import hashlib
 import json
 import math
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -149,6 +149,11 @@ def insert_or_touch(conn: sqlite3.Connection, doc: Document, *, seen_at: datetim
             return False
         derived, first = _derive(conn, doc, seen_at, endpoint, changes, gap, after)
         records = [_change_record(c) for c in derived]
+        raw_json, summary = stored_json(dict(doc.raw)), _summary(derived, doc, first)
+        kept = _within_budget(conn, endpoint, when, raw_json)
+        if kept is not None:
+            raw_json, records, note = kept(doc, records)
+            summary = clean_text(f"{summary} (not kept in full: {note})")
         # The write lock is held since BEGIN IMMEDIATE, so nobody can have inserted the
         # row since the SELECT; the upsert is the belt to those braces.
         conn.execute(
@@ -157,9 +162,8 @@ def insert_or_touch(conn: sqlite3.Connection, doc: Document, *, seen_at: datetim
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (endpoint, incarnation, content_hash) DO UPDATE SET "
             "last_seen = max(last_seen, excluded.last_seen)",
-            (endpoint, doc.incarnation, digest, when, when, stored_json(dict(doc.raw)),
-             stored_json([r.to_json() for r in records]), _summary(derived, doc, first),
-             _skew(clock_skew)))
+            (endpoint, doc.incarnation, digest, when, when, raw_json,
+             stored_json([r.to_json() for r in records]), summary, _skew(clock_skew)))
         row_id = conn.execute(
             "SELECT id FROM incarnations WHERE endpoint = ? AND incarnation = ? "
             "AND content_hash = ?", (endpoint, doc.incarnation, digest)).fetchone()[0]
@@ -172,6 +176,72 @@ def insert_or_touch(conn: sqlite3.Connection, doc: Document, *, seen_at: datetim
     except BaseException:
         _rollback(conn)
         raise
+
+
+# What one endpoint's history may take: a document is kept whole up to
+# MAX_DOCUMENT_BYTES (the service's are a few KB), and a UTC day's new incarnations up to
+# DAILY_BUDGET_BYTES (a misbehaving endpoint once grew the history by 137 MB in 20 s).
+# Past either, the row still says that an incarnation was seen, and what was not kept.
+MAX_DOCUMENT_BYTES = 256 * 1024
+DAILY_BUDGET_BYTES = 64 * 1024 * 1024
+_BUDGET_KEY = "history-bytes:"
+_CORE = ("EventId", "EventType", "EventStatus", "NotBefore", "ResourceType", "Resources",
+         "EventSource", "DurationInSeconds", "Description")
+
+_Keeper = Callable[[Document, list[ChangeRecord]], tuple[str, list[ChangeRecord], str]]
+
+
+def _within_budget(conn: sqlite3.Connection, endpoint: str, when: str,
+                   raw_json: str) -> _Keeper | None:
+    """None when the document is kept whole; else how to keep less of it. Counts the
+    day's bytes in ``meta`` (in the caller's transaction)."""
+    day = when[:10]
+    key = _BUDGET_KEY + endpoint
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    spent = 0
+    if row is not None and str(row[0]).startswith(day + " "):
+        with contextlib.suppress(ValueError):
+            spent = int(str(row[0]).split(" ", 1)[1])
+    keeper: _Keeper | None = None
+    if spent + len(raw_json) > DAILY_BUDGET_BYTES:
+        keeper = _keep_nothing
+    elif len(raw_json) > MAX_DOCUMENT_BYTES:
+        keeper = _keep_core
+    size = len(raw_json) if keeper is None else 0
+    conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                 (key, f"{day} {spent + size}"))
+    return keeper
+
+
+def _keep_core(doc: Document, records: list[ChangeRecord]) -> tuple[str, list[ChangeRecord],
+                                                                     str]:
+    """The events' main fields, each cut short: what the history needs to tell the story."""
+    size = len(stored_json(dict(doc.raw)))
+
+    def cut(value: Any) -> Any:
+        if isinstance(value, str):
+            return value[:200]
+        if isinstance(value, list):
+            return [cut(v) for v in value[:50]]
+        return value if isinstance(value, (int, float, bool)) or value is None else None
+
+    events = [{k: cut(e[k]) for k in _CORE if k in e}
+              for e in (doc.raw.get("Events") or [])[:200] if isinstance(e, dict)]
+    note = (f"the document was {size:,} bytes, over the {MAX_DOCUMENT_BYTES // 1024} KB "
+            "kept per document: only its events' main fields are stored, cut short")
+    return stored_json({"DocumentIncarnation": doc.incarnation, "Events": events,
+                        "setui-not-kept": note}), records, note
+
+
+def _keep_nothing(doc: Document, records: list[ChangeRecord]) -> tuple[str,
+                                                                       list[ChangeRecord], str]:
+    """Only that it was seen: today's budget is spent."""
+    note = (f"today's history budget for this endpoint ({DAILY_BUDGET_BYTES // 2**20} MB) "
+            f"is spent: neither the document nor its {len(records)} change"
+            f"{'s' if len(records) != 1 else ''} are stored, only that incarnation "
+            f"{doc.incarnation} was seen")
+    return stored_json({"DocumentIncarnation": doc.incarnation, "Events": [],
+                        "setui-not-kept": note}), [], note
 
 
 def _skew(value: float | None) -> float | None:

@@ -230,12 +230,17 @@ class Store:
                 endpoint: str | None = None, event_id: str | None = None,
                 before: IncarnationRecord | None = None) -> list[IncarnationRecord]:
         """Stored incarnations, newest first; ``before`` pages past an earlier result."""
+        # Ids from the command line or the network may hold lone surrogates (undecodable
+        # bytes, \ud800 in JSON): the store keeps them escaped, so look them up so.
+        event_id = None if event_id is None else hist.clean_text(event_id)
+        endpoint = None if endpoint is None else hist.clean_text(endpoint)
         with self._using("read the history") as conn:
             return hist.query_history(conn, limit=limit, since=since, endpoint=endpoint,
                                       event_id=event_id, before=before)
 
     def incarnation(self, number: int, *, endpoint: str | None = None) -> IncarnationRecord | None:
         """The most recently seen document with that incarnation number."""
+        endpoint = None if endpoint is None else hist.clean_text(endpoint)
         with self._using("read the history") as conn:
             return hist.find_incarnation(conn, number, endpoint)
 
@@ -246,6 +251,7 @@ class Store:
 
     def event_story(self, event_id: str) -> list[StoryEntry]:
         """The event's life, oldest first: its changes and every audit record about it."""
+        event_id = hist.clean_text(event_id)
         with self._using("read the history") as conn:
             story = hist.event_story(conn, event_id)
             records = audit_log.for_event(conn, event_id)
@@ -281,7 +287,7 @@ class Store:
         with self._using("read the audit log") as conn:
             found: dict[str, AuditRecord] = {}
             for event_id in event_ids:
-                for record in reversed(audit_log.for_event(conn, event_id)):
+                for record in reversed(audit_log.for_event(conn, hist.clean_text(event_id))):
                     if record.action == APPROVE_OUTCOME and record.error is None \
                             and record.status is not None and 200 <= record.status < 300:
                         found[event_id] = record
