@@ -14,7 +14,7 @@ from pathlib import Path
 HEADLESS = (
     "setui.core.model", "setui.core.tracker", "setui.core.client", "setui.core.poller",
     "setui.store", "setui.emulator.server", "setui.emulator.command", "setui.approval",
-    "setui.session", "setui.identity", "setui.config", "setui.textsafe",
+    "setui.session", "setui.identity", "setui.config", "setui.textsafe", "setui.auditforward",
     "setui.commands.watch", "setui.commands.approve", "setui.commands.history",
     "setui.commands.audit", "setui.monitor", "setui.cli",
 )

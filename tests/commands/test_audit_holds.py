@@ -114,6 +114,12 @@ def test_forwarded_to_udp_and_a_forgery_caught_against_the_export(
     copy.write_text(attempt + "\n" + outcome + "\n")
     caught = setui("audit", "verify", "--against", str(copy), data_dir=data_dir)
     assert caught.returncode == 1 and "record 1 differs" in caught.stdout
+    # And the messages alone, as Log Analytics' Syslog table keeps them (SyslogMessage).
+    messages = tmp_path / "syslogmessage.txt"
+    messages.write_text("".join(line[line.index("setui audit record"):] + "\n"
+                                for line in (attempt, outcome)))
+    caught = setui("audit", "verify", "--against", str(messages), data_dir=data_dir)
+    assert caught.returncode == 1 and "record 1 differs: actor" in caught.stdout
 
 
 def test_against_an_untouched_log_matches(emulator: Emulator, data_dir: Path,

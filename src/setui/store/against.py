@@ -4,7 +4,8 @@ The chain proves nothing against someone who rewrote it whole; a copy they could
 reach does. The copy is JSON lines, either ``setui audit export`` (every field, with
 ``seq`` and ``hash``) or what the forward sent (``journalctl -o json`` lines with
 ``SETUI_SEQ``, ``SETUI_HASH``, ...), or a collector's file of RFC 5424 lines with the
-``[setui@32473 seq="..." hash="..."]`` element. Every record whose hash differs, that
+``[setui@32473 seq="..." hash="..."]`` element, or just the messages (the ``SyslogMessage``
+column of Log Analytics' ``Syslog`` table). Every record whose hash differs, that
 one side has and the other lacks, is named, with the fields that differ.
 """
 
@@ -25,6 +26,10 @@ __all__ = ["AgainstResult", "compare"]
 _SHOWN = {"SETUI_TIME": "time", "SETUI_ACTION": "action", "SETUI_EVENT_ID": "EventId",
           "SETUI_ACTOR": "actor", "SETUI_OUTCOME": "outcome"}
 _SD = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+# setui.auditforward.message(): "setui audit record N: ACTION EventId=ID by ACTOR: OUTCOME
+# (hash H)".
+_MESSAGE = re.compile(r"setui audit record (\d+): (\S+) EventId=(\S*) by (.*?): (.*) "
+                      r"\(hash ([0-9a-f]{64})\)")
 
 
 @dataclass
@@ -60,7 +65,14 @@ def _from_line(line: str) -> dict[str, str] | None:
         return None
     start = text.find(f"[{SD_ID} ")
     if start < 0:
-        return None
+        # Just the message, as Log Analytics' Syslog table keeps it (SyslogMessage).
+        found_message = _MESSAGE.search(text)
+        if found_message is None:
+            return None
+        seq, action, event_id, actor, outcome, digest = found_message.groups()
+        return {"SETUI_SEQ": seq, "SETUI_ACTION": action,
+                "SETUI_EVENT_ID": "" if event_id == "-" else event_id,
+                "SETUI_ACTOR": actor, "SETUI_OUTCOME": outcome, "SETUI_HASH": digest}
     found = {f"SETUI_{k.upper()}": re.sub(r"\\(.)", r"\1", v)
              for k, v in _SD.findall(text[start:])}
     return found if "SETUI_HASH" in found else None
