@@ -15,11 +15,9 @@ __all__ = ["HttpError", "RecordedRequest", "Reply", "read_request", "write_reply
 
 MAX_HEAD = 16 * 1024
 MAX_BODY = 64 * 1024
-# A request's head and body must arrive within HEAD_TIMEOUT seconds of its first byte; a
-# kept-alive connection may wait IDLE_TIMEOUT for its next request (longer than the
-# slowest poll interval setui allows, 300 s), then it is closed.
+# A request's head and body must arrive within HEAD_TIMEOUT seconds of its first byte
+# (a kept-alive connection may wait as long as it likes before that byte).
 HEAD_TIMEOUT = 10.0
-IDLE_TIMEOUT = 600.0
 
 
 class HttpError(Exception):
@@ -69,8 +67,7 @@ class Reply:
 
 
 async def read_request(reader: asyncio.StreamReader, clock: Callable[[], float], *,
-                       head_timeout: float = HEAD_TIMEOUT,
-                       idle_timeout: float = IDLE_TIMEOUT) -> RecordedRequest | None:
+                       head_timeout: float = HEAD_TIMEOUT) -> RecordedRequest | None:
     """The next request on the connection, or None when the client closed it cleanly.
 
     Its time is read from ``clock`` once its head has arrived: a kept-alive connection
@@ -78,22 +75,38 @@ async def read_request(reader: asyncio.StreamReader, clock: Callable[[], float],
     HttpError 408 when a request starts and does not finish within ``head_timeout``.
     """
     try:
-        first = await asyncio.wait_for(reader.readexactly(1), idle_timeout)
-    except (asyncio.IncompleteReadError, asyncio.TimeoutError):
-        return None  # closed, or idle for longer than any client's poll: close it too
+        first = await reader.readexactly(1)  # a kept-alive connection may idle for long
+    except asyncio.IncompleteReadError:
+        return None
+    # Once a request has begun, its head and body must arrive in time: a client that
+    # trickles them (or stops half-way) does not hold the connection for ever. The timer
+    # poisons the reader rather than wrapping reads in wait_for, whose cancellation can
+    # be lost when a read completes just as the emulator stops.
+    timer = asyncio.get_running_loop().call_later(head_timeout, reader.set_exception,
+                                                  _Late())
     try:
-        # Once a request has begun, its head must arrive in time: a client that trickles
-        # it (or stops half-way) does not hold the connection for ever.
-        head = first + await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), head_timeout)
+        return await _read_rest(reader, first, clock)
+    except _Late:
+        raise HttpError(408, f"the request did not arrive within {head_timeout:g} s of its "
+                        "first byte") from None
+    finally:
+        timer.cancel()
+
+
+class _Late(Exception):
+    """The request's head or body did not arrive in time."""
+
+
+async def _read_rest(reader: asyncio.StreamReader, first: bytes,
+                     clock: Callable[[], float]) -> RecordedRequest | None:
+    try:
+        head = first + await reader.readuntil(b"\r\n\r\n")
     except asyncio.IncompleteReadError as exc:
         if not (first + exc.partial).strip():
-            return None
+            return None  # a stray line end, then the client closed: nothing was asked
         raise HttpError(400, "the request ended in the middle of its headers") from None
     except asyncio.LimitOverrunError:
         raise HttpError(431, "request headers too large") from None
-    except asyncio.TimeoutError:
-        raise HttpError(408, f"the request headers did not arrive within {head_timeout:g} s"
-                        ) from None
     arrived = clock()
     if len(head) > MAX_HEAD:
         raise HttpError(431, "request headers too large")
@@ -122,13 +135,9 @@ async def read_request(reader: asyncio.StreamReader, clock: Callable[[], float],
     if length > MAX_BODY:
         raise HttpError(413, f"request body larger than {MAX_BODY} bytes")
     try:
-        body = await asyncio.wait_for(reader.readexactly(length), head_timeout) \
-            if length else b""
+        body = await reader.readexactly(length) if length else b""
     except asyncio.IncompleteReadError:
         raise HttpError(400, "the request body is shorter than its Content-Length") from None
-    except asyncio.TimeoutError:
-        raise HttpError(408, f"the request body did not arrive within {head_timeout:g} s"
-                        ) from None
     try:
         split = urlsplit(target)
         pairs = tuple(parse_qsl(split.query, keep_blank_values=True))
