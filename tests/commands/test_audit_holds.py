@@ -183,6 +183,36 @@ def test_an_emptied_database_beside_its_witness_fails(emulator: Emulator,
     assert done.returncode == 1 and "is empty" in done.stderr
 
 
+def test_a_database_with_fewer_records_than_its_witness_fails(emulator: Emulator,
+                                                              data_dir: Path,
+                                                              tmp_path: Path) -> None:
+    with Store.open_dir(data_dir):
+        pass  # an empty log, schema and all
+    kept = tmp_path / "empty.db"
+    kept.write_bytes((data_dir / "setui.db").read_bytes())
+    assert approve(emulator, data_dir).returncode == 0
+    for name in ("setui.db-wal", "setui.db-shm"):
+        (data_dir / name).unlink(missing_ok=True)
+    (data_dir / "setui.db").write_bytes(kept.read_bytes())  # the older, emptier copy
+    verify = setui("audit", "verify", data_dir=data_dir)
+    assert verify.returncode == 1 and "removed from the end" in verify.stdout
+    assert setui("audit", data_dir=data_dir).returncode == 1
+    history = setui("history", data_dir=data_dir)
+    assert history.returncode == 1 and "its witness" in history.stderr
+    assert "names record 2" in history.stderr
+
+
+def test_the_actor_is_listed_as_the_dialog_shows_it(emulator: Emulator,
+                                                    data_dir: Path) -> None:
+    done = approve(emulator, data_dir, SSH_CONNECTION="10.9.8.7 50022 10.0.0.4 22")
+    assert done.returncode == 0
+    listing = setui("audit", data_dir=data_dir)
+    assert "from 10.9.8.7 (claimed) on" in listing.stdout
+    records = [json.loads(line) for line in
+               setui("audit", "--json", data_dir=data_dir).stdout.splitlines()]
+    assert all(r["details"]["ssh_claimed"] is True for r in records)
+
+
 @pytest.mark.parametrize("command", [("audit",), ("audit", "verify"), ("history",)])
 def test_a_data_dir_that_is_a_file_fails(tmp_path: Path, command: tuple[str, ...]) -> None:
     file = tmp_path / "file"

@@ -119,6 +119,10 @@ def history_command(args: argparse.Namespace, *, out: IO[str], err: IO[str]) -> 
         return EXIT_OK
     try:
         with store:
+            missing = store.missing_records()
+            if missing is not None:
+                err.write(f"setui history: {printable(missing, 500)}\n")
+                return EXIT_FAILED
             if getattr(args, "history_command", None) == "show":
                 return _show(store, args.incarnation, bool(args.diff), as_json, out, err)
             if getattr(args, "event", None):

@@ -446,6 +446,24 @@ class Store:
                     "approves nothing on top of it. Run `setui audit verify`")
         return None
 
+    def missing_records(self) -> str | None:
+        """Why the log is shorter than its witness says, in words; None if it is not.
+        A quick check for readers that do not verify the whole chain (``history``)."""
+        witness = audit_log.witness_path(self.path)
+        try:
+            named = audit_log.read_witness(witness)
+        except (OSError, ValueError, UnicodeDecodeError):
+            return None  # unreadable: verify reports it
+        if named is None:
+            return None
+        with self._using("read the audit log") as conn:
+            last = conn.execute("SELECT max(seq) FROM audit").fetchone()[0] or 0
+        if named[0] <= last:
+            return None
+        return (f"the audit log in {self.path} ends at record {last}, but its witness "
+                f"{witness} names record {named[0]}: records were removed, or the database "
+                "was replaced by an older or empty one. Run `setui audit verify`")
+
     def verify_audit(self) -> VerifyResult:
         """Recompute the hash chain; compare its end with the head record and with the
         witness file beside the database."""
