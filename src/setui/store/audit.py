@@ -19,8 +19,9 @@ What :func:`verify` finds:
 What it does not find: someone who edits both the database and the witness (or deletes
 the witness: a store written by an older setui has none, so a missing witness is only a
 warning), or who recomputes the whole chain. Anyone who can write the data directory
-and has read this can do that; to anchor the log, export it (or note the head hash
-``setui audit verify`` prints) somewhere they cannot write.
+and has read this can do that; what anchors the log is a copy they cannot reach: the
+forward of each record as it is written (setui.auditforward), or an export, checked with
+``setui audit verify --against``.
 
 The witness trails the database by design: it is written after the commit, so a crash
 in between, a failed write (a full disk, a witness that is not a file) or two setui
