@@ -44,7 +44,7 @@ FACILITY = 10  # authpriv
 NOTICE, WARNING = 5, 4
 # The documentation enterprise number (RFC 5612): setui has none of its own.
 SD_ID = "setui@32473"
-TIMEOUT = 3.0  # seconds for a TCP collector to accept and take a record
+TIMEOUT = 2.0  # seconds for a TCP collector to accept and take a record (after the commit)
 _VALUE_LIMIT = 2000
 
 
