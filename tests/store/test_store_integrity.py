@@ -1,0 +1,60 @@
+"""Before an approval the store checks itself; an append reads its records back before it
+commits, so a planted trigger cannot make a record vanish silently."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from setui.store import AuditEntry, Store, StoreError
+from store_helpers import ENDPOINT, T0
+
+
+def entry(action: str = "approve-attempt") -> AuditEntry:
+    return AuditEntry(action=action, time=T0, user="alice", host="vm", endpoint=ENDPOINT,
+                      event_id="A-1")
+
+
+def plant(data_dir: Path, *statements: str) -> None:
+    conn = sqlite3.connect(data_dir / "setui.db", isolation_level=None)
+    for statement in statements:
+        conn.execute(statement)
+    conn.close()
+
+
+def test_a_sound_store_may_take_an_approval(store: Store) -> None:
+    store.audit_append(entry())
+    assert store.approval_integrity() is None
+
+
+def test_a_record_swallowed_by_a_trigger_is_an_error_and_nothing_commits(
+        store: Store, data_dir: Path) -> None:
+    store.audit_append(entry())
+    plant(data_dir, "CREATE TRIGGER swallow BEFORE INSERT ON audit BEGIN "
+                    "SELECT RAISE(IGNORE); END")
+    with pytest.raises(StoreError, match="did not keep the record just written"):
+        store.audit_append(entry())
+    assert [r.seq for r in store.audit()] == [1]
+    head = sqlite3.connect(data_dir / "setui.db").execute(
+        "SELECT seq FROM audit_head").fetchone()
+    assert head == (1,)  # the head did not move either: the transaction rolled back
+    assert "swallow" in (store.approval_integrity() or "")
+
+
+@pytest.mark.parametrize(("statements", "words"), [
+    (["CREATE TRIGGER t AFTER INSERT ON incarnations BEGIN SELECT 1; END"],
+     "trigger setui did not create ('t')"),
+    (["DROP TRIGGER audit_no_update",
+      "CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit BEGIN SELECT 1; END"],
+     "'audit_no_update' in"),
+    (["DROP TRIGGER audit_no_delete"], "'audit_no_delete'"),
+    (["UPDATE audit_head SET seq = 5"], "is broken"),
+])
+def test_an_altered_store_refuses(store: Store, data_dir: Path, statements: list[str],
+                                  words: str) -> None:
+    store.audit_append(entry())
+    plant(data_dir, *statements)
+    problem = store.approval_integrity()
+    assert problem is not None and words in problem
