@@ -349,3 +349,29 @@ def test_a_rewritten_head_refuses(emulator: Emulator, data_dir: Path) -> None:
     done = approve(emulator, data_dir)
     assert done.returncode == 1 and "is broken" in done.stdout
     assert len(posts(emulator)) == 1
+
+
+@pytest.mark.skipif(not POSIX or os.geteuid() != 0 or not Path("/usr/bin/setpriv").exists(),
+                    reason="needs root and setpriv to run as an ordinary user")
+def test_an_unreadable_data_dir_fails_in_words() -> None:
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="setui-unreadable-", dir="/tmp"))
+    try:
+        base.chmod(0o755)
+        data = base / "data"
+        data.mkdir(mode=0o700)  # root's: nobody may not look inside
+        env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": os.pathsep.join(sys.path),
+               "SETUI_CONFIG": "/nonexistent/config.toml", "SETUI_AUDIT_FORWARD": "none",
+               "SETUI_DATA_DIR": str(data)}
+        for command in (("audit",), ("audit", "verify"), ("history",)):
+            done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534",
+                                   "--clear-groups", sys.executable, "-m", "setui.cli",
+                                   *command], env=env, capture_output=True, text=True,
+                                  timeout=60, cwd="/")
+            assert done.returncode == 1, (command, done.stdout, done.stderr)
+            assert "cannot read the data directory" in done.stderr
+            assert "Traceback" not in done.stderr
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

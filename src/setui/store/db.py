@@ -228,10 +228,6 @@ def connect(path: Path, *, timeout: float, readonly: bool) -> sqlite3.Connection
     statement that writes (WAL mode included), checked to be setui's or empty: another
     program's database is left exactly as it was.
     """
-    if path.is_dir() and not path.is_symlink():
-        raise StoreError(f"cannot open {path}: it is a directory, not a setui database. Move "
-                         "it aside, or choose another place with --data-dir or SETUI_DATA_DIR",
-                         path=path)
     if readonly:
         if not path.parent.exists():
             raise NothingRecorded(f"there is no setui database at {path} yet: nothing was "
@@ -243,6 +239,7 @@ def connect(path: Path, *, timeout: float, readonly: bool) -> sqlite3.Connection
         return _connect_readonly(path, timeout)
     conn: sqlite3.Connection | None = None
     try:
+        check_file(path, write=False, shared=False)  # a directory, a link: refused in words
         _check_nofollow(path)
         conn = _open(_uri(path, "rw"), timeout)
         _refuse_foreign(conn, path)

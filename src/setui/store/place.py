@@ -142,9 +142,9 @@ def check_file(path: Path, *, write: bool, shared: bool) -> bool:
         raise _error(f"cannot use {path}: it is a {_kind(st)}, not {what}. Move it aside, "
                      "or choose another place with --data-dir or SETUI_DATA_DIR", path)
     if write and os.name == "posix" and shared:
-        if stat.S_IMODE(st.st_mode) & 0o007:
-            raise _error(f"{path} is open to users outside the shared store's group (mode "
-                         f"{stat.S_IMODE(st.st_mode):o}): run `chmod 660 {path}`", path)
+        if stat.S_IMODE(st.st_mode) & 0o002:
+            raise _error(f"{path} is writable by users outside the shared store's group "
+                         f"(mode {stat.S_IMODE(st.st_mode):o}): run `chmod 660 {path}`", path)
     elif write and os.name == "posix":
         if st.st_uid not in (os.geteuid(), 0):
             raise _error(f"{path} belongs to {_owner(st.st_uid)}, not to you: setui writes "
