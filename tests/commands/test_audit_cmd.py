@@ -150,11 +150,26 @@ def test_export_writes_json_lines_an_auditor_can_check(data_dir: Path,
         assert record["prev_hash"] == prev
         assert hashlib.sha256(text.encode()).hexdigest() == record["hash"]
         prev = record["hash"]
-    again = setui("audit", "export", str(target), data_dir=data_dir)
+    again = setui("audit", "export", str(target), "--force", data_dir=data_dir)
     assert again.returncode == 0 and len(target.read_text().splitlines()) == 5
     assert list(target.parent.iterdir()) == [target]  # no temporary files left
     to_stdout = setui("audit", "export", "-", data_dir=data_dir)
     assert to_stdout.stdout.splitlines() == target.read_text().splitlines()
+
+
+def test_export_never_overwrites_without_force(data_dir: Path, tmp_path: Path) -> None:
+    target = tmp_path / "audit.jsonl"
+    target.write_text("an earlier export\n")
+    refused = setui("audit", "export", str(target), data_dir=data_dir)
+    assert refused.returncode == 1
+    assert refused.stderr == (f"setui audit export: {target} already exists; nothing was "
+                              "written (--force replaces it)\n")
+    assert target.read_text() == "an earlier export\n"
+    empty = setui("audit", "export", str(target), data_dir=tmp_path / "none")
+    assert empty.returncode == 1 and target.read_text() == "an earlier export\n"
+    forced = setui("audit", "export", str(target), "--force", data_dir=data_dir)
+    assert forced.returncode == 0, forced.stderr
+    assert len(target.read_text().splitlines()) == 5
 
 
 def test_export_of_a_broken_chain_warns(data_dir: Path, tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
@@ -65,6 +66,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             description="Write every audit record, oldest first, as one "
                                         "JSON object per line (- for standard output).")
     export.add_argument("file", metavar="FILE", help="where to write; - for standard output")
+    export.add_argument("--force", action="store_true",
+                        help="replace FILE if it exists (without it, an existing file is "
+                             "left alone and the export refused)")
     add_storage_options(export)
 
 
@@ -92,6 +96,8 @@ def audit_command(args: argparse.Namespace, *, out: IO[str], err: IO[str]) -> in
                     code = max(code, _against(store, against, out, err))
                 return code
             if command == "export":
+                if _would_overwrite(args, err):
+                    return EXIT_FAILED
                 return _export(store.audit(oldest_first=True), store.verify_audit(),
                                args.file, out, err)
             return _list(store.audit(limit=args.limit), store.verify_audit(),
@@ -112,6 +118,8 @@ def _empty(command: str | None, args: argparse.Namespace, out: IO[str],
             return EXIT_FAILED
         return _verify(VerifyResult(ok=True, count=0), bool(getattr(args, "json", False)), out)
     if command == "export":
+        if _would_overwrite(args, err):
+            return EXIT_FAILED
         return _export([], VerifyResult(ok=True, count=0), args.file, out, err)
     if not getattr(args, "json", False):
         out.write("The audit log is empty: no approval has been attempted here yet.\n")
@@ -263,6 +271,19 @@ def _against(store: Store, path: Path, out: IO[str], err: IO[str]) -> int:
         out.write(f"({result.unreadable} line{'s' if result.unreadable != 1 else ''} of the "
                   "copy hold no setui record and were skipped)\n")
     return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def _would_overwrite(args: argparse.Namespace, err: IO[str]) -> bool:
+    """An export replaces its file whole: a wrong name must not silently destroy another
+    export (or anything else) already there. Says why when it refuses."""
+    target = args.file
+    if target == "-" or getattr(args, "force", False):
+        return False
+    if not os.path.lexists(target):
+        return False
+    err.write(f"setui audit export: {printable(target, 300)} already exists; nothing was "
+              "written (--force replaces it)\n")
+    return True
 
 
 def _export(records: list[AuditRecord], result: VerifyResult, target: str, out: IO[str],
