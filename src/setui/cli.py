@@ -179,6 +179,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                       help="config file")
     demo.add_argument("--headless", action="store_true",
                       help="print changes like `setui watch` instead of the dashboard")
+    demo.add_argument("--json", action="store_true",
+                      help="with --headless: one JSON object per line, like `setui watch "
+                           "--json`")
 
     service = commands.add_parser(
         "service", help="a systemd unit that keeps a recorder running (print, install)",

@@ -159,12 +159,54 @@ def test_watch_human_lines_and_unreachable_endpoint(tmp_path: Path) -> None:
     lines = _read_until(proc, lambda ls: len(ls) >= 2, timeout=20)
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=10) == 0
-    stamp = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z"
-    assert re.fullmatch(rf"{stamp}  enabling scheduled events \(the first answer can take up "
-                        rf"to 2 minutes\)\n", lines[0]), lines
-    assert re.fullmatch(rf"{stamp}  connection unreachable: nothing answers at "
+    stamp = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
+    assert re.fullmatch(rf"{stamp}  connection         enabling scheduled events \(the "
+                        rf"first answer can take up to 2 minutes\)\n", lines[0]), lines
+    assert re.fullmatch(rf"{stamp}  connection         unreachable: nothing answers at "
                         rf"{re.escape(url)} — is this an Azure VM\? \(connection refused\)\n",
                         lines[1]), lines
+
+
+TWO_EVENTS = """
+vm_name = "vm-0"
+tail = 5
+[[events]]
+id = "11111111-1111-1111-1111-111111111111"
+type = "Reboot"
+notice = "15m"
+[[events]]
+id = "22222222-2222-2222-2222-222222222222"
+type = "Freeze"
+at = 30
+notice = "10m"
+resources = ["vm-1"]
+"""
+
+
+@pytest.mark.skipif(not POSIX, reason="SIGINT delivery to a child is POSIX-only here")
+def test_watch_text_lines_align_count_down_and_mark_what_was_there(tmp_path: Path) -> None:
+    with Emulator(parse_scenario(TWO_EVENTS), speed=30) as emulator:
+        proc = _watch(emulator.url, tmp_path, "--no-record", "--vm-name", "vm-0")
+        lines = _read_until(proc, lambda ls: any(" appeared  " in line for line in ls),
+                            timeout=30)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=10) == 0, proc.stderr.read() if proc.stderr else ""
+    lines = [line.rstrip("\n") for line in lines]
+    [there] = [line for line in lines if " appeared at start " in line]
+    [later] = [line for line in lines if " appeared  " in line]
+    # The columns start at the same place on every line, connection lines included.
+    for column in ("connection", "appeared at start", "appeared "):
+        assert any(line.find(column) == 22 for line in lines), (column, lines)
+    assert there.find("Reboot") == later.find("Freeze")
+    assert there.find("111111") == later.find("222222")
+    # A countdown to NotBefore as seen at the line's time: at 30x, 15 minutes of notice
+    # are 30 s on the event present at start, 10 minutes 20 s on the one that appeared.
+    assert re.match(r"\S+  appeared at start      T-0:(29|30)  #1 ", there), there
+    assert re.match(r"\S+  appeared               T-0:(19|20)  #2 ", later), later
+    assert "(this VM)" in there and "(this VM)" not in later
+    # Times never go backwards, line after line.
+    times = [line.split()[0] for line in lines]
+    assert times == sorted(times), lines
 
 
 @pytest.mark.skipif(not POSIX, reason="SIGINT delivery to a child is POSIX-only here")
@@ -256,6 +298,7 @@ def test_watch_human_lines_escape_controls_and_survive_a_cp1252_stdout(
         (["demo", "--speed", "inf"], "positive finite number"),
         (["demo", "--speed", "0"], "positive finite number"),
         (["demo", "--interval", "nan"], "must be 0.2 to 300 seconds"),
+        (["demo", "--json"], "--json needs --headless"),
     ],
 )
 def test_bad_arguments_exit_2_with_a_message(argv: list[str], words: str,
@@ -299,3 +342,18 @@ def test_demo_records_where_its_own_data_dir_option_says(tmp_path: Path) -> None
     _demo(tmp_path, "--data-dir", str(chosen))
     assert (chosen / "setui.db").exists()
     assert not (tmp_path / "data" / "setui.db").exists()
+
+
+@pytest.mark.skipif(not POSIX, reason="SIGINT delivery to a child is POSIX-only here")
+def test_demo_headless_json_prints_watch_records(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [*SETUI, "demo", "--headless", "--json", "--scenario", "live-migration", "--speed",
+         "600", "--interval", "0.2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, encoding="utf-8", env=_env(tmp_path))
+    lines = _read_until(proc, lambda ls: any('"appeared"' in line for line in ls), timeout=30)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=10) == 0, proc.stderr.read() if proc.stderr else ""
+    records = [json.loads(line) for line in lines]
+    assert all(tuple(r) == RECORD_KEYS for r in records)
+    assert records[0]["change"] == "connection"
+    assert records[-1]["event_type"] == "Freeze" and records[-1]["this_vm"] is True

@@ -69,13 +69,15 @@ def test_watch_under_the_journal_writes_priorities_and_no_time(tmp_path: Path) -
                                 stderr=subprocess.PIPE, text=True)
         try:
             deadline = time.monotonic() + PATIENCE
-            while "connection live" not in out.read_text() and time.monotonic() < deadline:
+            while "connection         live" not in out.read_text() and (
+                    time.monotonic() < deadline):
                 time.sleep(0.05)
         finally:
             proc.terminate()
             proc.communicate(timeout=PATIENCE)
     lines = out.read_text().splitlines()
-    assert lines[0] == "<6>enabling scheduled events (the first answer can take up to 2 minutes)"
-    assert "<6>connection live" in lines
+    assert lines[0] == ("<6>connection         enabling scheduled events (the first answer "
+                        "can take up to 2 minutes)")
+    assert "<6>connection         live" in lines
     assert all(line[:3] in ("<4>", "<5>", "<6>") for line in lines)
     assert not any(line[3:7].isdigit() for line in lines)  # no "2026-…" of our own

@@ -22,6 +22,10 @@ def run(args: argparse.Namespace) -> int:
     from setui.emulator.scenario import ScenarioError, load_scenario
     from setui.emulator.server import Emulator
 
+    if getattr(args, "json", False) and not args.headless:
+        print("setui demo: --json needs --headless (the dashboard is not JSON)",
+              file=sys.stderr)
+        return 2
     if not math.isfinite(args.speed) or args.speed <= 0:  # nan compares false to everything
         print(f"setui demo: --speed must be a positive finite number, got {args.speed}",
               file=sys.stderr)
@@ -45,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
                 from setui.session import run_until_stopped
 
                 try:
-                    return run_until_stopped(watch(demo_config, as_json=False, record=True,
+                    return run_until_stopped(watch(demo_config, as_json=args.json, record=True,
                                                     out=sys.stdout, err=sys.stderr))
                 except KeyboardInterrupt:
                     return 0

@@ -22,7 +22,7 @@ from setui.systemd import ERR, INFO, NOTICE, WARNING, Notifier, for_journal, und
 from setui.textsafe import printable
 
 __all__ = ["RECORD_KEYS", "add_arguments", "change_record", "connection_record",
-           "format_record", "run"]
+           "format_record", "line_countdown", "run"]
 
 # Every --json record has exactly these keys, in this order, whatever its kind: a field
 # that does not apply is null, [] or false, so a consumer never meets a missing key.
@@ -96,29 +96,76 @@ def connection_record(health: Health, when: datetime) -> dict[str, Any]:
     )
 
 
+_COUNTDOWN_WIDTH = 10
+_KIND_WIDTH = 17  # "appeared at start", the longest words in the kind column
+_TYPE_WIDTH = 13
+_STATUS_WIDTH = 9  # "Scheduled"
+_ID_WIDTH = 36  # a GUID, as the service makes them
+
+
+def _parse_iso(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _line_time(text: str | None) -> str:
+    """A record's time to the second, so every line's columns start at the same place."""
+    when = _parse_iso(text)
+    if when is None:
+        return "-".ljust(20)
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def line_countdown(not_before: str | None, at: str | None) -> str:
+    """NotBefore as seen from the line's own time: ``T-4:59`` ahead, ``T+0:05`` past,
+    ``-`` when there is none (or either time is unreadable)."""
+    target, now = _parse_iso(not_before), _parse_iso(at)
+    if target is None or now is None:
+        return "-"
+    seconds = round((target - now).total_seconds())
+    sign = "-" if seconds >= 0 else "+"
+    seconds = abs(seconds)
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"T{sign}{days}d{hours:02d}h"
+    if hours:
+        return f"T{sign}{hours}:{minutes:02d}:{secs:02d}"
+    return f"T{sign}{minutes}:{secs:02d}"
+
+
 def format_record(record: dict[str, Any], *, with_time: bool = True) -> str:
-    """A record as one human line; every network string is made printable. Without the
+    """A record as one human line, its columns aligned: time, what happened ("appeared at
+    start" for an event already there when watch began), countdown to NotBefore,
+    incarnation, type, status, EventId, then the rest. Every network string is made printable. Without the
     time for a log that stamps lines itself (the journal)."""
-    time = record["time"] or "-"
+    lead = [_line_time(record["time"])] if with_time else []
     if record["change"] == "connection":
         state = record["state"]
         text = {
             "enabling": "enabling scheduled events (the first answer can take up to 2 minutes)",
-            "live": "connection live",
-        }.get(state, f"connection {state}")
+            "live": "live",
+        }.get(state, state)
         if record["error"] and state != "live":
             text += f": {printable(record['error'], 300)}"
-        return f"{time}  {text}" if with_time else text
+        return "  ".join([*lead, f"{'connection':<{_KIND_WIDTH}}", text])
+    kind = f"{record['change']} at start" if record["initial"] else record["change"]
     parts = [
-        *([time] if with_time else []),
-        f"#{record['incarnation']}",
-        f"{record['change']:<11}",
-        printable(record["event_type"] or "-", 20),
-        printable(record["status"] or "-", 20),
-        printable(record["event_id"] or "-", 64),
+        *lead,
+        f"{kind:<{_KIND_WIDTH}}",
+        line_countdown(record["not_before"], record["time"]).rjust(_COUNTDOWN_WIDTH),
+        f"#{record['incarnation']}".ljust(6),
+        f"{printable(record['event_type'] or '-', 20):<{_TYPE_WIDTH}}",
+        f"{printable(record['status'] or '-', 20):<{_STATUS_WIDTH}}",
+        f"{printable(record['event_id'] or '-', 64):<{_ID_WIDTH}}",
     ]
     if record["not_before"]:
-        parts.append(f"NotBefore {record['not_before']}")
+        parts.append(f"NotBefore {_line_time(record['not_before'])}")
     if record["resources"]:
         shown = ", ".join(printable(r, 64) for r in record["resources"][:5])
         more = len(record["resources"]) - 5
@@ -129,7 +176,7 @@ def format_record(record: dict[str, Any], *, with_time: bool = True) -> str:
         parts.append("(uncertain: seen across a gap)")
     if record["detail"]:
         parts.append(f"- {printable(record['detail'], 300)}")
-    return "  ".join(parts)
+    return "  ".join(parts).rstrip()
 
 
 class _Printer:
@@ -202,7 +249,10 @@ async def watch(config: Config, *, as_json: bool, record: bool, out: IO[str],
                 result = update.result
                 state = (result.health.state, _error_kind(result))
                 if state != last_state:
-                    printer.emit(connection_record(result.health, monitor.now()))
+                    # The answer's own time, the one its changes carry: lines stay in
+                    # order (the time now would be later than the changes below it).
+                    printer.emit(connection_record(result.health,
+                                                   result.seen_at or monitor.now()))
                     last_state = state
                     notifier.status(_status(result.health, result.document,
                                             monitor.recorder is not None
