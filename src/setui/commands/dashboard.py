@@ -3,13 +3,43 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import IO
 
 from setui.config import Config
 
-__all__ = ["open_dashboard", "run"]
+__all__ = ["EXIT_USAGE", "not_a_terminal", "open_dashboard", "run"]
+
+EXIT_USAGE = 2
+
+
+def not_a_terminal(stdin: IO[str], stdout: IO[str], *, demo: bool = False) -> str | None:
+    """Why the dashboard cannot run on these streams, in words, or None when it can.
+
+    Redirected to a file or a pipe, a full-screen app writes escape codes no reader
+    wants; the headless commands are made for that."""
+    def is_tty(stream: IO[str]) -> bool:
+        try:
+            return stream.isatty()
+        except (AttributeError, ValueError, OSError):  # closed or not a real stream
+            return False
+
+    if is_tty(stdout) and is_tty(stdin):
+        return None
+    which = "standard output" if not is_tty(stdout) else "standard input"
+    command = "setui demo" if demo else "setui"
+    instead = ("`setui demo --headless` (add --json for JSON lines)" if demo else
+               "`setui watch` (one line per change; --json for scripts) or `setui events` "
+               "(the events now)")
+    return (f"{command}: the dashboard needs a terminal, and {which} is not one. "
+            f"For a file, a pipe or a script use {instead}.")
 
 
 def open_dashboard(config: Config, *, demo: bool = False, zoom: int | None = None) -> int:
+    why = not_a_terminal(sys.stdin, sys.stdout, demo=demo)
+    if why is not None:
+        print(why, file=sys.stderr)
+        return EXIT_USAGE
     from setui.config import config_dir
     from setui.session import make_client, open_store
     from setui.ui.app import SetuiApp

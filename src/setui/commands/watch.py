@@ -142,8 +142,8 @@ def line_countdown(not_before: str | None, at: str | None) -> str:
 def format_record(record: dict[str, Any], *, with_time: bool = True) -> str:
     """A record as one human line, its columns aligned: time, what happened ("appeared at
     start" for an event already there when watch began), countdown to NotBefore,
-    incarnation, type, status, EventId, then the rest. Every network string is made printable. Without the
-    time for a log that stamps lines itself (the journal)."""
+    incarnation, type, status, EventId, then the rest. Every network string is made
+    printable. Without the time for a log that stamps lines itself (the journal)."""
     lead = [_line_time(record["time"])] if with_time else []
     if record["change"] == "connection":
         state = record["state"]
