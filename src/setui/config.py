@@ -12,8 +12,12 @@ it forever. The audit log is never pruned, whatever it says.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import re
 import stat
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -36,7 +40,8 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-__all__ = ["Config", "ConfigError", "config_dir", "default_config_path", "load_config"]
+__all__ = ["Config", "ConfigError", "config_dir", "default_config_path", "load_config",
+           "save_setting"]
 
 
 
@@ -206,3 +211,76 @@ def _check(config: Config, source: str, origins: Mapping[str, str] | None = None
     if config.history_days < 0:
         raise ConfigError(f"{where('history_days')}: history-days must be a number of days, "
                           f"or 0 to keep the history forever; got {config.history_days}")
+
+
+_TABLE = re.compile(r"^\s*\[")
+
+
+def save_setting(file: Path, key: str, value: str) -> None:
+    """Set one top-level string setting in the config file, keeping everything else as
+    written: the other settings, comments, blank lines, a comment after the value. The
+    file is replaced atomically (a crash leaves the old file or the new one) and keeps
+    its permissions; a missing file is created. Raises :class:`ConfigError` in words when
+    the file cannot be read, would not stay valid, or cannot be written."""
+    if key.replace("-", "_") not in _TYPES:
+        raise ConfigError(f"unknown setting {key!r}")
+    literal = json.dumps(value, ensure_ascii=True)  # a JSON string is a TOML basic string
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = ""
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {file}: "
+                          f"{getattr(exc, 'strerror', None) or exc}") from None
+    before = _parse_for_save(text, file)
+    lines = text.splitlines(keepends=True)
+    assignment = re.compile(rf"^(\s*){re.escape(key)}(\s*=\s*)(\"(?:[^\"\\]|\\.)*\"|'[^']*')(.*)$",
+                            re.DOTALL)
+    first_table = next((i for i, line in enumerate(lines) if _TABLE.match(line)), len(lines))
+    for index, line in enumerate(lines[:first_table]):
+        found = assignment.match(line)
+        if found:
+            lines[index] = f"{found[1]}{key}{found[2]}{literal}{found[4]}"
+            break
+    else:
+        if lines and not lines[-1].endswith("\n") and first_table == len(lines):
+            lines[-1] += "\n"
+        lines.insert(first_table, f"{key} = {literal}\n")
+    new_text = "".join(lines)
+    after = _parse_for_save(new_text, file)
+    if after != {**before, key: value}:  # a layout this simple editor does not understand
+        raise ConfigError(f"config file {file}: cannot set {key} without rewriting the file; "
+                          f"add the line {key} = {literal} yourself")
+    _replace_file(file, new_text)
+
+
+def _parse_for_save(text: str, file: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {file} is not valid TOML, so it is left alone: "
+                          f"{exc}") from None
+
+
+def _replace_file(file: Path, text: str) -> None:
+    try:
+        mode = file.stat().st_mode & 0o777
+    except FileNotFoundError:
+        mode = None
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        fd, temp = tempfile.mkstemp(prefix=f".{file.name}.", suffix=".tmp", dir=file.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+                handle.write(text)
+                handle.flush()
+                if mode is not None and hasattr(os, "fchmod"):
+                    os.fchmod(handle.fileno(), mode)
+                os.fsync(handle.fileno())
+            os.replace(temp, file)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise
+    except OSError as exc:
+        raise ConfigError(f"cannot write config file {file}: {exc.strerror or exc}") from None

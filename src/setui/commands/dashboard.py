@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import IO
 
 from setui.config import Config
@@ -35,19 +36,22 @@ def not_a_terminal(stdin: IO[str], stdout: IO[str], *, demo: bool = False) -> st
             f"For a file, a pipe or a script use {instead}.")
 
 
-def open_dashboard(config: Config, *, demo: bool = False, zoom: int | None = None) -> int:
+def open_dashboard(config: Config, *, demo: bool = False, zoom: int | None = None,
+                   config_path: Path | None = None) -> int:
+    """Run the dashboard; ``config_path`` is the file a theme picked in it is saved to
+    (the default config file when None)."""
     why = not_a_terminal(sys.stdin, sys.stdout, demo=demo)
     if why is not None:
         print(why, file=sys.stderr)
         return EXIT_USAGE
-    from setui.config import config_dir
+    from setui.config import config_dir, default_config_path
     from setui.session import make_client, open_store
     from setui.ui.app import SetuiApp
 
     store, problem = open_store(config)
     app = SetuiApp(client=make_client(config), config=config, store=store,
                    store_problem=problem, demo=demo, user_themes=config_dir() / "themes",
-                   zoom=zoom)
+                   zoom=zoom, config_path=config_path or default_config_path())
     try:
         app.run()
     finally:
@@ -57,4 +61,4 @@ def open_dashboard(config: Config, *, demo: bool = False, zoom: int | None = Non
 
 
 def run(args: argparse.Namespace) -> int:
-    return open_dashboard(args.config_resolved)
+    return open_dashboard(args.config_resolved, config_path=getattr(args, "config", None))

@@ -57,4 +57,5 @@ def run(args: argparse.Namespace) -> int:
 
             # A sped-up scenario squeezes its notices into minutes: the timeline's closest
             # zoom shows them apart instead of all on "now".
-            return open_dashboard(demo_config, demo=True, zoom=0 if args.speed >= 2 else None)
+            return open_dashboard(demo_config, demo=True, zoom=0 if args.speed >= 2 else None,
+                                  config_path=getattr(args, "config", None))

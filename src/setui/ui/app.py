@@ -23,12 +23,14 @@ from rich.text import Text
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.command import CommandPalette
+from textual.events import Resize
+from textual.geometry import Size
 from textual.notifications import Notify, SeverityLevel
 from textual.screen import Screen
 from textual.worker import Worker
 
 from setui.approval import Approver, find_event
-from setui.config import Config
+from setui.config import Config, ConfigError, save_setting
 from setui.core.clock import utc_now
 from setui.core.health import ConnectionState, Health
 from setui.core.model import Event
@@ -42,6 +44,7 @@ from setui.ui.format import (
     announcement,
     combine,
     connection_announcement,
+    poll_report,
     safe,
 )
 from setui.ui.messages import ApprovalDone, ApprovalNote, PollUpdate, Session
@@ -49,9 +52,11 @@ from setui.ui.screens.confirm import GUARD_SECONDS, ConfirmationModal, approval_
 from setui.ui.screens.details import details_screen
 from setui.ui.screens.help import HelpScreen
 from setui.ui.screens.main import MainScreen
+from setui.ui.screens.small import TooSmallScreen, too_small
 from setui.ui.themes import (
     DEFAULT_THEME,
     MONO_THEME,
+    ThemeChosen,
     load_themes,
     theme_provider,
     variable_defaults,
@@ -75,6 +80,10 @@ class SetuiApp(App[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
+        # Textual's own Ctrl+C only says "press ctrl+q to quit"; in a terminal Ctrl+C
+        # is how a program is stopped. The same quit as q (it asks first while an
+        # approval is in flight); priority: it quits from the filter box too.
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
     ]
 
     def __init__(self, *, client: ImdsClient, config: Config, store: Store | None = None,
@@ -82,8 +91,9 @@ class SetuiApp(App[None]):
                  clock: Callable[[], datetime] = utc_now,
                  mono: Callable[[], float] = time.monotonic, identity: Identity | None = None,
                  poll: bool = True, user_themes: Path | None = None,
-                 zoom: int | None = None) -> None:
+                 zoom: int | None = None, config_path: Path | None = None) -> None:
         super().__init__()
+        self.config_path = config_path  # where a theme picked in the palette is saved
         self.client = client
         self.config = config
         self.store = store
@@ -108,6 +118,7 @@ class SetuiApp(App[None]):
                                  read_only=config.read_only, store_problem=store_problem,
                                  wall=self.now)
         self.title = "setui DEMO: the built-in emulator, not a real VM" if demo else "setui"
+        self._report_poll = False  # r was pressed: say what the next answer was
 
     def _monitor(self) -> Monitor:
         return Monitor(self.client, endpoint=self.config.endpoint, interval=self.config.interval,
@@ -174,6 +185,7 @@ class SetuiApp(App[None]):
         if not self.vm_name:
             self.run_worker(self._find_vm_name(), group="vm-name", exit_on_error=False)
         self.set_interval(1.0, self._refresh, name="tick")
+        self._check_size()
         if self.store is None:
             self.notify(f"No history or audit log: {self.store_status}. Approvals are refused "
                         "until the audit log can be written.", severity="warning",
@@ -184,6 +196,19 @@ class SetuiApp(App[None]):
             self._poll_worker.cancel()
         await self.monitor.aclose()
         await self.client.aclose()
+
+    def on_resize(self, event: Resize) -> None:
+        self._check_size(event.size)  # self.size follows a moment later
+
+    def _check_size(self, size: Size | None = None) -> None:
+        """Cover every screen with the size it needs while the terminal is too small."""
+        size = size or self.size
+        small = too_small(size.width, size.height)
+        covered = isinstance(self.screen, TooSmallScreen)
+        if small and not covered:
+            self.push_screen(TooSmallScreen())
+        elif covered and not small:
+            self.pop_screen()
 
     def _install_themes(self) -> None:
         loaded = load_themes(self._user_themes)
@@ -204,6 +229,25 @@ class SetuiApp(App[None]):
         if problems:
             self.notify("\n".join(safe(p, 300) for p in problems), title="Theme problems",
                         severity="warning", timeout=15, markup=False)
+
+    def on_theme_chosen(self, message: ThemeChosen) -> None:
+        """Remember the palette's choice for the next start, off the event loop."""
+        if self.config_path is None:
+            return
+        self.run_worker(partial(self._save_theme, self.config_path, message.name),
+                        thread=True, group="config", exit_on_error=False)
+
+    def _save_theme(self, path: Path, name: str) -> None:
+        """On a thread: write the theme into the config file, and say where (or why not)."""
+        try:
+            save_setting(path, "theme", name)
+        except ConfigError as exc:
+            self.call_from_thread(self.notify, f"Theme {safe(name, 60)} is used now but not "
+                                  f"saved: {safe(exc, 300)}", severity="warning",
+                                  timeout=10, markup=False)
+            return
+        self.call_from_thread(self.notify, f"Theme {safe(name, 60)} saved to "
+                              f"{safe(path, 200)}.", timeout=4, markup=False)
 
     def search_themes(self) -> None:
         """The palette's theme switcher, offering setui's and the user's themes rather
@@ -243,6 +287,7 @@ class SetuiApp(App[None]):
             self._start_polling()
         else:
             self.monitor.poll_now()
+        self._report_poll = True
         self.notify("Asking the service now…", timeout=2, markup=False)
 
     def _refresh(self) -> None:
@@ -258,6 +303,11 @@ class SetuiApp(App[None]):
         if item is not None:  # one toast per answer, however much changed in it
             self.notify(item.text, title=item.title, markup=False, timeout=10 if item.mine
                         else 4, severity=item.severity)  # type: ignore[arg-type]
+        if self._report_poll:  # r asked: this is its answer (or the one it was folded in)
+            self._report_poll = False
+            report = poll_report(message.result, self.vm_name)
+            self.notify(report.text, title=report.title, markup=False, timeout=4,
+                        severity=report.severity)  # type: ignore[arg-type]
         # The bell is for this VM's events; a neighbour's are news on the screen. With
         # the VM's name not known yet, every event might be this VM's.
         if message.announce and self.config.bell and (
@@ -416,7 +466,11 @@ class SetuiApp(App[None]):
         self.push_screen(AuditScreen(self.store, self.store_problem))
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
+        # Textual's "Keys" lists the focused widget's generic bindings ("Page Left"):
+        # setui's keys are in its help.
+        yield from (c for c in super().get_system_commands(screen) if c.title != "Keys")
+        yield SystemCommand("Keys", "setui's keys, and how to read the dashboard (?)",
+                            self.action_help)
         if screen is self.main_screen:
             yield from self.main_screen.palette_commands()
         yield SystemCommand("Poll now", "Ask the metadata service at once (r)", self.poll_now)

@@ -16,7 +16,7 @@ from datetime import datetime, timezone, tzinfo
 from enum import IntEnum
 from typing import NamedTuple
 
-from setui.core.health import ConnectionState, Health
+from setui.core.health import ConnectionState, Health, PollResult
 from setui.core.model import Event, is_this_vm
 from setui.core.tracker import Change, ChangeKind
 from setui.textsafe import printable
@@ -38,6 +38,7 @@ __all__ = [
     "duration_text",
     "impact",
     "is_this_vm",
+    "poll_report",
     "resources_summary",
     "safe",
     "sort_key",
@@ -372,3 +373,26 @@ def combine(items: Sequence[Announcement]) -> Announcement | None:
     severity = max((a.severity for a in items), key=lambda s: _SEVERITY.get(s, 0))
     text = "\n".join(f"{a.title}: {a.text}" for a in ordered)
     return Announcement(f"{len(items)} changes", text, severity, any(a.mine for a in items))
+
+
+def poll_report(result: PollResult, vm_name: str | None) -> Announcement:
+    """What the poll ``r`` asked for answered, in one toast: the document it got, or why
+    there was none and when the next try is."""
+    if result.error is not None or not result.fresh:
+        why = safe(result.health.last_error or "no answer", 200)
+        wait = result.health.next_attempt_in
+        then = (f" Next try in {max(0, round(wait))} s." if wait is not None
+                else " Trying again.")
+        return Announcement("Poll: no answer", f"{why}.{then}", "warning", False)
+    document = result.document
+    if document is None:  # fresh but nothing parsed: say only what is known
+        return Announcement("Poll", "The service answered.", "information", False)
+    events = len(document.events)
+    mine = sum(1 for e in document.events if e.affects(vm_name)) if vm_name else 0
+    text = f"Incarnation {document.incarnation}, {events} event{'' if events == 1 else 's'}"
+    if mine:
+        text += f" ({mine} for this VM)"
+    changes = len(result.changes)
+    text += (f": {changes} change{'' if changes == 1 else 's'}." if changes
+             else ": nothing new.")
+    return Announcement("Poll: the service answered", text, "information", False)

@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 from textual.color import Color, ColorParseError
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.css.constants import VALID_STYLE_FLAGS
+from textual.message import Message
 from textual.theme import Theme
 
 try:
@@ -40,6 +41,7 @@ __all__ = [
     "DEFAULT_THEME",
     "MONO_THEME",
     "SETUI_VARIABLES",
+    "ThemeChosen",
     "ThemeError",
     "ThemeLoadResult",
     "load_theme_file",
@@ -336,6 +338,15 @@ def theme_provider(names: Iterable[str]) -> type[Provider]:
     return type("SetuiThemeProvider", (_SetuiThemeProvider,), {"NAMES": tuple(chosen)})
 
 
+class ThemeChosen(Message):
+    """The operator picked a theme in the palette: the app saves it to the config file
+    (a theme set at start-up, by ``--theme`` or NO_COLOR, is not saved)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+
+
 class _SetuiThemeProvider(Provider):
     """Textual's ThemeProvider, limited to :attr:`NAMES` and kept in that order."""
 
@@ -352,6 +363,7 @@ class _SetuiThemeProvider(Provider):
 
     def _use(self, name: str) -> None:
         self.app.theme = name
+        self.app.post_message(ThemeChosen(name))
 
     async def discover(self) -> Hits:
         for name, command in self.commands:  # in order: discovery hits are not re-sorted

@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from setui.textsafe import printable
 from setui.ui.screens.history import DetailScreen, local_and_utc, pretty_json
 from setui.ui.screens.listing import TableNavigation
 from setui.ui.screens.offloop import query_store
+from setui.ui.widgets.keys import KeyBar
 
 if TYPE_CHECKING:
     from setui.store import AuditRecord, Store, VerifyResult
@@ -271,7 +272,7 @@ class AuditScreen(TableNavigation):
         yield Static(id="audit-verify")
         yield Static(id="audit-status")
         yield DataTable(id="audit-table", cursor_type="row", zebra_stripes=True)
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)

@@ -22,7 +22,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from setui.core.clock import utc_now
 from setui.core.model import Event
@@ -30,6 +30,7 @@ from setui.textsafe import printable
 from setui.ui.format import countdown, impact, is_this_vm, safe, utc_and_local
 from setui.ui.messages import ApprovalNote, EventLife, GoneEvent, Session
 from setui.ui.screens.offloop import query_store
+from setui.ui.widgets.keys import KeyBar
 
 if TYPE_CHECKING:
     from setui.store import Store, StoryEntry
@@ -323,7 +324,7 @@ class DetailsScreen(ModalScreen[None]):
         yield Static(self._view.title, id="details-title")
         with VerticalScroll(id="details"):
             yield Static(self._view.body, id="details-body")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#details", VerticalScroll).focus()

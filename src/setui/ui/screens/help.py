@@ -9,7 +9,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Markdown, Static
+from textual.widgets import Markdown, Static
+
+from setui.ui.widgets.keys import KeyBar
 
 __all__ = ["HelpScreen", "help_text"]
 
@@ -37,7 +39,7 @@ class HelpScreen(ModalScreen[None]):
         with VerticalScroll(id="help"):
             yield Static("Help  (Escape closes)", id="help-title")
             yield Markdown(help_text(), id="help-body")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#help", VerticalScroll).focus()

@@ -21,7 +21,7 @@ from textual.binding import Binding, BindingType
 from textual.color import Color, ColorParseError
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from setui.core.diff import ABSENT
 from setui.core.diff import diff_documents as compare_documents
@@ -29,6 +29,7 @@ from setui.core.model import Document, DocumentError, Event
 from setui.textsafe import printable
 from setui.ui.screens.listing import TableNavigation
 from setui.ui.screens.offloop import query_store
+from setui.ui.widgets.keys import KeyBar
 
 if TYPE_CHECKING:
     from setui.store import IncarnationRecord, Store
@@ -244,7 +245,7 @@ class DetailScreen(Screen[None]):
         yield Static(Text(self._title), id="detail-title")
         with VerticalScroll(id="detail-scroll"):
             yield Static(self._body, id="detail-body")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#detail-scroll", VerticalScroll).focus()
@@ -315,7 +316,7 @@ class HistoryScreen(TableNavigation):
         table: DataTable[Text] = DataTable(id="history-table", cursor_type="row",
                                            zebra_stripes=True)
         yield table
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)

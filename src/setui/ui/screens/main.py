@@ -18,8 +18,9 @@ from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Input, Static
 
+from setui.core.health import ConnectionState
 from setui.core.model import Event
 from setui.ui.format import (
     Palette,
@@ -35,6 +36,7 @@ from setui.ui.format import (
 )
 from setui.ui.messages import ApprovalNote, Session
 from setui.ui.widgets.events import EventsTable, Row, columns_for, tier_for
+from setui.ui.widgets.keys import KeyBar
 from setui.ui.widgets.status import StatusBar, StatusView
 from setui.ui.widgets.summary import EventSummary
 from setui.ui.widgets.timeline import ZOOMS, Lane, Timeline
@@ -48,6 +50,7 @@ _RESOURCE_WIDTH = {"wide": 16, "medium": 16, "narrow": 13}
 _SUMMARY_LINES = 3  # a rule and two lines
 _TIMELINE_FRAME = 2  # its rule and its axis
 _FOOTER_LINES = 1
+_ROOM_FOR_NOT_BEFORE = 72  # columns: below, the table leaves out its NotBefore column
 
 
 def share_height(lines: int, *, rows: int, lanes: int) -> tuple[int, int]:
@@ -180,7 +183,8 @@ class MainScreen(Screen[None]):
         Binding("k", "cursor_up", "Up", show=False),
         Binding("g", "top", "First", show=False),
         Binding("G", "bottom", "Last", show=False),
-        Binding("escape", "clear_filter", "Clear filter", show=False),
+        # Shown while a filter is open or set (see check_action): what Escape does then.
+        Binding("escape", "clear_filter", "Clear filter"),
     ]
 
     def __init__(self, *, zoom: int | None = None) -> None:
@@ -202,7 +206,7 @@ class MainScreen(Screen[None]):
         yield Timeline(id="timeline")
         yield Input(placeholder="filter: type, status, EventId, resource, description…",
                     id="filter")
-        yield Footer(compact=True)
+        yield KeyBar()
 
     def on_mount(self) -> None:
         if self._zoom is not None:
@@ -253,8 +257,12 @@ class MainScreen(Screen[None]):
         events, hidden = self.visible_events()
         table = self.query_one(EventsTable)
         health = app.health()
-        table.sync(columns_for(tier), build_rows(events, session, app.vm_name, now, palette,
-                                                 tier, stale=app.stale()))
+        columns = columns_for(tier)
+        if (self.size.width or app.size.width) < _ROOM_FOR_NOT_BEFORE:
+            # The countdown says when; NotBefore itself is in the summary's second line.
+            columns = [c for c in columns if c[0] != "utc"]
+        table.sync(columns, build_rows(events, session, app.vm_name, now, palette,
+                                       tier, stale=app.stale()))
         empty = self.query_one("#empty", Static)
         table.display = bool(events)
         empty.display = not events
@@ -287,18 +295,30 @@ class MainScreen(Screen[None]):
         # The table takes what the timeline leaves, so the summary and the timeline sit
         # right under its last row and the free space, if any, is at the bottom.
         table.fit(table_lines + lane_lines - (timeline.lines - 1))
-        footer = self.query_one(Footer)
-        footer.show_command_palette = tier != "narrow"  # room for the keys first
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "clear_filter":  # nothing to clear: Escape is not offered
+            return self._filtering()
+        return True
+
+    def _filtering(self) -> bool:
+        if not self.is_mounted:
+            return False
+        return bool(self.filter_text) or self.query_one("#filter", Input).display
 
     def _empty_text(self, hidden: int, now: datetime) -> Text:
         session = self.setui.session
         if session.document is None:
-            text = Text("Waiting for the first answer from the metadata service…\n",
-                        style="bold")
-            text.append("The first call enables Scheduled Events on this VM and can take up "
-                        "to 2 minutes.")
-            if session.health.last_error:
-                text.append(f"\n{safe(session.health.last_error, 300)}")
+            health = self.setui.health()
+            if health.state is ConnectionState.ENABLING:
+                text = Text("Waiting for the first answer from the metadata service…\n",
+                            style="bold")
+                text.append("The first call enables Scheduled Events on this VM and can take "
+                            "up to 2 minutes.")
+                return text
+            # Failing: the status line above says why and when the next try is.
+            text = Text("No answer from the metadata service yet.\n", style="bold")
+            text.append("The line above says why and when the next try is; r tries now.")
             return text
         if hidden:
             why = []
@@ -336,12 +356,14 @@ class MainScreen(Screen[None]):
 
     def on_input_changed(self, event: Input.Changed) -> None:
         self.filter_text = event.value.strip()
+        self.refresh_bindings()
         self.refresh_view()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         if not self.filter_text:
             self.query_one("#filter", Input).display = False
+            self.refresh_bindings()
         self.query_one(EventsTable).focus()
 
     def palette_commands(self) -> list[SystemCommand]:
@@ -383,6 +405,7 @@ class MainScreen(Screen[None]):
         box = self.query_one("#filter", Input)
         box.display = True
         box.focus()
+        self.refresh_bindings()
 
     def action_clear_filter(self) -> None:
         box = self.query_one("#filter", Input)
@@ -391,6 +414,7 @@ class MainScreen(Screen[None]):
         box.value = ""
         box.display = False
         self.filter_text = ""
+        self.refresh_bindings()
         self.query_one(EventsTable).focus()
         self.refresh_view()
 

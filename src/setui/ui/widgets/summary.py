@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from datetime import datetime
 
+from rich.cells import cell_len
 from rich.text import Text
 
 from setui.core.model import Event
@@ -22,18 +23,43 @@ from setui.ui.widgets.lines import ChangedLines
 __all__ = ["EventSummary", "summary_lines"]
 
 _NAMES = 12
+_THIS_VM = " (this VM)"
+_OTHERS_CELLS = 30  # other VMs named after this one; the rest are counted
 
 
 def summary_lines(event: Event | None, vm_name: str | None, now: datetime,
                   note: ApprovalNote | None, palette: Palette, width: int) -> list[Text]:
-    """Line 1: type, status, source, impact, resources, approval; line 2: NotBefore and
-    the Description, quoted. Everything from the network is shown literally."""
+    """Line 1: type, status, resources (this VM first, "(this VM)" never cut: the name is
+    shortened instead), approval, source, impact; line 2: NotBefore and the Description,
+    quoted. Everything from the network is shown literally."""
     if event is None:
         return [Text(""), Text("")]
+    width = max(width, 10)
     first = Text()
     first.append("› ", style="bold")
     first.append(safe(event.event_type, 24), style="bold")
     first.append(f"  {safe(event.status, 20)}")
+    first.append("  for ")
+    # The line is cut at the screen's width anyway; naming a few is enough (an event
+    # can list thousands, and this runs every second).
+    mine = next((r for r in event.resources if is_this_vm(r, vm_name)), None)
+    others = [safe(name, 40) for name in itertools.islice(
+        (r for r in event.resources if not is_this_vm(r, vm_name)), _NAMES)]
+    if mine is not None:
+        room = max(6, width - first.cell_len - cell_len(_THIS_VM))
+        first.append(safe(mine, min(40, room)) + _THIS_VM, style="bold")
+    budget = first.cell_len + _OTHERS_CELLS
+    named = 1 if mine is not None else 0
+    for name in others:
+        sep = ", " if named else ""
+        if named and first.cell_len + len(sep) + cell_len(name) > budget:
+            break
+        first.append(sep + name, style=None if mine is not None else palette.secondary)
+        named += 1
+    if not event.resources:
+        first.append("no resources listed", style=palette.secondary)
+    elif named < len(event.resources):
+        first.append(f", +{len(event.resources) - named} more", style=palette.muted)
     if note is not None:
         first.append("  ")
         if note.pending:  # retries can take up to 70 s: show that it is still going
@@ -48,24 +74,13 @@ def summary_lines(event: Event | None, vm_name: str | None, now: datetime,
     if event.source is not None:
         first.append(f"  source {safe(event.source, 20)}")
     first.append(f"  impact {impact(event)}")
-    first.append("  for ")
-    # The line is cut at the screen's width anyway; naming a few is enough (an event
-    # can list thousands, and this runs every second).
-    mine = next((r for r in event.resources if is_this_vm(r, vm_name)), None)
-    others = (r for r in event.resources if not is_this_vm(r, vm_name))
-    names = [safe(mine, 40) + " (this VM)"] if mine is not None else []
-    names += [safe(name, 40) for name in itertools.islice(others, _NAMES - len(names))]
-    if len(event.resources) > _NAMES:
-        names.append(f"… {len(event.resources)} in all")
-    first.append(", ".join(names) if names else "no resources listed",
-                 style=None if mine is not None else palette.secondary)
     second = Text()
     if event.not_before is not None:
         second.append(f"NotBefore {utc_and_local(event.not_before, now)}  ")
     if event.description:
         second.append("“" + safe(event.description, 400) + "”", style=palette.muted)
     for line in (first, second):
-        line.truncate(max(width, 10), overflow="ellipsis")
+        line.truncate(width, overflow="ellipsis")
     return [first, second]
 
 
