@@ -183,8 +183,8 @@ async def test_vim_keys_move_the_selection(make_dashboard: MakeDashboard) -> Non
         await pilot.press("g")
         assert t.cursor_row == 0
         summary = d.app.main_screen.query_one(EventSummary).plain()
-        assert summary.startswith("› Freeze  Scheduled  source Platform  impact 5 s")
-        assert "web-0 (this VM), web-1" in summary
+        assert summary.startswith("› Freeze  Scheduled  for web-0 (this VM), web-1  source "
+                                  "Platform  impact 5 s")
 
 
 async def test_m_shows_only_this_vm(make_dashboard: MakeDashboard) -> None:
@@ -623,9 +623,9 @@ async def test_enabling_is_shown_before_the_first_answer(make_dashboard: MakeDas
 
 
 # -- snapshots ----------------------------------------------------------------------------------
-def _snapshot_app(make_dashboard: MakeDashboard) -> tuple[Dashboard, Any]:
+def _snapshot_app(make_dashboard: MakeDashboard, **config: Any) -> tuple[Dashboard, Any]:
     """The busy scenario from 200 s to 440 s: current, started, completed, cancelled."""
-    d = make_dashboard(at=200, shown_endpoint=True)
+    d = make_dashboard(at=200, shown_endpoint=True, **config)
 
     async def run_before(pilot: Any) -> None:
         await start(d, pilot)
@@ -636,11 +636,19 @@ def _snapshot_app(make_dashboard: MakeDashboard) -> tuple[Dashboard, Any]:
     return d, run_before
 
 
-@pytest.mark.parametrize("size", [WIDE, NARROW], ids=["120x36", "80x24"])
+@pytest.mark.parametrize("size", [WIDE, NARROW, (60, 20), (200, 60)],
+                         ids=["120x36", "80x24", "60x20", "200x60"])
 def test_snapshot_main(make_dashboard: MakeDashboard, snap_compare: Any,
                        size: tuple[int, int]) -> None:
     d, run_before = _snapshot_app(make_dashboard)
     assert snap_compare(d.app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("theme", ["setui-light", "setui-mono", "setui-amber"])
+def test_snapshot_main_in_each_theme(make_dashboard: MakeDashboard, snap_compare: Any,
+                                     theme: str) -> None:
+    d, run_before = _snapshot_app(make_dashboard, theme=theme)
+    assert snap_compare(d.app, terminal_size=NARROW, run_before=run_before)
 
 
 @pytest.mark.parametrize("size", [WIDE, NARROW], ids=["120x36", "80x24"])

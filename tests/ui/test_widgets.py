@@ -425,10 +425,23 @@ def test_summary_lines() -> None:
     note = ApprovalNote("E1", NOW, "oncall", approved=True)
     first, second = (line.plain for line in summary_lines(document.events[0], "web-0", NOW,
                                                           note, PALETTE, 200))
-    assert first == ("› Reboot  Scheduled  approved 10:00:00 by oncall  source Platform  "
-                     "impact 15 s  for web-0 (this VM), web-1")
+    assert first == ("› Reboot  Scheduled  for web-0 (this VM), web-1  approved 10:00:00 by "
+                     "oncall  source Platform  impact 15 s")
     assert second == ("NotBefore Sun 22 Nov 2026 10:10:00 UTC (11:10:00 CET)  "
                       "“Planned maintenance”")
+
+
+def test_summary_keeps_this_vm_whole_at_60_columns_and_gives_a_failure_its_line() -> None:
+    long_name = "web-frontend-production-0042"
+    target = doc(3, event("E1", resources=(long_name, "web-1", "web-2"))).events[0]
+    for width in (56, 78, 200):
+        first, _ = summary_lines(target, long_name, NOW, None, PALETTE, width)
+        assert "(this VM)" in first.plain and first.cell_len <= width, first.plain
+    failed = ApprovalNote("E1", NOW, "oncall", refused=True,
+                          message="setui is read-only here")
+    first, second = summary_lines(target, long_name, NOW, failed, PALETTE, 56)
+    assert "(this VM)" in first.plain
+    assert second.plain.startswith("✗ not approved 10:00:00: setui is read-only here")
 
 
 def test_approval_prompt_for_this_vm_only() -> None:

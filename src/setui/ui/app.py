@@ -24,6 +24,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.command import CommandPalette
 from textual.events import Resize
+from textual.filter import Monochrome, NoColor
 from textual.geometry import Size
 from textual.notifications import Notify, SeverityLevel
 from textual.screen import Screen
@@ -48,6 +49,7 @@ from setui.ui.format import (
     safe,
 )
 from setui.ui.messages import ApprovalDone, ApprovalNote, PollUpdate, Session
+from setui.ui.nocolor import WithoutColor
 from setui.ui.screens.confirm import GUARD_SECONDS, ConfirmationModal, approval_prompt
 from setui.ui.screens.details import details_screen
 from setui.ui.screens.help import HelpScreen
@@ -93,6 +95,9 @@ class SetuiApp(App[None]):
                  poll: bool = True, user_themes: Path | None = None,
                  zoom: int | None = None, config_path: Path | None = None) -> None:
         super().__init__()
+        if self.no_color:  # Textual's own filter still sends greys (38;5;244) or defaults
+            self._filters = [f for f in self._filters
+                             if not isinstance(f, (Monochrome, NoColor))] + [WithoutColor()]
         self.config_path = config_path  # where a theme picked in the palette is saved
         self.client = client
         self.config = config

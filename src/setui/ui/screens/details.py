@@ -11,7 +11,8 @@ control characters neutralised by :func:`setui.textsafe.printable`.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, ClassVar, cast
@@ -35,8 +36,8 @@ from setui.ui.widgets.keys import KeyBar
 if TYPE_CHECKING:
     from setui.store import Store, StoryEntry
 
-__all__ = ["DetailsScreen", "DetailsView", "EventDetails", "describe_event", "details_screen",
-           "raw_json"]
+__all__ = ["DetailsScreen", "DetailsView", "EventDetails", "clipboard_problem",
+           "describe_event", "details_screen", "event_json", "raw_json"]
 
 _KNOWN = ("EventId", "EventType", "EventStatus", "NotBefore", "DurationInSeconds",
           "EventSource", "ResourceType", "Resources", "Description")
@@ -202,8 +203,32 @@ def raw_json(event: Event) -> Text:
         out.append(printable(line, 2000) + "\n")
     if len(lines) > RAW_LINES:
         out.append(f"… {len(lines) - RAW_LINES} more lines\n", style="italic")
-    out.append("\nr: fields   Escape: back\n", style="dim")
+    out.append("\nr: fields   c: copy the JSON   Escape: back\n", style="dim")
     return out
+
+
+def event_json(event: Event) -> str:
+    """The event's JSON for the clipboard: the document as sent, indented, every character
+    outside ASCII escaped (\\u009b, not the character), so a paste is the same JSON and
+    cannot act on a terminal."""
+    try:
+        return json.dumps(dict(event.raw), indent=2, ensure_ascii=True)
+    except (TypeError, ValueError):
+        return json.dumps(repr(event.raw), ensure_ascii=True)
+
+
+def clipboard_problem(environ: Mapping[str, str]) -> str | None:
+    """Why the terminal's clipboard sequence (OSC 52) is known not to get through here,
+    or None when it may: terminals that take it say nothing back, so setui can only say
+    where it is known to be lost."""
+    term = environ.get("TERM", "")
+    if environ.get("TMUX"):
+        return "tmux passes it on only with `set -g set-clipboard on`"
+    if environ.get("STY") or term.startswith("screen"):
+        return "GNU screen does not pass it on"
+    if term == "linux":
+        return "the Linux console has no clipboard"
+    return None
 
 
 @dataclass(frozen=True)
@@ -305,6 +330,7 @@ class DetailsScreen(ModalScreen[None]):
         # One key, two bindings: check_action shows the one that says what r does now.
         Binding("r", "raw", "Raw JSON"),
         Binding("r", "fields", "Fields"),
+        Binding("c", "copy", "Copy JSON"),
         Binding("j", "scroll(1)", "Down", show=False),
         Binding("k", "scroll(-1)", "Up", show=False),
     ]
@@ -397,8 +423,33 @@ class DetailsScreen(ModalScreen[None]):
     def action_fields(self) -> None:
         self._show(raw=False)
 
+    def action_copy(self) -> None:
+        """``c``: the event's JSON to the terminal's clipboard (OSC 52), and what to do
+        where that is known not to get through."""
+        event, present, _gone = self.details.find()
+        if event is None:
+            return
+        text = event_json(event)
+        self.app.copy_to_clipboard(text)
+        document = self.details.session.document
+        fallback = (f"`setui history show {document.incarnation}` prints the whole document"
+                    if present and document is not None else
+                    f"`setui history --event {safe(event.event_id, 40)}` tells its story")
+        problem = clipboard_problem(os.environ)
+        if problem is None:
+            self.notify(f"Copied the event's JSON ({len(text)} characters) through the "
+                        f"terminal's clipboard sequence. Nothing in the clipboard? Your "
+                        f"terminal does not take it: {fallback}.", title="Copied",
+                        timeout=8, markup=False)
+        else:
+            self.notify(f"Sent the event's JSON to the terminal's clipboard, but {problem}. "
+                        f"Else {fallback}.", title="Clipboard", severity="warning",
+                        timeout=12, markup=False)
+
     def _show(self, *, raw: bool) -> None:
         self.showing_raw = raw
+        # Raw JSON is never wrapped: a line is copied whole, and scrolls sideways.
+        self.set_class(raw, "-raw")
         assert self._view is not None
         self.query_one("#details-body", Static).update(self._view.raw if raw
                                                        else self._view.body)

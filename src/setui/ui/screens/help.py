@@ -33,6 +33,9 @@ class HelpScreen(ModalScreen[None]):
         Binding("question_mark", "close", "Close", show=False),
         Binding("j", "scroll(1)", "Down", show=False),
         Binding("k", "scroll(-1)", "Up", show=False),
+        Binding("g", "top", "Top", show=False),
+        Binding("G", "bottom", "End", show=False),
+        # PgUp/PgDn, Home/End and the arrows: the scroll container's own keys.
     ]
 
     def compose(self) -> ComposeResult:
@@ -49,3 +52,9 @@ class HelpScreen(ModalScreen[None]):
 
     def action_scroll(self, lines: int) -> None:
         self.query_one("#help", VerticalScroll).scroll_relative(y=lines, animate=False)
+
+    def action_top(self) -> None:
+        self.query_one("#help", VerticalScroll).scroll_home(animate=False)
+
+    def action_bottom(self) -> None:
+        self.query_one("#help", VerticalScroll).scroll_end(animate=False)

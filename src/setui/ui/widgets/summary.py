@@ -30,8 +30,9 @@ _OTHERS_CELLS = 30  # other VMs named after this one; the rest are counted
 def summary_lines(event: Event | None, vm_name: str | None, now: datetime,
                   note: ApprovalNote | None, palette: Palette, width: int) -> list[Text]:
     """Line 1: type, status, resources (this VM first, "(this VM)" never cut: the name is
-    shortened instead), approval, source, impact; line 2: NotBefore and the Description,
-    quoted. Everything from the network is shown literally."""
+    shortened instead), approval, source, impact; line 2: why an approval failed, if it
+    did, NotBefore and the Description, quoted. Everything from the network is shown
+    literally."""
     if event is None:
         return [Text(""), Text("")]
     width = max(width, 10)
@@ -46,7 +47,7 @@ def summary_lines(event: Event | None, vm_name: str | None, now: datetime,
     others = [safe(name, 40) for name in itertools.islice(
         (r for r in event.resources if not is_this_vm(r, vm_name)), _NAMES)]
     if mine is not None:
-        room = max(6, width - first.cell_len - cell_len(_THIS_VM))
+        room = max(6, width - first.cell_len - cell_len(_THIS_VM) - 1)  # 1: the "…"
         first.append(safe(mine, min(40, room)) + _THIS_VM, style="bold")
     budget = first.cell_len + _OTHERS_CELLS
     named = 1 if mine is not None else 0
@@ -60,21 +61,23 @@ def summary_lines(event: Event | None, vm_name: str | None, now: datetime,
         first.append("no resources listed", style=palette.secondary)
     elif named < len(event.resources):
         first.append(f", +{len(event.resources) - named} more", style=palette.muted)
-    if note is not None:
+    failed = note is not None and not note.pending and not note.approved
+    if note is not None and not failed:
         first.append("  ")
         if note.pending:  # retries can take up to 70 s: show that it is still going
             waited = max(0, int((now - note.at).total_seconds()))
             first.append(f"approving… {waited} s" if waited >= 2 else "approving…",
                          style="bold")
-        elif note.approved:
+        else:
             first.append(approved_label(note.at, note.user), style="bold")
-        else:  # the row only has room for "✗ failed": the reason is here
-            first.append(f"✗ not approved {note.at:%H:%M:%S}: {safe(note.message, 120)}",
-                         style=palette.urgent)
     if event.source is not None:
         first.append(f"  source {safe(event.source, 20)}")
     first.append(f"  impact {impact(event)}")
     second = Text()
+    if note is not None and failed:
+        # The row only has room for "✗ failed": the reason gets the line's start.
+        second.append(f"✗ not approved {note.at:%H:%M:%S}: {safe(note.message, 120)}  ",
+                      style=palette.urgent)
     if event.not_before is not None:
         second.append(f"NotBefore {utc_and_local(event.not_before, now)}  ")
     if event.description:
