@@ -80,6 +80,7 @@ SETUI_VARIABLES: Mapping[str, str] = {
     "setui-alarm-foreground": "text of loud banners (audit chain TAMPERED, store lost)",
     "setui-alarm-background": "background of loud banners",
     "setui-alarm-style": "text style of loud banners",
+    "setui-rule": "separator lines between the parts of the dashboard, and table lines",
 }
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -290,6 +291,9 @@ def variable_defaults(theme: Theme) -> dict[str, str]:
         "setui-alarm-foreground": Color.parse(error).get_contrast_text(1.0).hex,
         "setui-alarm-background": error,
         "setui-alarm-style": "bold",
+        # Quiet, yet a line in 256 and 16 colours too (tests/ui/test_contrast.py).
+        "setui-rule": Color.parse(colors["background"]).blend(
+            Color.parse(colors["foreground"]), 0.3).hex,
     }
 
 
