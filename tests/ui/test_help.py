@@ -93,7 +93,7 @@ def test_every_screen_has_keys_to_check() -> None:
     wanted = expected()
     assert {"a", "d", "Enter", "/", "m", "r", "h", "l", "+", "-", "?", "q"} <= set(
         wanted["Dashboard"])
-    assert wanted["Event details"] == ["Escape", "q", "d", "r", "j", "k"]
+    assert wanted["Event details"] == ["Escape", "q", "d", "r", "c", "j", "k"]
     assert {"Enter", "r", "g", "G"} <= set(wanted["History"])
     assert {"Enter", "r", "g", "G"} <= set(wanted["Audit log"])
     assert set(wanted["The approval dialog"]) == {"y", "Enter", "n", "Escape"}
