@@ -82,7 +82,7 @@ def test_status_failing_connection_gives_the_reason_a_line() -> None:
     assert lines[2] == "  ↳ the service answered 500"
     unreachable = Health(state=ConnectionState.UNREACHABLE, last_error="nothing answers")
     lines = [line.plain for line in status_lines(view(health=unreachable), 80, PALETTE)]
-    assert lines[1].startswith("✖ unreachable")
+    assert lines[1].startswith("✖ unreachable (trying now)")  # no wait: a try under way
     assert lines[2] == "  ↳ nothing answers"
 
 

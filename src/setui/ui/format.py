@@ -381,9 +381,10 @@ def poll_report(result: PollResult, vm_name: str | None) -> Announcement:
     if result.error is not None or not result.fresh:
         why = safe(result.health.last_error or "no answer", 200)
         wait = result.health.next_attempt_in
-        then = (f" Next try in {max(0, round(wait))} s." if wait is not None
-                else " Trying again.")
-        return Announcement("Poll: no answer", f"{why}.{then}", "warning", False)
+        # In the title: a toast shows a few lines, and the reason can be long.
+        then = (f"next try in {max(0, round(wait))} s" if wait is not None
+                else "trying again")
+        return Announcement(f"Poll: no answer, {then}", f"{why}.", "warning", False)
     document = result.document
     if document is None:  # fresh but nothing parsed: say only what is known
         return Announcement("Poll", "The service answered.", "information", False)

@@ -52,6 +52,8 @@ def connection_text(health: Health) -> tuple[str, str]:
     word = "↻ retrying" if state is ConnectionState.RETRYING else "✖ unreachable"
     if health.next_attempt_in is not None:
         word += f" (next try in {max(0, round(health.next_attempt_in))} s)"
+    else:  # no wait scheduled: a try is under way (a slow answer, or r)
+        word += " (trying now)"
     return word, reason
 
 
