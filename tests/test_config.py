@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from setui.config import Config, ConfigError, load_config
+from setui.config import Config, ConfigError, load_config, save_setting
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -151,3 +151,41 @@ def test_audit_forward_setting_from_file_and_environment(tmp_path: Path) -> None
     assert load_config(path, environ=env).audit_forward == "none"
     with pytest.raises(ConfigError, match="audit-forward"):
         load_config(write(tmp_path, 'audit-forward = "smtp://x"\n'), environ={})
+
+
+# -- save_setting: the dashboard's palette remembers a theme ---------------------------------
+def test_save_setting_replaces_one_value_and_keeps_the_rest(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('# mine\nendpoint = "http://127.0.0.1:8080"\n\ntheme = \'setui-dark\'  '
+                    '# at night\ninterval = 2\n', encoding="utf-8")
+    path.chmod(0o640)
+    save_setting(path, "theme", "setui-light")
+    assert path.read_text(encoding="utf-8") == (
+        '# mine\nendpoint = "http://127.0.0.1:8080"\n\ntheme = "setui-light"  # at night\n'
+        'interval = 2\n')
+    assert path.stat().st_mode & 0o777 == 0o640
+    assert load_config(path).theme == "setui-light"
+    assert [p.name for p in tmp_path.iterdir()] == ["config.toml"]  # no temporary left
+
+
+def test_save_setting_adds_the_line_or_the_file(tmp_path: Path) -> None:
+    missing = tmp_path / "new" / "config.toml"
+    save_setting(missing, "theme", "setui-amber")
+    assert missing.read_text(encoding="utf-8") == 'theme = "setui-amber"\n'
+    other = tmp_path / "other.toml"
+    other.write_text("bell = false", encoding="utf-8")  # no newline at the end
+    save_setting(other, "theme", "setui-mono")
+    assert other.read_text(encoding="utf-8") == 'bell = false\ntheme = "setui-mono"\n'
+
+
+def test_save_setting_leaves_a_file_it_cannot_edit_alone(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.toml"
+    broken.write_text("theme = \n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="not valid TOML, so it is left alone"):
+        save_setting(broken, "theme", "setui-light")
+    assert broken.read_text(encoding="utf-8") == "theme = \n"
+    multiline = tmp_path / "multi.toml"
+    multiline.write_text('theme = """setui-dark"""\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match="add the line"):
+        save_setting(multiline, "theme", "setui-light")
+    assert multiline.read_text(encoding="utf-8") == 'theme = """setui-dark"""\n'

@@ -247,7 +247,10 @@ def save_setting(file: Path, key: str, value: str) -> None:
             lines[-1] += "\n"
         lines.insert(first_table, f"{key} = {literal}\n")
     new_text = "".join(lines)
-    after = _parse_for_save(new_text, file)
+    try:
+        after: dict[str, Any] | None = tomllib.loads(new_text)
+    except tomllib.TOMLDecodeError:
+        after = None
     if after != {**before, key: value}:  # a layout this simple editor does not understand
         raise ConfigError(f"config file {file}: cannot set {key} without rewriting the file; "
                           f"add the line {key} = {literal} yourself")
