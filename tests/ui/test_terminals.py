@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.command import CommandList, CommandPalette
@@ -81,6 +82,30 @@ async def test_the_keys_that_matter_and_this_vm_stay_on_screen(
         await pilot.press("escape", "question_mark")
         await d.wait_for(pilot, lambda: isinstance(d.app.screen, HelpScreen))
         await d.wait_for(pilot, lambda: "esc Close" in keys_shown(d))
+
+
+async def test_the_key_bar_is_rebuilt_only_when_its_keys_change(
+        make_dashboard: MakeDashboard, monkeypatch: pytest.MonkeyPatch) -> None:
+    composed: list[int] = []
+    original = KeyBar.compose
+
+    def counting(self: KeyBar) -> Any:
+        composed.append(1)
+        return original(self)
+
+    monkeypatch.setattr(KeyBar, "compose", counting)
+    d = make_dashboard()
+    async with d.app.run_test(size=NARROW) as pilot:
+        await start(d, pilot)
+        await pilot.press("slash")
+        await d.wait_for(pilot, lambda: "esc Clear filter" in keys_shown(d))
+        before = len(composed)
+        await pilot.press(*"reboot")  # each keystroke refreshes the screen's bindings
+        await pilot.pause()
+        assert len(composed) == before
+        await pilot.press("escape")
+        await d.wait_for(pilot, lambda: "esc Clear filter" not in keys_shown(d))
+        assert len(composed) == before + 1
 
 
 async def test_below_60x20_the_dashboard_says_what_it_needs(

@@ -17,6 +17,7 @@ from rich.cells import cell_len
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.events import Resize
+from textual.screen import Screen
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
 
@@ -62,7 +63,7 @@ class KeyBar(Footer):
 
     def __init__(self) -> None:
         super().__init__(compact=True)
-        self._fitted: tuple[tuple[str, ...], bool] | None = None
+        self._fitted: tuple[object, ...] | None = None  # what the bar shows now
 
     def _keys(self) -> list[Shown]:
         shown: dict[str, Shown] = {}
@@ -84,22 +85,27 @@ class KeyBar(Footer):
 
     def _layout(self) -> tuple[list[Shown], tuple[Binding, bool, str] | None]:
         width = self.size.width or self.app.size.width
-        keys = fit_keys(self._keys(), width)
+        every = self._keys()
+        keys = fit_keys(every, width)
         palette = self._palette_key()
         if palette is not None:
-            used = sum(k.width for k in keys)
-            room = width - used
+            room = width - sum(k.width for k in keys)
             label = cell_len(self.app.get_key_display(palette[0])) + 2 + cell_len(
                 palette[0].description)
-            if len(keys) < len(self._keys()) or room < label + 2:
+            if len(keys) < len(every) or room < label + 2:  # the keys come first
                 palette = None
         return keys, palette
+
+    @staticmethod
+    def _signature(keys: list[Shown], palette: tuple[Binding, bool, str] | None,
+                   ) -> tuple[object, ...]:
+        return (*keys, palette is not None and palette[1])
 
     def compose(self) -> ComposeResult:
         if not self._bindings_ready:
             return
         keys, palette = self._layout()
-        self._fitted = (tuple(k.action for k in keys), palette is not None)
+        self._fitted = self._signature(keys, palette)
         for key in keys:
             yield FooterKey(key.key, key.display, key.description, key.action,
                             disabled=not key.enabled, tooltip=key.tooltip,
@@ -110,9 +116,26 @@ class KeyBar(Footer):
                             binding.description, binding.action, classes="-command-palette",
                             disabled=not enabled, tooltip=binding.tooltip or binding.description)
 
+    def _changed(self) -> bool:
+        """Whether the bar would show other keys now; if so, what it will show is noted,
+        so that the signals queued before the recompose runs ask for no second one."""
+        wanted = self._signature(*self._layout())
+        if wanted == self._fitted:
+            return False
+        self._fitted = wanted
+        return True
+
     def on_resize(self, event: Resize) -> None:
-        if not self._bindings_ready or self._fitted is None:
+        if self._bindings_ready and self._changed():
+            self.call_after_refresh(self.recompose)
+
+    def bindings_changed(self, screen: Screen[object]) -> None:
+        """Recompose only when the keys shown would change: a screen refreshes its
+        bindings often (each filter keystroke, each dialog closed), and a recomposed
+        bar costs tens of milliseconds on the event loop."""
+        # Footer.bindings_changed, but for the check of what changed.
+        self._bindings_ready = True
+        if not screen.app.app_focus or not self.is_attached or screen is not self.screen:
             return
-        keys, palette = self._layout()
-        if (tuple(k.action for k in keys), palette is not None) != self._fitted:
+        if self._changed():
             self.call_after_refresh(self.recompose)
