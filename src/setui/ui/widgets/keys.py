@@ -106,10 +106,11 @@ class KeyBar(Footer):
             return
         keys, palette = self._layout()
         self._fitted = self._signature(keys, palette)
+        # FooterKey is compact by default: no data_bind, whose watcher list keeps every
+        # key ever composed alive (bench/upstream/footer_leak.py).
         for key in keys:
             yield FooterKey(key.key, key.display, key.description, key.action,
-                            disabled=not key.enabled, tooltip=key.tooltip,
-                            ).data_bind(compact=Footer.compact)
+                            disabled=not key.enabled, tooltip=key.tooltip)
         if palette is not None:
             binding, enabled, _tooltip = palette
             yield FooterKey(binding.key, self.app.get_key_display(binding),
