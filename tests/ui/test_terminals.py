@@ -172,6 +172,39 @@ async def test_the_palette_keys_command_opens_setuis_help(
         await d.wait_for(pilot, lambda: isinstance(d.app.screen, HelpScreen))
 
 
+# -- urgency on the selected row ---------------------------------------------------------------
+def _row_background(d: Dashboard, text: str) -> str:
+    """The background colour of the first cell of the screen line holding ``text``."""
+    for strip in d.app.screen._compositor.render_strips():
+        if text in strip.text:
+            segment = next(s for s in strip if s.text.strip())
+            assert segment.style is not None and segment.style.bgcolor is not None
+            return segment.style.bgcolor.get_truecolor().hex.upper()
+    raise AssertionError(f"{text!r} is not on the screen")
+
+
+@pytest.mark.parametrize("theme", ["setui-dark", "setui-light", "setui-mono"])
+async def test_the_selected_row_keeps_the_colour_of_its_urgency(
+        make_dashboard: MakeDashboard, theme: str) -> None:
+    d = make_dashboard(at=440, theme=theme)  # this VM's Reboot: ! T-3:20
+    async with d.app.run_test(size=NARROW) as pilot:
+        await start(d, pilot)
+        reboot = event_of(d, "Reboot", "web-0")
+        await select(d, pilot, reboot)
+        await pilot.pause()
+        soon = d.app.current_theme.variables["setui-soon"].upper()
+        colour = _row_background(d, "! T-3:")
+        if theme == "setui-mono":  # no colour: reverse marks the selection, `!` the urgency
+            assert colour != soon
+        else:
+            assert colour == soon
+        others = [e for e in d.app.session.document.events  # type: ignore[union-attr]
+                  if not e.affects("web-0")]
+        await select(d, pilot, others[0])  # a neighbour's: the usual selection
+        await pilot.pause()
+        assert _row_background(d, others[0].event_type) != soon
+
+
 # -- the connection -----------------------------------------------------------------------------
 async def test_r_says_what_the_service_answered(make_dashboard: MakeDashboard) -> None:
     d = make_dashboard()

@@ -35,6 +35,7 @@ from setui.ui.format import (
     time_of_day,
 )
 from setui.ui.messages import ApprovalNote, Session
+from setui.ui.themes import MONO_THEME
 from setui.ui.widgets.events import EventsTable, Row, columns_for, tier_for
 from setui.ui.widgets.keys import KeyBar
 from setui.ui.widgets.status import StatusBar, StatusView
@@ -273,6 +274,7 @@ class MainScreen(Screen[None]):
         selected = table.selected_key
         document = session.document
         event = document.event(selected) if document is not None and selected else None
+        self._mark_selection(table, event, now)
         self.query_one(EventSummary).show(event, app.vm_name, now,
                                           session.approvals.get(selected or ""), palette)
         status = self.query_one(StatusBar)
@@ -295,6 +297,18 @@ class MainScreen(Screen[None]):
         # The table takes what the timeline leaves, so the summary and the timeline sit
         # right under its last row and the free space, if any, is at the bottom.
         table.fit(table_lines + lane_lines - (timeline.lines - 1))
+
+    def _mark_selection(self, table: EventsTable, event: Event | None, now: datetime) -> None:
+        """The selection takes the colour of this VM's urgency (app.tcss): the cursor's
+        colours would otherwise hide the red of the row that matters most. Not where no
+        colour is shown (NO_COLOR, setui-mono): there the selection is reverse, and the
+        row's `!!` says the urgency."""
+        level = Urgency.CALM
+        colour = not self.app.no_color and self.app.theme != MONO_THEME
+        if colour and event is not None and event.affects(self.setui.vm_name):
+            level = countdown(event, now).urgency
+        table.set_class(level is Urgency.WARNING, "-selected-soon")
+        table.set_class(level >= Urgency.CRITICAL, "-selected-urgent")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "clear_filter":  # nothing to clear: Escape is not offered
