@@ -121,6 +121,15 @@ async def test_below_60x20_the_dashboard_says_what_it_needs(
         await pilot.resize_terminal(100, 19)
         await d.wait_for(pilot, lambda: isinstance(d.app.screen, TooSmallScreen))
         await d.wait_for(pilot, lambda: "this terminal is 100x19" in screen_text(d))
+        # Help opened over it, the terminal grown meanwhile: closing help shows the dashboard.
+        await pilot.press("question_mark")
+        await d.wait_for(pilot, lambda: isinstance(d.app.screen, HelpScreen))
+        await pilot.resize_terminal(100, 30)
+        await pilot.pause()
+        await pilot.press("escape")
+        await d.wait_for(pilot, lambda: isinstance(d.app.screen, MainScreen))
+        await pilot.resize_terminal(50, 10)
+        await d.wait_for(pilot, lambda: isinstance(d.app.screen, TooSmallScreen))
         await pilot.press("q")
         await d.wait_for(pilot, lambda: not d.app.is_running)
 

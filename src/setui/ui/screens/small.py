@@ -48,6 +48,13 @@ class TooSmallScreen(Screen[None]):
         yield Static(too_small_text(self.app.size.width, self.app.size.height),
                      id="too-small")
 
+    def on_screen_resume(self) -> None:
+        # Back on top after a screen opened over it (help, the palette) was closed: the
+        # terminal may have grown meanwhile, when this screen was not the one told.
+        size = self.app.size
+        if not too_small(size.width, size.height):
+            self.app.pop_screen()
+
     def on_resize(self, event: Resize) -> None:
         self.query_one("#too-small", Static).update(
             too_small_text(event.size.width, event.size.height))
