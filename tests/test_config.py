@@ -189,3 +189,12 @@ def test_save_setting_leaves_a_file_it_cannot_edit_alone(tmp_path: Path) -> None
     with pytest.raises(ConfigError, match="add the line"):
         save_setting(multiline, "theme", "setui-light")
     assert multiline.read_text(encoding="utf-8") == 'theme = """setui-dark"""\n'
+
+
+def test_save_setting_reads_the_file_as_load_config_does(tmp_path: Path) -> None:
+    big = tmp_path / "big.toml"
+    big.write_text("# " + "x" * (1024 * 1024) + "\n")
+    with pytest.raises(ConfigError, match="larger than 1024 KB"):
+        save_setting(big, "theme", "setui-light")
+    with pytest.raises(ConfigError):  # a directory is no config file to rewrite
+        save_setting(tmp_path, "theme", "setui-light")

@@ -226,11 +226,11 @@ def save_setting(file: Path, key: str, value: str) -> None:
         raise ConfigError(f"unknown setting {key!r}")
     literal = json.dumps(value, ensure_ascii=True)  # a JSON string is a TOML basic string
     try:
-        text = file.read_text(encoding="utf-8")
+        text = _read_bytes(file).decode("utf-8")  # a regular file, and not a huge one
     except FileNotFoundError:
         text = ""
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read config file {file}: "
+        raise ConfigError(f"cannot read config file {printable(file, 200)}: "
                           f"{getattr(exc, 'strerror', None) or exc}") from None
     before = _parse_for_save(text, file)
     lines = text.splitlines(keepends=True)
