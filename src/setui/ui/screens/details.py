@@ -309,9 +309,11 @@ class DetailsScreen(ModalScreen[None]):
     ]
 
     def __init__(self, details: EventDetails, *, vm_name: str | None = None,
-                 now: datetime | None = None) -> None:
+                 now: datetime | None = None,
+                 clock: Callable[[], datetime] | None = None) -> None:
         super().__init__()
         self.details = details
+        self._clock = clock  # a replay's cursor; None: the app's clock
         self._vm_name = vm_name
         self._now = now
         self.showing_raw = False
@@ -336,7 +338,7 @@ class DetailsScreen(ModalScreen[None]):
     def now(self) -> datetime:
         """The app's clock when it has one (setui's does), so tests and the dashboard
         agree on every countdown."""
-        clock = getattr(self.app, "now", None)
+        clock = self._clock or getattr(self.app, "now", None)
         if callable(clock):
             return cast(datetime, clock())
         return self._now or utc_now()
@@ -409,11 +411,12 @@ class DetailsScreen(ModalScreen[None]):
 
 
 def details_screen(event_id: str, session: Session, *, vm_name: str | None, now: datetime,
-                   store: Store | None, store_problem: str | None) -> DetailsScreen | None:
+                   store: Store | None, store_problem: str | None,
+                   clock: Callable[[], datetime] | None = None) -> DetailsScreen | None:
     """The details of an event in the document, or of one gone this session; None for
     an event this session does not know."""
     details = EventDetails(event_id, session, store=store,
                            store_problem=store_problem if store is None else None)
     if details.find()[0] is None:
         return None
-    return DetailsScreen(details, vm_name=vm_name, now=now)
+    return DetailsScreen(details, vm_name=vm_name, now=now, clock=clock)

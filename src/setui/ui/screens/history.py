@@ -23,12 +23,14 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from setui.config import Config
 from setui.core.diff import ABSENT
 from setui.core.diff import diff_documents as compare_documents
 from setui.core.model import Document, DocumentError, Event
 from setui.textsafe import printable
 from setui.ui.screens.listing import TableNavigation
 from setui.ui.screens.offloop import query_store
+from setui.ui.screens.replay import ReplayScreen
 
 if TYPE_CHECKING:
     from setui.store import IncarnationRecord, Store
@@ -285,6 +287,7 @@ class HistoryScreen(TableNavigation):
         Binding("escape", "back", "Back"),
         Binding("q", "back", "Back", show=False),
         Binding("enter", "open", "Open", priority=True),
+        Binding("p", "replay", "Replay"),
         Binding("r", "reload", "Reload"),
         Binding("j", "cursor_down", "Down", show=False),
         Binding("k", "cursor_up", "Up", show=False),
@@ -375,10 +378,10 @@ class HistoryScreen(TableNavigation):
                       "it sees, in the dashboard and in `setui watch`.")
         elif self.exhausted:
             self._say(f"{count} incarnation{'s' if count != 1 else ''}. "
-                      "Enter: what changed, and the document.")
+                      "Enter: what changed, and the document; p: replay it.")
         else:
             self._say(f"The {count} newest incarnations; more load at the end of the list. "
-                      "Enter: what changed, and the document.")
+                      "Enter: what changed, and the document; p: replay it.")
 
     def _say(self, message: str, *, problem: bool = False) -> None:
         status = self.query_one("#history-status", Static)
@@ -409,3 +412,14 @@ class HistoryScreen(TableNavigation):
 
         query_store(self, lambda: store.previous(record), show,
                     lambda message: show(None, message), group="history-open")
+
+    def action_replay(self) -> None:
+        """``p``: the dashboard as it was when this incarnation was first seen."""
+        record = self._selected()
+        if record is None:
+            return
+        config = getattr(self.app, "config", None)
+        config = config if isinstance(config, Config) else Config()
+        self.app.push_screen(ReplayScreen(
+            self.store, config, vm_name=getattr(self.app, "vm_name", None) or config.vm_name,
+            at=record.first_seen, endpoint=record.endpoint, store_problem=self.problem))
