@@ -6,12 +6,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from incident import HOLE, INCIDENT, SECONDS
+
 from dashboard import _fixed_time_zone
 from recording import Approval, record_scenario
-
 from setui.store import Store
-
-from incident import HOLE, INCIDENT, SECONDS
 
 __all__ = ["_fixed_time_zone", "recorded"]
 

@@ -9,10 +9,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from incident import HOLE
-from recording import START
 from textual.app import App
 from textual.screen import Screen
 
+from recording import START
 from setui.config import Config
 from setui.store import Store
 from setui.ui.replay_app import ReplayApp

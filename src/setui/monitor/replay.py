@@ -176,11 +176,13 @@ def load_recording(store: Store, *, since: datetime | None = None,
     audit = tuple(r for r in store.audit(oldest_first=True)
                   if r.endpoint == endpoint and (until is None or r.time <= until))
     first = records[0].first_seen
-    last = max(r.last_seen for r in records)
+    sessions = store.recorders(endpoint=endpoint)
+    # A document's last sighting moves at most once a minute; the sessions say how far
+    # the record really reaches.
+    last = max([r.last_seen for r in records] + [s.end for s in sessions if s.end >= first])
     end = until if until is not None else max(last, audit[-1].time if audit else last)
     start = max(since, first) if since is not None else first
     start = min(start, end)
-    sessions = store.recorders(endpoint=endpoint)
     holes = store.holes(endpoint=endpoint, since=first, until=end) if sessions else []
     return Recording(endpoint, tuple(records), audit, tuple(holes), bool(sessions),
                      start, end)
