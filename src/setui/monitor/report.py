@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from setui.core.model import DocumentError
+from setui.core.model import DocumentError, Event
 from setui.monitor.replay import Recording
 from setui.monitor.state import MonitorState
 from setui.store.records import APPROVE_ATTEMPT, APPROVE_OUTCOME, REFUSED, AuditRecord
@@ -60,6 +60,7 @@ class EventReport:
     fate: str | None = None  # completed, cancelled, gone; None: still there at the end
     fate_certain: bool = True
     fate_detail: str = ""
+    event: Event | None = field(default=None, repr=False)  # as first seen
 
     @property
     def approvals(self) -> list[Act]:
@@ -110,7 +111,7 @@ def build_report(recording: Recording, *, since: datetime | None = None,
                     resources=tuple(event.resources), first_seen=record.first_seen,
                     first_incarnation=record.incarnation, initial=change.initial,
                     appeared_started=event.is_started, not_before=event.not_before,
-                    last_not_before=event.not_before)
+                    last_not_before=event.not_before, event=event)
             if change.kind == "rescheduled":
                 report.reschedules.append(Reschedule(record.first_seen, record.incarnation,
                                                      report.last_not_before, event.not_before))
