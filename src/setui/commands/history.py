@@ -1,9 +1,9 @@
 """``setui history``: past incarnations, one event's whole life, one stored document.
 
 Read-only: the store is opened with ``mode=ro``, so reviewing never changes the record
-and works where the data directory is not writable. Times are UTC (marked ``Z``), as the
-service's own NotBefore is. Everything from the network is printed through
-:func:`printable`.
+and works where the data directory is not writable. Times are UTC, as the service's own
+NotBefore is, written by :mod:`setui.core.timefmt`. Everything from the network is
+printed through :func:`printable`.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from setui.commands.common import (
 from setui.core.clock import utc_now
 from setui.core.diff import ABSENT, DocumentDiff, EventDiff, diff_documents
 from setui.core.model import MAX_INCARNATION, DocumentError, parse_iso
+from setui.core.timefmt import duration
 from setui.textsafe import printable
 
 if TYPE_CHECKING:  # sqlite3 loads only when a command runs, not for `setui --version`
@@ -177,13 +178,13 @@ def _list(store: Store, limit: int, since: datetime | None, as_json: bool,
         out.write("No incarnations recorded" + (" in that time" if since else "") + ".\n")
         return EXIT_OK
     endpoints = {r.endpoint for r in records}
-    out.write(f"{'first seen (UTC)':<21} {'incarnation':>11}  what changed\n")
+    out.write(f"{'first seen':<23} {'incarnation':>11}  what changed\n")
     holes = store.holes(endpoint=records[0].endpoint if len(endpoints) == 1 else None,
                         since=records[-1].first_seen, until=utc_now())
     for record in records:
         while holes and holes[-1][0] >= record.first_seen:
             out.write(_hole_line(*holes.pop()))
-        line = f"{when(record.first_seen):<21} {record.incarnation:>11}  "
+        line = f"{when(record.first_seen):<23} {record.incarnation:>11}  "
         line += printable(record.summary, 300)
         if len(endpoints) > 1:
             line += f"  [{printable(record.endpoint, 80)}]"
@@ -195,10 +196,8 @@ def _list(store: Store, limit: int, since: datetime | None, as_json: bool,
 
 def _hole_line(start: datetime, end: datetime) -> str:
     """A hole in the record: whatever happened then was not seen."""
-    seconds = (end - start).total_seconds()
-    length = f"{seconds / 3600:.1f} h" if seconds >= 5400 else (
-        f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s")
-    return (f"{when(start):<21} {'-':>11}  -- nothing was recording until {when(end)} "
+    length = duration((end - start).total_seconds())
+    return (f"{when(start):<23} {'-':>11}  -- nothing was recording until {when(end)} "
             f"({length}): changes in that time were not seen --\n")
 
 
@@ -273,7 +272,7 @@ def _story(store: Store, event_id: str, since: datetime | None, as_json: bool,
     for entry in story:
         number = f"#{entry.incarnation}" if entry.incarnation is not None else ""
         marker = "audit" if entry.source == "audit" else number
-        out.write(f"{when(entry.time):<21} {marker:>7}  {printable(story_words(entry), 300)}\n")
+        out.write(f"{when(entry.time):<23} {marker:>7}  {printable(story_words(entry), 300)}\n")
     return EXIT_OK
 
 

@@ -15,7 +15,8 @@ from typing import IO, Any
 
 from setui.config import Config
 from setui.core.health import ConnectionState, Health, PollResult
-from setui.core.model import Document, Event
+from setui.core.model import Document, Event, parse_iso
+from setui.core.timefmt import stamp
 from setui.core.tracker import Change
 from setui.session import run_until_stopped
 from setui.systemd import ERR, INFO, NOTICE, WARNING, Notifier, for_journal, under_journal
@@ -96,10 +97,16 @@ def connection_record(health: Health, when: datetime) -> dict[str, Any]:
     )
 
 
+def shown_time(text: str | None) -> str:
+    """A record's ISO time as the lines write every time (:mod:`setui.core.timefmt`)."""
+    moment = parse_iso(text) if text else None
+    return stamp(moment, local=False) if moment is not None else (text or "-")
+
+
 def format_record(record: dict[str, Any], *, with_time: bool = True) -> str:
     """A record as one human line; every network string is made printable. Without the
     time for a log that stamps lines itself (the journal)."""
-    time = record["time"] or "-"
+    time = shown_time(record["time"])
     if record["change"] == "connection":
         state = record["state"]
         text = {
@@ -118,7 +125,7 @@ def format_record(record: dict[str, Any], *, with_time: bool = True) -> str:
         printable(record["event_id"] or "-", 64),
     ]
     if record["not_before"]:
-        parts.append(f"NotBefore {record['not_before']}")
+        parts.append(f"NotBefore {shown_time(record['not_before'])}")
     if record["resources"]:
         shown = ", ".join(printable(r, 64) for r in record["resources"][:5])
         more = len(record["resources"]) - 5

@@ -6,15 +6,19 @@ audit, watch, report).
   ``2026-11-24 03:12:05 UTC (04:12:05 CET)``;
 - durations: ``42s``, ``3m 05s``, ``2h 05m``, ``1d 09h``.
 
-Pure functions, no clock of their own: the caller says what "now" is.
+Lines that are read in columns or by machines-and-people alike (``setui watch``, the
+``history`` and ``audit`` lists) give the UTC time alone, at a fixed width; what people
+read in the dashboard, the details and the report has the local time beside it. Pure
+functions, no clock of their own: the caller says what "now" is.
 """
 
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+from datetime import datetime, timezone, tzinfo
 
-__all__ = ["clock", "countdown", "duration", "local_beside", "stamp", "zone_name"]
+__all__ = ["age", "clock", "countdown", "duration", "local_beside", "stamp", "time_of_day",
+           "utc_and_local", "utc_time", "zone_name"]
 
 
 def clock(seconds: float) -> str:
@@ -51,6 +55,12 @@ def duration(seconds: float) -> str:
     return f"{secs}s"
 
 
+def age(seconds: float) -> str:
+    """A calm age, a duration that does not flicker under two seconds: ``<2s``, ``14s``,
+    ``3m 05s``."""
+    return "<2s" if seconds < 2 else duration(seconds)
+
+
 def zone_name(moment: datetime) -> str:
     """The local zone's abbreviation (``CET``), or ``local`` when it has none."""
     name = moment.astimezone().tzname() or ""
@@ -77,3 +87,34 @@ def stamp(moment: datetime | None, *, local: bool = True, date: bool = True) -> 
     utc = moment.astimezone(timezone.utc)
     text = utc.strftime("%Y-%m-%d %H:%M:%S UTC" if date else "%H:%M:%S UTC")
     return text + (local_beside(moment) if local else "")
+
+
+def utc_time(moment: datetime) -> str:
+    """``10:02:11``: the UTC time of day, for a cell that says UTC in its heading."""
+    return moment.astimezone(timezone.utc).strftime("%H:%M:%S")
+
+
+def time_of_day(moment: datetime, now: datetime, tz: tzinfo | None = timezone.utc) -> str:
+    """``10:14:32`` on the same day as ``now`` (in ``tz``), else ``Nov 29 10:14``;
+    ``tz=None``: this machine's zone."""
+    here = moment.astimezone(tz)
+    today = now.astimezone(tz)
+    if here.date() == today.date():
+        return here.strftime("%H:%M:%S")
+    return here.strftime("%b %d %H:%M")
+
+
+def utc_and_local(moment: datetime, now: datetime | None = None) -> str:
+    """``Sun 22 Nov 2026 10:14:32 UTC (11:14:32 CET)``: for details and dialogs."""
+    del now  # the day is always written: a notice may be days ahead
+    utc = moment.astimezone(timezone.utc)
+    return utc.strftime("%a %d %b %Y %H:%M:%S UTC") + _local_short(moment)
+
+
+def _local_short(moment: datetime) -> str:
+    utc = moment.astimezone(timezone.utc)
+    local = moment.astimezone()
+    if local.utcoffset() == utc.utcoffset():
+        return ""
+    shown = local.strftime("%H:%M:%S" if local.date() == utc.date() else "%a %d %b %H:%M:%S")
+    return f" ({shown} {zone_name(local)})"

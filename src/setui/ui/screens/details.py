@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING, ClassVar, cast
 
 from rich.console import Console
@@ -26,6 +26,7 @@ from textual.widgets import Footer, Static
 
 from setui.core.clock import utc_now
 from setui.core.model import Event
+from setui.core.timefmt import stamp
 from setui.textsafe import printable
 from setui.ui.format import countdown, impact, is_this_vm, safe, utc_and_local
 from setui.ui.messages import ApprovalNote, EventLife, GoneEvent, Session
@@ -49,7 +50,7 @@ _MEASURE = Console(width=200, color_system=None, force_terminal=False, file=None
 
 
 def _when(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%H:%M:%S UTC")
+    return stamp(moment, date=False)
 
 
 def describe_event(event: Event, *, vm_name: str | None, now: datetime, present: bool,
@@ -145,8 +146,7 @@ def describe_event(event: Event, *, vm_name: str | None, now: datetime, present:
         out.append("  nothing recorded about this event\n")
     for entry in story[-100:]:
         where = f" #{entry.incarnation}" if entry.incarnation is not None else ""
-        head = (f"  {entry.time.astimezone(timezone.utc).strftime('%Y-%m-%d %H:%M:%S')}"
-                f"{where}  ")
+        head = f"  {stamp(entry.time, local=False)}{where}  "
         out.append(head)
         text = printable(entry.kind, 20) + (f"  {printable(entry.detail, 300)}"
                                              if entry.detail else "")

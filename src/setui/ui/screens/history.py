@@ -24,9 +24,11 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from setui.config import Config
+from setui.core.clock import utc_now
 from setui.core.diff import ABSENT
 from setui.core.diff import diff_documents as compare_documents
 from setui.core.model import Document, DocumentError, Event
+from setui.core.timefmt import local_beside, stamp
 from setui.textsafe import printable
 from setui.ui.screens.listing import TableNavigation
 from setui.ui.screens.offloop import query_store
@@ -39,6 +41,7 @@ __all__ = ["DetailScreen", "DiffStyles", "HistoryScreen", "IncarnationScreen",
            "describe_incarnation", "diff_documents", "local_and_utc", "pretty_json"]
 
 PAGE = 200
+WIDE = 100  # columns from which the list has room for the local time beside UTC
 RAW_LINES = 2000  # a hostile or huge document is cut here; `setui history` has it all
 _FIELDS = ("EventType", "EventStatus", "NotBefore", "Resources", "ResourceType",
            "DurationInSeconds", "EventSource", "Description")
@@ -70,12 +73,13 @@ class DiffStyles:
 
 
 def local_and_utc(moment: datetime) -> tuple[str, str]:
-    """``("2024-05-01 14:03:22", "12:03:22")``: local date and time, and UTC time."""
+    """``("2024-05-01 12:03:22", "14:03:22")``: the UTC date and time, and the local time
+    of day (``""`` where this machine's zone is UTC): the list's two time columns."""
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
-    local = moment.astimezone()
-    return local.strftime("%Y-%m-%d %H:%M:%S"), moment.astimezone(timezone.utc).strftime(
-        "%H:%M:%S")
+    utc = stamp(moment, local=False).removesuffix(" UTC")
+    local = local_beside(moment).strip(" ()")
+    return utc, local.rsplit(" ", 1)[0] if local else ""
 
 
 def _why_removed(event: Event, fate: tuple[str, str] | None) -> str:
@@ -90,8 +94,7 @@ def _why_removed(event: Event, fate: tuple[str, str] | None) -> str:
 
 
 def _when(moment: datetime) -> str:
-    local, utc = local_and_utc(moment)
-    return f"{local} ({utc} UTC)"
+    return stamp(moment)
 
 
 def _json_value(value: Any) -> str:
@@ -310,6 +313,7 @@ class HistoryScreen(TableNavigation):
         self.records: list[IncarnationRecord] = []
         self.exhausted = False
         self._loading = False  # a page is being read on the store's thread
+        self.local_column = False
 
     def compose(self) -> ComposeResult:
         yield Static(Text("History: incarnations of the events document, newest first"),
@@ -322,8 +326,12 @@ class HistoryScreen(TableNavigation):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_column(Text("First seen (local)"), key="local")
-        table.add_column(Text("UTC"), key="utc")
+        # UTC, as every time setui writes; the local time beside it only where it differs
+        # and there is room: at 80 columns "what changed" needs the width more.
+        self.local_column = self.app.size.width >= WIDE and bool(local_beside(utc_now()))
+        table.add_column(Text("First seen (UTC)"), key="utc")
+        if self.local_column:
+            table.add_column(Text("Local"), key="local")
         table.add_column(Text("Incarn.", justify="right"), key="incarnation")
         table.add_column(Text("What changed"), key="summary")
         self.action_reload()
@@ -363,8 +371,8 @@ class HistoryScreen(TableNavigation):
         self.exhausted = len(page) < self.page_size
         table = self.query_one(DataTable)
         for record in page:
-            local, utc = local_and_utc(record.first_seen)
-            table.add_row(Text(local), Text(utc),
+            utc, local = local_and_utc(record.first_seen)
+            table.add_row(Text(utc), *([Text(local)] if self.local_column else []),
                           Text(str(record.incarnation), justify="right"),
                           Text(printable(record.summary, 120)),
                           key=str(len(self.records)))
