@@ -3,6 +3,9 @@ chosen moment, the cursor's steps, play, the holes, and no way to approve."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -190,3 +193,27 @@ async def test_p_in_the_history_replays_that_incarnation(recorded: Store) -> Non
         assert "REPLAY" in replay.query_one(StatusBar).plain()
         await pilot.press("q")  # back to the history, not out of the app
         await wait_for(pilot, lambda: app.screen is history)
+
+
+async def test_without_a_record_the_replay_says_why_and_still_quits(tmp_path: Any) -> None:
+    app = ReplayApp(config=CONFIG, store=None, store_problem="nothing has been recorded yet")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        text = screen_text(app)
+        assert "no record to replay: nothing has been recorded yet" in text
+        await pilot.press("right", "space", "a")  # nothing to move, nothing to approve
+        await pilot.press("q")
+        await wait_for(pilot, lambda: not app.is_running)
+
+
+def test_replay_refuses_a_backwards_window_in_words(tmp_path: Any) -> None:
+    env = dict(os.environ, SETUI_DATA_DIR=str(tmp_path))
+    done = subprocess.run([sys.executable, "-m", "setui.cli", "replay", "--from", "1h",
+                           "--to", "2h"], capture_output=True, text=True, env=env,
+                          timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2
+    assert "--from is after --to" in done.stderr and "Traceback" not in done.stderr
+    done = subprocess.run([sys.executable, "-m", "setui.cli", "replay", "--from", "soon"],
+                          capture_output=True, text=True, env=env, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and "not a time" in done.stderr

@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 
 from setui.core.health import ConnectionState, Health
 from setui.core.model import Document, DocumentError, Event
@@ -47,8 +48,19 @@ class Recording:
     sessions_known: bool  # recording sessions were kept: holes can be told
     start: datetime
     end: datetime
+    # Each record's document, parsed once when read (None: unreadable), so moving the
+    # cursor on the event loop only folds what is already in memory.
+    documents: tuple[Document | None, ...] = ()
 
-    @property
+    def document(self, index: int) -> Document | None:
+        if index < len(self.documents):
+            return self.documents[index]
+        try:
+            return self.records[index].document()
+        except (DocumentError, ValueError):
+            return None
+
+    @cached_property
     def times(self) -> list[datetime]:
         """When each incarnation was first seen: the stops of the cursor."""
         return [r.first_seen for r in self.records]
@@ -100,11 +112,12 @@ class Recording:
         previous: Document | None = None
         current: Document | None = None
         record: IncarnationRecord | None = None
-        for record in self.records[: (index + 1) if index is not None else 0]:
-            try:
-                current = record.document()
-            except (DocumentError, ValueError):
+        for position, record in enumerate(self.records[: (index + 1) if index is not None
+                                                       else 0]):
+            document = self.document(position)
+            if document is None:
                 continue  # an unreadable row: its changes cannot be given events
+            current = document
             for change in record.changes:
                 made = _change(change, record, current, previous)
                 if made is not None:
@@ -185,5 +198,12 @@ def load_recording(store: Store, *, since: datetime | None = None,
     start = min(start, end)
     holes = store.holes(endpoint=endpoint, since=first, until=end) if sessions else []
     return Recording(endpoint, tuple(records), audit, tuple(holes), bool(sessions),
-                     start, end)
+                     start, end, tuple(_parsed(r) for r in records))
+
+
+def _parsed(record: IncarnationRecord) -> Document | None:
+    try:
+        return record.document()
+    except (DocumentError, ValueError):
+        return None
 
