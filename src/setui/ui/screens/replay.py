@@ -132,7 +132,8 @@ class ReplayView:
 
     def open_details(self, event_id: str) -> None:
         screen = details_screen(event_id, self.session, vm_name=self.vm_name, now=self.now(),
-                                store=None, store_problem="replay: the life up to this moment",
+                                store=None, store_problem="a replay tells the life up to its "
+                                "moment only; `setui history --event ID` has all of it",
                                 clock=self.now)
         if screen is not None:
             self.app.push_screen(screen)
