@@ -20,8 +20,9 @@ POSIX = os.name == "posix"
 # The first run is sped up (a scenario second is 40 ms; polls every 0.2 s see every 5
 # scenario seconds); the export's times are real seconds, so it plays at 1x.
 SPEED = "25"
-# Every change at least 19 scenario seconds from the next, and the first well after the
-# recorder is up: the two runs cannot see them merge or part differently.
+# Every change at least 30 scenario seconds from the next (polls every 0.5 s see every
+# 12.5), and the first well after the recorder is up: the runs cannot see them merge or
+# part differently.
 DRILL = """
 name = "drill"
 vm_name = "web-0"
@@ -42,20 +43,20 @@ at = 180
 notice = "5m"
 resources = ["web-1"]
 duration = 5
-reschedule = [{ at = 300, notice = "4m" }]
-cancel_at = 360
+reschedule = [{ at = 320, notice = "4m" }]
+cancel_at = 380
 
 [[events]]  # a spot eviction with the minimum notice
 id = "0D1E2F30-0000-4000-8000-00000000000C"
 type = "Preempt"
-at = 400
+at = 420
 resources = ["spot-2"]
 
 [[events]]  # a host failure: no notice at all
 id = "0D1E2F30-0000-4000-8000-00000000000D"
 type = "Reboot"
 status = "Started"
-at = 500
+at = 520
 resources = ["web-0"]
 """
 LEFT = ("completed", "cancelled", "gone")
@@ -77,7 +78,7 @@ def record_run(scenario: Path, data: Path, speed: str) -> list[dict[str, Any]]:
         url = Lines(emulator).until(lambda line: line.startswith("http://"), 20,
                                     "the emulator's URL").strip()
         watch = subprocess.Popen(
-            [*SETUI, "watch", "--json", "--endpoint", url, "--interval", "0.2"],
+            [*SETUI, "watch", "--json", "--endpoint", url, "--interval", "0.5"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, encoding="utf-8",
             env=_env(data))
         lines = Lines(watch)
@@ -96,6 +97,19 @@ def record_run(scenario: Path, data: Path, speed: str) -> list[dict[str, Any]]:
     return [r for r in records if r["change"] != "connection"]
 
 
+def clean_run(scenario: Path, data: Path, speed: str,
+              ) -> tuple[list[dict[str, Any]], Path]:
+    """A run in which the recorder itself missed nothing: a poll stalled for seconds on a
+    busy machine makes its own gap (and an honest "not certain"), which is the recorder's
+    story, not the incident's. Such a run is recorded again, afresh, up to three times."""
+    for attempt in range(3):
+        where = data.with_name(f"{data.name}-{attempt}")
+        records = record_run(scenario, where, speed)
+        if all(r["certain"] and not r["missed"] for r in records):
+            return records, where
+    pytest.fail(f"three runs of {scenario.name} each missed polls: {records!r}")
+
+
 def lifecycle(records: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     """What must be the same, change for change; absolute times and incarnation numbers
     are the run's own."""
@@ -108,21 +122,21 @@ def test_a_recorded_run_exported_and_played_again_tells_the_same_story(
         tmp_path: Path) -> None:
     original = tmp_path / "drill.toml"
     original.write_text(DRILL, encoding="utf-8")
-    first = record_run(original, tmp_path / "first", SPEED)
+    first, recorded = clean_run(original, tmp_path / "first", SPEED)
     assert [r["change"] for r in first] == [
         "appeared", "appeared", "started", "completed", "rescheduled", "cancelled",
         "appeared", "started", "completed", "appeared", "completed"]
 
     exported = tmp_path / "exported.toml"
     done = subprocess.run([*SETUI, "history", "export-scenario", str(exported)],
-                          capture_output=True, text=True, env=_env(tmp_path / "first"),
+                          capture_output=True, text=True, env=_env(recorded),
                           timeout=60, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr
     assert "wrote 4 events" in done.stderr
     assert [e.id for e in load_scenario(str(exported)).events] == [
         e.id for e in load_scenario(str(original)).events]
 
-    second = record_run(exported, tmp_path / "second", "1")
+    second, _ = clean_run(exported, tmp_path / "second", "1")
     assert lifecycle(second) == lifecycle(first), (first, second)
     # The early start stays early, and the reschedule moves the NotBefore as far.
     def early(records: list[dict[str, Any]]) -> bool:
