@@ -72,6 +72,7 @@ async def test_the_dashboard_as_it_was_at_a_chosen_moment(recorded: Store) -> No
         assert "REPLAY Nov 24" in status
         assert "03:01:35 UTC" in status  # the cursor, as the clock on the right
         assert "incarnation 6" in status
+        assert "http://127.0.0.1:8099" in status  # the record's endpoint, not the config's
         assert "paused" in status
 
 
@@ -136,7 +137,7 @@ async def test_a_hole_says_nothing_was_recording_and_what_left_meanwhile(
         screen = await opened(app, pilot)
         status = screen.query_one(StatusBar).plain()
         assert "nothing was recording from 03:04:00 to 03:05:30 UTC" in status
-        assert "stale" in status
+        assert "not recording" in status and "waiting" not in status
         assert "T-0:10?" in screen.query_one(EventsTable).cell_text(REDEPLOY, "countdown")
         await pilot.press("right")  # the first incarnation after the hole
         assert screen.moment == at(HOLE[1])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, ClassVar
 
@@ -228,6 +228,8 @@ class ReplayScreen(MainScreen, inherit_bindings=False):
             self.refresh_view()
             return
         self.recording = recording
+        # The status line names the endpoint the record is of, not the configured one.
+        view.config = replace(view.config, endpoint=recording.endpoint)
         at = self._wanted
         self.go(recording.clamp(at) if at is not None else recording.start)
 

@@ -95,6 +95,8 @@ def status_lines(view: StatusView, width: int, palette: Palette) -> list[Text]:
     # Line 2: the connection, the age of the news, the document, the history.
     state = view.health.state
     word, reason = connection_text(view.health)
+    if view.replay and state is ConnectionState.STALE:
+        word = "◐ not recording"  # a hole in the record: nobody was waiting for an answer
     style = {ConnectionState.LIVE: palette.ok, ConnectionState.ENABLING: "",
              ConnectionState.STALE: palette.soon, ConnectionState.RETRYING: palette.soon,
              ConnectionState.UNREACHABLE: palette.urgent}.get(state, palette.soon)
