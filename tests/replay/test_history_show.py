@@ -48,3 +48,16 @@ def test_export_to_standard_output_is_a_scenario_the_emulator_reads(recorded: St
     # Gone unseen in the hole, after its NotBefore: it plays as having run then.
     assert "gone unseen after its NotBefore" in done.stdout
     assert "03:04:00 to 03:05:30 UTC" in done.stdout  # the hole, said in a comment
+
+
+def test_a_window_that_opens_after_a_reschedule_starts_from_the_notbefore_then(
+        recorded: Store) -> None:
+    done = setui("history", "export-scenario", "-", "--from", "2026-11-24T03:01:10",
+                 data_dir=recorded.path.parent)
+    assert done.returncode == 0, done.stderr
+    events = {e.type: e for e in parse_scenario(done.stdout).events}
+    # Times count from 03:01:10; the Freeze was moved at 03:01:00 to 03:06:00, so it
+    # starts there, already moved, with nothing left to reschedule.
+    freeze = events["Freeze"]
+    assert (freeze.at, freeze.notice, freeze.reschedule) == (0, 290, ())
+    assert freeze.cancel_at == 130

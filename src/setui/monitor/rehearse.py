@@ -1,12 +1,13 @@
 """A recorded incident as an emulator scenario: drill the runbook on what really happened.
 
 The record becomes the scenario format the emulator reads (see
-:mod:`setui.emulator.scenario`), with every time made relative to the first incarnation
-of the window: when each event appeared, its notice and every reschedule, an early start
-as an approval from another VM just before it, how long it stayed Started, and a
-cancellation. What the format cannot say is said in the file's comments: a hole in the
-record plays as if nothing was missed; an event that went unseen while Scheduled plays
-as starting at its NotBefore (it probably ran) or as cancelled when it left before it.
+:mod:`setui.emulator.scenario`), with every time made relative to where the window opens
+(``--from``, else the first incarnation): when each event appeared, its notice and every
+reschedule, an early start as an approval from another VM just before it, how long it
+stayed Started, and a cancellation. What the format cannot say is said in the file's
+comments: a hole in the record plays as if nothing was missed; an event that went unseen
+while Scheduled plays as starting at its NotBefore (it probably ran) or as cancelled when
+it left before it.
 """
 
 from __future__ import annotations
@@ -67,7 +68,11 @@ def _event_toml(event: EventReport, t0: datetime, end: datetime,
     if event.appeared_started:
         lines.append('status = "Started"')
     lines.append(f"at = {_number(at)}")
+    # An event older than the window starts there with the NotBefore it had then.
     notice_from = event.not_before
+    for move in event.reschedules:
+        if move.seen_at <= t0 and move.new is not None:
+            notice_from = move.new
     if not event.appeared_started and notice_from is not None:
         lines.append(f"notice = {_number(max(0.0, _seconds(notice_from, t0) - at))}")
     elif not event.appeared_started:
@@ -80,12 +85,11 @@ def _event_toml(event: EventReport, t0: datetime, end: datetime,
         lines.append(f"source = {_string(str(source.source))}")
     if source.description is not None:
         lines.append(f"description = {_string(source.description)}")
-    moves = [m for m in event.reschedules if m.new is not None]
+    moves = [(_seconds(m.seen_at, t0), _seconds(m.new, t0)) for m in event.reschedules
+             if m.new is not None and m.seen_at > t0]
     if moves and not event.appeared_started:
-        items = ", ".join(
-            f"{{ at = {_number(_seconds(m.seen_at, t0))}, notice = "
-            f"{_number(max(0.0, _seconds(m.new, t0) - _seconds(m.seen_at, t0)))} }}"  # type: ignore[arg-type]
-            for m in moves)
+        items = ", ".join(f"{{ at = {_number(seen)}, notice = {_number(max(0.0, new - seen))} }}"
+                          for seen, new in moves)
         lines.append(f"reschedule = [{items}]")
     impact = float(duration) if duration > 0 else no_duration
     started = event.started_at
@@ -123,7 +127,7 @@ def scenario_text(report: Report, *, name: str, vm_name: str | None) -> str:
     vm = vm_name or next((r for e in events for r in e.resources), None) or "vm-0"
     lines = [
         f"# Exported by `setui history export-scenario` from {report.endpoint}",
-        f"# Times are seconds from {t0:%Y-%m-%d %H:%M:%S} UTC, the window's first incarnation.",
+        f"# Times are seconds from {t0:%Y-%m-%d %H:%M:%S} UTC, where the window opens.",
     ]
     if report.holes:
         lines.append("# The record has holes (nothing was recording); this plays them as if "
