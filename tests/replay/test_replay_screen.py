@@ -11,6 +11,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+import pytest
 from incident import HOLE
 from textual.app import App
 from textual.screen import Screen
@@ -218,3 +219,17 @@ def test_replay_refuses_a_backwards_window_in_words(tmp_path: Any) -> None:
                           capture_output=True, text=True, env=env, timeout=60,
                           stdin=subprocess.DEVNULL)
     assert done.returncode == 2 and "not a time" in done.stderr
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 36)], ids=["80x24", "120x36"])
+def test_snapshot_replay_in_the_hole(recorded: Store, snap_compare: Any,
+                                     size: tuple[int, int]) -> None:
+    """The REPLAY label and moment, a countdown marked with ?, the hole said in words, the
+    cursor keys in the footer and no Approve: at 80x24 as at 120x36."""
+    app = ReplayApp(config=CONFIG, store=recorded, at=at(HOLE[0] + 10))
+
+    async def run_before(pilot: Any) -> None:
+        await wait_for(pilot, lambda: app.replay_screen.moment is not None)
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
