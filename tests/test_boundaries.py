@@ -16,7 +16,8 @@ HEADLESS = (
     "setui.store", "setui.emulator.server", "setui.emulator.command", "setui.approval",
     "setui.session", "setui.identity", "setui.config", "setui.textsafe", "setui.auditforward",
     "setui.commands.watch", "setui.commands.approve", "setui.commands.history",
-    "setui.commands.audit", "setui.monitor", "setui.cli",
+    "setui.commands.audit", "setui.commands.report", "setui.monitor",
+    "setui.monitor.replay", "setui.monitor.report", "setui.core.timefmt", "setui.cli",
 )
 
 

@@ -104,7 +104,8 @@ def _dashboard_options(default: object = None) -> argparse.ArgumentParser:
     return parent
 
 
-COMMANDS = ("watch", "approve", "history", "audit", "emulator", "demo", "service")
+COMMANDS = ("watch", "approve", "history", "audit", "emulator", "demo", "service", "replay",
+            "report")
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -183,6 +184,24 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                       help="with --headless: one JSON object per line, like `setui watch "
                            "--json`")
 
+    replay = commands.add_parser(
+        "replay", parents=[connection, dashboard],
+        help="the dashboard as it was, from the history: a time cursor, no approvals",
+        description="Open the dashboard over the recorded history: left/right step one "
+                    "incarnation, [ and ] one minute, space plays at 1x, 10x or 60x.")
+    replay.add_argument("--vm-name", metavar="NAME", default=argparse.SUPPRESS,
+                        help="this VM's name as it appears in Resources")
+    if wanted("replay"):
+        _command_module("replay").add_arguments(replay)
+
+    report = commands.add_parser(
+        "report", parents=[connection],
+        help="what happened to each event, from the history and the audit log",
+        description="Per event: first seen, NotBefore and its reschedules, approvals, "
+                    "when it started and went and how sure that is, refusals, holes.")
+    if wanted("report"):
+        _command_module("report").add_arguments(report)
+
     service = commands.add_parser(
         "service", help="a systemd unit that keeps a recorder running (print, install)",
         description="The systemd unit that runs `setui watch` as a service, recording the "
@@ -242,6 +261,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "emulator": _run_emulator,
         "demo": lambda a: _command_module("demo").run(a),
         "service": lambda a: _command_module("service").run(a),
+        "replay": lambda a: _command_module("replay").run(a),
+        "report": lambda a: _command_module("report").run(a),
     }
     try:
         return runners[args.command](args)

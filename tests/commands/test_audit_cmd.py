@@ -64,7 +64,7 @@ def test_list_in_words(data_dir: Path) -> None:
     assert "cancelled by the operator" in lines[2]
     assert "approved, HTTP 200 in 42 ms (attempt #1)" in lines[3]
     assert "by alice from 10.1.2.3 on vm-web-0" in lines[4]
-    assert "2024-05-14 09:31:00Z" in lines[4] and "Reboot A-1 #2" in lines[4]
+    assert "2024-05-14 09:31:00 UTC" in lines[4] and "Reboot A-1 #2" in lines[4]
     assert "outcome unknown" not in lines[4]
     assert lines[-1] == "chain: ok, 5 records"
     limited = setui("audit", "--limit", "2", data_dir=data_dir).stdout.splitlines()

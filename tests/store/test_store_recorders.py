@@ -63,7 +63,7 @@ def test_setui_history_lists_the_holes_between_incarnations(store: Store) -> Non
     # the hole between the two sessions, #2, #1.
     assert "nothing was recording until" in lines[1] and lines[1].startswith("2024-05-14 10:21")
     hole = next(i for i, line in enumerate(lines) if "until 2024-05-14 10:20:00" in line)
-    assert "nothing was recording" in lines[hole] and "(48 min)" in lines[hole]
+    assert "nothing was recording" in lines[hole] and "(48m 00s)" in lines[hole]
     assert " 5  " in lines[hole - 1] and " 2  " in lines[hole + 1]
     # Incarnation 5 follows 2 across that hole: its story is not told as certain.
     newest = store.history(limit=1)[0]

@@ -108,8 +108,8 @@ async def test_chain_ok_and_paired_rows_newest_first(store: Store) -> None:
         shown = rows(screen)
         assert len(shown) == 4  # two attempts paired with their outcomes
         # Newest first, by time (local, Europe/Amsterdam: UTC+2 in May) and by record.
-        assert [row[0] for row in shown] == ["05-14 11:34:00", "05-14 11:33:00",
-                                             "05-14 11:32:00", "05-14 11:31:00"]
+        assert [row[0] for row in shown] == ["05-14 09:34:00", "05-14 09:33:00",
+                                             "05-14 09:32:00", "05-14 09:31:00"]
         assert [screen.rows[i].record.seq for i in range(4)] == [5, 4, 3, 1]
         assert [row[1].split()[0] for row in shown] == ["approve", "refused", "cancelled",
                                                         "approve"]
@@ -127,8 +127,8 @@ async def test_who_and_event_fit_in_80_columns(store: Store) -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         text = screen_text(app)
-        assert "When (local)" in text and "Who" in text and "Event" in text
-        row = next(line for line in text.splitlines() if "05-14 11:31:00" in line)
+        assert "When (UTC)" in text and "Who" in text and "Event" in text
+        row = next(line for line in text.splitlines() if "05-14 09:31:00" in line)
         assert "oncall@vm-web-0" in row and f"Reboot {GUID[:8]}" in row, row
         assert GUID not in text  # the full id is in the details, a key away
         await pilot.press("enter")

@@ -9,6 +9,7 @@ from typing import Any
 from textual.widgets import Static
 
 from setui.core.model import Event
+from setui.core.timefmt import stamp
 from setui.ui.screens.details import DetailsScreen
 from setui.ui.screens.main import MainScreen
 from setui.ui.widgets.events import EventsTable
@@ -86,13 +87,13 @@ async def test_the_start_and_the_leaving_show_while_open(make_dashboard: MakeDas
         await pilot.pause()
         text = body(screen)
         assert "Started  ▶ started 0:" in text and " ago" in text
-        assert "UTC  started (incarnation" in text
+        assert "UTC (11:05:10 CET)  started (incarnation" in text
         await d.advance(pilot, 60)  # completed at 375
         life = d.app.session.lives[event.event_id]
         assert life.fate == "completed" and life.gone_incarnation is not None
         await d.wait_for(pilot, lambda: "gone" in title(screen))
         text = body(screen)
-        gone_at = life.gone_at.strftime("%H:%M:%S UTC") if life.gone_at else "?"
+        gone_at = stamp(life.gone_at, date=False)  # 10:06:20 UTC (11:06:20 CET)
         assert (f"{gone_at}  gone: completed, left the document at incarnation "
                 f"{life.gone_incarnation}") in text
         assert text.startswith("!! No longer in the document: completed at")

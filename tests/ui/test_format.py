@@ -135,12 +135,12 @@ def test_local_time(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_age_is_calm() -> None:
-    assert age(0.3) == "<2 s"
-    assert age(1.9) == "<2 s"
-    assert age(14) == "14 s"
-    assert age(180) == "3 min"
-    assert age(3 * 3600) == "3 h"
-    assert age(3 * 86400) == "3 d"
+    assert age(0.3) == "<2s"
+    assert age(1.9) == "<2s"
+    assert age(14) == "14s"
+    assert age(185) == "3m 05s"
+    assert age(3 * 3600 + 300) == "3h 05m"
+    assert age(3 * 86400 + 9 * 3600) == "3d 09h"
 
 
 def test_approved_label() -> None:

@@ -12,12 +12,14 @@ from textual.binding import Binding, BindingType
 from textual.widgets import Markdown
 
 from setui.ui.app import SetuiApp
+from setui.ui.replay_app import ReplayApp
 from setui.ui.screens.audit import AuditScreen
 from setui.ui.screens.confirm import ConfirmationModal
 from setui.ui.screens.details import DetailsScreen
 from setui.ui.screens.help import HelpScreen, help_text
 from setui.ui.screens.history import DetailScreen, HistoryScreen
 from setui.ui.screens.main import MainScreen
+from setui.ui.screens.replay import ReplayScreen
 
 MakeDashboard = Any  # the conftest fixture, loosely, as in test_app.py
 
@@ -30,6 +32,7 @@ SECTIONS: list[tuple[str, list[type[Any]]]] = [
     ("Event details", [DetailsScreen]),
     ("History", [HistoryScreen, DetailScreen]),
     ("Audit log", [AuditScreen]),
+    ("Replay", [ReplayScreen, ReplayApp]),
     ("This help", [HelpScreen]),
 ]
 # Keys Textual binds by itself (Ctrl+P, Tab, Ctrl+Q ...) are not in these BINDINGS; the one
@@ -41,7 +44,8 @@ EXTRA = {"Dashboard": ["Ctrl+P"]}
 EXCLUDED: set[tuple[str, str]] = set()
 
 _SHOWN = {"slash": "/", "plus": "+", "minus": "-", "question_mark": "?", "escape": "Escape",
-          "enter": "Enter", "up": "↑", "down": "↓"}
+          "enter": "Enter", "up": "↑", "down": "↓", "left": "←", "right": "→",
+          "left_square_bracket": "[", "right_square_bracket": "]"}
 
 
 def shown(key: str) -> str:

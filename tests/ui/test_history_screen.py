@@ -107,17 +107,27 @@ def body(screen: Screen[Any]) -> str:
     return shown_text(screen.query_one("#detail-body", Static))
 
 
-async def test_lists_newest_first_with_local_and_utc_times(store: Store) -> None:
+async def test_lists_newest_first_in_utc_with_no_second_time_column_at_80(
+        store: Store) -> None:
     fill(store, STORY)
     screen = HistoryScreen(store)
     async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         shown = rows(screen)
-        assert [row[2] for row in shown] == ["4", "3", "2", "1"]
-        local, utc = local_and_utc(T0 + timedelta(minutes=3))
-        assert shown[0][:2] == [local, utc]
-        assert "cancel" not in shown[0][3] and "completed" in shown[0][3]
+        assert [row[1] for row in shown] == ["4", "3", "2", "1"]
+        assert shown[0][0] == "2024-05-14 09:33:00"  # UTC; the zone is Europe/Amsterdam
+        assert "cancel" not in shown[0][2] and "completed" in shown[0][2]
         assert "4 incarnations" in status(screen, "#history-status")
+
+
+async def test_wide_lists_show_the_local_time_beside_utc(store: Store) -> None:
+    fill(store, STORY)
+    screen = HistoryScreen(store)
+    async with ScreenApp(screen).run_test(size=(120, 36)) as pilot:
+        await pilot.pause()
+        shown = rows(screen)
+        assert shown[0][:3] == ["2024-05-14 09:33:00", "11:33:00", "4"]
+        assert local_and_utc(T0) == ("2024-05-14 09:30:00", "11:30:00")
 
 
 async def test_enter_shows_the_diff_and_escape_goes_back(store: Store) -> None:
@@ -231,7 +241,7 @@ async def test_pages_load_on_demand(store: Store) -> None:
         assert len(rows(screen)) == 10
         await pilot.press("G")
         await pilot.pause()
-        shown = [row[2] for row in rows(screen)]
+        shown = [row[1] for row in rows(screen)]
         assert shown == [str(n) for n in range(12, 0, -1)]
         assert "12 incarnations" in status(screen, "#history-status")
 

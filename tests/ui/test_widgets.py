@@ -64,7 +64,7 @@ def test_status_live() -> None:
     assert first.startswith("setui VM web-0  http://169.254.169.254")
     assert first.endswith("10:00:00 UTC  11:00:00 CET")
     assert len(first) == 120
-    assert second == "● live  ·  last answer <2 s ago  ·  incarnation 7"
+    assert second == "● live  ·  last answer <2s ago  ·  incarnation 7"
 
 
 def test_status_demo_and_read_only_are_unmissable() -> None:
@@ -78,7 +78,7 @@ def test_status_failing_connection_gives_the_reason_a_line() -> None:
     lines = [line.plain for line in status_lines(view(health=health, last_seen=NOW - timedelta(
         seconds=42)), 100, PALETTE)]
     assert lines[1].startswith("↻ retrying (next try in 4 s)  ·  STALE: showing the last "
-                               "answer, 42 s old")
+                               "answer, 42s old")
     assert lines[2] == "  ↳ the service answered 500"
     unreachable = Health(state=ConnectionState.UNREACHABLE, last_error="nothing answers")
     lines = [line.plain for line in status_lines(view(health=unreachable), 80, PALETTE)]
@@ -493,7 +493,8 @@ def test_details_show_every_field_and_unknown_ones_literally() -> None:
     assert "Hibernate  (a type setui does not know)" in text
     assert "web-0  ◀ this VM" in text and "db-0" in text
     assert 'Extra             "[i]x[/i]\\u001b[1m"' in text
-    assert "10:00:00 UTC  in the first document setui saw (incarnation 5)" in text
+    assert "10:00:00 UTC (11:00:00 CET)  in the first document setui saw (incarnation 5)" \
+        in text
     assert '"Extra": "[i]x[/i]\\u001b[1m"' in raw_json(target).plain
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from setui.core.model import MAX_INCARNATION
+from setui.core.timefmt import stamp
 from setui.textsafe import printable
 
 if TYPE_CHECKING:
@@ -26,10 +27,9 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 def when(moment: datetime | None) -> str:
-    """``2024-05-14 09:30:00Z``: UTC, to the second."""
-    if moment is None:
-        return "-"
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+    """``2024-05-14 09:30:00 UTC``: UTC alone, to the second, at a fixed width for the
+    lists (:func:`setui.core.timefmt.stamp`)."""
+    return stamp(moment, local=False)
 
 
 def iso(moment: datetime | None) -> str | None:

@@ -1,15 +1,16 @@
-"""``setui``: the dashboard against the configured endpoint."""
+"""``setui`` and ``setui replay``: the two doors to the dashboard."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import IO
 
 from setui.config import Config
 
-__all__ = ["EXIT_USAGE", "not_a_terminal", "open_dashboard", "run"]
+__all__ = ["EXIT_USAGE", "not_a_terminal", "open_dashboard", "open_replay", "run"]
 
 EXIT_USAGE = 2
 
@@ -62,3 +63,32 @@ def open_dashboard(config: Config, *, demo: bool = False, zoom: int | None = Non
 
 def run(args: argparse.Namespace) -> int:
     return open_dashboard(args.config_resolved, config_path=getattr(args, "config", None))
+
+
+def open_replay(config: Config, *, since: datetime | None = None,
+                until: datetime | None = None) -> int:
+    """``setui replay``: the dashboard over the store; the other door to the UI."""
+    why = not_a_terminal(sys.stdin, sys.stdout)
+    if why is not None:
+        print(why, file=sys.stderr)
+        return EXIT_USAGE
+    from setui.config import config_dir
+    from setui.store import NothingRecorded, Store, StoreError
+    from setui.ui.replay_app import ReplayApp
+
+    store: Store | None = None
+    problem: str | None = None
+    try:  # read-only: reviewing never changes the record
+        store = Store.open_dir(config.data_dir, readonly=True)
+    except NothingRecorded:
+        problem = "nothing has been recorded yet"
+    except StoreError as exc:
+        problem = str(exc)
+    app = ReplayApp(config=config, store=store, store_problem=problem, since=since,
+                    until=until, user_themes=config_dir() / "themes")
+    try:
+        app.run()
+    finally:
+        if store is not None:
+            store.close()
+    return app.return_code or 0

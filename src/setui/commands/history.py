@@ -1,9 +1,9 @@
 """``setui history``: past incarnations, one event's whole life, one stored document.
 
 Read-only: the store is opened with ``mode=ro``, so reviewing never changes the record
-and works where the data directory is not writable. Times are UTC (marked ``Z``), as the
-service's own NotBefore is. Everything from the network is printed through
-:func:`printable`.
+and works where the data directory is not writable. Times are UTC, as the service's own
+NotBefore is, written by :mod:`setui.core.timefmt`. Everything from the network is
+printed through :func:`printable`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import IO, TYPE_CHECKING, Any
 from setui.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
+    EXIT_USAGE,
     add_storage_options,
     iso,
     open_readonly,
@@ -29,6 +30,7 @@ from setui.commands.common import (
 from setui.core.clock import utc_now
 from setui.core.diff import ABSENT, DocumentDiff, EventDiff, diff_documents
 from setui.core.model import MAX_INCARNATION, DocumentError, parse_iso
+from setui.core.timefmt import duration
 from setui.textsafe import printable
 
 if TYPE_CHECKING:  # sqlite3 loads only when a command runs, not for `setui --version`
@@ -87,13 +89,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="one event's whole life: first seen, started, gone, and how")
     parser.add_argument("--json", action="store_true",
                         help="one JSON object per line, with stable keys")
-    sub = parser.add_subparsers(dest="history_command", metavar="{show}")
+    sub = parser.add_subparsers(dest="history_command", metavar="{show,export-scenario}")
     show = sub.add_parser("show", help="one stored document, and what changed in it",
                           description="Print one stored incarnation of the events document.")
     show.add_argument("incarnation", type=incarnation_number, metavar="INCARNATION")
     show.add_argument("--diff", action="store_true",
-                      help="also what changed against the incarnation before it")
+                      help="first what changed against the incarnation before it")
     add_storage_options(show)
+    export = sub.add_parser(
+        "export-scenario", help="the record as a scenario the emulator plays",
+        description="Write the recorded events as an emulator scenario (times relative to "
+                    "the first incarnation), to rehearse a real incident with `setui demo "
+                    "--scenario FILE` or `setui emulator --scenario FILE`.")
+    export.add_argument("file", metavar="FILE", help="where to write (.toml); - for standard "
+                        "output")
+    export.add_argument("--from", dest="since", type=parse_since, metavar="TIME",
+                        help="from TIME: 2h, 30m, 7d ago, or an ISO 8601 time in UTC")
+    export.add_argument("--to", dest="until", type=parse_since, metavar="TIME",
+                        help="up to TIME (default: the end of the record)")
+    export.add_argument("--vm-name", metavar="NAME", default=argparse.SUPPRESS,
+                        help="this VM's name in the scenario (default: the configured one, "
+                             "else the first resource)")
+    add_storage_options(export)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -110,7 +127,8 @@ def history_command(args: argparse.Namespace, *, out: IO[str], err: IO[str]) -> 
         err.write(f"setui history: {exc}\n")
         return EXIT_FAILED
     if store is None:
-        if getattr(args, "history_command", None) == "show" or getattr(args, "event", None):
+        if getattr(args, "history_command", None) in ("show", "export-scenario") \
+                or getattr(args, "event", None):
             err.write("setui history: nothing has been recorded yet\n")
             return EXIT_FAILED
         if not as_json:
@@ -123,6 +141,8 @@ def history_command(args: argparse.Namespace, *, out: IO[str], err: IO[str]) -> 
             if missing is not None:
                 err.write(f"setui history: {printable(missing, 500)}\n")
                 return EXIT_FAILED
+            if getattr(args, "history_command", None) == "export-scenario":
+                return _export_scenario(store, args, out, err)
             if getattr(args, "history_command", None) == "show":
                 return _show(store, args.incarnation, bool(args.diff), as_json, out, err)
             if getattr(args, "event", None):
@@ -158,13 +178,13 @@ def _list(store: Store, limit: int, since: datetime | None, as_json: bool,
         out.write("No incarnations recorded" + (" in that time" if since else "") + ".\n")
         return EXIT_OK
     endpoints = {r.endpoint for r in records}
-    out.write(f"{'first seen (UTC)':<21} {'incarnation':>11}  what changed\n")
+    out.write(f"{'first seen':<23} {'incarnation':>11}  what changed\n")
     holes = store.holes(endpoint=records[0].endpoint if len(endpoints) == 1 else None,
                         since=records[-1].first_seen, until=utc_now())
     for record in records:
         while holes and holes[-1][0] >= record.first_seen:
             out.write(_hole_line(*holes.pop()))
-        line = f"{when(record.first_seen):<21} {record.incarnation:>11}  "
+        line = f"{when(record.first_seen):<23} {record.incarnation:>11}  "
         line += printable(record.summary, 300)
         if len(endpoints) > 1:
             line += f"  [{printable(record.endpoint, 80)}]"
@@ -176,10 +196,8 @@ def _list(store: Store, limit: int, since: datetime | None, as_json: bool,
 
 def _hole_line(start: datetime, end: datetime) -> str:
     """A hole in the record: whatever happened then was not seen."""
-    seconds = (end - start).total_seconds()
-    length = f"{seconds / 3600:.1f} h" if seconds >= 5400 else (
-        f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s")
-    return (f"{when(start):<21} {'-':>11}  -- nothing was recording until {when(end)} "
+    length = duration((end - start).total_seconds())
+    return (f"{when(start):<23} {'-':>11}  -- nothing was recording until {when(end)} "
             f"({length}): changes in that time were not seen --\n")
 
 
@@ -254,7 +272,7 @@ def _story(store: Store, event_id: str, since: datetime | None, as_json: bool,
     for entry in story:
         number = f"#{entry.incarnation}" if entry.incarnation is not None else ""
         marker = "audit" if entry.source == "audit" else number
-        out.write(f"{when(entry.time):<21} {marker:>7}  {printable(story_words(entry), 300)}\n")
+        out.write(f"{when(entry.time):<23} {marker:>7}  {printable(story_words(entry), 300)}\n")
     return EXIT_OK
 
 
@@ -306,12 +324,12 @@ def _show(store: Store, number: int, with_diff: bool, as_json: bool, out: IO[str
     out.write(f"  last seen   {when(record.last_seen)}\n")
     out.write(f"  endpoint    {printable(record.endpoint, 200)}\n")
     out.write(f"  summary     {printable(record.summary, 300)}\n")
+    if with_diff:  # what changed first: it is what the reader came for
+        _write_diff(record, previous, diff.events if diff else (), out)
     pretty = json.dumps(json.loads(record.raw_json), indent=2, ensure_ascii=False)
-    out.write("\n")
+    out.write("\nThe document:\n" if with_diff else "\n")
     for line in pretty.splitlines():
         out.write(printable(line) + "\n")
-    if with_diff:
-        _write_diff(record, previous, diff.events if diff else (), out)
     return EXIT_OK
 
 
@@ -344,3 +362,48 @@ _MARKS = {"added": "+", "removed": "-", "changed": "~"}
 
 def _value(value: Any) -> str:
     return "(absent)" if value is ABSENT else json.dumps(value, ensure_ascii=False)
+
+
+# -- the record as a scenario ----------------------------------------------------------------
+def _export_scenario(store: Store, args: argparse.Namespace, out: IO[str],
+                     err: IO[str]) -> int:
+    from pathlib import Path
+
+    from setui.emulator.scenario import ScenarioError
+    from setui.monitor.rehearse import scenario_text
+    from setui.monitor.replay import load_recording
+    from setui.monitor.report import build_report
+
+    since, until = getattr(args, "since", None), getattr(args, "until", None)
+    if since is not None and until is not None and since > until:
+        err.write("setui history export-scenario: --from is after --to\n")
+        return EXIT_USAGE
+    recording = load_recording(store, since=since, until=until)
+    if recording is None:
+        err.write("setui history export-scenario: nothing was recorded in that time\n")
+        return EXIT_FAILED
+    report = build_report(recording, since=since, until=until)
+    target = str(args.file)
+    name = "recorded" if target == "-" else (Path(target).stem or "recorded")
+    config = getattr(args, "config_resolved", None)
+    try:
+        text = scenario_text(report, name=name, vm_name=getattr(args, "vm_name", None)
+                             or getattr(config, "vm_name", None))
+    except ScenarioError as exc:
+        err.write(f"setui history export-scenario: the record cannot be played: {exc}\n")
+        return EXIT_FAILED
+    if target == "-":
+        out.write(text)
+        return EXIT_OK
+    from setui.store.files import write_atomically
+
+    try:
+        write_atomically(Path(target), text, mode=0o644)
+    except OSError as exc:
+        err.write(f"setui history export-scenario: cannot write {printable(target, 200)}: "
+                  f"{exc.strerror or exc}\n")
+        return EXIT_FAILED
+    count = len(report.events)
+    err.write(f"wrote {count} event{'s' if count != 1 else ''} to {printable(target, 200)}; "
+              f"play it with `setui demo --scenario {printable(target, 200)}`\n")
+    return EXIT_OK

@@ -15,7 +15,8 @@ from typing import IO, Any
 
 from setui.config import Config
 from setui.core.health import ConnectionState, Health, PollResult
-from setui.core.model import Document, Event
+from setui.core.model import Document, Event, parse_iso
+from setui.core.timefmt import clock, countdown, stamp
 from setui.core.tracker import Change
 from setui.session import run_until_stopped
 from setui.systemd import ERR, INFO, NOTICE, WARNING, Notifier, for_journal, under_journal
@@ -101,42 +102,37 @@ _KIND_WIDTH = 17  # "appeared at start", the longest words in the kind column
 _TYPE_WIDTH = 13
 _STATUS_WIDTH = 9  # "Scheduled"
 _ID_WIDTH = 36  # a GUID, as the service makes them
+_TIME_WIDTH = 23  # "2026-11-24 03:12:05 UTC"
 
 
-def _parse_iso(text: str | None) -> datetime | None:
+def _parse(text: str | None) -> datetime | None:
     if not text:
         return None
     try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return parse_iso(text)
     except ValueError:
         return None
 
 
+def shown_time(text: str | None) -> str:
+    """A record's ISO time as the lines write every time (:mod:`setui.core.timefmt`)."""
+    moment = _parse(text)
+    return stamp(moment, local=False) if moment is not None else (text or "-")
+
+
 def _line_time(text: str | None) -> str:
     """A record's time to the second, so every line's columns start at the same place."""
-    when = _parse_iso(text)
-    if when is None:
-        return "-".ljust(20)
-    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return shown_time(text).ljust(_TIME_WIDTH)
 
 
 def line_countdown(not_before: str | None, at: str | None) -> str:
     """NotBefore as seen from the line's own time: ``T-4:59`` ahead, ``T+0:05`` past,
     ``-`` when there is none (or either time is unreadable)."""
-    target, now = _parse_iso(not_before), _parse_iso(at)
+    target, now = _parse(not_before), _parse(at)
     if target is None or now is None:
         return "-"
-    seconds = round((target - now).total_seconds())
-    sign = "-" if seconds >= 0 else "+"
-    seconds = abs(seconds)
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"T{sign}{days}d{hours:02d}h"
-    if hours:
-        return f"T{sign}{hours}:{minutes:02d}:{secs:02d}"
-    return f"T{sign}{minutes}:{secs:02d}"
+    seconds = (target - now).total_seconds()
+    return countdown(seconds) if seconds >= 0 else f"T+{clock(-seconds)}"
 
 
 def format_record(record: dict[str, Any], *, with_time: bool = True) -> str:
@@ -165,7 +161,7 @@ def format_record(record: dict[str, Any], *, with_time: bool = True) -> str:
         f"{printable(record['event_id'] or '-', 64):<{_ID_WIDTH}}",
     ]
     if record["not_before"]:
-        parts.append(f"NotBefore {_line_time(record['not_before'])}")
+        parts.append(f"NotBefore {shown_time(record['not_before'])}")
     if record["resources"]:
         shown = ", ".join(printable(r, 64) for r in record["resources"][:5])
         more = len(record["resources"]) - 5

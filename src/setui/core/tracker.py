@@ -19,6 +19,7 @@ from datetime import datetime
 from enum import Enum
 
 from setui.core.model import Document, Event, format_not_before
+from setui.core.timefmt import duration
 
 __all__ = ["Change", "ChangeKind", "Tracker", "early_start", "summarize"]
 
@@ -208,7 +209,7 @@ def _compare(before: Event, after: Event, incarnation: int, seen_at: datetime, g
             notes.append(f"started sometime in a gap ({gap})")
         ahead = early_start(before, seen_at)
         if ahead is not None:
-            notes.append(f"started {'at least ' if gap else ''}{_mmss(ahead)} before its "
+            notes.append(f"started {'at least ' if gap else ''}{duration(ahead)} before its "
                          f"NotBefore {format_not_before(before.not_before)}")
         changes.append(Change(ChangeKind.STARTED, incarnation, seen_at, after, before,
                               detail="; ".join(notes), certain=not gap, missed=missed))
@@ -231,13 +232,6 @@ def _compare(before: Event, after: Event, incarnation: int, seen_at: datetime, g
                               detail=", ".join(_describe(name, before, after) for name in moved),
                               missed=missed))
     return changes
-
-
-def _mmss(seconds: float) -> str:
-    whole = int(seconds)
-    if whole >= 3600:
-        return f"{whole // 3600}:{whole % 3600 // 60:02d}:{whole % 60:02d}"
-    return f"{whole // 60}:{whole % 60:02d}"
 
 
 _LABELS = {

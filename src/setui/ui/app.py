@@ -10,7 +10,6 @@ SQLite or the network on Textual's event loop. Everything that tells time calls
 
 from __future__ import annotations
 
-import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -56,10 +55,8 @@ from setui.ui.screens.help import HelpScreen
 from setui.ui.screens.main import MainScreen
 from setui.ui.screens.small import TooSmallScreen, too_small
 from setui.ui.themes import (
-    DEFAULT_THEME,
-    MONO_THEME,
     ThemeChosen,
-    load_themes,
+    install_themes,
     theme_provider,
     variable_defaults,
 )
@@ -216,21 +213,7 @@ class SetuiApp(App[None]):
             self.pop_screen()
 
     def _install_themes(self) -> None:
-        loaded = load_themes(self._user_themes)
-        self.theme_names = list(loaded.names())
-        problems = list(loaded.problems)
-        for theme in loaded.themes:
-            self.register_theme(theme)
-        wanted = self.config.theme
-        # no-color.org: set and not empty.
-        if os.environ.get("NO_COLOR") and wanted == DEFAULT_THEME:
-            wanted = MONO_THEME  # no colour asked for: the theme made for that
-        if wanted not in self.available_themes:
-            fallback = DEFAULT_THEME if DEFAULT_THEME in self.available_themes else "textual-dark"
-            problems.append(f"theme {wanted!r} is not known, so {fallback} is used (known: "
-                            f"{', '.join(sorted(n for n in loaded.names()))})")
-            wanted = fallback
-        self.theme = wanted
+        self.theme_names, problems = install_themes(self, self.config.theme, self._user_themes)
         if problems:
             self.notify("\n".join(safe(p, 300) for p in problems), title="Theme problems",
                         severity="warning", timeout=15, markup=False)

@@ -12,12 +12,15 @@ import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone, tzinfo
+from datetime import datetime, timezone
 from enum import IntEnum
 from typing import NamedTuple
 
+from setui.core import timefmt
 from setui.core.health import ConnectionState, Health, PollResult
 from setui.core.model import Event, is_this_vm
+from setui.core.timefmt import age, time_of_day, utc_and_local, utc_time, zone_name
+from setui.core.timefmt import clock as duration_text
 from setui.core.tracker import Change, ChangeKind
 from setui.textsafe import printable
 
@@ -95,19 +98,6 @@ def safe(text: object, limit: int | None = None) -> str:
     return printable(text, limit)
 
 
-def duration_text(seconds: float) -> str:
-    """``0:42``, ``14:32``, ``1:02:03``; a day or more: ``6d 23h``."""
-    total = max(0, int(seconds))
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}d {hours:02d}h"
-    if hours:
-        return f"{hours}:{minutes:02d}:{secs:02d}"
-    return f"{minutes}:{secs:02d}"
-
-
 def countdown(event: Event, now: datetime, *, started_at: datetime | None = None,
               started_exact: bool = True) -> Countdown:
     """The countdown cell of an event.
@@ -133,7 +123,7 @@ def countdown(event: Event, now: datetime, *, started_at: datetime | None = None
         level = Urgency.WARNING
     else:
         level = Urgency.CALM
-    return Countdown(f"T-{duration_text(remaining)}", level)
+    return Countdown(timefmt.countdown(remaining), level)
 
 
 def impact(event: Event) -> str:
@@ -168,52 +158,9 @@ def _resources_summary(resources: Sequence[str], vm_name: str | None, limit: int
     return f"{len(resources)} VMs"
 
 
-def time_of_day(moment: datetime, now: datetime, tz: tzinfo | None = timezone.utc) -> str:
-    """``10:14:32`` on the same day as ``now`` (in ``tz``), else ``Nov 29 10:14``.
-
-    ``tz=None`` means the local time zone of this machine.
-    """
-    here = moment.astimezone(tz)
-    today = now.astimezone(tz)
-    if here.date() == today.date():
-        return here.strftime("%H:%M:%S")
-    return here.strftime("%b %d %H:%M")
-
-
-def utc_and_local(moment: datetime, now: datetime) -> str:
-    """``Sun 22 Nov 10:14:32 UTC (11:14:32 CET)``: for details and dialogs."""
-    utc = moment.astimezone(timezone.utc)
-    local = moment.astimezone()
-    text = utc.strftime("%a %d %b %Y %H:%M:%S UTC")
-    if local.utcoffset() != utc.utcoffset():
-        same_day = local.date() == utc.date()
-        shown = local.strftime("%H:%M:%S" if same_day else "%a %d %b %H:%M:%S")
-        text += f" ({shown} {zone_name(local)})"
-    return text
-
-
-def zone_name(moment: datetime) -> str:
-    """The local zone's abbreviation (``CET``), or ``local`` when it has none."""
-    name = moment.astimezone().tzname() or ""
-    return name if name and len(name) <= 6 and name.isprintable() else "local"
-
-
-def age(seconds: float) -> str:
-    """A calm age: ``<2 s``, ``14 s``, ``3 min``, ``2 h``, ``3 d``."""
-    if seconds < 2:
-        return "<2 s"
-    if seconds < 120:
-        return f"{int(seconds)} s"
-    if seconds < 7200:
-        return f"{int(seconds // 60)} min"
-    if seconds < 172800:
-        return f"{int(seconds // 3600)} h"
-    return f"{int(seconds // 86400)} d"
-
-
 def approved_label(at: datetime, user: str, *, short: bool = False) -> str:
     """``approved 10:02:11 by alice`` (UTC); ``short``: ``✓ 10:02:11``."""
-    when = at.astimezone(timezone.utc).strftime("%H:%M:%S")
+    when = utc_time(at)
     if short:
         return f"✓ {when}"
     return f"approved {when} by {safe(user, 24)}"

@@ -17,19 +17,23 @@ not tuned for the dashboard (a built-in still works when named with ``--theme``)
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from importlib import resources
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual.color import Color, ColorParseError
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.css.constants import VALID_STYLE_FLAGS
 from textual.message import Message
 from textual.theme import Theme
+
+if TYPE_CHECKING:
+    from textual.app import App
 
 try:
     import tomllib
@@ -44,6 +48,7 @@ __all__ = [
     "ThemeChosen",
     "ThemeError",
     "ThemeLoadResult",
+    "install_themes",
     "load_theme_file",
     "load_themes",
     "parse_theme",
@@ -114,6 +119,27 @@ class ThemeLoadResult:
         count = len(self.problems)
         head = "1 theme problem" if count == 1 else f"{count} theme problems"
         return "\n".join([f"{head}:", *(f"- {line}" for line in self.problems)])
+
+
+def install_themes(app: App[Any], wanted: str, user_dir: Path | None,
+                   ) -> tuple[list[str], list[str]]:
+    """Register setui's and the user's themes on ``app`` and pick ``wanted`` (the mono
+    theme when NO_COLOR asks for no colour and nothing else was chosen). Returns the
+    names setui offers, and the problems in words, for the caller to show."""
+    loaded = load_themes(user_dir)
+    problems = list(loaded.problems)
+    for theme in loaded.themes:
+        app.register_theme(theme)
+    # no-color.org: set and not empty.
+    if os.environ.get("NO_COLOR") and wanted == DEFAULT_THEME:
+        wanted = MONO_THEME  # no colour asked for: the theme made for that
+    if wanted not in app.available_themes:
+        fallback = DEFAULT_THEME if DEFAULT_THEME in app.available_themes else "textual-dark"
+        problems.append(f"theme {wanted!r} is not known, so {fallback} is used (known: "
+                        f"{', '.join(sorted(loaded.names()))})")
+        wanted = fallback
+    app.theme = wanted
+    return loaded.names(), problems
 
 
 def load_themes(user_dir: Path | None = None) -> ThemeLoadResult:

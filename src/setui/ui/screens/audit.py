@@ -17,6 +17,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Static
 
+from setui.core.timefmt import stamp
 from setui.textsafe import printable
 from setui.ui.screens.history import DetailScreen, local_and_utc, pretty_json
 from setui.ui.screens.listing import TableNavigation
@@ -141,9 +142,10 @@ def _who(record: AuditRecord, *, short: bool = False) -> str:
 
 
 def _short_time(moment: Any) -> str:
-    """``05-14 11:31:00``, local: the year is in the details; a column saved for Who."""
-    local, _ = local_and_utc(moment)
-    return local[5:]
+    """``05-14 09:31:00``, UTC: the year and the local time are in the details; a column
+    saved for Who."""
+    utc, _ = local_and_utc(moment)
+    return utc[5:]
 
 
 def _what_text(row: AuditRow, limit: int = _WHAT_LIMIT) -> Text:
@@ -196,11 +198,10 @@ def describe_row(row: AuditRow) -> Text:
             elif row.is_attempt:
                 out.append("No outcome is recorded for this attempt.\n", style="bold")
             continue
-        local, utc = local_and_utc(record.time)
         out.append(f"{title} #{record.seq}: {_safe(record.action, 40)}\n",
                    style="bold underline")
         fields = [
-            ("time", f"{local} ({utc} UTC)"),
+            ("time", stamp(record.time)),
             ("user", _safe(record.user, 200)),
             ("ssh client", _safe(record.ssh_client, 200)),
             ("host", _safe(record.host, 200)),
@@ -278,7 +279,7 @@ class AuditScreen(TableNavigation):
         table = self.query_one(DataTable)
         # Who did what comes before which event: at 80 columns the last column is the one
         # cut, and a shortened EventId (the full one is a key away) loses least.
-        table.add_column(Text("When (local)"), key="time")
+        table.add_column(Text("When (UTC)"), key="time")
         table.add_column(Text("Action and outcome"), key="what")
         table.add_column(Text("Who"), key="who")
         table.add_column(Text("Event"), key="event")

@@ -21,7 +21,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Static
 
 from setui.core.model import Event
-from setui.ui.format import countdown, impact, is_this_vm, safe, utc_and_local
+from setui.ui.format import countdown, impact, is_this_vm, safe, utc_and_local, utc_time
 from setui.ui.messages import ApprovalNote
 from setui.ui.widgets import heap
 
@@ -226,7 +226,7 @@ def approval_prompt(event: Event, *, vm_name: str | None, identity: str, now: da
     loud = bool(others) or not mine
     if previous is not None and previous.approved:
         body.append(f"\nAlready {previous.message or 'approved'} "
-                    f"({previous.at.strftime('%H:%M:%S')} UTC by {safe(previous.user, 24)}).\n")
+                    f"({utc_time(previous.at)} UTC by {safe(previous.user, 24)}).\n")
     body.append("\nRecorded in the audit log as:  ")
     body.append(safe(identity, 120), style="bold")
     body.append("\n")

@@ -14,7 +14,7 @@ import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING, ClassVar, cast
 
 from rich.console import Console
@@ -27,6 +27,7 @@ from textual.widgets import Static
 
 from setui.core.clock import utc_now
 from setui.core.model import Event
+from setui.core.timefmt import stamp
 from setui.textsafe import printable
 from setui.ui.format import countdown, impact, is_this_vm, safe, utc_and_local
 from setui.ui.messages import ApprovalNote, EventLife, GoneEvent, Session
@@ -51,7 +52,7 @@ _MEASURE = Console(width=200, color_system=None, force_terminal=False, file=None
 
 
 def _when(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%H:%M:%S UTC")
+    return stamp(moment, date=False)
 
 
 def describe_event(event: Event, *, vm_name: str | None, now: datetime, present: bool,
@@ -147,8 +148,7 @@ def describe_event(event: Event, *, vm_name: str | None, now: datetime, present:
         out.append("  nothing recorded about this event\n")
     for entry in story[-100:]:
         where = f" #{entry.incarnation}" if entry.incarnation is not None else ""
-        head = (f"  {entry.time.astimezone(timezone.utc).strftime('%Y-%m-%d %H:%M:%S')}"
-                f"{where}  ")
+        head = f"  {stamp(entry.time, local=False)}{where}  "
         out.append(head)
         text = printable(entry.kind, 20) + (f"  {printable(entry.detail, 300)}"
                                              if entry.detail else "")
@@ -336,9 +336,11 @@ class DetailsScreen(ModalScreen[None]):
     ]
 
     def __init__(self, details: EventDetails, *, vm_name: str | None = None,
-                 now: datetime | None = None) -> None:
+                 now: datetime | None = None,
+                 clock: Callable[[], datetime] | None = None) -> None:
         super().__init__()
         self.details = details
+        self._clock = clock  # a replay's cursor; None: the app's clock
         self._vm_name = vm_name
         self._now = now
         self.showing_raw = False
@@ -363,7 +365,7 @@ class DetailsScreen(ModalScreen[None]):
     def now(self) -> datetime:
         """The app's clock when it has one (setui's does), so tests and the dashboard
         agree on every countdown."""
-        clock = getattr(self.app, "now", None)
+        clock = self._clock or getattr(self.app, "now", None)
         if callable(clock):
             return cast(datetime, clock())
         return self._now or utc_now()
@@ -461,11 +463,12 @@ class DetailsScreen(ModalScreen[None]):
 
 
 def details_screen(event_id: str, session: Session, *, vm_name: str | None, now: datetime,
-                   store: Store | None, store_problem: str | None) -> DetailsScreen | None:
+                   store: Store | None, store_problem: str | None,
+                   clock: Callable[[], datetime] | None = None) -> DetailsScreen | None:
     """The details of an event in the document, or of one gone this session; None for
     an event this session does not know."""
     details = EventDetails(event_id, session, store=store,
                            store_problem=store_problem if store is None else None)
     if details.find()[0] is None:
         return None
-    return DetailsScreen(details, vm_name=vm_name, now=now)
+    return DetailsScreen(details, vm_name=vm_name, now=now, clock=clock)

@@ -23,12 +23,16 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
+from setui.config import Config
+from setui.core.clock import utc_now
 from setui.core.diff import ABSENT
 from setui.core.diff import diff_documents as compare_documents
 from setui.core.model import Document, DocumentError, Event
+from setui.core.timefmt import local_beside, stamp
 from setui.textsafe import printable
 from setui.ui.screens.listing import TableNavigation
 from setui.ui.screens.offloop import query_store
+from setui.ui.screens.replay import ReplayScreen
 from setui.ui.widgets.keys import KeyBar
 
 if TYPE_CHECKING:
@@ -38,6 +42,7 @@ __all__ = ["DetailScreen", "DiffStyles", "HistoryScreen", "IncarnationScreen",
            "describe_incarnation", "diff_documents", "local_and_utc", "pretty_json"]
 
 PAGE = 200
+WIDE = 100  # columns from which the list has room for the local time beside UTC
 RAW_LINES = 2000  # a hostile or huge document is cut here; `setui history` has it all
 _FIELDS = ("EventType", "EventStatus", "NotBefore", "Resources", "ResourceType",
            "DurationInSeconds", "EventSource", "Description")
@@ -69,12 +74,13 @@ class DiffStyles:
 
 
 def local_and_utc(moment: datetime) -> tuple[str, str]:
-    """``("2024-05-01 14:03:22", "12:03:22")``: local date and time, and UTC time."""
+    """``("2024-05-01 12:03:22", "14:03:22")``: the UTC date and time, and the local time
+    of day (``""`` where this machine's zone is UTC): the list's two time columns."""
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
-    local = moment.astimezone()
-    return local.strftime("%Y-%m-%d %H:%M:%S"), moment.astimezone(timezone.utc).strftime(
-        "%H:%M:%S")
+    utc = stamp(moment, local=False).removesuffix(" UTC")
+    local = local_beside(moment).strip(" ()")
+    return utc, local.rsplit(" ", 1)[0] if local else ""
 
 
 def _why_removed(event: Event, fate: tuple[str, str] | None) -> str:
@@ -89,8 +95,7 @@ def _why_removed(event: Event, fate: tuple[str, str] | None) -> str:
 
 
 def _when(moment: datetime) -> str:
-    local, utc = local_and_utc(moment)
-    return f"{local} ({utc} UTC)"
+    return stamp(moment)
 
 
 def _json_value(value: Any) -> str:
@@ -286,6 +291,7 @@ class HistoryScreen(TableNavigation):
         Binding("escape", "back", "Back"),
         Binding("q", "back", "Back", show=False),
         Binding("enter", "open", "Open", priority=True),
+        Binding("p", "replay", "Replay"),
         Binding("r", "reload", "Reload"),
         Binding("j", "cursor_down", "Down", show=False),
         Binding("k", "cursor_up", "Up", show=False),
@@ -308,6 +314,7 @@ class HistoryScreen(TableNavigation):
         self.records: list[IncarnationRecord] = []
         self.exhausted = False
         self._loading = False  # a page is being read on the store's thread
+        self.local_column = False
 
     def compose(self) -> ComposeResult:
         yield Static(Text("History: incarnations of the events document, newest first"),
@@ -320,8 +327,12 @@ class HistoryScreen(TableNavigation):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_column(Text("First seen (local)"), key="local")
-        table.add_column(Text("UTC"), key="utc")
+        # UTC, as every time setui writes; the local time beside it only where it differs
+        # and there is room: at 80 columns "what changed" needs the width more.
+        self.local_column = self.app.size.width >= WIDE and bool(local_beside(utc_now()))
+        table.add_column(Text("First seen (UTC)"), key="utc")
+        if self.local_column:
+            table.add_column(Text("Local"), key="local")
         table.add_column(Text("Incarn.", justify="right"), key="incarnation")
         table.add_column(Text("What changed"), key="summary")
         self.action_reload()
@@ -361,8 +372,8 @@ class HistoryScreen(TableNavigation):
         self.exhausted = len(page) < self.page_size
         table = self.query_one(DataTable)
         for record in page:
-            local, utc = local_and_utc(record.first_seen)
-            table.add_row(Text(local), Text(utc),
+            utc, local = local_and_utc(record.first_seen)
+            table.add_row(Text(utc), *([Text(local)] if self.local_column else []),
                           Text(str(record.incarnation), justify="right"),
                           Text(printable(record.summary, 120)),
                           key=str(len(self.records)))
@@ -376,10 +387,10 @@ class HistoryScreen(TableNavigation):
                       "it sees, in the dashboard and in `setui watch`.")
         elif self.exhausted:
             self._say(f"{count} incarnation{'s' if count != 1 else ''}. "
-                      "Enter: what changed, and the document.")
+                      "Enter: what changed, and the document; p: replay it.")
         else:
             self._say(f"The {count} newest incarnations; more load at the end of the list. "
-                      "Enter: what changed, and the document.")
+                      "Enter: what changed, and the document; p: replay it.")
 
     def _say(self, message: str, *, problem: bool = False) -> None:
         status = self.query_one("#history-status", Static)
@@ -410,3 +421,14 @@ class HistoryScreen(TableNavigation):
 
         query_store(self, lambda: store.previous(record), show,
                     lambda message: show(None, message), group="history-open")
+
+    def action_replay(self) -> None:
+        """``p``: the dashboard as it was when this incarnation was first seen."""
+        record = self._selected()
+        if record is None:
+            return
+        config = getattr(self.app, "config", None)
+        config = config if isinstance(config, Config) else Config()
+        self.app.push_screen(ReplayScreen(
+            self.store, config, vm_name=getattr(self.app, "vm_name", None) or config.vm_name,
+            at=record.first_seen, endpoint=record.endpoint, store_problem=self.problem))

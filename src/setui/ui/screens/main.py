@@ -284,7 +284,8 @@ class MainScreen(Screen[None]):
             incarnation=document.incarnation if document is not None else None,
             last_seen=session.last_seen, store_problem=app.store_status,
             filter_text=self.filter_text, this_vm_only=self.this_vm_only,
-            hidden=hidden, recorder=app.recorder_note), palette)
+            hidden=hidden, recorder=app.recorder_note,
+            replay=getattr(app, "replay_label", None)), palette)
         lanes = build_lanes(events, session, app.vm_name, now, selected, self._keep)
         box = self.query_one("#filter", Input)
         height = self.size.height or app.size.height

@@ -37,6 +37,7 @@ class StatusView:
     this_vm_only: bool = False
     hidden: int = 0  # events the filter or this-VM-only hides
     recorder: str | None = None  # another recorder running, or that none is
+    replay: str | None = None  # the REPLAY badge (with the day) instead of live news
 
 
 def connection_text(health: Health) -> tuple[str, str]:
@@ -67,13 +68,18 @@ def status_lines(view: StatusView, width: int, palette: Palette) -> list[Text]:
     if local.utcoffset() != timezone.utc.utcoffset(None):
         right.append(f"  {local.strftime('%H:%M:%S')} {zone_name(local)}", style=palette.muted)
     left = Text()
-    if view.demo:
+    if view.replay:
+        left.append(f" {view.replay} ", style=palette.alarm)
+        left.append(" ")
+    elif view.demo:
         left.append(" DEMO ", style=palette.alarm)
         left.append(" ")
     left.append("setui ", style="bold")
     left.append("VM ")
     if view.vm_name:
         left.append(safe(view.vm_name, 40), style="bold")
+    elif view.replay:
+        left.append("(not known)", style=palette.muted)
     else:
         left.append("(asking IMDS…)", style=palette.muted)
     if view.read_only:
@@ -91,6 +97,8 @@ def status_lines(view: StatusView, width: int, palette: Palette) -> list[Text]:
     # Line 2: the connection, the age of the news, the document, the history.
     state = view.health.state
     word, reason = connection_text(view.health)
+    if view.replay and state is ConnectionState.STALE:
+        word = "◐ not recording"  # a hole in the record: nobody was waiting for an answer
     style = {ConnectionState.LIVE: palette.ok, ConnectionState.ENABLING: "",
              ConnectionState.STALE: palette.soon, ConnectionState.RETRYING: palette.soon,
              ConnectionState.UNREACHABLE: palette.urgent}.get(state, palette.soon)

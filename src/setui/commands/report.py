@@ -1,0 +1,221 @@
+"""``setui report``: what happened to each event, as Markdown for a postmortem or JSON.
+
+Per event: its type and resources, when it was first seen, its NotBefore and every
+reschedule, who approved it and when (and how long after it appeared), when it started
+against its NotBefore, when it went and how sure that is, the refusals; and the holes in
+the record, when nothing was recording. Read-only. Text from the network or the audit
+log is made printable and its Markdown neutralised, so the report pastes as it is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from datetime import datetime
+from typing import IO, TYPE_CHECKING, Any
+
+from setui.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, iso, open_readonly
+from setui.commands.history import parse_since
+from setui.core.timefmt import duration, stamp
+from setui.textsafe import printable
+
+if TYPE_CHECKING:
+    from setui.monitor.report import Act, EventReport, Report
+
+__all__ = ["add_arguments", "markdown", "report_command", "report_json", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--from", dest="since", type=parse_since, metavar="TIME",
+                        help="events alive from TIME: 2h, 30m, 7d ago, or ISO 8601 in UTC")
+    parser.add_argument("--to", dest="until", type=parse_since, metavar="TIME",
+                        help="up to TIME (default: the end of the record)")
+    parser.add_argument("--format", choices=("md", "json"), default="md",
+                        help="Markdown (default) or JSON with stable keys")
+
+
+def run(args: argparse.Namespace) -> int:
+    return report_command(args, out=sys.stdout, err=sys.stderr)
+
+
+def report_command(args: argparse.Namespace, *, out: IO[str], err: IO[str]) -> int:
+    from setui.monitor.replay import load_recording
+    from setui.monitor.report import build_report
+    from setui.store import StoreError
+
+    since, until = getattr(args, "since", None), getattr(args, "until", None)
+    if since is not None and until is not None and since > until:
+        err.write("setui report: --from is after --to\n")
+        return EXIT_USAGE
+    try:
+        store = open_readonly(args)
+        if store is None:
+            err.write("setui report: nothing has been recorded yet\n")
+            return EXIT_FAILED
+        with store:
+            recording = load_recording(store, since=since, until=until)
+    except StoreError as exc:
+        err.write(f"setui report: {exc}\n")
+        return EXIT_FAILED
+    if recording is None:
+        err.write("setui report: nothing was recorded in that time\n")
+        return EXIT_FAILED
+    report = build_report(recording, since=since, until=until)
+    if getattr(args, "format", "md") == "json":
+        out.write(json.dumps(report_json(report), ensure_ascii=True, indent=2) + "\n")
+    else:
+        out.write(markdown(report))
+    return EXIT_OK
+
+
+# -- Markdown --------------------------------------------------------------------------------
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+
+
+def md(text: object, limit: int = 200) -> str:
+    """Network or audit text for Markdown: printable, and none of it read as markup."""
+    return _MD_SPECIAL.sub(r"\\\1", printable(text, limit))
+
+
+def _who(act: Act) -> str:
+    where = f" from {md(act.ssh_client, 60)}" if act.ssh_client else ""
+    return f"{md(act.user, 40)}{where} on {md(act.host, 60)}"
+
+
+def _after(moment: datetime, since: datetime) -> str:
+    seconds = (moment - since).total_seconds()
+    return f"{duration(seconds)} after it appeared" if seconds >= 0 else "before it appeared"
+
+
+def _started(event: EventReport) -> str:
+    if event.started_at is None:
+        return "not seen to start"
+    if event.appeared_started:
+        return (f"already Started when first seen, {stamp(event.started_at)}: when it "
+                "started is not known")
+    text = stamp(event.started_at)
+    if not event.started_certain:
+        text += " (seen then: it started sometime in a gap before)"
+    ahead = event.start_vs_not_before
+    if ahead is not None:
+        if abs(ahead) < 1:
+            text += ", at its NotBefore"
+        elif ahead > 0:
+            text += f", {duration(ahead)} before its NotBefore"
+        else:
+            text += f", {duration(-ahead)} after its NotBefore"
+    return text
+
+
+_FATES = {
+    "completed": "completed: it left the document after it started",
+    "cancelled": "cancelled by Azure: it left while still Scheduled, its NotBefore ahead",
+    "gone": "gone, not seen to end: whether it ran is not known",
+}
+
+
+def _went(event: EventReport) -> str:
+    if event.fate is None or event.gone_at is None:
+        return "still in the document at the end of the report"
+    sure = "certain" if event.fate_certain else "not certain"
+    text = f"{stamp(event.gone_at)}, {_FATES.get(event.fate, md(event.fate))} ({sure})"
+    if event.fate_detail:
+        text += f"; {md(event.fate_detail, 300)}"
+    return text
+
+
+def _event_md(event: EventReport) -> list[str]:
+    lines = [f"## {md(event.event_type, 24)} {md(event.event_id, 80)}", ""]
+    resources = ", ".join(md(r, 60) for r in event.resources[:50]) or "none listed"
+    if len(event.resources) > 50:
+        resources += f" and {len(event.resources) - 50} more"
+    first = f"{stamp(event.first_seen)}, incarnation {event.first_incarnation}"
+    if event.initial:
+        first += " (already there when the record began: it may be older)"
+    lines += [f"- **Resources:** {resources}", f"- **First seen:** {first}"]
+    if event.appeared_started:
+        lines.append("- **NotBefore:** none: it appeared already Started (no notice)")
+    else:
+        lines.append(f"- **NotBefore:** {stamp(event.not_before)}, as first announced")
+    for move in event.reschedules:
+        lines.append(f"- **Rescheduled:** NotBefore {stamp(move.old, local=False)} -> "
+                     f"{stamp(move.new, local=False)}, seen {stamp(move.seen_at)}, "
+                     f"incarnation {move.incarnation}")
+    approvals = [a for a in event.acts if a.kind != "refused"]
+    if not approvals:
+        lines.append("- **Approved:** not by anyone through setui on this VM")
+    for act in approvals:
+        lines.append(f"- **{act.kind[:1].upper()}{act.kind[1:]}:** by {_who(act)}, "
+                     f"{stamp(act.at)}, {_after(act.at, event.first_seen)} "
+                     f"({md(act.detail, 200)}; audit #{act.seq})")
+    lines.append(f"- **Started:** {_started(event)}")
+    lines.append(f"- **Went:** {_went(event)}")
+    for act in (a for a in event.acts if a.kind == "refused"):
+        lines.append(f"- **Refused:** approval by {_who(act)}, {stamp(act.at)}, refused by "
+                     f"setui, nothing sent: {md(act.detail, 200)} (audit #{act.seq})")
+    return [*lines, ""]
+
+
+def markdown(report: Report) -> str:
+    """The report as Markdown that pastes into a postmortem as it is."""
+    lines = [f"# Scheduled events: {stamp(report.start)} to {stamp(report.end)}", ""]
+    lines.append(f"- **Endpoint:** {md(report.endpoint, 200)}")
+    if report.incarnations:
+        lines.append(f"- **Incarnations recorded:** {len(report.incarnations)} "
+                     f"({report.incarnations[0]} to {report.incarnations[-1]})")
+    else:
+        lines.append("- **Incarnations recorded:** none in that time")
+    lines.append(f"- **Events:** {len(report.events)}")
+    if not report.sessions_known:
+        lines.append("- **Holes in the record:** not known (this store predates recording "
+                     "sessions)")
+    elif not report.holes:
+        lines.append("- **Holes in the record:** none: something was recording throughout")
+    else:
+        lines.append("- **Holes in the record** (nothing was recording; what changed then "
+                     "was not seen):")
+        lines += [f"  - {stamp(a)} to {stamp(b)} ({duration((b - a).total_seconds())})"
+                  for a, b in report.holes]
+    lines.append("")
+    for event in report.events:
+        lines += _event_md(event)
+    if not report.events:
+        lines += ["No event was alive in that time.", ""]
+    return "\n".join(lines)
+
+
+# -- JSON ------------------------------------------------------------------------------------
+def _act_json(act: Act) -> dict[str, Any]:
+    return {"time": iso(act.at), "kind": act.kind, "user": act.user,
+            "ssh_client": act.ssh_client, "host": act.host, "detail": act.detail,
+            "audit_seq": act.seq}
+
+
+def _event_json(event: EventReport) -> dict[str, Any]:
+    return {
+        "event_id": event.event_id, "event_type": event.event_type,
+        "resources": list(event.resources), "first_seen": iso(event.first_seen),
+        "first_incarnation": event.first_incarnation, "initial": event.initial,
+        "appeared_started": event.appeared_started, "not_before": iso(event.not_before),
+        "reschedules": [{"time": iso(m.seen_at), "incarnation": m.incarnation,
+                         "from": iso(m.old), "to": iso(m.new)} for m in event.reschedules],
+        "approvals": [_act_json(a) for a in event.acts if a.kind != "refused"],
+        "refusals": [_act_json(a) for a in event.acts if a.kind == "refused"],
+        "started_at": iso(event.started_at), "started_certain": event.started_certain,
+        "started_before_not_before_seconds": event.start_vs_not_before,
+        "gone_at": iso(event.gone_at), "fate": event.fate,
+        "fate_certain": event.fate_certain, "fate_detail": event.fate_detail or None,
+    }
+
+
+def report_json(report: Report) -> dict[str, Any]:
+    """Stable keys; times ISO 8601 UTC; ``null`` where nothing is known."""
+    return {
+        "endpoint": report.endpoint, "from": iso(report.start), "to": iso(report.end),
+        "incarnations": list(report.incarnations),
+        "holes_known": report.sessions_known,
+        "holes": [{"from": iso(a), "to": iso(b)} for a, b in report.holes],
+        "events": [_event_json(e) for e in report.events],
+    }

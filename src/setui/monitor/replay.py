@@ -1,0 +1,209 @@
+"""What the monitor knew at a past moment, rebuilt from the store: the road replay takes.
+
+A :class:`Recording` is read once (on a thread: it is SQLite) and then answers, for any
+moment, the state a live monitor would have held then: the document current at that
+moment, each event's life folded from the *stored* changes (so the gap rules the store
+applied hold in the replay too), the audit records up to then, and whether anything was
+recording at all. Nothing is guessed: in a hole the document is shown as the last one
+recorded, and said to be that.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cached_property
+
+from setui.core.health import ConnectionState, Health
+from setui.core.model import Document, DocumentError, Event
+from setui.core.tracker import Change, ChangeKind
+from setui.monitor.state import MonitorState
+from setui.store.records import AuditRecord, ChangeRecord, IncarnationRecord
+from setui.store.store import TOUCH_INTERVAL, Store
+
+__all__ = ["Moment", "Recording", "load_recording"]
+
+_LEFT = ("completed", "cancelled", "gone")
+
+
+@dataclass(frozen=True)
+class Moment:
+    """What the record says about one moment, beside the monitor state."""
+
+    at: datetime
+    index: int | None  # the incarnation current then, by position in the recording
+    hole: tuple[datetime, datetime] | None  # nothing was recording then, from .. to
+    audit: tuple[AuditRecord, ...]  # the audit records up to then, oldest first
+
+
+@dataclass(frozen=True)
+class Recording:
+    """One endpoint's record, oldest first: incarnations, audit records, holes."""
+
+    endpoint: str
+    records: tuple[IncarnationRecord, ...]
+    audit: tuple[AuditRecord, ...]
+    holes: tuple[tuple[datetime, datetime], ...]
+    sessions_known: bool  # recording sessions were kept: holes can be told
+    start: datetime
+    end: datetime
+    # Each record's document, parsed once when read (None: unreadable), so moving the
+    # cursor on the event loop only folds what is already in memory.
+    documents: tuple[Document | None, ...] = ()
+
+    def document(self, index: int) -> Document | None:
+        if index < len(self.documents):
+            return self.documents[index]
+        try:
+            return self.records[index].document()
+        except (DocumentError, ValueError):
+            return None
+
+    @cached_property
+    def times(self) -> list[datetime]:
+        """When each incarnation was first seen: the stops of the cursor."""
+        return [r.first_seen for r in self.records]
+
+    def index_at(self, at: datetime) -> int | None:
+        """The position of the incarnation current at ``at`` (None: before the first)."""
+        position = bisect.bisect_right(self.times, at) - 1
+        return position if position >= 0 else None
+
+    def step(self, at: datetime, direction: int) -> datetime:
+        """The first-seen moment of the incarnation before (-1) or after (+1) ``at``;
+        ``at`` itself when there is none that way."""
+        times = self.times
+        if direction > 0:
+            position = bisect.bisect_right(times, at)
+            return times[position] if position < len(times) else at
+        position = bisect.bisect_left(times, at) - 1
+        return times[position] if position >= 0 else at
+
+    def clamp(self, at: datetime) -> datetime:
+        return min(max(at, self.start), self.end)
+
+    def hole_at(self, at: datetime) -> tuple[datetime, datetime] | None:
+        for start, end in self.holes:
+            if start <= at < end:
+                return start, end
+        if not self.sessions_known:
+            # A store from before recording sessions were kept: past a document's last
+            # sighting (touched at least once a minute while polled) nothing is known.
+            index = self.index_at(at)
+            if index is not None:
+                last = self.records[index].last_seen
+                following = (self.records[index + 1].first_seen
+                             if index + 1 < len(self.records) else self.end)
+                if at > last + 2 * TOUCH_INTERVAL:
+                    return last, following
+        return None
+
+    def moment(self, at: datetime) -> Moment:
+        stamp = [r.time for r in self.audit]
+        upto = bisect.bisect_right(stamp, at)
+        return Moment(at, self.index_at(at), self.hole_at(at), self.audit[:upto])
+
+    def state_at(self, at: datetime, state: MonitorState | None = None) -> MonitorState:
+        """The monitor state at ``at``, folded into ``state`` (a fresh one by default):
+        the caller may pass a subclass (the dashboard's session)."""
+        state = state if state is not None else MonitorState()
+        index = self.index_at(at)
+        previous: Document | None = None
+        current: Document | None = None
+        record: IncarnationRecord | None = None
+        for position, record in enumerate(self.records[: (index + 1) if index is not None
+                                                       else 0]):
+            document = self.document(position)
+            if document is None:
+                continue  # an unreadable row: its changes cannot be given events
+            current = document
+            for change in record.changes:
+                made = _change(change, record, current, previous)
+                if made is not None:
+                    state.record(made)
+            if previous is None or previous.incarnation != current.incarnation:
+                state.incarnation_since = record.first_seen
+            previous = current
+        state.document = current
+        hole = self.hole_at(at)
+        if current is None or record is None:
+            state.health = Health(state=ConnectionState.ENABLING)
+            state.last_seen = None
+            return state
+        if hole is not None:
+            seen = min(max(hole[0], record.first_seen), at)
+            state.last_seen = seen
+            state.health = Health(state=ConnectionState.STALE, last_success=seen,
+                                  first_call_pending=False, clock_skew=record.clock_skew,
+                                  last_error="nothing was recording")
+        else:
+            state.last_seen = at
+            state.health = Health(state=ConnectionState.LIVE, last_success=at,
+                                  first_call_pending=False, clock_skew=record.clock_skew)
+        for life in state.lives.values():
+            life.notes.sort(key=lambda note: note[0])
+        return state
+
+
+def _change(stored: ChangeRecord, record: IncarnationRecord, current: Document,
+            previous: Document | None) -> Change | None:
+    """A stored change with the events it was about, taken from the stored documents:
+    the one it came in for what is there now, the one before for what left."""
+    try:
+        kind = ChangeKind(stored.kind)
+    except ValueError:
+        return None
+    event: Event | None = None
+    before: Event | None = None
+    if stored.event_id is not None:
+        now_event = current.event(stored.event_id)
+        old_event = previous.event(stored.event_id) if previous is not None else None
+        if stored.kind in _LEFT:
+            event, before = old_event, old_event
+        else:
+            event, before = now_event, old_event
+        if event is None:
+            return None  # the story does not match the documents it was stored with
+    return Change(kind, record.incarnation, record.first_seen, event, before,
+                  detail=stored.detail, initial=stored.initial, certain=stored.certain,
+                  missed=stored.missed)
+
+
+def load_recording(store: Store, *, since: datetime | None = None,
+                   until: datetime | None = None,
+                   endpoint: str | None = None) -> Recording | None:
+    """Read one endpoint's record (the newest one's, unless named) for the moments from
+    ``since`` to ``until``. Every incarnation before ``until`` is read, also those before
+    ``since``: an event's life began when it appeared, not when the window opens. None
+    when nothing was recorded there. Blocking: call it on a thread."""
+    newest = store.history(limit=1, endpoint=endpoint)
+    if not newest:
+        return None
+    endpoint = newest[0].endpoint
+    records = list(reversed(store.history(limit=None, endpoint=endpoint)))
+    if until is not None:
+        records = [r for r in records if r.first_seen <= until]
+    if not records:
+        return None
+    audit = tuple(r for r in store.audit(oldest_first=True)
+                  if r.endpoint == endpoint and (until is None or r.time <= until))
+    first = records[0].first_seen
+    sessions = store.recorders(endpoint=endpoint)
+    # A document's last sighting moves at most once a minute; the sessions say how far
+    # the record really reaches.
+    last = max([r.last_seen for r in records] + [s.end for s in sessions if s.end >= first])
+    end = until if until is not None else max(last, audit[-1].time if audit else last)
+    start = max(since, first) if since is not None else first
+    start = min(start, end)
+    holes = store.holes(endpoint=endpoint, since=first, until=end) if sessions else []
+    return Recording(endpoint, tuple(records), audit, tuple(holes), bool(sessions),
+                     start, end, tuple(_parsed(r) for r in records))
+
+
+def _parsed(record: IncarnationRecord) -> Document | None:
+    try:
+        return record.document()
+    except (DocumentError, ValueError):
+        return None
+

@@ -1,0 +1,167 @@
+"""What happened to each event, from the record: the facts a postmortem needs.
+
+Built from a :class:`~setui.monitor.replay.Recording`: the lives come from folding the
+stored changes into a :class:`MonitorState` (so "started" and "went" carry the same
+certainty as everywhere else: the gap rules were applied when the changes were stored),
+the reschedules from the stored changes, and the approvals and refusals from the audit
+log. Nothing is rendered here: ``setui report`` writes it as Markdown or JSON.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from setui.core.model import DocumentError, Event
+from setui.monitor.replay import Recording
+from setui.monitor.state import MonitorState
+from setui.store.records import APPROVE_ATTEMPT, APPROVE_OUTCOME, REFUSED, AuditRecord
+
+__all__ = ["Act", "EventReport", "Report", "Reschedule", "build_report"]
+
+
+@dataclass(frozen=True)
+class Reschedule:
+    seen_at: datetime
+    incarnation: int
+    old: datetime | None
+    new: datetime | None
+
+
+@dataclass(frozen=True)
+class Act:
+    """An operator's act from the audit log: an approval's outcome, or a refusal."""
+
+    at: datetime
+    kind: str  # "approved", "approval failed", "refused"
+    user: str
+    ssh_client: str | None
+    host: str
+    detail: str  # HTTP status, the service's error, or setui's reason
+    seq: int
+
+
+@dataclass
+class EventReport:
+    event_id: str
+    event_type: str
+    resources: tuple[str, ...]
+    first_seen: datetime
+    first_incarnation: int
+    initial: bool  # already there when the record began: it may be older
+    appeared_started: bool
+    not_before: datetime | None  # as first announced
+    reschedules: list[Reschedule] = field(default_factory=list)
+    last_not_before: datetime | None = None  # the last one it had while Scheduled
+    acts: list[Act] = field(default_factory=list)
+    started_at: datetime | None = None
+    started_certain: bool = True
+    gone_at: datetime | None = None
+    fate: str | None = None  # completed, cancelled, gone; None: still there at the end
+    fate_certain: bool = True
+    fate_detail: str = ""
+    event: Event | None = field(default=None, repr=False)  # as first seen
+
+    @property
+    def approvals(self) -> list[Act]:
+        return [a for a in self.acts if a.kind == "approved"]
+
+    @property
+    def start_vs_not_before(self) -> float | None:
+        """Seconds the start came before its NotBefore (negative: after it)."""
+        if self.started_at is None or self.last_not_before is None or self.appeared_started:
+            return None
+        return (self.last_not_before - self.started_at).total_seconds()
+
+
+@dataclass(frozen=True)
+class Report:
+    endpoint: str
+    start: datetime
+    end: datetime
+    incarnations: tuple[int, ...]
+    holes: tuple[tuple[datetime, datetime], ...]
+    sessions_known: bool
+    events: tuple[EventReport, ...]
+
+
+def build_report(recording: Recording, *, since: datetime | None = None,
+                 until: datetime | None = None) -> Report:
+    """The report of the events whose life touched ``since`` .. ``until`` (default: the
+    whole record)."""
+    start = since or recording.records[0].first_seen
+    end = until or recording.end
+    state = recording.state_at(end, MonitorState())
+    events: dict[str, EventReport] = {}
+    for record in recording.records:
+        if record.first_seen > end:
+            break
+        try:
+            document = record.document()
+        except (DocumentError, ValueError):
+            continue
+        for change in record.changes:
+            event = document.event(change.event_id) if change.event_id else None
+            if event is None:
+                continue  # it left: its life's end comes from the folded state
+            report = events.get(event.event_id)
+            if report is None:
+                report = events[event.event_id] = EventReport(
+                    event_id=event.event_id, event_type=str(event.event_type),
+                    resources=tuple(event.resources), first_seen=record.first_seen,
+                    first_incarnation=record.incarnation, initial=change.initial,
+                    appeared_started=event.is_started, not_before=event.not_before,
+                    last_not_before=event.not_before, event=event)
+            if change.kind == "rescheduled":
+                report.reschedules.append(Reschedule(record.first_seen, record.incarnation,
+                                                     report.last_not_before, event.not_before))
+            if event.is_scheduled and event.not_before is not None:
+                report.last_not_before = event.not_before
+    for event_id, report in events.items():
+        life = state.lives.get(event_id)
+        if life is not None:
+            report.started_at = life.started_at
+            report.started_certain = life.started_exact
+            report.gone_at, report.fate = life.gone_at, life.fate
+            report.fate_certain = life.fate_certain
+            if life.not_before is not None:
+                report.last_not_before = life.not_before
+        for note in (g for g in state.gone if g.event.event_id == event_id):
+            report.fate_detail = note.detail
+            break
+    _add_acts(events, recording.audit, end)
+    chosen = [r for r in events.values()
+              if r.first_seen <= end and (r.gone_at is None or r.gone_at >= start)]
+    chosen.sort(key=lambda r: (r.first_seen, r.event_id))
+    holes = tuple((max(a, start), min(b, end)) for a, b in recording.holes
+                  if b > start and a < end)
+    incarnations = tuple(r.incarnation for r in recording.records
+                         if start <= r.first_seen <= end)
+    return Report(recording.endpoint, start, end, incarnations, holes,
+                  recording.sessions_known, tuple(chosen))
+
+
+def _add_acts(events: dict[str, EventReport], audit: tuple[AuditRecord, ...],
+              end: datetime) -> None:
+    attempts = {r.seq: r for r in audit if r.action == APPROVE_ATTEMPT}
+    for record in audit:
+        report = events.get(record.event_id or "")
+        if report is None or record.time > end:
+            continue
+        if record.action == APPROVE_OUTCOME:
+            attempt = attempts.get(record.attempt_seq or -1) or record
+            ok = record.error is None and record.status is not None \
+                and 200 <= record.status < 300
+            detail = (f"HTTP {record.status}" if record.error is None
+                      else f"{record.error}")
+            report.acts.append(Act(record.time, "approved" if ok else "approval failed",
+                                   attempt.user, attempt.ssh_client, attempt.host, detail,
+                                   record.seq))
+        elif record.action == REFUSED:
+            report.acts.append(Act(record.time, "refused", record.user, record.ssh_client,
+                                   record.host, record.error or "no reason", record.seq))
+        elif record.action == APPROVE_ATTEMPT and record.outcome_unknown:
+            report.acts.append(Act(record.time, "approval sent, outcome unknown",
+                                   record.user, record.ssh_client, record.host,
+                                   "setui stopped before recording the answer", record.seq))
+

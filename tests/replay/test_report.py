@@ -1,0 +1,84 @@
+"""`setui report` in a real process over the recorded incident: the Markdown against a
+fixed expected file (tests/replay/expected/; SETUI_UPDATE_EXPECTED=1 rewrites it, to be
+looked at before committing), the JSON's keys, the words for bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from setui.commands.report import md
+from setui.store import Store
+
+EXPECTED = Path(__file__).parent / "expected"
+
+
+def setui(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, SETUI_DATA_DIR=str(data_dir), TZ="Europe/Amsterdam")
+    return subprocess.run([sys.executable, "-m", "setui.cli", *args], capture_output=True,
+                          text=True, env=env, timeout=60, stdin=subprocess.DEVNULL)
+
+
+def test_the_markdown_report_of_the_recorded_incident(recorded: Store) -> None:
+    done = setui("report", data_dir=recorded.path.parent)
+    assert done.returncode == 0, done.stderr
+    expected = (EXPECTED / "report-incident.md").read_text(encoding="utf-8")
+    if os.environ.get("SETUI_UPDATE_EXPECTED"):
+        (EXPECTED / "report-incident.md").write_text(done.stdout, encoding="utf-8")
+    assert done.stdout == expected
+
+
+def test_a_window_keeps_the_events_alive_in_it(recorded: Store) -> None:
+    # From 03:03:30: the Reboot (gone 03:02:12) and the Freeze (cancelled 03:03:20) are
+    # over; the Redeploy is still there, and the hole is inside the window.
+    done = setui("report", "--from", "2026-11-24T03:03:30", "--format", "json",
+                 data_dir=recorded.path.parent)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert [e["event_type"] for e in data["events"]] == ["Redeploy"]
+    assert data["holes"] == [{"from": "2026-11-24T03:04:00Z", "to": "2026-11-24T03:05:30Z"}]
+
+
+def test_json_has_stable_keys_and_is_ascii(recorded: Store) -> None:
+    done = setui("report", "--format", "json", data_dir=recorded.path.parent)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.isascii()
+    data = json.loads(done.stdout)
+    assert list(data) == ["endpoint", "from", "to", "incarnations", "holes_known", "holes",
+                          "events"]
+    reboot, freeze, redeploy = data["events"]
+    assert list(reboot) == [
+        "event_id", "event_type", "resources", "first_seen", "first_incarnation", "initial",
+        "appeared_started", "not_before", "reschedules", "approvals", "refusals",
+        "started_at", "started_certain", "started_before_not_before_seconds", "gone_at",
+        "fate", "fate_certain", "fate_detail"]
+    assert reboot["approvals"][0]["user"] == "alice"
+    assert reboot["started_before_not_before_seconds"] == 218.0
+    assert (freeze["fate"], freeze["fate_certain"]) == ("cancelled", True)
+    assert freeze["refusals"][0]["user"] == "bob"
+    assert [m["to"] for m in freeze["reschedules"]] == ["2026-11-24T03:06:00Z"]
+    assert (redeploy["fate"], redeploy["fate_certain"]) == ("gone", False)
+
+
+def test_nothing_recorded_and_a_backwards_window_are_said_in_words(tmp_path: Path,
+                                                                  recorded: Store) -> None:
+    done = setui("report", data_dir=tmp_path / "empty")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert "nothing has been recorded yet" in done.stderr
+    done = setui("report", "--from", "1h", "--to", "2h", data_dir=recorded.path.parent)
+    assert done.returncode == 2 and "--from is after --to" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("text", ["[click](http://evil)", "**x** `y` <b>", "a|b # c",
+                                  "\x1b[2Jbell\x07"])
+def test_text_from_the_network_is_not_read_as_markdown(text: str) -> None:
+    shown = md(text)
+    assert "\x1b" not in shown and "\x07" not in shown
+    for special in "[]()*`<>|#":
+        assert all(shown[i - 1] == "\\" for i, c in enumerate(shown) if c == special)
