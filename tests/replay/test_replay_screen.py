@@ -233,3 +233,16 @@ def test_snapshot_replay_in_the_hole(recorded: Store, snap_compare: Any,
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+async def test_a_replay_quits_on_ctrl_c_and_says_the_size_it_needs(recorded: Store) -> None:
+    """What every setui app does in a terminal (setui.ui.shell) holds for the replay too."""
+    from setui.ui.screens.small import TooSmallScreen
+
+    app = ReplayApp(config=CONFIG, store=recorded, at=at(95))
+    async with app.run_test(size=(50, 16)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, TooSmallScreen))
+        await pilot.resize_terminal(80, 24)
+        await wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen))
+        await pilot.press("ctrl+c")
+        await wait_for(pilot, lambda: not app.is_running)

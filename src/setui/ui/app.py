@@ -19,12 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
-from textual.app import App, SystemCommand
+from textual.app import SystemCommand
 from textual.binding import Binding, BindingType
 from textual.command import CommandPalette
-from textual.events import Resize
-from textual.filter import Monochrome, NoColor
-from textual.geometry import Size
 from textual.notifications import Notify, SeverityLevel
 from textual.screen import Screen
 from textual.worker import Worker
@@ -48,12 +45,11 @@ from setui.ui.format import (
     safe,
 )
 from setui.ui.messages import ApprovalDone, ApprovalNote, PollUpdate, Session
-from setui.ui.nocolor import WithoutColor
 from setui.ui.screens.confirm import GUARD_SECONDS, ConfirmationModal, approval_prompt
 from setui.ui.screens.details import details_screen
 from setui.ui.screens.help import HelpScreen
 from setui.ui.screens.main import MainScreen
-from setui.ui.screens.small import TooSmallScreen, too_small
+from setui.ui.shell import TerminalApp
 from setui.ui.themes import (
     ThemeChosen,
     install_themes,
@@ -71,18 +67,14 @@ __all__ = ["MAX_TOASTS", "SetuiApp"]
 MAX_TOASTS = 2  # notifications on screen at once
 
 
-class SetuiApp(App[None]):
+class SetuiApp(TerminalApp):
     """``setui`` and ``setui demo``: the Scheduled Events dashboard."""
 
     CSS_PATH = "app.tcss"
     TITLE = "setui"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "help", "Help"),
-        Binding("q", "quit", "Quit"),
-        # Textual's own Ctrl+C only says "press ctrl+q to quit"; in a terminal Ctrl+C
-        # is how a program is stopped. The same quit as q (it asks first while an
-        # approval is in flight); priority: it quits from the filter box too.
-        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
+        Binding("q", "quit", "Quit"),  # Ctrl+C too: see TerminalApp
     ]
 
     def __init__(self, *, client: ImdsClient, config: Config, store: Store | None = None,
@@ -92,9 +84,6 @@ class SetuiApp(App[None]):
                  poll: bool = True, user_themes: Path | None = None,
                  zoom: int | None = None, config_path: Path | None = None) -> None:
         super().__init__()
-        if self.no_color:  # Textual's own filter still sends greys (38;5;244) or defaults
-            self._filters = [f for f in self._filters
-                             if not isinstance(f, (Monochrome, NoColor))] + [WithoutColor()]
         self.config_path = config_path  # where a theme picked in the palette is saved
         self.client = client
         self.config = config
@@ -198,19 +187,6 @@ class SetuiApp(App[None]):
             self._poll_worker.cancel()
         await self.monitor.aclose()
         await self.client.aclose()
-
-    def on_resize(self, event: Resize) -> None:
-        self._check_size(event.size)  # self.size follows a moment later
-
-    def _check_size(self, size: Size | None = None) -> None:
-        """Cover every screen with the size it needs while the terminal is too small."""
-        size = size or self.size
-        small = too_small(size.width, size.height)
-        covered = isinstance(self.screen, TooSmallScreen)
-        if small and not covered:
-            self.push_screen(TooSmallScreen())
-        elif covered and not small:
-            self.pop_screen()
 
     def _install_themes(self) -> None:
         self.theme_names, problems = install_themes(self, self.config.theme, self._user_themes)

@@ -10,13 +10,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
 from setui.ui.format import Palette, safe
 from setui.ui.screens.help import HelpScreen
 from setui.ui.screens.replay import ReplayScreen
+from setui.ui.shell import TerminalApp
 from setui.ui.themes import install_themes, variable_defaults
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["ReplayApp"]
 
 
-class ReplayApp(App[None]):
+class ReplayApp(TerminalApp):
     """The dashboard as it was, moment by moment, from the store."""
 
     CSS_PATH = "app.tcss"
@@ -57,6 +57,7 @@ class ReplayApp(App[None]):
         _names, problems = install_themes(self, self.config.theme, self._user_themes)
         self.theme_changed_signal.subscribe(self, lambda _theme: self._restyle())
         self._restyle()
+        self._check_size()
         if problems:
             self.notify("\n".join(safe(p, 300) for p in problems), title="Theme problems",
                         severity="warning", timeout=15, markup=False)
