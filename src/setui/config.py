@@ -6,6 +6,12 @@ Precedence, lowest first: built-in defaults, ``config.toml``, environment variab
 The file is optional; a bad one is an error with its path and the key named, never a
 traceback and never silently ignored.
 
+The fleet view's Prometheus (``prometheus``, env ``SETUI_PROMETHEUS_URL``) and its
+credentials (``prometheus-token``, or ``prometheus-user`` and ``prometheus-password``; env
+``SETUI_PROMETHEUS_TOKEN``, ``SETUI_PROMETHEUS_USER``, ``SETUI_PROMETHEUS_PASSWORD``) come
+from here too, never from the command line, where every user of the machine could read
+them in the process list.
+
 ``history-days`` is how long the incarnation history is kept (default 90); ``0`` keeps
 it forever. The audit log is never pruned, whatever it says.
 """
@@ -19,7 +25,7 @@ import re
 import stat
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +70,11 @@ class Config:
     history_days: int = 90  # 0: keep forever (the Store takes 0 or None as that)
     # Where audit records also go (setui.auditforward); None: auto.
     audit_forward: str | None = None
+    # The fleet view's Prometheus; secrets are kept out of repr (and so out of tracebacks).
+    prometheus: str | None = None
+    prometheus_token: str | None = field(default=None, repr=False)
+    prometheus_user: str | None = None
+    prometheus_password: str | None = field(default=None, repr=False)
 
     def with_overrides(self, **values: Any) -> Config:
         """Apply command-line values; ``None`` means "not given" and keeps the setting."""
@@ -93,6 +104,10 @@ _TYPES: Mapping[str, tuple[type, ...]] = {
     "data_dir": (str,),
     "history_days": (int,),
     "audit_forward": (str,),
+    "prometheus": (str,),
+    "prometheus_token": (str,),
+    "prometheus_user": (str,),
+    "prometheus_password": (str,),
 }
 
 
@@ -112,6 +127,10 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
         "SETUI_API_VERSION": "api_version",
         "SETUI_DATA_DIR": "data_dir",
         "SETUI_AUDIT_FORWARD": "audit_forward",
+        "SETUI_PROMETHEUS_URL": "prometheus",
+        "SETUI_PROMETHEUS_TOKEN": "prometheus_token",
+        "SETUI_PROMETHEUS_USER": "prometheus_user",
+        "SETUI_PROMETHEUS_PASSWORD": "prometheus_password",
     }
     origins: dict[str, str] = {}
     for var, key in env_map.items():
@@ -208,6 +227,15 @@ def _check(config: Config, source: str, origins: Mapping[str, str] | None = None
             parse_target(config.audit_forward)
         except ValueError as exc:
             raise ConfigError(f"{where('audit_forward')}: {exc}") from None
+    if config.prometheus_token and (config.prometheus_user or config.prometheus_password):
+        raise ConfigError(f"{where('prometheus_token')}: prometheus-token and "
+                          "prometheus-user/prometheus-password are two ways to log in to "
+                          "Prometheus; give one")
+    if bool(config.prometheus_user) != bool(config.prometheus_password):
+        given, missing = (("prometheus-user", "prometheus-password") if config.prometheus_user
+                          else ("prometheus-password", "prometheus-user"))
+        raise ConfigError(f"{where(given.replace('-', '_'))}: {given} is set but "
+                          f"{missing} is not; basic auth needs both")
     if config.history_days < 0:
         raise ConfigError(f"{where('history_days')}: history-days must be a number of days, "
                           f"or 0 to keep the history forever; got {config.history_days}")

@@ -38,10 +38,15 @@ class HelpScreen(ModalScreen[None]):
         # PgUp/PgDn, Home/End and the arrows: the scroll container's own keys.
     ]
 
+    def __init__(self, text: str | None = None) -> None:
+        super().__init__()
+        self._text = text  # another help file (the fleet view's); default: help.md
+
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help"):
             yield Static("Help  (Escape closes)", id="help-title")
-            yield Markdown(help_text(), id="help-body")
+            yield Markdown(self._text if self._text is not None else help_text(),
+                           id="help-body")
         yield KeyBar()
 
     def on_mount(self) -> None:

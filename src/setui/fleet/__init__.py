@@ -1,0 +1,31 @@
+"""The fleet view's headless half: Prometheus's HTTP API, and what its answer says about
+every VM's scheduled events. No textual, no rich: ``setui.ui.fleet`` draws it."""
+
+from setui.fleet.model import Fleet, FleetEvent, FleetVm, Group, VmKey, VmState
+from setui.fleet.prometheus import (
+    QUERY,
+    Answer,
+    PrometheusAuth,
+    PrometheusClient,
+    PrometheusError,
+    check_prometheus_url,
+)
+from setui.fleet.watcher import FleetUpdate, FleetWatcher, LinkState
+
+__all__ = [
+    "QUERY",
+    "Answer",
+    "Fleet",
+    "FleetEvent",
+    "FleetUpdate",
+    "FleetVm",
+    "FleetWatcher",
+    "Group",
+    "LinkState",
+    "PrometheusAuth",
+    "PrometheusClient",
+    "PrometheusError",
+    "VmKey",
+    "VmState",
+    "check_prometheus_url",
+]

@@ -1,0 +1,287 @@
+"""What one Prometheus answer says about the fleet: its VMs, their events, their groups.
+
+Pure functions of the answer (and of the VMs seen before, so a VM whose series vanished
+is still listed, as "not reported", never silently dropped). The names and labels are the
+contract with ``setui agent``. Every label value is network text: it is bounded here and
+made printable where it is shown; nothing here guesses what a missing value would be.
+
+An event is listed once however many VMs report it (every VM of an availability set sees
+its neighbours' events): its resources, statuses, approvers and reporters are merged, and
+every series is kept for the details. Its group is its reporters' group: the scale set,
+else the placement group, else the resource group.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Any, NamedTuple
+
+__all__ = [
+    "EVENT_METRIC",
+    "IDENTITY_LABELS",
+    "SUCCESS_METRIC",
+    "Fleet",
+    "FleetBuilder",
+    "FleetEvent",
+    "FleetVm",
+    "Group",
+    "VmKey",
+    "VmState",
+    "group_of",
+]
+
+EVENT_METRIC = "azure_scheduledevent_event"
+SUCCESS_METRIC = "setui_last_success_timestamp_seconds"
+IDENTITY_LABELS = ("vm_name", "vm_scale_set", "placement_group", "resource_group",
+                   "subscription_id", "zone")
+EVENT_LABELS = ("eventID", "eventType", "eventStatus", "eventSource", "resourceType",
+                "resource", "notBefore", "this_vm", "approved_by")
+LABEL_LIMIT = 128  # the agent bounds its labels to this; a relabelling Prometheus may not
+MAX_SERIES = 500_000  # more is not a fleet this view can show; the rest is counted
+MAX_SERIES_KEPT = 64  # series of one event kept for its details
+MAX_REMEMBERED = 20_000  # VMs no longer reported, remembered for this session
+
+
+class VmKey(NamedTuple):
+    """A VM's identity across answers: names are unique within a resource group."""
+
+    subscription_id: str
+    resource_group: str
+    vm_name: str
+
+
+class VmState(Enum):
+    """What is known of a VM's agent, in words the dashboard shows as they are."""
+
+    LIVE = "live"
+    STALE = "stale"  # its last good answer from IMDS is old: its agent stopped polling
+    WAITING = "no answer yet"  # its agent has not had a good answer from IMDS yet
+    UNKNOWN = "unknown"  # events reported, but no setui_last_success_timestamp_seconds
+    GONE = "not reported"  # its series vanished: its agent, or the scrape of it, stopped
+
+    @property
+    def healthy(self) -> bool:
+        return self is VmState.LIVE
+
+
+class Group(NamedTuple):
+    """Where a VM belongs for the operator: ``kind`` in words, ``name`` as exported."""
+
+    kind: str  # "scale set", "placement group", "resource group", "no group"
+    name: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind} {self.name}" if self.name else self.kind
+
+
+NO_GROUP = Group("no group", "")
+
+
+def group_of(identity: Mapping[str, str]) -> Group:
+    """The contract's rule: the scale set, else the placement group, else the resource
+    group."""
+    for label, kind in (("vm_scale_set", "scale set"), ("placement_group", "placement group"),
+                        ("resource_group", "resource group")):
+        if identity.get(label):
+            return Group(kind, identity[label])
+    return NO_GROUP
+
+
+@dataclass(frozen=True)
+class FleetVm:
+    """One VM as its agent's series describe it."""
+
+    key: VmKey
+    identity: Mapping[str, str]
+    group: Group
+    state: VmState
+    last_success: float | None  # Unix seconds; None when not exported, 0 when never
+    reported_at: float  # Prometheus's time when its series were last in an answer
+    instance: str = ""
+    job: str = ""
+    event_ids: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.key.vm_name
+
+
+@dataclass(frozen=True)
+class FleetEvent:
+    """One scheduled event, merged from every VM that reports it."""
+
+    event_id: str
+    event_type: str
+    statuses: tuple[str, ...]
+    source: str
+    not_before: datetime | None
+    not_before_text: str
+    resources: tuple[str, ...]
+    approved_by: tuple[str, ...]
+    reporters: tuple[VmKey, ...]
+    group: Group
+    series: tuple[Mapping[str, str], ...] = field(repr=False)
+    stale: bool = False  # every VM reporting it has stopped answering: its news is old
+
+    @property
+    def status(self) -> str:
+        """Started when any reporter sees it started (a fact), else what they say."""
+        if "Started" in self.statuses:
+            return "Started"
+        return self.statuses[0] if self.statuses else ""
+
+    @property
+    def is_started(self) -> bool:
+        return self.status == "Started"
+
+    def sort_key(self) -> tuple[Any, ...]:
+        """Most urgent first, independent of the time so rows only move on news:
+        started, then by NotBefore, then the rest."""
+        far = datetime.max.replace(tzinfo=timezone.utc)
+        if self.is_started:
+            return (0, far, self.event_id)
+        if self.not_before is not None:
+            return (2, self.not_before, self.event_id)
+        return (3, far, self.event_id)
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """One answer, understood. ``at`` is Prometheus's time of the answer (Unix seconds)."""
+
+    at: float
+    vms: Mapping[VmKey, FleetVm]
+    events: tuple[FleetEvent, ...]
+    dropped: int = 0  # series over MAX_SERIES, not read
+    ignored: int = 0  # series without the labels of the contract
+
+    def problem_vms(self) -> list[FleetVm]:
+        """VMs whose agents are not known to be answering, most recently reported first."""
+        return sorted((vm for vm in self.vms.values() if not vm.state.healthy),
+                      key=lambda vm: (-vm.reported_at, vm.key))
+
+
+def _label(labels: Mapping[str, Any], name: str) -> str:
+    value = labels.get(name, "")
+    if not isinstance(value, str):
+        return ""
+    return value if len(value) <= LABEL_LIMIT else value[:LABEL_LIMIT]
+
+
+def _value(sample: Mapping[str, Any]) -> float | None:
+    try:
+        value = float(sample["value"][1])
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+class FleetBuilder:
+    """Turns answers into :class:`Fleet` and remembers the VMs seen, so one whose series
+    vanished is shown as not reported (with when it last was) rather than forgotten."""
+
+    def __init__(self, stale_after: float = 120.0) -> None:
+        self.stale_after = stale_after
+        self._seen: dict[VmKey, FleetVm] = {}
+
+    def build(self, result: Iterable[Mapping[str, Any]], at: float) -> Fleet:
+        vm_labels: dict[VmKey, Mapping[str, str]] = {}
+        success: dict[VmKey, float] = {}
+        by_event: dict[str, list[tuple[VmKey, Mapping[str, str], float | None]]] = {}
+        ids_of: dict[VmKey, list[str]] = {}
+        dropped = ignored = 0
+        for count, sample in enumerate(result):
+            if count >= MAX_SERIES:
+                dropped += 1
+                continue
+            labels = sample.get("metric") if isinstance(sample, Mapping) else None
+            if not isinstance(labels, Mapping):
+                ignored += 1
+                continue
+            name = labels.get("__name__")
+            key = VmKey(_label(labels, "subscription_id"), _label(labels, "resource_group"),
+                        _label(labels, "vm_name"))
+            if not key.vm_name:
+                ignored += 1
+                continue
+            if name == SUCCESS_METRIC:
+                value = _value(sample)
+                if value is not None:
+                    success[key] = max(value, success.get(key, 0.0))
+                vm_labels.setdefault(key, labels)
+            elif name == EVENT_METRIC:
+                event_id = _label(labels, "eventID")
+                if not event_id:
+                    ignored += 1
+                    continue
+                by_event.setdefault(event_id, []).append((key, labels, _value(sample)))
+                ids_of.setdefault(key, []).append(event_id)
+                vm_labels.setdefault(key, labels)
+            else:
+                ignored += 1
+        vms = {key: self._vm(key, labels, success.get(key), at, ids_of.get(key, ()))
+               for key, labels in vm_labels.items()}
+        self._remember(vms, at)
+        everyone = dict(self._seen)
+        everyone.update(vms)
+        events = tuple(sorted((_event(event_id, rows, vms) for event_id, rows in
+                               by_event.items()), key=FleetEvent.sort_key))
+        return Fleet(at, everyone, events, dropped, ignored)
+
+    def _vm(self, key: VmKey, labels: Mapping[str, str], last: float | None, at: float,
+            event_ids: Iterable[str]) -> FleetVm:
+        identity = {name: _label(labels, name) for name in IDENTITY_LABELS}
+        if last is None:
+            state = VmState.UNKNOWN
+        elif last <= 0:
+            state = VmState.WAITING
+        elif at - last > self.stale_after:
+            state = VmState.STALE
+        else:
+            state = VmState.LIVE
+        return FleetVm(key, identity, group_of(identity), state, last, at,
+                       _label(labels, "instance"), _label(labels, "job"),
+                       tuple(dict.fromkeys(event_ids)))
+
+    def _remember(self, vms: Mapping[VmKey, FleetVm], at: float) -> None:
+        for key, vm in self._seen.items():
+            if key not in vms and vm.state is not VmState.GONE:
+                self._seen[key] = replace(vm, state=VmState.GONE)
+        self._seen.update(vms)
+        if len(self._seen) > MAX_REMEMBERED:
+            oldest = sorted(self._seen.values(), key=lambda vm: vm.reported_at)
+            for vm in oldest[:len(self._seen) - MAX_REMEMBERED]:
+                del self._seen[vm.key]
+
+
+def _event(event_id: str, rows: list[tuple[VmKey, Mapping[str, str], float | None]],
+           vms: Mapping[VmKey, FleetVm]) -> FleetEvent:
+    first = rows[0][1]
+    statuses = tuple(dict.fromkeys(_label(labels, "eventStatus") for _, labels, _ in rows))
+    resources = tuple(dict.fromkeys(r for _, labels, _ in rows
+                                    if (r := _label(labels, "resource"))))
+    approvers = tuple(dict.fromkeys(a for _, labels, _ in rows
+                                    if (a := _label(labels, "approved_by"))))
+    reporters = tuple(dict.fromkeys(key for key, _, _ in rows))
+    not_before = None
+    values = [v for _, _, v in rows if v is not None and v > 0]
+    if values:
+        try:
+            not_before = datetime.fromtimestamp(min(values), tz=timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            not_before = None
+    groups = Counter(vms[key].group for key in reporters if key in vms)
+    group = groups.most_common(1)[0][0] if groups else NO_GROUP
+    stale = all(key in vms and not vms[key].state.healthy for key in reporters)
+    return FleetEvent(
+        event_id=event_id, event_type=_label(first, "eventType"), statuses=statuses,
+        source=_label(first, "eventSource"), not_before=not_before,
+        not_before_text=_label(first, "notBefore"), resources=resources,
+        approved_by=approvers, reporters=reporters, group=group,
+        series=tuple(labels for _, labels, _ in rows[:MAX_SERIES_KEPT]), stale=stale)

@@ -1,0 +1,191 @@
+"""One instant query to Prometheus's HTTP API (``/api/v1/query``), and its answer checked.
+
+The fleet view reads what the agents export from whatever already scrapes them
+(Prometheus, Azure Managed Prometheus, Thanos, Mimir: the same API). The client is
+synchronous on purpose: the dashboard calls it from a thread worker, where parsing tens of
+thousands of series cannot stall Textual's event loop. Credentials (a bearer token, or a
+user and password) come from the config file or the environment, never the command line.
+Every failure is a :class:`PrometheusError` whose message is for people; a body too large
+or not shaped like the API's is refused, not half-read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from setui import __version__
+from setui.textsafe import printable
+
+__all__ = [
+    "MAX_BODY",
+    "QUERY",
+    "Answer",
+    "PrometheusAuth",
+    "PrometheusClient",
+    "PrometheusError",
+    "check_prometheus_url",
+]
+
+# The contract with `setui agent`: every current event's series and every VM's last good
+# answer from IMDS, in one query (docs: CONTRACT, "the fleet view queries these").
+QUERY = '{__name__=~"azure_scheduledevent_event|setui_last_success_timestamp_seconds"}'
+MAX_BODY = 256 * 1024 * 1024  # 10,000 VMs x 3 events is about 20 MB of JSON
+TIMEOUT = 30.0  # seconds for the whole answer; a large fleet's query takes a while
+
+
+class PrometheusError(Exception):
+    """A query that brought nothing usable. ``kind`` is ``unreachable`` (no answer at
+    all), ``refused`` (401/403: the credentials), ``error`` (Prometheus answered with an
+    error) or ``bad answer`` (not the API's shape)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class PrometheusAuth:
+    """How to log in: a bearer token, or basic auth; neither for an open Prometheus."""
+
+    token: str | None = field(default=None, repr=False)
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    def basic(self) -> httpx.BasicAuth | None:
+        if self.user and self.password is not None:
+            return httpx.BasicAuth(self.user, self.password)
+        return None
+
+    @property
+    def described(self) -> str:
+        if self.token:
+            return "bearer token"
+        return f"user {printable(self.user, 40)}" if self.user else "no credentials"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An instant vector: ``result`` as the API gave it, ``evaluated_at`` the query's
+    time in Prometheus's clock (Unix seconds), ``warnings`` what Prometheus added."""
+
+    result: list[dict[str, Any]]
+    evaluated_at: float | None
+    warnings: tuple[str, ...] = ()
+    size: int = 0  # bytes of the body
+
+
+def check_prometheus_url(text: str) -> str:
+    """An http(s) URL with a host, without credentials in it (they belong in the config);
+    returned without a trailing slash. Raises ValueError with the reason."""
+    text = text.strip()
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"not an http(s) URL with a host: {printable(text, 200)}")
+    if parts.username or parts.password:
+        raise ValueError("the URL holds a user or password: put them in the config file "
+                         "(prometheus-user, prometheus-password) or the environment "
+                         "(SETUI_PROMETHEUS_USER, SETUI_PROMETHEUS_PASSWORD), where other "
+                         "users of this machine cannot read them")
+    if parts.query or parts.fragment:
+        raise ValueError(f"the URL has a query or fragment: {printable(text, 200)}")
+    return text.rstrip("/")
+
+
+class PrometheusClient:
+    """``query(promql)`` against one Prometheus; one pooled connection, closed by
+    :meth:`close`. Proxies from the environment are honoured: unlike IMDS, a remote
+    Prometheus may well sit behind one."""
+
+    def __init__(self, url: str, auth: PrometheusAuth | None = None, *,
+                 timeout: float = TIMEOUT, max_body: int = MAX_BODY,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        self.url = check_prometheus_url(url)
+        self.auth = auth or PrometheusAuth()
+        self.max_body = max_body
+        self._http = httpx.Client(
+            transport=transport, timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
+            follow_redirects=False, auth=self.auth.basic(),
+            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+            headers={"User-Agent": f"setui/{__version__}", "Accept": "application/json",
+                     **self.auth.headers()})
+
+    def close(self) -> None:
+        self._http.close()
+
+    def query(self, promql: str = QUERY) -> Answer:
+        """One instant query, evaluated at Prometheus's "now"."""
+        where = f"{self.url}/api/v1/query"
+        try:
+            with self._http.stream("GET", where, params={"query": promql}) as response:
+                body = self._read(response)
+                status = response.status_code
+        except PrometheusError:
+            raise
+        except httpx.TimeoutException:
+            raise PrometheusError("unreachable", f"no answer from {self.url} within "
+                                  f"{self._http.timeout.read:g} s") from None
+        except httpx.HTTPError as exc:
+            reason = printable(str(exc) or type(exc).__name__, 200)
+            raise PrometheusError("unreachable", f"cannot reach {self.url}: {reason}") from None
+        return _answer(status, body, self.url)
+
+    def _read(self, response: httpx.Response) -> bytes:
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_body:
+            raise PrometheusError("bad answer", f"the answer is {int(declared)} bytes, over "
+                                  f"the {self.max_body} this view reads")
+        chunks: list[bytes] = []
+        size = 0
+        for chunk in response.iter_bytes():
+            size += len(chunk)
+            if size > self.max_body:
+                raise PrometheusError("bad answer", f"the answer is over the {self.max_body} "
+                                      "bytes this view reads")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+def _answer(status: int, body: bytes, url: str) -> Answer:
+    document: Any = None
+    with contextlib.suppress(ValueError, UnicodeDecodeError):  # said below, with the status
+        document = json.loads(body)
+    if status in (401, 403):
+        raise PrometheusError("refused", f"{url} refused the credentials (HTTP {status}); "
+                              "check prometheus-token or prometheus-user/password")
+    if not isinstance(document, dict):
+        snippet = printable(body[:200].decode("utf-8", "replace"), 120)
+        raise PrometheusError("bad answer" if status == 200 else "error",
+                              f"HTTP {status} from {url}, not the query API's JSON: {snippet}")
+    if document.get("status") != "success":
+        kind = printable(document.get("errorType") or "error", 40)
+        message = printable(document.get("error") or "no reason given", 300)
+        raise PrometheusError("error", f"Prometheus said {kind} (HTTP {status}): {message}")
+    data = document.get("data")
+    if not isinstance(data, dict) or data.get("resultType") != "vector" \
+            or not isinstance(data.get("result"), list):
+        raise PrometheusError("bad answer", "the answer is not an instant vector")
+    result: list[dict[str, Any]] = data["result"]
+    evaluated = None
+    if result:
+        evaluated = _time_of(result[0])
+    warnings = tuple(printable(w, 300) for w in document.get("warnings") or ()
+                     if isinstance(w, str))[:10]
+    return Answer(result, evaluated, warnings, len(body))
+
+
+def _time_of(sample: Any) -> float | None:
+    try:
+        value = float(sample["value"][0])
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
