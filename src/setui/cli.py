@@ -105,7 +105,7 @@ def _dashboard_options(default: object = None) -> argparse.ArgumentParser:
 
 
 COMMANDS = ("watch", "approve", "history", "audit", "emulator", "demo", "service", "replay",
-            "report")
+            "report", "fleet")
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -202,6 +202,19 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     if wanted("report"):
         _command_module("report").add_arguments(report)
 
+    fleet = commands.add_parser(
+        "fleet",
+        help="every VM's events from Prometheus (read-only), scraped from setui agents",
+        description="A read-only dashboard of every VM's scheduled events, from the "
+                    "setui agents' metrics in Prometheus: one query per refresh.")
+    fleet.add_argument("--theme", metavar="NAME", default=argparse.SUPPRESS,
+                       help="colour theme (as for the dashboard)")
+    fleet.add_argument("--config", metavar="FILE", type=Path, default=argparse.SUPPRESS,
+                       help="config file (Prometheus credentials live there or in the "
+                            "environment)")
+    if wanted("fleet"):
+        _command_module("fleet").add_arguments(fleet)
+
     service = commands.add_parser(
         "service", help="a systemd unit that keeps a recorder running (print, install)",
         description="The systemd unit that runs `setui watch` as a service, recording the "
@@ -263,6 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "service": lambda a: _command_module("service").run(a),
         "replay": lambda a: _command_module("replay").run(a),
         "report": lambda a: _command_module("report").run(a),
+        "fleet": lambda a: _command_module("fleet").run(a),
     }
     try:
         return runners[args.command](args)

@@ -6,11 +6,14 @@ import argparse
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from setui.config import Config
 
-__all__ = ["EXIT_USAGE", "not_a_terminal", "open_dashboard", "open_replay", "run"]
+if TYPE_CHECKING:
+    from setui.fleet import PrometheusAuth
+
+__all__ = ["EXIT_USAGE", "not_a_terminal", "open_dashboard", "open_fleet", "open_replay", "run"]
 
 EXIT_USAGE = 2
 
@@ -58,6 +61,25 @@ def open_dashboard(config: Config, *, demo: bool = False, zoom: int | None = Non
     finally:
         if store is not None:
             store.close()
+    return app.return_code or 0
+
+
+def open_fleet(config: Config, *, url: str, auth: PrometheusAuth, refresh: float,
+               stale_after: float) -> int:
+    """``setui fleet``: the fleet view's app, through the same door as the dashboard."""
+    if not_a_terminal(sys.stdin, sys.stdout) is not None:
+        print("setui fleet: the fleet view needs a terminal, and standard input or output "
+              "is not one. For a script, ask Prometheus itself (README, \"Fleet view\").",
+              file=sys.stderr)
+        return EXIT_USAGE
+    from setui.config import config_dir
+    from setui.fleet import FleetWatcher, PrometheusClient
+    from setui.ui.fleet.app import FleetApp
+
+    watcher = FleetWatcher(PrometheusClient(url, auth), stale_after=stale_after)
+    app = FleetApp(watcher, refresh=refresh, theme=config.theme,
+                   user_themes=config_dir() / "themes")
+    app.run()
     return app.return_code or 0
 
 

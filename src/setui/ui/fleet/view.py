@@ -1,0 +1,229 @@
+"""The fleet view as pure functions: which lines, in which order, and each line's text.
+
+Groups (scale set, else placement group, else resource group) in order of their most
+urgent line; in a group, started events, then VMs whose agents are not answering, then
+events by NotBefore. Every label value is network text: it goes through
+:func:`setui.ui.format.safe` and into :class:`rich.text.Text` as plain text, never markup.
+Urgency is said with symbols as well as styles, as on the VM dashboard.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from rich.text import Text
+
+from setui.fleet.model import Fleet, FleetEvent, FleetVm, Group, VmState
+from setui.ui.format import (
+    CRITICAL_SECONDS,
+    WARNING_SECONDS,
+    Countdown,
+    Palette,
+    Urgency,
+    age,
+    duration_text,
+    safe,
+)
+
+__all__ = [
+    "EventLine",
+    "HeaderLine",
+    "Line",
+    "VmLine",
+    "approve_command",
+    "build_lines",
+    "event_countdown",
+    "line_text",
+    "vm_words",
+]
+
+
+@dataclass(frozen=True)
+class HeaderLine:
+    group: Group
+    vms: int
+    events: int
+    problems: int
+
+
+@dataclass(frozen=True)
+class EventLine:
+    group: Group
+    event: FleetEvent
+    haystack: str
+
+
+@dataclass(frozen=True)
+class VmLine:
+    group: Group
+    vm: FleetVm
+    haystack: str
+
+
+Line = HeaderLine | EventLine | VmLine
+
+
+def _event_haystack(event: FleetEvent, fleet: Fleet) -> str:
+    names = [fleet.vms[key].name for key in event.reporters if key in fleet.vms]
+    return " ".join((event.event_id, event.event_type, event.status, event.source,
+                     event.group.label, *event.resources, *event.approved_by,
+                     *names)).lower()
+
+
+def build_lines(fleet: Fleet, *, text: str = "", group: Group | None = None) -> list[Line]:
+    """Every line to show, headers included; ``text`` keeps lines that contain it (any
+    case), ``group`` keeps that group only. A header counts its whole group."""
+    wanted = text.strip().lower()
+    events: dict[Group, list[Line]] = {}
+    for event in fleet.events:  # already most urgent first
+        events.setdefault(event.group, []).append(
+            EventLine(event.group, event, _event_haystack(event, fleet)))
+    vms_in: dict[Group, int] = {}
+    problems: dict[Group, list[Line]] = {}
+    for vm in fleet.vms.values():
+        vms_in[vm.group] = vms_in.get(vm.group, 0) + 1
+    for vm in fleet.problem_vms():
+        haystack = " ".join((vm.name, vm.group.label, vm.state.value, vm.instance,
+                             *vm.event_ids)).lower()
+        problems.setdefault(vm.group, []).append(VmLine(vm.group, vm, haystack))
+    order = sorted(set(events) | set(problems), key=lambda g: (_group_rank(events.get(g, []),
+                                                               problems.get(g, [])), g))
+    lines: list[Line] = []
+    for each in order:
+        if group is not None and each != group:
+            continue
+        mine = events.get(each, [])
+        bad = problems.get(each, [])
+        started = [line for line in mine if isinstance(line, EventLine)
+                   and line.event.is_started]
+        rest = mine[len(started):]
+        body = [*started, *bad, *rest]
+        if wanted:
+            body = [line for line in body if wanted in line.haystack]  # type: ignore[union-attr]
+            if not body:
+                continue
+        lines.append(HeaderLine(each, vms_in.get(each, 0), len(mine), len(bad)))
+        lines.extend(body)
+    return lines
+
+
+def _group_rank(events: Sequence[Line], problems: Sequence[Line]) -> tuple[object, ...]:
+    first = events[0] if events else None
+    if isinstance(first, EventLine) and first.event.is_started:
+        return first.event.sort_key()
+    if problems:
+        return (1,)
+    if isinstance(first, EventLine):
+        return first.event.sort_key()
+    return (4,)
+
+
+def event_countdown(event: FleetEvent, now: datetime) -> Countdown:
+    """The countdown of a fleet event; ``?`` when only agents that stopped answering
+    report it (what they said is old)."""
+    mark = "?" if event.stale else ""
+    if event.is_started:
+        return Countdown(f"started{mark}", Urgency.STARTED)
+    if event.status != "Scheduled":
+        return Countdown(f"{safe(event.status, 16) or 'no status'}{mark}", Urgency.CALM)
+    if event.not_before is None:
+        return Countdown(f"no NotBefore{mark}", Urgency.CALM)
+    remaining = math.ceil((event.not_before - now).total_seconds())
+    if remaining <= 0:
+        return Countdown(f"waiting{mark}", Urgency.CRITICAL)
+    level = (Urgency.CRITICAL if remaining < CRITICAL_SECONDS else
+             Urgency.WARNING if remaining < WARNING_SECONDS else Urgency.CALM)
+    return Countdown(f"T-{duration_text(remaining)}{mark}", level)
+
+
+def vm_words(vm: FleetVm, now: float) -> str:
+    """What is known of a VM's agent, in words; never more than is known."""
+    if vm.state is VmState.GONE:
+        return (f"not reported for {age(now - vm.reported_at)}: its agent, or the scrape "
+                "of it, stopped; its events now are unknown")
+    if vm.state is VmState.STALE and vm.last_success:
+        return (f"stale: its agent's last good answer from IMDS is "
+                f"{age(now - vm.last_success)} old")
+    if vm.state is VmState.WAITING:
+        return "its agent has had no good answer from IMDS yet"
+    if vm.state is VmState.UNKNOWN:
+        return "unknown: its agent exports no setui_last_success_timestamp_seconds"
+    return "live"
+
+
+_VM_SYMBOL = {VmState.GONE: "✖", VmState.STALE: "◐", VmState.WAITING: "◌",
+              VmState.UNKNOWN: "?", VmState.LIVE: "●"}
+
+
+def _cell(text: str, width: int) -> str:
+    if len(text) > width:
+        return text[:max(width - 1, 0)] + "…"
+    return text.ljust(width)
+
+
+def _names(names: Iterable[str], limit: int) -> str:
+    shown = list(names)
+    if not shown:
+        return "none listed"
+    text = ", ".join(safe(n, 40) for n in shown)
+    if len(text) <= limit or len(shown) == 1:
+        return text
+    return f"{safe(shown[0], max(limit - 8, 4))} +{len(shown) - 1}"
+
+
+def line_text(line: Line, now: datetime, width: int, palette: Palette) -> Text:
+    """One line of the table, cut to ``width`` cells."""
+    if isinstance(line, HeaderLine):
+        text = Text(f"{safe(line.group.label, 60)}", style="bold")
+        counts = f"  {line.vms} VM{'s' * (line.vms != 1)} · {line.events} event" \
+                 f"{'s' * (line.events != 1)}"
+        text.append(counts, style=palette.muted)
+        if line.problems:
+            text.append(f" · {line.problems} not answering", style=palette.soon or "bold")
+    elif isinstance(line, VmLine):
+        vm = line.vm
+        text = Text(f"  {_VM_SYMBOL[vm.state]} ", style=palette.soon or "bold")
+        text.append(_cell(f"VM {safe(vm.name, 40)}", 24), style="bold")
+        text.append(vm_words(vm, now.timestamp()),
+                    style=palette.urgent if vm.state is VmState.GONE else palette.soon)
+    else:
+        event = line.event
+        count = event_countdown(event, now)
+        style = palette.secondary if event.stale else palette.for_urgency(count.urgency)
+        narrow = width < 100
+        text = Text("  ")
+        text.append(_cell(count.label(), 14), style=style)
+        text.append(" ")
+        text.append(_cell(safe(event.event_type, 12), 10 if narrow else 12))
+        text.append(" ")
+        if not narrow:
+            text.append(_cell(safe(event.status, 12), 10))
+            text.append(" ")
+        room = 20 if narrow else 30
+        text.append(_cell(_names(event.resources, room), room), style="bold")
+        text.append(" ")
+        approved = ("✓ " + ", ".join(safe(a, 24) for a in event.approved_by)
+                    if event.approved_by else "")
+        text.append(_cell(approved, 12 if narrow else 20), style=palette.ok)
+        text.append(" ")
+        text.append(safe(event.event_id, 64), style=palette.muted)
+    text.truncate(width, overflow="ellipsis")
+    return text
+
+
+def approve_command(event: FleetEvent) -> str:
+    """What to run on one of the event's VMs to approve it there: quoted for a shell, so
+    an ID with odd characters cannot become a command of its own."""
+    return f"setui approve {shlex.quote(safe(event.event_id, 128))}"
+
+
+def utc(seconds: float) -> str:
+    """``10:02:03 UTC`` for a Unix time; ``unknown`` for none."""
+    try:
+        return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, OSError, ValueError):
+        return "unknown"
