@@ -1,0 +1,168 @@
+"""`setui fleet` against a real Prometheus scraping three stand-in exporters on loopback:
+every event appears with its VM and group; a stopped exporter marks its VM as not
+reported; a stopped Prometheus is shown as unreachable, and the view recovers."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from promtest import Prometheus, StandIn, VmSeries, exposition
+
+from setui.fleet import FleetWatcher, LinkState, PrometheusClient, VmState
+from setui.ui.fleet.app import FleetApp
+from setui.ui.fleet.details import FleetDetailsScreen
+from setui.ui.fleet.view import EventLine, HeaderLine, VmLine
+
+PATIENCE = 60.0
+
+
+async def wait_for(pilot: Any, predicate: Callable[[], bool], what: str,
+                   timeout: float = PATIENCE) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await pilot.pause(0.05)
+
+
+def three_vms() -> list[VmSeries]:
+    soon = time.time() + 600
+    week = time.time() + 7 * 86400
+    return [
+        VmSeries("web-0", vm_scale_set="web-vmss", events=[
+            {"eventID": "EV-REBOOT-1", "value": soon, "notBefore": "soon"},
+            {"eventID": "EV-FREEZE-2", "eventType": "Freeze", "eventStatus": "Started",
+             "approved_by": "alice@ops"}]),
+        VmSeries("web-1", vm_scale_set="web-vmss", events=[
+            # web-1 sees web-0's reboot too: listed once, with both reporters.
+            {"eventID": "EV-REBOOT-1", "value": soon, "this_vm": "false",
+             "resource": "web-0"}]),
+        VmSeries("db-0", placement_group="pg-db", events=[
+            {"eventID": "EV-REDEPLOY-3", "eventType": "Redeploy", "value": week}]),
+    ]
+
+
+def text_of(app: FleetApp) -> str:
+    return "\n".join(line.plain for line in app.query_one("#status").texts)  # type: ignore[attr-defined]
+
+
+async def test_three_stand_ins_through_a_real_prometheus(
+        prometheus: Callable[..., Prometheus]) -> None:
+    vms = three_vms()
+    stand_ins = [StandIn(lambda vm=vm: exposition([vm])) for vm in vms]
+    server = prometheus([s.target for s in stand_ins])
+    watcher = FleetWatcher(PrometheusClient(server.url), stale_after=30)
+    app = FleetApp(watcher, refresh=0.5)
+    try:
+        async with app.run_test(size=(140, 40)) as pilot:
+            def every_event() -> bool:
+                fleet = app.update.fleet
+                return fleet is not None and len(fleet.vms) == 3 and \
+                    {e.event_id for e in fleet.events} == {"EV-REBOOT-1", "EV-FREEZE-2",
+                                                           "EV-REDEPLOY-3"} and \
+                    len(next(e for e in fleet.events
+                             if e.event_id == "EV-REBOOT-1").reporters) == 2
+            await wait_for(pilot, every_event, "the three VMs' events")
+            lines = app.lines
+            headers = [line.group.label for line in lines if isinstance(line, HeaderLine)]
+            # The started Freeze makes the scale set the most urgent group.
+            assert headers == ["scale set web-vmss", "placement group pg-db"]
+            events = {line.event.event_id: line for line in lines
+                      if isinstance(line, EventLine)}
+            assert events["EV-FREEZE-2"].group.label == "scale set web-vmss"
+            assert events["EV-FREEZE-2"].event.approved_by == ("alice@ops",)
+            assert events["EV-REBOOT-1"].event.resources == ("web-0",)
+            assert events["EV-REDEPLOY-3"].group.label == "placement group pg-db"
+            assert all(vm.state is VmState.LIVE for vm in app.update.fleet.vms.values())
+            status = text_of(app)
+            assert "● live" in status and "3 VMs" in status and "3 events" in status
+
+            # Enter on the first event: its series and the command to approve it.
+            table = app.query_one("#lines")
+            table.focus()
+            await pilot.press("g", "enter")  # the first line: the started Freeze
+            await wait_for(pilot, lambda: isinstance(app.screen, FleetDetailsScreen),
+                           "the details")
+            body = app.screen.body.plain  # type: ignore[attr-defined]
+            assert "setui approve EV-FREEZE-2" in body
+            assert "approved by alice@ops" in body
+            assert "azure_scheduledevent_event{" in body and "vm_name=web-0" in body
+            await pilot.press("escape")
+
+            # / filters, m keeps one group.
+            await pilot.press("slash", *"redeploy", "enter")
+            await wait_for(pilot, lambda: [line.event.event_id for line in app.lines
+                                           if isinstance(line, EventLine)]
+                           == ["EV-REDEPLOY-3"], "the filter")
+            assert "filter “redeploy”: 2 hidden" in text_of(app)
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: len(app.lines) == len(lines), "the filter cleared")
+            # The cursor stayed on the Redeploy the filter showed: its group.
+            await pilot.press("m")
+            assert {line.group.label for line in app.lines} == {"placement group pg-db"}
+            await pilot.press("m", "g", "m")
+            assert {line.group.label for line in app.lines} == {"scale set web-vmss"}
+            await pilot.press("m")
+
+            # Stopping db-0's exporter: Prometheus marks its series stale, and the view
+            # says that VM is not reported, never that its event went away quietly.
+            stand_ins[2].stop()
+            await wait_for(pilot, lambda: any(
+                isinstance(line, VmLine) and line.vm.name == "db-0"
+                and line.vm.state is VmState.GONE for line in app.lines), "db-0 not reported")
+            assert "1 not answering" in text_of(app)
+            assert "not reported" in "\n".join(
+                str(app.query_one("#lines").render_line(y)) for y in range(12))
+
+            # Stopping Prometheus: unreachable, with the last answer and its age.
+            server.stop()
+            await wait_for(pilot, lambda: app.update.state is LinkState.UNREACHABLE,
+                           "unreachable")
+            await wait_for(pilot, lambda: "✖ unreachable" in text_of(app), "the state shown")
+            assert "STALE: showing the last answer" in text_of(app)
+            assert "cannot reach" in text_of(app)
+            assert any(isinstance(line, EventLine) for line in app.lines)  # still shown
+
+            server.start()
+            await wait_for(pilot, lambda: app.update.state is LinkState.LIVE,
+                           "Prometheus again")
+            await wait_for(pilot, lambda: "● live" in text_of(app), "live shown again")
+    finally:
+        for stand_in in stand_ins[:2]:
+            stand_in.stop()
+
+
+async def test_prometheus_errors_are_states(prometheus: Callable[..., Prometheus]) -> None:
+    """A query Prometheus refuses is its error in words, not a crash or an empty fleet."""
+    server = prometheus([])
+    watcher = FleetWatcher(PrometheusClient(server.url), query="sum(")
+    update = watcher.refresh()
+    assert update.state is LinkState.ERROR
+    assert "bad_data" in (update.error or "")
+    watcher.close()
+
+
+@pytest.mark.parametrize("stale_after", [5.0])
+def test_an_old_last_success_is_stale(prometheus: Callable[..., Prometheus],
+                                      stale_after: float) -> None:
+    old = VmSeries("web-9", vm_scale_set="s", last_success=time.time() - 3600)
+    never = VmSeries("web-8", vm_scale_set="s", last_success=0)
+    stand_in = StandIn(lambda: exposition([old, never]))
+    try:
+        server = prometheus([stand_in.target])
+        watcher = FleetWatcher(PrometheusClient(server.url), stale_after=stale_after)
+        deadline = time.monotonic() + PATIENCE
+        while True:
+            update = watcher.refresh()
+            if update.fleet is not None and len(update.fleet.vms) == 2:
+                break
+            assert time.monotonic() < deadline, "the stand-in's series never appeared"
+            time.sleep(0.2)
+        states = {vm.name: vm.state for vm in update.fleet.vms.values()}
+        assert states == {"web-9": VmState.STALE, "web-8": VmState.WAITING}
+        watcher.close()
+    finally:
+        stand_in.stop()
