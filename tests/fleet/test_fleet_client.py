@@ -1,0 +1,154 @@
+"""The Prometheus client over real loopback HTTP: credentials sent as configured, and
+every failure a state in words (refused, unreachable, not the API, too large)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from promtest import free_port
+
+from setui.fleet import (
+    QUERY,
+    FleetWatcher,
+    LinkState,
+    PrometheusAuth,
+    PrometheusClient,
+    PrometheusError,
+    check_prometheus_url,
+)
+
+OK = {"status": "success", "data": {"resultType": "vector", "result": [
+    {"metric": {"__name__": "setui_last_success_timestamp_seconds", "vm_name": "v"},
+     "value": [1800000000.5, "1800000000"]}]}}
+
+
+class Canned:
+    """A loopback server answering every GET with (status, body); it keeps the requests."""
+
+    def __init__(self, status: int, body: bytes) -> None:
+        self.status, self.body = status, body
+        self.requests: list[tuple[str, dict[str, str]]] = []
+        canned = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                canned.requests.append((self.path, dict(self.headers)))
+                self.send_response(canned.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(canned.body)))
+                self.end_headers()
+                self.wfile.write(canned.body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def canned() -> Iterator[list[Canned]]:
+    made: list[Canned] = []
+    yield made
+    for server in made:
+        server.stop()
+
+
+def serve(canned: list[Canned], status: int, body: bytes | dict[str, object]) -> Canned:
+    server = Canned(status, body if isinstance(body, bytes) else json.dumps(body).encode())
+    canned.append(server)
+    return server
+
+
+def test_one_instant_query_with_a_bearer_token(canned: list[Canned]) -> None:
+    server = serve(canned, 200, OK)
+    client = PrometheusClient(server.url + "/", PrometheusAuth(token="s3cret"))
+    answer = client.query()
+    client.close()
+    assert answer.evaluated_at == 1800000000.5 and len(answer.result) == 1
+    path, headers = server.requests[0]
+    assert path.startswith("/api/v1/query?query=")
+    assert headers["Authorization"] == "Bearer s3cret"
+    assert "s3cret" not in repr(client.auth)
+    from urllib.parse import parse_qs, urlsplit
+    assert parse_qs(urlsplit(path).query)["query"] == [QUERY]
+
+
+def test_basic_auth(canned: list[Canned]) -> None:
+    server = serve(canned, 200, OK)
+    client = PrometheusClient(server.url, PrometheusAuth(user="ops", password="pw"))
+    client.query()
+    client.close()
+    expected = "Basic " + base64.b64encode(b"ops:pw").decode()
+    assert server.requests[0][1]["Authorization"] == expected
+
+
+@pytest.mark.parametrize(("status", "body", "kind", "words"), [
+    (401, b"Unauthorized", "refused", "refused the credentials"),
+    (403, b"{}", "refused", "HTTP 403"),
+    (200, b"<html>a login page</html>", "bad answer", "not the query API's JSON"),
+    (502, b"Bad gateway", "error", "HTTP 502"),
+    (400, json.dumps({"status": "error", "errorType": "bad_data",
+                      "error": "parse error \x1b[31m"}).encode(), "error", "bad_data"),
+    (200, json.dumps({"status": "success", "data": {"resultType": "matrix",
+                                                     "result": []}}).encode(),
+     "bad answer", "not an instant vector"),
+])
+def test_failures_in_words(canned: list[Canned], status: int, body: bytes, kind: str,
+                           words: str) -> None:
+    server = serve(canned, status, body)
+    client = PrometheusClient(server.url)
+    with pytest.raises(PrometheusError) as caught:
+        client.query()
+    client.close()
+    assert caught.value.kind == kind
+    assert words in str(caught.value)
+    assert "\x1b" not in str(caught.value)
+
+
+def test_a_body_over_the_limit_is_refused(canned: list[Canned]) -> None:
+    server = serve(canned, 200, OK)
+    client = PrometheusClient(server.url, max_body=20)
+    with pytest.raises(PrometheusError, match="bytes"):
+        client.query()
+    client.close()
+
+
+def test_unreachable_keeps_the_last_fleet(canned: list[Canned]) -> None:
+    server = serve(canned, 200, OK)
+    watcher = FleetWatcher(PrometheusClient(server.url))
+    first = watcher.refresh()
+    assert first.state is LinkState.LIVE and first.fleet is not None
+    server.stop()
+    canned.clear()
+    second = watcher.refresh()
+    assert second.state is LinkState.UNREACHABLE and second.failures == 1
+    assert second.fleet is first.fleet and second.answered_mono == first.answered_mono
+    assert "cannot reach" in (second.error or "")
+    watcher.close()
+
+
+def test_nothing_listening() -> None:
+    client = PrometheusClient(f"http://127.0.0.1:{free_port()}")
+    with pytest.raises(PrometheusError) as caught:
+        client.query()
+    client.close()
+    assert caught.value.kind == "unreachable"
+
+
+@pytest.mark.parametrize(("url", "words"), [
+    ("ftp://x", "not an http(s) URL"), ("http://u:p@x:9090", "holds a user or password"),
+    ("http://x/?a=1", "query or fragment"), ("localhost:9090", "not an http(s) URL")])
+def test_urls_refused(url: str, words: str) -> None:
+    with pytest.raises(ValueError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        check_prometheus_url(url)

@@ -1,0 +1,136 @@
+"""The fleet model: one answer (an instant vector as Prometheus gives it) understood."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from rich.text import Text
+
+from setui.fleet.model import LABEL_LIMIT, FleetBuilder, VmState
+from setui.ui.fleet.view import (
+    EventLine,
+    HeaderLine,
+    VmLine,
+    approve_command,
+    build_lines,
+    event_countdown,
+    line_text,
+)
+from setui.ui.format import Palette
+
+AT = 1_800_000_000.0
+
+
+def identity(vm: str, **labels: str) -> dict[str, str]:
+    return {"vm_name": vm, "vm_scale_set": "", "placement_group": "", "resource_group": "rg",
+            "subscription_id": "sub", "zone": "", "instance": f"{vm}:9", "job": "setui",
+            **labels}
+
+
+def success(vm: str, value: float, **labels: str) -> dict[str, Any]:
+    return {"metric": {"__name__": "setui_last_success_timestamp_seconds",
+                       **identity(vm, **labels)}, "value": [AT, str(value)]}
+
+
+def event(vm: str, event_id: str, value: float = 0, **labels: str) -> dict[str, Any]:
+    mine = {k: v for k, v in labels.items() if k in identity("x")}
+    rest = {k: v for k, v in labels.items() if k not in mine}
+    return {"metric": {"__name__": "azure_scheduledevent_event", **identity(vm, **mine),
+                       "eventID": event_id, "eventType": "Reboot", "eventStatus": "Scheduled",
+                       "eventSource": "Platform", "resourceType": "virtualMachine",
+                       "resource": vm, "notBefore": "", "this_vm": "true", "approved_by": "",
+                       **rest}, "value": [AT, str(value)]}
+
+
+def test_groups_urgency_and_merging() -> None:
+    builder = FleetBuilder(stale_after=60)
+    fleet = builder.build([
+        success("a-0", AT - 1, vm_scale_set="ss-a"),
+        success("a-1", AT - 1, vm_scale_set="ss-a"),
+        success("b-0", AT - 1, placement_group="pg-b"),
+        success("c-0", AT - 1),
+        event("a-0", "E1", AT + 600, vm_scale_set="ss-a"),
+        event("a-1", "E1", AT + 600, vm_scale_set="ss-a", this_vm="false", resource="a-0",
+              approved_by="bob"),
+        event("b-0", "E2", AT + 30, placement_group="pg-b"),
+        event("c-0", "E3", 0, eventStatus="Started"),
+    ], AT)
+    e1 = next(e for e in fleet.events if e.event_id == "E1")
+    assert e1.reporters == (("sub", "rg", "a-0"), ("sub", "rg", "a-1"))
+    assert e1.resources == ("a-0",) and e1.approved_by == ("bob",)
+    assert e1.not_before == datetime.fromtimestamp(AT + 600, tz=timezone.utc)
+    assert [e.event_id for e in fleet.events] == ["E3", "E2", "E1"]
+    lines = build_lines(fleet)
+    assert [line.group.label for line in lines if isinstance(line, HeaderLine)] == [
+        "resource group rg", "placement group pg-b", "scale set ss-a"]
+    now = datetime.fromtimestamp(AT, tz=timezone.utc)
+    assert event_countdown(next(e for e in fleet.events if e.event_id == "E2"), now).label() \
+        == "!! T-0:30"
+    assert event_countdown(fleet.events[0], now).label() == "▶ started"
+
+
+def test_stale_waiting_unknown_and_vanished_vms_are_said_never_guessed() -> None:
+    builder = FleetBuilder(stale_after=60)
+    first = builder.build([success("live", AT - 5), success("old", AT - 600),
+                           success("new", 0), event("bare", "E9", AT + 60),
+                           success("leaving", AT - 1),
+                           event("leaving", "E8", AT + 900)], AT)
+    states = {vm.name: vm.state for vm in first.vms.values()}
+    assert states == {"live": VmState.LIVE, "old": VmState.STALE, "new": VmState.WAITING,
+                      "bare": VmState.UNKNOWN, "leaving": VmState.LIVE}
+    second = builder.build([success("live", AT + 5)], AT + 10)
+    gone = {vm.name for vm in second.vms.values() if vm.state is VmState.GONE}
+    assert gone == {"old", "new", "bare", "leaving"}
+    leaving = next(vm for vm in second.vms.values() if vm.name == "leaving")
+    assert leaving.reported_at == AT and leaving.event_ids == ("E8",)
+    lines = build_lines(second)
+    vm_lines = [line for line in lines if isinstance(line, VmLine)]
+    assert len(vm_lines) == 4
+    text = line_text(vm_lines[0], datetime.fromtimestamp(AT + 70, tz=timezone.utc), 200,
+                     Palette()).plain
+    assert "not reported for" in text and "unknown" in text
+    # Its events are not shown as if they were still true.
+    assert second.events == ()
+
+
+def test_events_of_stopped_agents_are_marked_old() -> None:
+    fleet = FleetBuilder(stale_after=60).build(
+        [success("x", AT - 600), event("x", "E1", AT + 600)], AT)
+    assert fleet.events[0].stale
+    assert event_countdown(fleet.events[0],
+                           datetime.fromtimestamp(AT, tz=timezone.utc)).text == "T-10:00?"
+
+
+def test_hostile_labels_are_bounded_and_shown_as_text() -> None:
+    nasty = "\x1b]0;owned\x07[bold red]x[/]\u202e" + "y" * 500
+    fleet = FleetBuilder().build([success("vm", AT),
+                                  event("vm", nasty, AT + 60, approved_by=nasty,
+                                        resource=nasty)], AT)
+    the_event = fleet.events[0]
+    assert len(the_event.event_id) == LABEL_LIMIT
+    line = next(line for line in build_lines(fleet) if isinstance(line, EventLine))
+    text = line_text(line, datetime.fromtimestamp(AT, tz=timezone.utc), 300, Palette())
+    assert isinstance(text, Text)
+    assert "\x1b" not in text.plain and "\u202e" not in text.plain
+    assert "\\x1b" in text.plain and "[bold red]" in text.plain  # shown, not obeyed
+    command = approve_command(the_event)
+    assert command.startswith("setui approve '") and "\x1b" not in command
+
+
+def test_series_without_the_contract_labels_are_counted_not_shown() -> None:
+    fleet = FleetBuilder().build([{"metric": {"__name__": "azure_scheduledevent_event"},
+                                   "value": [AT, "1"]}, {"nonsense": True}, "junk"], AT)
+    assert fleet.vms == {} and fleet.events == () and fleet.ignored == 3
+
+
+def test_filter_and_group() -> None:
+    fleet = FleetBuilder().build([success("a", AT, vm_scale_set="s1"),
+                                  success("b", AT, vm_scale_set="s2"),
+                                  event("a", "E1", AT + 60, vm_scale_set="s1"),
+                                  event("b", "E2", AT + 90, vm_scale_set="s2",
+                                        eventType="Freeze")], AT)
+    only = build_lines(fleet, text="FREEZE")
+    assert [type(line).__name__ for line in only] == ["HeaderLine", "EventLine"]
+    group = only[0].group
+    assert {line.group for line in build_lines(fleet, group=group)} == {group}
