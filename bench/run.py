@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import Row, machine
 
-SUITES = ["parse_track", "store", "cold_start", "watch_cost", "latency", "dashboard"]
+SUITES = ["parse_track", "store", "cold_start", "watch_cost", "latency", "dashboard", "fleet"]
 
 
 def table(rows: list[Row]) -> str:

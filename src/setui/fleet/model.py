@@ -21,6 +21,8 @@ from datetime import datetime, timezone
 from enum import Enum
 from typing import Any, NamedTuple
 
+from setui.fleet.gcpause import gc_paused
+
 __all__ = [
     "EVENT_METRIC",
     "IDENTITY_LABELS",
@@ -81,6 +83,7 @@ class Group(NamedTuple):
 
 
 NO_GROUP = Group("no group", "")
+_FAR = datetime.max.replace(tzinfo=timezone.utc)
 
 
 def group_of(identity: Mapping[str, str]) -> Group:
@@ -143,12 +146,11 @@ class FleetEvent:
     def sort_key(self) -> tuple[Any, ...]:
         """Most urgent first, independent of the time so rows only move on news:
         started, then by NotBefore, then the rest."""
-        far = datetime.max.replace(tzinfo=timezone.utc)
         if self.is_started:
-            return (0, far, self.event_id)
+            return (0, _FAR, self.event_id)
         if self.not_before is not None:
             return (2, self.not_before, self.event_id)
-        return (3, far, self.event_id)
+        return (3, _FAR, self.event_id)
 
 
 @dataclass(frozen=True)
@@ -174,6 +176,15 @@ def _label(labels: Mapping[str, Any], name: str) -> str:
     return value if len(value) <= LABEL_LIMIT else value[:LABEL_LIMIT]
 
 
+def _bounded(labels: Mapping[str, Any]) -> Mapping[str, str]:
+    """The labels as strings of at most LABEL_LIMIT characters. Checked once per series
+    (a fleet's answer has tens of thousands), so every later look-up is a plain get."""
+    values = labels.values()
+    if set(map(type, values)) <= {str} and max(map(len, values), default=0) <= LABEL_LIMIT:
+        return labels  # type: ignore[return-value]
+    return {str(k)[:LABEL_LIMIT]: _label(labels, k) for k in labels}
+
+
 def _value(sample: Mapping[str, Any]) -> float | None:
     try:
         value = float(sample["value"][1])
@@ -191,6 +202,10 @@ class FleetBuilder:
         self._seen: dict[VmKey, FleetVm] = {}
 
     def build(self, result: Iterable[Mapping[str, Any]], at: float) -> Fleet:
+        with gc_paused():
+            return self._build(result, at)
+
+    def _build(self, result: Iterable[Mapping[str, Any]], at: float) -> Fleet:
         vm_labels: dict[VmKey, Mapping[str, str]] = {}
         success: dict[VmKey, float] = {}
         by_event: dict[str, list[tuple[VmKey, Mapping[str, str], float | None]]] = {}
@@ -200,13 +215,14 @@ class FleetBuilder:
             if count >= MAX_SERIES:
                 dropped += 1
                 continue
-            labels = sample.get("metric") if isinstance(sample, Mapping) else None
-            if not isinstance(labels, Mapping):
+            raw = sample.get("metric") if isinstance(sample, Mapping) else None
+            if not isinstance(raw, Mapping):
                 ignored += 1
                 continue
+            labels = _bounded(raw)
             name = labels.get("__name__")
-            key = VmKey(_label(labels, "subscription_id"), _label(labels, "resource_group"),
-                        _label(labels, "vm_name"))
+            key = VmKey(labels.get("subscription_id", ""), labels.get("resource_group", ""),
+                        labels.get("vm_name", ""))
             if not key.vm_name:
                 ignored += 1
                 continue
@@ -216,7 +232,7 @@ class FleetBuilder:
                     success[key] = max(value, success.get(key, 0.0))
                 vm_labels.setdefault(key, labels)
             elif name == EVENT_METRIC:
-                event_id = _label(labels, "eventID")
+                event_id = labels.get("eventID", "")
                 if not event_id:
                     ignored += 1
                     continue
@@ -263,25 +279,37 @@ class FleetBuilder:
 def _event(event_id: str, rows: list[tuple[VmKey, Mapping[str, str], float | None]],
            vms: Mapping[VmKey, FleetVm]) -> FleetEvent:
     first = rows[0][1]
-    statuses = tuple(dict.fromkeys(_label(labels, "eventStatus") for _, labels, _ in rows))
-    resources = tuple(dict.fromkeys(r for _, labels, _ in rows
-                                    if (r := _label(labels, "resource"))))
-    approvers = tuple(dict.fromkeys(a for _, labels, _ in rows
-                                    if (a := _label(labels, "approved_by"))))
-    reporters = tuple(dict.fromkeys(key for key, _, _ in rows))
+    if len(rows) == 1:  # the common case at scale: one series, no merging to do
+        key, labels, value = rows[0]
+        resource, approver = labels.get("resource", ""), labels.get("approved_by", "")
+        statuses: tuple[str, ...] = (labels.get("eventStatus", ""),)
+        resources: tuple[str, ...] = (resource,) if resource else ()
+        approvers: tuple[str, ...] = (approver,) if approver else ()
+        reporters: tuple[VmKey, ...] = (key,)
+        values = [value] if value is not None and value > 0 else []
+        vm = vms.get(key)
+        group = vm.group if vm is not None else NO_GROUP
+    else:
+        statuses = tuple(dict.fromkeys(labels.get("eventStatus", "") for _, labels, _ in rows))
+        resources = tuple(dict.fromkeys(r for _, labels, _ in rows
+                                        if (r := labels.get("resource", ""))))
+        approvers = tuple(dict.fromkeys(a for _, labels, _ in rows
+                                        if (a := labels.get("approved_by", ""))))
+        reporters = tuple(dict.fromkeys(key for key, _, _ in rows))
+        values = [v for _, _, v in rows if v is not None and v > 0]
+        groups = Counter(vms[key].group for key in reporters if key in vms)
+        group = groups.most_common(1)[0][0] if groups else NO_GROUP
     not_before = None
-    values = [v for _, _, v in rows if v is not None and v > 0]
     if values:
         try:
             not_before = datetime.fromtimestamp(min(values), tz=timezone.utc)
         except (OverflowError, OSError, ValueError):
             not_before = None
-    groups = Counter(vms[key].group for key in reporters if key in vms)
-    group = groups.most_common(1)[0][0] if groups else NO_GROUP
     stale = all(key in vms and not vms[key].state.healthy for key in reporters)
     return FleetEvent(
-        event_id=event_id, event_type=_label(first, "eventType"), statuses=statuses,
-        source=_label(first, "eventSource"), not_before=not_before,
-        not_before_text=_label(first, "notBefore"), resources=resources,
+        event_id=event_id, event_type=first.get("eventType", ""), statuses=statuses,
+        source=first.get("eventSource", ""), not_before=not_before,
+        not_before_text=first.get("notBefore", ""), resources=resources,
         approved_by=approvers, reporters=reporters, group=group,
-        series=tuple(labels for _, labels, _ in rows[:MAX_SERIES_KEPT]), stale=stale)
+        series=(first,) if len(rows) == 1 else tuple(row[1] for row in rows[:MAX_SERIES_KEPT]),
+        stale=stale)

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from setui import __version__
+from setui.fleet.gcpause import gc_paused
 from setui.textsafe import printable
 
 __all__ = [
@@ -157,8 +158,8 @@ class PrometheusClient:
 
 def _answer(status: int, body: bytes, url: str) -> Answer:
     document: Any = None
-    with contextlib.suppress(ValueError, UnicodeDecodeError):  # said below, with the status
-        document = json.loads(body)
+    with contextlib.suppress(ValueError, UnicodeDecodeError), gc_paused():
+        document = json.loads(body)  # not JSON: said below, with the status
     if status in (401, 403):
         raise PrometheusError("refused", f"{url} refused the credentials (HTTP {status}); "
                               "check prometheus-token or prometheus-user/password")

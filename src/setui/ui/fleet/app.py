@@ -43,9 +43,29 @@ def fleet_help() -> str:
 
 
 class Refreshed(Message):
-    def __init__(self, update: FleetUpdate) -> None:
+    """A refresh's answer, and its lines already built (on the worker's thread) for the
+    filter and group that were in force then (``view``)."""
+
+    def __init__(self, update: FleetUpdate, view: tuple[str, Group | None],
+                 lines: list[Line], hidden: int) -> None:
         super().__init__()
         self.update = update
+        self.view = view
+        self.lines = lines
+        self.hidden = hidden
+
+
+def lines_for(update: FleetUpdate, text: str, group: Group | None) -> tuple[list[Line], int]:
+    """The lines to show, and how many rows the filter and group hide."""
+    fleet = update.fleet
+    if fleet is None:
+        return [], 0
+    lines = build_lines(fleet, text=text, group=group)
+    if not text and group is None:
+        return lines, 0
+    every = len(fleet.events) + len(fleet.problem_vms())
+    shown = sum(1 for line in lines if not isinstance(line, HeaderLine))
+    return lines, every - shown
 
 
 class FleetApp(App[None]):
@@ -139,8 +159,12 @@ class FleetApp(App[None]):
 
     @work(thread=True, exclusive=False, group="fleet", exit_on_error=False)
     def _refresh_worker(self) -> None:
+        view = (self.filter_text, self.group)
+        lines: list[Line] = []
+        hidden = 0
         try:
             update = self.watcher.refresh()
+            lines, hidden = lines_for(update, *view)
         except Exception as exc:  # never lose the view to a bug: say it, keep the last
             last = self.watcher.last
             update = FleetUpdate(last.fleet, LinkState.ERROR,
@@ -149,13 +173,18 @@ class FleetApp(App[None]):
         finally:
             if self._closing:
                 self.watcher.close()
-        self.post_message(Refreshed(update))
+        self.post_message(Refreshed(update, view, lines, hidden))
 
     def on_refreshed(self, message: Refreshed) -> None:
         self._busy = False
         self.update = message.update
         self.refreshes += 1
-        self._redraw()
+        if message.view == (self.filter_text, self.group) and message.update.fleet is not None:
+            self._hidden = message.hidden
+            self.query_one(FleetTable).show(message.lines, self.palette)
+            self._draw_status()
+        else:  # the filter changed while the query ran, or nothing came: build them here
+            self._redraw()
 
     # -- drawing ------------------------------------------------------------------------------
     def _restyle(self) -> None:
@@ -163,17 +192,7 @@ class FleetApp(App[None]):
         self._redraw()
 
     def _redraw(self) -> None:
-        fleet = self.update.fleet
-        lines: list[Line] = []
-        if fleet is not None:
-            lines = build_lines(fleet, text=self.filter_text, group=self.group)
-            if self.filter_text or self.group is not None:
-                every = sum(1 for line in build_lines(fleet)
-                            if not isinstance(line, HeaderLine))
-                shown = sum(1 for line in lines if not isinstance(line, HeaderLine))
-                self._hidden = every - shown
-            else:
-                self._hidden = 0
+        lines, self._hidden = lines_for(self.update, self.filter_text, self.group)
         self.query_one(FleetTable).show(lines, self.palette)
         self._draw_status()
 

@@ -37,6 +37,7 @@ __all__ = [
     "approve_command",
     "build_lines",
     "event_countdown",
+    "haystack",
     "line_text",
     "vm_words",
 ]
@@ -54,20 +55,25 @@ class HeaderLine:
 class EventLine:
     group: Group
     event: FleetEvent
-    haystack: str
 
 
 @dataclass(frozen=True)
 class VmLine:
     group: Group
     vm: FleetVm
-    haystack: str
 
 
 Line = HeaderLine | EventLine | VmLine
 
 
-def _event_haystack(event: FleetEvent, fleet: Fleet) -> str:
+def haystack(line: EventLine | VmLine, fleet: Fleet) -> str:
+    """The text the filter looks in: every name a line shows or hides in its details.
+    Made only while a filter is typed: thirty thousand of them cost a tenth of a second."""
+    if isinstance(line, VmLine):
+        vm = line.vm
+        return " ".join((vm.name, vm.group.label, vm.state.value, vm.instance,
+                         *vm.event_ids)).lower()
+    event = line.event
     names = [fleet.vms[key].name for key in event.reporters if key in fleet.vms]
     return " ".join((event.event_id, event.event_type, event.status, event.source,
                      event.group.label, *event.resources, *event.approved_by,
@@ -80,16 +86,13 @@ def build_lines(fleet: Fleet, *, text: str = "", group: Group | None = None) -> 
     wanted = text.strip().lower()
     events: dict[Group, list[Line]] = {}
     for event in fleet.events:  # already most urgent first
-        events.setdefault(event.group, []).append(
-            EventLine(event.group, event, _event_haystack(event, fleet)))
+        events.setdefault(event.group, []).append(EventLine(event.group, event))
     vms_in: dict[Group, int] = {}
     problems: dict[Group, list[Line]] = {}
     for vm in fleet.vms.values():
         vms_in[vm.group] = vms_in.get(vm.group, 0) + 1
     for vm in fleet.problem_vms():
-        haystack = " ".join((vm.name, vm.group.label, vm.state.value, vm.instance,
-                             *vm.event_ids)).lower()
-        problems.setdefault(vm.group, []).append(VmLine(vm.group, vm, haystack))
+        problems.setdefault(vm.group, []).append(VmLine(vm.group, vm))
     order = sorted(set(events) | set(problems), key=lambda g: (_group_rank(events.get(g, []),
                                                                problems.get(g, [])), g))
     lines: list[Line] = []
@@ -103,7 +106,8 @@ def build_lines(fleet: Fleet, *, text: str = "", group: Group | None = None) -> 
         rest = mine[len(started):]
         body = [*started, *bad, *rest]
         if wanted:
-            body = [line for line in body if wanted in line.haystack]  # type: ignore[union-attr]
+            body = [line for line in body
+                    if wanted in haystack(line, fleet)]  # type: ignore[arg-type]
             if not body:
                 continue
         lines.append(HeaderLine(each, vms_in.get(each, 0), len(mine), len(bad)))
