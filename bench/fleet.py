@@ -33,7 +33,7 @@ from common import ROOT, SETUI, Row, env_for, proc_cpu, ratio, scratch
 
 sys.path.insert(0, str(ROOT / "tests" / "fleet"))  # the tests' Prometheus runner, shared
 
-from promtest import Prometheus  # noqa: E402
+from promtest import Prometheus
 
 VMS = 10_000
 EVENTS = 3
@@ -96,7 +96,8 @@ def _refresh_once(url: str) -> tuple[float, float, float, int]:
     from rich.console import Console
 
     from setui.fleet import FleetWatcher, PrometheusClient
-    from setui.ui.fleet.view import build_lines, line_text
+    from setui.ui.fleet.app import lines_for
+    from setui.ui.fleet.view import line_text
     from setui.ui.format import Palette
 
     watcher = FleetWatcher(PrometheusClient(url))
@@ -104,7 +105,7 @@ def _refresh_once(url: str) -> tuple[float, float, float, int]:
     watcher.close()
     assert update.fleet is not None, update.error
     started = time.perf_counter()
-    lines = build_lines(update.fleet)
+    lines, _ = lines_for(update, "", None)
     console = Console(width=SIZE[0], color_system="truecolor", file=open(os.devnull, "w"))  # noqa: SIM115
     now = datetime.fromtimestamp(update.fleet.at, tz=timezone.utc)
     palette = Palette()
@@ -128,11 +129,11 @@ def _bare(url: str) -> float:
 
 
 def _idle(url: str, work: Path, refresh: float, seconds: float, warmup: float) -> float:
-    from dashboard import _Terminal, _stop_pty  # the dashboard bench's pty, shared
-
     import fcntl
     import struct
     import termios
+
+    from dashboard import _stop_pty, _Terminal  # the dashboard bench's pty, shared
 
     master, slave = os.openpty()
     cols, rows = SIZE

@@ -22,6 +22,7 @@ from textual.message import Message
 from textual.widgets import Footer, Input
 
 from setui.fleet import FleetUpdate, FleetWatcher, LinkState
+from setui.fleet.gcpause import gc_paused
 from setui.fleet.model import Group
 from setui.fleet.watcher import MIN_REFRESH
 from setui.ui.fleet.details import FleetDetailsScreen, details_text
@@ -60,7 +61,8 @@ def lines_for(update: FleetUpdate, text: str, group: Group | None) -> tuple[list
     fleet = update.fleet
     if fleet is None:
         return [], 0
-    lines = build_lines(fleet, text=text, group=group)
+    with gc_paused():
+        lines = build_lines(fleet, text=text, group=group)
     if not text and group is None:
         return lines, 0
     every = len(fleet.events) + len(fleet.problem_vms())

@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 import shlex
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import NamedTuple
 
 from rich.text import Text
 
@@ -43,22 +43,20 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class HeaderLine:
+# Named tuples, not dataclasses: a fleet's refresh makes tens of thousands of these.
+class HeaderLine(NamedTuple):
     group: Group
     vms: int
     events: int
     problems: int
 
 
-@dataclass(frozen=True)
-class EventLine:
+class EventLine(NamedTuple):
     group: Group
     event: FleetEvent
 
 
-@dataclass(frozen=True)
-class VmLine:
+class VmLine(NamedTuple):
     group: Group
     vm: FleetVm
 
