@@ -1,0 +1,138 @@
+"""contrib/loganalytics's KQL, checked against lines setui really writes.
+
+A real `setui watch` (under a journal stream, as the recorder service runs) watches the
+emulator; a real `setui approve` approves one event, which then starts early. The regular
+expressions are read out of the .kql files themselves and applied to those lines with
+Python's `re` (the patterns use only what RE2, KQL's engine, and `re` share), and the
+queries' summaries are redone in Python: a change of the line format fails here."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from children import SETUI
+from setui.emulator.scenario import load_scenario
+from setui.emulator.server import Emulator
+
+ROOT = Path(__file__).resolve().parents[2]
+KQL = ROOT / "contrib" / "loganalytics"
+PATIENCE = 60.0
+E1 = "11111111-1111-4111-8111-111111111111"
+E2 = "22222222-2222-4222-8222-222222222222"
+E3 = "33333333-3333-4333-8333-333333333333"
+
+
+def patterns(name: str) -> dict[str, re.Pattern[str]]:
+    """Every `let NAME = @"...";` of a .kql file (a verbatim string: "" is a quote)."""
+    text = (KQL / name).read_text(encoding="utf-8")
+    found = {m.group(1): re.compile(m.group(2).replace('""', '"'))
+             for m in re.finditer(r'^let (\w+) = @"((?:[^"]|"")*)";$', text, re.MULTILINE)}
+    assert found, f"no patterns in {name}"
+    return found
+
+
+def extract(pattern: re.Pattern[str], group: int, text: str) -> str:
+    """KQL's extract(): the group of the first match, or an empty string."""
+    match = pattern.search(text)
+    return (match.group(group) or "") if match else ""
+
+
+def journal_lines(tmp_path: Path) -> tuple[list[str], str]:
+    scenario = tmp_path / "scenario.json"
+    scenario.write_text(json.dumps({"name": "kql", "vm_name": "web-0", "events": [
+        {"id": E1, "type": "Reboot", "at": 0, "notice": "10m", "duration": 30,
+         "resources": ["web-0", "web-1"]},
+        {"id": E2, "type": "Freeze", "at": 0, "notice": "20m", "duration": 5,
+         "resources": ["web-1"]},
+        {"id": E3, "type": "Redeploy", "at": 0, "notice": "30m", "duration": -1,
+         "resources": [f"web-{i}" for i in range(2, 9)]},
+    ]}))
+    out = tmp_path / "journal.txt"
+    data = tmp_path / "data"
+    with out.open("w") as stream, Emulator(load_scenario(str(scenario))) as emulator:
+        stat = os.fstat(stream.fileno())
+        env = {**os.environ, "JOURNAL_STREAM": f"{stat.st_dev}:{stat.st_ino}"}
+        common = ["--endpoint", emulator.url, "--data-dir", str(data), "--vm-name", "web-0"]
+        watch = subprocess.Popen([*SETUI, "watch", *common, "--interval", "0.2"], env=env,
+                                 stdout=stream, stderr=subprocess.PIPE, text=True,
+                                 stdin=subprocess.DEVNULL)
+        try:
+            wait_for_text(out, E3, "the events' appeared lines")
+            approve = subprocess.run([*SETUI, "approve", E1, "--yes", *common],
+                                     capture_output=True, text=True, timeout=PATIENCE,
+                                     stdin=subprocess.DEVNULL)
+            assert approve.returncode == 0, approve.stdout + approve.stderr
+            wait_for_text(out, "approved by", "the started line with its approver")
+        finally:
+            watch.terminate()
+            watch.communicate(timeout=PATIENCE)
+        audit = subprocess.run([*SETUI, "audit", "--json", "--data-dir", str(data)],
+                               capture_output=True,
+                               text=True, timeout=PATIENCE, stdin=subprocess.DEVNULL)
+    user = next(record["user"] for record in map(json.loads, audit.stdout.splitlines())
+                if record["action"] == "approve-outcome")
+    # journald takes the "<N>" priority off: SyslogMessage is the rest of the line.
+    return [re.sub(r"^<\d>", "", line) for line in out.read_text().splitlines()], user
+
+
+def wait_for_text(path: Path, text: str, what: str) -> None:
+    deadline = time.monotonic() + PATIENCE
+    while text not in path.read_text():
+        if time.monotonic() > deadline:
+            pytest.fail(f"no {what} within {PATIENCE} s: {path.read_text()[-2000:]!r}")
+        time.sleep(0.05)
+
+
+def test_the_queries_read_the_lines_setui_writes(tmp_path: Path) -> None:
+    lines, user = journal_lines(tmp_path)
+
+    # events-per-vm.kql
+    line = patterns("events-per-vm.kql")["line"]
+    changes = {"appeared", "rescheduled", "changed", "started", "completed", "cancelled",
+               "gone"}
+    per_vm: dict[str, set[str]] = defaultdict(set)
+    started: dict[str, set[str]] = defaultdict(set)
+    types: dict[str, set[str]] = defaultdict(set)
+    for message in lines:
+        change = extract(line, 2, message)
+        if change not in changes:
+            continue
+        event_id = extract(line, 5, message)
+        for vm in extract(line, 7, message).split(", "):
+            if vm and not vm.startswith("+"):
+                per_vm[vm].add(event_id)
+                types[vm].add(extract(line, 3, message))
+                if change == "started":
+                    started[vm].add(event_id)
+    assert per_vm["web-0"] == {E1} and per_vm["web-1"] == {E1, E2}
+    assert types["web-1"] == {"Reboot", "Freeze"}
+    assert started["web-0"] == {E1}
+    # A list cut at five: the first five VMs, and "+2 more" is not taken for a VM.
+    assert {vm for vm, ids in per_vm.items() if E3 in ids} == {f"web-{i}" for i in range(2, 7)}
+    # Connection lines are not events.
+    assert any("connection live" in m for m in lines)
+    assert all(extract(line, 2, m) not in changes for m in lines if "connection" in m)
+    appeared = next(m for m in lines if E1 in m and extract(line, 2, m) == "appeared")
+    assert extract(line, 1, appeared).isdigit() and extract(line, 4, appeared) == "Scheduled"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT[\d:]+Z", extract(line, 6, appeared))
+    assert extract(line, 8, appeared)  # "(this VM)"
+
+    # approvals-by-operator.kql
+    found = patterns("approvals-by-operator.kql")
+    by_operator: dict[str, set[str]] = defaultdict(set)
+    for message in lines:
+        if extract(found["line"], 2, message) != "started":
+            continue
+        if not extract(found["approval"], 1, message):
+            continue
+        operator = extract(found["approval"], 2, message) or "(another VM or Azure)"
+        by_operator[operator].add(extract(found["line"], 5, message))
+    assert by_operator == {user: {E1}}, lines
