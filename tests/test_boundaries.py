@@ -18,6 +18,7 @@ HEADLESS = (
     "setui.commands.watch", "setui.commands.approve", "setui.commands.history",
     "setui.commands.audit", "setui.commands.report", "setui.monitor",
     "setui.monitor.replay", "setui.monitor.report", "setui.core.timefmt", "setui.cli",
+    "setui.fleet", "setui.commands.fleet",
 )
 
 

@@ -1,6 +1,8 @@
 """The fleet view's headless half: Prometheus's HTTP API, and what its answer says about
 every VM's scheduled events. No textual, no rich: ``setui.ui.fleet`` draws it."""
 
+# Before httpx is imported: setui.core keeps httpx's own command line (click, rich) out.
+import setui.core  # noqa: F401
 from setui.fleet.model import Fleet, FleetEvent, FleetVm, Group, VmKey, VmState
 from setui.fleet.prometheus import (
     QUERY,
