@@ -8,6 +8,7 @@ monotonic clock, so a machine with a wrong clock shows the same as the fleet's.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
@@ -161,7 +162,30 @@ class FleetApp(App[None]):
 
     @work(thread=True, exclusive=False, group="fleet", exit_on_error=False)
     def _refresh_worker(self) -> None:
+        """Waits for one refresh run on a daemon thread of its own. The worker's thread
+        belongs to the event loop's executor, which the interpreter joins at exit: a
+        query to a Prometheus that does not answer would hold ``q`` for its whole
+        timeout. Quitting abandons the daemon thread instead."""
         view = (self.filter_text, self.group)
+        done = threading.Event()
+        box: list[Refreshed] = []
+
+        def job() -> None:
+            try:
+                box.append(self._refresh(view))
+            finally:
+                done.set()
+                if self._closing:
+                    self.watcher.close()
+
+        threading.Thread(target=job, name="setui-fleet-query", daemon=True).start()
+        while not done.wait(0.25):
+            if self._closing:
+                return
+        if box and not self._closing:
+            self.post_message(box[0])
+
+    def _refresh(self, view: tuple[str, Group | None]) -> Refreshed:
         lines: list[Line] = []
         hidden = 0
         try:
@@ -172,10 +196,7 @@ class FleetApp(App[None]):
             update = FleetUpdate(last.fleet, LinkState.ERROR,
                                  f"the refresh failed: {type(exc).__name__}: {exc}",
                                  last.answered_mono, last.failures + 1)
-        finally:
-            if self._closing:
-                self.watcher.close()
-        self.post_message(Refreshed(update, view, lines, hidden))
+        return Refreshed(update, view, lines, hidden)
 
     def on_refreshed(self, message: Refreshed) -> None:
         self._busy = False
