@@ -1,0 +1,60 @@
+"""The fleet view's states and keys under Pilot, against loopback servers that answer
+as a refusing or broken Prometheus would."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from test_fleet_client import OK, Canned
+
+from setui.fleet import FleetWatcher, PrometheusAuth, PrometheusClient
+from setui.ui.fleet.app import FleetApp
+from setui.ui.screens.help import HelpScreen
+
+
+async def wait_for(pilot: Any, predicate: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 30
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await pilot.pause(0.05)
+
+
+def status(app: FleetApp) -> str:
+    return "\n".join(t.plain for t in app.query_one("#status").texts)  # type: ignore[attr-defined]
+
+
+async def test_refused_credentials_are_a_state_with_the_reason() -> None:
+    server = Canned(401, b"Unauthorized")
+    try:
+        app = FleetApp(FleetWatcher(PrometheusClient(server.url, PrometheusAuth(token="t"))),
+                       refresh=0.5)
+        async with app.run_test(size=(100, 24)) as pilot:
+            await wait_for(pilot, lambda: "✖ refused" in status(app), "refused")
+            assert "refused the credentials (HTTP 401)" in status(app)
+            assert "bearer token" in status(app) and "no answer yet" in status(app)
+            assert app.lines == []
+            await pilot.press("question_mark")
+            await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), "help")
+            assert "setui fleet: keys" in (app.screen._text or "")  # type: ignore[attr-defined]
+    finally:
+        server.stop()
+
+
+async def test_a_broken_answer_after_a_good_one_keeps_the_last_with_its_age() -> None:
+    server = Canned(200, json.dumps(OK).encode())
+    try:
+        app = FleetApp(FleetWatcher(PrometheusClient(server.url)), refresh=0.5)
+        async with app.run_test(size=(100, 24)) as pilot:
+            await wait_for(pilot, lambda: "● live" in status(app), "live")
+            assert "1 VMs" in status(app)
+            server.body = b"<html>maintenance</html>"
+            await wait_for(pilot, lambda: "✖ Prometheus error" in status(app), "the error")
+            assert "STALE: showing the last answer" in status(app)
+            assert "not the query API's JSON" in status(app)
+            assert "1 VMs" in status(app)
+    finally:
+        server.stop()
