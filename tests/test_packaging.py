@@ -32,7 +32,8 @@ def test_a_command_builds_only_its_own_arguments() -> None:
     code = ("import sys; from setui.cli import build_parser; "
             "build_parser(['watch', '--json']).parse_args(['watch', '--json']); "
             "print(sorted(m for m in ('setui.emulator.command', 'setui.commands.history', "
-            "'setui.commands.audit', 'setui.commands.approve') if m in sys.modules))")
+            "'setui.commands.audit', 'setui.commands.approve', 'setui.commands.fleet', "
+            "'setui.fleet') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert done.stdout.strip() == "[]"
@@ -43,6 +44,7 @@ def test_every_command_still_parses_its_own_options() -> None:
 
     for argv in (["history", "--limit", "3"], ["audit", "verify"],
                  ["emulator", "--port", "0"], ["approve", "X", "--yes"],
+                 ["fleet", "--prometheus", "http://prom:9090", "--refresh", "10"],
                  ["--vm-name", "watch", "history", "--json"]):
         args = build_parser(argv).parse_args(argv)
         assert args.command == ("history" if argv[0] == "--vm-name" else argv[0])
