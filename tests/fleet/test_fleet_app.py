@@ -58,3 +58,20 @@ async def test_a_broken_answer_after_a_good_one_keeps_the_last_with_its_age() ->
             assert "1 VMs" in status(app)
     finally:
         server.stop()
+
+
+async def test_escape_in_the_filter_box_clears_it() -> None:
+    server = Canned(200, json.dumps(OK).encode())
+    try:
+        app = FleetApp(FleetWatcher(PrometheusClient(server.url)), refresh=0.5)
+        async with app.run_test(size=(100, 24)) as pilot:
+            await wait_for(pilot, lambda: "● live" in status(app), "live")
+            await pilot.press("slash", "x", "y")
+            await wait_for(pilot, lambda: app.filter_text == "xy", "the filter typed")
+            assert "filter “xy”" in status(app)
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: app.filter_text == "", "the filter cleared")
+            assert not app.query_one("#filter").display
+            assert "filter" not in status(app)
+    finally:
+        server.stop()
