@@ -98,7 +98,8 @@ class FleetApp(App[None]):
         self.filter_text = ""
         self.group: Group | None = None
         self.refreshes = 0  # answers drawn (tests wait on it)
-        self._busy = False
+        self._busy = False  # a refresh asked for and not yet drawn
+        self._querying = threading.Event()  # a query thread is running
         self._closing = False
         self._next_at = 0.0
         self._hidden = 0
@@ -125,8 +126,10 @@ class FleetApp(App[None]):
         self.set_interval(1.0, self._tick, name="tick")
 
     def on_unmount(self) -> None:
+        # Whichever of this and the query thread comes second closes the client (closing
+        # twice is harmless; never while a query uses it).
         self._closing = True
-        if not self._busy:
+        if not self._querying.is_set():
             self.watcher.close()
 
     # -- time ---------------------------------------------------------------------------------
@@ -174,10 +177,12 @@ class FleetApp(App[None]):
             try:
                 box.append(self._refresh(view))
             finally:
+                self._querying.clear()
                 done.set()
                 if self._closing:
                     self.watcher.close()
 
+        self._querying.set()
         threading.Thread(target=job, name="setui-fleet-query", daemon=True).start()
         while not done.wait(0.25):
             if self._closing:
