@@ -252,7 +252,7 @@ class FleetBuilder:
 
     def _vm(self, key: VmKey, labels: Mapping[str, str], last: float | None, at: float,
             event_ids: Iterable[str]) -> FleetVm:
-        identity = {name: _label(labels, name) for name in IDENTITY_LABELS}
+        identity = {name: labels.get(name, "") for name in IDENTITY_LABELS}  # bounded
         if last is None:
             state = VmState.UNKNOWN
         elif last <= 0:
@@ -262,7 +262,7 @@ class FleetBuilder:
         else:
             state = VmState.LIVE
         return FleetVm(key, identity, group_of(identity), state, last, at,
-                       _label(labels, "instance"), _label(labels, "job"),
+                       labels.get("instance", ""), labels.get("job", ""),
                        tuple(dict.fromkeys(event_ids)))
 
     def _remember(self, vms: Mapping[VmKey, FleetVm], at: float) -> None:
@@ -289,6 +289,7 @@ def _event(event_id: str, rows: list[tuple[VmKey, Mapping[str, str], float | Non
         values = [value] if value is not None and value > 0 else []
         vm = vms.get(key)
         group = vm.group if vm is not None else NO_GROUP
+        stale = vm is None or vm.state is not VmState.LIVE
     else:
         statuses = tuple(dict.fromkeys(labels.get("eventStatus", "") for _, labels, _ in rows))
         resources = tuple(dict.fromkeys(r for _, labels, _ in rows
@@ -299,13 +300,13 @@ def _event(event_id: str, rows: list[tuple[VmKey, Mapping[str, str], float | Non
         values = [v for _, _, v in rows if v is not None and v > 0]
         groups = Counter(vms[key].group for key in reporters if key in vms)
         group = groups.most_common(1)[0][0] if groups else NO_GROUP
+        stale = all(key not in vms or not vms[key].state.healthy for key in reporters)
     not_before = None
     if values:
         try:
             not_before = datetime.fromtimestamp(min(values), tz=timezone.utc)
         except (OverflowError, OSError, ValueError):
             not_before = None
-    stale = all(key in vms and not vms[key].state.healthy for key in reporters)
     return FleetEvent(
         event_id=event_id, event_type=first.get("eventType", ""), statuses=statuses,
         source=first.get("eventSource", ""), not_before=not_before,
