@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import time
 from collections import defaultdict
@@ -45,7 +46,9 @@ def extract(pattern: re.Pattern[str], group: int, text: str) -> str:
     return (match.group(group) or "") if match else ""
 
 
-def journal_lines(tmp_path: Path) -> tuple[list[str], str]:
+def journal_lines(tmp_path: Path) -> tuple[list[str], str, list[str]]:
+    """The watch's journal lines (as SyslogMessage holds them), the approver's account,
+    and the audit records the approval forwarded to a UDP syslog collector (RFC 5424)."""
     scenario = tmp_path / "scenario.json"
     # The events appear two seconds in: the emulator was seen to answer 200 to an approval
     # in a scenario's first second and never start the event (reported; not this test's).
@@ -67,14 +70,21 @@ def journal_lines(tmp_path: Path) -> tuple[list[str], str]:
         watch = subprocess.Popen([*SETUI, "watch", *common, "--interval", "0.2"], env=env,
                                  stdout=stream, stderr=subprocess.PIPE, text=True,
                                  stdin=subprocess.DEVNULL)
+        collector = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        collector.bind(("127.0.0.1", 0))
+        collector.settimeout(PATIENCE)
+        forward = {**os.environ,
+                   "SETUI_AUDIT_FORWARD": f"udp://127.0.0.1:{collector.getsockname()[1]}"}
         try:
             wait_for_text(out, E3, "the events' appeared lines")
             approve = subprocess.run([*SETUI, "approve", E1, "--yes", *common],
                                      capture_output=True, text=True, timeout=PATIENCE,
-                                     stdin=subprocess.DEVNULL)
+                                     stdin=subprocess.DEVNULL, env=forward)
             assert approve.returncode == 0, approve.stdout + approve.stderr
             wait_for_text(out, "approved by", "the started line with its approver")
+            records = [collector.recv(65536).decode() for _ in range(2)]  # attempt, outcome
         finally:
+            collector.close()
             watch.terminate()
             watch.communicate(timeout=PATIENCE)
         audit = subprocess.run([*SETUI, "audit", "--json", "--data-dir", str(data)],
@@ -83,7 +93,8 @@ def journal_lines(tmp_path: Path) -> tuple[list[str], str]:
     user = next(record["user"] for record in map(json.loads, audit.stdout.splitlines())
                 if record["action"] == "approve-outcome")
     # journald takes the "<N>" priority off: SyslogMessage is the rest of the line.
-    return [re.sub(r"^<\d>", "", line) for line in out.read_text().splitlines()], user
+    return ([re.sub(r"^<\d>", "", line) for line in out.read_text().splitlines()], user,
+            records)
 
 
 def wait_for_text(path: Path, text: str, what: str) -> None:
@@ -95,7 +106,7 @@ def wait_for_text(path: Path, text: str, what: str) -> None:
 
 
 def test_the_queries_read_the_lines_setui_writes(tmp_path: Path) -> None:
-    lines, user = journal_lines(tmp_path)
+    lines, user, records = journal_lines(tmp_path)
 
     # events-per-vm.kql
     line = patterns("events-per-vm.kql")["line"]
@@ -128,8 +139,24 @@ def test_the_queries_read_the_lines_setui_writes(tmp_path: Path) -> None:
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT[\d:]+Z", extract(line, 6, appeared))
     assert extract(line, 8, appeared)  # "(this VM)"
 
-    # approvals-by-operator.kql
+    # approvals-by-operator.kql, over the forwarded records: as the collector got them
+    # (RFC 5424, structured data first) and as the message alone.
     found = patterns("approvals-by-operator.kql")
+    record, person = found["record"], found["person"]
+    for form in (records, [r[r.index("setui audit record"):] for r in records]):
+        outcomes = {extract(record, 2, m): m for m in form}
+        assert set(outcomes) == {"approve-attempt", "approve-outcome"}, form
+        done = outcomes["approve-outcome"]
+        assert extract(record, 3, done) == E1
+        assert extract(record, 6, done) == "accepted: HTTP 200"
+        assert extract(record, 5, done) and re.fullmatch(r"[0-9a-f]{64}",
+                                                         extract(record, 7, done))
+        actor = extract(record, 4, done)
+        operator = extract(person, 2, actor) or extract(person, 1, actor)
+        assert operator == user or actor.startswith(f"{user} (login {operator}")
+
+    # approvals-seen-starting.kql, over the watch's lines
+    found = patterns("approvals-seen-starting.kql")
     by_operator: dict[str, set[str]] = defaultdict(set)
     for message in lines:
         if extract(found["line"], 2, message) != "started":
