@@ -75,3 +75,34 @@ async def test_escape_in_the_filter_box_clears_it() -> None:
             assert "filter" not in status(app)
     finally:
         server.stop()
+
+
+async def test_hostile_label_values_are_shown_as_text_never_obeyed() -> None:
+    nasty = "\x1b[2J\x1b]0;owned\x07[bold red]boom[/]\u202eevil\x9b31m"
+    labels = {"vm_name": nasty, "vm_scale_set": nasty, "placement_group": "",
+              "resource_group": "rg", "subscription_id": "s", "zone": ""}
+    answer = {"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"__name__": "setui_last_success_timestamp_seconds", **labels},
+         "value": [1800000000, "1800000000"]},
+        {"metric": {"__name__": "azure_scheduledevent_event", **labels, "eventID": nasty,
+                    "eventType": nasty, "eventStatus": "Scheduled", "eventSource": nasty,
+                    "resourceType": "virtualMachine", "resource": nasty, "notBefore": nasty,
+                    "this_vm": "true", "approved_by": nasty},
+         "value": [1800000000, "1800000600"]}]}}
+    server = Canned(200, json.dumps(answer).encode())
+    try:
+        app = FleetApp(FleetWatcher(PrometheusClient(server.url)), refresh=0.5)
+        async with app.run_test(size=(160, 30)) as pilot:
+            await wait_for(pilot, lambda: "1 events" in status(app), "the event")
+            table = app.query_one("#lines")
+            shown = "\n".join("".join(seg.text for seg in table.render_line(y))
+                              for y in range(4))
+            await pilot.press("g", "enter")
+            await wait_for(pilot, lambda: hasattr(app.screen, "body"), "the details")
+            details = app.screen.body.plain  # type: ignore[attr-defined]
+            for text in (shown, details, status(app)):
+                assert "\x1b" not in text and "\u202e" not in text and "\x9b" not in text
+            assert "\\x1b" in shown and "[bold red]boom[/]" in shown
+            assert "setui approve '" in details  # quoted for the shell
+    finally:
+        server.stop()
