@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections.abc import Callable
 
 from setui.config import Config
 
@@ -18,7 +19,7 @@ __all__ = ["add_arguments", "run"]
 DEFAULT_STALE_AFTER = 120.0  # seconds: a scrape interval of a minute, and margin
 
 
-def _seconds(minimum: float) -> object:
+def _seconds(minimum: float) -> Callable[[str], float]:
     def parse(text: str) -> float:
         try:
             value = float(text)
