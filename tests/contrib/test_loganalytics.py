@@ -116,14 +116,14 @@ def test_the_queries_read_the_lines_setui_writes(tmp_path: Path) -> None:
     started: dict[str, set[str]] = defaultdict(set)
     types: dict[str, set[str]] = defaultdict(set)
     for message in lines:
-        change = extract(line, 2, message)
+        change = extract(line, 1, message)
         if change not in changes:
             continue
-        event_id = extract(line, 5, message)
-        for vm in extract(line, 7, message).split(", "):
+        event_id = extract(line, 6, message)
+        for vm in extract(line, 8, message).split(", "):
             if vm and not vm.startswith("+"):
                 per_vm[vm].add(event_id)
-                types[vm].add(extract(line, 3, message))
+                types[vm].add(extract(line, 4, message))
                 if change == "started":
                     started[vm].add(event_id)
     assert per_vm["web-0"] == {E1} and per_vm["web-1"] == {E1, E2}
@@ -132,12 +132,15 @@ def test_the_queries_read_the_lines_setui_writes(tmp_path: Path) -> None:
     # A list cut at five: the first five VMs, and "+2 more" is not taken for a VM.
     assert {vm for vm, ids in per_vm.items() if E3 in ids} == {f"web-{i}" for i in range(2, 7)}
     # Connection lines are not events.
-    assert any("connection live" in m for m in lines)
-    assert all(extract(line, 2, m) not in changes for m in lines if "connection" in m)
-    appeared = next(m for m in lines if E1 in m and extract(line, 2, m) == "appeared")
-    assert extract(line, 1, appeared).isdigit() and extract(line, 4, appeared) == "Scheduled"
-    assert re.fullmatch(r"\d{4}-\d\d-\d\dT[\d:]+Z", extract(line, 6, appeared))
-    assert extract(line, 8, appeared)  # "(this VM)"
+    assert any(re.fullmatch(r"connection +live", m) for m in lines)
+    assert all(extract(line, 1, m) not in changes for m in lines if "connection" in m)
+    appeared = next(m for m in lines if E1 in m and extract(line, 1, m) == "appeared")
+    assert re.fullmatch(r"T-\d+:\d\d", extract(line, 2, appeared))
+    assert extract(line, 3, appeared).isdigit() and extract(line, 5, appeared) == "Scheduled"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT[\d:]+Z", extract(line, 7, appeared))
+    assert extract(line, 9, appeared)  # "(this VM)"
+    started = next(m for m in lines if extract(line, 1, m) == "started")
+    assert extract(line, 6, started) == E1 and extract(line, 2, started) == "-"
 
     # approvals-by-operator.kql, over the forwarded records: as the collector got them
     # (RFC 5424, structured data first) and as the message alone.
@@ -159,10 +162,10 @@ def test_the_queries_read_the_lines_setui_writes(tmp_path: Path) -> None:
     found = patterns("approvals-seen-starting.kql")
     by_operator: dict[str, set[str]] = defaultdict(set)
     for message in lines:
-        if extract(found["line"], 2, message) != "started":
+        if extract(found["line"], 1, message) != "started":
             continue
         if not extract(found["approval"], 1, message):
             continue
         operator = extract(found["approval"], 2, message) or "(another VM or Azure)"
-        by_operator[operator].add(extract(found["line"], 5, message))
+        by_operator[operator].add(extract(found["line"], 6, message))
     assert by_operator == {user: {E1}}, lines

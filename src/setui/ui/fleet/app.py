@@ -20,7 +20,7 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
-from textual.widgets import Footer, Input
+from textual.widgets import Input
 
 from setui.fleet import FleetUpdate, FleetWatcher, LinkState
 from setui.fleet.gcpause import gc_paused
@@ -31,8 +31,10 @@ from setui.ui.fleet.status import FleetStatus, FleetStatusView
 from setui.ui.fleet.table import FleetTable
 from setui.ui.fleet.view import HeaderLine, Line, build_lines
 from setui.ui.format import Palette, safe
+from setui.ui.nocolor import colourless
 from setui.ui.screens.help import HelpScreen
 from setui.ui.themes import DEFAULT_THEME, install_themes, variable_defaults
+from setui.ui.widgets.keys import KeyBar
 
 __all__ = ["FleetApp", "fleet_help"]
 
@@ -88,6 +90,8 @@ class FleetApp(App[None]):
                  theme: str = DEFAULT_THEME, user_themes: Path | None = None,
                  mono: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
+        if self.no_color:  # attributes only, as on the dashboard
+            self._filters = colourless(self._filters)
         self.watcher = watcher
         self.refresh_seconds = refresh
         self._theme_wanted = theme
@@ -109,7 +113,7 @@ class FleetApp(App[None]):
         yield FleetTable(now=self.now, id="lines")
         yield Input(placeholder="filter: any text of a line (Enter keeps, Escape clears)",
                     id="filter")
-        yield Footer()
+        yield KeyBar()
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return variable_defaults(self.current_theme)

@@ -13,7 +13,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from setui.fleet.model import Fleet, FleetEvent, FleetVm, VmState
 from setui.ui.fleet.view import (
@@ -26,6 +26,7 @@ from setui.ui.fleet.view import (
     vm_words,
 )
 from setui.ui.format import safe
+from setui.ui.widgets.keys import KeyBar
 
 __all__ = ["FleetDetailsScreen", "details_text"]
 
@@ -120,7 +121,7 @@ class FleetDetailsScreen(ModalScreen[None]):
         with VerticalScroll(id="details"):
             yield Static("Details  (Escape closes)", id="details-title")
             yield Static(self.body, id="details-body", markup=False)
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#details", VerticalScroll).focus()
