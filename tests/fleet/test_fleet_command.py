@@ -58,3 +58,9 @@ def test_no_url_and_bad_urls_exit_2() -> None:
     token = run("--prometheus", "http://prom:9090", "--token", "x")
     assert token.returncode == 2 and "unrecognized arguments" in token.stderr
     assert "Traceback" not in missing.stderr + inline.stderr + fast.stderr
+
+
+def test_not_a_terminal_is_said_in_words() -> None:
+    done = run("--prometheus", "http://127.0.0.1:9")
+    assert done.returncode == 2 and "needs a terminal" in done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
