@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from rich.segment import Segment
 from textual.color import Color
-from textual.filter import LineFilter, Monochrome, NoColor
+from textual.filter import LineFilter
 
-__all__ = ["WithoutColor", "colourless"]
+__all__ = ["WithoutColor"]
 
 
 class WithoutColor(LineFilter):
@@ -22,9 +22,3 @@ class WithoutColor(LineFilter):
     def apply(self, segments: list[Segment], background: Color) -> list[Segment]:
         return [Segment(text, None if style is None else style.without_color, control)
                 for text, style, control in segments]
-
-
-def colourless(filters: list[LineFilter]) -> list[LineFilter]:
-    """An app's filters under NO_COLOR: Textual's own (greys, defaults) replaced by
-    :class:`WithoutColor`. Every setui app calls this when ``App.no_color`` is set."""
-    return [f for f in filters if not isinstance(f, (Monochrome, NoColor))] + [WithoutColor()]

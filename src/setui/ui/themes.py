@@ -26,7 +26,6 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from textual.app import App
 from textual.color import Color, ColorParseError
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.css.constants import VALID_STYLE_FLAGS

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from textual import on, work
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import Input
@@ -31,8 +31,8 @@ from setui.ui.fleet.status import FleetStatus, FleetStatusView
 from setui.ui.fleet.table import FleetTable
 from setui.ui.fleet.view import HeaderLine, Line, build_lines
 from setui.ui.format import Palette, safe
-from setui.ui.nocolor import colourless
 from setui.ui.screens.help import HelpScreen
+from setui.ui.shell import TerminalApp
 from setui.ui.themes import DEFAULT_THEME, install_themes, variable_defaults
 from setui.ui.widgets.keys import KeyBar
 
@@ -73,7 +73,7 @@ def lines_for(update: FleetUpdate, text: str, group: Group | None) -> tuple[list
     return lines, every - shown
 
 
-class FleetApp(App[None]):
+class FleetApp(TerminalApp):
     """Every VM's events from Prometheus, grouped, most urgent first; read-only."""
 
     CSS_PATH = "fleet.tcss"
@@ -90,8 +90,6 @@ class FleetApp(App[None]):
                  theme: str = DEFAULT_THEME, user_themes: Path | None = None,
                  mono: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
-        if self.no_color:  # attributes only, as on the dashboard
-            self._filters = colourless(self._filters)
         self.watcher = watcher
         self.refresh_seconds = refresh
         self._theme_wanted = theme
@@ -119,7 +117,7 @@ class FleetApp(App[None]):
         return variable_defaults(self.current_theme)
 
     def on_mount(self) -> None:
-        _, problems = install_themes(self, self._user_themes, self._theme_wanted)
+        _, problems = install_themes(self, self._theme_wanted, self._user_themes)
         if problems:
             self.notify("\n".join(safe(p, 300) for p in problems), title="Theme problems",
                         severity="warning", timeout=15, markup=False)
@@ -128,6 +126,7 @@ class FleetApp(App[None]):
         self.query_one(FleetTable).focus()
         self._query()
         self.set_interval(1.0, self._tick, name="tick")
+        self._check_size()
 
     def on_unmount(self) -> None:
         # Whichever of this and the query thread comes second closes the client (closing
