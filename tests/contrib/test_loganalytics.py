@@ -29,6 +29,7 @@ PATIENCE = 60.0
 E1 = "11111111-1111-4111-8111-111111111111"
 E2 = "22222222-2222-4222-8222-222222222222"
 E3 = "33333333-3333-4333-8333-333333333333"
+E4 = "44444444-4444-4444-8444-444444444444"
 
 
 def patterns(name: str) -> dict[str, re.Pattern[str]]:
@@ -60,6 +61,8 @@ def journal_lines(tmp_path: Path) -> tuple[list[str], str, list[str]]:
          "resources": ["web-1"]},
         {"id": E3, "type": "Redeploy", "at": 2, "notice": "30m", "duration": -1,
          "resources": [f"web-{i}" for i in range(2, 9)]},
+        {"id": E4, "type": "Redeploy", "at": 2, "notice": "2d", "duration": -1,
+         "resources": ["web-9"]},
     ]}))
     out = tmp_path / "journal.txt"
     data = tmp_path / "data"
@@ -76,7 +79,7 @@ def journal_lines(tmp_path: Path) -> tuple[list[str], str, list[str]]:
         forward = {**os.environ,
                    "SETUI_AUDIT_FORWARD": f"udp://127.0.0.1:{collector.getsockname()[1]}"}
         try:
-            wait_for_text(out, E3, "the events' appeared lines")
+            wait_for_text(out, E4, "the events' appeared lines")
             approve = subprocess.run([*SETUI, "approve", E1, "--yes", *common],
                                      capture_output=True, text=True, timeout=PATIENCE,
                                      stdin=subprocess.DEVNULL, env=forward)
@@ -137,8 +140,12 @@ def test_the_queries_read_the_lines_setui_writes(tmp_path: Path) -> None:
     appeared = next(m for m in lines if E1 in m and extract(line, 1, m) == "appeared")
     assert re.fullmatch(r"T-\d+:\d\d", extract(line, 2, appeared))
     assert extract(line, 3, appeared).isdigit() and extract(line, 5, appeared) == "Scheduled"
-    assert re.fullmatch(r"\d{4}-\d\d-\d\dT[\d:]+Z", extract(line, 7, appeared))
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", extract(line, 7, appeared))
     assert extract(line, 9, appeared)  # "(this VM)"
+    # A countdown in days has a space in it ("T-1d 23h"): the columns after it still parse.
+    far = next(m for m in lines if E4 in m and extract(line, 1, m) == "appeared")
+    assert re.fullmatch(r"T-\d+d \d\dh", extract(line, 2, far)), far
+    assert extract(line, 6, far) == E4 and per_vm["web-9"] == {E4}
     started = next(m for m in lines if extract(line, 1, m) == "started")
     assert extract(line, 6, started) == E1 and extract(line, 2, started) == "-"
 
