@@ -4,6 +4,14 @@ Approving starts maintenance, for every VM in the event's Resources: it is setui
 destructive action. So the order is fixed: refuse what must not be approved (and record
 the refusal), commit an attempt record to the audit log, and only then POST; afterwards
 append the outcome. If the attempt cannot be committed, nothing is sent.
+
+What is approved is what the operator was shown: the confirmation binds to a snapshot of
+the event (:class:`Confirmed`), and the document is read once more just before the POST.
+An event that changed, started, left or is no longer alone under its EventId is refused,
+with what changed field by field. The attempt record is appended only if no earlier
+approval of the event (by any process on this VM) claims it, in the same transaction
+(store.claims). While the service fails, the POST is retried only while the event is
+still Scheduled, present and before its NotBefore, and each try is reported.
 """
 
 from __future__ import annotations
@@ -11,14 +19,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from setui.core.clock import utc_now
 from setui.core.errors import ImdsError
-from setui.core.model import Document, Event
+from setui.core.model import Document, Event, is_this_vm, parse_not_before
 from setui.identity import Identity
 from setui.store import (
     APPROVE_ATTEMPT,
@@ -26,15 +34,25 @@ from setui.store import (
     CANCELLED,
     REFUSED,
     AuditEntry,
+    AuditRecord,
     Store,
     StoreError,
     event_snapshot,
 )
+from setui.store.claims import AlreadyClaimed, Claim
+from setui.textsafe import printable
 
 if TYPE_CHECKING:
     from setui.core.client import ImdsClient
 
-__all__ = ["ApprovalOutcome", "Approver", "find_event"]
+__all__ = ["ApprovalOutcome", "Approver", "Confirmed", "Progress", "changes_between",
+           "confirmed", "find_event", "other_vms", "repeated"]
+
+# The fields an operator confirms, in the order a change is told.
+_FIELDS = (("EventType", "type"), ("EventStatus", "status"), ("Resources", "resources"),
+           ("NotBefore", "NotBefore"), ("DurationInSeconds", "duration"),
+           ("EventSource", "source"), ("Description", "description"),
+           ("ResourceType", "resource type"))
 
 
 @dataclass(frozen=True)
@@ -48,6 +66,29 @@ class ApprovalOutcome:
     message: str
     latency: float | None
     record_seq: int | None  # the audit record telling this outcome, if one was written
+    # Refused because what was confirmed is not what would be approved now (the event
+    # changed, or another approval claims it): an operator may be asked again.
+    ask_again: bool = False
+    changes: tuple[str, ...] = ()  # what changed, field by field, when it did
+
+
+@dataclass(frozen=True)
+class Confirmed:
+    """What the operator saw and said yes to: the event's snapshot and its document."""
+
+    event_id: str
+    snapshot: Mapping[str, Any]  # event_snapshot(): the fields, as the service names them
+    incarnation: int
+
+
+@dataclass(frozen=True)
+class Progress:
+    """An approval still trying: shown on the row while the service fails."""
+
+    event_id: str
+    attempt: int
+    last_error: str
+    next_in: float  # seconds to the next try
 
 
 def find_event(document: Document | None, event_id: str) -> Event | None:
@@ -61,6 +102,53 @@ def find_event(document: Document | None, event_id: str) -> Event | None:
     return next((e for e in document.events if e.event_id.casefold() == wanted), None)
 
 
+def repeated(document: Document | None, event_id: str) -> int:
+    """How many events of ``document`` carry this EventId (case ignored)."""
+    if document is None:
+        return 0
+    wanted = event_id.strip().casefold()
+    return sum(1 for e in document.events if e.event_id.casefold() == wanted)
+
+
+def confirmed(document: Document, event_id: str) -> Confirmed | None:
+    """The snapshot to bind a confirmation to, taken when the event is shown."""
+    event = find_event(document, event_id)
+    if event is None:
+        return None
+    return Confirmed(event.event_id, event_snapshot(event), document.incarnation)
+
+
+def other_vms(event: Event, vm_name: str | None) -> str | None:
+    """Why approving ``event`` reaches beyond this VM, if it does: it lists other VMs,
+    or does not list this one. Such an event needs an explicit yes."""
+    others = [r for r in event.resources if not is_this_vm(r, vm_name)]
+    if others:
+        names = ", ".join(printable(r, 60) for r in others[:5])
+        more = f" and {len(others) - 5} more" if len(others) > 5 else ""
+        plural = "s" if len(others) != 1 else ""
+        return f"it also starts for {len(others)} other VM{plural}: {names}{more}"
+    if not event.affects(vm_name):
+        who = printable(vm_name, 60) if vm_name else "this VM (its name is not known)"
+        return f"it does not list {who}"
+    return None
+
+
+def _value(field_name: str, value: Any) -> str:
+    if value is None or value == "":
+        return "(none)"
+    if field_name == "Resources" and isinstance(value, list):
+        shown = ", ".join(printable(str(r), 40) for r in value[:6])
+        return f"{shown}{f' and {len(value) - 6} more' if len(value) > 6 else ''}" \
+            f" ({len(value)} VM{'s' if len(value) != 1 else ''})"
+    return printable(str(value), 80)
+
+
+def changes_between(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """What differs between two snapshots, field by field, in words."""
+    return [f"{label}: {_value(key, before.get(key))} -> {_value(key, after.get(key))}"
+            for key, label in _FIELDS if before.get(key) != after.get(key)]
+
+
 def _ms(seconds: float | None) -> str:
     return "" if seconds is None else f" in {seconds * 1000:.0f} ms"
 
@@ -70,7 +158,7 @@ class Approver:
 
     def __init__(self, client: ImdsClient, store: Store | None, *, endpoint: str,
                  identity: Identity | None = None, read_only: bool = False,
-                 store_problem: str | None = None,
+                 store_problem: str | None = None, vm_name: str | None = None,
                  wall: Callable[[], datetime] = utc_now) -> None:
         self.client = client
         self.store = store
@@ -78,13 +166,16 @@ class Approver:
         self.identity = identity or Identity.current()
         self.read_only = read_only
         self.store_problem = store_problem
+        self.vm_name = vm_name  # this VM's name in Resources, once known
         self.wall = wall
         # The last failure to write the audit log, for callers that show or act on it.
         self.store_error: str | None = None
 
     # -- checks ---------------------------------------------------------------------------
-    def refusal(self, event_id: str, document: Document | None) -> str | None:
-        """Why approving ``event_id`` now would be refused, or None when it may go ahead."""
+    def refusal(self, event_id: str, document: Document | None, *,
+                allow_other_vms: bool = True) -> str | None:
+        """Why approving ``event_id`` now would be refused, or None when it may go ahead.
+        ``allow_other_vms=False``: an event reaching beyond this VM is refused too."""
         if self.read_only:
             return "setui runs read-only (--read-only): it approves nothing"
         if self.store is None or self.store.readonly:
@@ -100,26 +191,43 @@ class Approver:
         if event is None:
             return (f"EventId {event_id} is not in the current document "
                     f"(incarnation {document.incarnation})")
+        count = repeated(document, event_id)
+        if count > 1:
+            return (f"EventId {event.event_id} appears {count} times in the document "
+                    f"(incarnation {document.incarnation}): which of them the service would "
+                    "start cannot be known, so setui approves none")
         if event.is_started:
             return f"event {event.event_id} ({event.event_type}) has already started"
+        if not allow_other_vms:
+            beyond = other_vms(event, self.vm_name)
+            if beyond is not None:
+                return (f"{beyond}; --yes alone approves only events of this VM alone "
+                        "(add --allow-other-vms to approve it anyway)")
         return None
 
     # -- records --------------------------------------------------------------------------
-    def _entry(self, action: str, event_id: str, document: Document | None,
+    def _entry(self, action: str, event_id: str, document: Document | None, *,
+               snapshot: Mapping[str, Any] | None = None, incarnation: int | None = None,
                **fields: Any) -> AuditEntry:
+        """A record of ``event_id``: the snapshot confirmed (default: the event as in
+        ``document``) and its incarnation."""
         event = find_event(document, event_id)
+        if snapshot is None and event is not None:
+            snapshot = event_snapshot(event)
         details: dict[str, Any] = dict(fields.pop("details", {}))
         details.update(self.identity.details())
         return AuditEntry(
             action=action, time=self.wall(), user=self.identity.user,
             host=self.identity.host, ssh_client=self.identity.ssh_client,
-            endpoint=self.endpoint, event_id=event.event_id if event else event_id,
-            event=event_snapshot(event) if event else None,
-            incarnation=document.incarnation if document is not None else None,
+            endpoint=self.endpoint,
+            event_id=str(snapshot["EventId"]) if snapshot else event_id,
+            event=snapshot, incarnation=incarnation if incarnation is not None else (
+                document.incarnation if document is not None else None),
             details=details, **fields)
 
     def record_refusal(self, event_ids: Sequence[str], document: Document | None,
-                       reason: str) -> list[ApprovalOutcome]:
+                       reason: str, *, ask_again: bool = False,
+                       changes: Sequence[str] = ()) -> list[ApprovalOutcome]:
         """Record that setui refused these approvals (when the log can be written)."""
         seqs: list[int | None] = [None] * len(event_ids)
         if self.store is not None and not self.store.readonly:
@@ -130,7 +238,8 @@ class Approver:
             except StoreError as exc:
                 self.store_error = str(exc)  # the refusal stands; it is just not written
         return [ApprovalOutcome(i, approved=False, refused=True, status=None,
-                                message=f"refused: {reason}", latency=None, record_seq=seq)
+                                message=f"refused: {reason}", latency=None, record_seq=seq,
+                                ask_again=ask_again, changes=tuple(changes))
                 for i, seq in zip(event_ids, seqs, strict=True)]
 
     def record_cancel(self, event_ids: Sequence[str], document: Document | None) -> bool:
@@ -145,16 +254,37 @@ class Approver:
             return False
         return True
 
+    def claim(self, event_id: str) -> Claim | None:
+        """The earlier approval of this event on this VM, if any (blocking: SQLite)."""
+        if self.store is None:
+            return None
+        try:
+            return self.store.claim(event_id, self.endpoint)
+        except StoreError:
+            return None  # cannot tell here; the approval itself checks again, or refuses
+
     # -- the approval ---------------------------------------------------------------------
-    async def approve(self, event_ids: Sequence[str],
-                      document: Document | None) -> list[ApprovalOutcome]:
-        """Refuse, record, POST once for all the rest, record the outcomes."""
+    async def approve(self, event_ids: Sequence[str], document: Document | None, *,
+                      confirmed_as: Mapping[str, Confirmed] | None = None,
+                      allow_other_vms: bool = True, again: bool = False,
+                      progress: Callable[[Progress], None] | None = None,
+                      current: Callable[[], Document | None] | None = None,
+                      ) -> list[ApprovalOutcome]:
+        """Refuse, re-read the document, record, POST once for all the rest, record the
+        outcomes.
+
+        ``confirmed_as``: the snapshots the operator confirmed (default: the events as in
+        ``document``); the document is read once more just before the POST and any
+        difference refuses. ``again``: approve even what an earlier approval claims.
+        ``progress`` hears of each failed try; ``current`` gives the newest document
+        known (the dashboard's), to stop retrying once the event started or left.
+        """
         ids = list(dict.fromkeys(event_ids))
         results: dict[str, ApprovalOutcome] = {}
         going: list[str] = []
         resolved: set[str] = set()
         for event_id in ids:
-            reason = self.refusal(event_id, document)
+            reason = self.refusal(event_id, document, allow_other_vms=allow_other_vms)
             if reason is None:
                 event = find_event(document, event_id)
                 assert event is not None
@@ -170,48 +300,120 @@ class Approver:
             results[event_id] = refused[0]
         if going:
             assert document is not None and self.store is not None
-            for outcome in await self._post(going, document, self.store):
-                results[outcome.event_id] = outcome
+            shown = {i: (confirmed_as or {}).get(i) or confirmed(document, i) for i in going}
+            latest, problem = await self._reread()
+            ready: dict[str, Confirmed] = {}
+            for event_id in going:
+                seen = shown[event_id]
+                assert seen is not None
+                why, changes = self._still_as_shown(seen, latest, problem, allow_other_vms)
+                if why is None:
+                    ready[event_id] = seen
+                    continue
+                results[event_id] = (await asyncio.to_thread(
+                    self.record_refusal, [event_id], latest or document, why,
+                    ask_again=bool(changes), changes=changes))[0]
+            if ready:
+                for outcome in await self._post(ready, self.store, again, progress, current):
+                    results[outcome.event_id] = outcome
         return [results[i] for i in ids]
 
-    async def _post(self, ids: list[str], document: Document,
-                    store: Store) -> list[ApprovalOutcome]:
-        events = [find_event(document, i) for i in ids]
-        wire_ids = [e.event_id if e else i for i, e in zip(ids, events, strict=True)]
+    async def _reread(self) -> tuple[Document | None, str | None]:
+        """The document as the service has it now: one GET, never a cached 304."""
+        forget = getattr(self.client, "forget_etag", None)
+        if forget is not None:
+            forget()
+        try:
+            document = (await self.client.fetch()).document
+        except ImdsError as exc:
+            return None, exc.message or str(exc)
+        if document is None:
+            return None, "the service answered without a document"
+        return document, None
+
+    def _still_as_shown(self, seen: Confirmed, latest: Document | None, problem: str | None,
+                        allow_other_vms: bool) -> tuple[str | None, list[str]]:
+        """Why the event may not be approved as confirmed, and what changed, if it may not."""
+        if latest is None:
+            return (f"the document could not be read again just before sending "
+                    f"({printable(problem, 200)}), so nothing was sent"), []
+        count = repeated(latest, seen.event_id)
+        if count == 0:
+            return (f"event {seen.event_id} left the document (incarnation "
+                    f"{latest.incarnation}) since it was shown: it may have started and "
+                    "ended, or been cancelled"), []
+        event = find_event(latest, seen.event_id)
+        assert event is not None
+        now = event_snapshot(event)
+        changes = changes_between(seen.snapshot, now)
+        if count > 1:
+            return (f"EventId {seen.event_id} now appears {count} times in the document "
+                    f"(incarnation {latest.incarnation})"), changes
+        if changes:
+            return (f"event {seen.event_id} changed since it was shown (incarnation "
+                    f"{seen.incarnation} -> {latest.incarnation}): " + "; ".join(changes),
+                    changes)
+        if event.is_started:
+            return f"event {seen.event_id} has already started", []
+        if not allow_other_vms:
+            beyond = other_vms(event, self.vm_name)
+            if beyond is not None:
+                return f"{beyond}; it needs --allow-other-vms", []
+        return None, []
+
+    async def _post(self, ready: Mapping[str, Confirmed], store: Store, again: bool,
+                    progress: Callable[[Progress], None] | None,
+                    current: Callable[[], Document | None] | None) -> list[ApprovalOutcome]:
+        ids = list(ready)
+        wire_ids = [ready[i].event_id for i in ids]
+        incarnation = min(c.incarnation for c in ready.values())
         batch = {"api_version": getattr(self.client, "api_version", None),
-                 "event_ids": wire_ids}
+                 "event_ids": wire_ids, "confirmed_incarnation": incarnation,
+                 **({"again": True} if again else {})}
+        entries = [self._entry(APPROVE_ATTEMPT, i, None, snapshot=ready[i].snapshot,
+                               incarnation=ready[i].incarnation, details=batch) for i in ids]
         # A damaged or altered store refuses before anything is written or sent.
         damaged = await asyncio.to_thread(store.approval_integrity)
         if damaged is not None:
             return [ApprovalOutcome(i, False, True, None, f"refused: {damaged}", None, None)
                     for i in ids]
         try:
-            attempts = await asyncio.to_thread(
-                store.audit_extend,
-                [self._entry(APPROVE_ATTEMPT, i, document, details=batch) for i in ids])
+            if again:
+                attempts = await asyncio.to_thread(store.audit_extend, entries)
+            else:
+                attempts = await asyncio.to_thread(store.audit_claim, entries, wire_ids,
+                                                   self.endpoint)
+        except AlreadyClaimed as exc:
+            return [self._claimed(i, ready[i], exc) for i in ids]
         except StoreError as exc:
             self.store_error = str(exc)
             reason = f"cannot write the audit log, so nothing was sent: {exc}"
             return [ApprovalOutcome(i, False, True, None, f"refused: {reason}", None, None)
                     for i in ids]
+
+        def outcome(i: str, attempt: AuditRecord, **fields: Any) -> AuditEntry:
+            return self._entry(APPROVE_OUTCOME, i, None, snapshot=ready[i].snapshot,
+                               incarnation=ready[i].incarnation, attempt_seq=attempt.seq,
+                               **fields)
+
         started = time.monotonic()
         try:
-            status, error, latency, extra = await self._send(wire_ids, document.incarnation)
+            status, error, latency, extra = await self._send(
+                wire_ids, incarnation, self._retrying(ready, progress, current))
         except asyncio.CancelledError:
             # Stopped mid-request: it may or may not have reached the service. Say so in
             # the log (best effort), then let the cancellation go on.
             with contextlib.suppress(StoreError):  # on this thread: being cancelled
-                store.audit_extend([self._entry(
-                    APPROVE_OUTCOME, i, document, attempt_seq=a.seq,
-                    error="interrupted before the service answered: the request may or "
-                          "may not have arrived", latency=time.monotonic() - started)
+                store.audit_extend([outcome(
+                    i, a, error="interrupted before the service answered: the request may "
+                                "or may not have arrived", latency=time.monotonic() - started,
+                    details={"ending": "interrupted"})
                     for i, a in zip(ids, attempts, strict=True)])
             raise
         approved = error is None
         try:
             outcomes = await asyncio.to_thread(store.audit_extend, [
-                self._entry(APPROVE_OUTCOME, i, document, attempt_seq=a.seq, status=status,
-                            error=error, latency=latency, details=extra)
+                outcome(i, a, status=status, error=error, latency=latency, details=extra)
                 for i, a in zip(ids, attempts, strict=True)])
             seqs = [o.seq for o in outcomes]
             note = ""
@@ -226,18 +428,73 @@ class Approver:
         return [ApprovalOutcome(i, approved, False, status, message + note, latency, seq)
                 for i, seq in zip(ids, seqs, strict=True)]
 
+    def _claimed(self, event_id: str, seen: Confirmed, exc: AlreadyClaimed) -> ApprovalOutcome:
+        """An earlier approval claims the event: refused, recorded, and worth asking again."""
+        claim = next((c for c in exc.claims if c.event_id.casefold()
+                      == seen.event_id.casefold()), exc.claims[0])
+        reason = f"{claim.describe()}; nothing was sent"
+        entry = self._entry(REFUSED, event_id, None, snapshot=seen.snapshot,
+                            incarnation=seen.incarnation, error=reason)
+        seq = None
+        try:
+            assert self.store is not None
+            seq = self.store.audit_extend([entry])[0].seq
+        except StoreError as problem:
+            self.store_error = str(problem)
+        return ApprovalOutcome(event_id, False, True, None, f"refused: {reason}", None, seq,
+                               ask_again=True)
+
+    def _retrying(self, ready: Mapping[str, Confirmed],
+                  progress: Callable[[Progress], None] | None,
+                  current: Callable[[], Document | None] | None,
+                  ) -> Callable[[int, ImdsError, float], str | None]:
+        """The client's hook between tries: report, and say when to stop trying."""
+
+        def on_retry(attempt: int, error: ImdsError, wait: float) -> str | None:
+            for seen in ready.values():
+                if progress is not None:
+                    progress(Progress(seen.event_id, attempt, error.message or str(error),
+                                      wait))
+            for seen in ready.values():
+                why = self._stop_reason(seen, current() if current is not None else None,
+                                        wait)
+                if why is not None:
+                    return why
+            return None
+
+        return on_retry
+
+    def _stop_reason(self, seen: Confirmed, document: Document | None,
+                     wait: float) -> str | None:
+        """Why another try would be pointless or wrong: the event started, left, or its
+        NotBefore passes before the next try (Azure starts it by itself then)."""
+        if document is not None:
+            event = find_event(document, seen.event_id)
+            if event is None:
+                return "the event left the document"
+            if event.is_started:
+                return "the event has started"
+        not_before = parse_not_before(str(seen.snapshot.get("NotBefore") or ""))
+        if not_before is not None and self.wall() + timedelta(seconds=wait) >= not_before:
+            return "its NotBefore passes before the next try: Azure starts it then anyway"
+        return None
+
     async def _send(self, ids: list[str], incarnation: int,
+                    on_retry: Callable[[int, ImdsError, float], str | None],
                     ) -> tuple[int | None, str | None, float | None, dict[str, Any]]:
-        """POST once; (status, error or None, latency, details). Raises only
+        """POST; (status, error or None, latency, details with the ending). Raises only
         CancelledError: every failure is an outcome to record."""
         started = time.monotonic()
         try:
-            result = await self.client.approve(ids, incarnation=incarnation)
+            result = await self.client.approve(ids, incarnation=incarnation,
+                                               on_retry=on_retry)
         except ImdsError as exc:
+            ending = getattr(exc, "ending", None) or "failed"
             return exc.status, exc.message or str(exc), time.monotonic() - started, {
-                "kind": exc.kind}
+                "kind": exc.kind, "ending": ending}
         except Exception as exc:  # a bug or an unexpected library error: record, not crash
-            return None, f"{type(exc).__name__}: {exc}", time.monotonic() - started, {}
+            return None, f"{type(exc).__name__}: {exc}", time.monotonic() - started, {
+                "ending": "failed"}
         return result.status, None, result.latency, {
-            "attempts": result.attempts, "elapsed_ms": round(result.elapsed * 1000, 1)}
-
+            "attempts": result.attempts, "elapsed_ms": round(result.elapsed * 1000, 1),
+            "ending": "approved"}

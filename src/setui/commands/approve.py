@@ -3,14 +3,18 @@
 The preview says what approval means: the event starts for every VM in its Resources,
 not only this one, so a loud warning names the others. Without ``--yes`` the operator
 answers ``Approve? [y/N]``; anything but yes (an empty line, end of input, Ctrl-C) is no,
-and is recorded as a cancel. Exit status: 0 all approved, 1 refused, cancelled or
-failed, 2 usage.
+and is recorded as a cancel. An event that lists other VMs, or not this one, asks for
+the word "yes", and ``--yes`` alone refuses it (``--allow-other-vms``). What is posted is
+what was shown: the Approver re-reads the document just before the POST, and a change
+is shown and asked again. Exit status: 0 all approved, 1 refused or failed, 2 usage,
+3 declined by the operator.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import socket
 import sys
 from collections.abc import Callable
@@ -33,12 +37,23 @@ if TYPE_CHECKING:  # sqlite3 and httpx load only when approving, not for `setui 
 
 __all__ = ["ApproveRequest", "add_arguments", "approve_command", "preview", "run"]
 
+EXIT_DECLINED = 3  # the operator said no: nothing was refused, nothing failed
+_ROUNDS = 3  # times an event that changed under the prompt is shown and asked again
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("event_ids", nargs="+", metavar="EVENT_ID",
-                        help="the EventId(s) to approve, as in the current document")
+                        help="the EventId(s) to approve, as in the current document: "
+                             "the full id or a unique prefix of at least 6 characters")
     parser.add_argument("--yes", "-y", action="store_true",
-                        help="do not ask for confirmation (for scripts)")
+                        help="do not ask for confirmation (for scripts); refuses events that "
+                             "list other VMs or not this one, unless --allow-other-vms")
+    parser.add_argument("--allow-other-vms", action="store_true",
+                        help="with --yes: also approve events that list other VMs, or do "
+                             "not list this one")
+    parser.add_argument("--again", action="store_true",
+                        help="with --yes: approve even an event already approved (or being "
+                             "approved) from this VM")
     parser.add_argument("--vm-name", metavar="NAME", default=argparse.SUPPRESS,
                         help="this VM's name in Resources (default: asked from IMDS, "
                              "else the host name)")
@@ -55,6 +70,8 @@ class ApproveRequest:
     read_only: bool = False
     yes: bool = False
     audit_forward: str | None = None  # None: SETUI_AUDIT_FORWARD, else auto
+    allow_other_vms: bool = False
+    again: bool = False
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
         read_only=bool(getattr(config, "read_only", False)),
         yes=bool(args.yes),
         audit_forward=getattr(config, "audit_forward", None),
+        allow_other_vms=bool(getattr(args, "allow_other_vms", False)),
+        again=bool(getattr(args, "again", False)),
     )
     try:
         return asyncio.run(approve_command(request, stdin=sys.stdin, out=sys.stdout,
@@ -122,8 +141,11 @@ def preview(event: Event, vm_name: str | None, now: datetime) -> list[str]:
     return lines
 
 
-def _ask(stdin: IO[str] | None, out: IO[str]) -> bool:
-    out.write("Approve? [y/N] ")
+def _ask(stdin: IO[str] | None, out: IO[str], question: str = "Approve?", *,
+         typed: bool = False) -> bool:
+    """The operator's answer; ``typed``: only the word "yes" approves (the event reaches
+    beyond this VM)."""
+    out.write(f"{question} Type yes to approve: " if typed else f"{question} [y/N] ")
     out.flush()
     if stdin is None:
         out.write("\n")
@@ -134,6 +156,8 @@ def _ask(stdin: IO[str] | None, out: IO[str]) -> bool:
         answer = ""
     if not answer.endswith("\n"):
         out.write("\n")  # end of input: keep the next line off the prompt
+    if typed:
+        return answer.strip().lower() == "yes"
     return answer.strip().lower() in ("y", "yes")
 
 
@@ -221,69 +245,113 @@ async def _approve(request: ApproveRequest, ids: tuple[str, ...], client: ImdsCl
         _record_history(store, approver, document, seen_at, client.endpoint, err)
 
 
-async def _decide(request: ApproveRequest, ids: tuple[str, ...], client: ImdsClient,
+def _resolve(ids: tuple[str, ...], document: Document | None, store: Store | None,
+             err: IO[str]) -> list[str] | None:
+    """Full EventIds for what was typed (core.eventids); None, having said why, when any
+    is unknown or ambiguous: then nothing is sent and nothing recorded (a typo is not an
+    approval attempt)."""
+    from setui.core.eventids import resolve
+    from setui.store import StoreError
+
+    current = [e.event_id for e in document.events] if document is not None else []
+    full: list[str] = []
+    for typed in ids:
+        known: list[str] = []
+        if store is not None:
+            with contextlib.suppress(StoreError):
+                known = store.event_ids(typed[:3], limit=500)
+        found = resolve(typed, current, known)
+        if found.event_id is None:
+            err.write(f"setui approve: {printable(found.problem, 600)}. Nothing was "
+                      "approved; `setui events` lists the current events.\n")
+            return None
+        full.append(found.event_id)
+    return full
+
+
+async def _decide(request: ApproveRequest, typed: tuple[str, ...], client: ImdsClient,
                   document: Document | None, fetch_problem: str | None, approver: Approver,
                   stdin: IO[str] | None, out: IO[str], err: IO[str],
                   now: Callable[[], datetime]) -> int:
-    from setui.approval import find_event
+    from setui.approval import confirmed, find_event, other_vms
 
     if fetch_problem:
         err.write(f"setui approve: cannot read the events document: "
                   f"{printable(fetch_problem, 300)}\n")
+    resolved = _resolve(typed, document, approver.store, err)
+    if resolved is None:
+        return EXIT_FAILED
+    ids = tuple(dict.fromkeys(resolved))
     vm_name = request.vm_name or await client.vm_name() or socket.gethostname()
-    going: list[str] = []
-    refused: dict[str, str] = {}
-    for number, event_id in enumerate(ids, 1):
-        event = find_event(document, event_id)
-        reason = approver.refusal(event_id, document)
-        title = event.event_id if event else event_id
-        out.write(f"Event {number} of {len(ids)}: {printable(title, 80)}\n")
-        if event is not None:
-            out.write("\n".join(preview(event, vm_name, now())) + "\n")
-        if reason is not None:
-            out.write(f"  REFUSED: {printable(reason, 300)}\n")
-            refused[event_id] = reason
-        else:
+    approver.vm_name = vm_name
+    # --yes approves only what concerns this VM alone, unless the operator opted in;
+    # asked interactively, such an event needs the word "yes".
+    allow = request.allow_other_vms or not request.yes
+    again = request.again
+    for _round in range(_ROUNDS):
+        going: list[str] = []
+        refused: dict[str, str] = {}
+        typed_yes = False
+        claims: list[str] = []
+        for number, event_id in enumerate(ids, 1):
+            event = find_event(document, event_id)
+            reason = approver.refusal(event_id, document, allow_other_vms=allow)
+            title = event.event_id if event else event_id
+            out.write(f"Event {number} of {len(ids)}: {printable(title, 80)}\n")
+            if event is not None:
+                out.write("\n".join(preview(event, vm_name, now())) + "\n")
+            if reason is not None:
+                out.write(f"  REFUSED: {printable(reason, 300)}\n")
+                refused[event_id] = reason
+                continue
             going.append(event_id)
-    if document is not None:
-        out.write(f"(incarnation {document.incarnation}, endpoint "
-                  f"{printable(client.endpoint, 100)})\n")
-    if not going:
-        return _report(_unrecorded(approver, await approver.approve(list(ids), document),
-                                   err), out)
-    if not request.yes:
-        if not _ask(stdin, out):
-            if not approver.record_cancel(going, document) and approver.store_error:
-                err.write("setui approve: cancelled, and it could not be recorded in the "
-                          f"audit log: {printable(approver.store_error, 400)}\n")
-            _refuse(approver, refused, document, err)
-            out.write("Cancelled: nothing was approved.\n")
+            assert event is not None
+            typed_yes = typed_yes or other_vms(event, vm_name) is not None
+            claim = None if request.yes else approver.claim(event.event_id)
+            if claim is not None:
+                claims.append(f"  NOTE: {printable(claim.describe(), 300)}")
+        for line in claims:
+            out.write(line + "\n")
+        if document is not None:
+            out.write(f"(incarnation {document.incarnation}, endpoint "
+                      f"{printable(client.endpoint, 100)})\n")
+        if not going:
+            return _report(_unrecorded(approver, await approver.approve(list(ids), document),
+                                       err), out)
+        if not request.yes:
+            question = "Approve again?" if claims else "Approve?"
+            if not _ask(stdin, out, question, typed=typed_yes):
+                if not approver.record_cancel(going, document) and approver.store_error:
+                    err.write("setui approve: cancelled, and it could not be recorded in the "
+                              f"audit log: {printable(approver.store_error, 400)}\n")
+                _refuse(approver, refused, document, err)
+                out.write("Cancelled: nothing was approved.\n")
+                return EXIT_DECLINED
+            again = again or bool(claims)
+        assert document is not None
+        shown = {i: c for i in going if (c := confirmed(document, i)) is not None}
+        outcomes = _unrecorded(approver, await approver.approve(
+            list(ids), document, confirmed_as=shown, allow_other_vms=allow, again=again),
+            err)
+        store = approver.store
+        if store is not None and store.witness_problem:  # records written, end unvouched
+            err.write(f"setui approve: warning: {printable(store.witness_problem, 400)}\n")
+        retry = [o for o in outcomes if o.ask_again]
+        if request.yes or not retry:
+            return _report(outcomes, out)
+        # What was confirmed is not what would be approved now: say what changed (or who
+        # approved it already), show the events as they are, and ask again.
+        _report(outcomes, out)
+        out.write("Nothing was sent for the events above; they are shown again as they "
+                  "are now.\n\n")
+        document, problem = await _fetch(client, ServiceClock(wall=now))
+        if document is None:
+            err.write(f"setui approve: cannot read the events document: "
+                      f"{printable(problem, 300)}\n")
             return EXIT_FAILED
-        changed = await _changed_since(client, document)
-        if changed:
-            _refuse(approver, {i: changed for i in going}, document, err)
-            _refuse(approver, refused, document, err)
-            out.write(f"Refused: {printable(changed, 300)}. Nothing was approved.\n")
-            return EXIT_FAILED
-    outcomes = _unrecorded(approver, await approver.approve(list(ids), document), err)
-    store = approver.store
-    if store is not None and store.witness_problem:  # records written, their end unvouched
-        err.write(f"setui approve: warning: {printable(store.witness_problem, 400)}\n")
-    return _report(outcomes, out)
-
-
-async def _changed_since(client: ImdsClient, document: Document | None) -> str | None:
-    """Why the confirmed preview is no longer what would be approved, if it is not."""
-    assert document is not None
-    try:
-        latest = (await client.fetch()).document
-    except ImdsError as exc:
-        return f"the document could not be read again after you confirmed ({exc.message})"
-    if latest is not None and (latest.incarnation != document.incarnation
-                               or latest.canonical_json() != document.canonical_json()):
-        return (f"the events document changed while you were deciding (incarnation "
-                f"{document.incarnation} -> {latest.incarnation}); run the command again")
-    return None
+        ids = tuple(o.event_id for o in retry)
+    out.write("The events kept changing: nothing more was approved.\n")
+    return EXIT_FAILED
 
 
 def _refuse(approver: Approver, reasons: dict[str, str], document: Document | None,

@@ -216,9 +216,15 @@ class ImdsClient:
         self._etag = None
 
     async def approve(self, event_ids: Sequence[str], *, incarnation: int | None = None,
-                      deadline: float = APPROVAL_DEADLINE) -> ApprovalResult:
+                      deadline: float = APPROVAL_DEADLINE,
+                      on_retry: Callable[[int, ImdsError, float], str | None] | None = None,
+                      ) -> ApprovalResult:
         """POST StartRequests for ``event_ids``; retries connection failures, timeouts,
-        410, 429 (after its Retry-After) and 5xx within ``deadline`` seconds, never 400."""
+        410, 429 (after its Retry-After) and 5xx within ``deadline`` seconds, never 400.
+
+        ``on_retry(attempt, error, wait)`` hears of each failed try before the wait; a
+        reason it returns stops the retries (the error raised then has ``ending``
+        "stopped" and says why)."""
         ids = _event_ids(event_ids)
         body: dict[str, object] = {"StartRequests": [{"EventId": i} for i in ids]}
         if self.api_version == PREVIEW_API_VERSION and incarnation is not None:
@@ -245,11 +251,16 @@ class ImdsClient:
                 raise error
             wait = self._backoff.delay(attempt, error.retry_after)
             elapsed = self._mono() - start
+            tries = f"{attempt} attempt{'s' if attempt > 1 else ''} in {elapsed:.1f} s"
             if elapsed + wait > deadline:
-                raise type(error)(
-                    f"{error.message} (approval gave up after {attempt} attempt"
-                    f"{'s' if attempt > 1 else ''} in {elapsed:.1f} s)",
-                    status=error.status, retry_after=error.retry_after) from error
+                raise _ended(type(error)(
+                    f"{error.message} (approval gave up after {tries})",
+                    status=error.status, retry_after=error.retry_after), "gave-up") from error
+            stop = on_retry(attempt, error, wait) if on_retry is not None else None
+            if stop:
+                raise _ended(type(error)(
+                    f"{error.message} (approval stopped after {tries}: {stop})",
+                    status=error.status, retry_after=error.retry_after), "stopped") from error
             await asyncio.sleep(wait)
 
     async def vm_name(self) -> str | None:
@@ -458,6 +469,12 @@ def _os_reason(exc: BaseException) -> str:
 def _cut_off(progress: _Progress) -> str:
     of = f" of {progress.declared}" if progress.declared is not None else ""
     return f"the connection closed after {progress.received}{of} bytes"
+
+
+def _ended(error: ImdsError, ending: str) -> ImdsError:
+    """Tag an approval's last error with how the retries ended, for the audit log."""
+    error.ending = ending
+    return error
 
 
 def _event_ids(event_ids: Sequence[str]) -> list[str]:

@@ -26,6 +26,9 @@ class ImdsError(Exception):
 
     kind = "error"
     retryable = False
+    # How an approval's retries ended, for the one that raised it: "gave-up" (out of
+    # time), "stopped" (no point trying again), else None.
+    ending: str | None = None
 
     def __init__(self, message: str, *, status: int | None = None,
                  retry_after: float | None = None) -> None:

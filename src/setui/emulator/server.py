@@ -110,6 +110,10 @@ class Emulator:
         """The document a GET would get now (faults aside, skew included)."""
         return self._service.document(api_version)
 
+    def pin_document(self, document: dict[str, Any] | None) -> None:
+        """Serve this document instead of the scenario's (None: the scenario again)."""
+        self._service.pin_document(document)
+
     @property
     def timeline(self) -> Timeline:
         """The scenario's timeline: its change points, for tests and tools."""

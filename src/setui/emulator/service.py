@@ -62,6 +62,9 @@ class Service:
         self.faults = Faults()
         self._rng = self.faults.rng()
         self._enabled_at: float | None = None
+        # A document served instead of the scenario's: one no scenario can produce (an
+        # EventId listed twice, an event that turns into another under the same id).
+        self._pinned: dict[str, Any] | None = None
         self.set_faults(faults)
 
     # -- time ---------------------------------------------------------------------------
@@ -87,9 +90,17 @@ class Service:
             self._rng = self.faults.rng()
             self._enabled_at = None
 
+    def pin_document(self, document: dict[str, Any] | None) -> None:
+        """Serve ``document`` as it is (None: the scenario again); approvals of the
+        events it lists are answered 200 and change nothing."""
+        with self._lock:
+            self._pinned = json.loads(json.dumps(document)) if document is not None else None
+
     def document(self, api_version: str = "2020-07-01", now: float | None = None
                  ) -> dict[str, Any]:
         with self._lock:
+            if self._pinned is not None:
+                return json.loads(json.dumps(self._pinned))
             t = self.scenario_time(now)
             return render_document(self.timeline.incarnation(t), self.timeline.state(t),
                                    api_version, self._shown_not_before)
@@ -212,8 +223,12 @@ class Service:
         ids, problem = _start_requests(request.body)
         if problem:
             return _error(400, f"Bad request. {problem}")
-        now = self.scenario_time(request.time)
-        unknown = self.timeline.approve(ids, now)
+        if self._pinned is not None:
+            listed = {str(e.get("EventId", "")).lower() for e in self._pinned.get("Events", [])
+                      if isinstance(e, dict)}
+            unknown = [i for i in ids if i.lower() not in listed]
+        else:
+            unknown = self.timeline.approve(ids, self.scenario_time(request.time))
         if unknown:
             return _error(400, f"Bad request. No such event in the current document: "
                           f"{', '.join(unknown)}")

@@ -35,7 +35,7 @@ import contextlib
 import hashlib
 import json
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -89,11 +89,16 @@ def _values(entry: AuditEntry) -> dict[str, Any]:
     }
 
 
-def append(conn: sqlite3.Connection, entries: Sequence[AuditEntry],
-           path: Path) -> list[AuditRecord]:
-    """Append ``entries`` in one transaction, committed (durably) before returning."""
+def append(conn: sqlite3.Connection, entries: Sequence[AuditEntry], path: Path, *,
+           guard: Callable[[sqlite3.Connection], None] | None = None) -> list[AuditRecord]:
+    """Append ``entries`` in one transaction, committed (durably) before returning.
+
+    ``guard`` runs first inside that write transaction: what it reads cannot change before
+    the records are committed, and an exception from it appends nothing (store.claims)."""
     conn.execute("BEGIN IMMEDIATE")
     try:
+        if guard is not None:
+            guard(conn)
         if "audit_head" not in _tables(conn):
             raise StoreError(
                 f"the audit log in {path} has lost its head table: it may have been "

@@ -12,7 +12,7 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -24,6 +24,7 @@ from setui.core.clock import utc_now
 from setui.core.model import Document, DocumentError, parse_document
 from setui.core.tracker import Change
 from setui.store import audit as audit_log
+from setui.store import claims, eventids
 from setui.store import history as hist
 from setui.store.db import (
     DB_NAME,
@@ -359,12 +360,15 @@ class Store:
         """Append one record; it is committed to disk when this returns."""
         return self.audit_extend([entry])[0]
 
-    def audit_extend(self, entries: Sequence[AuditEntry]) -> list[AuditRecord]:
-        """Append several records atomically: all are committed or none is."""
+    def audit_extend(self, entries: Sequence[AuditEntry], *,
+                     guard: Callable[[sqlite3.Connection], None] | None = None,
+                     ) -> list[AuditRecord]:
+        """Append several records atomically: all are committed or none is. ``guard``
+        runs first in the same write transaction (audit.append)."""
         if not entries:
             return []
         with self._using("write the audit log", write=True) as conn:
-            records = audit_log.append(conn, entries, self.path)
+            records = audit_log.append(conn, entries, self.path, guard=guard)
             # After the commit, and never raising: the records are written whatever
             # becomes of the witness, and a failure shows in verify.
             self.witness_problem = audit_log.update_witness(
@@ -413,6 +417,25 @@ class Store:
             except (ValueError, TypeError, AttributeError):
                 out.setdefault(0, "a note about an unsent record cannot be read")
         return out
+
+    def audit_claim(self, entries: Sequence[AuditEntry], event_ids: Sequence[str],
+                    endpoint: str) -> list[AuditRecord]:
+        """Append approval attempts only if none of ``event_ids`` is claimed already
+        (store.claims), in the same write transaction: of several processes approving
+        one event at once, one appends. Raises :class:`AlreadyClaimed` otherwise."""
+        return self.audit_extend(entries,
+                                 guard=lambda c: claims.check(c, event_ids, endpoint))
+
+    def claim(self, event_id: str, endpoint: str) -> claims.Claim | None:
+        """The earlier approval that claims ``event_id``, if any (store.claims)."""
+        with self._using("read the audit log") as conn:
+            return claims.find(conn, event_id, endpoint)
+
+    def event_ids(self, prefix: str, *, limit: int = 20) -> list[str]:
+        """EventIds the history or the audit log knows that start with ``prefix`` (case
+        ignored), newest first: for resolving an id typed by a person."""
+        with self._using("read the history") as conn:
+            return eventids.known(conn, prefix, limit)
 
     def audit(self, *, limit: int | None = None, oldest_first: bool = False,
               ) -> list[AuditRecord]:

@@ -1,0 +1,94 @@
+"""One approval per event, across every setui process on this VM.
+
+An approval is claimed by its own attempt record: the audit log already says who sent
+which approval, so the claim needs no table of its own that could disagree with it.
+:func:`check` runs inside the write transaction (``BEGIN IMMEDIATE``) that appends the
+attempt, so of six processes approving one event at once the first appends its attempt
+and the other five, serialised behind it, find that attempt and append nothing.
+
+An event is claimed by its newest attempt that the service accepted, or that has no
+outcome yet (in flight in another process, or a process that stopped before recording
+it: whether the service got it is not known). A failed attempt claims nothing.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from setui.store.db import StoreError
+from setui.store.history import clean_text
+from setui.store.records import APPROVE_ATTEMPT, APPROVE_OUTCOME, from_db_time
+
+__all__ = ["AlreadyClaimed", "Claim", "check", "find"]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """An earlier approval of an event: who, when, and which audit record says so."""
+
+    event_id: str
+    user: str
+    host: str
+    ssh_client: str | None
+    time: datetime
+    attempt_seq: int
+    outcome_seq: int | None  # None: no outcome recorded (in flight, or unknown)
+
+    @property
+    def record_seq(self) -> int:
+        """The record to cite: the accepted outcome, else the attempt."""
+        return self.outcome_seq if self.outcome_seq is not None else self.attempt_seq
+
+    def describe(self) -> str:
+        """In words, for a refusal and a prompt; the names come from the audit log,
+        which setui wrote, and are escaped again by whoever prints them."""
+        who = self.user + (f" from {self.ssh_client}" if self.ssh_client else "")
+        when = self.time.strftime("%Y-%m-%d %H:%M:%S UTC")
+        if self.outcome_seq is not None:
+            return (f"already approved by {who} on {self.host} at {when} "
+                    f"(audit record {self.record_seq})")
+        return (f"already sent by {who} on {self.host} at {when} (audit record "
+                f"{self.record_seq}), and no outcome is recorded: it is in flight, or its "
+                "outcome is unknown")
+
+
+class AlreadyClaimed(StoreError):
+    """The approval was not recorded: these events are claimed by earlier approvals."""
+
+    def __init__(self, claims: Sequence[Claim]) -> None:
+        super().__init__("; ".join(f"{c.event_id}: {c.describe()}" for c in claims))
+        self.claims = tuple(claims)
+
+
+_SQL = (
+    "SELECT a.seq, a.time, a.os_user, a.host, a.ssh_client, a.event_id, o.seq, o.status, "
+    "o.error FROM audit a LEFT JOIN audit o ON o.attempt_seq = a.seq AND o.action = ? "
+    "WHERE a.action = ? AND a.event_id = ? COLLATE NOCASE AND a.endpoint = ? "
+    "ORDER BY a.seq DESC")
+
+
+def find(conn: sqlite3.Connection, event_id: str, endpoint: str) -> Claim | None:
+    """The approval that claims ``event_id`` at ``endpoint``, if one does."""
+    rows = conn.execute(_SQL, (APPROVE_OUTCOME, APPROVE_ATTEMPT, event_id,
+                               clean_text(endpoint)))
+    for seq, time, user, host, ssh, stored_id, out_seq, status, error in rows:
+        accepted = out_seq is not None and error is None and status is not None \
+            and 200 <= int(status) < 300
+        if out_seq is None or accepted:
+            try:
+                when = from_db_time(str(time))
+            except ValueError:
+                continue  # a damaged record claims nothing; verify reports it
+            return Claim(str(stored_id), str(user), str(host), ssh, when, int(seq),
+                         int(out_seq) if out_seq is not None else None)
+    return None
+
+
+def check(conn: sqlite3.Connection, event_ids: Sequence[str], endpoint: str) -> None:
+    """Raise :class:`AlreadyClaimed` if any of ``event_ids`` is claimed."""
+    claims = [c for c in (find(conn, i, endpoint) for i in event_ids) if c is not None]
+    if claims:
+        raise AlreadyClaimed(claims)
