@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import sqlite3
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 
 from setui.approval import ApprovalOutcome, Approver
-from setui.core.client import ApprovalResult, ImdsClient
+from setui.core.client import ApprovalResult, FetchResult, ImdsClient
 from setui.core.model import Document
 from setui.emulator.faults import Faults
 from setui.emulator.scenario import load_scenario
@@ -58,8 +59,12 @@ def posts(emulator: Emulator) -> list[Any]:
 
 
 def approver(client: Any, store: Store | None, **kw: Any) -> Approver:
-    return Approver(client, store, endpoint="http://imds", identity=WHO, wall=lambda: NOW,
-                    **kw)
+    """An Approver whose operator accepted that the Freeze also starts for WestNO_1 (as
+    typing "yes", or --allow-other-vms, does)."""
+    made = Approver(client, store, endpoint="http://imds", identity=WHO, wall=lambda: NOW,
+                    vm_name="WestNO_0", **kw)
+    made.approve = functools.partial(made.approve, allow_other_vms=True)  # type: ignore[method-assign]
+    return made
 
 
 async def current(client: ImdsClient) -> Document:
@@ -110,8 +115,11 @@ class SpyClient:
         self.api_version = real.api_version
         self.seen_before_post: list[tuple[str, str]] = []
 
+    async def fetch(self) -> FetchResult:
+        return await self.real.fetch()
+
     async def approve(self, event_ids: Sequence[str], *, incarnation: int | None = None,
-                      ) -> ApprovalResult:
+                      **_: Any) -> ApprovalResult:
         conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
         self.seen_before_post = conn.execute(
             "SELECT action, event_id FROM audit ORDER BY seq").fetchall()
@@ -233,11 +241,12 @@ class HangingClient:
 
     api_version = "2020-07-01"
 
-    def __init__(self) -> None:
+    def __init__(self, real: ImdsClient) -> None:
         self.posting = asyncio.Event()
+        self.fetch = real.fetch
 
     async def approve(self, event_ids: Sequence[str], *, incarnation: int | None = None,
-                      ) -> ApprovalResult:
+                      **_: Any) -> ApprovalResult:
         self.posting.set()
         await asyncio.Event().wait()  # never set
         raise AssertionError("unreachable")
@@ -246,7 +255,7 @@ class HangingClient:
 async def test_interrupted_mid_post_says_the_outcome_is_unknown(
         client: ImdsClient, store: Store) -> None:
     document = await current(client)
-    hanging = HangingClient()
+    hanging = HangingClient(client)
     task = asyncio.ensure_future(approver(hanging, store).approve([EVENT_ID], document))
     await asyncio.wait_for(hanging.posting.wait(), timeout=30)
     task.cancel()
@@ -261,14 +270,17 @@ async def test_interrupted_mid_post_says_the_outcome_is_unknown(
 class BrokenClient:
     api_version = "2020-07-01"
 
+    def __init__(self, real: ImdsClient) -> None:
+        self.fetch = real.fetch
+
     async def approve(self, event_ids: Sequence[str], *, incarnation: int | None = None,
-                      ) -> ApprovalResult:
+                      **_: Any) -> ApprovalResult:
         raise RuntimeError("boom")
 
 
 async def test_an_unexpected_error_is_an_outcome_not_a_crash(client: ImdsClient,
                                                              store: Store) -> None:
-    [outcome] = await approver(BrokenClient(), store).approve([EVENT_ID],
+    [outcome] = await approver(BrokenClient(client), store).approve([EVENT_ID],
                                                               await current(client))
     assert not outcome.approved and "RuntimeError: boom" in outcome.message
     assert store.audit()[0].error == "RuntimeError: boom"
@@ -289,5 +301,6 @@ def test_identity_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_outcome_shape_is_the_agreed_one() -> None:
     assert set(ApprovalOutcome.__dataclass_fields__) == {
-        "event_id", "approved", "refused", "status", "message", "latency", "record_seq"}
+        "event_id", "approved", "refused", "status", "message", "latency", "record_seq",
+        "ask_again", "changes"}
 

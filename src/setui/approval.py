@@ -266,14 +266,16 @@ class Approver:
     # -- the approval ---------------------------------------------------------------------
     async def approve(self, event_ids: Sequence[str], document: Document | None, *,
                       confirmed_as: Mapping[str, Confirmed] | None = None,
-                      allow_other_vms: bool = True, again: bool = False,
+                      allow_other_vms: bool = False, again: bool = False,
                       progress: Callable[[Progress], None] | None = None,
                       current: Callable[[], Document | None] | None = None,
                       ) -> list[ApprovalOutcome]:
         """Refuse, re-read the document, record, POST once for all the rest, record the
         outcomes.
 
-        ``confirmed_as``: the snapshots the operator confirmed (default: the events as in
+        ``allow_other_vms``: the operator explicitly accepted that the event reaches
+        beyond this VM (typed "yes", or --allow-other-vms); otherwise such an event is
+        refused. ``confirmed_as``: the snapshots the operator confirmed (default: the events as in
         ``document``); the document is read once more just before the POST and any
         difference refuses. ``again``: approve even what an earlier approval claims.
         ``progress`` hears of each failed try; ``current`` gives the newest document

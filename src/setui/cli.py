@@ -104,8 +104,8 @@ def _dashboard_options(default: object = None) -> argparse.ArgumentParser:
     return parent
 
 
-COMMANDS = ("watch", "approve", "history", "audit", "emulator", "demo", "service", "replay",
-            "report", "fleet")
+COMMANDS = ("watch", "events", "approve", "history", "audit", "emulator", "demo", "service",
+            "replay", "report", "fleet")
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -145,6 +145,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                        help="do not write the history")
 
     for name, help_text in (
+        ("events", "the current events, most urgent first, with full EventIds (once)"),
         ("approve", "approve (start) events now, with confirmation and an audit record"),
         ("history", "past incarnations of the events document"),
         ("audit", "the audit log of approvals: list, verify, export"),
@@ -268,6 +269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     runners: dict[str | None, Callable[[argparse.Namespace], int]] = {
         None: _run_dashboard,
         "watch": lambda a: _command_module("watch").run(a),
+        "events": lambda a: _command_module("events").run(a),
         "approve": lambda a: _command_module("approve").run(a),
         "history": lambda a: _command_module("history").run(a),
         "audit": lambda a: _command_module("audit").run(a),

@@ -58,7 +58,8 @@ def audit(data_dir: Path) -> list[Any]:
 
 
 def test_yes_approves_and_records_the_outcome(emulator: Emulator, data_dir: Path) -> None:
-    done = setui("approve", "--endpoint", emulator.url, EVENT_ID, "--yes", data_dir=data_dir)
+    done = setui("approve", "--endpoint", emulator.url, EVENT_ID, "--yes", "--allow-other-vms",
+                 data_dir=data_dir)
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     assert "Approve?" not in out
@@ -88,7 +89,8 @@ def test_a_witness_that_cannot_be_written_is_a_warning_not_a_failure(
         emulator: Emulator, data_dir: Path) -> None:
     data_dir.mkdir(parents=True, exist_ok=True)
     (data_dir / "setui.db.audit-head").mkdir()  # nothing can replace a directory with a file
-    done = setui("approve", "--endpoint", emulator.url, EVENT_ID, "--yes", data_dir=data_dir)
+    done = setui("approve", "--endpoint", emulator.url, EVENT_ID, "--yes", "--allow-other-vms",
+                 data_dir=data_dir)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"{EVENT_ID}: approved" in done.stdout
     assert "setui approve: warning: " in done.stderr and "witness" in done.stderr
@@ -96,35 +98,36 @@ def test_a_witness_that_cannot_be_written_is_a_warning_not_a_failure(
     assert [r.action for r in audit(data_dir)] == ["approve-attempt", "approve-outcome"]
 
 
-@pytest.mark.parametrize("answer, approved", [("y\n", True), ("YES\n", True), ("n\n", False),
-                                              (None, False)])
+@pytest.mark.parametrize("answer, approved", [("yes\n", True), ("YES\n", True), ("y\n", False),
+                                              ("n\n", False), (None, False)])
 def test_the_prompt(emulator: Emulator, data_dir: Path, answer: str | None,
                     approved: bool) -> None:
+    """The Freeze also starts for WestNO_1: only the word "yes" approves it."""
     done = setui("approve", "--endpoint", emulator.url, EVENT_ID, data_dir=data_dir,
                  stdin=answer)
-    assert "Approve? [y/N]" in done.stdout
+    assert "Approve? Type yes to approve:" in done.stdout
     records = audit(data_dir)
     if approved:
         assert done.returncode == 0, done.stdout + done.stderr
         assert len(posts(emulator)) == 1
         assert [r.action for r in records] == ["approve-attempt", "approve-outcome"]
     else:
-        assert done.returncode == 1, done.stdout + done.stderr
+        assert done.returncode == 3, done.stdout + done.stderr  # declined by the operator
         assert "Cancelled: nothing was approved." in done.stdout
         assert posts(emulator) == []
         assert [(r.action, r.event_id) for r in records] == [("cancelled", EVENT_ID)]
 
 
-def test_unknown_event_is_refused(emulator: Emulator, data_dir: Path) -> None:
-    done = setui("approve", "--endpoint", emulator.url, "NOT-AN-EVENT", data_dir=data_dir,
-                 stdin="y\n")
-    assert done.returncode == 1
+def test_an_unknown_id_is_refused_and_not_recorded(emulator: Emulator, data_dir: Path) -> None:
+    """A typo is not an approval attempt: exit 1, nothing posted, nothing in the log."""
+    done = setui("approve", "--endpoint", emulator.url, "C7061BAD", data_dir=data_dir,
+                 stdin="yes\n")
+    assert done.returncode == 1, done.stdout + done.stderr
     assert "Approve?" not in done.stdout  # nothing to confirm
-    assert "REFUSED: EventId NOT-AN-EVENT is not in the current document (incarnation 2)" \
-        in done.stdout
+    assert "no event with an EventId starting 'C7061BAD'" in done.stderr
+    assert f"did you mean {EVENT_ID}?" in done.stderr
     assert posts(emulator) == []
-    [record] = audit(data_dir)
-    assert record.action == "refused" and "not in the current document" in record.error
+    assert audit(data_dir) == []
 
 
 def test_started_event_is_refused(emulator: Emulator, clock: ManualClock,
@@ -138,14 +141,13 @@ def test_started_event_is_refused(emulator: Emulator, clock: ManualClock,
     assert [r.action for r in audit(data_dir)] == ["refused"]
 
 
-def test_one_refused_among_several(emulator: Emulator, data_dir: Path) -> None:
+def test_one_unknown_among_several_sends_nothing(emulator: Emulator, data_dir: Path) -> None:
     done = setui("approve", "--endpoint", emulator.url, EVENT_ID, "NOPE", "--yes",
-                 data_dir=data_dir)
-    assert done.returncode == 1  # not everything was approved
-    assert f"{EVENT_ID}: approved" in done.stdout and "NOPE: refused" in done.stdout
-    assert len(posts(emulator)) == 1
-    assert sorted(r.action for r in audit(data_dir)) == [
-        "approve-attempt", "approve-outcome", "refused"]
+                 "--allow-other-vms", data_dir=data_dir)
+    assert done.returncode == 1  # what NOPE meant is unknown: nothing is approved
+    assert "'NOPE' is too short to name an event" in done.stderr
+    assert posts(emulator) == []
+    assert audit(data_dir) == []
 
 
 def test_unwritable_data_dir_refuses_and_posts_nothing(emulator: Emulator,
@@ -180,14 +182,14 @@ def test_full_disk_refuses_and_posts_nothing(emulator: Emulator, data_dir: Path)
     assert audit(data_dir) == []
 
 
-@pytest.mark.parametrize("event_id, answer, words", [
-    ("NOT-AN-EVENT", None, "NOT-AN-EVENT was refused, and it could not be recorded in the "
-                           "audit log: "),
-    (EVENT_ID, "n\n", "cancelled, and it could not be recorded in the audit log: "),
+@pytest.mark.parametrize("event_id, answer, words, code", [
+    (EVENT_ID, None, f"{EVENT_ID} was refused, and it could not be recorded in the "
+                     "audit log: ", 1),  # --yes alone, and it lists WestNO_1
+    (EVENT_ID, "n\n", "cancelled, and it could not be recorded in the audit log: ", 3),
 ])
 def test_a_refusal_or_cancel_that_cannot_be_recorded_says_so(
         emulator: Emulator, data_dir: Path, event_id: str, answer: str | None,
-        words: str) -> None:
+        words: str, code: int) -> None:
     """The store opens, but another process holds the write lock past setui's 5 s wait.
     Nothing is sent either way, but the operator must know the log does not show it."""
     import sqlite3
@@ -202,7 +204,7 @@ def test_a_refusal_or_cancel_that_cannot_be_recorded_says_so(
     finally:
         holder.execute("ROLLBACK")
         holder.close()
-    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.returncode == code, done.stdout + done.stderr
     assert f"setui approve: {words}" in done.stderr
     assert "locked by another process" in done.stderr and "Traceback" not in done.stderr
     assert posts(emulator) == []
@@ -219,17 +221,20 @@ def test_document_changed_while_deciding_is_refused(emulator: Emulator, clock: M
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     assert proc.stdout is not None and proc.stderr is not None
     shown = ""
-    while not shown.endswith("[y/N] "):
+    while not shown.endswith("Type yes to approve: "):
         char = proc.stdout.read(1)
         assert char, shown + proc.stderr.read()
         shown += char
     clock.advance(15 * 60)  # it starts while the operator reads
-    rest, err = proc.communicate("y\n", timeout=30)
+    rest, err = proc.communicate("yes\n", timeout=30)
     out = shown + rest
     assert proc.returncode == 1, out + err
-    assert "changed while you were deciding (incarnation 2 -> 3)" in out
+    assert "changed since it was shown (incarnation 2 -> 3)" in out
+    assert "status: Scheduled -> Started" in out
+    assert "Nothing was sent for the events above" in out
+    assert "has already started" in out  # shown again as it is now: nothing to ask
     assert posts(emulator) == []
-    assert [r.action for r in audit(data_dir)] == ["refused"]
+    assert [r.action for r in audit(data_dir)] == ["refused", "refused"]
 
 
 HOSTILE = """
@@ -251,7 +256,7 @@ def test_network_text_never_reaches_the_terminal_raw(data_dir: Path) -> None:
     with Emulator(scenario, clock=clock) as emulator:
         clock.advance(1)
         done = setui("approve", "--endpoint", emulator.url, "EVIL\x1b[2J", "--yes",
-                     data_dir=data_dir)
+                     "--allow-other-vms", data_dir=data_dir)
         assert done.returncode == 0, done.stdout + done.stderr
         assert len(posts(emulator)) == 1
     for text in (done.stdout, done.stderr):

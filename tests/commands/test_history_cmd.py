@@ -228,7 +228,20 @@ def test_unknown_incarnation_and_event(busy: Recorded) -> None:
     done = setui("history", "show", "999999", data_dir=busy.data_dir)
     assert done.returncode == 1 and "incarnation 999999 is not in the history" in done.stderr
     done = setui("history", "--event", "NOPE", data_dir=busy.data_dir)
-    assert done.returncode == 1 and "no recorded history for event NOPE" in done.stderr
+    assert done.returncode == 1 and "'NOPE' is too short to name an event" in done.stderr
+    done = setui("history", "--event", "NOPE-NOT-AN-EVENT", data_dir=busy.data_dir)
+    assert done.returncode == 1 and "no event with an EventId starting 'NOPE-NOT-AN-EVENT'" \
+        in done.stderr
+
+
+def test_event_by_unique_prefix(busy: Recorded) -> None:
+    """The eight characters the history and the audit log show are enough to ask."""
+    event = busy.expected[0]
+    full = setui("history", "--event", event.event_id, "--json", data_dir=busy.data_dir)
+    short = setui("history", "--event", event.event_id[:8].lower(), "--json",
+                  data_dir=busy.data_dir)
+    assert full.returncode == 0 and short.returncode == 0, short.stderr
+    assert short.stdout == full.stdout
 
 
 def test_an_operator_cancel_is_not_azure_cancelling(busy: Recorded) -> None:

@@ -261,6 +261,11 @@ def _resolve(ids: tuple[str, ...], document: Document | None, store: Store | Non
             with contextlib.suppress(StoreError):
                 known = store.event_ids(typed[:3], limit=500)
         found = resolve(typed, current, known)
+        if found.event_id is None and document is None:
+            # Without a document a typo cannot be told from a real event: the id goes on
+            # as typed, and is refused (and recorded) for want of a document.
+            full.append(typed)
+            continue
         if found.event_id is None:
             err.write(f"setui approve: {printable(found.problem, 600)}. Nothing was "
                       "approved; `setui events` lists the current events.\n")
@@ -316,8 +321,8 @@ async def _decide(request: ApproveRequest, typed: tuple[str, ...], client: ImdsC
             out.write(f"(incarnation {document.incarnation}, endpoint "
                       f"{printable(client.endpoint, 100)})\n")
         if not going:
-            return _report(_unrecorded(approver, await approver.approve(list(ids), document),
-                                       err), out)
+            return _report(_unrecorded(approver, await approver.approve(
+                list(ids), document, allow_other_vms=allow), err), out)
         if not request.yes:
             question = "Approve again?" if claims else "Approve?"
             if not _ask(stdin, out, question, typed=typed_yes):

@@ -86,7 +86,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--since", type=parse_since, metavar="TIME",
                         help="only since TIME: 2h, 30m, 7d, or an ISO 8601 time in UTC")
     parser.add_argument("--event", metavar="EVENT_ID",
-                        help="one event's whole life: first seen, started, gone, and how")
+                        help="one event's whole life: first seen, started, gone, and how; the "
+                             "full EventId or a unique prefix of at least 6 characters")
     parser.add_argument("--json", action="store_true",
                         help="one JSON object per line, with stable keys")
     sub = parser.add_subparsers(dest="history_command", metavar="{show,export-scenario}")
@@ -249,6 +250,13 @@ def story_json(entry: StoryEntry) -> dict[str, Any]:
 
 def _story(store: Store, event_id: str, since: datetime | None, as_json: bool,
            out: IO[str], err: IO[str]) -> int:
+    from setui.core.eventids import resolve
+
+    found = resolve(event_id, [], store.event_ids(event_id.strip()[:3], limit=500))
+    if found.event_id is None:
+        err.write(f"setui history: {printable(found.problem, 600)}\n")
+        return EXIT_FAILED
+    event_id = found.event_id
     story = store.event_story(event_id)
     if not story and "\\" in event_id:
         # The id as setui prints it, escapes and all (\x9b, \u202e, \ud800): look for

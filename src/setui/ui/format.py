@@ -12,13 +12,14 @@ import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from enum import IntEnum
 from typing import NamedTuple
 
 from setui.core import timefmt
 from setui.core.health import ConnectionState, Health, PollResult
 from setui.core.model import Event, is_this_vm
+from setui.core.order import sort_key
 from setui.core.timefmt import age, time_of_day, utc_and_local, utc_time, zone_name
 from setui.core.timefmt import clock as duration_text
 from setui.core.tracker import Change, ChangeKind
@@ -164,21 +165,6 @@ def approved_label(at: datetime, user: str, *, short: bool = False) -> str:
     if short:
         return f"✓ {when}"
     return f"approved {when} by {safe(user, 24)}"
-
-
-def sort_key(event: Event, vm_name: str | None, *, started_at: datetime | None = None,
-             first_seen: datetime | None = None) -> tuple[object, ...]:
-    """Most urgent first: this VM's events before everyone else's (the operator acts on
-    those; a neighbour's started event is news, not a task), then started, then by
-    NotBefore (passed ones first). It does not depend on the time, so rows only move
-    when the document changes."""
-    far = datetime.max.replace(tzinfo=timezone.utc)
-    mine = 0 if event.affects(vm_name) else 1
-    if event.is_started:
-        return (mine, 0, started_at or first_seen or far, event.event_id)
-    if event.is_scheduled and event.not_before is not None:
-        return (mine, 1, event.not_before, event.event_id)
-    return (mine, 2, first_seen or far, event.event_id)
 
 
 @dataclass(frozen=True)

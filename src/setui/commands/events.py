@@ -1,0 +1,173 @@
+"""``setui events [--json]``: the current events, once, most urgent first.
+
+What an operator runs before ``setui approve`` (full EventIds to copy, countdowns, which
+events are this VM's, which were approved from here and by whom) and what scripts read.
+One GET; the countdowns are counted on the service's clock (its Date header), as every
+other front end counts them. Exit 0 with the list (empty included), 1 when the document
+cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import socket
+import sys
+from collections.abc import Callable
+from datetime import datetime
+from typing import IO, TYPE_CHECKING, Any
+
+from setui.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, iso, open_readonly, when
+from setui.core.clock import ServiceClock, utc_now
+from setui.core.model import Event, is_this_vm
+from setui.core.order import sort_key
+from setui.textsafe import printable
+
+if TYPE_CHECKING:
+    from setui.core.client import ImdsClient
+    from setui.store import AuditRecord
+
+__all__ = ["add_arguments", "countdown", "event_json", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true",
+                        help="one JSON object (ASCII, stable keys) instead of a table")
+    parser.add_argument("--vm-name", metavar="NAME", default=argparse.SUPPRESS,
+                        help="this VM's name in Resources (default: asked from IMDS, "
+                             "else the host name)")
+
+
+def countdown(moment: datetime | None, now: datetime) -> str:
+    """How far NotBefore is, in words a table can hold."""
+    if moment is None:
+        return "-"
+    seconds = (moment - now).total_seconds()
+    if seconds <= 0:
+        return "passed"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def event_json(event: Event, vm_name: str | None, now: datetime,
+               approval: AuditRecord | None) -> dict[str, Any]:
+    """One event for ``--json``: always the same keys."""
+    seconds = None if event.not_before is None else round(
+        (event.not_before - now).total_seconds(), 1)
+    return {
+        "event_id": event.event_id,
+        "event_type": event.event_type.value,
+        "status": event.status.value,
+        "not_before": iso(event.not_before),
+        "seconds_to_not_before": seconds,
+        "this_vm": event.affects(vm_name),
+        "resources": list(event.resources),
+        "source": event.source.value if event.source is not None else None,
+        "duration": event.duration,
+        "description": event.description,
+        "approved_by": approval.user if approval is not None else None,
+        "approved_at": iso(approval.time) if approval is not None else None,
+        "approved_record": approval.seq if approval is not None else None,
+    }
+
+
+def _approvals(args: argparse.Namespace, ids: list[str], err: IO[str],
+               ) -> dict[str, AuditRecord]:
+    """Who approved which event, from the audit log; empty (and said) if it cannot tell."""
+    from setui.store import StoreError
+
+    try:
+        store = open_readonly(args)
+        if store is None:
+            return {}
+        with store:
+            return store.approvals(ids)
+    except StoreError as exc:
+        err.write(f"setui events: who approved what is not known: "
+                  f"{printable(exc.message, 300)}\n")
+        return {}
+
+
+def _table(events: list[Event], vm_name: str | None, now: datetime,
+           approvals: dict[str, AuditRecord]) -> list[str]:
+    header = ("EVENT ID", "TYPE", "STATUS", "NOT BEFORE (UTC)", "IN", "THIS VM", "APPROVED",
+              "RESOURCES")
+    rows = [header]
+    for event in events:
+        approval = approvals.get(event.event_id)
+        approved = (f"{when(approval.time)} by {printable(approval.user, 24)}"
+                    if approval is not None else "-")
+        names = [printable(r, 40) + (" (this VM)" if is_this_vm(r, vm_name) else "")
+                 for r in event.resources]
+        resources = ", ".join(names[:6]) + (f" and {len(names) - 6} more"
+                                             if len(names) > 6 else "")
+        rows.append((printable(event.event_id, 80), printable(event.event_type.value, 16),
+                     printable(event.status.value, 16),
+                     when(event.not_before) if event.not_before else "-",
+                     countdown(event.not_before, now), "yes" if event.affects(vm_name) else "-",
+                     approved, resources or "(none listed)"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
+            + "  " + row[-1] for row in rows]
+
+
+async def list_events(args: argparse.Namespace, *, out: IO[str], err: IO[str],
+                      make_client: Callable[[str, str], ImdsClient] | None = None,
+                      wall: Callable[[], datetime] = utc_now) -> int:
+    """Everything ``setui events`` does, with its streams injected for tests."""
+    from setui.config import DEFAULT_API_VERSION, DEFAULT_ENDPOINT
+    from setui.core.errors import ImdsError
+
+    if make_client is None:
+        from setui.core.client import ImdsClient as make_client
+    config = getattr(args, "config_resolved", None)
+    try:
+        client = make_client(getattr(args, "endpoint", None) or DEFAULT_ENDPOINT,
+                             getattr(args, "api_version", None) or DEFAULT_API_VERSION)
+    except ValueError as exc:
+        err.write(f"setui events: {exc}\n")
+        return EXIT_USAGE
+    try:
+        try:
+            result = await client.fetch()
+        except ImdsError as exc:
+            err.write(f"setui events: cannot read the events document: "
+                      f"{printable(exc.message or str(exc), 300)}\n")
+            return EXIT_FAILED
+        document = result.document
+        if document is None:
+            err.write("setui events: the service answered without a document\n")
+            return EXIT_FAILED
+        service = ServiceClock(wall=wall)
+        service.observe(result.server_date, result.received_mono)
+        now = service.now()
+        vm_name = (getattr(args, "vm_name", None) or getattr(config, "vm_name", None)
+                   or await client.vm_name() or socket.gethostname())
+    finally:
+        await client.aclose()
+    events = sorted(document.events, key=lambda e: sort_key(e, vm_name))
+    approvals = _approvals(args, [e.event_id for e in events], err)
+    if getattr(args, "json", False):
+        out.write(json.dumps({
+            "time": iso(now), "endpoint": client.endpoint,
+            "incarnation": document.incarnation, "vm_name": vm_name,
+            "events": [event_json(e, vm_name, now, approvals.get(e.event_id))
+                       for e in events]}, ensure_ascii=True) + "\n")
+        return EXIT_OK
+    out.write(f"Incarnation {document.incarnation} at {when(now)}, "
+              f"{printable(client.endpoint, 100)}; this VM: {printable(vm_name, 80)}\n")
+    if not events:
+        out.write("No scheduled events.\n")
+        return EXIT_OK
+    out.write("\n".join(_table(events, vm_name, now, approvals)) + "\n")
+    return EXIT_OK
+
+
+def run(args: argparse.Namespace) -> int:
+    return asyncio.run(list_events(args, out=sys.stdout, err=sys.stderr))
