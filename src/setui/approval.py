@@ -121,16 +121,18 @@ def confirmed(document: Document, event_id: str) -> Confirmed | None:
 def other_vms(event: Event, vm_name: str | None) -> str | None:
     """Why approving ``event`` reaches beyond this VM, if it does: it lists other VMs,
     or does not list this one. Such an event needs an explicit yes."""
+    said: list[str] = []
+    if not event.affects(vm_name):
+        who = printable(vm_name, 60) if vm_name else "this VM (its name is not known)"
+        said.append(f"it does not list {who}")
     others = [r for r in event.resources if not is_this_vm(r, vm_name)]
     if others:
         names = ", ".join(printable(r, 60) for r in others[:5])
         more = f" and {len(others) - 5} more" if len(others) > 5 else ""
         plural = "s" if len(others) != 1 else ""
-        return f"it also starts for {len(others)} other VM{plural}: {names}{more}"
-    if not event.affects(vm_name):
-        who = printable(vm_name, 60) if vm_name else "this VM (its name is not known)"
-        return f"it does not list {who}"
-    return None
+        said.append(f"{'it also' if not said else 'it'} starts for {len(others)} other "
+                    f"VM{plural}: {names}{more}")
+    return "; ".join(said) or None
 
 
 def _value(field_name: str, value: Any) -> str:
