@@ -86,9 +86,11 @@ class Progress:
     """An approval still trying: shown on the row while the service fails."""
 
     event_id: str
-    attempt: int
+    attempt: int  # tries made so far
     last_error: str
     next_in: float  # seconds to the next try
+    status: int | None = None  # the HTTP status of the last try, if it had one
+    kind: str = "error"  # what failed: "unreachable", "timeout", "server", ...
 
 
 def find_event(document: Document | None, event_id: str) -> Event | None:
@@ -172,6 +174,9 @@ class Approver:
         self.wall = wall
         # The last failure to write the audit log, for callers that show or act on it.
         self.store_error: str | None = None
+        # The document read just before the last POST (or refusal): what an operator
+        # asked again is shown.
+        self.last_read: Document | None = None
 
     # -- checks ---------------------------------------------------------------------------
     def refusal(self, event_id: str, document: Document | None, *,
@@ -333,6 +338,7 @@ class Approver:
             return None, exc.message or str(exc)
         if document is None:
             return None, "the service answered without a document"
+        self.last_read = document
         return document, None
 
     def _still_as_shown(self, seen: Confirmed, latest: Document | None, problem: str | None,
@@ -458,7 +464,7 @@ class Approver:
             for seen in ready.values():
                 if progress is not None:
                     progress(Progress(seen.event_id, attempt, error.message or str(error),
-                                      wait))
+                                      wait, error.status, error.kind))
             for seen in ready.values():
                 why = self._stop_reason(seen, current() if current is not None else None,
                                         wait)

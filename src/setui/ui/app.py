@@ -13,7 +13,8 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from datetime import datetime
+from dataclasses import replace
+from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -26,7 +27,7 @@ from textual.notifications import Notify, SeverityLevel
 from textual.screen import Screen
 from textual.worker import Worker
 
-from setui.approval import Approver, find_event
+from setui.approval import Approver, Confirmed, Progress, changes_between, find_event
 from setui.config import Config, ConfigError, save_setting
 from setui.core.clock import utc_now
 from setui.core.health import ConnectionState, Health
@@ -35,6 +36,8 @@ from setui.core.poller import Poller
 from setui.identity import Identity
 from setui.monitor import Monitor
 from setui.session import resolve_vm_name
+from setui.store import event_snapshot
+from setui.textsafe import printable
 from setui.ui.format import (
     Palette,
     age,
@@ -45,7 +48,12 @@ from setui.ui.format import (
     safe,
 )
 from setui.ui.messages import ApprovalDone, ApprovalNote, PollUpdate, Session
-from setui.ui.screens.confirm import GUARD_SECONDS, ConfirmationModal, approval_prompt
+from setui.ui.screens.confirm import (
+    GUARD_SECONDS,
+    ConfirmationModal,
+    Prompt,
+    approval_prompt,
+)
 from setui.ui.screens.details import details_screen
 from setui.ui.screens.help import HelpScreen
 from setui.ui.screens.main import MainScreen
@@ -104,7 +112,10 @@ class SetuiApp(TerminalApp):
         self.notices: deque[str] = deque(maxlen=500)  # "title: message", oldest first
         self.monitor = self._monitor()
         self._poll_worker: Worker[None] | None = None
-        self.main_screen = MainScreen(zoom=zoom)
+        self.main_screen = MainScreen(zoom=zoom, read_only=config.read_only)
+        self._said_read_only = False
+        # Toasts waiting for the approval dialog to close: nothing may cover it.
+        self._held: list[tuple[str, str, SeverityLevel, float | None, bool]] = []
         self.approver = Approver(client, store, endpoint=config.endpoint, identity=self.identity,
                                  read_only=config.read_only, store_problem=store_problem,
                                  wall=self.now)
@@ -299,6 +310,9 @@ class SetuiApp(TerminalApp):
         """Every notice is also kept in :attr:`notices`: a toast may be gone before anyone
         reads it."""
         self.notices.append(f"{title}: {message}" if title else message)
+        if any(isinstance(s, ConfirmationModal) for s in self.screen_stack):
+            self._held.append((message, title, severity, timeout, markup))
+            return  # the dialog must stay readable: shown when it closes
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
     def _on_notify(self, event: Notify) -> None:
@@ -313,28 +327,67 @@ class SetuiApp(TerminalApp):
     # -- approvals --------------------------------------------------------------------------
     def request_approval(self, event_id: str) -> None:
         """``a``: refuse with the reason, or ask; only the dialog's yes approves."""
+        if self.config.read_only:
+            # No audit record: nothing was attempted. Said once; the status line keeps
+            # saying READ-ONLY.
+            if not self._said_read_only:
+                self._said_read_only = True
+                self.notify("Approvals are off: this dashboard runs read-only (the "
+                            "--read-only option, or read-only = true in the config file).",
+                            title="Read-only", timeout=8, markup=False)
+            return
         if self.session.pending(event_id):
             self.notify("An approval of this event is already under way.", markup=False)
             return
         document = self.session.document
         reason = self.approver.refusal(event_id, document)
         event = find_event(document, event_id)
-        if reason is not None or event is None:
+        if reason is not None or event is None or document is None:
             reason = reason or "the event is not in the current document"
             self.notify(safe(reason, 300), title="Not approved", severity="error",
                         timeout=10, markup=False)
             self.run_worker(partial(self._record_refusal, event_id, document, reason),
                             thread=True, group="audit", exit_on_error=False)
             return
-        title, body, loud = self._prompt(event)
+        self._ask(event, document.incarnation)
 
-        def refresh() -> Text:  # the dialog follows the event while it is open
-            current = find_event(self.session.document, event_id)
-            return self._prompt(current or event, present=current is not None)[1]
+    def _ask(self, event: Event, incarnation: int, *, changes: tuple[str, ...] = (),
+             claimed: str | None = None) -> None:
+        """Show the dialog for ``event`` as it is now: the confirmation binds to this
+        snapshot, whatever the document does while the dialog is open."""
+        seen = Confirmed(event.event_id, event_snapshot(event), incarnation)
+        again = claimed is not None
 
-        self.push_screen(ConfirmationModal(title, body, loud=loud, guard=self.confirm_guard,
-                                           mono=self._mono, refresh=refresh),
-                         callback=partial(self._confirmed, event_id))
+        def prompt() -> Prompt:  # the dialog follows the event while it is open
+            current = find_event(self.session.document, event.event_id)
+            moved = tuple(changes_between(seen.snapshot, event_snapshot(current))) \
+                if current is not None else ()
+            return self._prompt(event, present=current is not None,
+                                changes=moved or changes, claimed=claimed)
+
+        self._push_dialog(ConfirmationModal(prompt(), guard=self.confirm_guard,
+                                            mono=self._mono, refresh=prompt),
+                          partial(self._confirmed, event.event_id, seen, again))
+
+    def _push_dialog(self, dialog: ConfirmationModal, then: Callable[[bool | None], None],
+                     ) -> None:
+        """Push a dialog that no toast covers: the toasts on screen and any that arrive
+        while it is open wait, and show once it closes."""
+        for shown in list(self._notifications):
+            self._held.append((shown.message, shown.title, shown.severity, shown.timeout,
+                               shown.markup))
+            self._unnotify(shown, refresh=False)
+        self._refresh_notifications()
+
+        def closed(answer: bool | None) -> None:
+            then(answer)
+            if not any(isinstance(s, ConfirmationModal) for s in self.screen_stack):
+                held, self._held = self._held, []
+                for message, title, severity, timeout, markup in held[-MAX_TOASTS:]:
+                    super(SetuiApp, self).notify(message, title=title, severity=severity,
+                                                 timeout=timeout, markup=markup)
+
+        self.push_screen(dialog, callback=closed)
 
     def _record_refusal(self, event_id: str, document: Document | None, reason: str) -> None:
         """On a thread: the audit record of a refusal, then its note on the row."""
@@ -343,10 +396,12 @@ class SetuiApp(TerminalApp):
                  for o in self.approver.record_refusal([event_id], document, reason)]
         self.post_message(ApprovalDone(notes, announce=False))
 
-    def _prompt(self, event: Event, present: bool = True) -> tuple[str, Text, bool]:
+    def _prompt(self, event: Event, present: bool = True, changes: tuple[str, ...] = (),
+                claimed: str | None = None) -> Prompt:
         return approval_prompt(event, vm_name=self.vm_name, identity=self.identity.label,
                                now=self.now(), previous=self.session.approvals.get(
-                                   event.event_id), present=present, stale=self._staleness())
+                                   event.event_id), present=present, stale=self._staleness(),
+                               changes=changes, claimed=claimed)
 
     def _staleness(self) -> str | None:
         """Why what the dialog shows may not be what the service says now, if it may not."""
@@ -358,14 +413,15 @@ class SetuiApp(TerminalApp):
         return (f"The connection is {health.state.value}: this is the last answer, {old}. "
                 "The event may have changed since.")
 
-    def _confirmed(self, event_id: str, yes: bool | None) -> None:
+    def _confirmed(self, event_id: str, seen: Confirmed, again: bool, yes: bool | None) -> None:
         if not yes:
             self.run_worker(partial(self._record_cancel, event_id, self.session.document),
                             thread=True, group="audit", exit_on_error=False)
             return
         self.session.mark_pending(event_id, self.now(), self.identity.user)
         self._refresh()
-        self.run_worker(self._approve(event_id), group="approve", exit_on_error=False)
+        self.run_worker(self._approve(event_id, seen, again), group="approve",
+                        exit_on_error=False)
 
     def _record_cancel(self, event_id: str, document: Document | None) -> None:
         """On a thread: the audit record of the operator's no."""
@@ -375,11 +431,28 @@ class SetuiApp(TerminalApp):
             + ("" if written else " (The cancel could not be recorded.)"), timeout=5,
             markup=False)
 
-    async def _approve(self, event_id: str) -> None:
+    def _progress(self, progress: Progress) -> None:
+        """A try failed and another follows: say so on the row (on the event loop)."""
+        note = self.session.approvals.get(progress.event_id)
+        if note is None or not note.pending:
+            return
+        status = progress.status
+        self.session.approvals[progress.event_id] = replace(
+            note, attempt=progress.attempt,
+            last_error=f"HTTP {status}" if status else safe(progress.kind, 20),
+            next_at=self.now() + timedelta(seconds=progress.next_in))
+        self._refresh()
+
+    async def _approve(self, event_id: str, seen: Confirmed, again: bool) -> None:
         # The document at this moment: the approver refuses an event that started or
-        # left while the dialog was open.
+        # left while the dialog was open, and reads it once more before the POST. The
+        # operator confirmed (typing "yes" where other VMs are concerned) what was shown.
+        self.approver.vm_name = self.vm_name
         try:
-            outcomes = await self.approver.approve([event_id], self.session.document)
+            outcomes = await self.approver.approve(
+                [event_id], self.session.document, confirmed_as={event_id: seen},
+                allow_other_vms=True, again=again, progress=self._progress,
+                current=lambda: self.session.document)
         except Exception as exc:  # a bug must not leave the row saying "approving…"
             self.post_message(ApprovalDone([ApprovalNote(
                 event_id, self.now(), self.identity.user,
@@ -388,16 +461,19 @@ class SetuiApp(TerminalApp):
             return
         self.post_message(ApprovalDone([
             ApprovalNote(o.event_id, self.now(), self.identity.user, approved=o.approved,
-                         refused=o.refused, message=o.message) for o in outcomes]))
+                         refused=o.refused, message=o.message) for o in outcomes],
+            ask_again=[(o.event_id, o.changes, o.message) for o in outcomes if o.ask_again],
+            document=self.approver.last_read))
         for outcome in outcomes:
             if outcome.approved:
                 self.monitor.note_approved(outcome.event_id)
         self.monitor.poll_now()
 
     def on_approval_done(self, message: ApprovalDone) -> None:
+        asking = {event_id for event_id, _, _ in message.ask_again}
         for note in message.notes:
             self.session.note_approval(note)
-            if not message.announce:
+            if not message.announce or note.event_id in asking:
                 continue
             if note.approved:
                 said = note.message.removeprefix("approved: ")
@@ -408,6 +484,51 @@ class SetuiApp(TerminalApp):
                 self.notify(safe(note.message, 300), title="Not approved", severity="error",
                             timeout=15, markup=False)
         self._refresh()
+        # What was confirmed is not what would be approved now (it changed, or another
+        # approval claims it): nothing was sent; show it as it is and ask again.
+        document = message.document or self.session.document
+        for event_id, changes, said in message.ask_again:
+            event = find_event(document, event_id)
+            if event is None or document is None:
+                continue
+            claimed = None if changes else said.removeprefix("refused: ")
+            self._ask(event, document.incarnation, changes=changes, claimed=claimed)
+
+    def in_flight(self) -> list[ApprovalNote]:
+        """The approvals still under way."""
+        return [n for n in self.session.approvals.values() if n.pending]
+
+    async def action_quit(self) -> None:
+        """``q`` (and Ctrl+C, Ctrl+Q): quit, asking first while an approval is in flight,
+        and saying on exit what became of it."""
+        if not self.in_flight():
+            self.exit()
+            return
+        if isinstance(self.screen, ConfirmationModal):
+            self.screen.action_cancel()  # Ctrl+C in a dialog: no, and nothing quits
+            return
+        if any(isinstance(s, ConfirmationModal) for s in self.screen_stack):
+            return  # a dialog is up: it answers first
+        now = self.now()
+        body = Text()
+        for note in self.in_flight():
+            body.append(f"{safe(note.event_id, 40)}: {safe(note.in_flight(now), 120)}\n")
+        body.append("\nQuitting stops it: the request may or may not reach the service, "
+                    "and the audit log records that its outcome is unknown.")
+        self._push_dialog(ConfirmationModal(
+            Prompt("An approval is in flight. Quit anyway?", body), yes="quit",
+            no="stay", guard=self.confirm_guard, mono=self._mono), self._quit_confirmed)
+
+    def _quit_confirmed(self, yes: bool | None) -> None:
+        if not yes:
+            return
+        now = self.now()
+        lines = [f"setui quit while approving {printable(n.event_id, 80)} "
+                 f"({printable(n.in_flight(now), 120)}): the request may or may not have "
+                 "reached the service; the audit log records the outcome as unknown. "
+                 "`setui events` shows whether it started; `setui audit` what was recorded."
+                 for n in self.in_flight()]
+        self.exit(message="\n".join(lines) or None)
 
     # -- other screens ----------------------------------------------------------------------
     def open_details(self, event_id: str) -> None:
@@ -417,7 +538,7 @@ class SetuiApp(TerminalApp):
             self.push_screen(screen)
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen())
+        self.push_screen(HelpScreen(read_only=self.config.read_only))
 
     def action_history(self) -> None:
         from setui.ui.screens.history import HistoryScreen

@@ -14,6 +14,7 @@ from datetime import datetime
 from textual.message import Message
 
 from setui.core.health import ConnectionState, PollResult
+from setui.core.model import Document
 from setui.core.tracker import Change
 from setui.monitor.state import EventLife, GoneEvent, MonitorState
 
@@ -44,10 +45,16 @@ class ApprovalDone(Message):
     """An approval (or its refusal) finished; ``notes`` are by EventId. ``announce``
     False: the operator was already told (a refusal is said before it is recorded)."""
 
-    def __init__(self, notes: list[ApprovalNote], *, announce: bool = True) -> None:
+    def __init__(self, notes: list[ApprovalNote], *, announce: bool = True,
+                 ask_again: list[tuple[str, tuple[str, ...], str]] | None = None,
+                 document: Document | None = None) -> None:
         super().__init__()
         self.notes = notes
         self.announce = announce
+        # (EventId, what changed, the refusal) of approvals to be asked again, and the
+        # document the approver read just before it refused them.
+        self.ask_again = ask_again or []
+        self.document = document
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,23 @@ class ApprovalNote:
     refused: bool = False
     pending: bool = False
     message: str = ""
+    # While the service fails: the try that failed last, why, and when the next one is.
+    attempt: int = 0
+    last_error: str = ""
+    next_at: datetime | None = None
+
+    def in_flight(self, now: datetime, *, short: bool = False) -> str:
+        """"approving… attempt 3, last HTTP 500, next in 2 s" (``short``: for a cell)."""
+        if not self.attempt:
+            waited = max(0, int((now - self.at).total_seconds()))
+            return f"approving… {waited} s" if waited >= 2 and not short else "approving…"
+        if short:
+            return f"approving… #{self.attempt + 1}"
+        text = f"approving… attempt {self.attempt + 1}, last {self.last_error}"
+        if self.next_at is not None:
+            left = (self.next_at - now).total_seconds()
+            text += f", next in {left:.0f} s" if left >= 0.5 else ", trying now"
+        return text
 
 
 @dataclass

@@ -1,8 +1,14 @@
 """The one confirmation dialog, and what it says before an approval.
 
-``ConfirmationModal`` answers True only for ``y`` or Enter, and only once the dialog has
-been up for ``guard`` seconds, so a key typed ahead or a key repeat cannot confirm it.
-``n`` and Escape answer False; every other key does nothing.
+``ConfirmationModal`` answers True only for ``y`` (or, for an event that reaches beyond
+this VM, the word ``yes`` typed and Enter), and only once the dialog has been up for
+``guard`` seconds, so a key typed ahead or a key repeat cannot confirm it; an early key
+is ignored and the dialog says so. ``n``, Escape and Ctrl+C answer False; every other
+key does nothing, and pasted text is never read as keys.
+
+What must be seen is laid out so nothing hides it: the warnings above, the fields in a
+region that scrolls, "It will start for", "Recorded in the audit log as" and the keys
+below; under 60x20 the dialog says it needs more room and approves nothing.
 """
 
 from __future__ import annotations
@@ -10,10 +16,12 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import ClassVar
 
 from rich.text import Text
+from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
@@ -25,10 +33,11 @@ from setui.ui.format import countdown, impact, is_this_vm, safe, utc_and_local, 
 from setui.ui.messages import ApprovalNote
 from setui.ui.widgets import heap
 
-__all__ = ["GUARD_SECONDS", "ConfirmationModal", "approval_prompt", "forget_rendered_widgets",
-           "hold_footers"]
+__all__ = ["GUARD_SECONDS", "MIN_SIZE", "ConfirmationModal", "Prompt", "approval_prompt",
+           "forget_rendered_widgets", "hold_footers"]
 
-GUARD_SECONDS = 0.3
+GUARD_SECONDS = 0.5
+MIN_SIZE = (60, 20)  # below this the dialog cannot show what is approved: it says so
 _NAMES_SHOWN = 20  # resources named in the dialog; the rest are counted
 
 
@@ -91,47 +100,109 @@ def forget_rendered_widgets() -> None:
         StylesCache.get_inner_outer.cache_clear()
 
 
+@dataclass(frozen=True)
+class Prompt:
+    """What the dialog says, by where it goes: ``top`` (warnings), ``starts`` (who it
+    starts for) and ``who`` (who is recorded) never scroll away; ``body`` scrolls.
+    ``typed``: only the word "yes" confirms."""
+
+    title: str
+    body: Text
+    top: Text = field(default_factory=Text)
+    starts: Text = field(default_factory=Text)
+    who: Text = field(default_factory=Text)
+    loud: bool = False
+    typed: bool = False
+
+
+def _key(text: Text, key: str) -> None:
+    text.append(f" {key} ", style="bold reverse")
+
+
 class ConfirmationModal(ModalScreen[bool]):
-    """Ask a yes/no question; ``y``/Enter yes, ``n``/Escape no."""
+    """Ask a yes/no question; ``y`` yes (or "yes" typed, then Enter), ``n``/Escape/Ctrl+C no."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "confirm", "Yes", priority=True),
-        Binding("enter", "confirm", "Yes", show=False, priority=True),
         Binding("n", "cancel", "No", priority=True),
         Binding("escape", "cancel", "No", show=False, priority=True),
+        Binding("ctrl+c", "cancel", "No", show=False, priority=True),
     ]
 
-    def __init__(self, title: str, body: Text, *, yes: str = "approve", no: str = "cancel",
-                 loud: bool = False, guard: float = GUARD_SECONDS,
-                 mono: Callable[[], float] = time.monotonic,
-                 refresh: Callable[[], Text] | None = None) -> None:
-        super().__init__(classes="loud" if loud else None)
-        self._title = title
-        self._body = body
-        self._refresh = refresh  # called once a second: the body as it is now
+    def __init__(self, prompt: Prompt | str, body: Text | None = None, *,
+                 yes: str = "approve", no: str = "cancel", loud: bool = False,
+                 guard: float = GUARD_SECONDS, mono: Callable[[], float] = time.monotonic,
+                 refresh: Callable[[], Prompt] | None = None) -> None:
+        if isinstance(prompt, str):
+            prompt = Prompt(prompt, body if body is not None else Text(), loud=loud)
+        super().__init__(classes="loud" if prompt.loud else None)
+        self._prompt = prompt
+        self._refresh = refresh  # called once a second: the prompt as it is now
         self._yes = yes
         self._no = no
         self._guard = guard
         self._mono = mono
         self._opened: float | None = None
+        self._typed = ""  # what was typed towards "yes"
+        self._too_small = False
         self.ignored = 0  # confirmations ignored by the guard (for tests)
 
     def compose(self) -> ComposeResult:
+        prompt = self._prompt
         with Vertical(id="dialog"):
-            yield Static(Text(self._title), id="dialog-title")
+            yield Static(Text(prompt.title), id="dialog-title")
+            yield Static(prompt.top, id="dialog-top")
             # Focusable, so the arrow keys scroll a body longer than the screen.
             with VerticalScroll(id="dialog-scroll"):
-                yield Static(self._body, id="dialog-body")
-            keys = Text()
-            keys.append(" y ", style="bold reverse")
-            keys.append(" or ")
-            keys.append(" Enter ", style="bold reverse")
+                yield Static(prompt.body, id="dialog-body")
+            yield Static(prompt.starts, id="dialog-starts")
+            yield Static(prompt.who, id="dialog-who")
+            yield Static(self._keys(), id="dialog-keys")
+            yield Static(self._note(), id="dialog-note")
+            yield Static(Text(
+                f"This dialog needs a terminal of at least {MIN_SIZE[0]}x{MIN_SIZE[1]} to "
+                "show what would be approved; make it larger. Nothing can be approved "
+                "until then.\n", style="bold") + self._cancel_keys(), id="dialog-small")
+
+    def _cancel_keys(self) -> Text:
+        keys = Text()
+        _key(keys, "n")
+        keys.append(" or ")
+        _key(keys, "Esc")
+        keys.append(f" {self._no}")
+        return keys
+
+    def _keys(self) -> Text:
+        keys = Text()
+        if self._prompt.typed:
+            keys.append("type ")
+            _key(keys, "yes")
+            keys.append(" and ")
+            _key(keys, "Enter")
+            keys.append(f" to {self._yes}: ")
+            keys.append(f"[{self._typed:<3}]", style="bold")
+            keys.append("   ")
+        else:
+            _key(keys, "y")
             keys.append(f" {self._yes}      ")
-            keys.append(" n ", style="bold reverse")
-            keys.append(" or ")
-            keys.append(" Esc ", style="bold reverse")
-            keys.append(f" {self._no}")
-            yield Static(keys, id="dialog-keys")
+        return keys + self._cancel_keys()
+
+    def _note(self) -> Text:
+        if self.ignored:
+            return Text(f"A key pressed in the first {self._guard:g} s was ignored: "
+                        "press it again if you mean it.", style="bold")
+        return Text(f"Keys pressed in the first {self._guard:g} s are ignored.",
+                    style="dim")
+
+    @property
+    def prompt(self) -> Prompt:
+        return self._prompt
+
+    def plain(self) -> str:
+        """Everything the dialog says, as text (for tests and the screen reader alike)."""
+        prompt = self._prompt
+        return "\n".join(t.plain for t in (Text(prompt.title), prompt.top, prompt.body,
+                                           prompt.starts, prompt.who, self._keys()))
 
     def on_mount(self) -> None:
         self._opened = self._mono()
@@ -141,7 +212,7 @@ class ConfirmationModal(ModalScreen[bool]):
         self.call_after_refresh(heap.freeze_heap_once)
         self._fit()
         if self._refresh is not None:
-            self.set_interval(1.0, self._update_body)
+            self.set_interval(1.0, self._update)
 
     def on_unmount(self) -> None:
         forget_rendered_widgets()
@@ -150,84 +221,150 @@ class ConfirmationModal(ModalScreen[bool]):
         self._fit()
 
     def _fit(self) -> None:
-        # The body scrolls and the key line never leaves the screen, however long the
-        # body: border 2, title and its margin 2, keys and their margin 2.
-        height = self.size.height or self.app.size.height
-        self.query_one("#dialog-scroll").styles.max_height = max(height - 6, 3)
+        width, height = self.size.width or self.app.size.width, \
+            self.size.height or self.app.size.height
+        self._too_small = width < MIN_SIZE[0] or height < MIN_SIZE[1]
+        for part in self.query_one("#dialog").children:
+            part.display = (part.id == "dialog-small") == self._too_small
+        # The body scrolls and everything else keeps its place on the screen: the
+        # border, the title and its margin, the keys with their margin, and the note.
+        fixed = 2 + 2 + 2 + 1 + sum(self.query_one(f"#dialog-{part}").outer_size.height
+                                    for part in ("top", "starts", "who"))
+        self.query_one("#dialog-scroll").styles.max_height = max(height - fixed, 2)
 
-    def _update_body(self) -> None:
+    def _update(self) -> None:
         assert self._refresh is not None
-        body = self._refresh()
-        if body != self._body:
-            self._body = body
-            self.query_one("#dialog-body", Static).update(body)
+        prompt = self._refresh()
+        if prompt == self._prompt:
+            return
+        self._prompt = prompt
+        self.set_class(prompt.loud, "loud")
+        self.query_one("#dialog-title", Static).update(Text(prompt.title))
+        self.query_one("#dialog-top", Static).update(prompt.top)
+        self.query_one("#dialog-body", Static).update(prompt.body)
+        self.query_one("#dialog-starts", Static).update(prompt.starts)
+        self.query_one("#dialog-who", Static).update(prompt.who)
+        self.query_one("#dialog-keys", Static).update(self._keys())
+        self.call_after_refresh(self._fit)
+
+    def _early(self) -> bool:
+        """Whether a key now is too soon to be a decision (typed ahead, a held key)."""
+        if self._opened is None or self._mono() - self._opened < self._guard:
+            self.ignored += 1
+            self.query_one("#dialog-note", Static).update(self._note())
+            return True
+        return False
 
     def action_confirm(self) -> None:
-        if self._opened is None or self._mono() - self._opened < self._guard:
-            self.ignored += 1  # too soon: typed ahead or a held key, not a decision
+        if self._prompt.typed:
+            self._type("y")
+            return
+        if self._too_small or self._early():
             return
         self.dismiss(True)
+
+    def _type(self, char: str) -> None:
+        if self._too_small or self._early():
+            return
+        self._typed = (self._typed + char)[-3:]
+        self.query_one("#dialog-keys", Static).update(self._keys())
+
+    def on_key(self, event: events.Key) -> None:
+        """Typing "yes": letters, Backspace, and Enter to confirm it."""
+        if not self._prompt.typed:
+            return
+        if event.key == "enter":
+            event.stop()
+            if self._typed.lower() == "yes" and not self._too_small and not self._early():
+                self.dismiss(True)
+        elif event.key == "backspace":
+            event.stop()
+            self._typed = self._typed[:-1]
+            self.query_one("#dialog-keys", Static).update(self._keys())
+        elif event.character is not None and len(event.character) == 1 \
+                and event.character.isalpha():
+            event.stop()
+            self._type(event.character)
+
+    def on_paste(self, event: events.Paste) -> None:
+        event.stop()  # pasted text is never an answer
 
     def action_cancel(self) -> None:
         self.dismiss(False)
 
 
+def _names(names: list[str]) -> str:
+    shown = ", ".join(names[:_NAMES_SHOWN])
+    if len(names) > _NAMES_SHOWN:
+        shown += f" … and {len(names) - _NAMES_SHOWN} more"
+    return shown
+
+
 def approval_prompt(event: Event, *, vm_name: str | None, identity: str, now: datetime,
                     previous: ApprovalNote | None = None, present: bool = True,
-                    stale: str | None = None) -> tuple[str, Text, bool]:
-    """(title, body, loud) of the approval dialog; loud when other VMs are affected.
+                    stale: str | None = None, changes: tuple[str, ...] = (),
+                    claimed: str | None = None) -> Prompt:
+    """The approval dialog's prompt; loud, and asking for "yes" typed, when the event
+    reaches beyond this VM.
 
     ``present=False``: the event left the document while the dialog was open.
     ``stale``: why the document shown may not be the service's current one.
+    ``changes``: what changed since the operator last confirmed (asked again).
+    ``claimed``: the earlier approval of this event, in words (asked again).
     """
     title = f"Approve this {safe(event.event_type, 24)} now?"
-    body = Text()
+    top = Text()
+    if changes:
+        top.append("!! It changed since you confirmed, so nothing was sent: "
+                   + "; ".join(safe(c, 160) for c in changes) + "\n", style="bold reverse")
+    if claimed:
+        top.append(f"!! {safe(claimed, 300)}. Approve it again?\n", style="bold reverse")
     if not present or event.is_started:
         what = "has started" if present else "is no longer in the document"
-        body.append(f"!! This event {what}: approving it now will be refused.\n\n",
-                    style="bold reverse")
+        top.append(f"!! This event {what}: approving it now will be refused.\n",
+                   style="bold reverse")
     mine = [r for r in event.resources if is_this_vm(r, vm_name)]
     others = [r for r in event.resources if not is_this_vm(r, vm_name)]
     if others:  # first, where no scrolling can hide it
         count = f"{len(others)} other VM{'s' if len(others) != 1 else ''}"
-        body.append(f"!! WARNING: this also starts it for {count}: "
-                    f"{', '.join(safe(r, 60) for r in others[:10])}"
-                    f"{' …' if len(others) > 10 else ''}.\n", style="bold reverse")
-        body.append("!! Approving affects every VM listed, not only this one.\n", style="bold")
+        top.append(f"!! WARNING: this also starts it for {count}: "
+                   f"{', '.join(safe(r, 60) for r in others[:10])}"
+                   f"{' …' if len(others) > 10 else ''}.\n", style="bold reverse")
     if not mine:
         who = safe(vm_name, 60) if vm_name else "this VM (its name is not known yet)"
-        body.append(f"!! This event does not list {who}.\n", style="bold")
+        top.append(f"!! This event does not list {who}.\n", style="bold")
     if stale:
-        body.append(f"!! {stale}\n", style="bold")
-    if others or not mine or stale:
-        body.append("\n")
+        top.append(f"!! {stale}\n", style="bold")
+    top.rstrip()
+    body = Text()
 
-    def field(name: str, value: str, style: str = "") -> None:
+    def line(name: str, value: str, style: str = "") -> None:
         body.append(f"{name:<12}", style="bold")
         body.append(value + "\n", style=style or None)
 
-    field("Event", f"{safe(event.event_type, 40)}, {safe(event.status, 20)}"
-          + (f", source {safe(event.source, 20)}" if event.source is not None else ""))
-    field("EventId", safe(event.event_id, 80))
+    line("Event", f"{safe(event.event_type, 40)}, {safe(event.status, 20)}"
+         + (f", source {safe(event.source, 20)}" if event.source is not None else ""))
+    line("EventId", safe(event.event_id, 80))
     if event.not_before is not None:
-        field("NotBefore", f"{utc_and_local(event.not_before, now)}"
-                           + (f", {countdown(event, now).text}" if present else ""))
-    field("Impact", impact(event))
+        line("NotBefore", f"{utc_and_local(event.not_before, now)}"
+                          + (f", {countdown(event, now).text}" if present else ""))
+    line("Impact", impact(event))
+    if len(event.resources) > 1:
+        line("Resources", f"{len(event.resources)}: "
+             + ", ".join(safe(r, 60) for r in event.resources[:_NAMES_SHOWN * 5]))
     if event.description:
-        field("Description", "“" + safe(event.description, 160) + "”")
-    body.append("\nApproving lets Azure start this now instead of waiting for NotBefore.\n")
-    body.append("It will start for:  ", style="bold")
-    names = [safe(r, 60) + " (this VM)" for r in mine] + [safe(r, 60) for r in others]
-    shown = ", ".join(names[:_NAMES_SHOWN])
-    if len(names) > _NAMES_SHOWN:
-        shown += f" … and {len(names) - _NAMES_SHOWN} more"
-    body.append(shown or "no resources listed", style="bold")
-    body.append("\n")
-    loud = bool(others) or not mine
+        line("Description", "“" + safe(event.description, 160) + "”")
+    body.append("Approving lets Azure start this now instead of waiting for NotBefore.")
     if previous is not None and previous.approved:
         body.append(f"\nAlready {previous.message or 'approved'} "
-                    f"({utc_time(previous.at)} UTC by {safe(previous.user, 24)}).\n")
-    body.append("\nRecorded in the audit log as:  ")
-    body.append(safe(identity, 120), style="bold")
-    body.append("\n")
-    return title, body, loud
+                    f"({utc_time(previous.at)} UTC by {safe(previous.user, 24)}).")
+    names = [safe(r, 60) + " (this VM)" for r in mine] + [safe(r, 60) for r in others]
+    starts = Text()
+    count = len(names)
+    starts.append(f"It will start for {count} VMs:  " if count > 1 else "It will start for:  ",
+                  style="bold")
+    starts.append(_names(names) or "no resources listed", style="bold")
+    who = Text("Recorded in the audit log as:  ")
+    who.append(safe(identity, 120), style="bold")
+    loud = bool(others) or not mine
+    return Prompt(title, body, top, starts, who, loud=loud, typed=loud)

@@ -13,7 +13,7 @@ from textual.widgets import Markdown, Static
 
 from setui.ui.widgets.keys import KeyBar
 
-__all__ = ["HelpScreen", "help_text"]
+__all__ = ["HelpScreen", "help_text", "read_only_help"]
 
 
 def help_text() -> str:
@@ -22,6 +22,15 @@ def help_text() -> str:
         return resources.files("setui").joinpath("help.md").read_text(encoding="utf-8")
     except (OSError, FileNotFoundError):
         return "# setui\n\nThe help file is missing from this installation."
+
+
+def read_only_help(text: str) -> str:
+    """The help of a read-only dashboard: no approve key, and why."""
+    lines = [line for line in text.splitlines() if not line.startswith("| `a` |")]
+    note = ("**Approvals are off**: this dashboard runs read-only (`--read-only`, or "
+            "`read-only = true` in the config file), so `a` approves nothing.\n")
+    heading = next((i for i, line in enumerate(lines) if line.startswith("## ")), len(lines))
+    return "\n".join([*lines[:heading], note, *lines[heading:]]) + "\n"
 
 
 class HelpScreen(ModalScreen[None]):
@@ -38,15 +47,16 @@ class HelpScreen(ModalScreen[None]):
         # PgUp/PgDn, Home/End and the arrows: the scroll container's own keys.
     ]
 
-    def __init__(self, text: str | None = None) -> None:
+    def __init__(self, text: str | None = None, *, read_only: bool = False) -> None:
         super().__init__()
         self._text = text  # another help file (the fleet view's); default: help.md
+        self.read_only = read_only  # the dashboard approves nothing: no approve key in it
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help"):
             yield Static("Help  (Escape closes)", id="help-title")
-            yield Markdown(self._text if self._text is not None else help_text(),
-                           id="help-body")
+            text = self._text if self._text is not None else help_text()
+            yield Markdown(read_only_help(text) if self.read_only else text, id="help-body")
         yield KeyBar()
 
     def on_mount(self) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, ClassVar
 
@@ -76,11 +77,11 @@ def matches(event: Event, text: str) -> bool:
     return text.casefold() in haystack
 
 
-def _approval_cell(note: ApprovalNote | None, tier: str) -> Text:
+def _approval_cell(note: ApprovalNote | None, tier: str, now: datetime) -> Text:
     if note is None:
         return Text()
     if note.pending:
-        return Text("approving…", style="bold")
+        return Text(note.in_flight(now, short=True), style="bold")
     if note.approved:
         if tier == "narrow":
             return Text(approved_label(note.at, note.user, short=True), style="bold")
@@ -134,7 +135,7 @@ def build_rows(events: Sequence[Event], session: Session, vm_name: str | None, n
             "resources": Text(resources_summary(event.resources, vm_name,
                                                 _RESOURCE_WIDTH[tier]),
                               style="bold" if mine else row_style),
-            "approved": _approval_cell(session.approvals.get(event.event_id), tier),
+            "approved": _approval_cell(session.approvals.get(event.event_id), tier, now),
         }
         rows.append(Row(event.event_id, cells))
     return rows
@@ -188,8 +189,12 @@ class MainScreen(Screen[None]):
         Binding("escape", "clear_filter", "Clear filter"),
     ]
 
-    def __init__(self, *, zoom: int | None = None) -> None:
+    def __init__(self, *, zoom: int | None = None, read_only: bool = False) -> None:
         super().__init__()
+        self.read_only = read_only
+        if read_only:  # approvals are off: no key for them in the footer
+            self._bindings.key_to_bindings["a"] = [
+                replace(b, show=False) for b in self._bindings.key_to_bindings.get("a", [])]
         self._zoom = zoom  # the timeline's first zoom level (ZOOMS), None: its default
         self.this_vm_only = False
         self.filter_text = ""
@@ -383,10 +388,12 @@ class MainScreen(Screen[None]):
 
     def palette_commands(self) -> list[SystemCommand]:
         """This screen's actions for the command palette (ctrl+p)."""
-        return [
+        approve = [] if self.read_only else [
             SystemCommand("Approve the selected event",
                           "Asks for confirmation first; recorded in the audit log (a)",
-                          self.action_approve),
+                          self.action_approve)]
+        return [
+            *approve,
             SystemCommand("Details of the selected event",
                           "Every field, its life so far, raw JSON (Enter, d)",
                           self.action_details),

@@ -64,10 +64,8 @@ def summary_lines(event: Event | None, vm_name: str | None, now: datetime,
     failed = note is not None and not note.pending and not note.approved
     if note is not None and not failed:
         first.append("  ")
-        if note.pending:  # retries can take up to 70 s: show that it is still going
-            waited = max(0, int((now - note.at).total_seconds()))
-            first.append(f"approving… {waited} s" if waited >= 2 else "approving…",
-                         style="bold")
+        if note.pending:  # retries can take up to 70 s: show that it is still going, and why
+            first.append(safe(note.in_flight(now), 120), style="bold")
         else:
             first.append(approved_label(note.at, note.user), style="bold")
     if event.source is not None:
