@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 from textual.command import CommandList, CommandPalette
-from textual.widgets import Input
+from textual.widgets import Footer, Input, Markdown
+from textual.widgets._footer import FooterKey
 
 from dashboard import (
     NARROW,
@@ -247,8 +248,7 @@ async def test_approve_confirmed_posts_once_and_records(make_dashboard: MakeDash
         await select(d, pilot, reboot)
         d.app.confirm_guard = 0.0  # real time: the guard has a test of its own
         dialog = await open_dialog(d, pilot)
-        body = dialog.query_one("#dialog-body").render()
-        text = str(body)
+        text = dialog.plain()
         assert "lets Azure start this now instead of waiting for NotBefore" in text
         assert "web-0 (this VM)" in text
         assert "oncall from 10.0.0.5 on vm-web-0" in text
@@ -271,7 +271,7 @@ async def test_approve_confirmed_posts_once_and_records(make_dashboard: MakeDash
                    for n in d.notices())
 
 
-async def test_approve_with_enter_warns_about_other_vms(make_dashboard: MakeDashboard) -> None:
+async def test_other_vms_warn_and_need_yes_typed(make_dashboard: MakeDashboard) -> None:
     d = make_dashboard()
     async with d.app.run_test(size=NARROW) as pilot:
         await start(d, pilot)
@@ -279,12 +279,19 @@ async def test_approve_with_enter_warns_about_other_vms(make_dashboard: MakeDash
         await select(d, pilot, freeze)
         d.app.confirm_guard = 0.0  # real time: the guard has a test of its own
         dialog = await open_dialog(d, pilot)
-        text = str(dialog.query_one("#dialog-body").render())
+        text = dialog.plain()
         assert "WARNING: this also starts it for 1 other VM: web-1" in text
+        assert "type  yes  and  Enter  to approve" in text
         assert dialog.has_class("loud")
-        await pilot.press("enter")
+        await pilot.press("enter", "y", "enter", "n")  # "y" alone is not "yes"
+        await d.wait_for(pilot, lambda: isinstance(d.app.screen, MainScreen))
+        await d.wait_for(pilot, lambda: d.audit_actions() == [CANCELLED])
+        assert d.posts() == []
+        dialog = await open_dialog(d, pilot)
+        await pilot.press("y", "e", "s", "enter")
         await d.wait_for(pilot, lambda: len(d.posts()) == 1)
-        await d.wait_for(pilot, lambda: d.audit_actions() == [APPROVE_ATTEMPT, APPROVE_OUTCOME])
+        await d.wait_for(pilot, lambda: d.audit_actions() == [CANCELLED, APPROVE_ATTEMPT,
+                                                              APPROVE_OUTCOME])
         await pilot.pause()
         assert table(d).cell_text(freeze.event_id, "approved") == "✓ 10:05:00"
 
@@ -307,7 +314,7 @@ async def test_approve_cancelled_sends_nothing_and_records_the_cancel(
         assert d.posts() == []
 
 
-async def test_only_y_or_enter_after_the_guard_approve(make_dashboard: MakeDashboard) -> None:
+async def test_only_y_after_the_guard_approves(make_dashboard: MakeDashboard) -> None:
     d = make_dashboard()
     async with d.app.run_test(size=WIDE) as pilot:
         await start(d, pilot)
@@ -316,15 +323,19 @@ async def test_only_y_or_enter_after_the_guard_approve(make_dashboard: MakeDashb
         # held key, never a decision.
         d.app.confirm_guard = 60.0
         dialog = await open_dialog(d, pilot)
-        await pilot.press("y", "enter")
+        assert "Keys pressed in the first 60 s are ignored" in str(
+            dialog.query_one("#dialog-note").render())
+        await pilot.press("y", "y")
         assert dialog.ignored == 2
         assert d.app.screen is dialog
+        assert "was ignored: press it again if you mean it" in str(
+            dialog.query_one("#dialog-note").render())
         await pilot.press("n")
         await d.wait_for(pilot, lambda: isinstance(d.app.screen, MainScreen))
-        # No guard at all: still, no key but y and Enter approves.
+        # No guard at all: still, no key but y approves (Enter is the dashboard's Details).
         d.app.confirm_guard = 0.0
         dialog = await open_dialog(d, pilot)
-        await pilot.press("x", "a", "space", "Y", "j", "tab", "1")
+        await pilot.press("x", "a", "space", "Y", "j", "tab", "1", "enter")
         assert d.app.screen is dialog
         await pilot.press("n")
         await d.wait_for(pilot, lambda: d.audit_actions() == [CANCELLED, CANCELLED])
@@ -358,24 +369,31 @@ async def test_an_event_that_left_while_the_dialog_was_open_is_refused(
         dialog = await open_dialog(d, pilot)
         await d.advance(pilot, 40)
         # The open dialog follows the event: it says that approving would be refused.
-        await d.wait_for(pilot, lambda: "is no longer in the document" in str(
-            dialog.query_one("#dialog-body").render()))
-        await pilot.press("y")
+        await d.wait_for(pilot, lambda: "is no longer in the document" in dialog.plain())
+        await pilot.press("y", "e", "s", "enter")  # it did not list web-0: "yes" typed
         await d.wait_for(pilot, lambda: REFUSED in d.audit_actions())
         assert d.posts() == []
         assert any("is not in the current document" in n for n in d.notices())
 
 
-async def test_read_only_refuses(make_dashboard: MakeDashboard) -> None:
+async def test_read_only_has_no_approve_key(make_dashboard: MakeDashboard) -> None:
     d = make_dashboard(read_only=True)
     async with d.app.run_test(size=WIDE) as pilot:
         await start(d, pilot)
         assert "READ-ONLY" in status(d)
-        await pilot.press("a")
+        footer = d.app.main_screen.query_one(Footer)
+        assert "Approve" not in [k.description for k in footer.query(FooterKey)]
+        await pilot.press("a", "a", "a")
         await pilot.pause()
         assert isinstance(d.app.screen, MainScreen)
         assert d.posts() == []
-        assert any("read-only" in n for n in d.notices())
+        said = [n for n in d.notices() if "Approvals are off" in n]
+        assert len(said) == 1 and "--read-only" in said[0]  # said once, and why
+        assert d.audit_actions() == []  # nothing was attempted: nothing to record
+        await pilot.press("question_mark")
+        await pilot.pause()
+        help_text = str(d.app.screen.query_one("#help-body", Markdown).source)
+        assert "| `a` |" not in help_text and "Approvals are off" in help_text
 
 
 async def test_without_an_audit_log_approval_is_refused(make_dashboard: MakeDashboard) -> None:
@@ -589,7 +607,7 @@ async def test_markup_and_escapes_from_the_network_are_shown_literally(
         await pilot.press("escape")
         await d.wait_for(pilot, lambda: isinstance(d.app.screen, MainScreen))
         dialog = await open_dialog(d, pilot)
-        body = str(dialog.query_one("#dialog-body").render())
+        body = dialog.plain()
         assert "[bold red]x[/]" in body and "\x1b" not in body
         assert "WARNING: this also starts it for 1 other VM: [red]evil[/red]\\x1b[1A" in body
         await pilot.press("n")

@@ -155,7 +155,7 @@ async def test_the_dialog_keys_stay_on_an_80x24_screen_with_a_long_body(
         screen = dialog.region
         keys = dialog.query_one("#dialog-keys").region
         assert keys.height == 1 and screen.contains_region(keys), (keys, screen)
-        body = str(dialog.query_one("#dialog-body").render())
+        body = dialog.plain()
         # The warning comes first, where no scrolling is needed to see it.
         assert body.index("WARNING: this also starts it for 60 other VMs") < body.index("EventId")
         assert "… and 41 more" in body
@@ -170,7 +170,7 @@ async def test_the_dialog_says_when_the_connection_is_down(
         d.emulator.stop()
         await d.wait_for(pilot, lambda: "✖ unreachable" in status(d), timeout=10)
         dialog = await open_dialog(d, pilot)
-        body = str(dialog.query_one("#dialog-body").render())
+        body = dialog.plain()
         assert "The connection is unreachable: this is the last answer" in body
         await pilot.press("n")
         await d.wait_for(pilot, lambda: isinstance(d.app.screen, MainScreen))

@@ -211,6 +211,7 @@ class ConfirmationModal(ModalScreen[bool]):
         # first approval rather than never (see setui.ui.widgets.heap).
         self.call_after_refresh(heap.freeze_heap_once)
         self._fit()
+        self.call_after_refresh(self._fit)  # again, with the parts' heights laid out
         if self._refresh is not None:
             self.set_interval(1.0, self._update)
 
@@ -225,11 +226,16 @@ class ConfirmationModal(ModalScreen[bool]):
             self.size.height or self.app.size.height
         self._too_small = width < MIN_SIZE[0] or height < MIN_SIZE[1]
         for part in self.query_one("#dialog").children:
-            part.display = (part.id == "dialog-small") == self._too_small
+            part.display = (part.id == "dialog-small") == self._too_small and (
+                part.id != "dialog-top" or bool(self._prompt.top.plain))
         # The body scrolls and everything else keeps its place on the screen: the
         # border, the title and its margin, the keys with their margin, and the note.
-        fixed = 2 + 2 + 2 + 1 + sum(self.query_one(f"#dialog-{part}").outer_size.height
-                                    for part in ("top", "starts", "who"))
+        fixed = 2 + 2 + 2 + 1
+        for name in ("top", "starts", "who"):
+            part = self.query_one(f"#dialog-{name}")
+            if part.display:
+                margin = part.styles.margin
+                fixed += part.outer_size.height + margin.top + margin.bottom
         self.query_one("#dialog-scroll").styles.max_height = max(height - fixed, 2)
 
     def _update(self) -> None:
@@ -245,6 +251,7 @@ class ConfirmationModal(ModalScreen[bool]):
         self.query_one("#dialog-starts", Static).update(prompt.starts)
         self.query_one("#dialog-who", Static).update(prompt.who)
         self.query_one("#dialog-keys", Static).update(self._keys())
+        self._fit()
         self.call_after_refresh(self._fit)
 
     def _early(self) -> bool:
