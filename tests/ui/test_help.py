@@ -100,7 +100,7 @@ def test_every_screen_has_keys_to_check() -> None:
     assert wanted["Event details"] == ["Escape", "q", "d", "r", "c", "j", "k"]
     assert {"Enter", "r", "g", "G"} <= set(wanted["History"])
     assert {"Enter", "r", "g", "G"} <= set(wanted["Audit log"])
-    assert set(wanted["The approval dialog"]) == {"y", "Enter", "n", "Escape"}
+    assert set(wanted["The approval dialog"]) == {"y", "n", "Escape", "Ctrl+C"}
 
 
 def test_help_source_lists_every_key_in_its_section() -> None:

@@ -20,7 +20,7 @@ from setui.core.model import parse_document
 from setui.core.tracker import Tracker
 from setui.ui.format import Palette, Urgency
 from setui.ui.messages import ApprovalNote, PollUpdate, Session
-from setui.ui.screens.confirm import approval_prompt
+from setui.ui.screens.confirm import Prompt, approval_prompt
 from setui.ui.screens.details import describe_event, raw_json
 from setui.ui.widgets import repaint
 from setui.ui.widgets.events import EventsTable, Row, columns_for, tier_for
@@ -444,38 +444,54 @@ def test_summary_keeps_this_vm_whole_at_60_columns_and_gives_a_failure_its_line(
     assert second.plain.startswith("✗ not approved 10:00:00: setui is read-only here")
 
 
+def _all(prompt: Prompt) -> str:
+    return "\n".join(t.plain for t in (prompt.top, prompt.body, prompt.starts, prompt.who))
+
+
 def test_approval_prompt_for_this_vm_only() -> None:
     target = doc(3, event("E1")).events[0]
-    title, body, loud = approval_prompt(target, vm_name="web-0", identity="oncall on vm",
-                                        now=NOW)
-    assert title == "Approve this Reboot now?"
-    assert not loud
-    text = body.plain
+    prompt = approval_prompt(target, vm_name="web-0", identity="oncall on vm", now=NOW)
+    assert prompt.title == "Approve this Reboot now?"
+    assert not prompt.loud and not prompt.typed  # one key, y, approves it
+    text = prompt.body.plain
     assert "NotBefore   Sun 22 Nov 2026 10:10:00 UTC (11:10:00 CET), T-10:00" in text
     assert "Approving lets Azure start this now instead of waiting for NotBefore." in text
-    assert "It will start for:  web-0 (this VM)" in text
-    assert "Recorded in the audit log as:  oncall on vm" in text
-    assert "WARNING" not in text
+    assert prompt.starts.plain == "It will start for:  web-0 (this VM)"
+    assert prompt.who.plain == "Recorded in the audit log as:  oncall on vm"
+    assert "WARNING" not in _all(prompt) and not prompt.top.plain
 
 
 def test_approval_prompt_is_loud_for_other_vms() -> None:
     target = doc(3, event("E1", resources=("web-0", "web-1", "web-2"))).events[0]
-    _, body, loud = approval_prompt(target, vm_name="web-0", identity="me", now=NOW)
-    assert loud
-    assert "!! WARNING: this also starts it for 2 other VMs: web-1, web-2." in body.plain
+    prompt = approval_prompt(target, vm_name="web-0", identity="me", now=NOW)
+    assert prompt.loud and prompt.typed  # "yes" must be typed
+    assert "!! WARNING: this also starts it for 2 other VMs: web-1, web-2." in prompt.top.plain
+    assert prompt.starts.plain == "It will start for 3 VMs:  web-0 (this VM), web-1, web-2"
     other = doc(3, event("E2", resources=("db-0",))).events[0]
-    _, body, loud = approval_prompt(other, vm_name="web-0", identity="me", now=NOW)
-    assert loud and "!! This event does not list web-0." in body.plain
+    prompt = approval_prompt(other, vm_name="web-0", identity="me", now=NOW)
+    assert prompt.typed and "!! This event does not list web-0." in prompt.top.plain
 
 
 def test_approval_prompt_when_the_event_started_or_left() -> None:
     started = doc(4, event("E1", status="Started")).events[0]
-    _, body, _ = approval_prompt(started, vm_name="web-0", identity="me", now=NOW)
-    assert body.plain.startswith("!! This event has started: approving it now will be refused")
+    prompt = approval_prompt(started, vm_name="web-0", identity="me", now=NOW)
+    assert prompt.top.plain.startswith(
+        "!! This event has started: approving it now will be refused")
     gone = doc(4, event("E1")).events[0]
-    _, body, _ = approval_prompt(gone, vm_name="web-0", identity="me", now=NOW, present=False)
-    assert "is no longer in the document" in body.plain
-    assert "T-10:00" not in body.plain
+    prompt = approval_prompt(gone, vm_name="web-0", identity="me", now=NOW, present=False)
+    assert "is no longer in the document" in prompt.top.plain
+    assert "T-10:00" not in _all(prompt)
+
+
+def test_approval_prompt_asked_again_says_what_changed_and_who_approved() -> None:
+    target = doc(4, event("E1")).events[0]
+    prompt = approval_prompt(target, vm_name="web-0", identity="me", now=NOW,
+                             changes=("type: Freeze -> Reboot",),
+                             claimed="already approved by bob on vm at 10:00 (audit record 7)")
+    assert prompt.top.plain.startswith("!! It changed since you confirmed, so nothing was "
+                                       "sent: type: Freeze -> Reboot")
+    assert "already approved by bob on vm at 10:00 (audit record 7). Approve it again?" \
+        in prompt.top.plain
 
 
 def test_details_show_every_field_and_unknown_ones_literally() -> None:
