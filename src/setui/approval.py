@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from setui.core.clock import utc_now
@@ -233,14 +234,18 @@ class Approver:
             details=details, **fields)
 
     def record_refusal(self, event_ids: Sequence[str], document: Document | None,
-                       reason: str, *, ask_again: bool = False,
-                       changes: Sequence[str] = ()) -> list[ApprovalOutcome]:
-        """Record that setui refused these approvals (when the log can be written)."""
+                       reason: str, *, ask_again: bool = False, changes: Sequence[str] = (),
+                       seen: Confirmed | None = None) -> list[ApprovalOutcome]:
+        """Record that setui refused these approvals (when the log can be written);
+        ``seen``: the snapshot the operator confirmed, which the record holds."""
         seqs: list[int | None] = [None] * len(event_ids)
+        fields: dict[str, Any] = {} if seen is None else {
+            "snapshot": seen.snapshot, "incarnation": seen.incarnation}
         if self.store is not None and not self.store.readonly:
             try:
                 records = self.store.audit_extend(
-                    [self._entry(REFUSED, i, document, error=reason) for i in event_ids])
+                    [self._entry(REFUSED, i, document, error=reason, **fields)
+                     for i in event_ids])
                 seqs = [r.seq for r in records]
             except StoreError as exc:
                 self.store_error = str(exc)  # the refusal stands; it is just not written
@@ -319,9 +324,9 @@ class Approver:
                 if why is None:
                     ready[event_id] = seen
                     continue
-                results[event_id] = (await asyncio.to_thread(
+                results[event_id] = (await asyncio.to_thread(partial(
                     self.record_refusal, [event_id], latest or document, why,
-                    ask_again=bool(changes), changes=changes))[0]
+                    ask_again=bool(changes), changes=changes, seen=seen)))[0]
             if ready:
                 for outcome in await self._post(ready, self.store, again, progress, current):
                     results[outcome.event_id] = outcome

@@ -281,7 +281,7 @@ async def test_other_vms_warn_and_need_yes_typed(make_dashboard: MakeDashboard) 
         dialog = await open_dialog(d, pilot)
         text = dialog.plain()
         assert "WARNING: this also starts it for 1 other VM: web-1" in text
-        assert "type  yes  and  Enter  to approve" in text
+        assert "type  yes  then  Enter  approve" in text
         assert dialog.has_class("loud")
         await pilot.press("enter", "y", "enter", "n")  # "y" alone is not "yes"
         await d.wait_for(pilot, lambda: isinstance(d.app.screen, MainScreen))

@@ -359,7 +359,12 @@ class SetuiApp(TerminalApp):
         again = claimed is not None
 
         def prompt() -> Prompt:  # the dialog follows the event while it is open
-            current = find_event(self.session.document, event.event_id)
+            document = self.session.document
+            if document is None or document.incarnation < incarnation:
+                # The dashboard has not caught up with what the approver read: that
+                # read is the newest known.
+                return self._prompt(event, changes=changes, claimed=claimed)
+            current = find_event(document, event.event_id)
             moved = tuple(changes_between(seen.snapshot, event_snapshot(current))) \
                 if current is not None else ()
             return self._prompt(event, present=current is not None,

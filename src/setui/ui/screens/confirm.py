@@ -167,27 +167,30 @@ class ConfirmationModal(ModalScreen[bool]):
     def _cancel_keys(self) -> Text:
         keys = Text()
         _key(keys, "n")
-        keys.append(" or ")
+        keys.append("/")
         _key(keys, "Esc")
         keys.append(f" {self._no}")
         return keys
 
     def _keys(self) -> Text:
+        """The key line; it fits the 56 columns a 60-column screen leaves it."""
         keys = Text()
         if self._prompt.typed:
             keys.append("type ")
             _key(keys, "yes")
-            keys.append(" and ")
+            keys.append(" then ")
             _key(keys, "Enter")
-            keys.append(f" to {self._yes}: ")
+            keys.append(f" {self._yes} ")
             keys.append(f"[{self._typed:<3}]", style="bold")
-            keys.append("   ")
+            keys.append("  ")
         else:
             _key(keys, "y")
             keys.append(f" {self._yes}      ")
         return keys + self._cancel_keys()
 
     def _note(self) -> Text:
+        if self._guard <= 0:
+            return Text()
         if self.ignored:
             return Text(f"A key pressed in the first {self._guard:g} s was ignored: "
                         "press it again if you mean it.", style="bold")

@@ -1,0 +1,253 @@
+"""The approval dialog and an approval in flight, through Pilot against the emulator:
+what was shown is what is approved, nothing hides the dialog, keys cannot approve by
+accident, and an approval that keeps failing is visible, bounded and never lost."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from textual import events
+
+from dashboard import (
+    NARROW,
+    MakeDashboard,
+    open_dialog,
+    screen_text,
+    select,
+    start,
+    table,
+)
+from setui.emulator.faults import Faults
+from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, CANCELLED, REFUSED
+from setui.ui.screens.confirm import ConfirmationModal
+from setui.ui.screens.main import MainScreen
+from setui.ui.widgets.summary import EventSummary
+
+MINE = "F02C2EDE-3B1C-4D5E-9F00-0123456789AB"
+NOT_BEFORE = "Sun, 22 Nov 2026 11:00:00 GMT"  # an hour after the dashboard's clock
+
+
+def event(resources: list[str], *, kind: str = "Freeze", status: str = "Scheduled",
+          event_id: str = MINE, not_before: str = NOT_BEFORE) -> dict[str, Any]:
+    return {"EventId": event_id, "EventType": kind, "ResourceType": "VirtualMachine",
+            "Resources": resources, "EventStatus": status,
+            "NotBefore": not_before if status == "Scheduled" else "",
+            "Description": "maintenance", "EventSource": "Platform", "DurationInSeconds": 5}
+
+
+def pinned(d: Any, incarnation: int, *events_: dict[str, Any]) -> None:
+    d.emulator.pin_document({"DocumentIncarnation": incarnation, "Events": list(events_)})
+
+
+async def ready(d: Any, pilot: Any, incarnation: int) -> None:
+    await start(d, pilot)
+    await d.wait_for(pilot, lambda: d.app.session.document is not None
+                     and d.app.session.document.incarnation == incarnation)
+    await select(d, pilot, d.app.session.document.events[0])
+    d.app.confirm_guard = 0.0  # real time: the guard has a test of its own
+
+
+def dialog_of(d: Any) -> ConfirmationModal | None:
+    screen = d.app.screen
+    return screen if isinstance(screen, ConfirmationModal) else None
+
+
+async def test_a_change_under_the_open_dialog_is_never_posted(
+        make_dashboard: MakeDashboard) -> None:
+    """The issue's tmux check: "Freeze, this VM only" on screen; the service turns the
+    same EventId into a Redeploy of eleven VMs; y sends nothing and shows the change."""
+    d = make_dashboard()
+    pinned(d, 50, event(["web-0"]))
+    async with d.app.run_test(size=NARROW) as pilot:
+        await ready(d, pilot, 50)
+        first = await open_dialog(d, pilot)
+        assert not first.prompt.typed  # this VM alone: one key
+        eleven = ["web-0", *(f"web-{i}" for i in range(1, 11))]
+        pinned(d, 51, event(eleven, kind="Redeploy"))
+        await pilot.press("y")  # within the dialog's refresh: the dashboard has not seen it
+        await d.wait_for(pilot, lambda: dialog_of(d) is not None and dialog_of(d) is not first)
+        again = dialog_of(d)
+        assert again is not None
+        text = again.plain()
+        assert "It changed since you confirmed, so nothing was sent" in text
+        assert "type: Freeze -> Redeploy" in text
+        assert "WARNING: this also starts it for 10 other VMs" in text
+        assert again.prompt.typed  # now other VMs: "yes" must be typed
+        assert d.posts() == []
+        refused = d.store.audit()[0] if d.store else None
+        assert refused is not None and refused.action == REFUSED
+        assert refused.event["EventType"] == "Freeze"  # the snapshot that was confirmed
+        await pilot.press("n")
+        await d.wait_for(pilot, lambda: d.audit_actions() == [REFUSED, CANCELLED])
+        assert d.posts() == []
+        # Asked again and confirmed, it is the Redeploy that is approved, and recorded so.
+        await open_dialog(d, pilot)
+        await pilot.press("y", "e", "s", "enter")
+        await d.wait_for(pilot, lambda: len(d.posts()) == 1)
+        await d.wait_for(pilot, lambda: APPROVE_OUTCOME in d.audit_actions())
+        attempt = next(r for r in d.store.audit() if r.action == APPROVE_ATTEMPT)
+        assert attempt.event["EventType"] == "Redeploy" and attempt.incarnation == 51
+
+
+async def test_a_repeated_event_id_is_refused(make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard()
+    pinned(d, 60, event(["web-0"]), event(["web-0", "web-1", "web-2"], kind="Redeploy"))
+    async with d.app.run_test(size=NARROW) as pilot:
+        await ready(d, pilot, 60)
+        await pilot.press("a")
+        await d.wait_for(pilot, lambda: REFUSED in d.audit_actions())
+        assert isinstance(d.app.screen, MainScreen)  # no dialog for it
+        assert any("appears 2 times in the document" in n for n in d.notices())
+        assert d.posts() == []
+
+
+async def test_ctrl_c_cancels_and_pasted_text_never_approves(
+        make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard()
+    pinned(d, 70, event(["web-0"]))
+    async with d.app.run_test(size=NARROW) as pilot:
+        await ready(d, pilot, 70)
+        dialog = await open_dialog(d, pilot)
+        dialog.post_message(events.Paste("y\nyes\n"))
+        await pilot.pause()
+        assert d.app.screen is dialog
+        await pilot.press("ctrl+c")
+        await d.wait_for(pilot, lambda: isinstance(d.app.screen, MainScreen))
+        await d.wait_for(pilot, lambda: d.audit_actions() == [CANCELLED])
+        assert d.app.is_running and d.posts() == []
+
+
+async def check_the_dialog_is_whole(d: Any, size: tuple[int, int]) -> None:
+    resources = ["web-0", *(f"neighbour-vm-{i:03d}" for i in range(40))]
+    many = event(resources) | {"Description": "A description that goes on and on. " * 20}
+    pinned(d, 80, many)
+    async with d.app.run_test(size=size) as pilot:
+        await ready(d, pilot, 80)
+        for i in range(4):  # the connection flaps: toasts arrive before and after
+            d.app.notify(f"before {i}", markup=False)
+        await pilot.pause()
+        dialog = await open_dialog(d, pilot)
+        for i in range(4):
+            d.app.notify(f"while {i}", markup=False)
+        await pilot.pause()
+        await pilot.pause()
+        assert not d.app._notifications  # every toast waits for the dialog
+        screen = dialog.region
+        for part in ("top", "starts", "who", "keys"):
+            region = dialog.query_one(f"#dialog-{part}").region
+            assert region.height >= 1 and screen.contains_region(region), (part, region)
+        shown = screen_text(d)
+        assert "WARNING: this also starts it for 40 other VMs" in shown
+        assert "It will start for 41 VMs:" in shown
+        assert "Recorded in the audit log as:" in shown
+        assert "type  yes  then  Enter  approve [   ]   n / Esc  cancel" in shown
+        scroll = dialog.query_one("#dialog-scroll")
+        assert scroll.virtual_size.height > scroll.size.height  # the description scrolls
+        await pilot.press("escape")
+        await d.wait_for(pilot, lambda: isinstance(d.app.screen, MainScreen))
+        # The held toasts show once it closed (the newest few, as ever).
+        await d.wait_for(pilot, lambda: "while 3" in [n.message for n in
+                                                      d.app._notifications])
+
+
+async def test_the_dialog_is_whole_at_60x20_with_toasts(make_dashboard: MakeDashboard) -> None:
+    await check_the_dialog_is_whole(make_dashboard(), (60, 20))
+
+
+async def test_the_dialog_is_whole_at_80x24_with_toasts(make_dashboard: MakeDashboard) -> None:
+    await check_the_dialog_is_whole(make_dashboard(), NARROW)
+
+
+async def test_below_60x20_the_dialog_needs_more_room(make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard()
+    pinned(d, 90, event(["web-0"]))
+    async with d.app.run_test(size=(59, 20)) as pilot:
+        await ready(d, pilot, 90)
+        dialog = await open_dialog(d, pilot)
+        await pilot.pause()
+        assert dialog.query_one("#dialog-small").display
+        assert not dialog.query_one("#dialog-keys").display
+        assert "needs a terminal of at least 60x20" in screen_text(d)
+        await pilot.press("y")
+        await pilot.pause()
+        assert d.app.screen is dialog and d.posts() == []
+        await pilot.resize_terminal(80, 24)
+        await d.wait_for(pilot, lambda: dialog.query_one("#dialog-keys").display)
+        await pilot.press("y")
+        await d.wait_for(pilot, lambda: len(d.posts()) == 1)
+
+
+async def test_an_approval_against_a_failing_service_shows_its_tries_and_stops(
+        make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard()
+    pinned(d, 100, event(["web-0"]))
+    async with d.app.run_test(size=(120, 36)) as pilot:
+        await ready(d, pilot, 100)
+        d.emulator.set_faults(Faults(approve_statuses={500: 1.0}))
+        await open_dialog(d, pilot)
+        await pilot.press("y")
+        note = lambda: d.app.session.approvals.get(MINE)  # noqa: E731
+        await d.wait_for(pilot, lambda: note() is not None and note().attempt >= 2)
+        await pilot.pause()
+        assert table(d).cell_text(MINE, "approved").startswith("approving… #")
+        summary = d.app.main_screen.query_one(EventSummary).plain()
+        assert "approving… attempt" in summary and "last HTTP 500, next in" in summary
+        # The event starts (Azure did not wait): the retries stop, and say why.
+        pinned(d, 101, event(["web-0"], status="Started"))
+        await d.wait_for(pilot, lambda: not note().pending, timeout=60)
+        outcome = next(r for r in d.store.audit() if r.action == APPROVE_OUTCOME)
+        assert "approval stopped after" in outcome.error and "the event has started" \
+            in outcome.error
+        assert outcome.details["ending"] == "stopped"
+        assert any("approval stopped after" in n for n in d.notices())
+        assert all(json.loads(p.body) == {"StartRequests": [{"EventId": MINE}]}
+                   for p in d.posts())
+
+
+async def test_quitting_with_an_approval_in_flight_asks_and_says_its_state(
+        make_dashboard: MakeDashboard, capsys: pytest.CaptureFixture[str]) -> None:
+    d = make_dashboard()
+    pinned(d, 110, event(["web-0"]))
+    async with d.app.run_test(size=NARROW) as pilot:
+        await ready(d, pilot, 110)
+        d.emulator.set_faults(Faults(approve_statuses={500: 1.0}))
+        await open_dialog(d, pilot)
+        await pilot.press("y")
+        await d.wait_for(pilot, lambda: len(d.posts()) >= 1)
+        await pilot.press("q")
+        await d.wait_for(pilot, lambda: dialog_of(d) is not None)
+        asking = dialog_of(d)
+        assert asking is not None and "An approval is in flight" in asking.plain()
+        await pilot.press("n")  # stay
+        await d.wait_for(pilot, lambda: isinstance(d.app.screen, MainScreen))
+        assert d.app.is_running
+        await pilot.press("q")
+        await d.wait_for(pilot, lambda: dialog_of(d) is not None)
+        await pilot.press("y")
+        await d.wait_for(pilot, lambda: not d.app.is_running)
+    said = " ".join(capsys.readouterr().err.split())  # printed on exit, wrapped
+    assert f"setui quit while approving {MINE} (approving… attempt" in said
+    assert "may or may not have reached the service" in said
+    outcome = next(r for r in d.store.audit() if r.action == APPROVE_OUTCOME)
+    assert "may or may not have arrived" in (outcome.error or "")
+
+
+async def test_a_second_approval_asks_again_with_who_approved(
+        make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard()
+    pinned(d, 120, event(["web-0"]))
+    async with d.app.run_test(size=NARROW) as pilot:
+        await ready(d, pilot, 120)
+        await open_dialog(d, pilot)
+        await pilot.press("y")
+        await d.wait_for(pilot, lambda: APPROVE_OUTCOME in d.audit_actions())
+        await open_dialog(d, pilot)
+        await pilot.press("y")
+        await d.wait_for(pilot, lambda: dialog_of(d) is not None
+                         and "Approve it again?" in dialog_of(d).plain())
+        assert "already approved by oncall" in dialog_of(d).plain()
+        assert len(d.posts()) == 1
+        await pilot.press("y")
+        await d.wait_for(pilot, lambda: len(d.posts()) == 2)
