@@ -138,12 +138,13 @@ def change_detection(quick: bool) -> list[Row]:
 
 
 # -- (b) approval ------------------------------------------------------------------------------
-def approval_scenario() -> dict[str, object]:
-    # An approval_delay of 30 days: the approved event stays Scheduled, so the same
-    # event can be approved again and again and the emulator answers 200 every time.
+def approval_scenario(count: int) -> dict[str, object]:
+    # An approval_delay of 30 days: an approved event stays Scheduled and the emulator
+    # answers 200 every time. setui approves each event once (a second approval asks
+    # again), so each cycle approves an event of its own: guid(1) .. guid(count).
     return {"name": "bench-approve", "vm_name": "vm-0", "approval_delay": "30d",
-            "events": [{"id": guid(1), "type": "Reboot", "notice": "7d",
-                        "resources": ["vm-0"], "source": "User"}]}
+            "events": [{"id": guid(k), "type": "Reboot", "notice": "7d",
+                        "resources": ["vm-0"], "source": "User"} for k in range(1, count + 1)]}
 
 
 def _alive() -> int:
@@ -162,6 +163,7 @@ async def _approvals(emulator: Emulator, stamped: StampedList, data: Any,
     from setui.store import Store
     from setui.ui.app import SetuiApp
     from setui.ui.screens.confirm import ConfirmationModal
+    from setui.ui.widgets.events import EventsTable
 
     store = Store.open_dir(data)
     config = Config(endpoint=emulator.url, data_dir=data, interval=INTERVAL, vm_name="vm-0",
@@ -175,8 +177,8 @@ async def _approvals(emulator: Emulator, stamped: StampedList, data: Any,
     def posts() -> list[float]:
         return [t for t, r in list(stamped.stamps) if r.method == "POST"]
 
-    def settled() -> bool:
-        note = app.session.approvals.get(guid(1))
+    def settled(event_id: str) -> bool:
+        note = app.session.approvals.get(event_id)
         return note is not None and not note.pending
 
     # Woken by the server's thread rather than by polling: a waiter spinning in the app's
@@ -191,17 +193,22 @@ async def _approvals(emulator: Emulator, stamped: StampedList, data: Any,
             await pilot.pause(0.5)
             gc.collect()
             objects = _alive()
-            for _ in range(repeats):
+            for cycle in range(1, repeats + 1):
+                app.main_screen.query_one(EventsTable).select_key(guid(cycle))
+                await pilot.pause()
                 post_key(app, "a")
                 await until(lambda: isinstance(app.screen, ConfirmationModal))
-                await asyncio.sleep(0.6)  # the dialog drawn and read; the rate limit's bucket full
+                # The dialog drawn and read, and the rate limit's bucket full again: a cycle
+                # spends four requests (the poll, the re-read before the POST, the POST, the
+                # poll after it), so cycles closer than a second would drain it.
+                await asyncio.sleep(1.2)
                 before = len(posts())
                 arrived.clear()
                 start = time.perf_counter()
                 post_key(app, "y")
                 await asyncio.wait_for(arrived.wait(), 10)
                 delays.append(posts()[before] - start)
-                await until(settled, step=0.01)
+                await until(lambda cycle=cycle: settled(guid(cycle)), step=0.01)
             await pilot.pause(0.5)
             gc.collect()
             left = (_alive() - objects) / repeats
@@ -230,7 +237,7 @@ def _bare_posts(emulator: Emulator, stamped: StampedList, repeats: int) -> list[
 def approval(quick: bool) -> list[Row]:
     repeats = 8 if quick else 30
     work = scratch("approval")
-    path = write_scenario(work / "scenario.json", approval_scenario())
+    path = write_scenario(work / "scenario.json", approval_scenario(repeats))
     with Emulator(load_scenario(str(path)), speed=1) as emulator:
         stamped = StampedList()
         emulator.requests = stamped
