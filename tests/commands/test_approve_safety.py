@@ -219,3 +219,16 @@ def read_until(proc: subprocess.Popen[str], end: str) -> str:
         assert char, text
         text += char
     return text
+
+
+def test_events_says_when_the_document_cannot_be_read(data_dir: Path) -> None:
+    emulator = Emulator(load_scenario("quiet"), clock=ManualClock())
+    url = emulator.start()
+    emulator.stop()  # nothing listens there any more
+    done = subprocess.run([sys.executable, "-m", "setui.cli", "events", "--endpoint", url,
+                           "--vm-name", "web-0"], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, SETUI_DATA_DIR=str(data_dir)),
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 1
+    assert "setui events: cannot read the events document" in done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""

@@ -36,12 +36,14 @@ def _distinct(ids: Iterable[str]) -> list[str]:
 
 
 def _did_you_mean(typed: str, ids: list[str], matching: list[str]) -> str:
-    pool = matching or difflib.get_close_matches(
-        typed.casefold(), [i.casefold()[:max(len(typed), MIN_PREFIX)] for i in ids],
-        n=_SUGGESTED, cutoff=0.5)
-    if not matching:
-        wanted = set(pool)
-        pool = [i for i in ids if i.casefold()[:max(len(typed), MIN_PREFIX)] in wanted]
+    """The ids ``typed`` may have meant: those it starts, else the nearest (a typo)."""
+    pool = matching
+    if not pool:
+        width = max(len(typed), MIN_PREFIX)
+        heads = {i.casefold()[:width]: i for i in reversed(ids)}
+        near = difflib.get_close_matches(typed.casefold(), list(heads), n=_SUGGESTED,
+                                         cutoff=0.75)
+        pool = [heads[h] for h in near]
     if not pool:
         return ""
     shown = ", ".join(pool[:_SUGGESTED])
