@@ -43,7 +43,7 @@ def test_every_command_still_parses_its_own_options() -> None:
     from setui.cli import build_parser
 
     for argv in (["history", "--limit", "3"], ["audit", "verify"],
-                 ["emulator", "--port", "0"], ["approve", "X", "--yes"],
+                 ["emulator", "--port", "0"], ["approve", "X", "--yes"], ["events", "--json"],
                  ["fleet", "--prometheus", "http://prom:9090", "--refresh", "10"],
                  ["--vm-name", "watch", "history", "--json"]):
         args = build_parser(argv).parse_args(argv)
