@@ -218,7 +218,7 @@ async def _tour(s: Shooter) -> None:
     await s.select(terminate)
     await s.press("a")
     await s.wait_for(lambda: isinstance(s.app.screen, ConfirmationModal), "the dialog")
-    await s.press("y")
+    await s.press("y", "e", "s", "enter")  # not this VM's: the word "yes", typed
 
     def approved() -> bool:
         note = s.app.session.approvals.get(terminate.event_id)
