@@ -55,8 +55,8 @@ def posts(emulator: Emulator) -> list[Any]:
 
 
 def approve(emulator: Emulator, data_dir: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return setui("approve", "--endpoint", emulator.url, EVENT_ID, "--yes", data_dir=data_dir,
-                 **env)
+    return setui("approve", "--endpoint", emulator.url, EVENT_ID, "--yes", "--allow-other-vms",
+                 data_dir=data_dir, **env)
 
 
 def forge(db: Path, witness: Path, new_user: str) -> None:

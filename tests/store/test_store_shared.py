@@ -78,12 +78,12 @@ def run_as(uid: int, groups: list[int], *args: str,
 def test_every_operator_in_the_group_approves_into_one_chain(
         shared: Path, group: int, emulator: Emulator) -> None:
     first = run_as(65534, [group], "approve", "--endpoint", emulator.url, EVENT_ID, "--yes",
-                   env={"SETUI_DATA_DIR": str(shared)})
+                   "--allow-other-vms", env={"SETUI_DATA_DIR": str(shared)})
     assert first.returncode == 0, first.stdout + first.stderr
     second = run_as(65533, [group], "approve", "--endpoint", emulator.url, EVENT_ID, "--yes",
-                    env={"SETUI_DATA_DIR": str(shared)})
-    # The service has started the event by now or refuses it again: either way the
-    # second operator's record goes into the same chain.
+                    "--allow-other-vms", env={"SETUI_DATA_DIR": str(shared)})
+    # Already approved by the first (or started by now): refused, and the second
+    # operator's record of it goes into the same chain.
     assert "cannot" not in second.stderr, second.stdout + second.stderr
     listing = run_as(65533, [group], "audit", "--json", env={"SETUI_DATA_DIR": str(shared)})
     assert listing.returncode == 0, listing.stderr
@@ -100,7 +100,7 @@ def test_every_operator_in_the_group_approves_into_one_chain(
 def test_an_operator_outside_the_group_cannot_use_it(shared: Path,
                                                      emulator: Emulator) -> None:
     done = run_as(65534, [], "approve", "--endpoint", emulator.url, EVENT_ID, "--yes",
-                  env={"SETUI_DATA_DIR": str(shared)})
+                  "--allow-other-vms", env={"SETUI_DATA_DIR": str(shared)})
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Permission denied" in done.stdout or "permission denied" in done.stdout
     assert not any(r.method == "POST" for r in emulator.requests)
