@@ -252,11 +252,6 @@ def _story(store: Store, event_id: str, since: datetime | None, as_json: bool,
            out: IO[str], err: IO[str]) -> int:
     from setui.core.eventids import resolve
 
-    found = resolve(event_id, [], store.event_ids(event_id.strip()[:3], limit=500))
-    if found.event_id is None:
-        err.write(f"setui history: {printable(found.problem, 600)}\n")
-        return EXIT_FAILED
-    event_id = found.event_id
     story = store.event_story(event_id)
     if not story and "\\" in event_id:
         # The id as setui prints it, escapes and all (\x9b, \u202e, \ud800): look for
@@ -264,6 +259,13 @@ def _story(store: Store, event_id: str, since: datetime | None, as_json: bool,
         shown = _unescaped(event_id)
         if shown is not None:
             story = store.event_story(shown)
+    if not story:  # a unique prefix of an id the store knows (core.eventids)
+        found = resolve(event_id, [], store.event_ids(event_id.strip()[:3], limit=500))
+        if found.event_id is None:
+            err.write(f"setui history: {printable(found.problem, 600)}\n")
+            return EXIT_FAILED
+        event_id = found.event_id
+        story = store.event_story(event_id)
     if since is not None:
         story = [e for e in story if e.time >= since]
     if not story:

@@ -16,6 +16,10 @@ def _like(prefix: str) -> str:
 def known(conn: sqlite3.Connection, prefix: str, limit: int = 20) -> list[str]:
     """Distinct EventIds from the history's changes and the audit log that start with
     ``prefix`` (LIKE ignores ASCII case, as GUIDs need), newest first."""
+    try:
+        prefix.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (undecodable bytes in argv): no id has it
+        return []
     pattern = _like(prefix)
     rows = conn.execute(
         "SELECT event_id, max(at) AS newest FROM ("
