@@ -251,3 +251,20 @@ async def test_a_second_approval_asks_again_with_who_approved(
         assert len(d.posts()) == 1
         await pilot.press("y")
         await d.wait_for(pilot, lambda: len(d.posts()) == 2)
+
+
+def test_read_only_says_where_it_came_from(tmp_path: Any, monkeypatch: Any) -> None:
+    from setui.cli import build_parser, resolve_config
+    from setui.commands.dashboard import read_only_why
+
+    def why(argv: list[str]) -> str | None:
+        args = build_parser(argv).parse_args(argv)
+        args.config_resolved = resolve_config(args)
+        return read_only_why(args)
+
+    assert why([]) is None
+    assert why(["--read-only"]) == "the --read-only option"
+    config = tmp_path / "config.toml"
+    config.write_text("read-only = true\n", encoding="utf-8")
+    monkeypatch.setenv("SETUI_CONFIG", str(config))
+    assert why([]) == "read-only = true in the config file"

@@ -13,7 +13,8 @@ from setui.config import Config
 if TYPE_CHECKING:
     from setui.fleet import PrometheusAuth
 
-__all__ = ["EXIT_USAGE", "not_a_terminal", "open_dashboard", "open_fleet", "open_replay", "run"]
+__all__ = ["EXIT_USAGE", "not_a_terminal", "open_dashboard", "open_fleet", "open_replay",
+           "read_only_why", "run"]
 
 EXIT_USAGE = 2
 
@@ -41,9 +42,9 @@ def not_a_terminal(stdin: IO[str], stdout: IO[str], *, demo: bool = False) -> st
 
 
 def open_dashboard(config: Config, *, demo: bool = False, zoom: int | None = None,
-                   config_path: Path | None = None) -> int:
+                   config_path: Path | None = None, read_only_why: str | None = None) -> int:
     """Run the dashboard; ``config_path`` is the file a theme picked in it is saved to
-    (the default config file when None)."""
+    (the default config file when None); ``read_only_why`` where read-only came from."""
     why = not_a_terminal(sys.stdin, sys.stdout, demo=demo)
     if why is not None:
         print(why, file=sys.stderr)
@@ -55,7 +56,8 @@ def open_dashboard(config: Config, *, demo: bool = False, zoom: int | None = Non
     store, problem = open_store(config)
     app = SetuiApp(client=make_client(config), config=config, store=store,
                    store_problem=problem, demo=demo, user_themes=config_dir() / "themes",
-                   zoom=zoom, config_path=config_path or default_config_path())
+                   zoom=zoom, config_path=config_path or default_config_path(),
+                   read_only_why=read_only_why)
     try:
         app.run()
     finally:
@@ -83,8 +85,18 @@ def open_fleet(config: Config, *, url: str, auth: PrometheusAuth, refresh: float
     return app.return_code or 0
 
 
+def read_only_why(args: argparse.Namespace) -> str | None:
+    """Where read-only came from, for the dashboard to say when `a` is pressed."""
+    if not args.config_resolved.read_only:
+        return None
+    if getattr(args, "read_only", None):
+        return "the --read-only option"
+    return "read-only = true in the config file"
+
+
 def run(args: argparse.Namespace) -> int:
-    return open_dashboard(args.config_resolved, config_path=getattr(args, "config", None))
+    return open_dashboard(args.config_resolved, config_path=getattr(args, "config", None),
+                          read_only_why=read_only_why(args))
 
 
 def open_replay(config: Config, *, since: datetime | None = None,

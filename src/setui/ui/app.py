@@ -90,7 +90,8 @@ class SetuiApp(TerminalApp):
                  clock: Callable[[], datetime] = utc_now,
                  mono: Callable[[], float] = time.monotonic, identity: Identity | None = None,
                  poll: bool = True, user_themes: Path | None = None,
-                 zoom: int | None = None, config_path: Path | None = None) -> None:
+                 zoom: int | None = None, config_path: Path | None = None,
+                 read_only_why: str | None = None) -> None:
         super().__init__()
         self.config_path = config_path  # where a theme picked in the palette is saved
         self.client = client
@@ -114,6 +115,8 @@ class SetuiApp(TerminalApp):
         self._poll_worker: Worker[None] | None = None
         self.main_screen = MainScreen(zoom=zoom, read_only=config.read_only)
         self._said_read_only = False
+        # Where read-only came from (the option, the config file), when the caller knows.
+        self._read_only_why = read_only_why
         # Toasts waiting for the approval dialog to close: nothing may cover it.
         self._held: list[tuple[str, str, SeverityLevel, float | None, bool]] = []
         self.approver = Approver(client, store, endpoint=config.endpoint, identity=self.identity,
@@ -332,8 +335,9 @@ class SetuiApp(TerminalApp):
             # saying READ-ONLY.
             if not self._said_read_only:
                 self._said_read_only = True
-                self.notify("Approvals are off: this dashboard runs read-only (the "
-                            "--read-only option, or read-only = true in the config file).",
+                why = self._read_only_why or ("the --read-only option, or read-only = true "
+                                              "in the config file")
+                self.notify(f"Approvals are off: this dashboard runs read-only ({why}).",
                             title="Read-only", timeout=8, markup=False)
             return
         if self.session.pending(event_id):
