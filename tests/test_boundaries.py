@@ -17,7 +17,7 @@ HEADLESS = (
     "setui.session", "setui.identity", "setui.config", "setui.textsafe", "setui.auditforward",
     "setui.commands.watch", "setui.commands.events", "setui.commands.approve",
     "setui.commands.history", "setui.core.eventids", "setui.core.order",
-    "setui.commands.audit", "setui.commands.report", "setui.monitor",
+    "setui.snapshot", "setui.commands.audit", "setui.commands.report", "setui.monitor",
     "setui.monitor.replay", "setui.monitor.report", "setui.core.timefmt", "setui.cli",
     "setui.fleet", "setui.commands.fleet",
 )

@@ -27,8 +27,16 @@ from typing import TYPE_CHECKING, Any
 
 from setui.core.clock import utc_now
 from setui.core.errors import ImdsError
-from setui.core.model import Document, Event, is_this_vm, parse_not_before
+from setui.core.model import Document, parse_not_before
 from setui.identity import Identity
+from setui.snapshot import (
+    Confirmed,
+    changes_between,
+    confirmed,
+    find_event,
+    other_vms,
+    repeated,
+)
 from setui.store import (
     APPROVE_ATTEMPT,
     APPROVE_OUTCOME,
@@ -47,14 +55,7 @@ if TYPE_CHECKING:
     from setui.core.client import ImdsClient
 
 __all__ = ["ApprovalOutcome", "Approver", "Confirmed", "Progress", "changes_between",
-           "confirmed", "find_event", "other_vms", "repeated"]
-
-# The fields an operator confirms, in the order a change is told.
-_FIELDS = (("EventType", "type"), ("EventStatus", "status"), ("Resources", "resources"),
-           ("NotBefore", "NotBefore"), ("DurationInSeconds", "duration"),
-           ("EventSource", "source"), ("Description", "description"),
-           ("ResourceType", "resource type"))
-
+           "confirmed", "find_event", "other_vms", "repeated"]  # the snapshot's, re-exported
 
 @dataclass(frozen=True)
 class ApprovalOutcome:
@@ -74,15 +75,6 @@ class ApprovalOutcome:
 
 
 @dataclass(frozen=True)
-class Confirmed:
-    """What the operator saw and said yes to: the event's snapshot and its document."""
-
-    event_id: str
-    snapshot: Mapping[str, Any]  # event_snapshot(): the fields, as the service names them
-    incarnation: int
-
-
-@dataclass(frozen=True)
 class Progress:
     """An approval still trying: shown on the row while the service fails."""
 
@@ -92,66 +84,6 @@ class Progress:
     next_in: float  # seconds to the next try
     status: int | None = None  # the HTTP status of the last try, if it had one
     kind: str = "error"  # what failed: "unreachable", "timeout", "server", ...
-
-
-def find_event(document: Document | None, event_id: str) -> Event | None:
-    """The event with that id; an exact match first, then ignoring case (GUIDs)."""
-    if document is None:
-        return None
-    exact = document.event(event_id)
-    if exact is not None:
-        return exact
-    wanted = event_id.strip().casefold()
-    return next((e for e in document.events if e.event_id.casefold() == wanted), None)
-
-
-def repeated(document: Document | None, event_id: str) -> int:
-    """How many events of ``document`` carry this EventId (case ignored)."""
-    if document is None:
-        return 0
-    wanted = event_id.strip().casefold()
-    return sum(1 for e in document.events if e.event_id.casefold() == wanted)
-
-
-def confirmed(document: Document, event_id: str) -> Confirmed | None:
-    """The snapshot to bind a confirmation to, taken when the event is shown."""
-    event = find_event(document, event_id)
-    if event is None:
-        return None
-    return Confirmed(event.event_id, event_snapshot(event), document.incarnation)
-
-
-def other_vms(event: Event, vm_name: str | None) -> str | None:
-    """Why approving ``event`` reaches beyond this VM, if it does: it lists other VMs,
-    or does not list this one. Such an event needs an explicit yes."""
-    said: list[str] = []
-    if not event.affects(vm_name):
-        who = printable(vm_name, 60) if vm_name else "this VM (its name is not known)"
-        said.append(f"it does not list {who}")
-    others = [r for r in event.resources if not is_this_vm(r, vm_name)]
-    if others:
-        names = ", ".join(printable(r, 60) for r in others[:5])
-        more = f" and {len(others) - 5} more" if len(others) > 5 else ""
-        plural = "s" if len(others) != 1 else ""
-        said.append(f"{'it also' if not said else 'it'} starts for {len(others)} other "
-                    f"VM{plural}: {names}{more}")
-    return "; ".join(said) or None
-
-
-def _value(field_name: str, value: Any) -> str:
-    if value is None or value == "":
-        return "(none)"
-    if field_name == "Resources" and isinstance(value, list):
-        shown = ", ".join(printable(str(r), 40) for r in value[:6])
-        return f"{shown}{f' and {len(value) - 6} more' if len(value) > 6 else ''}" \
-            f" ({len(value)} VM{'s' if len(value) != 1 else ''})"
-    return printable(str(value), 80)
-
-
-def changes_between(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
-    """What differs between two snapshots, field by field, in words."""
-    return [f"{label}: {_value(key, before.get(key))} -> {_value(key, after.get(key))}"
-            for key, label in _FIELDS if before.get(key) != after.get(key)]
 
 
 def _ms(seconds: float | None) -> str:
