@@ -13,13 +13,10 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import replace
-from datetime import datetime, timedelta
-from functools import partial
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from rich.text import Text
 from textual.app import SystemCommand
 from textual.binding import Binding, BindingType
 from textual.command import CommandPalette
@@ -27,32 +24,27 @@ from textual.notifications import Notify, SeverityLevel
 from textual.screen import Screen
 from textual.worker import Worker
 
-from setui.approval import Approver, Confirmed, Progress, changes_between, find_event
+from setui.approval import Approver
 from setui.config import Config, ConfigError, save_setting
 from setui.core.clock import utc_now
-from setui.core.health import ConnectionState, Health
-from setui.core.model import Event
+from setui.core.health import Health
 from setui.core.poller import Poller
 from setui.identity import Identity
 from setui.monitor import Monitor
 from setui.session import resolve_vm_name
-from setui.store import event_snapshot
-from setui.textsafe import printable
+from setui.ui.approving import MAX_TOASTS, Approvals
 from setui.ui.format import (
     Palette,
-    age,
     announcement,
     combine,
     connection_announcement,
     poll_report,
     safe,
 )
-from setui.ui.messages import ApprovalDone, ApprovalNote, PollUpdate, Session
+from setui.ui.messages import PollUpdate, Session
 from setui.ui.screens.confirm import (
     GUARD_SECONDS,
     ConfirmationModal,
-    Prompt,
-    approval_prompt,
 )
 from setui.ui.screens.details import details_screen
 from setui.ui.screens.help import HelpScreen
@@ -67,15 +59,13 @@ from setui.ui.themes import (
 
 if TYPE_CHECKING:
     from setui.core.client import ImdsClient
-    from setui.core.model import Document
     from setui.store import Store
 
 __all__ = ["MAX_TOASTS", "SetuiApp"]
 
-MAX_TOASTS = 2  # notifications on screen at once
 
 
-class SetuiApp(TerminalApp):
+class SetuiApp(Approvals, TerminalApp):
     """``setui`` and ``setui demo``: the Scheduled Events dashboard."""
 
     CSS_PATH = "app.tcss"
@@ -318,6 +308,11 @@ class SetuiApp(TerminalApp):
             return  # the dialog must stay readable: shown when it closes
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
+    def show_toast(self, message: str, *, title: str, severity: SeverityLevel,
+                   timeout: float | None, markup: bool) -> None:
+        """A toast, without keeping it in :attr:`notices` again (a held one is there)."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+
     def _on_notify(self, event: Notify) -> None:
         super()._on_notify(event)
         # At 80x24 every toast hides rows: the newest few stay, older ones go at once.
@@ -326,218 +321,6 @@ class SetuiApp(TerminalApp):
             self._unnotify(old, refresh=False)
         if excess:
             self._refresh_notifications()
-
-    # -- approvals --------------------------------------------------------------------------
-    def request_approval(self, event_id: str) -> None:
-        """``a``: refuse with the reason, or ask; only the dialog's yes approves."""
-        if self.config.read_only:
-            # No audit record: nothing was attempted. Said once; the status line keeps
-            # saying READ-ONLY.
-            if not self._said_read_only:
-                self._said_read_only = True
-                why = self._read_only_why or ("the --read-only option, or read-only = true "
-                                              "in the config file")
-                self.notify(f"Approvals are off: this dashboard runs read-only ({why}).",
-                            title="Read-only", timeout=8, markup=False)
-            return
-        if self.session.pending(event_id):
-            self.notify("An approval of this event is already under way.", markup=False)
-            return
-        document = self.session.document
-        reason = self.approver.refusal(event_id, document)
-        event = find_event(document, event_id)
-        if reason is not None or event is None or document is None:
-            reason = reason or "the event is not in the current document"
-            self.notify(safe(reason, 300), title="Not approved", severity="error",
-                        timeout=10, markup=False)
-            self.run_worker(partial(self._record_refusal, event_id, document, reason),
-                            thread=True, group="audit", exit_on_error=False)
-            return
-        self._ask(event, document.incarnation)
-
-    def _ask(self, event: Event, incarnation: int, *, changes: tuple[str, ...] = (),
-             claimed: str | None = None) -> None:
-        """Show the dialog for ``event`` as it is now: the confirmation binds to this
-        snapshot, whatever the document does while the dialog is open."""
-        seen = Confirmed(event.event_id, event_snapshot(event), incarnation)
-        again = claimed is not None
-
-        def prompt() -> Prompt:  # the dialog follows the event while it is open
-            document = self.session.document
-            if document is None or document.incarnation < incarnation:
-                # The dashboard has not caught up with what the approver read: that
-                # read is the newest known.
-                return self._prompt(event, changes=changes, claimed=claimed)
-            current = find_event(document, event.event_id)
-            moved = tuple(changes_between(seen.snapshot, event_snapshot(current))) \
-                if current is not None else ()
-            return self._prompt(event, present=current is not None,
-                                changes=moved or changes, claimed=claimed)
-
-        self._push_dialog(ConfirmationModal(prompt(), guard=self.confirm_guard,
-                                            mono=self._mono, refresh=prompt),
-                          partial(self._confirmed, event.event_id, seen, again))
-
-    def _push_dialog(self, dialog: ConfirmationModal, then: Callable[[bool | None], None],
-                     ) -> None:
-        """Push a dialog that no toast covers: the toasts on screen and any that arrive
-        while it is open wait, and show once it closes."""
-        for shown in list(self._notifications):
-            self._held.append((shown.message, shown.title, shown.severity, shown.timeout,
-                               shown.markup))
-            self._unnotify(shown, refresh=False)
-        self._refresh_notifications()
-
-        def closed(answer: bool | None) -> None:
-            then(answer)
-            if not any(isinstance(s, ConfirmationModal) for s in self.screen_stack):
-                held, self._held = self._held, []
-                for message, title, severity, timeout, markup in held[-MAX_TOASTS:]:
-                    super(SetuiApp, self).notify(message, title=title, severity=severity,
-                                                 timeout=timeout, markup=markup)
-
-        self.push_screen(dialog, callback=closed)
-
-    def _record_refusal(self, event_id: str, document: Document | None, reason: str) -> None:
-        """On a thread: the audit record of a refusal, then its note on the row."""
-        notes = [ApprovalNote(o.event_id, self.now(), self.identity.user, refused=True,
-                              message=o.message)
-                 for o in self.approver.record_refusal([event_id], document, reason)]
-        self.post_message(ApprovalDone(notes, announce=False))
-
-    def _prompt(self, event: Event, present: bool = True, changes: tuple[str, ...] = (),
-                claimed: str | None = None) -> Prompt:
-        return approval_prompt(event, vm_name=self.vm_name, identity=self.identity.label,
-                               now=self.now(), previous=self.session.approvals.get(
-                                   event.event_id), present=present, stale=self._staleness(),
-                               changes=changes, claimed=claimed)
-
-    def _staleness(self) -> str | None:
-        """Why what the dialog shows may not be what the service says now, if it may not."""
-        health = self.health()
-        if health.state is ConnectionState.LIVE:
-            return None
-        seen = self.session.last_seen
-        old = f"{age(max(0.0, (self.now() - seen).total_seconds()))} old" if seen else "old"
-        return (f"The connection is {health.state.value}: this is the last answer, {old}. "
-                "The event may have changed since.")
-
-    def _confirmed(self, event_id: str, seen: Confirmed, again: bool, yes: bool | None) -> None:
-        if not yes:
-            self.run_worker(partial(self._record_cancel, event_id, self.session.document),
-                            thread=True, group="audit", exit_on_error=False)
-            return
-        self.session.mark_pending(event_id, self.now(), self.identity.user)
-        self._refresh()
-        self.run_worker(self._approve(event_id, seen, again), group="approve",
-                        exit_on_error=False)
-
-    def _record_cancel(self, event_id: str, document: Document | None) -> None:
-        """On a thread: the audit record of the operator's no."""
-        written = self.approver.record_cancel([event_id], document)
-        self.call_from_thread(
-            self.notify, "Approval cancelled: nothing was sent."
-            + ("" if written else " (The cancel could not be recorded.)"), timeout=5,
-            markup=False)
-
-    def _progress(self, progress: Progress) -> None:
-        """A try failed and another follows: say so on the row (on the event loop)."""
-        note = self.session.approvals.get(progress.event_id)
-        if note is None or not note.pending:
-            return
-        status = progress.status
-        self.session.approvals[progress.event_id] = replace(
-            note, attempt=progress.attempt,
-            last_error=f"HTTP {status}" if status else safe(progress.kind, 20),
-            next_at=self.now() + timedelta(seconds=progress.next_in))
-        self._refresh()
-
-    async def _approve(self, event_id: str, seen: Confirmed, again: bool) -> None:
-        # The document at this moment: the approver refuses an event that started or
-        # left while the dialog was open, and reads it once more before the POST. The
-        # operator confirmed (typing "yes" where other VMs are concerned) what was shown.
-        self.approver.vm_name = self.vm_name
-        try:
-            outcomes = await self.approver.approve(
-                [event_id], self.session.document, confirmed_as={event_id: seen},
-                allow_other_vms=True, again=again, progress=self._progress,
-                current=lambda: self.session.document)
-        except Exception as exc:  # a bug must not leave the row saying "approving…"
-            self.post_message(ApprovalDone([ApprovalNote(
-                event_id, self.now(), self.identity.user,
-                message=f"not approved: setui failed ({type(exc).__name__}: {exc}); the "
-                        "audit log tells whether the request was sent")]))
-            return
-        self.post_message(ApprovalDone([
-            ApprovalNote(o.event_id, self.now(), self.identity.user, approved=o.approved,
-                         refused=o.refused, message=o.message) for o in outcomes],
-            ask_again=[(o.event_id, o.changes, o.message) for o in outcomes if o.ask_again],
-            document=self.approver.last_read))
-        for outcome in outcomes:
-            if outcome.approved:
-                self.monitor.note_approved(outcome.event_id)
-        self.monitor.poll_now()
-
-    def on_approval_done(self, message: ApprovalDone) -> None:
-        asking = {event_id for event_id, _, _ in message.ask_again}
-        for note in message.notes:
-            self.session.note_approval(note)
-            if not message.announce or note.event_id in asking:
-                continue
-            if note.approved:
-                said = note.message.removeprefix("approved: ")
-                text = (f"{said[:1].upper()}{said[1:]}. Azure may start it now, for every VM "
-                        "it lists.")
-                self.notify(safe(text, 300), title="Approved", timeout=8, markup=False)
-            else:
-                self.notify(safe(note.message, 300), title="Not approved", severity="error",
-                            timeout=15, markup=False)
-        self._refresh()
-        # What was confirmed is not what would be approved now (it changed, or another
-        # approval claims it): nothing was sent; show it as it is and ask again.
-        document = message.document or self.session.document
-        for event_id, changes, said in message.ask_again:
-            event = find_event(document, event_id)
-            if event is None or document is None:
-                continue
-            claimed = None if changes else said.removeprefix("refused: ")
-            self._ask(event, document.incarnation, changes=changes, claimed=claimed)
-
-    def in_flight(self) -> list[ApprovalNote]:
-        """The approvals still under way."""
-        return [n for n in self.session.approvals.values() if n.pending]
-
-    async def action_quit(self) -> None:
-        """``q`` (and Ctrl+C, Ctrl+Q): quit, asking first while an approval is in flight,
-        and saying on exit what became of it."""
-        if not self.in_flight():
-            self.exit()
-            return
-        if isinstance(self.screen, ConfirmationModal):
-            self.screen.action_cancel()  # Ctrl+C in a dialog: no, and nothing quits
-            return
-        if any(isinstance(s, ConfirmationModal) for s in self.screen_stack):
-            return  # a dialog is up: it answers first
-        now = self.now()
-        body = Text()
-        for note in self.in_flight():
-            body.append(f"{safe(note.event_id, 40)}: {safe(note.in_flight(now), 120)}\n")
-        body.append("\nQuitting stops it: the request may or may not reach the service, "
-                    "and the audit log records that its outcome is unknown.")
-        self._push_dialog(ConfirmationModal(
-            Prompt("An approval is in flight. Quit anyway?", body), yes="quit",
-            no="stay", guard=self.confirm_guard, mono=self._mono), self._quit_confirmed)
-
-    def _quit_confirmed(self, yes: bool | None) -> None:
-        if not yes:
-            return
-        now = self.now()
-        lines = [f"setui quit while approving {printable(n.event_id, 80)} "
-                 f"({printable(n.in_flight(now), 120)}): the request may or may not have "
-                 "reached the service; the audit log records the outcome as unknown. "
-                 "`setui events` shows whether it started; `setui audit` what was recorded."
-                 for n in self.in_flight()]
-        self.exit(message="\n".join(lines) or None)
 
     # -- other screens ----------------------------------------------------------------------
     def open_details(self, event_id: str) -> None:
