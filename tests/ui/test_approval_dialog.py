@@ -160,21 +160,24 @@ async def test_the_dialog_is_whole_at_80x24_with_toasts(make_dashboard: MakeDash
     await check_the_dialog_is_whole(make_dashboard(), NARROW)
 
 
-async def test_below_60x20_the_dialog_needs_more_room(make_dashboard: MakeDashboard) -> None:
+async def test_below_60x20_nothing_is_approved(make_dashboard: MakeDashboard) -> None:
+    """The dialog open, the terminal shrinks below 60x20: what would be approved cannot be
+    shown, so y approves nothing until it is large enough again."""
     d = make_dashboard()
     pinned(d, 90, event(["web-0"]))
-    async with d.app.run_test(size=(59, 20)) as pilot:
+    async with d.app.run_test(size=NARROW) as pilot:
         await ready(d, pilot, 90)
         dialog = await open_dialog(d, pilot)
-        await pilot.pause()
-        assert dialog.query_one("#dialog-small").display
-        assert not dialog.query_one("#dialog-keys").display
-        assert "needs a terminal of at least 60x20" in screen_text(d)
+        await pilot.resize_terminal(59, 19)
+        await d.wait_for(pilot, lambda: d.app.screen is not dialog
+                         or dialog.query_one("#dialog-small").display)
+        assert "60x20" in screen_text(d)
         await pilot.press("y")
         await pilot.pause()
-        assert d.app.screen is dialog and d.posts() == []
+        assert d.posts() == [] and dialog in d.app.screen_stack
         await pilot.resize_terminal(80, 24)
-        await d.wait_for(pilot, lambda: dialog.query_one("#dialog-keys").display)
+        await d.wait_for(pilot, lambda: d.app.screen is dialog
+                         and dialog.query_one("#dialog-keys").display)
         await pilot.press("y")
         await d.wait_for(pilot, lambda: len(d.posts()) == 1)
 

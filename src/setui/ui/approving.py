@@ -258,15 +258,16 @@ class Approvals:
 
     async def action_quit(self) -> None:
         """``q`` (and Ctrl+C, Ctrl+Q): quit, asking first while an approval is in flight,
-        and saying on exit what became of it."""
+        and saying on exit what became of it. In the dialog, Ctrl+C (and q) answer no:
+        the dialog closes and nothing quits."""
+        if isinstance(self.screen, ConfirmationModal):
+            self.screen.action_cancel()
+            return
+        if any(isinstance(s, ConfirmationModal) for s in self.screen_stack):
+            return  # a dialog is up under another screen: it answers first
         if not self.in_flight():
             self.exit()
             return
-        if isinstance(self.screen, ConfirmationModal):
-            self.screen.action_cancel()  # Ctrl+C in a dialog: no, and nothing quits
-            return
-        if any(isinstance(s, ConfirmationModal) for s in self.screen_stack):
-            return  # a dialog is up: it answers first
         now = self.now()
         body = Text()
         for note in self.in_flight():
