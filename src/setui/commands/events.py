@@ -22,6 +22,7 @@ from setui.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, iso, open_re
 from setui.core.clock import ServiceClock, utc_now
 from setui.core.model import Event, is_this_vm
 from setui.core.order import sort_key
+from setui.core.timefmt import signed_countdown
 from setui.textsafe import printable
 
 if TYPE_CHECKING:
@@ -40,19 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def countdown(moment: datetime | None, now: datetime) -> str:
-    """How far NotBefore is, in words a table can hold."""
+    """How far NotBefore is (core.timefmt): ``T-14:32``, ``T+0:05`` once passed."""
     if moment is None:
         return "-"
-    seconds = (moment - now).total_seconds()
-    if seconds <= 0:
-        return "passed"
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 172800:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} days"
+    return signed_countdown((moment - now).total_seconds())
 
 
 def event_json(event: Event, vm_name: str | None, now: datetime,

@@ -16,7 +16,7 @@ from typing import IO, Any
 from setui.config import Config
 from setui.core.health import ConnectionState, Health, PollResult
 from setui.core.model import Document, Event, parse_iso
-from setui.core.timefmt import clock, countdown, stamp
+from setui.core.timefmt import signed_countdown, stamp
 from setui.core.tracker import Change
 from setui.session import run_until_stopped
 from setui.systemd import ERR, INFO, NOTICE, WARNING, Notifier, for_journal, under_journal
@@ -132,7 +132,7 @@ def line_countdown(not_before: str | None, at: str | None) -> str:
     if target is None or now is None:
         return "-"
     seconds = (target - now).total_seconds()
-    return countdown(seconds) if seconds >= 0 else f"T+{clock(-seconds)}"
+    return signed_countdown(seconds)
 
 
 def format_record(record: dict[str, Any], *, with_time: bool = True) -> str:

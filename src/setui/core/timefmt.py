@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 from datetime import datetime, timezone, tzinfo
 
-__all__ = ["age", "clock", "countdown", "duration", "local_beside", "stamp", "time_of_day",
-           "utc_and_local", "utc_time", "zone_name"]
+__all__ = ["age", "clock", "countdown", "duration", "local_beside", "signed_countdown",
+           "stamp", "time_of_day", "utc_and_local", "utc_time", "zone_name"]
 
 
 def clock(seconds: float) -> str:
@@ -38,6 +38,11 @@ def clock(seconds: float) -> str:
 def countdown(seconds: float) -> str:
     """``T-9:58``: time left to a moment, rounded up (T-0:01 until it is there)."""
     return f"T-{clock(math.ceil(seconds))}"
+
+
+def signed_countdown(seconds: float) -> str:
+    """``T-4:59`` ahead, ``T+0:05`` once passed: for lines read after the moment too."""
+    return countdown(seconds) if seconds >= 0 else f"T+{clock(-seconds)}"
 
 
 def duration(seconds: float) -> str:
