@@ -247,7 +247,13 @@ class Approver:
         if going:
             assert document is not None and self.store is not None
             shown = {i: (confirmed_as or {}).get(i) or confirmed(document, i) for i in going}
-            latest, problem = await self._reread()
+            # The store's check (on a thread) while the document is read again: both stand
+            # between the operator's key and the POST, neither needs the other.
+            checking = asyncio.ensure_future(asyncio.to_thread(self.store.approval_integrity))
+            try:
+                latest, problem = await self._reread()
+            finally:
+                damaged = await checking
             ready: dict[str, Confirmed] = {}
             for event_id in going:
                 seen = shown[event_id]
@@ -260,7 +266,8 @@ class Approver:
                     self.record_refusal, [event_id], latest or document, why,
                     ask_again=bool(changes), changes=changes, seen=seen)))[0]
             if ready:
-                for outcome in await self._post(ready, self.store, again, progress, current):
+                for outcome in await self._post(ready, self.store, again, progress, current,
+                                                damaged):
                     results[outcome.event_id] = outcome
         return [results[i] for i in ids]
 
@@ -310,7 +317,9 @@ class Approver:
 
     async def _post(self, ready: Mapping[str, Confirmed], store: Store, again: bool,
                     progress: Callable[[Progress], None] | None,
-                    current: Callable[[], Document | None] | None) -> list[ApprovalOutcome]:
+                    current: Callable[[], Document | None] | None,
+                    damaged: str | None) -> list[ApprovalOutcome]:
+        """``damaged``: why the store may take no approval (its check, just made), or None."""
         ids = list(ready)
         wire_ids = [ready[i].event_id for i in ids]
         incarnation = min(c.incarnation for c in ready.values())
@@ -320,7 +329,6 @@ class Approver:
         entries = [self._entry(APPROVE_ATTEMPT, i, None, snapshot=ready[i].snapshot,
                                incarnation=ready[i].incarnation, details=batch) for i in ids]
         # A damaged or altered store refuses before anything is written or sent.
-        damaged = await asyncio.to_thread(store.approval_integrity)
         if damaged is not None:
             return [ApprovalOutcome(i, False, True, None, f"refused: {damaged}", None, None)
                     for i in ids]

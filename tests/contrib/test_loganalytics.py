@@ -80,7 +80,7 @@ def journal_lines(tmp_path: Path) -> tuple[list[str], str, list[str]]:
                    "SETUI_AUDIT_FORWARD": f"udp://127.0.0.1:{collector.getsockname()[1]}"}
         try:
             wait_for_text(out, E4, "the events' appeared lines")
-            approve = subprocess.run([*SETUI, "approve", E1, "--yes", *common],
+            approve = subprocess.run([*SETUI, "approve", E1, "--yes", "--allow-other-vms", *common],
                                      capture_output=True, text=True, timeout=PATIENCE,
                                      stdin=subprocess.DEVNULL, env=forward)
             assert approve.returncode == 0, approve.stdout + approve.stderr
