@@ -50,6 +50,7 @@ from setui.core.errors import (
 )
 from setui.core.model import Document, DocumentError, parse_document
 from setui.core.ratelimit import TokenBucket
+from setui.core.transport import PlainTransport, within
 
 __all__ = [
     "DEFAULT_API_VERSION", "DEFAULT_ENDPOINT", "ENABLING_TIMEOUT", "KEEPALIVE_EXPIRY",
@@ -164,25 +165,28 @@ class ImdsClient:
         self._bucket = TokenBucket(rate, burst, mono=mono)
         self._backoff = backoff or Backoff(base=0.5, cap=10.0, random=random)
         self._etag: str | None = None
-        if transport is None:
-            # One connection carries the polls; a second only while an approval overlaps
-            # a poll in flight, and it is not kept. It is kept across the longest gap the
-            # poller makes by itself, so a slow pace or a backoff does not mean a new TCP
-            # connection per poll; one the server closed meanwhile is noticed by httpcore
-            # (readable while idle) or, in a race, retried once by _request.
+        if transport is None and self.endpoint.startswith("http://"):
+            # IMDS is plain http: a lean transport (one kept-alive connection, a second
+            # only while an approval overlaps a poll in flight) costs a fraction of the
+            # CPU of httpx's general one. It is kept across the longest gap the poller
+            # makes by itself, so a slow pace or a backoff does not mean a new TCP
+            # connection per poll; one the server closed meanwhile is noticed before it
+            # is used or, in a race, retried once by _request.
+            transport = PlainTransport(keepalive_expiry=KEEPALIVE_EXPIRY)
+        elif transport is None:
+            # https (a proxy or test endpoint): httpx's own transport, TLS included.
             transport = httpx.AsyncHTTPTransport(
                 limits=httpx.Limits(max_connections=2, max_keepalive_connections=1,
                                     keepalive_expiry=KEEPALIVE_EXPIRY),
-                # IMDS is plain http: building a TLS context (reading the certificate
-                # bundle) would cost more CPU than a minute of polling. https keeps it.
-                verify=self.endpoint.startswith("https://"),
                 retries=0)
-        # trust_env=False: HTTP(S)_PROXY, ALL_PROXY, NO_PROXY and .netrc are ignored; a
-        # proxy in front of a link-local address answers 400/403 of its own.
-        self._http = httpx.AsyncClient(
-            transport=transport, trust_env=False, follow_redirects=False,
-            headers={"Metadata": "true", "User-Agent": f"setui/{__version__}",
-                     "Accept": "application/json", "Accept-Encoding": "identity"})
+        # Requests go straight to the transport: no httpx.AsyncClient, so no proxy from
+        # the environment (HTTP(S)_PROXY, ALL_PROXY, NO_PROXY, .netrc: a proxy in front of
+        # a link-local address answers 400/403 of its own), no cookies kept, no redirect
+        # followed, and none of a client's per-request bookkeeping.
+        self._transport = transport
+        self._headers = {"Metadata": "true", "User-Agent": f"setui/{__version__}",
+                         "Accept": "application/json", "Accept-Encoding": "identity"}
+        self._urls: dict[str, httpx.URL] = {}
 
     # -- public -----------------------------------------------------------------------------
     async def fetch(self) -> FetchResult:
@@ -277,7 +281,7 @@ class ImdsClient:
         return name if name and len(name) <= 256 and name.isprintable() else None
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        await self._transport.aclose()
 
     async def __aenter__(self) -> ImdsClient:
         return self
@@ -303,9 +307,9 @@ class ImdsClient:
         deadline = loop.time() + timeout
         try:
             try:
-                return await asyncio.wait_for(
-                    self._send(method, url, headers or {}, content, timeout, limit, strict,
-                               enables, progress), timeout)
+                return await within(timeout, self._send(
+                    method, url, headers or {}, content, timeout, limit, strict, enables,
+                    progress))
             except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
                 if not (method == "GET" and progress.reused and not progress.head):
                     raise
@@ -315,9 +319,9 @@ class ImdsClient:
             await self._bucket.acquire()
             progress = _Progress()
             remaining = max(deadline - loop.time(), 0.05)
-            return await asyncio.wait_for(
-                self._send(method, url, headers or {}, content, remaining, limit, strict,
-                           enables, progress), remaining)
+            return await within(remaining, self._send(
+                method, url, headers or {}, content, remaining, limit, strict, enables,
+                progress))
         except ImdsError:
             raise
         except httpx.ConnectTimeout as exc:
@@ -345,12 +349,17 @@ class ImdsClient:
                     progress: _Progress) -> _Answer:
         # The connect phase never gets the enabling delay: that delay is the service
         # thinking, not the TCP handshake; a VM without IMDS should hear so in seconds.
-        request = self._http.build_request(
-            method, url, headers=headers, content=content,
-            timeout=httpx.Timeout(timeout, connect=min(timeout, self.timeout)),
-            extensions={"trace": progress.trace})
+        target = self._urls.get(url)
+        if target is None:  # parsed once: a URL's parsing costs more than the poll's JSON
+            target = self._urls[url] = httpx.URL(url)
+        request = httpx.Request(
+            method, target, headers={**self._headers, **headers}, content=content,
+            extensions={"timeout": {"connect": min(timeout, self.timeout), "read": timeout,
+                                    "write": timeout, "pool": timeout},
+                        "trace": progress.trace})
         sent = self._mono()
-        response = await self._http.send(request, stream=True)
+        response = await self._transport.handle_async_request(request)
+        response.request = request
         head = self._mono()
         progress.head = True
         if enables:
