@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from setui.core.health import PollResult
 from setui.core.model import Document
-from setui.store.store import RECORDER_BEAT
+from setui.store.store import RECORDER_BEAT, TOUCH_INTERVAL
 
 if TYPE_CHECKING:
     from setui.store import RecorderSpan, Store
@@ -38,6 +38,10 @@ RUNNING_WITHIN = 2.5 * RECORDER_BEAT
 # incarnation is always tried: the history must not miss it).
 STORE_RETRY_SECONDS = 30.0
 MAX_QUEUED = 64  # new incarnations waiting for a stuck store; beyond that they are lost
+# The store moves an unchanged document's last_seen at most once a TOUCH_INTERVAL; handing
+# it every sighting (once a second) would be a thread hand-off for nothing. Half of it, so
+# a sighting the store takes is never skipped here for the jitter between the two clocks.
+TOUCH_SECONDS = TOUCH_INTERVAL.total_seconds() / 2
 
 
 def brief_store_problem(message: str, path: object | None = None) -> str:
@@ -70,6 +74,7 @@ class Recorder:
         self._pending = 0
         self._retry_at: float | None = None
         self._beat_at: float | None = None
+        self._written_at: float | None = None  # when an unchanged document last went out
         self._closed = False
 
     # -- on the store thread ---------------------------------------------------------------
@@ -111,13 +116,20 @@ class Recorder:
         new = previous is None or previous.incarnation != document.incarnation \
             or previous.raw != document.raw
         now = self._mono()
-        if not new and (self._pending or (self._retry_at is not None and now < self._retry_at)):
-            return  # an unchanged document can wait: the store is busy or failing
-        if self._pending >= MAX_QUEUED:
-            return  # lost; the next one recorded is derived across the gap this leaves
-        self._pending += 1
-        future = self._executor.submit(self._write, result, document, previous)
-        future.add_done_callback(self._done_soon(asyncio.get_running_loop()))
+        wait = not new and (
+            self._pending or (self._retry_at is not None and now < self._retry_at)
+            or (self._written_at is not None and now - self._written_at < TOUCH_SECONDS))
+        # An unchanged document can wait: the store is busy, failing or current. Beyond
+        # MAX_QUEUED one is lost; the next one recorded is derived across that gap.
+        if not wait and self._pending < MAX_QUEUED:
+            self._pending += 1
+            self._written_at = now
+            future = self._executor.submit(self._write, result, document, previous)
+            future.add_done_callback(self._done_soon(asyncio.get_running_loop()))
+        self._maybe_beat(now, result)
+
+    def _maybe_beat(self, now: float, result: PollResult) -> None:
+        """Say "still recording" once a :data:`BEAT_SECONDS`, with a fresh answer's time."""
         if self.session_id is not None and self._beat_at is not None \
                 and now - self._beat_at >= BEAT_SECONDS and result.seen_at is not None:
             self._beat_at = now
