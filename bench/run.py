@@ -1,12 +1,14 @@
 """`make bench`: every figure beside a reference measured in the same run.
 
 Usage: python bench/run.py [--quick] [--only NAME ...] [--write bench/RESULTS.md]
+(`--only approval`: just the `y` -> POST figure, five consecutive runs of 30 tries.)
 Timings on shared machines are noisy: the ratios are the figures to compare across runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import importlib
 import sys
 import time
@@ -14,9 +16,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import Row, machine
+from common import ROOT, Row, machine
 
-SUITES = ["parse_track", "store", "cold_start", "watch_cost", "latency", "dashboard", "fleet"]
+SUITES = ["parse_track", "store", "cold_start", "watch_cost", "latency", "approval",
+          "dashboard", "fleet"]
 
 
 def table(rows: list[Row]) -> str:
@@ -38,6 +41,10 @@ def main() -> int:
     args = parser.parse_args()
     rows: list[Row] = []
     started = time.monotonic()
+    # An installed wheel has its bytecode compiled by pip; an editable checkout run with
+    # PYTHONDONTWRITEBYTECODE would compile every setui module at every start, a cost no
+    # installed setui pays (the references' packages are compiled). Same footing for both.
+    compileall.compile_dir(str(ROOT / "src" / "setui"), quiet=1)
     for name in args.only:
         print(f"running {name} ...", file=sys.stderr, flush=True)
         try:
