@@ -51,6 +51,7 @@ from setui.core.errors import (
 from setui.core.model import Document, DocumentError, parse_document
 from setui.core.ratelimit import TokenBucket
 from setui.core.transport import PlainTransport, within
+from setui.textsafe import printable
 
 __all__ = [
     "DEFAULT_API_VERSION", "DEFAULT_ENDPOINT", "ENABLING_TIMEOUT", "KEEPALIVE_EXPIRY",
@@ -455,11 +456,9 @@ def _service_reason(answer: _Answer) -> str:
 
 
 def _clean(text: str, limit: int = MAX_TEXT) -> str:
-    """Network text made safe to print: one line, control characters escaped, cut."""
-    out = "".join(ch if ch.isprintable() else (f"\\x{ord(ch):02x}" if ord(ch) < 256
-                                               else f"\\u{ord(ch):04x}")
-                  for ch in " ".join(text.split()))
-    return out if len(out) <= limit else out[:limit - 1] + "…"
+    """Network text made safe to print: whitespace runs made one space, then the one
+    escaping rule (setui.textsafe) on one line, cut."""
+    return printable(" ".join(text.split()), limit)
 
 
 def _os_reason(exc: BaseException) -> str:
