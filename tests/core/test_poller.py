@@ -407,21 +407,30 @@ async def test_clock_skew_is_measured_from_the_date_header(emulator_poller: Make
 
 async def test_poll_now_polls_at_once_even_during_a_backoff(emulator_poller: MakePoller) -> None:
     # A backoff of an hour: the answer can only come before it ends through poll_now.
+    waits: list[float] = []
+    waiting = asyncio.Event()
+
+    async def sleep(delay: float) -> None:  # the real sleep, and a sign that it began
+        waits.append(delay)
+        waiting.set()
+        await asyncio.sleep(delay)
+
     poller, emulator = emulator_poller(interval=5.0, backoff=Backoff(base=3600, cap=3600),
-                                       emulator={"faults": parse_faults("500=1")})
+                                       emulator={"faults": parse_faults("500=1")}, sleep=sleep)
     results = poller.results()
     try:
         failed = await asyncio.wait_for(results.__anext__(), 30)
         assert failed.health.next_attempt_in is not None
-        assert failed.health.next_attempt_in > 60  # far beyond the waits below
+        assert failed.health.next_attempt_in > 60  # far beyond any wait of this test
         emulator.set_faults(None)
+        waiting.clear()
         pending = asyncio.ensure_future(results.__anext__())
-        for _ in range(20):  # let the poller run up to its wait
-            await asyncio.sleep(0)
-        assert not pending.done() and len(gets(emulator)) == 1  # it is waiting out the hour
+        await asyncio.wait_for(waiting.wait(), 30)  # the poller is waiting out the hour
+        assert waits[-1] > 60
+        assert not pending.done() and len(gets(emulator)) == 1
         poller.poll_now()
         recovered = await asyncio.wait_for(pending, 30)
-        assert recovered.fresh
+        assert recovered.fresh and len(gets(emulator)) == 2
     finally:
         await results.aclose()
 
