@@ -70,3 +70,31 @@ def test_setui_history_lists_the_holes_between_incarnations(store: Store) -> Non
     [gone] = [c for c in newest.changes if c.event_id == "A-1"]
     assert gone.kind == "gone" and not gone.certain
     assert "nothing was recording between 2024-05-14 09:31:00 UTC and" in gone.detail
+
+
+def test_setui_history_json_lists_the_holes_in_the_same_order(store: Store) -> None:
+    import json
+
+    from setui.cli import build_parser
+    from setui.commands.history import history_command
+
+    a = store.recorder_start(endpoint=ENDPOINT, pid=1, host="h", command="watch", at=T0)
+    play(store, [doc(1), doc(2, event("A-1"))])  # at T0 and T0 + 1 min
+    store.recorder_beat(a, T0 + minutes(2), stopped=True)
+    b = store.recorder_start(endpoint=ENDPOINT, pid=2, host="h", command="watch",
+                             at=T0 + minutes(50))
+    store.record_document(doc(5), seen_at=T0 + minutes(50), endpoint=ENDPOINT)
+    store.recorder_beat(b, T0 + minutes(51), stopped=True)
+    args = build_parser().parse_args(["history", "--json", "--data-dir",
+                                      str(store.path.parent)])
+    out, err = io.StringIO(), io.StringIO()
+    assert history_command(args, out=out, err=err) == 0, err.getvalue()
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    shape = [line.get("incarnation", "hole") for line in lines]
+    assert shape == ["hole", 5, "hole", 2, 1]
+    between = lines[2]
+    assert set(between) == {"not_recording_from", "not_recording_until", "seconds"}
+    assert between["not_recording_from"] == "2024-05-14T09:32:00Z"
+    assert between["not_recording_until"] == "2024-05-14T10:20:00Z"
+    assert between["seconds"] == 48 * 60
+    assert lines[0]["not_recording_from"] == "2024-05-14T10:21:00Z"

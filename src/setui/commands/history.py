@@ -12,7 +12,7 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import IO, TYPE_CHECKING, Any
 
@@ -168,27 +168,48 @@ def record_json(record: IncarnationRecord) -> dict[str, Any]:
     }
 
 
+def hole_json(start: datetime, end: datetime) -> dict[str, Any]:
+    """A hole as ``--json`` gives it: its own keys, so no reader takes it for a record."""
+    return {"not_recording_from": iso(start), "not_recording_until": iso(end),
+            "seconds": round((end - start).total_seconds())}
+
+
+def _with_holes(store: Store, records: list[IncarnationRecord]
+                ) -> Iterator[IncarnationRecord | tuple[datetime, datetime]]:
+    """The records, newest first, with each hole (when nothing was recording) before the
+    newest record older than it: the order both the text and ``--json`` give."""
+    if not records:
+        return
+    endpoints = {r.endpoint for r in records}
+    holes = store.holes(endpoint=records[0].endpoint if len(endpoints) == 1 else None,
+                        since=records[-1].first_seen, until=utc_now())
+    for record in records:
+        while holes and holes[-1][0] >= record.first_seen:
+            yield holes.pop()
+        yield record
+
+
 def _list(store: Store, limit: int, since: datetime | None, as_json: bool,
           out: IO[str]) -> int:
     records = store.history(limit=limit, since=since)
     if as_json:
-        for record in records:
-            out.write(json.dumps(record_json(record), ensure_ascii=True) + "\n")
+        for item in _with_holes(store, records):
+            data = hole_json(*item) if isinstance(item, tuple) else record_json(item)
+            out.write(json.dumps(data, ensure_ascii=True) + "\n")
         return EXIT_OK
     if not records:
         out.write("No incarnations recorded" + (" in that time" if since else "") + ".\n")
         return EXIT_OK
     endpoints = {r.endpoint for r in records}
     out.write(f"{'first seen':<23} {'incarnation':>11}  what changed\n")
-    holes = store.holes(endpoint=records[0].endpoint if len(endpoints) == 1 else None,
-                        since=records[-1].first_seen, until=utc_now())
-    for record in records:
-        while holes and holes[-1][0] >= record.first_seen:
-            out.write(_hole_line(*holes.pop()))
-        line = f"{when(record.first_seen):<23} {record.incarnation:>11}  "
-        line += printable(record.summary, 300)
+    for item in _with_holes(store, records):
+        if isinstance(item, tuple):
+            out.write(_hole_line(*item))
+            continue
+        line = f"{when(item.first_seen):<23} {item.incarnation:>11}  "
+        line += printable(item.summary, 300)
         if len(endpoints) > 1:
-            line += f"  [{printable(record.endpoint, 80)}]"
+            line += f"  [{printable(item.endpoint, 80)}]"
         out.write(line + "\n")
     if len(records) == limit:
         out.write(f"(the {limit} newest; --limit N for more)\n")
