@@ -293,3 +293,32 @@ def test_diff_reports_duplicates_and_unknown_fields() -> None:
     assert "Extra: 1 -> 2" in plain
     assert 'NewField: (absent) -> "n"' in plain
     assert "1 duplicate EventId entry" in plain
+
+
+async def test_the_holes_when_nothing_was_recording_are_rows_that_open_nothing(
+        store: Store) -> None:
+    first = store.recorder_start(endpoint=ENDPOINT, pid=1, host="h", command="watch", at=T0)
+    fill(store, STORY[:2])  # #1 at T0, #2 at T0 + 1 min
+    store.recorder_beat(first, T0 + timedelta(minutes=2), stopped=True)
+    second = store.recorder_start(endpoint=ENDPOINT, pid=2, host="h", command="watch",
+                                  at=T0 + timedelta(minutes=50))
+    fill(store, STORY[2:3], start=T0 + timedelta(minutes=50))  # #3, across the hole
+    store.recorder_beat(second, T0 + timedelta(minutes=51), stopped=True)
+    screen = HistoryScreen(store, page_size=2)  # the hole falls between two pages
+    app = ScreenApp(screen)
+    async with app.run_test(size=(100, 24)) as pilot:
+        for _ in range(200):  # the pages are read off the loop: wait for all of them
+            await pilot.pause(0.02)
+            if screen.exhausted and not screen._loading:
+                break
+            await pilot.press("G")
+        shown = rows(screen)
+        assert [row[-2] for row in shown] == ["-", "3", "-", "2", "1"]
+        hole = shown[2][-1]
+        assert hole.startswith("not recording from 2024-05-14 09:32:00 UTC to "
+                               "2024-05-14 10:20:00 UTC")
+        assert shown[0][-1].startswith("not recording from")  # nobody records now
+        assert [r.incarnation for r in screen.records] == [3, 2, 1]
+        await pilot.press("g", "j", "j", "enter")  # the hole's row: nothing to open
+        await pilot.pause()
+        assert app.screen is screen

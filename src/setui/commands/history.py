@@ -29,6 +29,7 @@ from setui.commands.common import (
 )
 from setui.core.clock import utc_now
 from setui.core.diff import ABSENT, DocumentDiff, EventDiff, diff_documents
+from setui.core.holes import Hole, with_holes
 from setui.core.model import MAX_INCARNATION, DocumentError, parse_iso
 from setui.core.timefmt import duration
 from setui.textsafe import printable
@@ -175,18 +176,14 @@ def hole_json(start: datetime, end: datetime) -> dict[str, Any]:
 
 
 def _with_holes(store: Store, records: list[IncarnationRecord]
-                ) -> Iterator[IncarnationRecord | tuple[datetime, datetime]]:
-    """The records, newest first, with each hole (when nothing was recording) before the
-    newest record older than it: the order both the text and ``--json`` give."""
+                ) -> Iterator[IncarnationRecord | Hole]:
+    """The records, newest first, with the holes when nothing was recording among them."""
     if not records:
-        return
+        return iter(())
     endpoints = {r.endpoint for r in records}
     holes = store.holes(endpoint=records[0].endpoint if len(endpoints) == 1 else None,
                         since=records[-1].first_seen, until=utc_now())
-    for record in records:
-        while holes and holes[-1][0] >= record.first_seen:
-            yield holes.pop()
-        yield record
+    return with_holes(records, holes)
 
 
 def _list(store: Store, limit: int, since: datetime | None, as_json: bool,

@@ -27,6 +27,7 @@ from setui.config import Config
 from setui.core.clock import utc_now
 from setui.core.diff import ABSENT
 from setui.core.diff import diff_documents as compare_documents
+from setui.core.holes import Hole, with_holes
 from setui.core.model import Document, DocumentError, Event
 from setui.core.timefmt import local_beside, stamp
 from setui.textsafe import printable
@@ -284,6 +285,21 @@ class IncarnationScreen(DetailScreen):
         self.record = record
 
 
+def _page(store: Store, size: int, last: IncarnationRecord | None
+          ) -> tuple[list[IncarnationRecord], list[Hole]]:
+    """One page of records, and the holes between its oldest record and the page before
+    it (or now): on the store's thread, never on the loop."""
+    page = list(store.history(limit=size, before=last))
+    if not page:
+        return page, []
+    endpoints = {r.endpoint for r in page}
+    until = last.first_seen if last is not None else utc_now()
+    holes = store.holes(endpoint=page[0].endpoint if len(endpoints) == 1 else None,
+                        since=page[-1].first_seen, until=until)
+    # Only this page's stretch: a hole after it was listed with the page before.
+    return page, [(start, min(end, until)) for start, end in holes if start < until]
+
+
 class HistoryScreen(TableNavigation):
     """Stored incarnations, newest first; pages in more as the cursor reaches the end."""
 
@@ -312,6 +328,8 @@ class HistoryScreen(TableNavigation):
         self.problem = problem
         self.page_size = page_size
         self.records: list[IncarnationRecord] = []
+        # The table's rows in order: records, and the holes when nothing was recording.
+        self.rows: list[IncarnationRecord | Hole] = []
         self.exhausted = False
         self._loading = False  # a page is being read on the store's thread
         self.local_column = False
@@ -343,6 +361,7 @@ class HistoryScreen(TableNavigation):
     def action_reload(self) -> None:
         self.query_one(DataTable).clear()
         self.records = []
+        self.rows = []
         self.exhausted = False
         self._loading = False
         self._load_page()
@@ -360,24 +379,36 @@ class HistoryScreen(TableNavigation):
             self._say("Loading the history…")
         store, size = self.store, self.page_size
         last = self.records[-1] if self.records else None
-        query_store(self, lambda: list(store.history(limit=size, before=last)),
+        query_store(self, lambda: _page(store, size, last),
                     self._add_page, self._page_failed, group="history-page")
 
     def _page_failed(self, message: str) -> None:
         self._loading = False
         self._say(f"Could not read the history: {message}", problem=True)
 
-    def _add_page(self, page: list[IncarnationRecord]) -> None:
+    def _add_page(self, loaded: tuple[list[IncarnationRecord], list[Hole]]) -> None:
+        page, holes = loaded
         self._loading = False
         self.exhausted = len(page) < self.page_size
         table = self.query_one(DataTable)
-        for record in page:
-            utc, local = local_and_utc(record.first_seen)
-            table.add_row(Text(utc), *([Text(local)] if self.local_column else []),
-                          Text(str(record.incarnation), justify="right"),
-                          Text(printable(record.summary, 120)),
-                          key=str(len(self.records)))
-            self.records.append(record)
+        for item in with_holes(page, holes):
+            if isinstance(item, tuple):
+                start, end = item
+                utc, local = local_and_utc(start)
+                table.add_row(Text(utc), *([Text(local)] if self.local_column else []),
+                              Text("-", justify="right"),
+                              Text(f"not recording from {stamp(start, local=False)} to "
+                                   f"{stamp(end, local=False)}: changes then were not seen",
+                                   style="italic"),
+                              key=f"hole-{len(self.rows)}")
+            else:
+                utc, local = local_and_utc(item.first_seen)
+                table.add_row(Text(utc), *([Text(local)] if self.local_column else []),
+                              Text(str(item.incarnation), justify="right"),
+                              Text(printable(item.summary, 120)),
+                              key=str(len(self.rows)))
+                self.records.append(item)
+            self.rows.append(item)
         self._show_count()
 
     def _show_count(self) -> None:
@@ -398,16 +429,17 @@ class HistoryScreen(TableNavigation):
         status.set_class(problem, "problem")
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.cursor_row >= len(self.records) - 1 and not self.exhausted:
+        if event.cursor_row >= len(self.rows) - 1 and not self.exhausted:
             self._load_page()
 
     # Actions -------------------------------------------------------------------------
 
     def _selected(self) -> IncarnationRecord | None:
         table = self.query_one(DataTable)
-        if not self.records or not 0 <= table.cursor_row < len(self.records):
+        if not 0 <= table.cursor_row < len(self.rows):
             return None
-        return self.records[table.cursor_row]
+        row = self.rows[table.cursor_row]
+        return None if isinstance(row, tuple) else row  # a hole has nothing to open
 
     def action_open(self) -> None:
         record = self._selected()
