@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import sys
 from datetime import datetime, timezone
@@ -240,6 +241,7 @@ async def watch(config: Config, *, as_json: bool, record: bool, out: IO[str],
         notifier.ready(_status(monitor.health(), None, store is not None and record))
         pinger = asyncio.ensure_future(notifier.keep_alive())
         updates = monitor.updates()
+        frozen = False
         try:
             async for update in updates:
                 result = update.result
@@ -255,6 +257,12 @@ async def watch(config: Config, *, as_json: bool, record: bool, out: IO[str],
                                             and monitor.recorder.problem is None))
                 for change in result.changes:
                     printer.emit(change_record(change, vm_name))
+                if not frozen:
+                    frozen = True
+                    # Start-up's objects (modules, classes, the monitor) live as long as
+                    # the process: kept out of every later collection, which then walks
+                    # only what polling makes, not the whole heap, once a second or so.
+                    gc.freeze()
         finally:
             pinger.cancel()
             notifier.stopping()
