@@ -74,6 +74,7 @@ class Recorder:
         self._pending = 0
         self._retry_at: float | None = None
         self._beat_at: float | None = None
+        self._beat_seen: datetime | None = None  # the service time of the last beat
         self._written_at: float | None = None  # when an unchanged document last went out
         self._closed = False
 
@@ -93,6 +94,7 @@ class Recorder:
         except Exception as exc:  # StoreError, or a store that cannot do it: say so
             self._failed(exc)
         self._beat_at = self._mono()
+        self._beat_seen = at
 
     async def stop(self, at: datetime) -> None:
         """Close the session and wait for every queued write; then the thread ends."""
@@ -129,10 +131,17 @@ class Recorder:
         self._maybe_beat(now, result)
 
     def _maybe_beat(self, now: float, result: PollResult) -> None:
-        """Say "still recording" once a :data:`BEAT_SECONDS`, with a fresh answer's time."""
-        if self.session_id is not None and self._beat_at is not None \
-                and now - self._beat_at >= BEAT_SECONDS and result.seen_at is not None:
+        """Say "still recording" once a :data:`BEAT_SECONDS`, with a fresh answer's time;
+        also when the service's clock moved that far since the last beat (the record is
+        kept in that clock, so a session must not look stopped in it while it runs)."""
+        seen = result.seen_at
+        if self.session_id is None or self._beat_at is None or seen is None:
+            return
+        if now - self._beat_at >= BEAT_SECONDS or (
+                self._beat_seen is not None
+                and (seen - self._beat_seen).total_seconds() >= BEAT_SECONDS):
             self._beat_at = now
+            self._beat_seen = seen
             beat = self._executor.submit(self._beat, result.seen_at)
             beat.add_done_callback(self._done_soon(asyncio.get_running_loop(), count=False))
 

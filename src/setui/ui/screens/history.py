@@ -285,15 +285,15 @@ class IncarnationScreen(DetailScreen):
         self.record = record
 
 
-def _page(store: Store, size: int, last: IncarnationRecord | None
+def _page(store: Store, size: int, last: IncarnationRecord | None, until: datetime | None
           ) -> tuple[list[IncarnationRecord], list[Hole]]:
-    """One page of records, and the holes between its oldest record and the page before
-    it (or now): on the store's thread, never on the loop."""
+    """One page of records, and the holes between its oldest record and ``until`` (the page
+    before it, now, or None: its newest record): on the store's thread, never on the loop."""
     page = list(store.history(limit=size, before=last))
     if not page:
         return page, []
     endpoints = {r.endpoint for r in page}
-    until = last.first_seen if last is not None else utc_now()
+    until = until if until is not None else max(r.last_seen for r in page)
     holes = store.holes(endpoint=page[0].endpoint if len(endpoints) == 1 else None,
                         since=page[-1].first_seen, until=until)
     # Only this page's stretch: a hole after it was listed with the page before.
@@ -379,7 +379,12 @@ class HistoryScreen(TableNavigation):
             self._say("Loading the history…")
         store, size = self.store, self.page_size
         last = self.records[-1] if self.records else None
-        query_store(self, lambda: _page(store, size, last),
+        # The first page's holes run up to now, unless the dashboard hosting this screen
+        # is recording right now: then up to the newest record (its own session covers the
+        # rest, whatever its last beat says).
+        recording = getattr(self.app, "store_status", "") is None
+        until = last.first_seen if last is not None else None if recording else utc_now()
+        query_store(self, lambda: _page(store, size, last, until),
                     self._add_page, self._page_failed, group="history-page")
 
     def _page_failed(self, message: str) -> None:
