@@ -144,6 +144,9 @@ def test_a_failed_forward_blocks_nothing_and_is_shown(emulator: Emulator,
     done = approve(emulator, data_dir, SETUI_AUDIT_FORWARD=f"tcp://127.0.0.1:{port}")
     assert done.returncode == 0, done.stdout + done.stderr
     assert len(posts(emulator)) == 1
+    # The operator hears of it at once, not only from `setui audit` later.
+    assert "its copy did not leave it: cannot send to tcp://127.0.0.1" in done.stderr, \
+        done.stderr
     listing = setui("audit", data_dir=data_dir)
     assert "[NOT FORWARDED]" in listing.stdout
     assert "not forwarded off this VM: records 1, 2" in listing.stdout

@@ -341,6 +341,10 @@ async def _decide(request: ApproveRequest, typed: tuple[str, ...], client: ImdsC
         store = approver.store
         if store is not None and store.witness_problem:  # records written, end unvouched
             err.write(f"setui approve: warning: {printable(store.witness_problem, 400)}\n")
+        if store is not None and store.forward_problem:  # kept here; the copy did not leave
+            err.write("setui approve: warning: the audit record is kept on this VM but its "
+                      f"copy did not leave it: {printable(store.forward_problem, 300)} "
+                      "(it is sent again with the next record; `setui audit` marks it)\n")
         retry = [o for o in outcomes if o.ask_again]
         if request.yes or not retry:
             return _report(outcomes, out)
