@@ -32,7 +32,7 @@ $(RUNSTAMP): pyproject.toml | $(VENV_CFG)
 	@$(TOUCH) $@
 
 $(STAMP): pyproject.toml | $(VENV_CFG)
-	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet -e ".[dev,agent]"
 	@$(TOUCH) $@ $(RUNSTAMP)
 
 # Modules rather than the console scripts: no dependence on how the platform names them.

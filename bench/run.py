@@ -18,7 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import ROOT, Row, machine
 
-SUITES = ["parse_track", "store", "cold_start", "watch_cost", "latency", "approval",
+SUITES = ["parse_track", "store", "cold_start", "watch_cost", "agent_cost", "latency",
+          "approval",
           "dashboard", "fleet"]
 
 

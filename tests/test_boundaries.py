@@ -20,6 +20,7 @@ HEADLESS = (
     "setui.snapshot", "setui.commands.audit", "setui.commands.report", "setui.monitor",
     "setui.monitor.replay", "setui.monitor.report", "setui.core.timefmt", "setui.cli",
     "setui.fleet", "setui.commands.fleet",
+    "setui.commands.agent", "setui.agent.agent", "setui.agent.metrics", "setui.store.agent",
 )
 
 

@@ -96,7 +96,8 @@ class Approver:
     def __init__(self, client: ImdsClient, store: Store | None, *, endpoint: str,
                  identity: Identity | None = None, read_only: bool = False,
                  store_problem: str | None = None, vm_name: str | None = None,
-                 wall: Callable[[], datetime] = utc_now) -> None:
+                 wall: Callable[[], datetime] = utc_now,
+                 details: dict[str, Any] | None = None) -> None:
         self.client = client
         self.store = store
         self.endpoint = endpoint
@@ -105,6 +106,8 @@ class Approver:
         self.store_problem = store_problem
         self.vm_name = vm_name  # this VM's name in Resources, once known
         self.wall = wall
+        # Carried by every record this approver writes (the agent's rule and hook outcomes).
+        self.details = dict(details or {})
         # The last failure to write the audit log, for callers that show or act on it.
         self.store_error: str | None = None
         # The document read just before the last POST (or refusal): what an operator
@@ -154,7 +157,7 @@ class Approver:
         event = find_event(document, event_id)
         if snapshot is None and event is not None:
             snapshot = event_snapshot(event)
-        details: dict[str, Any] = dict(fields.pop("details", {}))
+        details: dict[str, Any] = {**self.details, **fields.pop("details", {})}
         details.update(self.identity.details())
         return AuditEntry(
             action=action, time=self.wall(), user=self.identity.user,

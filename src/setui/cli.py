@@ -104,8 +104,8 @@ def _dashboard_options(default: object = None) -> argparse.ArgumentParser:
     return parent
 
 
-COMMANDS = ("watch", "events", "approve", "history", "audit", "emulator", "demo", "service",
-            "replay", "report", "fleet")
+COMMANDS = ("watch", "events", "agent", "approve", "history", "audit", "emulator", "demo",
+            "service", "replay", "report", "fleet")
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -143,6 +143,15 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                        help="one JSON object per line, with stable keys")
     watch.add_argument("--no-record", dest="record", action="store_false",
                        help="do not write the history")
+
+    agent = commands.add_parser(
+        "agent", parents=[connection, polling],
+        help="act on events by a policy: hooks, approvals, notifications, metrics",
+        description="Run as the VM's agent: watch and record like `setui watch`, and act on "
+                    "the events a policy file names (observe only without one). Needs "
+                    "the extra: pip install 'setui[agent]'.")
+    if wanted("agent"):
+        _command_module("agent").add_arguments(agent)
 
     for name, help_text in (
         ("events", "the current events, most urgent first, with full EventIds (once)"),
@@ -243,6 +252,7 @@ def resolve_config(args: argparse.Namespace) -> Config:
         bell=getattr(args, "bell", None),
         read_only=getattr(args, "read_only", None),
         data_dir=getattr(args, "data_dir", None),
+        policy=getattr(args, "policy", None),
     )
 
 
@@ -270,6 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         None: _run_dashboard,
         "watch": lambda a: _command_module("watch").run(a),
         "events": lambda a: _command_module("events").run(a),
+        "agent": lambda a: _command_module("agent").run(a),
         "approve": lambda a: _command_module("approve").run(a),
         "history": lambda a: _command_module("history").run(a),
         "audit": lambda a: _command_module("audit").run(a),

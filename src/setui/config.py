@@ -75,6 +75,7 @@ class Config:
     prometheus_token: str | None = field(default=None, repr=False)
     prometheus_user: str | None = None
     prometheus_password: str | None = field(default=None, repr=False)
+    policy: Path | None = None  # `setui agent`'s policy file (observe only without one)
 
     def with_overrides(self, **values: Any) -> Config:
         """Apply command-line values; ``None`` means "not given" and keeps the setting."""
@@ -108,6 +109,7 @@ _TYPES: Mapping[str, tuple[type, ...]] = {
     "prometheus_token": (str,),
     "prometheus_user": (str,),
     "prometheus_password": (str,),
+    "policy": (str,),
 }
 
 
@@ -137,8 +139,9 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
         if env.get(var):
             values[key] = env[var]
             origins[key] = f"environment variable {var}"
-    if "data_dir" in values:
-        values["data_dir"] = Path(values["data_dir"]).expanduser()
+    for key in ("data_dir", "policy"):
+        if key in values:
+            values[key] = Path(values[key]).expanduser()
     if "interval" in values:
         values["interval"] = float(values["interval"])
     config = Config(**values)

@@ -25,10 +25,11 @@ from setui import __version__
 from setui.commands.common import EXIT_FAILED, EXIT_OK
 from setui.textsafe import printable
 
-__all__ = ["UNIT_DIR", "UNIT_NAME", "UnitError", "add_arguments",
+__all__ = ["AGENT_UNIT_NAME", "UNIT_DIR", "UNIT_NAME", "UnitError", "add_arguments",
            "exec_start_word", "install", "render_unit", "run", "template", "unit_problems"]
 
 UNIT_NAME = "setui-recorder.service"
+AGENT_UNIT_NAME = "setui-agent.service"  # `setui agent` instead of `setui watch`
 UNIT_DIR = Path("/etc/systemd/system")
 # Hidden from a system service by ProtectHome=, and usually not readable by the user the
 # service runs as: an interpreter or a setui installed there cannot be run by the unit.
@@ -44,7 +45,7 @@ class UnitError(Exception):
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    actions.add_parser(
+    print_parser = actions.add_parser(
         "print", help="write the unit to stdout",
         description=f"Write {UNIT_NAME}, with ExecStart= naming this Python, to stdout.")
     install_parser = actions.add_parser(
@@ -57,11 +58,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     install_parser.add_argument("--unit-dir", type=Path, default=None, metavar="DIR",
                                 help=f"write the unit into DIR instead of {UNIT_DIR} "
                                      "(root is then not required; systemctl still runs)")
+    for sub in (print_parser, install_parser):
+        sub.add_argument("--agent", action="store_true",
+                         help=f"{AGENT_UNIT_NAME} (runs `setui agent` with "
+                              "/etc/setui/policy.toml) instead of the recorder")
 
 
-def template() -> str:
+def template(name: str = UNIT_NAME) -> str:
     """The unit as shipped: ExecStart= names /usr/bin/python3."""
-    return resources.files("setui.data").joinpath(UNIT_NAME).read_text(encoding="utf-8")
+    return resources.files("setui.data").joinpath(name).read_text(encoding="utf-8")
 
 
 def exec_start_word(path: str) -> str:
@@ -80,7 +85,7 @@ def exec_start_word(path: str) -> str:
     return text if _PLAIN_WORD.fullmatch(path) else f'"{text}"'
 
 
-def render_unit(python: str | None = None) -> str:
+def render_unit(python: str | None = None, name: str = UNIT_NAME) -> str:
     """The unit with ExecStart= running ``python -m setui.cli watch`` (default: the
     interpreter running now)."""
     if os.name != "posix":
@@ -91,10 +96,10 @@ def render_unit(python: str | None = None) -> str:
         raise UnitError(f"cannot tell which Python runs setui (sys.executable is "
                         f"{printable(interpreter or 'empty', 200)}): run setui with an "
                         "interpreter given by its absolute path")
-    text = template()
+    text = template(name)
     found = _EXEC_LINE.findall(text)
     if len(found) != 1:  # a packaging mistake, not the user's
-        raise UnitError(f"the shipped {UNIT_NAME} has {len(found)} ExecStart= lines of the "
+        raise UnitError(f"the shipped {name} has {len(found)} ExecStart= lines of the "
                         "form 'ExecStart=PYTHON -m setui.cli ...'; expected exactly one")
     word = exec_start_word(interpreter)
     text = _EXEC_LINE.sub(lambda match: f"ExecStart={word} {match.group(2)}", text)
@@ -162,21 +167,23 @@ def _systemctl(systemctl: str, *args: str, err: IO[str]) -> bool:
     return True
 
 
-def install(*, now: bool, unit_dir: Path | None, out: IO[str], err: IO[str]) -> int:
+def install(*, now: bool, unit_dir: Path | None, out: IO[str], err: IO[str],
+            name: str = UNIT_NAME) -> int:
     """``setui service install``: root check, write, daemon-reload, optionally enable."""
+    unit = name.removesuffix(".service")
     if not sys.platform.startswith("linux"):
         _say(err, f"setui: systemd units are for Linux; this is {sys.platform}. Run "
                   "`setui watch` under this system's own service manager instead.")
         return EXIT_FAILED
     directory = UNIT_DIR if unit_dir is None else unit_dir.expanduser()
     if unit_dir is None and os.geteuid() != 0:
-        _say(err, f"setui: installing the service writes {UNIT_DIR / UNIT_NAME} and runs "
+        _say(err, f"setui: installing the service writes {UNIT_DIR / name} and runs "
                   "systemctl, which needs root. Run it with sudo, naming this setui "
                   "(sudo does not keep your PATH):\n"
                   '  sudo "$(command -v setui)" service install --now')
         return EXIT_FAILED
     try:
-        text = render_unit()
+        text = render_unit(name=name)
     except UnitError as exc:
         _say(err, f"setui: {exc}")
         return EXIT_FAILED
@@ -198,10 +205,10 @@ def install(*, now: bool, unit_dir: Path | None, out: IO[str], err: IO[str]) -> 
         _say(err, f"setui: cannot install the service: {printable(str(directory))} is not "
                   "a directory")
         return EXIT_FAILED
-    target = directory / UNIT_NAME
+    target = directory / name
     existed = target.exists()
     try:
-        changed = _write_atomically(directory, UNIT_NAME, text)
+        changed = _write_atomically(directory, name, text)
     except OSError as exc:
         _say(err, f"setui: cannot write {printable(str(target))}: {exc.strerror or exc}")
         return EXIT_FAILED
@@ -209,25 +216,26 @@ def install(*, now: bool, unit_dir: Path | None, out: IO[str], err: IO[str]) -> 
     if not _systemctl(systemctl, "daemon-reload", err=err):
         return EXIT_FAILED
     if now:
-        if not _systemctl(systemctl, "enable", "--now", UNIT_NAME, err=err):
-            _say(err, "setui: see why with `systemctl status setui-recorder` and "
-                      "`journalctl -u setui-recorder`")
+        if not _systemctl(systemctl, "enable", "--now", name, err=err):
+            _say(err, f"setui: see why with `systemctl status {unit}` and "
+                      f"`journalctl -u {unit}`")
             return EXIT_FAILED
-        _say(out, "setui-recorder is enabled and started. Check it with "
-                  "`systemctl status setui-recorder`.")
+        _say(out, f"{unit} is enabled and started. Check it with "
+                  f"`systemctl status {unit}`.")
     else:
         _say(out, "Start it, now and at every boot, with `systemctl enable --now "
-                  "setui-recorder`.")
+                  f"{unit}`.")
     if existed and changed:
-        _say(out, "If setui-recorder was already running, `systemctl restart "
-                  "setui-recorder` makes it use the new unit.")
+        _say(out, f"If {unit} was already running, `systemctl restart "
+                  f"{unit}` makes it use the new unit.")
     return EXIT_OK
 
 
 def run(args: argparse.Namespace) -> int:
+    name = AGENT_UNIT_NAME if getattr(args, "agent", False) else UNIT_NAME
     if args.action == "print":
         try:
-            text = render_unit()
+            text = render_unit(name=name)
         except UnitError as exc:
             _say(sys.stderr, f"setui: {exc}")
             return EXIT_FAILED
@@ -236,4 +244,5 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         sys.stdout.flush()
         return EXIT_OK
-    return install(now=args.now, unit_dir=args.unit_dir, out=sys.stdout, err=sys.stderr)
+    return install(now=args.now, unit_dir=args.unit_dir, out=sys.stdout, err=sys.stderr,
+                   name=name)

@@ -62,7 +62,8 @@ __all__ = [
 PREVIEW_API_VERSION = "2017-03-01"  # its approval body also carries DocumentIncarnation
 NAME_API_VERSION = "2021-02-01"
 EVENTS_PATH = "/metadata/scheduledevents"
-NAME_PATH = "/metadata/instance/compute/name"
+COMPUTE_PATH = "/metadata/instance/compute"
+NAME_PATH = f"{COMPUTE_PATH}/name"
 ENABLING_TIMEOUT = 150.0  # the first call enables the feature: up to two minutes, documented
 REQUEST_TIMEOUT = 5.0
 NAME_TIMEOUT = 2.0  # the VM name is a nicety; startup must not wait long for it
@@ -282,6 +283,23 @@ class ImdsClient:
         except Exception:  # a name is optional: the caller falls back to the host name
             return None
         return name if name and len(name) <= 256 and name.isprintable() else None
+
+    async def compute(self) -> dict[str, str] | None:
+        """This VM's compute metadata (name, vmScaleSetName, zone...) as printable text
+        fields of at most 256 characters; None on any failure, never raises."""
+        url = f"{self.endpoint}{COMPUTE_PATH}?api-version={NAME_API_VERSION}"
+        try:
+            answer = await self._request("GET", url, timeout=min(self.timeout, NAME_TIMEOUT),
+                                         limit=64 * 1024, strict=False)
+            if answer.status != 200:
+                return None
+            data = json.loads(answer.body.decode("utf-8"))
+        except Exception:  # the identity is optional: labels say "" for what is unknown
+            return None
+        if not isinstance(data, dict):
+            return None
+        return {str(key)[:64]: value[:256] for key, value in data.items()
+                if isinstance(value, str) and value.isprintable()}
 
     async def aclose(self) -> None:
         await self._transport.aclose()

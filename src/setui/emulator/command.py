@@ -29,6 +29,22 @@ EXIT_CANNOT_LISTEN = 1
 _WATCH_INTERVAL = 0.1  # seconds between checks for state changes to log
 
 
+# The VM's identity beyond its name, as IMDS compute metadata serves it.
+_IDENTITY_FLAGS = (
+    ("--scale-set", "vmScaleSetName", "name of the VM's scale set"),
+    ("--placement-group", "placementGroupId", "id of the VM's placement group"),
+    ("--resource-group", "resourceGroupName", "name of the VM's resource group"),
+    ("--subscription", "subscriptionId", "id of the VM's subscription"),
+    ("--zone", "zone", "zone of the VM"),
+    ("--location", "location", "location (region) of the VM"),
+)
+
+
+def identity_of(args: argparse.Namespace) -> dict[str, str]:
+    """The compute metadata fields given on the command line."""
+    return {field: getattr(args, field.lower(), None) or "" for _, field, _ in _IDENTITY_FLAGS}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the emulator's options to ``parser`` (``setui emulator`` or ``-m``)."""
     parser.add_argument("--host", default="127.0.0.1",
@@ -43,6 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vm-name", metavar="NAME",
                         help="name answered by /metadata/instance/compute/name "
                              "(default: the scenario's vm_name)")
+    for flag, field, what in _IDENTITY_FLAGS:
+        parser.add_argument(flag, metavar=what.split()[0].upper(), dest=field.lower(),
+                            help=f"{what}, served as compute metadata {field} (default \"\")")
     parser.add_argument("--faults", metavar="SPEC", default="",
                         help="inject faults, e.g. 'first-delay=5,500=0.1,seed=1' "
                              "(keys: first-delay, 400, 404, 410, 429, 500, 503, "
@@ -80,7 +99,8 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | No
         print(f"{stamp} {line}", file=err, flush=True)
 
     emulator = Emulator(scenario, host=args.host, port=args.port, speed=args.speed,
-                        vm_name=args.vm_name, faults=faults, etag=args.etag, log=log)
+                        vm_name=args.vm_name, faults=faults, etag=args.etag, log=log,
+                        identity=identity_of(args))
     try:
         url = emulator.start()
     except OSError as exc:

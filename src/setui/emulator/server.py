@@ -60,7 +60,8 @@ class Emulator:
                  clock: Callable[[], float] | None = None,
                  log: Callable[[str], None] | None = None,
                  head_timeout: float = HEAD_TIMEOUT,
-                 max_recorded_bytes: int = MAX_RECORDED_BYTES) -> None:
+                 max_recorded_bytes: int = MAX_RECORDED_BYTES,
+                 identity: dict[str, str] | None = None) -> None:
         self.scenario = scenario
         self.head_timeout = head_timeout
         self.max_recorded_bytes = max_recorded_bytes
@@ -71,7 +72,7 @@ class Emulator:
         self.clock: Callable[[], float] = clock or time.time
         self.requests: list[RecordedRequest] = []
         self._service = Service(scenario, clock=self.clock, speed=speed, vm_name=vm_name,
-                                faults=faults, etag=etag, log=log)
+                                faults=faults, etag=etag, log=log, identity=identity)
         self._lifecycle = threading.Lock()
         self._record_lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -89,6 +90,11 @@ class Emulator:
     @property
     def vm_name(self) -> str:
         return self._service.vm_name
+
+    @property
+    def identity(self) -> dict[str, str]:
+        """The compute metadata served besides the name (vmScaleSetName, zone...)."""
+        return dict(self._service.identity)
 
     @property
     def epoch(self) -> float:

@@ -30,11 +30,16 @@ from setui.emulator.scenario import Scenario
 from setui.emulator.timeline import Timeline
 from setui.emulator.wire import RecordedRequest, Reply
 
-__all__ = ["EVENTS_PATH", "NAME_PATH", "Service"]
+__all__ = ["COMPUTE_FIELDS", "COMPUTE_PATH", "EVENTS_PATH", "NAME_PATH", "Service"]
 
 EVENTS_PATH = "/metadata/scheduledevents"
-NAME_PATH = "/metadata/instance/compute/name"
-_ALLOWED = {EVENTS_PATH: ("GET", "POST"), NAME_PATH: ("GET",)}
+COMPUTE_PATH = "/metadata/instance/compute"
+NAME_PATH = f"{COMPUTE_PATH}/name"
+# The VM's identity as IMDS compute metadata names it: the fields a fleet groups by.
+COMPUTE_FIELDS = ("name", "vmScaleSetName", "placementGroupId", "resourceGroupName",
+                  "subscriptionId", "zone", "location")
+_ALLOWED = {EVENTS_PATH: ("GET", "POST"), COMPUTE_PATH: ("GET",),
+            **{f"{COMPUTE_PATH}/{name}": ("GET",) for name in COMPUTE_FIELDS}}
 JSON_TYPE = "application/json; charset=utf-8"
 TEXT_TYPE = "text/plain; charset=utf-8"
 _FAULT_MESSAGES = {
@@ -47,13 +52,17 @@ _FAULT_MESSAGES = {
 class Service:
     def __init__(self, scenario: Scenario, *, clock: Callable[[], float], speed: float,
                  vm_name: str | None, faults: Faults | None, etag: bool,
-                 log: Callable[[str], None] | None = None) -> None:
+                 log: Callable[[str], None] | None = None,
+                 identity: dict[str, str] | None = None) -> None:
         if not (math.isfinite(speed) and speed > 0):
             raise ValueError(f"speed must be a positive number, got {speed}")
         self.scenario = scenario
         self.clock = clock
         self.speed = speed
         self.vm_name = vm_name or scenario.vm_name
+        # The rest of the compute metadata (vmScaleSetName, zone...): "" when not given.
+        self.identity = {name: str((identity or {}).get(name) or "")
+                         for name in COMPUTE_FIELDS if name != "name"}
         self.etag = etag
         self.log = log or (lambda line: None)
         self.epoch = float(math.ceil(clock()))
@@ -144,6 +153,8 @@ class Service:
             return problem
         if request.path == NAME_PATH:
             return self._name(request)
+        if request.path.startswith(COMPUTE_PATH):
+            return self._compute(request)
         if request.method == "POST":
             return self._approve(request)
         return self._events(request)
@@ -175,6 +186,21 @@ class Service:
             return Reply(200, [("Content-Type", TEXT_TYPE)], self.vm_name.encode())
         if fmt == "json":
             return Reply(200, [("Content-Type", JSON_TYPE)], json.dumps(self.vm_name).encode())
+        return _error(400, f"Bad request. Unsupported format {fmt!r}: use text or json")
+
+    def _compute(self, request: RecordedRequest) -> Reply:
+        """The whole compute object as JSON, or one field (``.../compute/zone``) as text."""
+        fields = {"name": self.vm_name, **self.identity}
+        name = request.path[len(COMPUTE_PATH):].lstrip("/")
+        fmt = request.query.get("format", "json" if not name else "text")
+        if not name:
+            if fmt != "json":
+                return _error(400, f"Bad request. Unsupported format {fmt!r}: use json")
+            return Reply(200, [("Content-Type", JSON_TYPE)], json.dumps(fields).encode())
+        if fmt == "text":
+            return Reply(200, [("Content-Type", TEXT_TYPE)], fields[name].encode())
+        if fmt == "json":
+            return Reply(200, [("Content-Type", JSON_TYPE)], json.dumps(fields[name]).encode())
         return _error(400, f"Bad request. Unsupported format {fmt!r}: use text or json")
 
     def _events(self, request: RecordedRequest) -> Reply:

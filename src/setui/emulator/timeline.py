@@ -187,6 +187,9 @@ class Timeline:
 
     def approve(self, event_ids: list[str], t: float) -> list[str]:
         """Approve all, or none: returns the ids that are not in the document at ``t``."""
+        # Before scenario second 0 the document is second 0's (state() says so): an
+        # approval then is one at second 0, or it would take effect before the start.
+        t = max(t, 0.0)
         with self._lock:
             unknown = [i for i in event_ids if self.find(i, t) is None]
             if unknown:

@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 DB_NAME = "setui.db"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 APPLICATION_ID = 0x53455455  # "SETU": marks the file as setui's, so we never write elsewhere
 
 
@@ -144,8 +144,60 @@ CREATE TABLE recorders (
 CREATE INDEX recorders_by_time ON recorders (endpoint, started);
 """
 
+# Version 3: what `setui agent` decided and did, so a restart neither reruns a finished
+# hook nor sends a notification twice, and the holds people put on its automation.
+_SCHEMA_V3 = """
+CREATE TABLE agent_steps (
+    endpoint TEXT    NOT NULL,
+    event_id TEXT    NOT NULL COLLATE NOCASE,
+    step     TEXT    NOT NULL,
+    rule     TEXT    NOT NULL,
+    state    TEXT    NOT NULL,
+    detail   TEXT    NOT NULL DEFAULT '',
+    started  TEXT,
+    updated  TEXT    NOT NULL,
+    PRIMARY KEY (endpoint, event_id, step)
+);
+CREATE TABLE agent_hook_runs (
+    id          INTEGER PRIMARY KEY,
+    endpoint    TEXT    NOT NULL,
+    event_id    TEXT    NOT NULL COLLATE NOCASE,
+    step        TEXT    NOT NULL,
+    rule        TEXT    NOT NULL,
+    command     TEXT    NOT NULL,
+    started     TEXT    NOT NULL,
+    ended       TEXT,
+    exit_status INTEGER,
+    timed_out   INTEGER NOT NULL DEFAULT 0,
+    output      TEXT    NOT NULL DEFAULT ''
+);
+CREATE INDEX agent_hook_runs_by_event ON agent_hook_runs (event_id, id);
+CREATE TABLE agent_notifications (
+    key      TEXT    PRIMARY KEY,
+    endpoint TEXT    NOT NULL,
+    event_id TEXT    NOT NULL COLLATE NOCASE,
+    change   TEXT    NOT NULL,
+    title    TEXT    NOT NULL,
+    body     TEXT    NOT NULL,
+    state    TEXT    NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    error    TEXT,
+    created  TEXT    NOT NULL,
+    sent     TEXT
+);
+CREATE INDEX agent_notifications_pending ON agent_notifications (state) WHERE state = 'pending';
+CREATE TABLE agent_holds (
+    endpoint TEXT    NOT NULL,
+    event_id TEXT    NOT NULL COLLATE NOCASE,
+    held     INTEGER NOT NULL,
+    actor    TEXT    NOT NULL,
+    time     TEXT    NOT NULL,
+    PRIMARY KEY (endpoint, event_id)
+);
+"""
+
 # Schema version N -> N+1. Each runs in the transaction that also sets user_version.
-_MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1, 1: _SCHEMA_V2}
+_MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1, 1: _SCHEMA_V2, 2: _SCHEMA_V3}
 
 
 def describe_error(exc: BaseException, path: Path, doing: str, timeout: float = 5.0) -> str:
@@ -437,6 +489,10 @@ def _read_older(conn: sqlite3.Connection, version: int) -> None:
         conn.execute("CREATE TEMP TABLE recorders (id INTEGER PRIMARY KEY, endpoint TEXT, "
                      "pid INTEGER, host TEXT, command TEXT, started TEXT, last_beat TEXT, "
                      "stopped TEXT)")
+    if version < 3:  # no agent ever wrote here: its tables are empty
+        for statement in _statements(_SCHEMA_V3):
+            if statement.startswith("CREATE TABLE"):
+                conn.execute(statement.replace("CREATE TABLE", "CREATE TEMP TABLE", 1))
 
 
 def _normal_sql(text: str) -> str:

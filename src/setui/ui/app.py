@@ -33,6 +33,7 @@ from setui.core.poller import Poller
 from setui.identity import Identity
 from setui.monitor import Monitor
 from setui.session import resolve_vm_name
+from setui.ui.agentwindow import AgentWindow
 from setui.ui.approving import MAX_TOASTS, Approvals
 from setui.ui.format import (
     Palette,
@@ -115,6 +116,8 @@ class SetuiApp(Approvals, TerminalApp):
                                  wall=self.now)
         self.title = "setui DEMO: the built-in emulator, not a real VM" if demo else "setui"
         self._report_poll = False  # r was pressed: say what the next answer was
+        self.agent_window = AgentWindow(self, store, endpoint=config.endpoint,
+                                        identity=self.identity)
 
     def _monitor(self) -> Monitor:
         return Monitor(self.client, endpoint=self.config.endpoint, interval=self.config.interval,
@@ -260,7 +263,19 @@ class SetuiApp(Approvals, TerminalApp):
         self.notify("Asking the service now…", timeout=2, markup=False)
 
     def _refresh(self) -> None:
+        document = self.session.document
+        if document is not None and document.events:
+            self.agent_window.read([e.event_id for e in document.events], self._mono())
         self.main_screen.refresh_view()
+
+    # -- the agent ----------------------------------------------------------------------------
+    def agent_plan(self, event_id: str | None) -> str:
+        """What `setui agent` plans and does for the event ("" when nothing)."""
+        return self.agent_window.text(event_id, self.now())
+
+    def toggle_hold(self, event_id: str) -> None:
+        """``H``: hold or release the agent's automation for the event."""
+        self.agent_window.toggle(event_id, self.session.document, self.now())
 
     # -- results ----------------------------------------------------------------------------
     def on_poll_update(self, message: PollUpdate) -> None:

@@ -179,6 +179,7 @@ class MainScreen(Screen[None]):
         Binding("r", "poll_now", "Poll"),
         Binding("h", "history", "History"),
         Binding("l", "audit", "Audit"),
+        Binding("H", "hold", "Hold agent", show=False),
         Binding("plus", "zoom_in", "Zoom in", show=False),
         Binding("minus", "zoom_out", "Zoom out", show=False),
         Binding("j", "cursor_down", "Down", show=False),
@@ -281,7 +282,8 @@ class MainScreen(Screen[None]):
         event = document.event(selected) if document is not None and selected else None
         self._mark_selection(table, event, now)
         self.query_one(EventSummary).show(event, app.vm_name, now,
-                                          session.approvals.get(selected or ""), palette)
+                                          session.approvals.get(selected or ""), palette,
+                                          agent=app.agent_plan(selected) if event else "")
         status = self.query_one(StatusBar)
         status.show(StatusView(
             now=now, endpoint=app.config.endpoint, health=health,
@@ -394,6 +396,9 @@ class MainScreen(Screen[None]):
                           self.action_approve)]
         return [
             *approve,
+            SystemCommand("Hold or release the agent for the selected event",
+                          "setui agent takes no step for it while held; audit-logged (H)",
+                          self.action_hold),
             SystemCommand("Details of the selected event",
                           "Every field, its life so far, raw JSON (Enter, d)",
                           self.action_details),
@@ -417,6 +422,13 @@ class MainScreen(Screen[None]):
             self.notify("No event is selected.", severity="warning", markup=False)
             return
         self.setui.request_approval(selected)
+
+    def action_hold(self) -> None:
+        selected = self._selected()
+        if selected is None:
+            self.notify("No event is selected.", severity="warning", markup=False)
+            return
+        self.setui.toggle_hold(selected)
 
     def action_details(self) -> None:
         selected = self._selected()

@@ -141,6 +141,16 @@ class ReplayView:
     def poll_now(self) -> None:
         """A replay does not poll."""
 
+    def agent_plan(self, event_id: str | None) -> str:
+        """The agent's plan is now, not the moment's: a replay does not show it."""
+        del event_id
+        return ""
+
+    def toggle_hold(self, event_id: str) -> None:
+        del event_id
+        self.app.notify("A replay cannot hold the agent: it shows the past.",
+                        severity="warning", markup=False)
+
     def action_history(self) -> None:
         """Not from a replay: it would show what came after the moment."""
 

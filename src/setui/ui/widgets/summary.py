@@ -28,11 +28,12 @@ _OTHERS_CELLS = 30  # other VMs named after this one; the rest are counted
 
 
 def summary_lines(event: Event | None, vm_name: str | None, now: datetime,
-                  note: ApprovalNote | None, palette: Palette, width: int) -> list[Text]:
+                  note: ApprovalNote | None, palette: Palette, width: int,
+                  agent: str = "") -> list[Text]:
     """Line 1: type, status, resources (this VM first, "(this VM)" never cut: the name is
     shortened instead), approval, source, impact; line 2: why an approval failed, if it
-    did, NotBefore and the Description, quoted. Everything from the network is shown
-    literally."""
+    did, what `setui agent` plans and does (when it acts on the event), NotBefore and the
+    Description, quoted. Everything from the network is shown literally."""
     if event is None:
         return [Text(""), Text("")]
     width = max(width, 10)
@@ -76,6 +77,8 @@ def summary_lines(event: Event | None, vm_name: str | None, now: datetime,
         # The row only has room for "✗ failed": the reason gets the line's start.
         second.append(f"✗ not approved {note.at:%H:%M:%S}: {safe(note.message, 120)}  ",
                       style=palette.urgent)
+    if agent:
+        second.append(f"agent: {safe(agent, 200)}  ", style="bold")
     if event.not_before is not None:
         second.append(f"NotBefore {utc_and_local(event.not_before, now)}  ")
     if event.description:
@@ -94,6 +97,6 @@ class EventSummary(ChangedLines):
     """
 
     def show(self, event: Event | None, vm_name: str | None, now: datetime,
-             note: ApprovalNote | None, palette: Palette) -> None:
+             note: ApprovalNote | None, palette: Palette, agent: str = "") -> None:
         width = (self.size.width or self.app.size.width) - 2
-        self.set_lines(summary_lines(event, vm_name, now, note, palette, width))
+        self.set_lines(summary_lines(event, vm_name, now, note, palette, width, agent))

@@ -1,0 +1,240 @@
+"""Prometheus metrics: an HTTP endpoint and/or a node_exporter textfile.
+
+The names are a contract (README, "Run it as an agent"): ``setui
+fleet`` queries them, and where they mean the same they are webdevops' exporter's
+``azure_scheduledevent_*``. The per-event series are made at scrape time from the
+current document, so an event that left the document leaves no series behind: the
+cardinality is bounded by what the service lists now.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, Counter, disable_created_metrics
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.exposition import choose_encoder, generate_latest
+from prometheus_client.registry import Collector
+
+from setui.agent.rules import same_vm
+from setui.core.model import Document
+
+__all__ = ["IDENTITY_LABELS", "AgentMetrics", "label", "parse_listen"]
+
+IDENTITY_LABELS = ("vm_name", "vm_scale_set", "placement_group", "resource_group",
+                   "subscription_id", "zone")
+# IMDS compute metadata field of each identity label.
+COMPUTE_FIELD = {"vm_scale_set": "vmScaleSetName", "placement_group": "placementGroupId",
+                 "resource_group": "resourceGroupName", "subscription_id": "subscriptionId",
+                 "zone": "zone"}
+EVENT_LABELS = ("eventID", "eventType", "eventStatus", "eventSource", "resourceType",
+                "resource", "notBefore", "this_vm", "approved_by")
+MAX_LABEL = 128
+MAX_REQUEST = 16 * 1024  # bytes of a scrape's request line and headers
+REQUEST_TIMEOUT = 10.0
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
+
+disable_created_metrics()  # *_created series double the output for nothing here
+
+
+def label(value: object) -> str:
+    """A label value: printable (a control character becomes ``?``), at most 128."""
+    text = "" if value is None else str(value)
+    return "".join(c if c.isprintable() else "?" for c in text[:MAX_LABEL])
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``ADDR:PORT``, ``[::1]:PORT`` or ``PORT`` (then on 127.0.0.1); ValueError in words."""
+    value = text.strip()
+    host, sep, port = value.rpartition(":")
+    if not sep:
+        host, port = "127.0.0.1", value
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"not ADDR:PORT (port 0 to 65535): {text!r}")
+    return host, int(port)
+
+
+@dataclass(frozen=True)
+class _State:
+    document: Document | None = None
+    approved_by: Mapping[str, str] = field(default_factory=dict)
+    last_success: float = 0.0
+
+
+class _Current(Collector):
+    """The per-VM gauges, made from the agent's latest state at every scrape."""
+
+    def __init__(self, owner: AgentMetrics) -> None:
+        self.owner = owner
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        owner = self.owner
+        state = owner.state
+        ids = owner.identity_values
+        names = list(IDENTITY_LABELS)
+        incarnation = GaugeMetricFamily(
+            "azure_scheduledevent_document_incarnation",
+            "DocumentIncarnation of the scheduled events document", labels=names)
+        if state.document is not None:
+            incarnation.add_metric(ids, state.document.incarnation)
+        yield incarnation
+        events = GaugeMetricFamily(
+            "azure_scheduledevent_event",
+            "A current scheduled event, one series per resource; value: NotBefore as Unix "
+            "seconds (0 when empty)", labels=[*names, *EVENT_LABELS])
+        if state.document is not None:
+            seen: set[tuple[str, ...]] = set()
+            for event in state.document.events:
+                value = event.not_before.timestamp() if event.not_before else 0.0
+                raw_not_before = event.raw.get("NotBefore", "")
+                for resource in event.resources or ("",):
+                    values = (*ids, label(event.event_id), label(event.event_type.value),
+                              label(event.status.value),
+                              label(event.source.value if event.source else ""),
+                              "virtualMachine", label(resource),
+                              label(raw_not_before if isinstance(raw_not_before, str) else ""),
+                              "true" if resource and same_vm(resource, owner.vm_name)
+                              else "false",
+                              label(state.approved_by.get(event.event_id, "")))
+                    if values not in seen:
+                        seen.add(values)
+                        events.add_metric(list(values), value)
+        yield events
+        last = GaugeMetricFamily(
+            "setui_last_success_timestamp_seconds",
+            "Unix time of the last good answer from the metadata service (0: none yet)",
+            labels=names)
+        last.add_metric(ids, state.last_success)
+        yield last
+        info = GaugeMetricFamily("setui_vm_info", "This VM's identity and setui's version",
+                                 labels=[*names, "location", "version"])
+        info.add_metric([*ids, label(owner.location), label(owner.version)], 1)
+        yield info
+        build = GaugeMetricFamily("setui_build_info", "setui's version", labels=["version"])
+        build.add_metric([label(owner.version)], 1)
+        yield build
+
+
+class AgentMetrics:
+    """The agent's registry; ``observe()`` from the agent's loop, scrapes from anywhere."""
+
+    def __init__(self, *, vm_name: str, compute: Mapping[str, str] | None, version: str
+                 ) -> None:
+        compute = compute or {}
+        self.vm_name = vm_name
+        self.identity_values = [label(vm_name)] + [
+            label(compute.get(COMPUTE_FIELD[name], "")) for name in IDENTITY_LABELS[1:]]
+        self.location = compute.get("location", "")
+        self.version = version
+        self.state = _State()  # replaced whole: a scrape on another thread sees one state
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.polls = Counter("setui_polls", "Polls of the metadata service by outcome",
+                             ["outcome"], registry=self.registry)
+        self.poll_errors = Counter("setui_poll_errors", "Failed polls by kind of error",
+                                   ["kind"], registry=self.registry)
+        self.approvals = Counter("setui_approvals", "Approvals by outcome and kind of actor",
+                                 ["outcome", "actor_kind"], registry=self.registry)
+        self.hook_runs = Counter("setui_hook_runs", "Hook runs by hook and outcome",
+                                 ["hook", "outcome"], registry=self.registry)
+        self.notifications = Counter("setui_notifications", "Notifications by outcome",
+                                     ["outcome"], registry=self.registry)
+        for outcome in ("ok", "error"):
+            self.polls.labels(outcome=outcome)
+        self.registry.register(_Current(self))
+        self._server: asyncio.Server | None = None
+        self._lock = threading.Lock()
+
+    def observe(self, document: Document | None, *, fresh: bool, error_kind: str | None,
+                wall: float | None = None) -> None:
+        """One poll: its outcome, and the document it leaves current."""
+        if error_kind is not None:
+            self.polls.labels(outcome="error").inc()
+            self.poll_errors.labels(kind=label(error_kind)).inc()
+        else:
+            self.polls.labels(outcome="ok").inc()
+        state = self.state
+        last = (wall if wall is not None else time.time()) if fresh else state.last_success
+        if document is not state.document or last != state.last_success:
+            self.state = _State(document, state.approved_by, last)
+
+    def set_approved_by(self, approved_by: Mapping[str, str]) -> None:
+        state = self.state
+        if dict(approved_by) != dict(state.approved_by):
+            self.state = _State(state.document, dict(approved_by), state.last_success)
+
+    async def serve(self, host: str, port: int) -> tuple[str, int]:
+        """Answer scrapes on ``host:port`` (0: a free port) from the caller's event loop;
+        the address it listens on. No thread of its own: nothing wakes between scrapes,
+        and a scrape (well under a millisecond) reads one consistent state."""
+        self._server = await asyncio.start_server(self._answer, host, port,
+                                                  limit=MAX_REQUEST)
+        bound = self._server.sockets[0].getsockname()
+        return str(bound[0]), int(bound[1])
+
+    async def _answer(self, reader: asyncio.StreamReader,
+                      writer: asyncio.StreamWriter) -> None:
+        """One request, one answer, then close: a bounded request, a bounded wait."""
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), REQUEST_TIMEOUT)
+            lines = head.decode("latin-1").split("\r\n")
+            method, _, rest = lines[0].partition(" ")
+            path = rest.partition(" ")[0].partition("?")[0]
+            headers = {name.strip().lower(): value.strip() for name, _, value in
+                       (line.partition(":") for line in lines[1:] if line)}
+            body, content_type = b"", "text/plain; charset=utf-8"
+            if method not in ("GET", "HEAD"):
+                status = 405
+            elif path not in ("/metrics", "/"):
+                status = 404
+            else:
+                status = 200
+                encoder, content_type = choose_encoder(headers.get("accept", ""))
+                body = encoder(self.registry)
+            if status != 200:
+                body = f"{_REASONS[status]}: metrics are at /metrics\n".encode()
+            writer.write(
+                f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: {content_type}\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode("latin-1")
+                + (body if method != "HEAD" else b""))
+            await writer.drain()
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError,
+                ConnectionError, UnicodeError, ValueError):
+            pass  # a client that sent too much, too little or too slowly: just close
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    def text(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def write_textfile(self, path: Path) -> None:
+        """The exposition (no timestamps) written whole under a temporary name and
+        renamed, readable by node_exporter. Not synced to disk: it is rewritten every few
+        seconds, and after a crash the next agent writes it again."""
+        with self._lock:
+            temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            try:
+                with open(temp, "wb") as handle:
+                    os.fchmod(handle.fileno(), 0o644)
+                    handle.write(self.text())
+                os.replace(temp, path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp)
+                raise
+
+    async def aclose(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(server.wait_closed(), 5.0)

@@ -1,0 +1,334 @@
+"""The policy file: which events the agent acts on, and how.
+
+A policy that cannot be read whole is refused at start with the line and the reason: an
+agent that half-understood its policy would act at 3 a.m. on a guess. Every key is known;
+a misspelt one (``aprove``) is an error, never silently ignored.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import string
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+__all__ = ["APPROVE_MODES", "TEMPLATE_FIELDS", "Hook", "Policy", "PolicyError", "Rule",
+           "load_policy", "parse_policy"]
+
+APPROVE_MODES = ("never", "now", "after-prepare", "before-not-before")
+EVENT_TYPES = ("Freeze", "Reboot", "Redeploy", "Preempt", "Terminate")
+EVENT_SOURCES = ("Platform", "User")
+# What a notification's title and body may name ($event_id ...).
+TEMPLATE_FIELDS = ("change", "event_id", "event_type", "status", "not_before", "resources",
+                   "this_vm", "vm_name", "rule", "detail", "source", "duration", "incarnation")
+DEFAULT_TITLE = "setui: $event_type $change on $vm_name"
+DEFAULT_BODY = ("Event $event_id ($event_type, $status, source $source) $change: $detail. "
+                "NotBefore $not_before; resources $resources; rule $rule.")
+DEFAULT_TIMEOUT = 300.0
+MAX_TIMEOUT = 24 * 3600.0
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_TOP = {"rule", "notify", "hooks"}
+_NOTIFY = {"urls", "title", "body", "retries"}
+_HOOKS = {"timeout"}
+_RULE = {"name", "event_type", "event_source", "this_vm", "other_vms", "min_duration",
+         "max_duration", "not_before_within", "resource", "notify", "prepare", "approve",
+         "approve_before", "recover", "timeout"}
+
+
+class PolicyError(Exception):
+    """The policy is refused; ``str()`` says where and why."""
+
+    def __init__(self, path: str, line: int | None, reason: str) -> None:
+        where = f"{path}:{line}" if line else path
+        super().__init__(f"{where}: {reason}")
+        self.line = line
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Hook:
+    """A command run for an event, with a time limit."""
+
+    argv: tuple[str, ...]
+    timeout: float
+
+    @property
+    def name(self) -> str:
+        """What people call it: the command's file name (``drain``)."""
+        return Path(self.argv[0]).name
+
+    @property
+    def text(self) -> str:
+        return shlex.join(self.argv)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One ``[[rule]]``: what it matches (None: anything) and what it does."""
+
+    name: str
+    event_types: frozenset[str] | None = None
+    event_sources: frozenset[str] | None = None
+    this_vm: bool | None = None
+    other_vms: bool | None = None
+    min_duration: int | None = None
+    max_duration: int | None = None
+    not_before_within: float | None = None
+    resource: str | None = None
+    notify: bool = False
+    prepare: Hook | None = None
+    approve: str = "never"
+    approve_before: float = 0.0
+    recover: Hook | None = None
+
+    @property
+    def acts(self) -> bool:
+        """Whether the rule does anything but watch and tell."""
+        return self.prepare is not None or self.recover is not None or self.approve != "never"
+
+
+@dataclass(frozen=True)
+class Policy:
+    rules: tuple[Rule, ...] = ()
+    urls: tuple[str, ...] = ()
+    title: str = DEFAULT_TITLE
+    body: str = DEFAULT_BODY
+    retries: int = 5
+    source: str = "(no policy: observe only)"
+    notes: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def acts(self) -> bool:
+        return any(rule.acts for rule in self.rules)
+
+
+class _Lines:
+    """Finds the line of a key in the file, for messages (tomllib gives none)."""
+
+    def __init__(self, text: str) -> None:
+        self.lines = text.splitlines()
+
+    def table(self, header: str, index: int = 0) -> int | None:
+        pattern = re.compile(rf"^\s*\[{{1,2}}\s*{re.escape(header)}\s*\]{{1,2}}")
+        seen = -1
+        for number, line in enumerate(self.lines, 1):
+            if pattern.match(line):
+                seen += 1
+                if seen == index:
+                    return number
+        return None
+
+    def key(self, key: str, header: str | None = None, index: int = 0) -> int | None:
+        start = (self.table(header, index) or 0) if header else 0
+        pattern = re.compile(rf"^\s*[\"']?{re.escape(key)}[\"']?\s*=")
+        for number, line in enumerate(self.lines[start:], start + 1):
+            if header and number > start + 1 and re.match(r"^\s*\[", line):
+                break
+            if header is None and re.match(r"^\s*\[", line):
+                break
+            if pattern.match(line):
+                return number
+        return self.table(header, index) if header else None
+
+
+def load_policy(path: Path) -> Policy:
+    """Read and check ``path``; PolicyError with the line and the reason otherwise."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise PolicyError(str(path), None, f"cannot read the policy: {reason}") from None
+    return parse_policy(text, str(path))
+
+
+def parse_policy(text: str, source: str = "policy") -> Policy:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        found = re.search(r"line (\d+)", message)
+        raise PolicyError(source, int(found.group(1)) if found else None,
+                          f"not valid TOML: {message}") from None
+    return _Parser(source, _Lines(text)).policy(data)
+
+
+class _Parser:
+    def __init__(self, source: str, lines: _Lines) -> None:
+        self.source = source
+        self.lines = lines
+
+    def fail(self, line: int | None, reason: str) -> PolicyError:
+        return PolicyError(self.source, line, reason)
+
+    def policy(self, data: Mapping[str, Any]) -> Policy:
+        for key in data:
+            if key not in _TOP:
+                raise self.fail(self.lines.key(key) or self.lines.table(key),
+                                f"unknown table or key {key!r} (known: {', '.join(sorted(_TOP))})")
+        notify = self.table(data, "notify", _NOTIFY)
+        hooks = self.table(data, "hooks", _HOOKS)
+        default_timeout = self.seconds(hooks, "timeout", "hooks", 0, DEFAULT_TIMEOUT)
+        urls = notify.get("urls", [])
+        if not isinstance(urls, list) or not all(isinstance(u, str) and u for u in urls):
+            raise self.fail(self.lines.key("urls", "notify"),
+                            "notify.urls must be a list of apprise URLs (strings)")
+        title = self.template(notify, "title", DEFAULT_TITLE)
+        body = self.template(notify, "body", DEFAULT_BODY)
+        retries = notify.get("retries", 5)
+        if not isinstance(retries, int) or isinstance(retries, bool) or not 0 <= retries <= 20:
+            raise self.fail(self.lines.key("retries", "notify"),
+                            "notify.retries must be a whole number from 0 to 20")
+        raw_rules = data.get("rule", [])
+        if not isinstance(raw_rules, list):
+            raise self.fail(self.lines.key("rule"), "rule must be an array of tables: [[rule]]")
+        rules = tuple(self.rule(raw, index, default_timeout)
+                      for index, raw in enumerate(raw_rules))
+        names = [rule.name for rule in rules]
+        for index, name in enumerate(names):
+            if name in names[:index]:
+                raise self.fail(self.lines.key("name", "rule", index),
+                                f"two rules are named {name!r}: names must be unique")
+        notes = ()
+        if any(rule.notify for rule in rules) and not urls:
+            notes = ("rules say notify but notify.urls is empty: nothing will be sent",)
+        return Policy(rules=rules, urls=tuple(urls), title=title, body=body, retries=retries,
+                      source=self.source, notes=notes)
+
+    def table(self, data: Mapping[str, Any], name: str, known: set[str]) -> Mapping[str, Any]:
+        value = data.get(name, {})
+        if not isinstance(value, dict):
+            raise self.fail(self.lines.key(name), f"{name} must be a table: [{name}]")
+        for key in value:
+            if key not in known:
+                raise self.fail(self.lines.key(key, name),
+                                f"unknown key {key!r} in [{name}] "
+                                f"(known: {', '.join(sorted(known))})")
+        return value
+
+    def template(self, data: Mapping[str, Any], key: str, default: str) -> str:
+        value = data.get(key, default)
+        line = self.lines.key(key, "notify")
+        if not isinstance(value, str):
+            raise self.fail(line, f"notify.{key} must be a string")
+        template = string.Template(value)
+        for match in template.pattern.finditer(value):
+            named = match.group("named") or match.group("braced")
+            if match.group("invalid") is not None:
+                raise self.fail(line, f"notify.{key}: a lone $ (write $$ for a dollar sign)")
+            if named and named not in TEMPLATE_FIELDS:
+                raise self.fail(line, f"notify.{key}: unknown field ${named} (known: "
+                                      f"{', '.join('$' + f for f in TEMPLATE_FIELDS)})")
+        return value
+
+    def seconds(self, data: Mapping[str, Any], key: str, header: str, index: int,
+                default: float) -> float:
+        value = data.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not 0 < value <= MAX_TIMEOUT:
+            raise self.fail(self.lines.key(key, header, index),
+                            f"{key} must be a number of seconds above 0 and at most "
+                            f"{MAX_TIMEOUT:g}")
+        return float(value)
+
+    def rule(self, raw: object, index: int, default_timeout: float) -> Rule:
+        line = self.lines.table("rule", index)
+
+        def at(key: str) -> int | None:
+            return self.lines.key(key, "rule", index)
+
+        if not isinstance(raw, dict):
+            raise self.fail(line, "each rule must be a table: [[rule]]")
+        for key in raw:
+            if key not in _RULE:
+                raise self.fail(at(key), f"unknown key {key!r} in rule {index + 1} "
+                                         f"(known: {', '.join(sorted(_RULE))})")
+        name = raw.get("name")
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise self.fail(at("name") or line, "every rule needs a name: letters, digits, "
+                                                 "'_', '.', '-', at most 64")
+        timeout = self.seconds(raw, "timeout", "rule", index, default_timeout)
+
+        def choice(key: str, allowed: tuple[str, ...]) -> frozenset[str] | None:
+            value = raw.get(key)
+            if value is None:
+                return None
+            values = [value] if isinstance(value, str) else value
+            if not isinstance(values, list) or not values or any(
+                    v not in allowed for v in values):
+                raise self.fail(at(key), f"rule {name!r}: {key} must be one of "
+                                         f"{', '.join(allowed)} (or a list of them)")
+            return frozenset(values)
+
+        def flag(key: str) -> bool | None:
+            value = raw.get(key)
+            if value is not None and not isinstance(value, bool):
+                raise self.fail(at(key), f"rule {name!r}: {key} must be true or false")
+            return value
+
+        def count(key: str) -> int | None:
+            value = raw.get(key)
+            if value is None:
+                return None
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise self.fail(at(key), f"rule {name!r}: {key} must be a whole number of "
+                                         "seconds, 0 or more")
+            return value
+
+        def hook(key: str) -> Hook | None:
+            value = raw.get(key)
+            if value is None:
+                return None
+            try:
+                argv = shlex.split(value) if isinstance(value, str) else value
+            except ValueError as exc:
+                raise self.fail(at(key), f"rule {name!r}: {key}: {exc}") from None
+            if not isinstance(argv, list) or not argv or not all(
+                    isinstance(a, str) and a for a in argv):
+                raise self.fail(at(key), f"rule {name!r}: {key} must be a command: a string "
+                                         "or a list of strings")
+            return Hook(tuple(argv), timeout)
+
+        resource = raw.get("resource")
+        if resource is not None and (not isinstance(resource, str) or not resource):
+            raise self.fail(at("resource"), f"rule {name!r}: resource must be a glob string")
+        approve = raw.get("approve", "never")
+        if approve not in APPROVE_MODES:
+            raise self.fail(at("approve"), f"rule {name!r}: approve must be one of "
+                                           f"{', '.join(APPROVE_MODES)}")
+        within = raw.get("not_before_within")
+        if within is not None:
+            within = float(self.seconds(raw, "not_before_within", "rule", index, 1.0))
+        approve_before = raw.get("approve_before", 0)
+        if isinstance(approve_before, bool) or not isinstance(approve_before, (int, float)) \
+                or approve_before < 0:
+            raise self.fail(at("approve_before"),
+                            f"rule {name!r}: approve_before must be seconds, 0 or more")
+        prepare, recover = hook("prepare"), hook("recover")
+        if approve == "after-prepare" and prepare is None:
+            raise self.fail(at("approve"), f"rule {name!r}: approve = \"after-prepare\" "
+                                           "needs a prepare hook")
+        if approve == "before-not-before" and "approve_before" not in raw:
+            raise self.fail(at("approve"), f"rule {name!r}: approve = \"before-not-before\" "
+                                           "needs approve_before (seconds)")
+        notify = flag("notify")
+        rule = Rule(name=name, event_types=choice("event_type", EVENT_TYPES),
+                    event_sources=choice("event_source", EVENT_SOURCES),
+                    this_vm=flag("this_vm"), other_vms=flag("other_vms"),
+                    min_duration=count("min_duration"), max_duration=count("max_duration"),
+                    not_before_within=within, resource=resource, notify=bool(notify),
+                    prepare=prepare, approve=approve, approve_before=float(approve_before),
+                    recover=recover)
+        if rule.min_duration is not None and rule.max_duration is not None \
+                and rule.min_duration > rule.max_duration:
+            raise self.fail(at("max_duration"),
+                            f"rule {name!r}: max_duration is below min_duration")
+        return rule

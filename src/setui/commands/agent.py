@@ -1,0 +1,261 @@
+"""``setui agent``: ``setui watch`` that also acts, by a policy, and is watched itself.
+
+It records the history like ``setui watch`` (it can replace it in the systemd unit),
+prints the same change lines plus one line per thing the agent decides or does, serves
+Prometheus metrics and/or writes a node_exporter textfile, and sends notifications. The
+policy is checked whole before anything starts; without one it only observes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sys
+import time
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from setui import __version__
+from setui.commands.common import EXIT_FAILED, EXIT_USAGE, iso
+from setui.commands.watch import change_record, connection_record, format_record
+from setui.config import Config
+from setui.session import run_until_stopped
+from setui.systemd import ERR, INFO, NOTICE, WARNING, Notifier, for_journal, under_journal
+from setui.textsafe import printable
+
+if TYPE_CHECKING:
+    from setui.agent.metrics import AgentMetrics
+    from setui.agent.policy import Policy
+
+__all__ = ["add_arguments", "agent_line", "run"]
+
+EXTRA_HINT = ("setui agent needs the optional extra: pip install 'setui[agent]' "
+              "(apprise for notifications, prometheus_client for metrics)")
+TEXTFILE_EVERY = 15.0  # seconds between textfile rewrites when nothing changed
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--policy", metavar="FILE", type=Path, default=None,
+                        help="the policy (TOML); default: `policy` in the config file; "
+                             "without one the agent only observes")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="decide and say what would be done; post nothing, run no hook, "
+                             "send nothing")
+    parser.add_argument("--metrics", metavar="ADDR:PORT", default=None,
+                        help="serve Prometheus metrics there (PORT alone: on 127.0.0.1; "
+                             "port 0 picks a free one); off by default")
+    parser.add_argument("--metrics-file", metavar="PATH", type=Path, default=None,
+                        help="also write the metrics to this node_exporter textfile (*.prom)")
+    parser.add_argument("--json", action="store_true",
+                        help="one JSON object per line: watch's change records, and agent "
+                             "records with the key \"agent\"")
+
+
+def agent_line(record: dict[str, Any], *, with_time: bool = True) -> str:
+    """An agent record as one human line; every value made printable."""
+    parts = [iso(record["time"]) or "-"] if with_time else []
+    parts.append("agent")
+    parts.append(f"{printable(record['agent'], 20):<11}")
+    if record["event_id"]:
+        parts.append(printable(record["event_id"], 64))
+    if record["rule"]:
+        parts.append(f"rule {printable(record['rule'], 64)}")
+    if record["step"]:
+        parts.append(printable(record["step"], 20))
+    if record["detail"]:
+        parts.append(f"- {printable(record['detail'], 400)}")
+    return "  ".join(parts)
+
+
+class _Output:
+    def __init__(self, out: IO[str], as_json: bool, journal: bool) -> None:
+        self.out = out
+        self.as_json = as_json
+        self.journal = journal
+
+    def _write(self, line: str) -> None:
+        self.out.write(line + "\n")
+        self.out.flush()
+
+    def change(self, record: dict[str, Any]) -> None:
+        if self.as_json:
+            self._write(json.dumps(record, ensure_ascii=True))
+        elif self.journal:
+            self._write(for_journal(format_record(record, with_time=False), INFO))
+        else:
+            self._write(format_record(record))
+
+    def agent(self, record: dict[str, Any]) -> None:
+        if self.as_json:
+            self._write(json.dumps({**record, "time": iso(record["time"])}, ensure_ascii=True))
+        elif self.journal:
+            priority = WARNING if record["agent"] in ("failed", "interrupted", "error") \
+                else NOTICE
+            self._write(for_journal(agent_line(record, with_time=False), priority))
+        else:
+            self._write(agent_line(record))
+
+
+def _say(err: IO[str], line: str, journal: bool, priority: int) -> None:
+    err.write((for_journal(line, priority) if journal else line) + "\n")
+    err.flush()
+
+
+async def agent(config: Config, policy: Policy, *, dry_run: bool,
+                metrics_at: tuple[str, int] | None, metrics_file: Path | None,
+                as_json: bool, out: IO[str], err: IO[str]) -> int:
+    from setui.agent.agent import Agent
+    from setui.agent.metrics import AgentMetrics
+    from setui.agent.notify import Notifier as Sender
+    from setui.monitor import Monitor
+    from setui.session import make_client, open_store, resolve_vm_name
+    from setui.store.agent import AgentLog
+
+    systemd = Notifier.from_env()
+    journal = under_journal(err)
+    output = _Output(out, as_json, under_journal(out))
+    store, problem = open_store(config)
+    if problem:
+        _say(err, f"setui agent: not recording, and not acting: {problem}", journal, WARNING)
+    if store is None and policy.acts and not dry_run:
+        _say(err, "setui agent: the policy's actions need the audit log; observing only",
+             journal, WARNING)
+    client = make_client(config)
+    metrics: AgentMetrics | None = None
+    try:
+        vm_name = await resolve_vm_name(client, config)
+        compute = await client.compute()
+        metrics = AgentMetrics(vm_name=vm_name, compute=compute, version=__version__)
+        if metrics_at is not None:
+            try:
+                host, port = await metrics.serve(*metrics_at)
+            except OSError as exc:
+                _say(err, f"setui agent: cannot serve metrics at {metrics_at[0]}:"
+                          f"{metrics_at[1]}: {exc.strerror or exc}", journal, ERR)
+                return EXIT_FAILED
+            shown = f"[{host}]" if ":" in host else host
+            _say(err, f"setui agent: metrics at http://{shown}:{port}/metrics", journal, INFO)
+
+        def store_problem(brief: str | None, full: str | None) -> None:
+            if full is not None:
+                _say(err, f"setui agent: cannot record history: {full}", journal, ERR)
+                systemd.status(f"NOT recording history: {brief}")
+            else:
+                _say(err, "setui agent: recording history again", journal, NOTICE)
+
+        monitor = Monitor(client, endpoint=config.endpoint, interval=config.interval,
+                          store=store, vm_name=vm_name, command="setui agent",
+                          on_store_problem=store_problem)
+        sender = None
+        if policy.urls and not dry_run:
+            log = AgentLog(store, config.endpoint) if store is not None else None
+            sender = Sender(policy.urls, log, retries=policy.retries,
+                            on_outcome=lambda m, sent, error: metrics and
+                            metrics.notifications.labels(
+                                outcome="sent" if sent else "failed").inc())
+        worker = Agent(policy=policy, monitor=monitor, client=client,
+                       store=store,
+                       vm_name=vm_name, dry_run=dry_run, say=output.agent, notifier=sender,
+                       metrics=metrics)
+        output.change(connection_record(monitor.health(), monitor.now()))
+        systemd.ready(f"agent: {len(policy.rules)} rule(s){' (dry run)' if dry_run else ''}")
+        pinger = asyncio.ensure_future(systemd.keep_alive())
+        await worker.start()
+        updates = monitor.updates()
+        last_state = monitor.health().state
+        written_at = 0.0
+        try:
+            async for update in updates:
+                result = update.result
+                if result.health.state != last_state:
+                    last_state = result.health.state
+                    output.change(connection_record(result.health, monitor.now()))
+                    systemd.status(f"connection {last_state.value}")
+                for change in result.changes:
+                    output.change(change_record(change, vm_name))
+                await worker.handle(update)
+                if metrics_file is not None and (
+                        result.changes or time.monotonic() - written_at >= TEXTFILE_EVERY):
+                    written_at = time.monotonic()
+                    await _write_textfile(metrics, metrics_file, err, journal)
+        finally:
+            pinger.cancel()
+            systemd.stopping()
+            await worker.stop()
+            await updates.aclose()
+            await monitor.aclose()
+            if metrics_file is not None:  # the last state, not one up to 15 s old
+                await _write_textfile(metrics, metrics_file, err, journal)
+            systemd.close()
+    finally:
+        if metrics is not None:
+            await metrics.aclose()
+        await client.aclose()
+        if store is not None:
+            store.close()
+    return 0
+
+
+async def _write_textfile(metrics: AgentMetrics, path: Path, err: IO[str],
+                          journal: bool) -> None:
+    try:
+        await asyncio.to_thread(metrics.write_textfile, path)
+    except OSError as exc:
+        _say(err, f"setui agent: cannot write {printable(str(path))}: "
+                  f"{exc.strerror or exc}", journal, ERR)
+
+
+def _load(args: argparse.Namespace, config: Config, err: IO[str]) -> Policy | None:
+    from setui.agent.policy import Policy, PolicyError, load_policy
+
+    path = args.policy if args.policy is not None else config.policy
+    if path is None:
+        return Policy()
+    try:
+        policy = load_policy(Path(path).expanduser())
+    except PolicyError as exc:
+        print(f"setui agent: policy refused: {printable(str(exc), 600)}", file=err)
+        return None
+    for note in policy.notes:
+        print(f"setui agent: note: {note}", file=err)
+    return policy
+
+
+def run(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    try:  # found, not imported: apprise loads only when there is something to send
+        missing = [m for m in ("apprise", "prometheus_client")
+                   if importlib.util.find_spec(m) is None]
+    except (ImportError, ValueError):
+        missing = ["apprise"]
+    if missing:
+        print(f"setui agent: {EXTRA_HINT}", file=sys.stderr)
+        return EXIT_USAGE
+    from setui.agent.metrics import parse_listen
+
+    config: Config = args.config_resolved
+    policy = _load(args, config, sys.stderr)
+    if policy is None:
+        return EXIT_USAGE
+    metrics_at = None
+    if args.metrics is not None:
+        try:
+            metrics_at = parse_listen(args.metrics)
+        except ValueError as exc:
+            print(f"setui agent: --metrics: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(ValueError, OSError):
+                reconfigure(errors="backslashreplace")
+    try:
+        return run_until_stopped(agent(
+            config, policy, dry_run=args.dry_run, metrics_at=metrics_at,
+            metrics_file=args.metrics_file, as_json=args.json, out=sys.stdout,
+            err=sys.stderr))
+    except KeyboardInterrupt:
+        return 0

@@ -1,0 +1,236 @@
+"""What ``setui agent`` decided and did, kept in the same database as the audit log.
+
+A restarted agent reads its work back from here: a step that finished is not done again,
+a notification that was sent is not sent again, and a step that was running when the
+agent died is not rerun blindly (it is marked interrupted, and a person is told). The
+dashboard reads the same rows to show what the agent plans and does, and writes the holds
+that the agent obeys. Every call is synchronous SQLite: callers run it on a worker thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from setui.store.history import clean_text
+from setui.store.records import AuditEntry, from_db_time, to_db_time
+
+if TYPE_CHECKING:
+    from setui.store.store import Store
+
+__all__ = [
+    "HOLD",
+    "MAX_OUTPUT",
+    "RELEASE",
+    "AgentLog",
+    "HookRun",
+    "Notification",
+    "Step",
+]
+
+# Audit actions of a person holding or releasing the agent's automation for an event.
+HOLD = "agent-hold"
+RELEASE = "agent-release"
+MAX_OUTPUT = 16 * 1024  # characters of a hook's output kept in the store
+MAX_DETAIL = 1000
+
+# A step's states. "running" is also what a dead agent leaves behind.
+PLANNED, WAITING, RUNNING, DONE, FAILED, INTERRUPTED, SKIPPED = (
+    "planned", "waiting", "running", "done", "failed", "interrupted", "skipped")
+FINISHED = frozenset({DONE, FAILED, INTERRUPTED, SKIPPED})
+
+
+@dataclass(frozen=True)
+class Step:
+    """One piece of the agent's work on one event: prepare, approve or recover."""
+
+    event_id: str
+    step: str
+    rule: str
+    state: str
+    detail: str
+    started: datetime | None
+    updated: datetime
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINISHED
+
+
+@dataclass(frozen=True)
+class HookRun:
+    """One run of a hook: its command, when, how it ended, and what it printed."""
+
+    id: int
+    event_id: str
+    step: str
+    rule: str
+    command: str
+    started: datetime
+    ended: datetime | None
+    exit_status: int | None
+    timed_out: bool
+    output: str
+
+
+@dataclass(frozen=True)
+class Notification:
+    """A message to send once: ``key`` names the lifecycle change it tells."""
+
+    key: str
+    event_id: str
+    change: str
+    title: str
+    body: str
+    state: str  # pending, sent, failed
+    attempts: int
+
+
+def _step(row: Sequence[object]) -> Step:
+    return Step(str(row[0]), str(row[1]), str(row[2]), str(row[3]), str(row[4]),
+                from_db_time(str(row[5])) if row[5] else None, from_db_time(str(row[6])))
+
+
+class AgentLog:
+    """The agent's tables in ``store`` (schema version 3, store/db.py)."""
+
+    def __init__(self, store: Store, endpoint: str) -> None:
+        self.store = store
+        self.endpoint = clean_text(endpoint)
+
+    # -- steps ----------------------------------------------------------------------------
+    def steps(self, event_ids: Sequence[str] | None = None) -> list[Step]:
+        """The steps of these events (all of this endpoint's when None), oldest first."""
+        sql = ("SELECT event_id, step, rule, state, detail, started, updated FROM agent_steps "
+               "WHERE endpoint = ?")
+        args: list[object] = [self.endpoint]
+        if event_ids is not None:
+            if not event_ids:
+                return []
+            sql += f" AND event_id IN ({', '.join('?' * len(event_ids))})"
+            args += [clean_text(i) for i in event_ids]
+        with self.store._using("read the agent's work") as conn:
+            return [_step(r) for r in conn.execute(sql + " ORDER BY updated", args)]
+
+    def set_step(self, event_id: str, step: str, *, rule: str, state: str, at: datetime,
+                 detail: str = "", started: datetime | None = None) -> None:
+        """Record a step's state, durably, before acting on it."""
+        with self.store._using("record the agent's work", write=True) as conn:
+            conn.execute(
+                "INSERT INTO agent_steps (endpoint, event_id, step, rule, state, detail, "
+                "started, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (endpoint, event_id, step) DO UPDATE SET rule = excluded.rule, "
+                "state = excluded.state, detail = excluded.detail, "
+                "started = coalesce(excluded.started, agent_steps.started), "
+                "updated = excluded.updated",
+                (self.endpoint, clean_text(event_id), step, clean_text(rule)[:200], state,
+                 clean_text(detail)[:MAX_DETAIL], to_db_time(started) if started else None,
+                 to_db_time(at)))
+
+    def interrupt_running(self, at: datetime) -> list[Step]:
+        """Steps left running by an agent that died: marked interrupted, returned. They
+        are not rerun: whether a hook finished, or an approval reached the service, is
+        not known."""
+        with self.store._using("record the agent's work", write=True) as conn:
+            rows = conn.execute(
+                "SELECT event_id, step, rule, state, detail, started, updated FROM agent_steps "
+                "WHERE endpoint = ? AND state = ?", (self.endpoint, RUNNING)).fetchall()
+            conn.execute(
+                "UPDATE agent_steps SET state = ?, updated = ?, detail = ? "
+                "WHERE endpoint = ? AND state = ?",
+                (INTERRUPTED, to_db_time(at), "the agent stopped while this ran: not rerun",
+                 self.endpoint, RUNNING))
+        return [_step(r) for r in rows]
+
+    # -- hook runs ------------------------------------------------------------------------
+    def hook_started(self, event_id: str, step: str, *, rule: str, command: str,
+                     at: datetime) -> int:
+        with self.store._using("record a hook run", write=True) as conn:
+            cursor = conn.execute(
+                "INSERT INTO agent_hook_runs (endpoint, event_id, step, rule, command, "
+                "started) VALUES (?, ?, ?, ?, ?, ?)",
+                (self.endpoint, clean_text(event_id), step, clean_text(rule)[:200],
+                 clean_text(command)[:2000], to_db_time(at)))
+            return int(cursor.lastrowid or 0)
+
+    def hook_ended(self, run_id: int, *, at: datetime, exit_status: int | None,
+                   timed_out: bool, output: str) -> None:
+        with self.store._using("record a hook run", write=True) as conn:
+            conn.execute(
+                "UPDATE agent_hook_runs SET ended = ?, exit_status = ?, timed_out = ?, "
+                "output = ? WHERE id = ?",
+                (to_db_time(at), exit_status, int(timed_out), clean_text(output)[-MAX_OUTPUT:],
+                 run_id))
+
+    def hook_runs(self, event_id: str | None = None) -> list[HookRun]:
+        sql = ("SELECT id, event_id, step, rule, command, started, ended, exit_status, "
+               "timed_out, output FROM agent_hook_runs WHERE endpoint = ?")
+        args: list[object] = [self.endpoint]
+        if event_id is not None:
+            sql += " AND event_id = ?"
+            args.append(clean_text(event_id))
+        with self.store._using("read the hook runs") as conn:
+            return [HookRun(int(r[0]), r[1], r[2], r[3], r[4], from_db_time(r[5]),
+                            from_db_time(r[6]) if r[6] else None,
+                            None if r[7] is None else int(r[7]), bool(r[8]), r[9])
+                    for r in conn.execute(sql + " ORDER BY id", args)]
+
+    # -- notifications --------------------------------------------------------------------
+    def queue_notification(self, key: str, *, event_id: str, change: str, title: str,
+                           body: str, at: datetime) -> bool:
+        """Keep a message to send; False when ``key`` was queued before (by this agent or
+        one before a restart): then it is not sent again."""
+        with self.store._using("queue a notification", write=True) as conn:
+            cursor = conn.execute(
+                "INSERT OR IGNORE INTO agent_notifications (key, endpoint, event_id, change, "
+                "title, body, state, created) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?)",
+                (clean_text(key)[:500], self.endpoint, clean_text(event_id), change,
+                 clean_text(title)[:500], clean_text(body)[:4000], to_db_time(at)))
+            return cursor.rowcount == 1
+
+    def notification_done(self, key: str, *, sent: bool, at: datetime,
+                          error: str | None = None, final: bool = True) -> None:
+        """One attempt's outcome: sent, or failed (``final``: no more attempts)."""
+        state = "sent" if sent else ("failed" if final else "pending")
+        with self.store._using("record a notification", write=True) as conn:
+            conn.execute(
+                "UPDATE agent_notifications SET state = ?, attempts = attempts + 1, error = ?, "
+                "sent = CASE WHEN ? THEN ? ELSE sent END WHERE key = ?",
+                (state, None if error is None else clean_text(error)[:MAX_DETAIL], sent,
+                 to_db_time(at), key))
+
+    def notifications(self, *, pending_only: bool = False) -> list[Notification]:
+        sql = ("SELECT key, event_id, change, title, body, state, attempts "
+               "FROM agent_notifications WHERE endpoint = ?")
+        if pending_only:
+            sql += " AND state = 'pending'"
+        with self.store._using("read the notifications") as conn:
+            return [Notification(r[0], r[1], r[2], r[3], r[4], r[5], int(r[6]))
+                    for r in conn.execute(sql + " ORDER BY created, key", (self.endpoint,))]
+
+    # -- holds ----------------------------------------------------------------------------
+    def held(self, event_ids: Sequence[str]) -> set[str]:
+        """Which of ``event_ids`` a person holds (as spelt in ``event_ids``)."""
+        if not event_ids:
+            return set()
+        with self.store._using("read the holds") as conn:
+            rows = conn.execute(
+                "SELECT event_id FROM agent_holds WHERE endpoint = ? AND held = 1 AND "
+                f"event_id IN ({', '.join('?' * len(event_ids))})",
+                [self.endpoint, *(clean_text(i) for i in event_ids)]).fetchall()
+        found = {str(r[0]).casefold() for r in rows}
+        return {i for i in event_ids if i.casefold() in found}
+
+    def set_hold(self, event_id: str, *, held: bool, entry: AuditEntry) -> None:
+        """Hold or release the automation for ``event_id``, with its audit record written
+        first (a hold nobody can account for is worse than none)."""
+        self.store.audit_append(entry)
+        with self.store._using("record the hold", write=True) as conn:
+            conn.execute(
+                "INSERT INTO agent_holds (endpoint, event_id, held, actor, time) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (endpoint, event_id) DO UPDATE SET "
+                "held = excluded.held, actor = excluded.actor, time = excluded.time",
+                (self.endpoint, clean_text(event_id), int(held), clean_text(entry.user)[:200],
+                 to_db_time(entry.time)))

@@ -1,0 +1,157 @@
+"""Helpers for `setui agent` tests: the in-process emulator, a hook, a notification sink,
+and the agent as a real child process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from children import SETUI, Lines
+from setui.emulator.scenario import parse_scenario
+from setui.emulator.server import Emulator
+
+EVENT_ID = "F020BA2E-3BC0-4C40-A10B-86575A9EABD5"
+USER_REBOOT = f"""
+name = "agent-user-reboot"
+vm_name = "app-vm-1"
+tail = 5
+approval_delay = 0.5
+
+[[events]]
+id = "{EVENT_ID}"
+type = "Reboot"
+source = "User"
+at = 0
+notice = "15m"
+duration = -1
+"""
+
+# A hook that notes each run, waits for a file when told to, and exits as told.
+HOOK = """#!/bin/sh
+echo "$SETUI_HOOK $SETUI_EVENT_ID $SETUI_EVENT_TYPE this_vm=$SETUI_THIS_VM" >> "$HOOK_DIR/runs"
+cat > "$HOOK_DIR/stdin-$SETUI_HOOK.json"
+env | grep '^SETUI_' | sort > "$HOOK_DIR/env-$SETUI_HOOK"
+if [ -n "$HOOK_WAIT" ]; then
+  while [ ! -e "$HOOK_DIR/go" ]; do sleep 0.05; done
+fi
+echo "prepared the VM"
+exit "${HOOK_EXIT:-0}"
+"""
+
+
+@pytest.fixture
+def emulator() -> Iterator[Emulator]:
+    emu = Emulator(parse_scenario(USER_REBOOT), speed=1.0, identity={
+        "vmScaleSetName": "web-ss", "placementGroupId": "pg-1", "resourceGroupName": "rg-web",
+        "subscriptionId": "sub-1", "zone": "2", "location": "westeurope"})
+    emu.start()
+    yield emu
+    emu.stop()
+
+
+@pytest.fixture
+def hook(tmp_path: Path) -> Path:
+    path = tmp_path / "hook.sh"
+    path.write_text(HOOK)
+    path.chmod(0o755)
+    return path
+
+
+def posts(emu: Emulator) -> list[object]:
+    return [r for r in emu.requests if r.method == "POST"]
+
+
+def write_policy(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "policy.toml"
+    path.write_text(text)
+    return path
+
+
+class Sink:
+    """A plain HTTP server on loopback that keeps every JSON body POSTed to it."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, object]] = []
+        self.fail = 0  # answer this many requests with 500 first
+        sink = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                data = self.rfile.read(length)
+                if sink.fail > 0:
+                    sink.fail -= 1
+                    self.send_response(500)
+                    self.end_headers()
+                    return
+                sink.bodies.append(json.loads(data or b"{}"))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"json://127.0.0.1:{self.port}/notify"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def sink() -> Iterator[Sink]:
+    server = Sink()
+    yield server
+    server.close()
+
+
+def agent_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["SETUI_DATA_DIR"] = str(tmp_path / "data")
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONIOENCODING"] = "utf-8"
+    env["HOOK_DIR"] = str(tmp_path)
+    env.update(extra)
+    return env
+
+
+def start_agent(url: str, tmp_path: Path, *extra: str,
+                env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], Lines]:
+    proc = subprocess.Popen(
+        [*SETUI, "agent", "--endpoint", url, "--interval", "0.2", "--json", *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
+        env=env or agent_env(tmp_path))
+    return proc, Lines(proc)
+
+
+def stop(proc: subprocess.Popen[str]) -> int:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    return proc.wait(timeout=20)
+
+
+def records(lines: Lines) -> list[dict[str, object]]:
+    return [json.loads(line) for line in lines.seen if line.startswith("{")]
+
+
+def agent_said(kind: str, step: str | None = None):  # type: ignore[no-untyped-def]
+    def done(line: str) -> bool:
+        if not line.startswith("{"):
+            return False
+        record = json.loads(line)
+        return record.get("agent") == kind and (step is None or record.get("step") == step)
+    return done

@@ -1,0 +1,85 @@
+"""The policy file: the shipped example parses; a bad one is refused with line and reason;
+rules match what they say."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from setui.agent.policy import PolicyError, load_policy, parse_policy
+from setui.agent.rules import first_match, matches
+from setui.core.model import Event, EventSource, EventStatus, EventType
+
+EXAMPLE = Path(__file__).parents[2] / "contrib" / "policy.example.toml"
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+
+
+def _event(kind: str = "Reboot", *, source: str | None = "Platform",
+           resources: tuple[str, ...] = ("vm-1",), duration: int | None = -1,
+           not_before: datetime | None = NOW + timedelta(minutes=10)) -> Event:
+    return Event("E1", EventType(kind), EventStatus.SCHEDULED, resources, not_before,
+                 source=EventSource(source) if source else None, duration=duration)
+
+
+def test_the_shipped_example_parses_into_the_documents_sample_and_a_drain() -> None:
+    policy = load_policy(EXAMPLE)
+    names = [rule.name for rule in policy.rules]
+    assert names == ["user-initiated", "short-freeze", "drain", "tell"]
+    assert policy.acts
+    rules = policy.rules
+    assert first_match(rules, _event(source="User"), vm_name="vm-1", now=NOW).name \
+        == "user-initiated"
+    assert first_match(rules, _event("Freeze", duration=5), vm_name="vm-1", now=NOW).name \
+        == "short-freeze"
+    # 9 s is not "shorter than 9 s"; an unknown duration is not short either.
+    assert first_match(rules, _event("Freeze", duration=9), vm_name="vm-1", now=NOW).name \
+        == "tell"
+    assert first_match(rules, _event("Freeze", duration=-1), vm_name="vm-1", now=NOW).name \
+        == "tell"
+    drain = first_match(rules, _event("Redeploy"), vm_name="vm-1", now=NOW)
+    assert drain.name == "drain" and drain.approve == "after-prepare"
+    assert drain.prepare.argv == ("/usr/local/bin/drain", "--wait")
+    assert drain.prepare.timeout == 900 and drain.recover.timeout == 900
+    assert first_match(rules, _event(resources=("vm-2",)), vm_name="vm-1", now=NOW) is None
+
+
+@pytest.mark.parametrize(("text", "line", "reason"), [
+    ('[[rule]]\nname = "a"\naprove = "now"\n', 3, "unknown key 'aprove'"),
+    ('[[rule]]\nname = "a"\n\n[[rule]]\nname = "b"\nevent_type = "Reboto"\n', 6,
+     "event_type must be one of"),
+    ('[[rule]]\nname = "a"\napprove = "sometimes"\n', 3, "approve must be one of"),
+    ('[[rule]]\nname = "a"\napprove = "after-prepare"\n', 3, "needs a prepare hook"),
+    ('[notify]\nurls = ["json://x"]\ntitle = "$nope"\n', 3, "unknown field $nope"),
+    ('[[rule]]\nname = "a"\nname = "b"\n', 3, "not valid TOML"),
+    ('[[rule]]\nname = "a"\n[[rule]]\nname = "a"\n', 4, "two rules are named 'a'"),
+    ('[[rule]]\nname = "a"\ntimeout = -1\n', 3, "timeout must be a number of seconds"),
+    ('[[rule]]\nevent_type = "Freeze"\n', 1, "every rule needs a name"),
+    ('[agent]\nx = 1\n', 1, "unknown table or key 'agent'"),
+    ('[[rule]]\nname = "a"\nprepare = "drain \'oops"\n', 3, "prepare"),
+])
+def test_a_bad_policy_is_refused_with_the_line_and_the_reason(
+        text: str, line: int, reason: str) -> None:
+    with pytest.raises(PolicyError) as caught:
+        parse_policy(text, "policy.toml")
+    assert caught.value.line == line, str(caught.value)
+    assert reason in str(caught.value)
+    assert str(caught.value).startswith(f"policy.toml:{line}: ")
+
+
+def test_conditions() -> None:
+    rule = parse_policy('[[rule]]\nname = "r"\nthis_vm = false\nother_vms = true\n'
+                        'not_before_within = 900\nresource = "web-*"\n').rules[0]
+    assert matches(rule, _event(resources=("WEB-2",)), vm_name="vm-1", now=NOW)
+    assert not matches(rule, _event(resources=("web-2", "vm-1")), vm_name="vm-1", now=NOW)
+    assert not matches(rule, _event(resources=("db-2",)), vm_name="vm-1", now=NOW)
+    far = _event(resources=("web-2",), not_before=NOW + timedelta(hours=1))
+    assert not matches(rule, far, vm_name="vm-1", now=NOW)
+    assert not matches(rule, _event(resources=("web-2",), not_before=None), vm_name="vm-1",
+                       now=NOW)
+
+
+def test_no_policy_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(PolicyError, match="cannot read the policy"):
+        load_policy(tmp_path / "missing.toml")
