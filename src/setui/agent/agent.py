@@ -393,8 +393,13 @@ class Agent:
         actor = actor_label(rule.name)
         approver = Approver(self.client, self.store, endpoint=self.endpoint,
                             identity=Identity(user=actor, ssh_client=None, host=self._host),
+                            vm_name=self.vm_name,
                             details={"agent": {"rule": rule.name, "hooks": hooks}})
-        outcome = (await approver.approve([event_id], document))[0]
+        # An event that reaches other VMs is approved only by a rule that says so
+        # (other_vms = true): the approver refuses it otherwise, as it does for a person.
+        outcome = (await approver.approve(
+            [event_id], document, allow_other_vms=rule.other_vms is True,
+            current=lambda: self.monitor.state.document))[0]
         state = DONE if outcome.approved else FAILED
         await self._set(event_id, "approve", rule, state, outcome.message)
         if self.metrics is not None:
