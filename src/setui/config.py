@@ -18,12 +18,10 @@ it forever. The audit log is never pruned, whatever it says.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import stat
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -31,6 +29,7 @@ from typing import Any
 
 import platformdirs
 
+from setui.atomicfile import write_atomically
 from setui.auditforward import parse_target
 from setui.core.endpoint import (
     DEFAULT_API_VERSION,
@@ -297,24 +296,13 @@ def _parse_for_save(text: str, file: Path) -> dict[str, Any]:
 
 
 def _replace_file(file: Path, text: str) -> None:
+    """The user's file replaced whole, its mode and line ends kept as they were."""
     try:
         mode = file.stat().st_mode & 0o777
     except FileNotFoundError:
         mode = None
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(prefix=f".{file.name}.", suffix=".tmp", dir=file.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-                handle.write(text)
-                handle.flush()
-                if mode is not None and hasattr(os, "fchmod"):
-                    os.fchmod(handle.fileno(), mode)
-                os.fsync(handle.fileno())
-            os.replace(temp, file)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-            raise
+        write_atomically(file, text, mode=mode, newline="")
     except OSError as exc:
         raise ConfigError(f"cannot write config file {file}: {exc.strerror or exc}") from None

@@ -184,8 +184,15 @@ async def test_p_in_the_history_replays_that_incarnation(recorded: Store) -> Non
     app = HostApp(history)
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: len(history.records) == 9)
-        await pilot.press("down", "down", "down")  # newest first: 10, 8, 7, then 6
-        assert history.records[3].incarnation == 6
+        # Newest first: 10, 8, 7, then 6 (a row saying nothing was recording may stand
+        # between them: the cursor moves until incarnation 6 is the one selected).
+        for _ in range(len(history.rows)):
+            chosen = history._selected()
+            if chosen is not None and chosen.incarnation == 6:
+                break
+            await pilot.press("down")
+        chosen = history._selected()
+        assert chosen is not None and chosen.incarnation == 6
         await pilot.press("p")
         await wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen)
                        and app.screen.moment is not None)

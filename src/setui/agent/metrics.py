@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -24,6 +23,7 @@ from prometheus_client.exposition import choose_encoder, generate_latest
 from prometheus_client.registry import Collector
 
 from setui.agent.rules import same_vm
+from setui.atomicfile import write_atomically
 from setui.core.model import Document
 
 __all__ = ["IDENTITY_LABELS", "AgentMetrics", "label", "parse_listen"]
@@ -221,16 +221,7 @@ class AgentMetrics:
         renamed, readable by node_exporter. Not synced to disk: it is rewritten every few
         seconds, and after a crash the next agent writes it again."""
         with self._lock:
-            temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            try:
-                with open(temp, "wb") as handle:
-                    os.fchmod(handle.fileno(), 0o644)
-                    handle.write(self.text())
-                os.replace(temp, path)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(temp)
-                raise
+            write_atomically(path, self.text(), mode=0o644, sync=False)
 
     async def aclose(self) -> None:
         server, self._server = self._server, None

@@ -1,0 +1,52 @@
+"""One way to replace a file: whole or not at all, never half of one.
+
+The audit witness, the systemd units, exported scenarios, the config file a theme is
+saved to and the agent's metrics textfile are all read by someone else while setui may
+be writing them; a reader must see the old file or the new. The rule lives here, below
+every layer that writes a file, so each of them calls it instead of writing it again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+__all__ = ["write_atomically"]
+
+
+def write_atomically(path: Path, data: str | bytes, *, mode: int | None = None,
+                     newline: str = "\n", sync: bool = True) -> None:
+    """Replace ``path`` with ``data`` by renaming a complete temporary file over it.
+
+    Owner-only unless ``mode`` says otherwise (``mkstemp`` makes it so: the audit log
+    names people). ``newline``: how text's line ends are written (``""`` keeps them as
+    given, for a user's own file). ``sync``: fsync the file and its directory so the
+    rename survives a crash; a file rewritten every few seconds may skip it."""
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        if isinstance(data, bytes):
+            handle = os.fdopen(fd, "wb")
+        else:
+            handle = os.fdopen(fd, "w", encoding="utf-8", newline=newline)
+        with handle:
+            handle.write(data)
+            handle.flush()
+            if mode is not None and hasattr(os, "fchmod"):
+                os.fchmod(handle.fileno(), mode)
+            if sync:
+                os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+    if sync and hasattr(os, "O_DIRECTORY"):  # POSIX: Windows cannot open a directory
+        with contextlib.suppress(OSError):
+            dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
