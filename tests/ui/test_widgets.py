@@ -7,6 +7,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import pytest
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -576,3 +577,28 @@ def test_session_approvals() -> None:
     assert not session.pending("E1") and session.approvals["E1"].approved
     session.note_approval(ApprovalNote("E1", NOW, "oncall", refused=True, message="no"))
     assert session.approvals["E1"].approved  # a later refusal does not hide the approval
+
+
+def test_the_local_column_shows_only_where_local_time_differs_from_utc(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Local time beside UTC only when the zone differs (setui.core.timefmt): on a VM
+    that keeps UTC, as most do, a Local column would repeat NotBefore UTC."""
+    import time as _time
+
+    from setui.core.timefmt import local_differs
+
+    moment = datetime(2026, 11, 24, 3, 0, tzinfo=timezone.utc)
+    if not hasattr(_time, "tzset"):
+        pytest.skip("time.tzset is POSIX-only")
+    try:
+        monkeypatch.setenv("TZ", "UTC")
+        _time.tzset()
+        assert not local_differs(moment)
+        monkeypatch.setenv("TZ", "Europe/Paris")
+        _time.tzset()
+        assert local_differs(moment)
+    finally:
+        monkeypatch.undo()
+        _time.tzset()
+    assert "local" in dict(columns_for("wide", local=True))
+    assert "local" not in dict(columns_for("wide", local=False))

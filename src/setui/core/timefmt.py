@@ -17,8 +17,9 @@ from __future__ import annotations
 import math
 from datetime import datetime, timezone, tzinfo
 
-__all__ = ["age", "clock", "countdown", "duration", "local_beside", "signed_countdown",
-           "stamp", "time_of_day", "utc_and_local", "utc_time", "zone_name"]
+__all__ = ["age", "clock", "countdown", "duration", "local_beside", "local_differs",
+           "signed_countdown", "stamp", "time_of_day", "utc_and_local", "utc_time",
+           "zone_name"]
 
 
 def clock(seconds: float) -> str:
@@ -72,13 +73,19 @@ def zone_name(moment: datetime) -> str:
     return name if name and len(name) <= 6 and name.isprintable() else "local"
 
 
+def local_differs(moment: datetime) -> bool:
+    """Whether this machine's clock reads otherwise than UTC at ``moment``: the one test
+    for showing local time beside UTC (a second column that repeats the first is noise)."""
+    return moment.astimezone().utcoffset() != timezone.utc.utcoffset(None)
+
+
 def local_beside(moment: datetime, *, with_date: bool = False) -> str:
     """`` (04:12:05 CET)`` when this machine's zone is not UTC at ``moment``; else ``""``.
     The date is added when it differs from the UTC one (or ``with_date``)."""
+    if not local_differs(moment):
+        return ""
     utc = moment.astimezone(timezone.utc)
     local = moment.astimezone()
-    if local.utcoffset() == utc.utcoffset():
-        return ""
     shown = local.strftime("%Y-%m-%d %H:%M:%S" if with_date or local.date() != utc.date()
                            else "%H:%M:%S")
     return f" ({shown} {zone_name(local)})"
@@ -117,9 +124,9 @@ def utc_and_local(moment: datetime, now: datetime | None = None) -> str:
 
 
 def _local_short(moment: datetime) -> str:
+    if not local_differs(moment):
+        return ""
     utc = moment.astimezone(timezone.utc)
     local = moment.astimezone()
-    if local.utcoffset() == utc.utcoffset():
-        return ""
     shown = local.strftime("%H:%M:%S" if local.date() == utc.date() else "%a %d %b %H:%M:%S")
     return f" ({shown} {zone_name(local)})"

@@ -23,6 +23,7 @@ from textual.widgets import DataTable, Input, Static
 
 from setui.core.health import ConnectionState
 from setui.core.model import Event
+from setui.core.timefmt import local_differs
 from setui.ui.format import (
     Palette,
     Urgency,
@@ -264,7 +265,7 @@ class MainScreen(Screen[None]):
         events, hidden = self.visible_events()
         table = self.query_one(EventsTable)
         health = app.health()
-        columns = columns_for(tier)
+        columns = columns_for(tier, local=local_differs(now))
         if (self.size.width or app.size.width) < _ROOM_FOR_NOT_BEFORE:
             # The countdown says when; NotBefore itself is in the summary's second line.
             columns = [c for c in columns if c[0] != "utc"]

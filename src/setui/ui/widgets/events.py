@@ -68,12 +68,13 @@ def tier_for(width: int) -> str:
 _NARROW_LABELS = {"approved": "Approved"}
 
 
-def columns_for(tier: str) -> list[tuple[str, str]]:
-    """(key, label) of the columns shown at that tier, left to right."""
+def columns_for(tier: str, *, local: bool = True) -> list[tuple[str, str]]:
+    """(key, label) of the columns shown at that tier, left to right; without the Local
+    column when ``local`` is false (this machine keeps UTC: it would repeat NotBefore)."""
     index = {"wide": 2, "medium": 3, "narrow": 4}[tier]
     labels = _NARROW_LABELS if tier == "narrow" else {}
     return [(key, labels.get(key, label)) for key, label, *shown in COLUMNS
-            if (key, label, *shown)[index]]
+            if (key, label, *shown)[index] and (local or key != "local")]
 
 
 class _Change(NamedTuple):
