@@ -252,7 +252,9 @@ class Approver:
             shown = {i: (confirmed_as or {}).get(i) or confirmed(document, i) for i in going}
             # The store's check (on a thread) while the document is read again: both stand
             # between the operator's key and the POST, neither needs the other.
-            checking = asyncio.ensure_future(asyncio.to_thread(self.store.approval_integrity))
+            # Handed to the executor now, not a loop turn later as to_thread would.
+            checking = asyncio.get_running_loop().run_in_executor(
+                None, self.store.approval_integrity)
             try:
                 latest, problem = await self._reread()
             finally:
