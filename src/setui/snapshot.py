@@ -8,7 +8,7 @@ the snapshot confirmed and the event as it is now, field by field, in words.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +17,7 @@ from setui.store import event_snapshot
 from setui.textsafe import printable
 
 __all__ = ["Confirmed", "changes_between", "confirmed", "find_event", "other_vms",
-           "repeated"]
+           "repeated", "some_names"]
 
 # The fields an operator confirms, in the order a change is told.
 _FIELDS = (("EventType", "type"), ("EventStatus", "status"), ("Resources", "resources"),
@@ -62,6 +62,13 @@ def confirmed(document: Document, event_id: str) -> Confirmed | None:
     return Confirmed(event.event_id, event_snapshot(event), document.incarnation)
 
 
+def some_names(names: Sequence[str], *, limit: int, width: int) -> str:
+    """``web-1, web-2 and 7 more``: VM names from the network, printable and bounded to
+    one line, however many the event lists."""
+    shown = ", ".join(printable(n, width) for n in names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
 def other_vms(event: Event, vm_name: str | None) -> str | None:
     """Why approving ``event`` reaches beyond this VM, if it does: it lists other VMs,
     or does not list this one. Such an event needs an explicit yes."""
@@ -71,11 +78,9 @@ def other_vms(event: Event, vm_name: str | None) -> str | None:
         said.append(f"it does not list {who}")
     others = [r for r in event.resources if not is_this_vm(r, vm_name)]
     if others:
-        names = ", ".join(printable(r, 60) for r in others[:5])
-        more = f" and {len(others) - 5} more" if len(others) > 5 else ""
         plural = "s" if len(others) != 1 else ""
         said.append(f"{'it also' if not said else 'it'} starts for {len(others)} other "
-                    f"VM{plural}: {names}{more}")
+                    f"VM{plural}: {some_names(others, limit=5, width=60)}")
     return "; ".join(said) or None
 
 

@@ -28,6 +28,7 @@ from setui.core.clock import ServiceClock, utc_now
 from setui.core.errors import ImdsError
 from setui.core.model import Document, Event, format_not_before, is_this_vm
 from setui.identity import Identity
+from setui.snapshot import some_names
 from setui.textsafe import printable
 
 if TYPE_CHECKING:  # sqlite3 and httpx load only when approving, not for `setui --version`
@@ -131,11 +132,9 @@ def preview(event: Event, vm_name: str | None, now: datetime) -> list[str]:
         lines.append(f"  description  {printable(event.description, 200)}")
     others = [r for r in event.resources if not is_this_vm(r, vm_name)]
     if others:
-        names = ", ".join(printable(r, 80) for r in others[:10])
-        more = f" and {len(others) - 10} more" if len(others) > 10 else ""
         plural = "s" if len(others) != 1 else ""
         lines.append(f"  WARNING: approving starts this event for {len(others)} other VM"
-                     f"{plural} too: {names}{more}")
+                     f"{plural} too: {some_names(others, limit=10, width=80)}")
     if vm_name and event.resources and not event.affects(vm_name):
         lines.append(f"  NOTE: this VM ({printable(vm_name, 80)}) is not in its Resources")
     return lines
