@@ -8,16 +8,16 @@ the snapshot confirmed and the event as it is now, field by field, in words.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from setui.core.model import Document, Event, is_this_vm
 from setui.store import event_snapshot
-from setui.textsafe import printable
+from setui.textsafe import printable, some_names
 
 __all__ = ["Confirmed", "changes_between", "confirmed", "find_event", "other_vms",
-           "repeated", "some_names"]
+           "repeated"]
 
 # The fields an operator confirms, in the order a change is told.
 _FIELDS = (("EventType", "type"), ("EventStatus", "status"), ("Resources", "resources"),
@@ -60,13 +60,6 @@ def confirmed(document: Document, event_id: str) -> Confirmed | None:
     if event is None:
         return None
     return Confirmed(event.event_id, event_snapshot(event), document.incarnation)
-
-
-def some_names(names: Sequence[str], *, limit: int, width: int) -> str:
-    """``web-1, web-2 and 7 more``: VM names from the network, printable and bounded to
-    one line, however many the event lists."""
-    shown = ", ".join(printable(n, width) for n in names[:limit])
-    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
 def other_vms(event: Event, vm_name: str | None) -> str | None:

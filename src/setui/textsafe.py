@@ -9,8 +9,9 @@ escapes such as ``\\x1b`` or ``\\u202e``, so the operator sees that they were th
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Sequence
 
-__all__ = ["ELLIPSIS", "preview", "printable"]
+__all__ = ["ELLIPSIS", "preview", "printable", "some_names"]
 
 ELLIPSIS = "…"
 
@@ -72,3 +73,10 @@ def preview(value: object, limit: int = 40) -> str:
         return f"a number of {len(str(abs(value)))} digits"
     text = repr(value)
     return text if len(text) <= limit else f"{text[:limit - 3]}..."
+
+
+def some_names(names: Sequence[str], *, limit: int, width: int) -> str:
+    """``web-1, web-2 and 7 more``: VM names from the network, printable and bounded to
+    one line, however many the event lists."""
+    shown = ", ".join(printable(n, width) for n in names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")

@@ -28,8 +28,7 @@ from setui.core.clock import ServiceClock, utc_now
 from setui.core.errors import ImdsError
 from setui.core.model import Document, Event, format_not_before, is_this_vm
 from setui.identity import Identity
-from setui.snapshot import some_names
-from setui.textsafe import printable
+from setui.textsafe import printable, some_names
 
 if TYPE_CHECKING:  # sqlite3 and httpx load only when approving, not for `setui --version`
     from setui.approval import ApprovalOutcome, Approver
