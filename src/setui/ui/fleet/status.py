@@ -12,7 +12,7 @@ from rich.text import Text
 from setui.fleet import FleetUpdate, LinkState
 from setui.fleet.model import Group
 from setui.ui.format import Palette, age, safe
-from setui.ui.widgets.lines import ChangedLines
+from setui.ui.widgets.lines import ChangedLines, left_and_right
 
 __all__ = ["FleetStatus", "FleetStatusView", "status_lines"]
 
@@ -42,12 +42,7 @@ def status_lines(view: FleetStatusView, width: int, palette: Palette) -> list[Te
     left = Text("setui fleet ", style="bold")
     left.append(" READ-ONLY ", style="bold reverse")
     left.append(f"  {safe(view.url, 60)} ({view.auth})", style=palette.muted)
-    room = width - right.cell_len - 1
-    if left.cell_len > room:
-        left.truncate(max(room, 0), overflow="ellipsis")
-    left.pad_right(width - left.cell_len - right.cell_len)
-    first = left + right
-    first.truncate(width, overflow="ellipsis")
+    first = left_and_right(left, right, width)
 
     update = view.update
     state = update.state

@@ -23,7 +23,7 @@ from textual.widget import Widget
 
 from setui.ui.widgets import repaint
 
-__all__ = ["ChangedLines", "changed_span", "same_shape"]
+__all__ = ["ChangedLines", "changed_span", "left_and_right", "same_shape"]
 
 _Cell = tuple[str, object]
 
@@ -236,3 +236,15 @@ class ChangedLines(Widget):
         if not strips:
             return Strip([Segment(" " * width)], width)
         return strips[0]
+
+
+def left_and_right(left: Text, right: Text, width: int) -> Text:
+    """One status line: ``left`` cut with an ellipsis where it would reach ``right`` (the
+    clock, which must stay whole), padded so ``right`` ends at ``width``."""
+    room = width - right.cell_len - 1
+    if left.cell_len > room:
+        left.truncate(max(room, 0), overflow="ellipsis")
+    left.pad_right(width - left.cell_len - right.cell_len)
+    line = left + right
+    line.truncate(width, overflow="ellipsis")
+    return line

@@ -13,7 +13,7 @@ from rich.text import Text
 
 from setui.core.health import ConnectionState, Health
 from setui.ui.format import Palette, age, safe, zone_name
-from setui.ui.widgets.lines import ChangedLines
+from setui.ui.widgets.lines import ChangedLines, left_and_right
 
 __all__ = ["StatusBar", "StatusView", "connection_text", "status_lines"]
 
@@ -87,12 +87,7 @@ def status_lines(view: StatusView, width: int, palette: Palette) -> list[Text]:
         left.append(" READ-ONLY ", style="bold reverse")
     left.append("  ")
     left.append(safe(view.endpoint, 60), style=palette.muted)
-    room = width - right.cell_len - 1
-    if left.cell_len > room:
-        left.truncate(max(room, 0), overflow="ellipsis")
-    left.pad_right(width - left.cell_len - right.cell_len)
-    first = left + right
-    first.truncate(width, overflow="ellipsis")
+    first = left_and_right(left, right, width)
 
     # Line 2: the connection, the age of the news, the document, the history.
     state = view.health.state
