@@ -22,13 +22,18 @@ __all__ = ["age", "clock", "countdown", "duration", "local_beside", "local_diffe
            "zone_name"]
 
 
+def _parts(whole_seconds: int) -> tuple[int, int, int, int]:
+    """Days, hours, minutes and seconds of a span (none below zero)."""
+    days, rest = divmod(max(0, whole_seconds), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    return days, hours, minutes, secs
+
+
 def clock(seconds: float) -> str:
     """A span as a clock face: ``0:42``, ``14:32``, ``1:02:03``; a day or more:
     ``6d 23h``. What countdowns and "started ... ago" count in."""
-    total = max(0, int(seconds))
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
+    days, hours, minutes, secs = _parts(int(seconds))
     if days:
         return f"{days}d {hours:02d}h"
     if hours:
@@ -48,10 +53,7 @@ def signed_countdown(seconds: float) -> str:
 
 def duration(seconds: float) -> str:
     """``42s``, ``3m 05s``, ``2h 05m``, ``1d 09h``: how long something took or waited."""
-    total = max(0, round(seconds))
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
+    days, hours, minutes, secs = _parts(round(seconds))
     if days:
         return f"{days}d {hours:02d}h"
     if hours:
