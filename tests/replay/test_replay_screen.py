@@ -14,16 +14,15 @@ from typing import Any
 import pytest
 from incident import HOLE
 from textual.app import App
-from textual.screen import Screen
 
 from recording import START
+from screenhost import ScreenApp
 from setui.config import Config
 from setui.store import Store
 from setui.ui.replay_app import ReplayApp
 from setui.ui.screens.confirm import ConfirmationModal
 from setui.ui.screens.history import HistoryScreen
 from setui.ui.screens.replay import ReplayScreen
-from setui.ui.themes import DEFAULT_THEME, load_themes, variable_defaults
 from setui.ui.widgets.events import EventsTable
 from setui.ui.widgets.status import StatusBar
 
@@ -159,24 +158,11 @@ async def test_replay_at_80x24_keeps_the_label_the_moment_and_the_rows(
         assert "Play" in lines[-1] and "Approve" not in lines[-1]
 
 
-class HostApp(App[None]):
+class HostApp(ScreenApp):
     """The smallest host of the history screen, with setui's themes and a config."""
 
     config = CONFIG
     vm_name = "web-0"
-
-    def __init__(self, screen: Screen[Any]) -> None:
-        super().__init__()
-        self._first = screen
-
-    def get_theme_variable_defaults(self) -> dict[str, str]:
-        return variable_defaults(self.current_theme)
-
-    def on_mount(self) -> None:
-        for theme in load_themes().themes:
-            self.register_theme(theme)
-        self.theme = DEFAULT_THEME
-        self.push_screen(self._first)
 
 
 async def test_p_in_the_history_replays_that_incarnation(recorded: Store) -> None:

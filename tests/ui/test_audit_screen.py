@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 from textual.app import App
-from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
+from screenhost import ScreenApp
 from setui.store import (
     APPROVE_ATTEMPT,
     APPROVE_OUTCOME,
@@ -24,7 +24,6 @@ from setui.store import (
 )
 from setui.ui.screens.audit import AuditScreen, pair_records
 from setui.ui.screens.history import DetailScreen
-from setui.ui.themes import DEFAULT_THEME, load_themes, variable_defaults
 
 ENDPOINT = "http://127.0.0.1:8099"
 T0 = datetime(2024, 5, 14, 9, 30, tzinfo=timezone.utc)
@@ -34,19 +33,6 @@ SNAPSHOT = {"EventId": "A-1", "EventType": "Reboot", "EventStatus": "Scheduled",
             "Resources": ["vm-web-0"], "NotBefore": "Tue, 14 May 2024 10:00:00 GMT"}
 
 
-class ScreenApp(App[None]):
-    def __init__(self, screen: Screen[Any]) -> None:
-        super().__init__()
-        self._first = screen
-
-    def get_theme_variable_defaults(self) -> dict[str, str]:
-        return variable_defaults(self.current_theme)
-
-    def on_mount(self) -> None:
-        for theme in load_themes().themes:
-            self.register_theme(theme)
-        self.theme = DEFAULT_THEME
-        self.push_screen(self._first)
 
 
 def log(store: Store, minute: float, action: str, **fields: Any) -> AuditRecord:

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 from rich.text import Text
-from textual.app import App
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
+from screenhost import ScreenApp
 from setui.core.model import parse_document
 from setui.core.tracker import Tracker
 from setui.store import Store, StoreError
@@ -24,7 +24,6 @@ from setui.ui.screens.history import (
     diff_documents,
     local_and_utc,
 )
-from setui.ui.themes import DEFAULT_THEME, load_themes, variable_defaults
 
 ENDPOINT = "http://127.0.0.1:8099"
 T0 = datetime(2024, 5, 14, 9, 30, tzinfo=timezone.utc)
@@ -32,21 +31,6 @@ HOSTILE_ID = "[bold red]PWN[/]\x1b[2J\x07id"
 HOSTILE_TEXT = "[link=http://evil]click[/link] \x1b]0;title\x07 \u202eesrever"
 
 
-class ScreenApp(App[None]):
-    """The smallest app that hosts one of setui's screens, with setui's themes."""
-
-    def __init__(self, screen: Screen[Any]) -> None:
-        super().__init__()
-        self._first = screen
-
-    def get_theme_variable_defaults(self) -> dict[str, str]:
-        return variable_defaults(self.current_theme)
-
-    def on_mount(self) -> None:
-        for theme in load_themes().themes:
-            self.register_theme(theme)
-        self.theme = DEFAULT_THEME
-        self.push_screen(self._first)
 
 
 def event(event_id: str, status: str = "Scheduled", kind: str = "Reboot",
