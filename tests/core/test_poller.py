@@ -435,6 +435,22 @@ async def test_poll_now_polls_at_once_even_during_a_backoff(emulator_poller: Mak
         await results.aclose()
 
 
+async def test_poll_now_ends_the_loops_own_wait(emulator_poller: MakePoller) -> None:
+    # No sleep of the test's: the poller's own timer, which poll_now must cut short.
+    poller, emulator = emulator_poller(interval=300.0)
+    results = poller.results()
+    try:
+        await asyncio.wait_for(results.__anext__(), 30)
+        pending = asyncio.ensure_future(results.__anext__())
+        await asyncio.sleep(0.2)
+        assert not pending.done() and len(gets(emulator)) == 1  # waiting out the 300 s
+        poller.poll_now()
+        second = await asyncio.wait_for(pending, 30)
+        assert second.fresh and len(gets(emulator)) == 2
+    finally:
+        await results.aclose()
+
+
 async def test_poll_now_during_a_request_is_folded_into_it(
         make_emulator: MakeEmulator, make_client: MakeClient, relay: MakeRelay) -> None:
     emulator = make_emulator(faults=parse_faults("slow=0.3"))
