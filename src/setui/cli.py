@@ -7,6 +7,7 @@ Imports are deferred to the command that needs them, so ``setui --version`` and
 from __future__ import annotations
 
 import argparse
+import gc
 import math
 import sys
 from collections.abc import Callable, Sequence
@@ -257,6 +258,34 @@ def resolve_config(args: argparse.Namespace) -> Config:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Start-up makes hundreds of thousands of objects (modules, classes, functions) that
+    # live as long as the process: collecting while they are made only walks them again
+    # and again, and so would every collection after. They are made with the collector
+    # off, then frozen out of its reach, and it is back on before the command runs.
+    try:
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            args, runner = _prepare(argv)
+        finally:
+            if collecting:
+                gc.freeze()
+                gc.enable()
+        if runner is None:
+            return EXIT_USAGE
+        return runner(args)
+    except KeyboardInterrupt:
+        return 0
+    except BrokenPipeError:
+        # `setui history | head`: the reader left; that is not an error.
+        sys.stderr.close()
+        return 0
+
+
+def _prepare(argv: Sequence[str] | None
+             ) -> tuple[argparse.Namespace, Callable[[argparse.Namespace], int] | None]:
+    """The parsed command line, and the command's runner with its module loaded (None
+    when the config is wrong, which is said here)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(argv).parse_args(argv)
     # Before the resolved config fills it in from SETUI_DATA_DIR or the config file.
@@ -265,7 +294,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = resolve_config(args) if args.command != "emulator" else None
     except ConfigError as exc:
         print(f"setui: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return args, None
     if config is not None:
         # Commands read the resolved settings from the namespace, whatever their source.
         args.config_resolved = config
@@ -276,29 +305,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             # Fake events must never reach the operator's real history and audit log: the
             # demo keeps its own unless --data-dir is given on this very command line.
             args.data_dir = data_dir_given
-    runners: dict[str | None, Callable[[argparse.Namespace], int]] = {
-        None: _run_dashboard,
-        "watch": lambda a: _command_module("watch").run(a),
-        "events": lambda a: _command_module("events").run(a),
-        "agent": lambda a: _command_module("agent").run(a),
-        "approve": lambda a: _command_module("approve").run(a),
-        "history": lambda a: _command_module("history").run(a),
-        "audit": lambda a: _command_module("audit").run(a),
-        "emulator": _run_emulator,
-        "demo": lambda a: _command_module("demo").run(a),
-        "service": lambda a: _command_module("service").run(a),
-        "replay": lambda a: _command_module("replay").run(a),
-        "report": lambda a: _command_module("report").run(a),
-        "fleet": lambda a: _command_module("fleet").run(a),
-    }
-    try:
-        return runners[args.command](args)
-    except KeyboardInterrupt:
-        return 0
-    except BrokenPipeError:
-        # `setui history | head`: the reader left; that is not an error.
-        sys.stderr.close()
-        return 0
+    if args.command in _COMMAND_MODULES:
+        module = _command_module(args.command)
+        return args, module.run
+    return args, _run_emulator if args.command == "emulator" else _run_dashboard
+
+
+# The commands whose module has a run(args); the dashboard and the emulator have their own.
+_COMMAND_MODULES = frozenset({"watch", "events", "agent", "approve", "history", "audit", "demo",
+                              "service", "replay", "report", "fleet"})
 
 
 def _run_emulator(args: argparse.Namespace) -> int:

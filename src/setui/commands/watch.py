@@ -19,7 +19,8 @@ from setui.core.health import ConnectionState, Health, PollResult
 from setui.core.model import Document, Event, parse_iso
 from setui.core.timefmt import signed_countdown, stamp
 from setui.core.tracker import Change
-from setui.session import run_until_stopped
+from setui.monitor import Monitor
+from setui.session import make_client, open_store, resolve_vm_name, run_until_stopped
 from setui.systemd import ERR, INFO, NOTICE, WARNING, Notifier, for_journal, under_journal
 from setui.textsafe import printable
 
@@ -210,9 +211,6 @@ def _priority(record: dict[str, Any]) -> int:
 
 async def watch(config: Config, *, as_json: bool, record: bool, out: IO[str],
                 err: IO[str]) -> int:
-    from setui.monitor import Monitor
-    from setui.session import make_client, open_store, resolve_vm_name
-
     notifier = Notifier.from_env()
     journal = under_journal(err)
     printer = _Printer(out, as_json, journal=under_journal(out))
