@@ -58,3 +58,28 @@ def test_an_altered_store_refuses(store: Store, data_dir: Path, statements: list
     plant(data_dir, *statements)
     problem = store.approval_integrity()
     assert problem is not None and words in problem
+
+
+def test_a_record_appended_by_another_setui_while_checking_is_no_alarm(
+        store: Store, data_dir: Path) -> None:
+    # Six `setui approve` at once: one appends between this check's reading of the log's
+    # head and of its records. Both must be of one moment, or the new record looks
+    # inserted behind the head's back and an honest approval is refused as tampering.
+    store.audit_append(entry())
+    other = Store.open_dir(data_dir)
+    appended: list[int] = []
+
+    def append_meanwhile(statement: str) -> None:
+        if not appended and "FROM audit ORDER BY seq" in statement:
+            appended.extend(r.seq for r in other.audit_extend([entry()]))
+
+    conn = store._conn
+    assert conn is not None
+    conn.set_trace_callback(append_meanwhile)
+    try:
+        assert store.approval_integrity() is None
+    finally:
+        conn.set_trace_callback(None)
+        other.close()
+    assert appended == [2]
+    assert store.approval_integrity() is None and sorted(r.seq for r in store.audit()) == [1, 2]

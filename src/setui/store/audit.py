@@ -328,7 +328,32 @@ def verify(conn: sqlite3.Connection, witness: Path | None = None) -> VerifyResul
     """Recompute the chain; the first record altered, inserted or removed, in words.
 
     With ``witness``, the chain's end is also compared with the witness file there.
+
+    Another setui may append while this reads. The witness is read first, then the log's
+    head and records in one read transaction: a witness is written after its records are
+    committed, so read in this order it can only be behind what is read of the log, and
+    the head and the records are of the same moment (read apart, a record committed in
+    between looked inserted behind the head's back).
     """
+    try:
+        witnessed = read_witness(witness) if witness is not None else None
+        unreadable = None
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        witnessed = None
+        unreadable = getattr(exc, "strerror", None) or str(exc)
+    own = not conn.in_transaction
+    if own:
+        conn.execute("BEGIN")
+    try:
+        return _verify_snapshot(conn, witness, witnessed, unreadable)
+    finally:
+        if own and conn.in_transaction:
+            conn.execute("ROLLBACK")  # it only read
+
+
+def _verify_snapshot(conn: sqlite3.Connection, witness: Path | None,
+                     witnessed: tuple[int, str] | None, unreadable: str | None
+                     ) -> VerifyResult:
     tables = _tables(conn)
     if "audit" not in tables:
         return VerifyResult(ok=False, count=0, first_bad=1, problem=(
@@ -343,12 +368,6 @@ def verify(conn: sqlite3.Connection, witness: Path | None = None) -> VerifyResul
         return VerifyResult(ok=False, count=count, first_bad=first, problem=problem,
                             head_seq=head_seq, head_hash=head_hash)
 
-    try:
-        witnessed = read_witness(witness) if witness is not None else None
-        unreadable = None
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
-        witnessed = None
-        unreadable = getattr(exc, "strerror", None) or str(exc)
     witnessed_hash: str | None = None  # the log's hash of the record the witness names
 
     expected, prev, count = 1, GENESIS, 0
