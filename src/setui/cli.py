@@ -311,9 +311,8 @@ def _prepare(argv: Sequence[str] | None
     return args, _run_emulator if args.command == "emulator" else _run_dashboard
 
 
-# The commands whose module has a run(args); the dashboard and the emulator have their own.
-_COMMAND_MODULES = frozenset({"watch", "events", "agent", "approve", "history", "audit", "demo",
-                              "service", "replay", "report", "fleet"})
+# The commands whose module in setui.commands has a run(args); the emulator has its own.
+_COMMAND_MODULES = frozenset(COMMANDS) - {"emulator"}
 
 
 def _run_emulator(args: argparse.Namespace) -> int:
