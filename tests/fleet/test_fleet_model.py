@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.text import Text
 
+from setui.fleet import model
 from setui.fleet.model import LABEL_LIMIT, FleetBuilder, VmState
 from setui.ui.fleet.view import (
     EventLine,
@@ -134,3 +135,36 @@ def test_filter_and_group() -> None:
     assert [type(line).__name__ for line in only] == ["HeaderLine", "EventLine"]
     group = only[0].group
     assert {line.group for line in build_lines(fleet, group=group)} == {group}
+
+
+def test_labels_that_are_not_strings_are_made_strings_and_bounded() -> None:
+    odd = event("vm", "E1", AT + 60)
+    odd["metric"]["approved_by"] = 42  # JSON allows it; the contract does not
+    odd["metric"]["resource"] = ["a", "list"]
+    fleet = FleetBuilder().build([success("vm", AT), odd], AT)
+    (the_event,) = fleet.events
+    assert the_event.approved_by == () and the_event.resources == ()
+    assert all(isinstance(v, str) and len(v) <= LABEL_LIMIT
+               for labels in the_event.series for v in labels.values())
+
+
+def test_series_over_the_bound_are_counted_not_read(monkeypatch: Any) -> None:
+    monkeypatch.setattr(model, "MAX_SERIES", 3)
+    fleet = FleetBuilder().build([success("a", AT), event("a", "E1", AT + 60),
+                                  event("a", "E2", AT + 90), event("a", "E3", AT + 120),
+                                  success("b", AT)], AT)
+    assert [e.event_id for e in fleet.events] == ["E1", "E2"]
+    assert fleet.dropped == 2 and set(fleet.vms) == {("sub", "rg", "a")}
+
+
+def test_an_event_reported_three_times_keeps_its_series_in_order() -> None:
+    fleet = FleetBuilder().build([
+        success("a", AT), success("b", AT), success("c", AT),
+        event("a", "E1", AT + 90), event("b", "E1", AT + 60, approved_by="bob"),
+        event("c", "E1", 0, eventStatus="Started", this_vm="false", resource="a")], AT)
+    (the_event,) = fleet.events
+    assert [key.vm_name for key in the_event.reporters] == ["a", "b", "c"]
+    assert [labels["vm_name"] for labels in the_event.series] == ["a", "b", "c"]
+    assert the_event.statuses == ("Scheduled", "Started") and the_event.is_started
+    assert the_event.not_before == datetime.fromtimestamp(AT + 60, tz=timezone.utc)
+    assert the_event.resources == ("a", "b") and the_event.approved_by == ("bob",)

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from enum import Enum
+from itertools import islice
 from typing import Any, NamedTuple
 
 from setui.fleet.gcpause import gc_paused
@@ -176,21 +177,30 @@ def _label(labels: Mapping[str, Any], name: str) -> str:
     return value if len(value) <= LABEL_LIMIT else value[:LABEL_LIMIT]
 
 
-def _bounded(labels: Mapping[str, Any]) -> Mapping[str, str]:
+_STR_LEN = str.__len__  # refuses anything but a str: one pass checks type and length
+
+
+def _bounded(labels: dict[str, Any]) -> dict[str, str]:
     """The labels as strings of at most LABEL_LIMIT characters. Checked once per series
     (a fleet's answer has tens of thousands), so every later look-up is a plain get."""
-    values = labels.values()
-    if set(map(type, values)) <= {str} and max(map(len, values), default=0) <= LABEL_LIMIT:
-        return labels  # type: ignore[return-value]
+    try:
+        if max(map(_STR_LEN, labels.values()), default=0) <= LABEL_LIMIT:
+            return labels
+    except TypeError:  # a value that is not a string
+        pass
     return {str(k)[:LABEL_LIMIT]: _label(labels, k) for k in labels}
 
 
-def _value(sample: Mapping[str, Any]) -> float | None:
+def _value(sample: dict[str, Any]) -> float | None:
     try:
         value = float(sample["value"][1])
     except (KeyError, IndexError, TypeError, ValueError):
         return None
     return value if math.isfinite(value) else None
+
+
+# One series of an event: the VM reporting it, its labels, its value (NotBefore).
+_Row = tuple[VmKey, Mapping[str, str], float | None]
 
 
 class FleetBuilder:
@@ -201,55 +211,70 @@ class FleetBuilder:
         self.stale_after = stale_after
         self._seen: dict[VmKey, FleetVm] = {}
 
-    def build(self, result: Iterable[Mapping[str, Any]], at: float) -> Fleet:
+    def build(self, result: Iterable[object], at: float) -> Fleet:
+        """``result`` as the API gives it (a list of ``{"metric": ..., "value": ...}``);
+        anything else in it is counted as ignored."""
         with gc_paused():
             return self._build(result, at)
 
-    def _build(self, result: Iterable[Mapping[str, Any]], at: float) -> Fleet:
+    def _build(self, result: Iterable[object], at: float) -> Fleet:
+        # One pass over tens of thousands of series: plain dicts and tuples, one VmKey per
+        # VM (not per series), no copy of a series' labels; each event is made once all
+        # its series are known.
+        keys: dict[tuple[str, str, str], VmKey] = {}
         vm_labels: dict[VmKey, Mapping[str, str]] = {}
         success: dict[VmKey, float] = {}
-        by_event: dict[str, list[tuple[VmKey, Mapping[str, str], float | None]]] = {}
+        first: dict[str, _Row] = {}  # each event's first series
+        more: dict[str, list[_Row]] = {}  # every series of an event with more than one
         ids_of: dict[VmKey, list[str]] = {}
-        dropped = ignored = 0
-        for count, sample in enumerate(result):
-            if count >= MAX_SERIES:
-                dropped += 1
-                continue
-            raw = sample.get("metric") if isinstance(sample, Mapping) else None
-            if not isinstance(raw, Mapping):
+        ignored = 0
+        samples = iter(result)
+        for sample in islice(samples, MAX_SERIES):
+            raw = sample.get("metric") if isinstance(sample, dict) else None
+            if not isinstance(raw, dict):
                 ignored += 1
                 continue
             labels = _bounded(raw)
-            name = labels.get("__name__")
-            key = VmKey(labels.get("subscription_id", ""), labels.get("resource_group", ""),
-                        labels.get("vm_name", ""))
-            if not key.vm_name:
+            get = labels.get
+            ident = (get("subscription_id", ""), get("resource_group", ""),
+                     get("vm_name", ""))
+            if not ident[2]:
                 ignored += 1
                 continue
-            if name == SUCCESS_METRIC:
-                value = _value(sample)
-                if value is not None:
-                    success[key] = max(value, success.get(key, 0.0))
-                vm_labels.setdefault(key, labels)
-            elif name == EVENT_METRIC:
-                event_id = labels.get("eventID", "")
+            key = keys.get(ident)
+            if key is None:
+                key = keys[ident] = VmKey(*ident)
+            name = get("__name__")
+            if name == EVENT_METRIC:
+                event_id = get("eventID", "")
                 if not event_id:
                     ignored += 1
                     continue
-                by_event.setdefault(event_id, []).append((key, labels, _value(sample)))
+                row = (key, labels, _value(sample))  # type: ignore[arg-type]
+                if event_id in first:
+                    more.setdefault(event_id, [first[event_id]]).append(row)
+                else:
+                    first[event_id] = row
                 ids_of.setdefault(key, []).append(event_id)
-                vm_labels.setdefault(key, labels)
+            elif name == SUCCESS_METRIC:
+                value = _value(sample)  # type: ignore[arg-type]
+                if value is not None:
+                    success[key] = max(value, success.get(key, 0.0))
             else:
                 ignored += 1
+                continue
+            if key not in vm_labels:
+                vm_labels[key] = labels
+        dropped = sum(1 for _ in samples)  # over MAX_SERIES: counted, not read
         vms = {key: self._vm(key, labels, success.get(key), at, ids_of.get(key, ()))
                for key, labels in vm_labels.items()}
         self._remember(vms, at)
         everyone = dict(self._seen)
         everyone.update(vms)
-        events = tuple(sorted((_event(event_id, rows, vms) for event_id, rows in
-                               by_event.items()), key=FleetEvent.sort_key))
-        return Fleet(at, everyone, events, dropped, ignored)
-
+        events = [_event(event_id, row, more.get(event_id), vms)
+                  for event_id, row in first.items()]
+        events.sort(key=FleetEvent.sort_key)
+        return Fleet(at, everyone, tuple(events), dropped, ignored)
     def _vm(self, key: VmKey, labels: Mapping[str, str], last: float | None, at: float,
             event_ids: Iterable[str]) -> FleetVm:
         identity = {name: labels.get(name, "") for name in IDENTITY_LABELS}  # bounded
@@ -276,20 +301,23 @@ class FleetBuilder:
                 del self._seen[vm.key]
 
 
-def _event(event_id: str, rows: list[tuple[VmKey, Mapping[str, str], float | None]],
+def _event(event_id: str, row: _Row, rows: list[_Row] | None,
            vms: Mapping[VmKey, FleetVm]) -> FleetEvent:
-    first = rows[0][1]
-    if len(rows) == 1:  # the common case at scale: one series, no merging to do
-        key, labels, value = rows[0]
-        resource, approver = labels.get("resource", ""), labels.get("approved_by", "")
-        statuses: tuple[str, ...] = (labels.get("eventStatus", ""),)
+    """The event from its series: ``row`` the first, ``rows`` all of them when there is
+    more than one (then merged)."""
+    key, first, value = row
+    if rows is None:  # the common case at scale: one series, no merging to do
+        get = first.get
+        resource, approver = get("resource", ""), get("approved_by", "")
+        statuses: tuple[str, ...] = (get("eventStatus", ""),)
         resources: tuple[str, ...] = (resource,) if resource else ()
         approvers: tuple[str, ...] = (approver,) if approver else ()
         reporters: tuple[VmKey, ...] = (key,)
-        values = [value] if value is not None and value > 0 else []
+        lowest = value if value is not None and value > 0 else None
         vm = vms.get(key)
         group = vm.group if vm is not None else NO_GROUP
         stale = vm is None or vm.state is not VmState.LIVE
+        series: tuple[Mapping[str, str], ...] = (first,)
     else:
         statuses = tuple(dict.fromkeys(labels.get("eventStatus", "") for _, labels, _ in rows))
         resources = tuple(dict.fromkeys(r for _, labels, _ in rows
@@ -297,20 +325,20 @@ def _event(event_id: str, rows: list[tuple[VmKey, Mapping[str, str], float | Non
         approvers = tuple(dict.fromkeys(a for _, labels, _ in rows
                                         if (a := labels.get("approved_by", ""))))
         reporters = tuple(dict.fromkeys(key for key, _, _ in rows))
-        values = [v for _, _, v in rows if v is not None and v > 0]
+        lowest = min((v for _, _, v in rows if v is not None and v > 0), default=None)
         groups = Counter(vms[key].group for key in reporters if key in vms)
         group = groups.most_common(1)[0][0] if groups else NO_GROUP
         stale = all(key not in vms or not vms[key].state.healthy for key in reporters)
+        series = tuple(row[1] for row in rows[:MAX_SERIES_KEPT])
     not_before = None
-    if values:
+    if lowest is not None:
         try:
-            not_before = datetime.fromtimestamp(min(values), tz=timezone.utc)
+            not_before = datetime.fromtimestamp(lowest, tz=timezone.utc)
         except (OverflowError, OSError, ValueError):
             not_before = None
     return FleetEvent(
         event_id=event_id, event_type=first.get("eventType", ""), statuses=statuses,
         source=first.get("eventSource", ""), not_before=not_before,
         not_before_text=first.get("notBefore", ""), resources=resources,
-        approved_by=approvers, reporters=reporters, group=group,
-        series=(first,) if len(rows) == 1 else tuple(row[1] for row in rows[:MAX_SERIES_KEPT]),
+        approved_by=approvers, reporters=reporters, group=group, series=series,
         stale=stale)
