@@ -168,3 +168,14 @@ def test_an_event_reported_three_times_keeps_its_series_in_order() -> None:
     assert the_event.statuses == ("Scheduled", "Started") and the_event.is_started
     assert the_event.not_before == datetime.fromtimestamp(AT + 60, tz=timezone.utc)
     assert the_event.resources == ("a", "b") and the_event.approved_by == ("bob",)
+
+
+def test_a_not_before_no_clock_holds_is_none() -> None:
+    fleet = FleetBuilder().build([success("vm", AT), event("vm", "E1", 1e300),
+                                  event("vm", "E2", -5), event("vm", "E3", AT + 60)], AT)
+    by_id = {e.event_id: e for e in fleet.events}
+    assert by_id["E1"].not_before is None and by_id["E2"].not_before is None
+    assert by_id["E3"].not_before == datetime.fromtimestamp(AT + 60, tz=timezone.utc)
+    now = datetime.fromtimestamp(AT, tz=timezone.utc)
+    assert event_countdown(by_id["E1"], now).text == "no NotBefore"
+    assert [e.event_id for e in fleet.events] == ["E3", "E1", "E2"]
