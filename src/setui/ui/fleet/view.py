@@ -82,8 +82,8 @@ def build_lines(fleet: Fleet, *, text: str = "", group: Group | None = None) -> 
     """Every line to show, headers included; ``text`` keeps lines that contain it (any
     case), ``group`` keeps that group only. A header counts its whole group."""
     wanted = text.strip().lower()
-    events: dict[Group, list[Line]] = {}
-    for event in fleet.events:  # already most urgent first
+    events: dict[Group, list[EventLine]] = {}
+    for event in fleet.events:  # already most urgent first: started ones lead each group
         events.setdefault(event.group, []).append(EventLine(event.group, event))
     vms_in: dict[Group, int] = {}
     problems: dict[Group, list[Line]] = {}
@@ -99,10 +99,10 @@ def build_lines(fleet: Fleet, *, text: str = "", group: Group | None = None) -> 
             continue
         mine = events.get(each, [])
         bad = problems.get(each, [])
-        started = [line for line in mine if isinstance(line, EventLine)
-                   and line.event.is_started]
-        rest = mine[len(started):]
-        body = [*started, *bad, *rest]
+        started = 0  # a prefix: counted without looking at the (many) other events
+        while started < len(mine) and mine[started].event.is_started:
+            started += 1
+        body: list[Line] = [*mine[:started], *bad, *mine[started:]]
         if wanted:
             body = [line for line in body
                     if wanted in haystack(line, fleet)]  # type: ignore[arg-type]
