@@ -179,3 +179,19 @@ def test_a_not_before_no_clock_holds_is_none() -> None:
     now = datetime.fromtimestamp(AT, tz=timezone.utc)
     assert event_countdown(by_id["E1"], now).text == "no NotBefore"
     assert [e.event_id for e in fleet.events] == ["E3", "E1", "E2"]
+
+
+def test_in_a_group_started_events_then_silent_vms_then_the_rest() -> None:
+    fleet = FleetBuilder(stale_after=60).build([
+        success("a", AT, vm_scale_set="s"), success("b", AT - 600, vm_scale_set="s"),
+        success("c", AT, vm_scale_set="s"),
+        event("a", "E1", AT + 60, vm_scale_set="s"),
+        event("c", "E2", 0, vm_scale_set="s", eventStatus="Started"),
+        event("a", "E3", AT + 30, vm_scale_set="s"),
+        event("c", "E4", AT + 90, vm_scale_set="s", eventStatus="Started")], AT)
+    lines = build_lines(fleet)
+    assert [type(line).__name__ for line in lines] == [
+        "HeaderLine", "EventLine", "EventLine", "VmLine", "EventLine", "EventLine"]
+    assert [line.event.event_id for line in lines if isinstance(line, EventLine)] == [
+        "E2", "E4", "E3", "E1"]
+    assert lines[3].vm.name == "b"  # type: ignore[union-attr]
