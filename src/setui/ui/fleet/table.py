@@ -14,7 +14,7 @@ from typing import ClassVar
 
 from rich.style import Style
 from textual.binding import Binding, BindingType
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -49,6 +49,7 @@ class FleetTable(ScrollView, can_focus=True):
         self.lines: Sequence[Line] = ()
         self.cursor = -1
         self.palette = Palette()
+        self._base_style = Style()
 
     # -- data ---------------------------------------------------------------------------------
     def show(self, lines: Sequence[Line], palette: Palette) -> None:
@@ -117,18 +118,24 @@ class FleetTable(ScrollView, can_focus=True):
             self.scroll_to(y=self.cursor - height + 1, animate=False, immediate=True)
 
     # -- drawing ------------------------------------------------------------------------------
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # The widget's style walks every ancestor's styles: once per paint, not once per
+        # line (it was a fifth of the idle dashboard's second, repainting the countdowns).
+        self._base_style = self.rich_style or Style()
+        return super().render_lines(crop)
+
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
         index = scroll_y + y
         width = self.scrollable_content_region.width
         if not 0 <= index < len(self.lines):
-            return Strip.blank(width, self.rich_style)
+            return Strip.blank(width, self._base_style)
         text = line_text(self.lines[index], self._now(), width, self.palette)
         if index == self.cursor:
             text.stylize("reverse")
         segments = list(text.render(self.app.console))
         strip = Strip(segments).adjust_cell_length(width).crop(scroll_x, scroll_x + width)
-        return strip.apply_style(self.rich_style or Style())
+        return strip.apply_style(self._base_style)
 
 
 def _identity(line: Line) -> object:
