@@ -4,8 +4,10 @@ every failure a state in words (refused, unreachable, not the API, too large).""
 from __future__ import annotations
 
 import base64
+import gc
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -33,11 +35,14 @@ class Canned:
     def __init__(self, status: int, body: bytes) -> None:
         self.status, self.body = status, body
         self.requests: list[tuple[str, dict[str, str]]] = []
+        self.release = threading.Event()  # cleared: each answer waits until it is set
+        self.release.set()
         canned = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 canned.requests.append((self.path, dict(self.headers)))
+                canned.release.wait(30)
                 self.send_response(canned.status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(canned.body)))
@@ -135,6 +140,32 @@ def test_unreachable_keeps_the_last_fleet(canned: list[Canned]) -> None:
     assert second.state is LinkState.UNREACHABLE and second.failures == 1
     assert second.fleet is first.fleet and second.answered_mono == first.answered_mono
     assert "cannot reach" in (second.error or "")
+    watcher.close()
+
+
+def test_the_collector_runs_while_prometheus_is_awaited_and_after(
+        canned: list[Canned]) -> None:
+    """The watcher pauses the cyclic collector over decoding and the model only: never
+    over a wait for Prometheus (which may last the whole timeout), never left paused."""
+    server = serve(canned, 200, OK)
+    server.release.clear()
+    watcher = FleetWatcher(PrometheusClient(server.url))
+    box: list[object] = []
+    thread = threading.Thread(target=lambda: box.append(watcher.refresh()))
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.requests:
+        assert time.monotonic() < deadline, "the query never arrived"
+        time.sleep(0.01)
+    assert gc.isenabled()  # the query is waiting for its answer
+    server.release.set()
+    thread.join(10)
+    assert box and box[0].state is LinkState.LIVE  # type: ignore[attr-defined]
+    assert gc.isenabled()
+    server.body = json.dumps({"status": "error", "errorType": "bad_data",
+                              "error": "no"}).encode()
+    assert watcher.refresh().state is LinkState.ERROR
+    assert gc.isenabled()
     watcher.close()
 
 

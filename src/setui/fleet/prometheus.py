@@ -125,6 +125,12 @@ class PrometheusClient:
 
     def query(self, promql: str = QUERY) -> Answer:
         """One instant query, evaluated at Prometheus's "now"."""
+        return self.decode(*self.fetch(promql))
+
+    def fetch(self, promql: str = QUERY) -> tuple[int, bytes]:
+        """The wire half of :meth:`query`: the HTTP status and the body (bounded), not yet
+        decoded, so a caller can decode it where it wants (the watcher: in one pause of
+        the collector with the model made from it)."""
         where = f"{self.url}/api/v1/query"
         try:
             with self._http.stream("GET", where, params={"query": promql}) as response:
@@ -138,6 +144,10 @@ class PrometheusClient:
         except httpx.HTTPError as exc:
             reason = printable(str(exc) or type(exc).__name__, 200)
             raise PrometheusError("unreachable", f"cannot reach {self.url}: {reason}") from None
+        return status, body
+
+    def decode(self, status: int, body: bytes) -> Answer:
+        """The answer checked: an instant vector, or a :class:`PrometheusError` in words."""
         return _answer(status, body, self.url)
 
     def _read(self, response: httpx.Response) -> bytes:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
+from setui.fleet.gcpause import gc_paused
 from setui.fleet.model import Fleet, FleetBuilder
 from setui.fleet.prometheus import QUERY, PrometheusClient, PrometheusError
 
@@ -67,20 +68,31 @@ class FleetWatcher:
         """Query once and return the new update (also kept as :attr:`last`)."""
         started = self._mono()
         try:
-            answer = self.client.query(self.query)
+            status, body = self.client.fetch(self.query)
+            # One pause of the collector from the JSON to the model, and the answer's own
+            # containers (a dict and a list per series) dropped before it runs again: it
+            # then goes once through what the fleet keeps, not also through the answer
+            # (30 ms of a 10,000-VM refresh). Never over the wait for Prometheus, which
+            # may last the whole timeout.
+            with gc_paused():
+                answer = self.client.decode(status, body)
+                del body
+                fetched = self._mono()
+                # Prometheus's clock, not this machine's: staleness is measured in the
+                # clock the agents' timestamps were compared with. An empty answer has no
+                # time: ours.
+                at = answer.evaluated_at if answer.evaluated_at is not None else self._wall()
+                fleet = self.builder.build(answer.result, at)
+                size, warnings = answer.size, answer.warnings
+                del answer
         except PrometheusError as exc:
             state = _KINDS.get(exc.kind, LinkState.ERROR)
             self.last = FleetUpdate(self.last.fleet, state, str(exc), self.last.answered_mono,
                                     self.last.failures + 1, self._mono() - started)
             return self.last
-        fetched = self._mono()
-        # Prometheus's clock, not this machine's: staleness is measured in the clock the
-        # agents' timestamps were compared with. An empty answer has no time: ours.
-        at = answer.evaluated_at if answer.evaluated_at is not None else self._wall()
-        fleet = self.builder.build(answer.result, at)
         done = self._mono()
         self.last = FleetUpdate(fleet, LinkState.LIVE, None, fetched, 0, fetched - started,
-                                done - fetched, answer.size, answer.warnings)
+                                done - fetched, size, warnings)
         return self.last
 
     def close(self) -> None:
