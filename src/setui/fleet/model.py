@@ -106,7 +106,7 @@ class FleetVm(NamedTuple):
     """One VM as its agent's series describe it."""
 
     key: VmKey
-    identity: Mapping[str, str]
+    labels: Mapping[str, str]  # one of its series' labels (bounded), its identity among them
     group: Group
     state: VmState
     last_success: float | None  # Unix seconds; None when not exported, 0 when never
@@ -118,6 +118,13 @@ class FleetVm(NamedTuple):
     @property
     def name(self) -> str:
         return self.key.vm_name
+
+    @property
+    def identity(self) -> dict[str, str]:
+        """The contract's identity labels, in its order (made when asked: the details
+        show it, a refresh of ten thousand VMs need not)."""
+        get = self.labels.get
+        return {name: get(name, "") for name in IDENTITY_LABELS}
 
 
 class FleetEvent(NamedTuple):
@@ -286,7 +293,8 @@ class FleetBuilder:
             if key not in vm_labels:
                 vm_labels[key] = labels
         dropped = sum(1 for _ in samples)  # over MAX_SERIES: counted, not read
-        vms = {key: self._vm(key, labels, success.get(key), at, ids_of.get(key, ()))
+        groups: dict[tuple[str, str, str], Group] = {}
+        vms = {key: self._vm(key, labels, success.get(key), at, ids_of.get(key, ()), groups)
                for key, labels in vm_labels.items()}
         self._remember(vms, at)
         everyone = dict(self._seen)
@@ -296,8 +304,13 @@ class FleetBuilder:
         events.sort(key=FleetEvent.sort_key)
         return Fleet(at, everyone, tuple(events), dropped, ignored)
     def _vm(self, key: VmKey, labels: Mapping[str, str], last: float | None, at: float,
-            event_ids: Iterable[str]) -> FleetVm:
-        identity = {name: labels.get(name, "") for name in IDENTITY_LABELS}  # bounded
+            event_ids: Iterable[str], groups: dict[tuple[str, str, str], Group]) -> FleetVm:
+        get = labels.get
+        where = (get("vm_scale_set", ""), get("placement_group", ""),
+                 get("resource_group", ""))
+        group = groups.get(where)
+        if group is None:  # one Group per group, not one per VM
+            group = groups[where] = group_of(labels)
         if last is None:
             state = VmState.UNKNOWN
         elif last <= 0:
@@ -306,9 +319,8 @@ class FleetBuilder:
             state = VmState.STALE
         else:
             state = VmState.LIVE
-        return FleetVm(key, identity, group_of(identity), state, last, at,
-                       labels.get("instance", ""), labels.get("job", ""),
-                       tuple(dict.fromkeys(event_ids)))
+        return FleetVm(key, labels, group, state, last, at, get("instance", ""),
+                       get("job", ""), tuple(dict.fromkeys(event_ids)))
 
     def _remember(self, vms: Mapping[VmKey, FleetVm], at: float) -> None:
         for key, vm in self._seen.items():
