@@ -195,3 +195,19 @@ def test_in_a_group_started_events_then_silent_vms_then_the_rest() -> None:
     assert [line.event.event_id for line in lines if isinstance(line, EventLine)] == [
         "E2", "E4", "E3", "E1"]
     assert lines[3].vm.name == "b"  # type: ignore[union-attr]
+
+
+def test_a_vm_shows_its_identity_not_its_events_labels() -> None:
+    from setui.ui.fleet.details import details_text
+
+    fleet = FleetBuilder(stale_after=60).build([
+        event("vm", "E1", AT + 60, vm_scale_set="ss", zone="2"),
+        success("vm", AT - 600, vm_scale_set="ss", zone="2")], AT)
+    (vm,) = fleet.vms.values()
+    assert list(vm.identity) == ["vm_name", "vm_scale_set", "placement_group",
+                                 "resource_group", "subscription_id", "zone"]
+    assert vm.identity["zone"] == "2" and vm.group.label == "scale set ss"
+    line = next(line for line in build_lines(fleet) if isinstance(line, VmLine))
+    text = details_text(line, fleet, datetime.fromtimestamp(AT, tz=timezone.utc)).plain
+    assert "vm_scale_set" in text and "subscription_id" in text and "zone" in text
+    assert "eventID" not in text and "eventType" not in text and "instance        vm:9" in text
