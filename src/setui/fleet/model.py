@@ -299,7 +299,8 @@ class FleetBuilder:
         self._remember(vms, at)
         everyone = dict(self._seen)
         everyone.update(vms)
-        events = [_event(event_id, row, more.get(event_id), vms)
+        ones: dict[Any, tuple[Any]] = {}
+        events = [_event(event_id, row, more.get(event_id), vms, ones)
                   for event_id, row in first.items()]
         events.sort(key=FleetEvent.sort_key)
         return Fleet(at, everyone, tuple(events), dropped, ignored)
@@ -334,17 +335,20 @@ class FleetBuilder:
 
 
 def _event(event_id: str, row: _Row, rows: list[_Row] | None,
-           vms: Mapping[VmKey, FleetVm]) -> FleetEvent:
+           vms: Mapping[VmKey, FleetVm], ones: dict[Any, tuple[Any]]) -> FleetEvent:
     """The event from its series: ``row`` the first, ``rows`` all of them when there is
-    more than one (then merged)."""
+    more than one (then merged). ``ones`` holds the one-value tuples made so far."""
     key, first, value = row
     if rows is None:  # the common case at scale: one series, no merging to do
         get = first.get
         resource, approver = get("resource", ""), get("approved_by", "")
-        statuses: tuple[str, ...] = (get("eventStatus", ""),)
-        resources: tuple[str, ...] = (resource,) if resource else ()
-        approvers: tuple[str, ...] = (approver,) if approver else ()
-        reporters: tuple[VmKey, ...] = (key,)
+        status = get("eventStatus", "")
+        # One tuple per value (a status, a VM), not per event: fewer objects made, and
+        # fewer for the collector to go through when the pause ends.
+        statuses: tuple[str, ...] = ones.setdefault(status, (status,))
+        resources: tuple[str, ...] = ones.setdefault(resource, (resource,)) if resource else ()
+        approvers: tuple[str, ...] = ones.setdefault(approver, (approver,)) if approver else ()
+        reporters: tuple[VmKey, ...] = ones.setdefault(key, (key,))
         lowest = value if value is not None and 0 < value <= _LAST_SECOND else None
         vm = vms.get(key)
         group = vm.group if vm is not None else NO_GROUP
