@@ -257,8 +257,7 @@ class FleetBuilder:
         ignored = 0
         samples = iter(result)
         for sample in islice(samples, MAX_SERIES):
-            raw = sample.get("metric") if isinstance(sample, dict) else None
-            if not isinstance(raw, dict):
+            if not isinstance(sample, dict) or not isinstance(raw := sample.get("metric"), dict):
                 ignored += 1
                 continue
             labels = _bounded(raw)
@@ -277,14 +276,14 @@ class FleetBuilder:
                 if not event_id:
                     ignored += 1
                     continue
-                row = (key, labels, _value(sample))  # type: ignore[arg-type]
+                row = (key, labels, _value(sample))
                 if event_id in first:
                     more.setdefault(event_id, [first[event_id]]).append(row)
                 else:
                     first[event_id] = row
                 ids_of.setdefault(key, []).append(event_id)
             elif name == SUCCESS_METRIC:
-                value = _value(sample)  # type: ignore[arg-type]
+                value = _value(sample)
                 if value is not None:
                     success[key] = max(value, success.get(key, 0.0))
             else:
@@ -304,6 +303,7 @@ class FleetBuilder:
                   for event_id, row in first.items()]
         events.sort(key=FleetEvent.sort_key)
         return Fleet(at, everyone, tuple(events), dropped, ignored)
+
     def _vm(self, key: VmKey, labels: Mapping[str, str], last: float | None, at: float,
             event_ids: Iterable[str], groups: dict[tuple[str, str, str], Group]) -> FleetVm:
         get = labels.get
