@@ -170,6 +170,71 @@ def test_metric_labels_are_bounded_and_printable() -> None:
     assert "1000.0" in text  # the last success stays what it was
 
 
+def _one_event(not_before: str, status: str = "Scheduled") -> object:
+    from setui.core.model import parse_document
+
+    return parse_document(json.dumps({"DocumentIncarnation": 5, "Events": [{
+        "EventId": "E1", "EventType": "Reboot", "ResourceType": "VirtualMachine",
+        "Resources": ["vm-a"], "EventStatus": status, "NotBefore": not_before,
+        "Description": "", "EventSource": "Platform", "DurationInSeconds": -1}]}))
+
+
+def test_a_scrape_shows_every_change_since_the_last_one() -> None:
+    """The document's series are rendered once and kept between scrapes: whatever the
+    next scrape must show differently (the event, the text of its NotBefore alone, who
+    approved it) is rendered again, and the counters move at every scrape."""
+    from setui.agent.metrics import AgentMetrics
+
+    metrics = AgentMetrics(vm_name="vm-a", compute=None, version="0")
+    metrics.observe(_one_event("Tue, 01 Dec 2026 13:43:50 GMT"), fresh=True,
+                    error_kind=None, wall=1000.0)
+    first = metrics.text().decode()
+    assert 'notBefore="Tue, 01 Dec 2026 13:43:50 GMT"' in first
+    assert 'setui_polls_total{outcome="ok"} 1.0' in first
+
+    # Every poll parses a new, equal document: the same series, the counters moved.
+    metrics.observe(_one_event("Tue, 01 Dec 2026 13:43:50 GMT"), fresh=True,
+                    error_kind=None, wall=1001.0)
+    again = metrics.text().decode()
+    assert 'setui_polls_total{outcome="ok"} 2.0' in again and "1001.0" in again
+    event_lines = [line for line in first.splitlines() if line.startswith("azure_")]
+    assert event_lines == [line for line in again.splitlines() if line.startswith("azure_")]
+
+    # The same instant written otherwise: equal parsed documents, a different label.
+    metrics.observe(_one_event("Tue, 1 Dec 2026 13:43:50 GMT"), fresh=True,
+                    error_kind=None, wall=1002.0)
+    assert 'notBefore="Tue, 1 Dec 2026 13:43:50 GMT"' in metrics.text().decode()
+
+    metrics.set_approved_by({"E1": "policy:drain (setui agent, uid 0)"})
+    assert 'approved_by="policy:drain (setui agent, uid 0)"' in metrics.text().decode()
+    metrics.observe(_one_event("", status="Started"), fresh=True, error_kind=None)
+    text = metrics.text().decode()
+    assert 'eventStatus="Started"' in text and 'eventStatus="Scheduled"' not in text
+
+    metrics.observe(None, fresh=False, error_kind="timeout")
+    text = metrics.text().decode()
+    assert "azure_scheduledevent_event{" not in text
+    assert 'setui_polls_total{outcome="error"} 1.0' in text
+
+
+def test_an_openmetrics_scrape_ends_once_with_eof() -> None:
+    """The kept part and the live part are two renderings: OpenMetrics' ``# EOF`` must
+    close the whole answer once, and the kept part is per format, never the other's."""
+    from setui.agent.metrics import AgentMetrics
+
+    metrics = AgentMetrics(vm_name="vm-a", compute=None, version="0")
+    metrics.observe(_one_event("Tue, 01 Dec 2026 13:43:50 GMT"), fresh=True,
+                    error_kind=None)
+    for _ in range(2):  # rendered, then kept
+        body, content_type = metrics.exposition("application/openmetrics-text")
+        text = body.decode()
+        assert content_type.startswith("application/openmetrics-text")
+        assert text.endswith("\n# EOF\n") and text.count("# EOF") == 1
+        assert "# TYPE setui_polls counter" in text and "azure_scheduledevent_event{" in text
+        plain = metrics.text().decode()
+        assert "# EOF" not in plain and "# TYPE setui_polls_total counter" in plain
+
+
 def test_the_plan_in_words() -> None:
     from setui.agent.plan import plan_of, plan_text
     from setui.agent.policy import parse_policy

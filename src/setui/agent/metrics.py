@@ -5,6 +5,12 @@ fleet`` queries them, and where they mean the same they are webdevops' exporter'
 ``azure_scheduledevent_*``. The per-event series are made at scrape time from the
 current document, so an event that left the document leaves no series behind: the
 cardinality is bounded by what the service lists now.
+
+A poll costs the agent next to nothing here: it counts in plain integers and keeps a
+reference to the document. The work is done at scrape time, and only for what changed:
+the families drawn from the document (its events, its incarnation, the VM's identity)
+are rendered once per document and kept, so a scrape every 15 s of a document that did
+not change renders just the counters and the time of the last good answer.
 """
 
 from __future__ import annotations
@@ -14,12 +20,11 @@ import contextlib
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, disable_created_metrics
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.exposition import choose_encoder, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from setui.agent.rules import same_vm
@@ -40,6 +45,7 @@ MAX_LABEL = 128
 MAX_REQUEST = 16 * 1024  # bytes of a scrape's request line and headers
 REQUEST_TIMEOUT = 10.0
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
+_EOF = b"# EOF\n"  # OpenMetrics' last line: once, at the end of the whole exposition
 
 disable_created_metrics()  # *_created series double the output for nothing here
 
@@ -62,37 +68,38 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-@dataclass(frozen=True)
-class _State:
-    document: Document | None = None
-    approved_by: Mapping[str, str] = field(default_factory=dict)
-    last_success: float = 0.0
+def _same_document(a: Document | None, b: Document | None) -> bool:
+    """Whether two answers draw the same series: equal fields and equal raw text (the
+    ``notBefore`` label is the service's own string, which the parsed time does not
+    keep). Called at scrape time only, a few times a minute."""
+    return a is b or (a is not None and b is not None and a == b and a.raw == b.raw)
 
 
 class _Current(Collector):
-    """The per-VM gauges, made from the agent's latest state at every scrape."""
+    """The per-VM gauges drawn from the current document and the approvals: rendered
+    once per change of either (see :meth:`AgentMetrics.exposition`), not per scrape."""
 
     def __init__(self, owner: AgentMetrics) -> None:
         self.owner = owner
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         owner = self.owner
-        state = owner.state
+        document, approved_by = owner.document, owner.approved_by
         ids = owner.identity_values
         names = list(IDENTITY_LABELS)
         incarnation = GaugeMetricFamily(
             "azure_scheduledevent_document_incarnation",
             "DocumentIncarnation of the scheduled events document", labels=names)
-        if state.document is not None:
-            incarnation.add_metric(ids, state.document.incarnation)
+        if document is not None:
+            incarnation.add_metric(ids, document.incarnation)
         yield incarnation
         events = GaugeMetricFamily(
             "azure_scheduledevent_event",
             "A current scheduled event, one series per resource; value: NotBefore as Unix "
             "seconds (0 when empty)", labels=[*names, *EVENT_LABELS])
-        if state.document is not None:
+        if document is not None:
             seen: set[tuple[str, ...]] = set()
-            for event in state.document.events:
+            for event in document.events:
                 value = event.not_before.timestamp() if event.not_before else 0.0
                 raw_not_before = event.raw.get("NotBefore", "")
                 for resource in event.resources or ("",):
@@ -103,17 +110,11 @@ class _Current(Collector):
                               label(raw_not_before if isinstance(raw_not_before, str) else ""),
                               "true" if resource and same_vm(resource, owner.vm_name)
                               else "false",
-                              label(state.approved_by.get(event.event_id, "")))
+                              label(approved_by.get(event.event_id, "")))
                     if values not in seen:
                         seen.add(values)
                         events.add_metric(list(values), value)
         yield events
-        last = GaugeMetricFamily(
-            "setui_last_success_timestamp_seconds",
-            "Unix time of the last good answer from the metadata service (0: none yet)",
-            labels=names)
-        last.add_metric(ids, state.last_success)
-        yield last
         info = GaugeMetricFamily("setui_vm_info", "This VM's identity and setui's version",
                                  labels=[*names, "location", "version"])
         info.add_metric([*ids, label(owner.location), label(owner.version)], 1)
@@ -123,8 +124,35 @@ class _Current(Collector):
         yield build
 
 
+class _Polling(Collector):
+    """Polls, failed polls by kind and the last good answer: they move at every poll,
+    so the poll only adds to plain numbers and the families are made here, per scrape."""
+
+    def __init__(self, owner: AgentMetrics) -> None:
+        self.owner = owner
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        owner = self.owner
+        polls = CounterMetricFamily("setui_polls", "Polls of the metadata service by outcome",
+                                    labels=["outcome"])
+        polls.add_metric(["ok"], owner.polls_ok)
+        polls.add_metric(["error"], owner.polls_failed)
+        yield polls
+        errors = CounterMetricFamily("setui_poll_errors", "Failed polls by kind of error",
+                                     labels=["kind"])
+        for kind, count in list(owner.poll_errors.items()):
+            errors.add_metric([kind], count)
+        yield errors
+        last = GaugeMetricFamily(
+            "setui_last_success_timestamp_seconds",
+            "Unix time of the last good answer from the metadata service (0: none yet)",
+            labels=list(IDENTITY_LABELS))
+        last.add_metric(owner.identity_values, owner.last_success)
+        yield last
+
+
 class AgentMetrics:
-    """The agent's registry; ``observe()`` from the agent's loop, scrapes from anywhere."""
+    """The agent's metrics; ``observe()`` from the agent's loop, scrapes from anywhere."""
 
     def __init__(self, *, vm_name: str, compute: Mapping[str, str] | None, version: str
                  ) -> None:
@@ -134,41 +162,65 @@ class AgentMetrics:
             label(compute.get(COMPUTE_FIELD[name], "")) for name in IDENTITY_LABELS[1:]]
         self.location = compute.get("location", "")
         self.version = version
-        self.state = _State()  # replaced whole: a scrape on another thread sees one state
-        self.registry = CollectorRegistry(auto_describe=True)
-        self.polls = Counter("setui_polls", "Polls of the metadata service by outcome",
-                             ["outcome"], registry=self.registry)
-        self.poll_errors = Counter("setui_poll_errors", "Failed polls by kind of error",
-                                   ["kind"], registry=self.registry)
+        # What a poll leaves, read at scrape time (a textfile is written on a worker
+        # thread: each value is one reference, replaced whole, never changed in place).
+        self.document: Document | None = None
+        self.approved_by: Mapping[str, str] = {}
+        self.last_success = 0.0
+        self.polls_ok = 0
+        self.polls_failed = 0
+        self.poll_errors: dict[str, int] = {}  # by kind, as label values
+        # Two registries, one exposition: the document's families, rendered once per
+        # document and approvals and kept per content type; and everything else.
+        self._described = CollectorRegistry(auto_describe=True)
+        self._described.register(_Current(self))
+        self._live = CollectorRegistry(auto_describe=True)
+        self._live.register(_Polling(self))
+        self._rendered: dict[str, tuple[Document | None, Mapping[str, str], bytes]] = {}
         self.approvals = Counter("setui_approvals", "Approvals by outcome and kind of actor",
-                                 ["outcome", "actor_kind"], registry=self.registry)
+                                 ["outcome", "actor_kind"], registry=self._live)
         self.hook_runs = Counter("setui_hook_runs", "Hook runs by hook and outcome",
-                                 ["hook", "outcome"], registry=self.registry)
+                                 ["hook", "outcome"], registry=self._live)
         self.notifications = Counter("setui_notifications", "Notifications by outcome",
-                                     ["outcome"], registry=self.registry)
-        for outcome in ("ok", "error"):
-            self.polls.labels(outcome=outcome)
-        self.registry.register(_Current(self))
+                                     ["outcome"], registry=self._live)
         self._server: asyncio.Server | None = None
         self._lock = threading.Lock()
 
     def observe(self, document: Document | None, *, fresh: bool, error_kind: str | None,
                 wall: float | None = None) -> None:
-        """One poll: its outcome, and the document it leaves current."""
-        if error_kind is not None:
-            self.polls.labels(outcome="error").inc()
-            self.poll_errors.labels(kind=label(error_kind)).inc()
+        """One poll: its outcome, and the document it leaves current. Called at every
+        poll, so it only counts and keeps references; scrapes make the series."""
+        if error_kind is None:
+            self.polls_ok += 1
         else:
-            self.polls.labels(outcome="ok").inc()
-        state = self.state
-        last = (wall if wall is not None else time.time()) if fresh else state.last_success
-        if document is not state.document or last != state.last_success:
-            self.state = _State(document, state.approved_by, last)
+            self.polls_failed += 1
+            kind = label(error_kind)
+            self.poll_errors = {**self.poll_errors, kind: self.poll_errors.get(kind, 0) + 1}
+        if fresh:
+            self.last_success = wall if wall is not None else time.time()
+        self.document = document
 
     def set_approved_by(self, approved_by: Mapping[str, str]) -> None:
-        state = self.state
-        if dict(approved_by) != dict(state.approved_by):
-            self.state = _State(state.document, dict(approved_by), state.last_success)
+        if dict(approved_by) != dict(self.approved_by):
+            self.approved_by = dict(approved_by)
+
+    def exposition(self, accept: str = "") -> tuple[bytes, str]:
+        """The whole exposition in the format ``accept`` asks for, and its content type.
+
+        The document's families are rendered again only when the document or the
+        approvals differ from those they were rendered from; the counters and the
+        time of the last good answer are rendered every time."""
+        encoder, content_type = choose_encoder(accept)
+        document, approved_by = self.document, self.approved_by
+        kept = self._rendered.get(content_type)
+        if kept is not None and kept[1] is approved_by and _same_document(kept[0], document):
+            described = kept[2]
+        else:
+            described = encoder(self._described)
+            if described.endswith(_EOF):  # OpenMetrics: one "# EOF", after the rest
+                described = described[:-len(_EOF)]
+            self._rendered[content_type] = (document, approved_by, described)
+        return described + encoder(self._live), content_type
 
     async def serve(self, host: str, port: int) -> tuple[str, int]:
         """Answer scrapes on ``host:port`` (0: a free port) from the caller's event loop;
@@ -196,8 +248,7 @@ class AgentMetrics:
                 status = 404
             else:
                 status = 200
-                encoder, content_type = choose_encoder(headers.get("accept", ""))
-                body = encoder(self.registry)
+                body, content_type = self.exposition(headers.get("accept", ""))
             if status != 200:
                 body = f"{_REASONS[status]}: metrics are at /metrics\n".encode()
             writer.write(
@@ -214,7 +265,8 @@ class AgentMetrics:
                 await writer.wait_closed()
 
     def text(self) -> bytes:
-        return generate_latest(self.registry)
+        """The exposition in Prometheus' text format (the textfile's)."""
+        return self.exposition()[0]
 
     def write_textfile(self, path: Path) -> None:
         """The exposition (no timestamps) written whole under a temporary name and
