@@ -302,3 +302,47 @@ async def test_the_metrics_endpoint_answers_scrapes_and_nothing_else() -> None:
         writer.close()
     finally:
         await metrics.aclose()
+
+
+async def test_the_metrics_endpoint_reads_a_head_in_pieces_and_bounds_a_slow_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The head may come in several pieces; HEAD gets the headers alone; a client that
+    stops mid-head is closed after the timeout, one that leaves early harms nothing."""
+    import asyncio
+
+    import setui.agent.metrics as metrics_module
+    from setui.agent.metrics import AgentMetrics
+
+    monkeypatch.setattr(metrics_module, "REQUEST_TIMEOUT", 0.5)
+    metrics = AgentMetrics(vm_name="vm-a", compute=None, version="0")
+    host, port = await metrics.serve("127.0.0.1", 0)
+
+    async def exchange(*pieces: bytes) -> bytes:
+        reader, writer = await asyncio.open_connection(host, port)
+        for piece in pieces:
+            writer.write(piece)
+            await writer.drain()
+            await asyncio.sleep(0.05)
+        answer = await asyncio.wait_for(reader.read(), 10)
+        writer.close()
+        return answer
+
+    try:
+        whole = await exchange(b"GET /met", b"rics HTTP/1.1\r\nAccept: application/",
+                               b"openmetrics-text\r\n", b"\r\n")
+        head, _, body = whole.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 OK\r\n")
+        assert b"Content-Type: application/openmetrics-text" in head
+        assert f"Content-Length: {len(body)}".encode() in head
+        assert body.endswith(b"# EOF\n") and b"setui_build_info" in body
+        only_head = await exchange(b"HEAD /metrics HTTP/1.1\r\n\r\n")
+        assert only_head.startswith(b"HTTP/1.1 200 OK") and only_head.endswith(b"\r\n\r\n")
+        started = asyncio.get_running_loop().time()
+        assert await exchange(b"GET /metrics HTTP/1.1\r\n") == b""  # never finished
+        assert asyncio.get_running_loop().time() - started < 5
+        _, leaving = await asyncio.open_connection(host, port)
+        leaving.write(b"GET /metr")
+        leaving.close()
+        assert (await exchange(b"GET / HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 200 OK")
+    finally:
+        await metrics.aclose()

@@ -151,6 +151,54 @@ class _Polling(Collector):
         yield last
 
 
+class _Scrape(asyncio.Protocol):
+    """One connection: a bounded request head within a bounded time, one answer, close.
+
+    A protocol rather than asyncio's streams: no task, reader, writer or timeout object
+    per scrape, only the callbacks the loop makes anyway. The head is small and comes in
+    one piece in practice; anything else (more than MAX_REQUEST bytes, too slow, a
+    client that closes first) is closed without a word."""
+
+    def __init__(self, metrics: AgentMetrics) -> None:
+        self.metrics = metrics
+        self.head: bytes | None = b""  # None once answered
+        self.transport: asyncio.Transport | None = None
+        self.timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.timer = asyncio.get_running_loop().call_later(REQUEST_TIMEOUT, self._close)
+
+    def data_received(self, data: bytes) -> None:
+        if self.head is None or self.transport is None:
+            return  # answered: the rest of what a client sends is not read
+        self.head += data
+        end = self.head.find(b"\r\n\r\n")
+        if end < 0 and len(self.head) <= MAX_REQUEST:
+            return
+        head, self.head = self.head, None
+        if 0 <= end <= MAX_REQUEST:
+            self.transport.write(self.metrics.answer(head[:end]))
+        self._close()
+
+    def eof_received(self) -> bool:
+        self._close()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        self.transport = None
+
+    def _close(self) -> None:
+        """Close once what was written is sent (a transport flushes before it closes)."""
+        if self.timer is not None:
+            self.timer.cancel()
+        if self.transport is not None:
+            self.transport.close()
+
+
 class AgentMetrics:
     """The agent's metrics; ``observe()`` from the agent's loop, scrapes from anywhere."""
 
@@ -226,43 +274,33 @@ class AgentMetrics:
         """Answer scrapes on ``host:port`` (0: a free port) from the caller's event loop;
         the address it listens on. No thread of its own: nothing wakes between scrapes,
         and a scrape (well under a millisecond) reads one consistent state."""
-        self._server = await asyncio.start_server(self._answer, host, port,
-                                                  limit=MAX_REQUEST)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: _Scrape(self), host, port)
         bound = self._server.sockets[0].getsockname()
         return str(bound[0]), int(bound[1])
 
-    async def _answer(self, reader: asyncio.StreamReader,
-                      writer: asyncio.StreamWriter) -> None:
-        """One request, one answer, then close: a bounded request, a bounded wait."""
-        try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), REQUEST_TIMEOUT)
-            lines = head.decode("latin-1").split("\r\n")
-            method, _, rest = lines[0].partition(" ")
-            path = rest.partition(" ")[0].partition("?")[0]
-            headers = {name.strip().lower(): value.strip() for name, _, value in
-                       (line.partition(":") for line in lines[1:] if line)}
-            body, content_type = b"", "text/plain; charset=utf-8"
-            if method not in ("GET", "HEAD"):
-                status = 405
-            elif path not in ("/metrics", "/"):
-                status = 404
-            else:
-                status = 200
-                body, content_type = self.exposition(headers.get("accept", ""))
-            if status != 200:
-                body = f"{_REASONS[status]}: metrics are at /metrics\n".encode()
-            writer.write(
-                f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: {content_type}\r\n"
+    def answer(self, head: bytes) -> bytes:
+        """The whole HTTP response to a request's head (its lines, without the blank
+        line that ends it): the metrics for ``GET /metrics``, a short refusal otherwise."""
+        lines = head.decode("latin-1").split("\r\n")
+        method, _, rest = lines[0].partition(" ")
+        path = rest.partition(" ")[0].partition("?")[0]
+        body, content_type = b"", "text/plain; charset=utf-8"
+        if method not in ("GET", "HEAD"):
+            status = 405
+        elif path not in ("/metrics", "/"):
+            status = 404
+        else:
+            status = 200
+            accept = next((value.strip() for name, _, value in
+                           (line.partition(":") for line in lines[1:])
+                           if name.strip().lower() == "accept"), "")
+            body, content_type = self.exposition(accept)
+        if status != 200:
+            body = f"{_REASONS[status]}: metrics are at /metrics\n".encode()
+        return (f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: {content_type}\r\n"
                 f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode("latin-1")
                 + (body if method != "HEAD" else b""))
-            await writer.drain()
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError,
-                ConnectionError, UnicodeError, ValueError):
-            pass  # a client that sent too much, too little or too slowly: just close
-        finally:
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
 
     def text(self) -> bytes:
         """The exposition in Prometheus' text format (the textfile's)."""
