@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +23,7 @@ from agent_helpers import EVENT_ID, agent_env, start_agent, stop
 from children import wait_until
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
+from setui.store import Store
 
 CONTRIB = Path(__file__).parents[2] / "contrib" / "prometheus"
 METRICS_LINE = re.compile(r"setui agent: metrics at (http://127\.0\.0\.1:\d+/metrics)")
@@ -101,6 +104,33 @@ def test_event_series_carry_the_contract_labels_and_leave_with_the_event(
             assert len(line.rsplit("} ", 1)[-1].split()) == 1, f"a timestamp in {line!r}"
     assert oct(textfile.stat().st_mode & 0o777) == "0o644"
     assert not list(tmp_path.glob(".setui.prom.*"))  # no temporary left
+
+
+def test_a_persons_approval_shows_in_approved_by(tmp_path: Path, emulator: Emulator) -> None:
+    """The agent reads who approved the current events from the audit log when the
+    document changes: an approval made by a person with `setui approve` (another process,
+    the same store) is in the event's series once the event has started."""
+    proc, lines = start_agent(emulator.url, tmp_path, "--metrics", "127.0.0.1:0")
+    try:
+        url = _metrics_url(proc)
+        lines.until(lambda line: '"change": "appeared"' in line, 30, "the event")
+        assert 'approved_by=""' in _series(httpx.get(url).text,
+                                           "azure_scheduledevent_event")[0]
+        done = subprocess.run(
+            [sys.executable, "-m", "setui.cli", "approve", "--endpoint", emulator.url,
+             EVENT_ID, "--yes"], capture_output=True, text=True, timeout=60,
+            env=dict(os.environ, SETUI_DATA_DIR=str(tmp_path / "data")),
+            stdin=subprocess.DEVNULL)
+        assert done.returncode == 0, done.stderr
+        with Store.open_dir(tmp_path / "data", readonly=True) as store:
+            who = store.approvals([EVENT_ID])[EVENT_ID].user
+        lines.until(lambda line: '"change": "started"' in line, 30, "the event to start")
+        wait_until(lambda: any(f'approved_by="{who}"' in series and 'eventStatus="Started"'
+                               in series for series in _series(
+                                   httpx.get(url).text, "azure_scheduledevent_event")),
+                   10, "the approver in the event's series")
+    finally:
+        assert stop(proc) == 0
 
 
 @pytest.mark.skipif(shutil.which("promtool") is None,

@@ -141,14 +141,9 @@ class Agent:
             return  # the common case: nothing changed, and nothing waits on the clock
         ids = [e.event_id for e in document.events]
         ids += [c.event_id for c in result.changes if c.event_id and c.event_id not in ids]
-        await self._learn([i for i in ids if i not in self._looked_up])
-        now = self.monitor.now()
         for event in document.events:
             self.last_seen[event.event_id] = event
-            if event.event_id not in self.rule_of:
-                rule = first_match(self.policy.rules, event, vm_name=self.vm_name, now=now)
-                if rule is not None:
-                    await self._decide(event, rule)
+        await self._catch_up(document.events, ids, approvals=bool(result.changes))
         for step in self._interrupted:
             self._notify(self.last_seen.get(step.event_id), step.event_id, step.rule,
                          "interrupted", f"{step.step} was interrupted by a stop of the agent; "
@@ -166,8 +161,6 @@ class Agent:
                     if change.kind is ChangeKind.RESCHEDULED and change.event else ""
                 self._notify(change.event, event_id, rule.name, change.kind.value,
                              change.detail, extra=extra)
-        if result.changes and self.metrics is not None and self.store is not None:
-            await self._refresh_approvals(ids)
         await self._advance()
         if result.changes:
             self._forget({e.event_id for e in document.events})
@@ -194,31 +187,75 @@ class Agent:
             for key in [k for k in self.steps if k[0] == event_id]:
                 del self.steps[key]
 
-    async def _learn(self, event_ids: list[str]) -> None:
-        """What a previous agent decided and did for these events."""
-        if not event_ids:
-            return
-        self._looked_up.update(event_ids)
-        if self.log is None or self.dry_run:
-            return
-        try:
-            rows = await self._db(self.log.steps, event_ids)
-        except Exception:
-            return
+    async def _catch_up(self, events: tuple[Event, ...], ids: list[str], *,
+                        approvals: bool) -> None:
+        """What the document needs from the store, in one trip to the store's thread
+        rather than one per question (each trip wakes that thread and then this loop):
+        what a previous agent decided for events this one has not looked up yet, the
+        rule each undecided event falls under (kept in the store before it is told), and,
+        when the document changed, who approved the current events (for the metrics)."""
+        now = self.monitor.now()
+        new = [i for i in ids if i not in self._looked_up]
+        self._looked_up.update(new)
+        keeps = self.log is not None and not self.dry_run
+        pending = [(event, rule) for event in events if event.event_id not in self.rule_of
+                   and (rule := first_match(self.policy.rules, event, vm_name=self.vm_name,
+                                            now=now)) is not None]
+        approval_ids = list(dict.fromkeys(ids)) \
+            if approvals and self.metrics is not None and self.store is not None else []
+
+        def settle() -> tuple[list[Step], list[tuple[Event, Rule, str]],
+                              dict[str, str] | None, Exception | None]:
+            rows: list[Step] = []
+            if keeps and new:
+                assert self.log is not None
+                with contextlib.suppress(Exception):  # unread: decided as if new
+                    rows = self.log.steps(new)
+            taken = {r.event_id for r in rows if r.step == MATCH and r.rule in self.rules}
+            decided: list[tuple[Event, Rule, str]] = []
+            failed: Exception | None = None
+            for event, rule in pending:
+                if event.event_id in taken:
+                    continue
+                plan = plan_of(rule)
+                if keeps:
+                    assert self.log is not None
+                    try:
+                        self.log.set_step(event.event_id, MATCH, rule=rule.name, state=DONE,
+                                          at=now, detail=plan)
+                    except Exception as exc:  # raised on the loop, after what was done
+                        failed = exc
+                        break
+                decided.append((event, rule, plan))
+            approved = None
+            if approval_ids:
+                assert self.store is not None
+                with contextlib.suppress(Exception):  # unread: the labels stay as they were
+                    approved = {i: r.user
+                                for i, r in self.store.approvals(approval_ids).items()}
+            return rows, decided, approved, failed
+
+        if approval_ids or (keeps and (new or pending)):
+            rows, decided, approved, failed = await self._db(settle)
+        else:
+            rows, decided, approved, failed = settle()  # nothing to read or write
         for row in rows:
             self.steps[(row.event_id, row.step)] = row
-            rule = self.rules.get(row.rule)
-            if row.step == MATCH and rule is not None:
-                self.rule_of[row.event_id] = rule
-
-    async def _decide(self, event: Event, rule: Rule) -> None:
-        self.rule_of[event.event_id] = rule
-        plan = plan_of(rule)
-        await self._set(event.event_id, MATCH, rule, DONE, plan)
-        self._record("matched", event.event_id, rule=rule.name, step=MATCH, state=DONE,
-                     detail=plan if not self.dry_run else f"dry run, would: {plan}")
-        self._notify(event, event.event_id, rule.name, "appeared",
-                     f"{event.event_type.value} for {', '.join(event.resources) or 'no VM'}")
+            known = self.rules.get(row.rule)
+            if row.step == MATCH and known is not None:
+                self.rule_of[row.event_id] = known
+        for event, rule, plan in decided:
+            self.rule_of[event.event_id] = rule
+            self.steps[(event.event_id, MATCH)] = Step(event.event_id, MATCH, rule.name, DONE,
+                                                       plan, None, now)
+            self._record("matched", event.event_id, rule=rule.name, step=MATCH, state=DONE,
+                         detail=plan if not self.dry_run else f"dry run, would: {plan}")
+            self._notify(event, event.event_id, rule.name, "appeared",
+                         f"{event.event_type.value} for {', '.join(event.resources) or 'no VM'}")
+        if approved is not None and self.metrics is not None:
+            self.metrics.set_approved_by(approved)
+        if failed is not None:
+            raise failed
 
     async def _set(self, event_id: str, step: str, rule: Rule, state: str, detail: str = "",
                    started: datetime | None = None) -> None:
