@@ -20,9 +20,8 @@ import re
 import subprocess
 import time
 import urllib.request
-from pathlib import Path
 
-from common import SETUI, Row, env_for, interrupt, ratio, scratch, write_scenario
+from common import SETUI, Row, env_for, interrupt, ratio, sched_cpu, scratch, write_scenario
 from watch_cost import _polls, scenario
 
 from setui.emulator.scenario import load_scenario
@@ -40,15 +39,6 @@ notify = true
 name = "others"
 this_vm = false
 """
-
-
-def _cpu_ns(pid: int) -> int | None:
-    """CPU nanoseconds of every thread of ``pid`` (schedstat's first field), or None."""
-    try:
-        return sum(int((task / "schedstat").read_text().split()[0])
-                   for task in Path(f"/proc/{pid}/task").iterdir())
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def _metrics_url(path: object, deadline: float) -> str | None:
@@ -84,10 +74,10 @@ def run(quick: bool = False) -> list[Row]:
         url = _metrics_url(agent_err, time.monotonic() + 30)
         scrapes, scraped_at = 0, 0.0
         warmup = 5.0
-        steady0: tuple[int | None, int | None] | None = None
+        steady0: tuple[float | None, float | None] | None = None
         while time.time() < started + duration:
             if steady0 is None and time.time() >= started + warmup:
-                steady0 = (_cpu_ns(watch.pid), _cpu_ns(agent.pid))
+                steady0 = (sched_cpu(watch.pid), sched_cpu(agent.pid))
             if url is not None and time.time() - scraped_at >= SCRAPE_EVERY:
                 scraped_at = time.time()
                 try:
@@ -97,7 +87,7 @@ def run(quick: bool = False) -> list[Row]:
                 except OSError:
                     pass
             time.sleep(0.5)
-        steady1 = (_cpu_ns(watch.pid), _cpu_ns(agent.pid))
+        steady1 = (sched_cpu(watch.pid), sched_cpu(agent.pid))
         watch_cpu, watch_rss = interrupt(watch)
         agent_cpu, agent_rss = interrupt(agent)
         stopped = time.time()
@@ -113,8 +103,8 @@ def run(quick: bool = False) -> list[Row]:
             f"`setui watch` {watch_rss:.1f} MB", ratio(agent_rss, watch_rss), "-", None),
     ]
     if steady0 is not None and None not in steady0 + steady1:
-        watch_steady = (steady1[0] - steady0[0]) / 1e9  # type: ignore[operator]
-        agent_steady = (steady1[1] - steady0[1]) / 1e9  # type: ignore[operator]
+        watch_steady = steady1[0] - steady0[0]  # type: ignore[operator]
+        agent_steady = steady1[1] - steady0[1]  # type: ignore[operator]
         rows.insert(0, Row(
             f"`setui agent` 1 poll/s, steady state ({warmup:.0f} s on to the end, "
             "schedstat): CPU", f"{agent_steady:.3f} s", f"`setui watch` {watch_steady:.3f} s",
