@@ -1,13 +1,13 @@
 """setui's colour themes: the shipped ones and the user's, as Textual themes.
 
-Shipped themes are TOML files in ``themes/`` at the top of the repository, installed as
-the package data ``setui.themes``; users add their own to ``config_dir() / "themes"``.
+Shipped themes are TOML files in ``src/setui/themes/``, installed as the package data
+``setui.themes``; users add their own to ``config_dir() / "themes"``.
 Every file is checked (TOML, types, every colour and text style) and a bad one is a line
 in :attr:`ThemeLoadResult.problems`, never an exception: one notification at start-up
 lists them all. A user theme with the name of a shipped one replaces it.
 
 setui's own CSS variables (``$setui-urgent`` and friends, see :data:`SETUI_VARIABLES`
-and ``themes/README.md``) are always present in a loaded theme: the ones a file leaves
+and ``src/setui/themes/README.md``) are always present in a loaded theme: the ones a file leaves
 out are derived from its colours by :func:`variable_defaults`.
 
 The command palette's theme list (:func:`theme_provider`) offers these themes only:
@@ -92,7 +92,6 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _VARIABLE = re.compile(r"[a-z][a-z0-9-]{0,63}")
 _PERCENT = re.compile(r"(\d{1,3}(?:\.\d+)?)%")
 _MAX_BYTES = 256 * 1024
-_REPO_THEMES = Path(__file__).resolve().parents[3] / "themes"
 
 
 class ThemeError(Exception):
@@ -324,18 +323,15 @@ def variable_defaults(theme: Theme) -> dict[str, str]:
 
 
 def shipped_theme_files() -> list[tuple[str, Any]]:
-    """(label, reader) for each shipped ``*.toml``, from the package or the checkout."""
-    found = sorted(_package_files(), key=lambda item: item[0])
-    if found:
-        return found
-    return [(str(path), path.read_bytes) for path in sorted(_REPO_THEMES.glob("*.toml"))]
+    """(label, reader) for each shipped ``*.toml``, from the package ``setui.themes``."""
+    return sorted(_package_files(), key=lambda item: item[0])
 
 
 def _package_files() -> Iterator[tuple[str, Any]]:
     try:
         root = resources.files("setui.themes")
     except (ModuleNotFoundError, TypeError):
-        return  # running from a checkout without an install: the caller falls back
+        return  # setui is not installed as a package (it always is, editable included)
     for entry in _walk(root):
         yield f"setui.themes/{entry.name}", entry.read_bytes
 
