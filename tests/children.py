@@ -23,13 +23,20 @@ from collections.abc import Callable
 
 import pytest
 
-__all__ = ["PYTHON", "SETUI", "Lines", "wait_until"]
+__all__ = ["PYTHON", "SETUI", "Lines", "python_command", "wait_until"]
 
 _DEFAULT_SIGINT = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
                    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])")
 
-# Windows has no inherited SIG_IGN to undo, and its execv would not keep the process.
-PYTHON = [sys.executable, "-c", _DEFAULT_SIGINT] if os.name == "posix" else [sys.executable]
+
+
+def python_command(executable: str) -> list[str]:
+    """``executable`` (a Python) started with SIGINT at its default, through the shim."""
+    # Windows has no inherited SIG_IGN to undo, and its execv would not keep the process.
+    return [executable, "-c", _DEFAULT_SIGINT] if os.name == "posix" else [executable]
+
+
+PYTHON = python_command(sys.executable)
 SETUI = [*PYTHON, "-m", "setui.cli"]
 
 

@@ -1,30 +1,19 @@
-"""Every source folder is a declared package, so an install ships all of it."""
+"""What a wheel holds, and that it runs on its own: the package, its data, nothing else."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
+import pytest
+
+from children import Lines, python_command
+
 ROOT = Path(__file__).parent.parent
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:
-    import tomli as tomllib
-
-
-def test_every_source_package_is_listed() -> None:
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    listed = set(config["tool"]["setuptools"]["packages"])
-    found = {
-        ".".join(path.parent.relative_to(ROOT / "src").parts)
-        for path in (ROOT / "src").rglob("*.py")
-    }
-    assert found - listed == set()
-    assert "setui.themes" in listed
-    assert list((ROOT / "themes").glob("*.toml")), "no shipped themes"
-
 
 def test_a_command_builds_only_its_own_arguments() -> None:
     """`setui watch` does not import the emulator's or the history command's modules to
@@ -48,3 +37,53 @@ def test_every_command_still_parses_its_own_options() -> None:
                  ["--vm-name", "watch", "history", "--json"]):
         args = build_parser(argv).parse_args(argv)
         assert args.command == ("history" if argv[0] == "--vm-name" else argv[0])
+
+
+@pytest.mark.slow
+def test_the_wheel_installs_alone_and_runs(tmp_path: Path) -> None:
+    """The wheel holds the package and its data, no tests, bench or tools; installed into a
+    fresh venv (its dependencies from the index) it runs `--version` and the headless demo."""
+    from setui import __version__
+
+    built = tmp_path / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w",
+                    str(built), str(ROOT)], check=True, timeout=600)
+    [wheel] = built.glob("setui-*.whl")
+    assert wheel.name.startswith(f"setui-{__version__}-py3-none-any")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    tops = {name.split("/", 1)[0] for name in names}
+    assert tops == {"setui", f"setui-{__version__}.dist-info"}, tops
+    for wanted in ("setui/themes/setui-dark.toml", "setui/themes/README.md", "setui/help.md",
+                   "setui/py.typed", "setui/data/setui-agent.service",
+                   "setui/emulator/scenarios/busy.toml", "setui/ui/app.tcss",
+                   "setui/ui/fleet/help.md", f"setui-{__version__}.dist-info/licenses/LICENSE"):
+        assert wanted in names, wanted
+    assert not [n for n in names if "/tests/" in n or "/bench/" in n or "__pycache__" in n]
+    packages = {str(path.parent.relative_to(ROOT / "src").as_posix())
+                for path in (ROOT / "src" / "setui").rglob("__init__.py")}
+    assert packages - {name.rsplit("/", 1)[0] for name in names} == set()
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    bin_dir = venv / ("Scripts" if os.name == "nt" else "bin")
+    subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "--quiet", str(wheel)],
+                   check=True, timeout=900)
+    setui = str(bin_dir / "setui")
+    shown = subprocess.run([setui, "--version"], capture_output=True, text=True, check=True,
+                           timeout=60, cwd=tmp_path)
+    assert shown.stdout.strip() == f"setui {__version__}"
+    # From tmp_path, not the checkout: what runs is the installed package, not src/.
+    demo = subprocess.Popen([*python_command(str(bin_dir / "python")), "-m", "setui.cli",
+                             "demo", "--headless"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path)
+    try:
+        lines = Lines(demo)
+        lines.until(lambda line: "connection" in line and "live" in line, 120,
+                    "the demo's first answer")
+        lines.until(lambda line: "appeared" in line, 120, "an event from the scenario")
+    finally:
+        demo.send_signal(signal.SIGINT)
+        code = demo.wait(timeout=60)
+    assert code == 0, demo.stderr.read() if demo.stderr else code
