@@ -16,6 +16,7 @@ import queue
 import string
 import threading
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -67,11 +68,18 @@ class Notifier:
 
     @staticmethod
     def _apprise(urls: tuple[str, ...]) -> Callable[[str, str], bool]:
-        import apprise
+        with warnings.catch_warnings():
+            # apprise (through PGPy) imports the standard library's imghdr while it loads
+            # its plugins, at the first add(); on 3.11 and 3.12 that warns that imghdr
+            # goes in 3.13 (on 3.13 apprise shims it itself). The warning is apprise's, not
+            # the operator's to act on: silenced here only.
+            warnings.filterwarnings("ignore", message="'imghdr' is deprecated",
+                                    category=DeprecationWarning)
+            import apprise
 
-        sender = apprise.Apprise()
-        for url in urls:
-            sender.add(url)
+            sender = apprise.Apprise()
+            for url in urls:
+                sender.add(url)
 
         def send(title: str, body: str) -> bool:
             return bool(sender.notify(title=title, body=body))
