@@ -21,7 +21,7 @@ LINT_IMPORTS := $(BIN)/lint-imports
 # touch(1) is POSIX; this is the same thing in the venv's own Python.
 TOUCH  = $(PY) -c "import pathlib, sys; [pathlib.Path(p).touch() for p in sys.argv[1:]]"
 
-.PHONY: demo test lint bench screenshots clean
+.PHONY: demo test test-pythons lint bench screenshots clean
 
 $(VENV_CFG):
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,11 @@ test: $(STAMP)
 	$(LINT_IMPORTS)
 	$(PY) -m pytest
 
+# The fast tier under each Python the package claims (3.10 to 3.13), each in a venv of its
+# own (.venv-3.X); a version with no interpreter here is reported untested. Not in `test`.
+test-pythons:
+	$(PYTHON) tools/pythons.py
+
 lint: $(STAMP)
 	$(PY) -m ruff check src tests bench tools
 	$(LINT_IMPORTS)
@@ -58,4 +63,4 @@ screenshots: $(STAMP)
 
 # The system Python, not the venv's: on Windows a running python.exe cannot delete itself.
 clean:
-	$(PYTHON) -c "import shutil, sys; [shutil.rmtree(p, ignore_errors=True) for p in sys.argv[1:]]" $(VENV) build dist $(wildcard src/*.egg-info) .pytest_cache .ruff_cache .import_linter_cache
+	$(PYTHON) -c "import shutil, sys; [shutil.rmtree(p, ignore_errors=True) for p in sys.argv[1:]]" $(VENV) $(wildcard .venv-*) build dist $(wildcard src/*.egg-info) .pytest_cache .ruff_cache .import_linter_cache
