@@ -308,10 +308,3 @@ def test_parse_theme_raises_only_theme_error() -> None:
         parse_theme({"name": "x", "primary": ["#000"]})
     theme = parse_theme({"name": "x", "primary": "#000"})
     assert theme.variables["setui-alarm-foreground"] in ("#000000", "#FFFFFF")
-
-
-def test_checkout_fallback_finds_the_repository_themes(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(themes_module, "_package_files", lambda: iter(()))
-    files = themes_module.shipped_theme_files()
-    assert {Path(label).stem for label, _ in files} >= SHIPPED
