@@ -14,7 +14,6 @@ from textual.theme import BUILTIN_THEMES, Theme
 from textual.widgets import Static
 
 from dashboard import wait_for
-from setui.ui import themes as themes_module
 from setui.ui.format import WARNING_SECONDS, Palette
 from setui.ui.themes import (
     COLOR_KEYS,
