@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from setui.identity import Identity, describe_actor
+from setui.actor import describe_actor
+from setui.identity import Identity
 
 ROOT = Path(__file__).parent.parent
 FORGED = {"SUDO_USER": "alice", "SUDO_UID": "1000",

@@ -33,6 +33,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from setui.actor import describe_actor
 from setui.textsafe import printable
 
 __all__ = ["JOURNAL_SOCKET", "SYSLOG_SOCKET", "Forwarder", "Target", "fields",
@@ -115,18 +116,10 @@ def _text(value: Any) -> str:
 
 
 def _actor(record: Mapping[str, Any]) -> str:
-    details = record.get("details") if isinstance(record.get("details"), dict) else {}
-    notes = [f"{word} {details[key]}" for key, word in
-             (("login_user", "login"), ("sudo_user", "sudo by"), ("session", "session"))
-             if details.get(key) not in (None, "")]
-    who = str(record.get("user") or "unknown")
-    if notes:
-        who += f" ({', '.join(str(n) for n in notes)})"
-    if record.get("ssh_client"):
-        who += f" from {record['ssh_client']}"
-        if details.get("ssh_claimed"):
-            who += " (claimed)"
-    return f"{who} on {record.get('host') or 'unknown'}"
+    details = record.get("details")
+    return describe_actor(str(record.get("user") or ""), record.get("ssh_client"),
+                          str(record.get("host") or ""),
+                          details if isinstance(details, dict) else {})
 
 
 def _outcome(record: Mapping[str, Any]) -> str:

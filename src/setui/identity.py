@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Identity", "describe_actor"]
+from setui.actor import describe_actor
+
+__all__ = ["Identity"]
 
 _UNSET = 4294967295  # (uid_t)-1: no login uid, no session (a daemon, a container)
 _PROC = Path("/proc")
@@ -142,25 +144,6 @@ def _host() -> str:
         return socket.gethostname() or "unknown"
     except OSError:
         return "unknown"
-
-
-def describe_actor(user: str, ssh_client: str | None, host: str,
-                   details: Mapping[str, Any]) -> str:
-    """The actor in words, the same from an Identity (the dialog) and from a stored
-    record (``setui audit``): ``root (login alice, sudo by alice, session 7) from
-    10.1.2.3 (claimed) on vm-web-0``. The caller escapes what it prints."""
-    notes = []
-    login = details.get("login_user")
-    if login and login != user:
-        notes.append(f"login {login}")
-    if details.get("sudo_user"):
-        notes.append(f"sudo by {details['sudo_user']}")
-    if details.get("session") is not None:
-        notes.append(f"session {details['session']}")
-    who = f"{user} ({', '.join(notes)})" if notes else user
-    if ssh_client:
-        who += f" from {ssh_client}" + (" (claimed)" if details.get("ssh_claimed") else "")
-    return f"{who} on {host}"
 
 
 @dataclass(frozen=True)

@@ -129,7 +129,7 @@ def _empty(command: str | None, args: argparse.Namespace, out: IO[str],
 # -- words -----------------------------------------------------------------------------------
 def who(record: AuditRecord) -> str:
     """``alice from 10.0.0.5 on vm-web-0``, as the dialog showed it, safe to print."""
-    from setui.identity import describe_actor
+    from setui.actor import describe_actor
 
     details = record.details if isinstance(record.details, dict) else {}
     safe = {key: printable(str(value), 64) for key, value in details.items()

@@ -19,6 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from setui.actor import describe_actor
 from setui.auditforward import Forwarder
 from setui.core.clock import utc_now
 from setui.core.model import Document, DocumentError, parse_document
@@ -505,10 +506,8 @@ def _has_schema(path: Path) -> bool:
 
 
 def _who(record: AuditRecord) -> str:
-    who = record.user
-    if record.ssh_client:
-        who += f" from {record.ssh_client}"
-    return f"{who} on {record.host}"
+    return describe_actor(record.user, record.ssh_client, record.host,
+                          record.details if isinstance(record.details, dict) else {})
 
 
 def _audit_story(record: AuditRecord) -> StoryEntry:
