@@ -36,8 +36,8 @@ from urllib.parse import urlsplit
 from setui.actor import describe_actor
 from setui.textsafe import printable
 
-__all__ = ["JOURNAL_SOCKET", "SYSLOG_SOCKET", "Forwarder", "Target", "fields",
-           "message", "parse_target", "rfc5424"]
+__all__ = ["JOURNAL_SOCKET", "SD_ID", "SYSLOG_SOCKET", "Forwarder", "Target", "fields",
+           "message", "parse_target", "rfc5424", "structured"]
 
 JOURNAL_SOCKET = "/run/systemd/journal/socket"
 SYSLOG_SOCKET = "/dev/log"
@@ -158,19 +158,36 @@ def fields(record: Mapping[str, Any]) -> dict[str, str]:
 
 
 def message(record: Mapping[str, Any]) -> str:
-    """One line for people: ``setui audit record 3: approve-attempt EventId=... by ...``."""
+    """One line for people: ``setui audit record 3: approve-attempt EventId=... by ...``.
+
+    Never read back (``--against`` reads the structured part only), and it holds no ``[``
+    or ``]`` (written ``\\x5b``, ``\\x5d``), so no EventId, SSH client or error text in
+    it can look like the structured data element or its end, even where a collector kept
+    the message alone."""
     f = fields(record)
-    return (f"setui audit record {f['SETUI_SEQ']}: {f['SETUI_ACTION']} EventId="
+    text = (f"setui audit record {f['SETUI_SEQ']}: {f['SETUI_ACTION']} EventId="
             f"{f['SETUI_EVENT_ID'] or '-'} by {f['SETUI_ACTOR']}: {f['SETUI_OUTCOME']} "
             f"(hash {f['SETUI_HASH']})")
+    return text.replace("[", "\\x5b").replace("]", "\\x5d")
 
 
 def _sd_escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"').replace("]", "\\]")
 
 
-def _sd_name(key: str) -> str:
-    return key.removeprefix("SETUI_").lower()
+def structured(record: Mapping[str, Any]) -> str:
+    """The fields as one RFC 5424 structured data element, ``[setui@32473 seq="3" ...]``,
+    each value escaped as RFC 5424 says (``\\``, ``"``, ``]``): nothing in a value can
+    end it or add a field. Every form sends it first, before any free text, so the first
+    ``[setui@32473 `` on a collector's line is setui's own."""
+    params = " ".join(f'{key.removeprefix("SETUI_").lower()}="{_sd_escape(value)}"'
+                      for key, value in fields(record).items())
+    return f"[{SD_ID} {params}]"
+
+
+def _line(record: Mapping[str, Any]) -> str:
+    """What follows the header in every form: the structured data, then the message."""
+    return f"{structured(record)} {message(record)}"
 
 
 def _hostname() -> str:
@@ -180,29 +197,31 @@ def _hostname() -> str:
 
 def rfc5424(record: Mapping[str, Any]) -> bytes:
     """The record as one RFC 5424 message (UTF-8, no BOM: the text is escaped)."""
-    sd = " ".join(f'{_sd_name(k)}="{_sd_escape(v)}"' for k, v in fields(record).items())
     stamp = str(record.get("time") or "-")
     header = (f"<{FACILITY * 8 + _severity(record)}>1 {stamp} {_hostname()} setui "
               f"{os.getpid()} audit")
-    return f"{header} [{SD_ID} {sd}] {message(record)}".encode()
+    return f"{header} {_line(record)}".encode()
 
 
 def _rfc3164(record: Mapping[str, Any]) -> bytes:
+    """RFC 3164, which has no structured data of its own: the element starts the message,
+    so a syslog daemon's file and Log Analytics' ``SyslogMessage`` keep it first."""
     try:
         moment = datetime.strptime(str(record.get("time")), "%Y-%m-%dT%H:%M:%S.%fZ")
         stamp = f"{moment:%b} {moment.day:2d} {moment:%H:%M:%S}"
     except ValueError:
         stamp = datetime.now().strftime("%b %d %H:%M:%S")
-    sd = " ".join(f'{_sd_name(k)}="{_sd_escape(v)}"' for k, v in fields(record).items())
     return (f"<{FACILITY * 8 + _severity(record)}>{stamp} setui[{os.getpid()}]: "
-            f"{message(record)} [{SD_ID} {sd}]").encode()
+            f"{_line(record)}").encode()
 
 
 def _journal(record: Mapping[str, Any]) -> bytes:
     """journald's native protocol: ``KEY=value`` lines, the binary form for a value with a
-    newline (the escaped text has none, but an unescaped one must not break framing)."""
+    newline (the escaped text has none, but an unescaped one must not break framing).
+    The message carries the structured data too: journald passes only the message on to
+    syslog, and so to Log Analytics."""
     out = bytearray()
-    values = {"MESSAGE": message(record), "PRIORITY": str(_severity(record)),
+    values = {"MESSAGE": _line(record), "PRIORITY": str(_severity(record)),
               "SYSLOG_FACILITY": str(FACILITY), "SYSLOG_IDENTIFIER": "setui",
               **fields(record)}
     for key, value in values.items():

@@ -101,7 +101,7 @@ def test_forged_records_sent_again_do_not_replace_the_genuine_ones(
     assert "record 1: the copy holds 2 versions that disagree" in done.stdout, done.stdout
     assert "record 2: the copy holds 2 versions that disagree" in done.stdout
     # Both are shown, with where they are in the copy and which the log matches.
-    assert "'alice (login alice, session 7) from 10.1.2.3 on vm-web-0'" in done.stdout
+    assert "'alice (session 7) from 10.1.2.3 on vm-web-0'" in done.stdout
     assert "'mallory (login alice, session 7) from 10.1.2.3 on vm-web-0'" in done.stdout
     assert "line 1:" in done.stdout and "line 3:" in done.stdout
     assert "the log matches line 3" in done.stdout

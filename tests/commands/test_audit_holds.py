@@ -114,9 +114,10 @@ def test_forwarded_to_udp_and_a_forgery_caught_against_the_export(
     copy.write_text(attempt + "\n" + outcome + "\n")
     caught = setui("audit", "verify", "--against", str(copy), data_dir=data_dir)
     assert caught.returncode == 1 and "record 1 differs" in caught.stdout
-    # And the messages alone, as Log Analytics' Syslog table keeps them (SyslogMessage).
+    # And the messages, as Log Analytics' Syslog table keeps them (SyslogMessage: what
+    # journald or /dev/log got, the structured data first), without the syslog header.
     messages = tmp_path / "syslogmessage.txt"
-    messages.write_text("".join(line[line.index("setui audit record"):] + "\n"
+    messages.write_text("".join(line[line.index("[setui@32473 "):] + "\n"
                                 for line in (attempt, outcome)))
     caught = setui("audit", "verify", "--against", str(messages), data_dir=data_dir)
     assert caught.returncode == 1 and "record 1 differs: actor" in caught.stdout

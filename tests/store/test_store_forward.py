@@ -111,7 +111,7 @@ def test_the_journal_binary_form_for_a_value_with_a_newline(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from setui import auditforward
 
-    monkeypatch.setattr(auditforward, "message", lambda record: "two\nlines")
+    monkeypatch.setattr(auditforward, "_line", lambda record: "two\nlines")
     raw = auditforward._journal({"seq": 1})
     assert b"MESSAGE\n" + struct.pack("<Q", 9) + b"two\nlines\n" in raw
     assert b"SYSLOG_IDENTIFIER=setui\n" in raw

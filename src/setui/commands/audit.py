@@ -259,8 +259,10 @@ def _against(store: Store, path: Path, out: IO[str], err: IO[str]) -> int:
     else:
         out.write(f"against {name}: {len(result.differences)} of the records differ "
                   f"(the copy has {result.checked}):\n")
-        for line in result.differences:
-            out.write(f"  {printable(line, 600)}\n")
+        for difference in result.differences:
+            out.write(f"  {printable(difference.text, 600)}\n")
+            for version in difference.versions:
+                out.write(f"    {printable(version, 600)}\n")
         out.write("The log was changed after the copy was taken, or the copy is not this "
                   "log's")
     if result.newer:
