@@ -9,15 +9,19 @@ hash, is also sent to one of:
   with structured fields (``SETUI_EVENT_ID``, ``SETUI_ACTION``, ``SETUI_ACTOR``,
   ``SETUI_OUTCOME``, ``SETUI_HASH``, ...; ``SYSLOG_IDENTIFIER=setui``);
 * ``syslog`` (``syslog:PATH``): the local syslog socket, ``/dev/log`` (RFC 3164 framing,
-  the fields as ``key="value"`` in the message);
+  the structured data element at the start of the message);
 * ``udp://HOST:PORT`` or ``tcp://HOST:PORT``: an RFC 5424 collector, the fields as the
   structured data element ``[setui@32473 ...]`` (TCP with RFC 6587 octet counting);
 * ``none``: nothing leaves.
 
 The default, ``auto``, is the journal where journald runs, else syslog where there is a
-socket for it, else nothing. Facility ``authpriv`` (the records name people and where
-they came from); severity notice, warning for refusals and failures. Standard library
-only (``socket``). A forward that fails never raises: the caller gets the reason, and
+socket for it, else nothing: then each record is marked as not forwarded, with
+:data:`NOWHERE` as the reason, so nobody takes a log with no copy for one that has one.
+
+Every form sends the structured data element first and then a message for people (see
+:func:`structured` and :func:`message`). Facility ``authpriv`` (the records name people
+and where they came from); severity notice, warning for refusals and failures. Standard
+library only (``socket``). A forward that fails never raises: the caller gets the reason, and
 the store records it, so ``setui audit`` says which records did not leave.
 """
 
@@ -36,7 +40,7 @@ from urllib.parse import urlsplit
 from setui.actor import describe_actor
 from setui.textsafe import printable
 
-__all__ = ["JOURNAL_SOCKET", "SD_ID", "SYSLOG_SOCKET", "Forwarder", "Target", "fields",
+__all__ = ["JOURNAL_SOCKET", "NOWHERE", "SD_ID", "SYSLOG_SOCKET", "Forwarder", "Target", "fields",
            "message", "parse_target", "rfc5424", "structured"]
 
 JOURNAL_SOCKET = "/run/systemd/journal/socket"
@@ -47,6 +51,9 @@ NOTICE, WARNING = 5, 4
 SD_ID = "setui@32473"
 TIMEOUT = 2.0  # seconds for a TCP collector to accept and take a record (after the commit)
 _VALUE_LIMIT = 2000
+# Why a record did not leave when auto found neither socket: said by approve, audit and
+# audit verify, and kept with each record so written.
+NOWHERE = "no copy leaves this VM (no journald, no /dev/log): set audit-forward"
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,7 @@ class Target:
     kind: str
     address: str = ""  # a socket path, or a host
     port: int = 0
+    nowhere: bool = False  # none because auto found nothing, not because it was asked
 
     def __str__(self) -> str:
         if self.kind in ("udp", "tcp"):
@@ -85,7 +93,7 @@ def parse_target(text: str | None) -> Target:
             return Target("journal", JOURNAL_SOCKET)
         if _is_socket(SYSLOG_SOCKET):
             return Target("syslog", SYSLOG_SOCKET)
-        return Target("none")
+        return Target("none", nowhere=True)
     for kind, default in (("journal", JOURNAL_SOCKET), ("syslog", SYSLOG_SOCKET)):
         if low == kind:
             return Target(kind, default)
@@ -247,13 +255,16 @@ class Forwarder:
 
     @property
     def enabled(self) -> bool:
-        return self.target.kind != "none"
+        """Whether records are meant to leave: false only when told ``none``."""
+        return self.target.kind != "none" or self.target.nowhere
 
     def send(self, records: Sequence[Mapping[str, Any]]) -> str | None:
         """Send each record (``AuditRecord.to_json()``); the reason in words if any did not
         leave, else None."""
         if not self.enabled or not records:
             return None
+        if self.target.nowhere:
+            return NOWHERE
         try:
             kind = self.target.kind
             if kind == "journal":

@@ -156,6 +156,28 @@ def test_a_failed_forward_blocks_nothing_and_is_shown(emulator: Emulator,
     assert all("cannot send to tcp://127.0.0.1" in r["not_forwarded"] for r in as_json)
 
 
+NOWHERE = "no copy leaves this VM (no journald, no /dev/log): set audit-forward"
+
+
+@pytest.mark.skipif(any(os.path.exists(p) for p in ("/run/systemd/journal/socket", "/dev/log")),
+                    reason="journald or /dev/log is here: auto finds somewhere to send")
+def test_auto_with_nowhere_to_send_says_so_and_marks_the_records(emulator: Emulator,
+                                                                 data_dir: Path) -> None:
+    done = approve(emulator, data_dir, SETUI_AUDIT_FORWARD="auto")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert NOWHERE in done.stderr, done.stderr
+    listing = setui("audit", data_dir=data_dir)
+    assert listing.returncode == 0
+    assert listing.stdout.count("[NOT FORWARDED]") == 2, listing.stdout
+    assert NOWHERE in listing.stdout
+    verify = setui("audit", "verify", data_dir=data_dir)
+    assert verify.returncode == 0 and verify.stdout.startswith("ok, 2 records")
+    assert NOWHERE in verify.stdout and "records 1, 2" in verify.stdout, verify.stdout
+    records = [json.loads(line) for line in
+               setui("audit", "--json", data_dir=data_dir).stdout.splitlines()]
+    assert [r["not_forwarded"] for r in records] == [NOWHERE, NOWHERE]
+
+
 def test_a_bad_forward_setting_is_a_usage_error(data_dir: Path) -> None:
     done = setui("audit", data_dir=data_dir, SETUI_AUDIT_FORWARD="udp://nowhere")
     assert done.returncode == 2 and "SETUI_AUDIT_FORWARD" in done.stderr

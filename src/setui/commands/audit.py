@@ -90,7 +90,8 @@ def audit_command(args: argparse.Namespace, *, out: IO[str], err: IO[str]) -> in
             return _empty(command, args, out, err)
         with store:
             if command == "verify":
-                code = _verify(store.verify_audit(), bool(getattr(args, "json", False)), out)
+                code = _verify(store.verify_audit(), bool(getattr(args, "json", False)), out,
+                               store.unforwarded())
                 against = getattr(args, "against", None)
                 if against is not None:
                     code = max(code, _against(store, against, out, err))
@@ -200,26 +201,37 @@ def _list(records: list[AuditRecord], result: VerifyResult, as_json: bool,
                   f"{_event_text(record)}  {describe(record)}  by {who(record)}{mark}\n")
     out.write(_chain_line(result) + "\n")
     if unsent:
-        seqs = sorted(unsent)
-        listed = ", ".join(str(s) for s in seqs[:20]) + (", ..." if len(seqs) > 20 else "")
-        out.write(f"not forwarded off this VM: record{'s' if len(seqs) != 1 else ''} "
-                  f"{listed} ({printable(unsent[seqs[-1]], 300)}); setui sends them again "
-                  "with the next record\n")
+        out.write(_unsent_line(unsent))
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
-def _verify(result: VerifyResult, as_json: bool, out: IO[str]) -> int:
+def _unsent_line(unsent: dict[int, str]) -> str:
+    """Which records never left the VM, and why (the newest reason): a log with no copy
+    elsewhere proves no more than its chain."""
+    seqs = sorted(unsent)
+    listed = ", ".join(str(s) for s in seqs[:20]) + (", ..." if len(seqs) > 20 else "")
+    return (f"not forwarded off this VM: record{'s' if len(seqs) != 1 else ''} {listed} "
+            f"({printable(unsent[seqs[-1]], 300)}); setui sends them again with the next "
+            "record\n")
+
+
+def _verify(result: VerifyResult, as_json: bool, out: IO[str],
+            unsent: dict[int, str] | None = None) -> int:
+    unsent = unsent or {}
     if as_json:
         out.write(json.dumps({
             "ok": result.ok, "count": result.count, "first_bad": result.first_bad,
             "problem": result.problem or None, "head_seq": result.head_seq,
-            "head_hash": result.head_hash, "warning": result.warning or None}) + "\n")
+            "head_hash": result.head_hash, "warning": result.warning or None,
+            "not_forwarded": {str(seq): why for seq, why in sorted(unsent.items())}}) + "\n")
     elif result.ok:
         out.write(f"{result}\n")
         if result.head_seq is not None:
             out.write(f"head: record {result.head_seq}, sha256 {result.head_hash}\n")
         if result.warning:
             out.write(f"WARNING: {printable(result.warning, 500)}\n")
+        if unsent:
+            out.write(_unsent_line(unsent))
     else:
         out.write(f"TAMPERED: {printable(result.problem, 500)}\n")
         if result.first_bad is not None:
