@@ -59,8 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             epilog=PROVES)
     verify.add_argument("--against", metavar="FILE", type=Path, default=None,
                         help="a copy of the log from off this VM, JSON lines (`audit "
-                             "export`, `journalctl -o json`) or RFC 5424 lines: name every "
-                             "record that differs")
+                             "export`, `journalctl -o json`) or lines holding setui's "
+                             "[setui@32473 ...] element (a collector's, syslog's): name "
+                             "every record that differs (see docs/audit.md)")
     add_storage_options(verify)
     export = sub.add_parser("export", help="write the whole log as JSON lines",
                             description="Write every audit record, oldest first, as one "
@@ -263,8 +264,8 @@ def _against(store: Store, path: Path, out: IO[str], err: IO[str]) -> int:
         return EXIT_FAILED
     if not result.checked:
         err.write(f"setui audit verify: {name} holds no setui audit record (expected JSON "
-                  "lines from `setui audit export` or `journalctl -o json`, or RFC 5424 "
-                  "lines)\n")
+                  "lines from `setui audit export` or `journalctl -o json`, or lines holding "
+                  "the [setui@32473 ...] element; the message text alone is never read)\n")
         return EXIT_FAILED
     if result.ok:
         out.write(f"against {name}: the {result.checked} records of the copy match the log")
