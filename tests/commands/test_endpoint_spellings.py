@@ -37,7 +37,8 @@ def test_another_spelling_of_the_endpoint_does_not_approve_again(emulator: Emula
     port = emulator.url.rsplit(":", 1)[1]
     first = approve(f"HTTP://127.0.0.1:{port}", tmp_path)
     assert first.returncode == 0, first.stdout + first.stderr
-    for spelling in (f"http://localhost:{port}/", f"http://127.0.0.1:{port}//"):
+    for spelling in (f"http://localhost:{port}/", f"http://127.0.0.1:{port}//",
+                     f"http://[::ffff:7f00:1]:{port}/x/..", f"http://2130706433:{port}/."):
         again = approve(spelling, tmp_path)
         assert again.returncode == 1, again.stdout + again.stderr
         assert "already approved by" in again.stdout, again.stdout

@@ -59,7 +59,12 @@ def test_ports() -> None:
     (["http://169.254.169.254", "http://169.254.169.254:80/", "HTTP://169.254.169.254/",
       "http://2852039166", "http://0xa9fea9fe:80", "http://169.254.43518"],
      "http://169.254.169.254"),
-    (["https://Example.COM:443/Path/", "https://example.com/Path"], "https://example.com/Path"),
+    (["https://Example.COM:443/Path/", "https://example.com/Path", "https://example.com/./Path",
+      "https://example.com/x/../Path//", "https://example.com/%50ath", "https://example.com/%2e/Path"],
+     "https://example.com/Path"),
+    (["http://h/a%2fb", "http://h/a%2Fb/"], "http://h/a%2Fb"),
+    (["http://169.254.169.254/.", "http://169.254.169.254/a/..", "http://169.254.169.254/%2E/"],
+     "http://169.254.169.254"),
     (["http://[FE80::1%25eth0]:9/", "http://[fe80::1%25eth0]:9"], "http://[fe80::1%25eth0]:9"),
 ])
 def test_every_spelling_of_one_endpoint_is_one_key(spellings: list[str], key: str) -> None:

@@ -29,6 +29,8 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost",
                              "ip6-loopback"})
 _LOOPBACK = "127.0.0.1"
+_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 # What inet_aton reads as an IPv4 address (and so does the resolver): 2852039166,
 # 0xa9fea9fe, 169.254.43518 are all 169.254.169.254.
 _IPV4_FORMS = re.compile(r"(?:0x[0-9a-f]+|[0-9]+)(?:\.(?:0x[0-9a-f]+|[0-9]+)){0,3}")
@@ -111,7 +113,27 @@ def endpoint_key(endpoint: str) -> str:
     netloc = f"[{host}]" if ":" in host else host
     if port is not None and port != _DEFAULT_PORTS[scheme]:
         netloc += f":{port}"
-    return f"{scheme}://{netloc}{url.path.rstrip('/')}"
+    return f"{scheme}://{netloc}{_path_key(url.path)}"
+
+
+def _path_key(path: str) -> str:
+    """The path as RFC 3986 normalises it (a percent-encoded unreserved character as
+    itself, other escapes in upper case, ``.`` and ``..`` segments resolved, as the
+    client does before sending), without trailing slashes."""
+    path = _ESCAPE.sub(_unescape, path)
+    kept: list[str] = []
+    for segment in path.split("/")[1:]:
+        if segment == "..":
+            if kept:
+                kept.pop()
+        elif segment != ".":
+            kept.append(segment)
+    return ("/" + "/".join(kept)).rstrip("/")
+
+
+def _unescape(found: re.Match[str]) -> str:
+    char = chr(int(found.group(1), 16))
+    return char if char in _UNRESERVED else found.group(0).upper()
 
 
 def _host_key(host: str) -> str:
