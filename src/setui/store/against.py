@@ -41,6 +41,8 @@ _START = f"[{SD_ID}"
 # quoted value in which ", \ and ] are escaped; an unescaped ] in a value is malformed.
 _PARAM = re.compile(r' ([!#-<>-\\^-~]{1,32})="((?:[^"\\\]]|\\.)*)"')
 _UNESCAPE = re.compile(r'\\(["\\\]])')
+# A record sent again and again with other content is shown this many times at most.
+_VERSIONS_SHOWN = 10
 # journald's own fields, which the sender cannot set: who sent a journal entry.
 _TRUSTED = (("_UID", "uid"), ("_PID", "pid"), ("_COMM", "command"))
 
@@ -133,7 +135,7 @@ def _scalar(value: Any) -> str:
 
 def _seq(found: Mapping[str, str]) -> int | None:
     text = found.get("SETUI_SEQ", "")
-    return int(text) if text.isdigit() and len(text) < 19 else None
+    return int(text) if text.isascii() and text.isdigit() and len(text) < 19 else None
 
 
 def _same(theirs: Mapping[str, str], ours: Mapping[str, str]) -> bool:
@@ -158,10 +160,13 @@ def _versions_differ(seq: int, versions: list[_Version],
         matching = [v.line for v in versions if _same(v.fields, ours)]
         verdict = (f"the log matches line {matching[0]}" if matching
                    else "the log matches none of them")
+    shown = [_described(v) for v in versions[:_VERSIONS_SHOWN]]
+    if len(versions) > _VERSIONS_SHOWN:
+        shown.append(f"and {len(versions) - _VERSIONS_SHOWN} more")
     return Difference(seq, f"record {seq}: the copy holds {len(versions)} versions that "
                            "disagree: someone sent a record again with other content (or "
                            "wrote it into the copy); setui sends each record one way",
-                      (*(_described(v) for v in versions), verdict))
+                      (*shown, verdict))
 
 
 def _one_differs(seq: int, theirs: Mapping[str, str], ours: Mapping[str, str]) -> str:
