@@ -92,16 +92,15 @@ def _ssh(env: Mapping[str, str]) -> tuple[str | None, tuple[str, int, str, int] 
     return None, None
 
 
-def ssh_confirmed(four: tuple[str, int, str, int], proc: Path = PROC,
-                  pid: int | None = None) -> bool:
+def ssh_confirmed(four: tuple[str, int, str, int], proc: Path = PROC) -> bool:
     """Whether the connection ``SSH_CONNECTION`` names (client address and port, server
     address and port) is one root's sshd above this process holds
     (:func:`setui.procinfo.ssh_connections`)."""
     client, server = address(four[0]), address(four[2])
     if client is None or server is None:
         return False
-    return Connection((server, four[3]), (client, four[1])) in ssh_connections(
-        os.getpid() if pid is None else pid, proc)
+    return Connection((server, four[3]), (client, four[1])) in ssh_connections(os.getpid(),
+                                                                             proc)
 
 
 def _host() -> str:

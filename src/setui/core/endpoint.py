@@ -14,6 +14,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
+import string
 from urllib.parse import urlsplit
 
 __all__ = ["DEFAULT_API_VERSION", "DEFAULT_ENDPOINT", "KNOWN_API_VERSIONS",
@@ -30,7 +31,7 @@ _LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhos
                              "ip6-loopback"})
 _LOOPBACK = "127.0.0.1"
 _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
-_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+_UNRESERVED = frozenset(string.ascii_letters + string.digits + "-._~")  # RFC 3986 2.3
 # What inet_aton reads as an IPv4 address (and so does the resolver): 2852039166,
 # 0xa9fea9fe, 169.254.43518 are all 169.254.169.254.
 _IPV4_FORMS = re.compile(r"(?:0x[0-9a-f]+|[0-9]+)(?:\.(?:0x[0-9a-f]+|[0-9]+)){0,3}")
@@ -96,9 +97,10 @@ def check_api_version(api_version: str) -> str:
 
 def endpoint_key(endpoint: str) -> str:
     """One spelling of an endpoint, for comparing and keying: the scheme and host in lower
-    case, the default port dropped, no trailing slash, an IP address in its usual form,
-    and localhost, 127.0.0.1 and ::1 all written ``127.0.0.1``. Text that is not an http
-    or https URL comes back stripped and otherwise as it was; never raises."""
+    case, the default port dropped, the path normalised without a trailing slash, an IP
+    address in its usual form, and localhost, 127.0.0.1 and ::1 all written
+    ``127.0.0.1``. Text that is not an http or https URL comes back stripped and otherwise
+    as it was; never raises."""
     text = endpoint.strip()
     try:
         url = urlsplit(text)
