@@ -48,7 +48,7 @@ def test_a_version_2_store_gains_the_agents_tables_and_reads_without_them(
             "prepare": INTERRUPTED, "match": DONE}
         assert AgentLog(store, "http://other").steps() == []
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
     conn.close()
 
 

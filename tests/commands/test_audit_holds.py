@@ -114,9 +114,10 @@ def test_forwarded_to_udp_and_a_forgery_caught_against_the_export(
     copy.write_text(attempt + "\n" + outcome + "\n")
     caught = setui("audit", "verify", "--against", str(copy), data_dir=data_dir)
     assert caught.returncode == 1 and "record 1 differs" in caught.stdout
-    # And the messages alone, as Log Analytics' Syslog table keeps them (SyslogMessage).
+    # And the messages, as Log Analytics' Syslog table keeps them (SyslogMessage: what
+    # journald or /dev/log got, the structured data first), without the syslog header.
     messages = tmp_path / "syslogmessage.txt"
-    messages.write_text("".join(line[line.index("setui audit record"):] + "\n"
+    messages.write_text("".join(line[line.index("[setui@32473 "):] + "\n"
                                 for line in (attempt, outcome)))
     caught = setui("audit", "verify", "--against", str(messages), data_dir=data_dir)
     assert caught.returncode == 1 and "record 1 differs: actor" in caught.stdout
@@ -153,6 +154,28 @@ def test_a_failed_forward_blocks_nothing_and_is_shown(emulator: Emulator,
     as_json = [json.loads(line) for line in
                setui("audit", "--json", data_dir=data_dir).stdout.splitlines()]
     assert all("cannot send to tcp://127.0.0.1" in r["not_forwarded"] for r in as_json)
+
+
+NOWHERE = "no copy leaves this VM (no journald, no /dev/log): set audit-forward"
+
+
+@pytest.mark.skipif(any(os.path.exists(p) for p in ("/run/systemd/journal/socket", "/dev/log")),
+                    reason="journald or /dev/log is here: auto finds somewhere to send")
+def test_auto_with_nowhere_to_send_says_so_and_marks_the_records(emulator: Emulator,
+                                                                 data_dir: Path) -> None:
+    done = approve(emulator, data_dir, SETUI_AUDIT_FORWARD="auto")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert NOWHERE in done.stderr, done.stderr
+    listing = setui("audit", data_dir=data_dir)
+    assert listing.returncode == 0
+    assert listing.stdout.count("[NOT FORWARDED]") == 2, listing.stdout
+    assert NOWHERE in listing.stdout
+    verify = setui("audit", "verify", data_dir=data_dir)
+    assert verify.returncode == 0 and verify.stdout.startswith("ok, 2 records")
+    assert NOWHERE in verify.stdout and "records 1, 2" in verify.stdout, verify.stdout
+    records = [json.loads(line) for line in
+               setui("audit", "--json", data_dir=data_dir).stdout.splitlines()]
+    assert [r["not_forwarded"] for r in records] == [NOWHERE, NOWHERE]
 
 
 def test_a_bad_forward_setting_is_a_usage_error(data_dir: Path) -> None:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from setui.agent.plan import MATCH, plan_of
 from setui.agent.policy import Policy, Rule
 from setui.agent.rules import first_match
+from setui.core.endpoint import endpoint_key
 from setui.core.model import Event, format_not_before
 from setui.core.tracker import ChangeKind
 from setui.store.agent import (
@@ -490,7 +491,8 @@ class Agent:
             "incarnation": (self.monitor.state.document.incarnation
                             if self.monitor.state.document is not None else ""),
         }
-        key = "|".join((self.endpoint, event_id, change, extra))
+        # The endpoint's one spelling: a restart that writes it otherwise sends nothing twice.
+        key = "|".join((endpoint_key(self.endpoint), event_id, change, extra))
         message = Message(key, event_id, change, render(self.policy.title, fields),
                           render(self.policy.body, fields))
         if self.dry_run or self.notifier is None:

@@ -59,8 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             epilog=PROVES)
     verify.add_argument("--against", metavar="FILE", type=Path, default=None,
                         help="a copy of the log from off this VM, JSON lines (`audit "
-                             "export`, `journalctl -o json`) or RFC 5424 lines: name every "
-                             "record that differs")
+                             "export`, `journalctl -o json`) or lines holding setui's "
+                             "[setui@32473 ...] element (a collector's, syslog's): name "
+                             "every record that differs (see docs/audit.md)")
     add_storage_options(verify)
     export = sub.add_parser("export", help="write the whole log as JSON lines",
                             description="Write every audit record, oldest first, as one "
@@ -90,7 +91,8 @@ def audit_command(args: argparse.Namespace, *, out: IO[str], err: IO[str]) -> in
             return _empty(command, args, out, err)
         with store:
             if command == "verify":
-                code = _verify(store.verify_audit(), bool(getattr(args, "json", False)), out)
+                code = _verify(store.verify_audit(), bool(getattr(args, "json", False)), out,
+                               store.unforwarded())
                 against = getattr(args, "against", None)
                 if against is not None:
                     code = max(code, _against(store, against, out, err))
@@ -129,7 +131,7 @@ def _empty(command: str | None, args: argparse.Namespace, out: IO[str],
 # -- words -----------------------------------------------------------------------------------
 def who(record: AuditRecord) -> str:
     """``alice from 10.0.0.5 on vm-web-0``, as the dialog showed it, safe to print."""
-    from setui.identity import describe_actor
+    from setui.actor import describe_actor
 
     details = record.details if isinstance(record.details, dict) else {}
     safe = {key: printable(str(value), 64) for key, value in details.items()
@@ -200,26 +202,37 @@ def _list(records: list[AuditRecord], result: VerifyResult, as_json: bool,
                   f"{_event_text(record)}  {describe(record)}  by {who(record)}{mark}\n")
     out.write(_chain_line(result) + "\n")
     if unsent:
-        seqs = sorted(unsent)
-        listed = ", ".join(str(s) for s in seqs[:20]) + (", ..." if len(seqs) > 20 else "")
-        out.write(f"not forwarded off this VM: record{'s' if len(seqs) != 1 else ''} "
-                  f"{listed} ({printable(unsent[seqs[-1]], 300)}); setui sends them again "
-                  "with the next record\n")
+        out.write(_unsent_line(unsent))
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
-def _verify(result: VerifyResult, as_json: bool, out: IO[str]) -> int:
+def _unsent_line(unsent: dict[int, str]) -> str:
+    """Which records never left the VM, and why (the newest reason): a log with no copy
+    elsewhere proves no more than its chain."""
+    seqs = sorted(unsent)
+    listed = ", ".join(str(s) for s in seqs[:20]) + (", ..." if len(seqs) > 20 else "")
+    return (f"not forwarded off this VM: record{'s' if len(seqs) != 1 else ''} {listed} "
+            f"({printable(unsent[seqs[-1]], 300)}); setui sends them again with the next "
+            "record\n")
+
+
+def _verify(result: VerifyResult, as_json: bool, out: IO[str],
+            unsent: dict[int, str] | None = None) -> int:
+    unsent = unsent or {}
     if as_json:
         out.write(json.dumps({
             "ok": result.ok, "count": result.count, "first_bad": result.first_bad,
             "problem": result.problem or None, "head_seq": result.head_seq,
-            "head_hash": result.head_hash, "warning": result.warning or None}) + "\n")
+            "head_hash": result.head_hash, "warning": result.warning or None,
+            "not_forwarded": {str(seq): why for seq, why in sorted(unsent.items())}}) + "\n")
     elif result.ok:
         out.write(f"{result}\n")
         if result.head_seq is not None:
             out.write(f"head: record {result.head_seq}, sha256 {result.head_hash}\n")
         if result.warning:
             out.write(f"WARNING: {printable(result.warning, 500)}\n")
+        if unsent:
+            out.write(_unsent_line(unsent))
     else:
         out.write(f"TAMPERED: {printable(result.problem, 500)}\n")
         if result.first_bad is not None:
@@ -251,16 +264,18 @@ def _against(store: Store, path: Path, out: IO[str], err: IO[str]) -> int:
         return EXIT_FAILED
     if not result.checked:
         err.write(f"setui audit verify: {name} holds no setui audit record (expected JSON "
-                  "lines from `setui audit export` or `journalctl -o json`, or RFC 5424 "
-                  "lines)\n")
+                  "lines from `setui audit export` or `journalctl -o json`, or lines holding "
+                  "the [setui@32473 ...] element; the message text alone is never read)\n")
         return EXIT_FAILED
     if result.ok:
         out.write(f"against {name}: the {result.checked} records of the copy match the log")
     else:
         out.write(f"against {name}: {len(result.differences)} of the records differ "
                   f"(the copy has {result.checked}):\n")
-        for line in result.differences:
-            out.write(f"  {printable(line, 600)}\n")
+        for difference in result.differences:
+            out.write(f"  {printable(difference.text, 600)}\n")
+            for version in difference.versions:
+                out.write(f"    {printable(version, 600)}\n")
         out.write("The log was changed after the copy was taken, or the copy is not this "
                   "log's")
     if result.newer:

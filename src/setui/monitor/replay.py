@@ -19,6 +19,7 @@ from setui.core.health import ConnectionState, Health
 from setui.core.model import Document, DocumentError, Event
 from setui.core.tracker import Change, ChangeKind
 from setui.monitor.state import MonitorState
+from setui.store.endpoints import endpoint_column
 from setui.store.records import AuditRecord, ChangeRecord, IncarnationRecord
 from setui.store.store import TOUCH_INTERVAL, Store
 
@@ -186,8 +187,10 @@ def load_recording(store: Store, *, since: datetime | None = None,
         records = [r for r in records if r.first_seen <= until]
     if not records:
         return None
+    # The audit log keeps each endpoint as the approval wrote it; the history, keyed.
     audit = tuple(r for r in store.audit(oldest_first=True)
-                  if r.endpoint == endpoint and (until is None or r.time <= until))
+                  if endpoint_column(r.endpoint) == endpoint
+                  and (until is None or r.time <= until))
     first = records[0].first_seen
     sessions = store.recorders(endpoint=endpoint)
     # A document's last sighting moves at most once a minute; the sessions say how far

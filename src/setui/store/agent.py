@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from setui.store.endpoints import endpoint_column
 from setui.store.history import clean_text
 from setui.store.records import AuditEntry, from_db_time, to_db_time
 
@@ -98,7 +99,7 @@ class AgentLog:
 
     def __init__(self, store: Store, endpoint: str) -> None:
         self.store = store
-        self.endpoint = clean_text(endpoint)
+        self.endpoint = endpoint_column(endpoint)  # one spelling (store.endpoints)
 
     # -- steps ----------------------------------------------------------------------------
     def steps(self, event_ids: Sequence[str] | None = None) -> list[Step]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from setui.store.db import StoreError
-from setui.store.history import clean_text
+from setui.store.endpoints import SQL_FUNCTION, endpoint_column
 from setui.store.records import APPROVE_ATTEMPT, APPROVE_OUTCOME, from_db_time
 
 __all__ = ["AlreadyClaimed", "Claim", "check", "find"]
@@ -66,14 +66,14 @@ class AlreadyClaimed(StoreError):
 _SQL = (
     "SELECT a.seq, a.time, a.os_user, a.host, a.ssh_client, a.event_id, o.seq, o.status, "
     "o.error FROM audit a LEFT JOIN audit o ON o.attempt_seq = a.seq AND o.action = ? "
-    "WHERE a.action = ? AND a.event_id = ? COLLATE NOCASE AND a.endpoint = ? "
+    f"WHERE a.action = ? AND a.event_id = ? COLLATE NOCASE AND {SQL_FUNCTION}(a.endpoint) = ? "
     "ORDER BY a.seq DESC")
 
 
 def find(conn: sqlite3.Connection, event_id: str, endpoint: str) -> Claim | None:
     """The approval that claims ``event_id`` at ``endpoint``, if one does."""
     rows = conn.execute(_SQL, (APPROVE_OUTCOME, APPROVE_ATTEMPT, event_id,
-                               clean_text(endpoint)))
+                               endpoint_column(endpoint)))
     for seq, time, user, host, ssh, stored_id, out_seq, status, error in rows:
         accepted = out_seq is not None and error is None and status is not None \
             and 200 <= int(status) < 300

@@ -19,6 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from setui.actor import describe_actor
 from setui.auditforward import Forwarder
 from setui.core.clock import utc_now
 from setui.core.model import Document, DocumentError, parse_document
@@ -36,6 +37,7 @@ from setui.store.db import (
     prepare_file,
     trigger_problem,
 )
+from setui.store.endpoints import endpoint_column
 from setui.store.place import foreign_entries
 from setui.store.records import (
     APPROVE_ATTEMPT,
@@ -206,6 +208,7 @@ class Store:
         a gap, so every writer tells the same story and none claims continuity it lacks.
         """
         seen_at = utc(seen_at)
+        endpoint = endpoint_column(endpoint)
         with self._using("record the history", write=True) as conn:
             touched = self._touched.get(endpoint)
             # Polled once a second, the same document comes back again and again: a dict
@@ -234,14 +237,14 @@ class Store:
         # Ids from the command line or the network may hold lone surrogates (undecodable
         # bytes, \ud800 in JSON): the store keeps them escaped, so look them up so.
         event_id = None if event_id is None else hist.clean_text(event_id)
-        endpoint = None if endpoint is None else hist.clean_text(endpoint)
+        endpoint = None if endpoint is None else endpoint_column(endpoint)
         with self._using("read the history") as conn:
             return hist.query_history(conn, limit=limit, since=since, endpoint=endpoint,
                                       event_id=event_id, before=before)
 
     def incarnation(self, number: int, *, endpoint: str | None = None) -> IncarnationRecord | None:
         """The most recently seen document with that incarnation number."""
-        endpoint = None if endpoint is None else hist.clean_text(endpoint)
+        endpoint = None if endpoint is None else endpoint_column(endpoint)
         with self._using("read the history") as conn:
             return hist.find_incarnation(conn, number, endpoint)
 
@@ -274,7 +277,7 @@ class Store:
         with self._using("read the history") as conn:
             row = conn.execute(
                 "SELECT raw_json, content_hash FROM incarnations WHERE endpoint = ? "
-                "ORDER BY first_seen DESC, id DESC LIMIT 1", (hist.clean_text(endpoint),)
+                "ORDER BY first_seen DESC, id DESC LIMIT 1", (endpoint_column(endpoint),)
             ).fetchone()
         if row is None:
             return None
@@ -304,7 +307,7 @@ class Store:
             cursor = conn.execute(
                 "INSERT INTO recorders (endpoint, pid, host, command, started, last_beat) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
-                (hist.clean_text(endpoint), pid, hist.clean_text(host)[:200],
+                (endpoint_column(endpoint), pid, hist.clean_text(host)[:200],
                  hist.clean_text(command)[:200], when, when))
             return int(cursor.lastrowid or 0)
 
@@ -323,7 +326,7 @@ class Store:
         where, args = [], []
         if endpoint is not None:
             where.append("endpoint = ?")
-            args.append(hist.clean_text(endpoint))
+            args.append(endpoint_column(endpoint))
         if since is not None:
             where.append("coalesce(stopped, last_beat) >= ?")
             args.append(to_db_time(since))
@@ -505,10 +508,8 @@ def _has_schema(path: Path) -> bool:
 
 
 def _who(record: AuditRecord) -> str:
-    who = record.user
-    if record.ssh_client:
-        who += f" from {record.ssh_client}"
-    return f"{who} on {record.host}"
+    return describe_actor(record.user, record.ssh_client, record.host,
+                          record.details if isinstance(record.details, dict) else {})
 
 
 def _audit_story(record: AuditRecord) -> StoryEntry:
