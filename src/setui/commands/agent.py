@@ -26,6 +26,7 @@ from setui.systemd import ERR, INFO, NOTICE, WARNING, Notifier, for_journal, und
 from setui.textsafe import printable
 
 if TYPE_CHECKING:
+    from setui.agent.lock import AgentLock
     from setui.agent.metrics import AgentMetrics
     from setui.agent.policy import Policy
 
@@ -107,15 +108,22 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
                 metrics_at: tuple[str, int] | None, metrics_file: Path | None,
                 as_json: bool, out: IO[str], err: IO[str]) -> int:
     from setui.agent.agent import Agent
+    from setui.agent.lock import Held
     from setui.agent.metrics import AgentMetrics
     from setui.agent.notify import Notifier as Sender
     from setui.monitor import Monitor
     from setui.session import make_client, open_store, resolve_vm_name
+    from setui.store import default_data_dir
     from setui.store.agent import AgentLog
 
     systemd = Notifier.from_env()
     journal = under_journal(err)
     output = _Output(out, as_json, under_journal(out))
+    try:
+        lock = _lock(config.data_dir or default_data_dir(), None, err, journal)
+    except Held as exc:
+        _say(err, f"setui agent: {exc}", journal, ERR)
+        return EXIT_USAGE
     store, problem = open_store(config)
     if problem:
         _say(err, f"setui agent: not recording, and not acting: {problem}", journal, WARNING)
@@ -195,7 +203,23 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
         await client.aclose()
         if store is not None:
             store.close()
+        if lock is not None:
+            lock.release()
     return 0
+
+
+def _lock(data_dir: Path, socket_path: Path | None, err: IO[str], journal: bool
+          ) -> AgentLock | None:
+    """One agent per store: the lock, or None when the directory cannot hold one (the
+    store cannot be opened there either, and says why). Held when another agent has it."""
+    from setui.agent.lock import AgentLock, LockError
+    from setui.core.clock import utc_now
+
+    try:
+        return AgentLock.take(data_dir, since=utc_now(), socket=socket_path)
+    except LockError as exc:
+        _say(err, f"setui agent: cannot take the agent's lock: {exc}", journal, WARNING)
+        return None
 
 
 async def _write_textfile(metrics: AgentMetrics, path: Path, err: IO[str],

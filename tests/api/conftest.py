@@ -1,0 +1,1 @@
+"""Fixtures of the API's tests (helpers in api_helpers.py)."""

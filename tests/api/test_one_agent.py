@@ -1,0 +1,81 @@
+"""One agent per store: a second one refuses to start and names the first."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+from api_helpers import SCENARIO
+
+from children import SETUI, Lines
+from setui.emulator.scenario import parse_scenario
+from setui.emulator.server import Emulator
+from setui.store import Store
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="flock and Unix sockets")
+
+# A prepare hook that never ends by itself: it outlives an agent killed while it runs.
+HOOK = """#!/bin/sh
+echo $$ > "$HOOK_DIR/hook.pid"
+while true; do sleep 0.1; done
+"""
+POLICY = """
+[[rule]]
+name = "drain"
+event_type = "Reboot"
+prepare = "{hook}"
+approve = "after-prepare"
+"""
+
+
+@pytest.fixture
+def emu() -> Emulator:
+    emulator = Emulator(parse_scenario(SCENARIO), speed=1.0)
+    emulator.start()
+    yield emulator
+    emulator.stop()
+
+
+def _env(tmp_path: Path, data: str = "data", sock: str | None = "api.sock") -> dict[str, str]:
+    env = dict(os.environ, SETUI_DATA_DIR=str(tmp_path / data), PYTHONUNBUFFERED="1",
+               PYTHONIOENCODING="utf-8", HOOK_DIR=str(tmp_path))
+    if sock is not None:
+        env["SETUI_SOCKET"] = str(tmp_path / sock)
+    return env
+
+
+def _agent(url: str, env: dict[str, str], *extra: str) -> tuple[subprocess.Popen[str], Lines]:
+    proc = subprocess.Popen([*SETUI, "agent", "--endpoint", url, "--interval", "0.2",
+                             "--json", *extra], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, encoding="utf-8", env=env)
+    lines = Lines(proc)
+    # Polling and recording: the first document is in.
+    lines.until(lambda line: line.startswith("{") and json.loads(line).get("change")
+                == "appeared", 30, "the agent's first document")
+    return proc, lines
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=30)
+
+
+def test_a_second_agent_on_the_same_store_refuses_to_start_and_names_the_first(
+        tmp_path: Path, emu: Emulator) -> None:
+    first, _ = _agent(emu.url, _env(tmp_path, sock=None))
+    try:
+        second = subprocess.run(
+            [*SETUI, "agent", "--endpoint", emu.url, "--interval", "0.2"],
+            env=_env(tmp_path, sock=None), capture_output=True, text=True, timeout=60)
+        assert second.returncode == 2, second.stdout + second.stderr
+        assert f"another agent runs on this store (pid {first.pid}, since " in second.stderr
+        # It read and wrote nothing: one recording session, the first agent's.
+        with Store.open_dir(tmp_path / "data", readonly=True) as store:
+            assert [s.pid for s in store.recorders()] == [first.pid]
+    finally:
+        _stop(first)
