@@ -1,7 +1,9 @@
-"""One agent per store: a second one refuses to start and names the first."""
+"""One agent per store, and per socket: a second one refuses to start and names the first;
+a dead one's lock and socket are no obstacle (real agents, real signals)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -9,9 +11,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from api_helpers import SCENARIO
+from api_helpers import EVENT_ID, SCENARIO
 
-from children import SETUI, Lines
+from children import SETUI, Lines, wait_until
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
 from setui.store import Store
@@ -79,3 +81,57 @@ def test_a_second_agent_on_the_same_store_refuses_to_start_and_names_the_first(
             assert [s.pid for s in store.recorders()] == [first.pid]
     finally:
         _stop(first)
+
+
+def test_a_second_agent_on_the_same_socket_refuses_to_start(tmp_path: Path,
+                                                             emu: Emulator) -> None:
+    first, _ = _agent(emu.url, _env(tmp_path))
+    try:
+        second = subprocess.run(
+            [*SETUI, "agent", "--endpoint", emu.url, "--interval", "0.2"],
+            env=_env(tmp_path, data="other-data"), capture_output=True, text=True,
+            timeout=60)
+        assert second.returncode == 2, second.stdout + second.stderr
+        assert f"another agent answers on {tmp_path / 'api.sock'} (pid {first.pid}" \
+            in second.stderr
+        assert not (tmp_path / "other-data" / "setui.db").exists()
+    finally:
+        _stop(first)
+    assert not (tmp_path / "api.sock").exists()  # removed by its agent on the way out
+
+
+def test_a_killed_agent_leaves_nothing_in_the_way_even_while_its_hook_runs_on(
+        tmp_path: Path, emu: Emulator) -> None:
+    hook = tmp_path / "hook.sh"
+    hook.write_text(HOOK)
+    hook.chmod(0o755)
+    policy = tmp_path / "policy.toml"
+    policy.write_text(POLICY.format(hook=hook))
+    first, _ = _agent(emu.url, _env(tmp_path), "--policy", str(policy))
+    hook_pid = None
+    try:
+        wait_until(lambda: (tmp_path / "hook.pid").exists(), 30, "the hook to start")
+        hook_pid = int((tmp_path / "hook.pid").read_text())
+        first.kill()
+        first.wait(timeout=30)
+        assert (tmp_path / "api.sock").exists()  # left behind by the dead agent
+        # The hook (the dead agent's child) still runs: it must not hold the lock.
+        os.kill(hook_pid, 0)
+        second, _ = _agent(emu.url, _env(tmp_path), "--policy", str(policy))
+        try:
+            from setui.api.client import AgentClient
+
+            with AgentClient.connect(tmp_path / "api.sock") as client:
+                assert client.hello.agent.pid == second.pid
+                plan = client.state()[1]
+                # What the dead agent left running is interrupted, not rerun.
+                assert [(s.event_id, s.step, s.state) for s in plan.steps
+                        if s.step == "prepare"] == [(EVENT_ID, "prepare", "interrupted")]
+        finally:
+            _stop(second)
+    finally:
+        if first.poll() is None:
+            first.kill()
+        if hook_pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(hook_pid, signal.SIGKILL)

@@ -100,10 +100,16 @@ class NoAgent(ApiError):
 
 
 def _group_name(path: Path) -> str:
-    try:
-        return grp.getgrgid(os.stat(path).st_gid).gr_name
-    except (OSError, KeyError):
-        return "setui"
+    """The group that may reach the socket: its own, or its directory's when that is
+    what keeps this user out."""
+    for place in (path, path.parent):
+        try:
+            return grp.getgrgid(os.stat(place).st_gid).gr_name
+        except OSError:
+            continue
+        except KeyError:
+            break
+    return "setui"
 
 
 def _connect(path: Path, timeout: float) -> socket.socket:

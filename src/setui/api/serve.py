@@ -11,21 +11,26 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import Callable
+import socket
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from setui.api.codec import AgentInfo
 from setui.api.peer import Authority
 from setui.api.protocol import API_VERSION
 from setui.api.queries import Queries
 from setui.api.server import ApiServer
 from setui.api.socketfile import BoundSocket, bind_socket
-from setui.config import ConfigError, load_config
+from setui.api.source import AgentSource
+from setui.config import Config, ConfigError, load_config
+from setui.core.clock import utc_now
 from setui.textsafe import printable
 
 if TYPE_CHECKING:
-    from setui.api.source import AgentSource
+    from setui.agent.agent import Agent
     from setui.monitor import MonitorUpdate
 
 __all__ = ["Api", "open_socket", "start_api"]
@@ -62,15 +67,26 @@ def open_socket(path: Path, data_dir: Path) -> BoundSocket:
     return bind_socket(path, group=group)
 
 
-async def start_api(bound: BoundSocket, source: AgentSource, *,
-                    approvers: tuple[str, ...] | None, config_file: Path | None,
-                    db_path: Path | None, say: Callable[[str], None]) -> Api:
-    """Serve the API on ``bound``; it is closed and removed if that fails."""
+async def start_api(bound: BoundSocket, agent: Agent, *, config: Config,
+                    config_file: Path | None, policy_path: Path | None,
+                    store_problem: str | None, compute: Mapping[str, str] | None,
+                    since: datetime | None, say: Callable[[str], None]) -> Api:
+    """Serve ``agent`` on ``bound`` (closed and removed if that fails). ``since``: when
+    the agent took its lock; ``compute``: this VM's compute metadata (its vmId)."""
     path = bound.path
+    store = agent.store
+    info = AgentInfo(pid=os.getpid(), since=since or utc_now(), vm_name=agent.vm_name,
+                     vm_id=(compute or {}).get("vmId"), endpoint=config.endpoint,
+                     data_dir=str(store.path.parent) if store is not None else None,
+                     policy=str(policy_path) if policy_path is not None else None,
+                     dry_run=agent.dry_run)
+    source = AgentSource(monitor=agent.monitor, agent=agent, client=agent.client,
+                         store=store, info=info, host=socket.gethostname() or "unknown",
+                         store_problem=store_problem)
     try:
-        authority = await asyncio.to_thread(Authority, approvers)
+        authority = await asyncio.to_thread(Authority, config.approvers)
         server = ApiServer(source, authority=authority, queries=Queries(
-            db_path, source.store_problem), say=say)
+            store.path if store is not None else None, store_problem), say=say)
         await server.serve(bound.sock)
     except BaseException:
         bound.remove()
