@@ -53,6 +53,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true",
                         help="one JSON object per line: watch's change records, and agent "
                              "records with the key \"agent\"")
+    parser.add_argument("--socket", metavar="PATH", type=Path, default=None,
+                        help="serve the local API there (docs/api.md); default: `socket` in "
+                             "the config, env SETUI_SOCKET, else /run/setui/api.sock when "
+                             "/run/setui exists")
 
 
 def agent_line(record: dict[str, Any], *, with_time: bool = True) -> str:
