@@ -51,7 +51,7 @@ duration = -1
 OPS_GROUP = "sapi-ops"
 APPROVERS_GROUP = "setui"
 USERS = {"alice": (OPS_GROUP, APPROVERS_GROUP), "bob": (OPS_GROUP, APPROVERS_GROUP),
-         "carol": (OPS_GROUP,), "mallory": (OPS_GROUP,)}
+         "carol": (OPS_GROUP,), "mallory": (OPS_GROUP,), "eve": (OPS_GROUP,)}
 
 needs_root = pytest.mark.skipif(
     os.name != "posix" or os.geteuid() != 0 or shutil.which("setpriv") is None
@@ -72,8 +72,8 @@ def _run(*argv: str) -> None:
 
 @pytest.fixture(scope="session")
 def accounts() -> Iterator[dict[str, Account]]:
-    """sapi-alice and sapi-bob (in setui), sapi-carol and sapi-mallory (not), all in
-    sapi-ops; made for this session, and removed after it with what it made."""
+    """sapi-alice and sapi-bob (in setui), sapi-carol, sapi-mallory and sapi-eve (not),
+    all in sapi-ops; made for this session, and removed after it with what it made."""
     made_groups, made_users = [], []
     for group in (OPS_GROUP, APPROVERS_GROUP):
         try:
@@ -149,6 +149,7 @@ def start_agent(url: str, base: Path, *extra: str, env: dict[str, str] | None = 
         [*SETUI, "agent", "--endpoint", url, "--interval", interval, "--json", *extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
         env=env or agent_env(base))
+    lines = Lines(proc)  # read from the start: a full pipe would stop the agent
     socket = Path((env or agent_env(base))["SETUI_SOCKET"])
 
     def answers() -> bool:
@@ -161,7 +162,7 @@ def start_agent(url: str, base: Path, *extra: str, env: dict[str, str] | None = 
         return True
 
     wait_until(answers, 30, "the agent's socket to answer")
-    return proc, Lines(proc)
+    return proc, lines
 
 
 def stop(proc: subprocess.Popen[str]) -> int:
@@ -170,18 +171,23 @@ def stop(proc: subprocess.Popen[str]) -> int:
     return proc.wait(timeout=30)
 
 
-def run_as(account: Account | None, base: Path, op: str, args: dict[str, object] | None = None,
-           *, background: bool = False) -> subprocess.Popen[str] | dict[str, object]:
-    """tests/api's client script as ``account`` (None: root), with its groups from
-    /etc/group; its JSON answer, or the process when ``background``."""
+def run_script_as(account: Account | None, argv: list[str]) -> subprocess.Popen[str]:
+    """``python argv...`` as ``account`` (None: root) with its groups from /etc/group, in
+    a bare environment, setui importable."""
     ids = [] if account is None else ["setpriv", f"--reuid={account.uid}",
                                       f"--regid={account.gid}", "--init-groups"]
     env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT / "src"),
            "HOME": "/nonexistent", "SETUI_CONFIG": "/nonexistent/config.toml"}
-    proc = subprocess.Popen(
-        [*ids, sys.executable, str(base / "client.py"), str(base / "run" / "api.sock"), op,
-         json.dumps(args or {}), str(base / "sync")],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/")
+    return subprocess.Popen([*ids, sys.executable, *argv], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd="/")
+
+
+def run_as(account: Account | None, base: Path, op: str, args: dict[str, object] | None = None,
+           *, background: bool = False) -> subprocess.Popen[str] | dict[str, object]:
+    """tests/api's client script as ``account``: its JSON answer, or the process when
+    ``background``."""
+    proc = run_script_as(account, [str(base / "client.py"), str(base / "run" / "api.sock"),
+                                   op, json.dumps(args or {}), str(base / "sync")])
     if background:
         return proc
     return answer(proc)

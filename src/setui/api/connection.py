@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from setui.api.peer import Credentials, Peer, credentials
 from setui.api.protocol import (
     BUSY,
+    MAX_ID,
     MAX_REQUEST,
     Frames,
     ProtocolError,
@@ -128,22 +129,25 @@ class Connection(asyncio.Protocol):
         except ProtocolError as exc:
             self.fail(exc)  # not a JSON object: the stream cannot be trusted any more
             return
-        try:
-            request = parse_request(frame)
-        except ProtocolError as exc:
-            self.send(error_frame(exc.code, exc.message, exc.request_id))
-            return
-        if not self._allowed():
+        if not self._allowed():  # every frame counts, a wrong one too
             self._refused += 1
             if self._refused > MAX_REFUSED:
                 self.fail(ProtocolError(BUSY, f"more than {MAX_REFUSED} requests in a row "
                                               f"past {RATE:g} a second: closed"))
                 return
-            self.answer_error(request.id, BUSY, f"more than {RATE:g} requests a second "
-                                                f"(a burst of {BURST:g}): slow down")
+            said = frame.get("id")
+            self.answer_error(said if isinstance(said, int) and not isinstance(said, bool)
+                              and 0 <= said <= MAX_ID else None, BUSY,
+                              f"more than {RATE:g} requests a second (a burst of "
+                              f"{BURST:g}): slow down")
             return
         self._refused = 0
         self.last_request = self.mono()
+        try:
+            request = parse_request(frame)
+        except ProtocolError as exc:
+            self.send(error_frame(exc.code, exc.message, exc.request_id))
+            return
         self.server.dispatch(self, request)
 
     def _allowed(self) -> bool:
@@ -190,12 +194,13 @@ class Connection(asyncio.Protocol):
 
     def close(self) -> None:
         """Close once the output is handed over, or after CLOSE_GRACE in any case."""
-        if self.transport is None:
+        transport = self.transport
+        if transport is None:
             return
         self.closed = True
-        self.transport.close()
-        transport = self.transport
-        asyncio.get_running_loop().call_later(CLOSE_GRACE, transport.abort)
+        transport.close()
+        if transport.get_write_buffer_size():  # else it is closed already: no timer kept
+            asyncio.get_running_loop().call_later(CLOSE_GRACE, transport.abort)
 
     def drop(self, why: str) -> None:
         """Close at once, throwing away what the client did not read."""

@@ -27,6 +27,7 @@ __all__ = [
     "INTERNAL",
     "MAX_ANSWER",
     "MAX_DEPTH",
+    "MAX_ID",
     "MAX_REQUEST",
     "OPS",
     "QUERIES",

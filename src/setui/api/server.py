@@ -2,7 +2,8 @@
 
 It runs on the agent's event loop beside polling and hooks, so nothing a client does may
 cost them anything that is not bounded: at most :data:`MAX_CONNECTIONS` connections and
-:data:`MAX_PER_UID` per uid (root is exempt from the second only), each with the bounds of
+:data:`MAX_PER_UID` per uid and :data:`CONNECT_RATE` new ones a second per uid (root is
+exempt from the last two), each with the bounds of
 :mod:`setui.api.connection`; queries on their own thread (:mod:`setui.api.queries`),
 writes through :mod:`setui.api.writes`; a state frame encoded once per change for every
 subscriber, a tick every :data:`TICK_EVERY` seconds while nothing changes. A connection
@@ -57,11 +58,15 @@ if TYPE_CHECKING:
     from setui.monitor import MonitorUpdate
     from setui.store.records import AuditRecord
 
-__all__ = ["IDLE_AFTER", "MAX_CONNECTIONS", "MAX_PER_UID", "STALLED_AFTER", "TICK_EVERY",
-           "ApiServer", "Complaints"]
+__all__ = ["CONNECT_BURST", "CONNECT_RATE", "IDLE_AFTER", "MAX_CONNECTIONS", "MAX_PER_UID",
+           "STALLED_AFTER", "TICK_EVERY", "ApiServer", "Complaints"]
 
 MAX_CONNECTIONS = 64
 MAX_PER_UID = 8
+# New connections a uid may open, a second on average and at once (root: no limit): a
+# client that reconnects in a loop would otherwise get a fresh request budget each time.
+CONNECT_RATE = 5.0
+CONNECT_BURST = 20.0
 IDLE_AFTER = 60.0
 STALLED_AFTER = 60.0
 TICK_EVERY = 5.0
@@ -114,6 +119,7 @@ class ApiServer:
         self.writes = Writes(source, lambda: self.authority, self.changed, mono)
         self.connections: set[Connection] = set()
         self._per_uid: Counter[int] = Counter()
+        self._arrivals: dict[int, tuple[float, float]] = {}  # uid -> (tokens, at)
         self._identifying = ThreadPoolExecutor(max_workers=2, thread_name_prefix="setui-api-peer")
         self._server: asyncio.AbstractServer | None = None
         self._sweeper: asyncio.Task[None] | None = None
@@ -177,9 +183,25 @@ class ApiServer:
                                   f"{MAX_PER_UID} open")
             return (f"uid {uid} has {MAX_PER_UID} connections to the agent open already: "
                     "close one")
+        if uid != 0 and not self._arrival(uid):
+            self.complain("busy", f"a connection from uid {uid} turned away: more than "
+                                  f"{CONNECT_RATE:g} a second")
+            return (f"uid {uid} opens more than {CONNECT_RATE:g} connections a second to "
+                    "the agent: slow down")
         self.connections.add(conn)
         self._per_uid[uid] += 1
         return None
+
+    def _arrival(self, uid: int) -> bool:
+        """The uid's connection bucket: CONNECT_RATE a second, CONNECT_BURST at once."""
+        now = self.mono()
+        tokens, at = self._arrivals.get(uid, (CONNECT_BURST, now))
+        tokens = min(CONNECT_BURST, tokens + (now - at) * CONNECT_RATE)
+        if tokens < 1:
+            self._arrivals[uid] = (tokens, now)
+            return False
+        self._arrivals[uid] = (tokens - 1, now)
+        return True
 
     def forget(self, conn: Connection) -> None:
         if conn in self.connections:
@@ -394,4 +416,7 @@ class ApiServer:
                                                      "closed (subscribe to stay)"),
                           complain=False)
         self.writes.refusals.forget_idle()
+        for uid in [u for u, (_, at) in self._arrivals.items()
+                    if now - at > CONNECT_BURST / CONNECT_RATE]:
+            del self._arrivals[uid]  # full again: forgotten, so the table stays small
         self.complaints.flush()
