@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import strategies as st
 
 from children import SETUI, Lines, wait_until
 from setui.api.client import AgentClient, ApiError
@@ -47,6 +48,14 @@ at = 0
 notice = "15m"
 duration = -1
 """
+
+# Any JSON value at all: what a hostile peer may send in place of any part of a frame.
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(2**63), max_value=2**63)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
+                                                                max_size=4),
+    max_leaves=25)
 
 OPS_GROUP = "sapi-ops"
 APPROVERS_GROUP = "setui"
