@@ -74,8 +74,9 @@ class Connection(asyncio.Protocol):
         self._tokens = BURST
         self._refilled = mono()
         self._refused = 0
-        self._unread = 0  # unread bytes at the last look, and since when none was read
-        self._unread_since: float | None = None
+        self._sent = 0  # bytes handed to the transport, ever
+        self._read = 0  # of those, what the client had read at the last look
+        self._unread_since: float | None = None  # since when it has read nothing
 
     def __repr__(self) -> str:
         creds = self.creds
@@ -173,6 +174,7 @@ class Connection(asyncio.Protocol):
             self.drop(f"it left more than {MAX_QUEUED // 1024} KiB unread")
             return False
         transport.write(frame)
+        self._sent += len(frame)
         return True
 
     def answer(self, request_id: int, body: Mapping[str, Any]) -> None:
@@ -211,11 +213,12 @@ class Connection(asyncio.Protocol):
 
     # -- the server's sweep ---------------------------------------------------------------
     def stalled_for(self, now: float) -> float:
-        """Seconds since the client last read anything while output waited for it."""
+        """Seconds the client has read nothing while output waited for it."""
         unread = self.queued()
-        if unread == 0 or unread < self._unread:
-            self._unread_since = now if unread else None
+        read = self._sent - unread
+        if unread == 0 or read > self._read:
+            self._unread_since = None if unread == 0 else now
         elif self._unread_since is None:
             self._unread_since = now
-        self._unread = unread
+        self._read = read
         return 0.0 if self._unread_since is None else now - self._unread_since
