@@ -214,7 +214,7 @@ CLIENT = r'''
 import json, sys, time
 from pathlib import Path
 from setui.api.client import AgentClient, ApiError
-from setui.snapshot import confirmed
+from setui.snapshot import Confirmed, confirmed
 
 path, op, args, sync = Path(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3]), Path(sys.argv[4])
 out = {}
@@ -225,7 +225,8 @@ try:
                       "why_not": you.why_not}
         if op == "approve":
             state, _ = client.state()
-            shown = {i: confirmed(state.state.document, i) for i in args["ids"]}
+            shown = {i: confirmed(state.state.document, i) or Confirmed(i, {"EventId": i}, 0)
+                     for i in args["ids"]}
             if args.get("barrier"):
                 (sync / f"ready-{you.user}").touch()
                 deadline = time.monotonic() + 60

@@ -96,14 +96,19 @@ def test_a_non_approver_is_refused_and_the_refusal_recorded_as_the_kernel_says(
     try:
         carol = run_as(accounts["carol"], base, "approve", {"ids": [EVENT_ID]})
         held = run_as(accounts["carol"], base, "hold", {"id": EVENT_ID})
+        # Made-up EventIds: one record for the request, not one for each.
+        made_up = run_as(accounts["carol"], base, "approve",
+                         {"ids": [f"MADE-UP-{n}" for n in range(40)]})
     finally:
         assert stop(proc) == 0
-    assert carol["error"]["code"] == held["error"]["code"] == "forbidden"
+    assert carol["error"]["code"] == held["error"]["code"] == made_up["error"]["code"] \
+        == "forbidden"
     assert "not in group setui" in carol["error"]["message"]
     assert posts(emulator) == []
     refused = [r for r in _audit(base) if r.action == REFUSED]
     assert [(r.user, r.event_id, r.details["op"]) for r in refused] == [
-        ("sapi-carol", EVENT_ID, "approve"), ("sapi-carol", EVENT_ID, "hold")]
+        ("sapi-carol", EVENT_ID, "approve"), ("sapi-carol", EVENT_ID, "hold"),
+        ("sapi-carol", "MADE-UP-0", "approve")]
     for record in refused:
         assert record.details["api"]["uid"] == accounts["carol"].uid
         assert "not in group setui" in (record.error or "")

@@ -6,8 +6,9 @@ and goes the one road setui has for it: approvals and dismissals through the
 :class:`~setui.approval.Approver` (bound to the snapshots the client confirmed, the
 document read again before the POST, one claim per event across every process), holds
 through the agent's own log, which it reads before every step. A refused request is
-recorded as ``refused`` with the actor and why, at most :data:`REFUSALS_BURST` records in
-a row per uid and then one every :data:`REFUSAL_EVERY` seconds (each record says how many
+recorded as ``refused`` with the actor and why, for the events of the request that the
+document has (one record if it has none of them), at most :data:`REFUSALS_BURST` times in
+a row per uid and then once every :data:`REFUSAL_EVERY` seconds (each record says how many
 refusals it stands for): a client refused in a loop cannot fill the audit log.
 """
 
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from setui.api.codec import decode_confirmed, encode_outcome, encode_progress
 from setui.api.protocol import BAD_REQUEST, FORBIDDEN, UNAVAILABLE, Fields, ProtocolError
 from setui.api.source import HoldRefused
+from setui.snapshot import find_event
 
 if TYPE_CHECKING:
     from setui.api.connection import Connection
@@ -113,8 +115,11 @@ class Writes:
             approver = self._approver(conn, op)
             if untold:
                 approver.details["refusals_not_recorded"] = untold
-            await asyncio.to_thread(approver.record_refusal, ids,
-                                    self.source.monitor.state.document,
+            document = self.source.monitor.state.document
+            # A record per event the document has (made-up ids would only fill the log),
+            # and one in any case.
+            shown = [i for i in ids if find_event(document, i) is not None] or ids[:1]
+            await asyncio.to_thread(approver.record_refusal, shown, document,
                                     f"{op} through the agent's API: {why}")
         raise ProtocolError(FORBIDDEN, f"{op} refused: {why}")
 
