@@ -16,8 +16,10 @@ from typing import Any
 
 import pytest
 
+from setui.api import server as server_module
 from setui.api.codec import AgentInfo
-from setui.api.peer import Authority
+from setui.api.peer import Authority, Credentials
+from setui.api.protocol import ProtocolError
 from setui.api.queries import Queries
 from setui.api.server import IDLE_AFTER, MAX_CONNECTIONS, STALLED_AFTER, ApiServer, Complaints
 from setui.api.socketfile import bind_socket
@@ -253,3 +255,41 @@ def test_complaints_are_said_once_a_minute_per_kind_with_how_many_more() -> None
     clock.now += 60
     complaints.flush()
     assert len(said) == 3
+
+
+async def test_a_client_asking_for_the_state_in_a_loop_costs_one_encoding_a_second(
+        serving: tuple[ApiServer, Clock, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    server, clock, connect = serving
+    peer = await connect()
+    made = []
+    encode = server_module.encode_state
+    monkeypatch.setattr(server_module, "encode_state",
+                        lambda *a: made.append(1) or encode(*a))
+    for request_id in range(10):
+        assert "ok" in await peer.ask(id=request_id, op="state")
+    assert len(made) == 1
+    clock.now += 1
+    assert "ok" in await peer.ask(id=11, op="state")
+    server.changed()  # anything in it changed: encoded again at once
+    await asyncio.sleep(0.1)
+    assert "ok" in await peer.ask(id=12, op="state")
+    assert len(made) == 4  # that second, the state frame pushed, and the answer after it
+
+
+def test_whole_record_queries_are_asked_at_most_every_five_seconds_per_user(
+        tmp_path: Path) -> None:
+    clock = Clock()
+    server = ApiServer(_source(None), authority=Authority([]),
+                       queries=Queries(None, "no store"), say=print, mono=clock)
+    user = SimpleNamespace(creds=Credentials(1, 1000, 1000, ()))
+    root = SimpleNamespace(creds=Credentials(1, 0, 0, ()))
+    server._heavy_allowed(user, "verify_audit")  # type: ignore[arg-type]
+    with pytest.raises(ProtocolError, match="at most once every 5 s"):
+        server._heavy_allowed(user, "verify_audit")  # type: ignore[arg-type]
+    server._heavy_allowed(user, "recording")  # type: ignore[arg-type]
+    server._heavy_allowed(user, "history")  # type: ignore[arg-type]
+    server._heavy_allowed(user, "history")  # type: ignore[arg-type]
+    for _ in range(3):
+        server._heavy_allowed(root, "verify_audit")  # type: ignore[arg-type]
+    clock.now += 5
+    server._heavy_allowed(user, "verify_audit")  # type: ignore[arg-type]

@@ -43,6 +43,7 @@ __all__ = [
     "decode_frame",
     "encode_frame",
     "error_frame",
+    "ok_frame",
     "parse_answer",
     "parse_request",
     "time_text",
@@ -170,6 +171,12 @@ def encode_frame(value: Mapping[str, Any]) -> bytes:
     so no peer ever receives a raw control or bidi character. ValueError for NaN."""
     return json.dumps(value, ensure_ascii=True, separators=(",", ":"),
                       allow_nan=False).encode("ascii") + b"\n"
+
+
+def ok_frame(request_id: int, body: bytes) -> bytes:
+    """An ``ok`` answer around a body already encoded (by :func:`encode_frame`, without
+    its newline): one state encoded once answers many requests."""
+    return b'{"id":%d,"ok":%s}\n' % (request_id, body)
 
 
 def error_frame(code: str, message: str, request_id: int | None = None) -> bytes:

@@ -44,6 +44,7 @@ from setui.api.protocol import (
     Request,
     encode_frame,
     error_frame,
+    ok_frame,
     time_text,
 )
 from setui.api.queries import Queries
@@ -73,6 +74,11 @@ TICK_EVERY = 5.0
 SWEEP_EVERY = 1.0
 MAX_OUTPUT = 32 * 1024 * 1024  # unread bytes across all clients before a big answer waits
 MAX_CHANGES = 10_000  # changes kept for subscribers between two state frames
+CURRENT_FOR = 1.0  # seconds an encoded state answers ``state`` and ``subscribe``
+# Queries that read the whole log or history: a uid asks each at most this often (root:
+# no limit), so a loop of them cannot keep the query thread, and the GIL, busy.
+HEAVY = frozenset({"verify_audit", "recording"})
+HEAVY_EVERY = 5.0
 COMPLAIN_EVERY = 60.0
 
 
@@ -120,6 +126,7 @@ class ApiServer:
         self.connections: set[Connection] = set()
         self._per_uid: Counter[int] = Counter()
         self._arrivals: dict[int, tuple[float, float]] = {}  # uid -> (tokens, at)
+        self._heavy: dict[tuple[int, str], float] = {}  # (uid, op) -> when last asked
         self._identifying = ThreadPoolExecutor(max_workers=2, thread_name_prefix="setui-api-peer")
         self._server: asyncio.AbstractServer | None = None
         self._sweeper: asyncio.Task[None] | None = None
@@ -133,6 +140,7 @@ class ApiServer:
         self._flusher: asyncio.Task[None] | None = None
         self._again = False
         self._plan_key: object = None
+        self._encoded: tuple[float, bytes] | None = None  # _current(), and when
         self._pushed_at = mono()
 
     # -- life -----------------------------------------------------------------------------
@@ -243,7 +251,7 @@ class ApiServer:
             conn.close()
         elif op in ("subscribe", "state"):
             conn.subscribed = conn.subscribed or op == "subscribe"
-            conn.answer(request.id, self._current())
+            conn.send(ok_frame(request.id, self._current()))
         elif op in QUERIES:
             if conn.querying:
                 conn.answer_error(request.id, BUSY, "one query at a time per connection: "
@@ -251,6 +259,7 @@ class ApiServer:
                 return
             try:
                 query = self.queries.prepare(op, request.args)
+                self._heavy_allowed(conn, op)
             except ProtocolError as exc:
                 conn.answer_error(request.id, exc.code, exc.message)
                 return
@@ -263,6 +272,19 @@ class ApiServer:
                 return
             conn.writing = True
             self._spawn(self._write(conn, request))
+
+    def _heavy_allowed(self, conn: Connection, op: str) -> None:
+        """Busy when this uid asked the same heavy query less than HEAVY_EVERY ago."""
+        assert conn.creds is not None
+        uid = conn.creds.uid
+        if op not in HEAVY or uid == 0:
+            return
+        now = self.mono()
+        last = self._heavy.get((uid, op))
+        if last is not None and now - last < HEAVY_EVERY:
+            raise ProtocolError(BUSY, f"{op} reads the whole record: at most once every "
+                                      f"{HEAVY_EVERY:g} s")
+        self._heavy[(uid, op)] = now
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
@@ -303,10 +325,16 @@ class ApiServer:
                    if c.transport is not None)
 
     # -- what subscribers hear ------------------------------------------------------------
-    def _current(self) -> dict[str, Any]:
-        state = self.source.state(approvals=self._approvals)
-        return {"state": encode_state(state, self.mono()),
-                "plan": encode_plan(self.source.plan(self._held))}
+    def _current(self) -> bytes:
+        """The state and plan now, encoded at most once a second (and again as soon as
+        anything in it changed): a client asking in a loop costs no encoding."""
+        now = self.mono()
+        if self._encoded is None or now - self._encoded[0] >= CURRENT_FOR:
+            state = self.source.state(approvals=self._approvals)
+            body = {"state": encode_state(state, now),
+                    "plan": encode_plan(self.source.plan(self._held))}
+            self._encoded = (now, encode_frame(body)[:-1])
+        return self._encoded[1]
 
     def publish(self, update: MonitorUpdate) -> None:
         """One poll's update, from the agent's loop: subscribers hear of it when it
@@ -314,6 +342,7 @@ class ApiServer:
         result = update.result
         if not result.changes and update.previous_state is None:
             return
+        self._encoded = None
         if any(c.subscribed for c in self.connections):
             self._changes.extend(result.changes)
             del self._changes[:-MAX_CHANGES]
@@ -325,6 +354,7 @@ class ApiServer:
     def changed(self) -> None:
         """Something the state frame carries changed outside a poll (an approval, a hold,
         the plan): read it again and tell subscribers."""
+        self._encoded = None
         self._stale = True
         self._schedule()
 
@@ -341,6 +371,7 @@ class ApiServer:
             if self._stale:
                 self._stale = False
                 await self._refresh()
+                self._encoded = None
             changes, self._changes = tuple(self._changes), []
             previous, self._previous = self._previous, None
             state = self.source.state(changes=changes, previous_state=previous,
@@ -419,4 +450,6 @@ class ApiServer:
         for uid in [u for u, (_, at) in self._arrivals.items()
                     if now - at > CONNECT_BURST / CONNECT_RATE]:
             del self._arrivals[uid]  # full again: forgotten, so the table stays small
+        for key in [k for k, at in self._heavy.items() if now - at >= HEAVY_EVERY]:
+            del self._heavy[key]
         self.complaints.flush()
