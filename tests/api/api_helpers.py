@@ -141,6 +141,19 @@ def posts(emu: Emulator) -> list[object]:
     return [r for r in emu.requests if r.method == "POST"]
 
 
+def plain_env(tmp_path: Path, *, data: str = "data", sock: str | None = None,
+              **extra: str) -> dict[str, str]:
+    """An agent's environment in a test's own directory (only root reaches it): its
+    store in ``data``, its socket ``sock`` (None: none configured)."""
+    env = dict(os.environ, SETUI_DATA_DIR=str(tmp_path / data), PYTHONUNBUFFERED="1",
+               PYTHONIOENCODING="utf-8", HOOK_DIR=str(tmp_path))
+    env.pop("SETUI_SOCKET", None)
+    if sock is not None:
+        env["SETUI_SOCKET"] = str(tmp_path / sock)
+    env.update(extra)
+    return env
+
+
 def agent_env(base: Path, **extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env.update({"SETUI_DATA_DIR": str(base / "data"), "SETUI_SOCKET": str(base / "run" /

@@ -266,3 +266,16 @@ def test_a_hostile_agents_frames_decode_to_a_value_or_a_protocol_error(
         decode(Fields(hostile))
     except ProtocolError as exc:
         assert exc.message
+
+
+def test_a_document_as_deep_as_the_parser_takes_still_travels_in_a_state_frame() -> None:
+    deep: Any = "bottom"
+    for _ in range(28):  # the document 1, Events 2, the event 3, then 28 more: 31 in all
+        deep = {"x": deep}
+    document = parse_document({"DocumentIncarnation": 1, "Events": [
+        {**_event(1, "Scheduled", 5, ["a"], "x"), "Extra": deep}]})
+    monitor = MonitorState(document=document)
+    sent = AgentState(monitor, T0, 1.0, (), None, {}, RecordingStatus(True))
+    frame = encode_frame({"push": "state", "state": encode_state(sent, 0.0)})
+    got = decode_state(Fields(decode_frame(frame[:-1])["state"]), 0.0)
+    assert got.state.document is not None and got.state.document.raw == document.raw

@@ -11,10 +11,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from api_helpers import EVENT_ID, SCENARIO
+from api_helpers import EVENT_ID, plain_env
 
 from children import SETUI, Lines, wait_until
-from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
 from setui.store import Store
 
@@ -32,22 +31,6 @@ event_type = "Reboot"
 prepare = "{hook}"
 approve = "after-prepare"
 """
-
-
-@pytest.fixture
-def emu() -> Emulator:
-    emulator = Emulator(parse_scenario(SCENARIO), speed=1.0)
-    emulator.start()
-    yield emulator
-    emulator.stop()
-
-
-def _env(tmp_path: Path, data: str = "data", sock: str | None = "api.sock") -> dict[str, str]:
-    env = dict(os.environ, SETUI_DATA_DIR=str(tmp_path / data), PYTHONUNBUFFERED="1",
-               PYTHONIOENCODING="utf-8", HOOK_DIR=str(tmp_path))
-    if sock is not None:
-        env["SETUI_SOCKET"] = str(tmp_path / sock)
-    return env
 
 
 def _agent(url: str, env: dict[str, str], *extra: str) -> tuple[subprocess.Popen[str], Lines]:
@@ -68,12 +51,12 @@ def _stop(proc: subprocess.Popen[str]) -> None:
 
 
 def test_a_second_agent_on_the_same_store_refuses_to_start_and_names_the_first(
-        tmp_path: Path, emu: Emulator) -> None:
-    first, _ = _agent(emu.url, _env(tmp_path, sock=None))
+        tmp_path: Path, emulator: Emulator) -> None:
+    first, _ = _agent(emulator.url, plain_env(tmp_path))
     try:
         second = subprocess.run(
-            [*SETUI, "agent", "--endpoint", emu.url, "--interval", "0.2"],
-            env=_env(tmp_path, sock=None), capture_output=True, text=True, timeout=60)
+            [*SETUI, "agent", "--endpoint", emulator.url, "--interval", "0.2"],
+            env=plain_env(tmp_path), capture_output=True, text=True, timeout=60)
         assert second.returncode == 2, second.stdout + second.stderr
         assert f"another agent runs on this store (pid {first.pid}, since " in second.stderr
         # It read and wrote nothing: one recording session, the first agent's.
@@ -84,13 +67,13 @@ def test_a_second_agent_on_the_same_store_refuses_to_start_and_names_the_first(
 
 
 def test_a_second_agent_on_the_same_socket_refuses_to_start(tmp_path: Path,
-                                                             emu: Emulator) -> None:
-    first, _ = _agent(emu.url, _env(tmp_path))
+                                                             emulator: Emulator) -> None:
+    first, _ = _agent(emulator.url, plain_env(tmp_path, sock="api.sock"))
     try:
         second = subprocess.run(
-            [*SETUI, "agent", "--endpoint", emu.url, "--interval", "0.2"],
-            env=_env(tmp_path, data="other-data"), capture_output=True, text=True,
-            timeout=60)
+            [*SETUI, "agent", "--endpoint", emulator.url, "--interval", "0.2"],
+            env=plain_env(tmp_path, data="other-data", sock="api.sock"),
+            capture_output=True, text=True, timeout=60)
         assert second.returncode == 2, second.stdout + second.stderr
         assert f"another agent answers on {tmp_path / 'api.sock'} (pid {first.pid}" \
             in second.stderr
@@ -101,13 +84,13 @@ def test_a_second_agent_on_the_same_socket_refuses_to_start(tmp_path: Path,
 
 
 def test_a_killed_agent_leaves_nothing_in_the_way_even_while_its_hook_runs_on(
-        tmp_path: Path, emu: Emulator) -> None:
+        tmp_path: Path, emulator: Emulator) -> None:
     hook = tmp_path / "hook.sh"
     hook.write_text(HOOK)
     hook.chmod(0o755)
     policy = tmp_path / "policy.toml"
     policy.write_text(POLICY.format(hook=hook))
-    first, _ = _agent(emu.url, _env(tmp_path), "--policy", str(policy))
+    first, _ = _agent(emulator.url, plain_env(tmp_path, sock="api.sock"), "--policy", str(policy))
     hook_pid = None
     try:
         wait_until(lambda: (tmp_path / "hook.pid").exists(), 30, "the hook to start")
@@ -117,7 +100,8 @@ def test_a_killed_agent_leaves_nothing_in_the_way_even_while_its_hook_runs_on(
         assert (tmp_path / "api.sock").exists()  # left behind by the dead agent
         # The hook (the dead agent's child) still runs: it must not hold the lock.
         os.kill(hook_pid, 0)
-        second, _ = _agent(emu.url, _env(tmp_path), "--policy", str(policy))
+        second, _ = _agent(emulator.url, plain_env(tmp_path, sock="api.sock"), "--policy",
+                           str(policy))
         try:
             from setui.api.client import AgentClient
 

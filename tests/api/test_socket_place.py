@@ -9,30 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from api_helpers import SCENARIO, Account, needs_root
+from api_helpers import Account, needs_root, plain_env
 
 from children import SETUI, Lines, wait_until
 from setui.api.client import AgentClient, ApiError
-from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="Unix sockets")
-
-
-@pytest.fixture
-def emu() -> Emulator:
-    emulator = Emulator(parse_scenario(SCENARIO), speed=1.0)
-    emulator.start()
-    yield emulator
-    emulator.stop()
-
-
-def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = dict(os.environ, SETUI_DATA_DIR=str(tmp_path / "data"), PYTHONUNBUFFERED="1",
-               PYTHONIOENCODING="utf-8")
-    env.pop("SETUI_SOCKET", None)
-    env.update(extra)
-    return env
 
 
 def _run(url: str, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
@@ -41,9 +24,9 @@ def _run(url: str, env: dict[str, str], *extra: str) -> subprocess.CompletedProc
 
 
 def test_socket_on_the_command_line_wins_over_the_environment(tmp_path: Path,
-                                                               emu: Emulator) -> None:
-    env = _env(tmp_path, SETUI_SOCKET=str(tmp_path / "from-env.sock"))
-    proc = subprocess.Popen([*SETUI, "agent", "--endpoint", emu.url, "--socket",
+                                                               emulator: Emulator) -> None:
+    env = plain_env(tmp_path, SETUI_SOCKET=str(tmp_path / "from-env.sock"))
+    proc = subprocess.Popen([*SETUI, "agent", "--endpoint", emulator.url, "--socket",
                              str(tmp_path / "given.sock")], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     Lines(proc)  # drains stdout
@@ -59,9 +42,10 @@ def test_socket_on_the_command_line_wins_over_the_environment(tmp_path: Path,
 
 @pytest.mark.skipif(Path("/run/setui").exists(), reason="this machine has /run/setui")
 def test_without_a_socket_directory_the_agent_says_so_and_runs_on(tmp_path: Path,
-                                                                   emu: Emulator) -> None:
-    proc = subprocess.Popen([*SETUI, "agent", "--endpoint", emu.url, "--interval", "0.2"],
-                            env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                                                   emulator: Emulator) -> None:
+    proc = subprocess.Popen([*SETUI, "agent", "--endpoint", emulator.url, "--interval", "0.2"],
+                            env=plain_env(tmp_path), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE,
                             text=True)
     lines = Lines(proc)
     try:
@@ -74,19 +58,20 @@ def test_without_a_socket_directory_the_agent_says_so_and_runs_on(tmp_path: Path
 
 
 def test_a_file_in_the_way_is_left_alone_and_the_agent_refuses(tmp_path: Path,
-                                                                emu: Emulator) -> None:
+                                                                emulator: Emulator) -> None:
     (tmp_path / "api.sock").write_text("mine")
-    done = _run(emu.url, _env(tmp_path), "--socket", str(tmp_path / "api.sock"))
+    done = _run(emulator.url, plain_env(tmp_path), "--socket", str(tmp_path / "api.sock"))
     assert done.returncode == 2, done.stderr
     assert "exists and is not a socket" in done.stderr
     assert (tmp_path / "api.sock").read_text() == "mine"
     assert not (tmp_path / "data" / "setui.db").exists()
 
 
-def test_a_directory_anyone_may_write_is_refused(tmp_path: Path, emu: Emulator) -> None:
+def test_a_directory_anyone_may_write_is_refused(tmp_path: Path, emulator: Emulator) -> None:
     (tmp_path / "open").mkdir()
     (tmp_path / "open").chmod(0o777)
-    done = _run(emu.url, _env(tmp_path), "--socket", str(tmp_path / "open" / "api.sock"))
+    done = _run(emulator.url, plain_env(tmp_path), "--socket",
+                str(tmp_path / "open" / "api.sock"))
     assert done.returncode == 2, done.stderr
     assert "writable by others without the sticky bit" in done.stderr
 

@@ -162,16 +162,46 @@ class HoldAnswer:
     running: str | None  # the step the agent was already running, if any: it goes on
 
 
+def _failed(exc: OSError) -> ApiError:
+    return ApiError(UNAVAILABLE, f"the connection to the agent failed: "
+                                 f"{exc.strerror or exc}")
+
+
+class _Inbox:
+    """What the agent sent, as frames: the one rule both readers follow."""
+
+    def __init__(self) -> None:
+        self._frames = Frames(MAX_ANSWER)
+        self._ready: list[bytes] = []
+
+    def __bool__(self) -> bool:
+        return bool(self._ready)
+
+    def add(self, data: bytes) -> None:
+        """Bytes read; an empty read is the agent closing."""
+        if not data:
+            raise ApiError(UNAVAILABLE, "the agent closed the connection")
+        frames, error = self._frames.feed(data)
+        self._ready.extend(frames)
+        if error is not None and not self._ready:
+            raise _broken(error)
+
+    def take(self) -> Answer:
+        try:
+            return parse_answer(decode_frame(self._ready.pop(0)))
+        except ProtocolError as exc:
+            raise _broken(exc) from None
+
+
 class _Frames:
     """Answers from a blocking socket, each within a deadline."""
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        self._frames = Frames(MAX_ANSWER)
-        self._ready: list[bytes] = []
+        self._inbox = _Inbox()
 
     def next(self, deadline: float) -> Answer:
-        while not self._ready:
+        while not self._inbox:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise ApiError(UNAVAILABLE, "the agent did not answer in time")
@@ -181,15 +211,9 @@ class _Frames:
             except TimeoutError:
                 raise ApiError(UNAVAILABLE, "the agent did not answer in time") from None
             except OSError as exc:
-                raise ApiError(UNAVAILABLE, f"the connection to the agent failed: "
-                                            f"{exc.strerror or exc}") from None
-            if not data:
-                raise ApiError(UNAVAILABLE, "the agent closed the connection")
-            frames, error = self._frames.feed(data)
-            self._ready.extend(frames)
-            if error is not None and not self._ready:
-                raise _broken(error)
-        return parse_answer(decode_frame(self._ready.pop(0)))
+                raise _failed(exc) from None
+            self._inbox.add(data)
+        return self._inbox.take()
 
 
 class AgentClient:
@@ -247,8 +271,7 @@ class AgentClient:
             try:
                 self._sock.sendall(encode_frame({"id": request_id, "op": op, **args}))
             except OSError as exc:
-                raise ApiError(UNAVAILABLE, f"the connection to the agent failed: "
-                                            f"{exc.strerror or exc}") from None
+                raise _failed(exc) from None
             try:
                 while True:
                     answer = self._frames.next(time.monotonic() + timeout)
@@ -416,29 +439,19 @@ class _StreamFrames:
 
     def __init__(self, reader: asyncio.StreamReader) -> None:
         self.reader = reader
-        self._frames = Frames(MAX_ANSWER)
-        self._ready: list[bytes] = []
+        self._inbox = _Inbox()
 
     async def next(self, timeout: float) -> Answer:
-        while not self._ready:
+        while not self._inbox:
             try:
                 data = await asyncio.wait_for(self.reader.read(_READ), timeout)
             except asyncio.TimeoutError:
                 raise ApiError(UNAVAILABLE, f"the agent said nothing for {timeout:g} s") \
                     from None
             except OSError as exc:
-                raise ApiError(UNAVAILABLE, f"the connection to the agent failed: "
-                                            f"{exc.strerror or exc}") from None
-            if not data:
-                raise ApiError(UNAVAILABLE, "the agent closed the connection")
-            frames, error = self._frames.feed(data)
-            self._ready.extend(frames)
-            if error is not None and not self._ready:
-                raise _broken(error)
-        try:
-            return parse_answer(decode_frame(self._ready.pop(0)))
-        except ProtocolError as exc:
-            raise _broken(exc) from None
+                raise _failed(exc) from None
+            self._inbox.add(data)
+        return self._inbox.take()
 
     async def expect(self, kind: str, timeout: float) -> Fields:
         answer = await self.next(timeout)

@@ -138,10 +138,7 @@ def encode_health(health: Health, mono_now: float) -> dict[str, Any]:
 
 def decode_health(fields: Fields, mono_now: float) -> Health:
     """The health rebuilt on this process's monotonic clock."""
-    try:
-        state = ConnectionState(fields.text("state", limit=40))
-    except ValueError:
-        raise fields.fail("state", "not a connection state") from None
+    state = fields.member("state", ConnectionState, "a connection state")
     age = fields.number("age", optional=True)
     next_in = fields.number("next_attempt_in", optional=True)
     stale_after = fields.number("stale_after")
@@ -173,10 +170,7 @@ def _encode_change(change: Change) -> dict[str, Any]:
 
 
 def _decode_change(fields: Fields) -> Change:
-    try:
-        kind = ChangeKind(fields.text("kind", limit=40))
-    except ValueError:
-        raise fields.fail("kind", "not a kind of change") from None
+    kind = fields.member("kind", ChangeKind, "a kind of change")
     event = fields.value("event", optional=True)
     previous = fields.value("previous", optional=True)
     return Change(
@@ -471,11 +465,6 @@ def encode_state(state: AgentState, mono_now: float) -> dict[str, Any]:
 
 def decode_state(fields: Fields, mono_now: float) -> AgentState:
     lives = [_decode_life(f) for f in _each(fields, "lives", MAX_EVENTS)]
-    previous = fields.text("previous_state", limit=40, optional=True)
-    try:
-        previous_state = None if previous is None else ConnectionState(previous)
-    except ValueError:
-        raise fields.fail("previous_state", "not a connection state") from None
     approvals = _mapping(fields, "approvals") or {}
     if len(approvals) > MAX_EVENTS:
         raise fields.fail("approvals", f"more than {MAX_EVENTS}")
@@ -494,7 +483,8 @@ def decode_state(fields: Fields, mono_now: float) -> AgentState:
     return AgentState(
         state=monitor, now=fields.time("now"), interval=interval,
         changes=tuple(_decode_change(f) for f in _each(fields, "changes", MAX_EVENTS)),
-        previous_state=previous_state,
+        previous_state=fields.member("previous_state", ConnectionState, "a connection state",
+                                     optional=True),
         approvals={str(i)[:SHORT]: decode_audit(Fields(r, f"approvals.{str(i)[:40]}"))
                    for i, r in approvals.items()},
         recording=RecordingStatus(recording.flag("recording"),

@@ -14,8 +14,11 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from enum import Enum
+from typing import Any, TypeVar
 
+from setui.core.model import MAX_DEPTH as DOCUMENT_DEPTH
+from setui.core.model import json_depth
 from setui.store.records import from_db_time, to_db_time
 
 __all__ = [
@@ -54,7 +57,9 @@ __all__ = [
 API_VERSION = 1
 MAX_REQUEST = 64 * 1024  # bytes of one client frame, without its newline
 MAX_ANSWER = 8 * 1024 * 1024  # bytes of one server frame: a page of history
-MAX_DEPTH = 32  # nesting of a frame; the deepest setui sends is about 8
+# Nesting of a frame: a document IMDS sent may nest DOCUMENT_DEPTH deep (core.model), and
+# a state frame carries it a few levels down.
+MAX_DEPTH = DOCUMENT_DEPTH + 16
 MAX_ID = 2**53 - 1  # request ids stay exact in every JSON implementation
 MAX_TEXT = 64 * 1024  # characters of one string, unless a field says less
 
@@ -131,21 +136,6 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
-def _depth(value: Any) -> int:
-    """How deep decoded JSON nests, without recursion."""
-    deepest = 0
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, (dict, list)):
-            if depth > MAX_DEPTH:
-                return depth
-            deepest = max(deepest, depth)
-            stack.extend((child, depth + 1)
-                         for child in (item.values() if isinstance(item, dict) else item))
-    return deepest
-
-
 def decode_frame(line: bytes) -> dict[str, Any]:
     """One frame's object; :class:`ProtocolError` (bad-request) for anything else."""
     try:
@@ -161,7 +151,7 @@ def decode_frame(line: bytes) -> dict[str, Any]:
         raise ProtocolError(BAD_REQUEST, f"a frame is not JSON ({reason})") from None
     if not isinstance(value, dict):
         raise ProtocolError(BAD_REQUEST, "a frame must be a JSON object")
-    if _depth(value) > MAX_DEPTH:
+    if json_depth(value, MAX_DEPTH) > MAX_DEPTH:
         raise ProtocolError(BAD_REQUEST, f"a frame nests deeper than {MAX_DEPTH}")
     return value
 
@@ -189,7 +179,7 @@ def time_text(moment: datetime | None) -> str | None:
     return None if moment is None else to_db_time(moment)
 
 
-_MISSING: Any = object()
+_E = TypeVar("_E", bound=Enum)
 
 
 class Fields:
@@ -262,6 +252,16 @@ class Fields:
         except ValueError:
             raise self.fail(key, "expected a time such as 2026-01-02T03:04:05.000000Z") \
                 from None
+
+    def member(self, key: str, kind: type[_E], what: str, *, optional: bool = False) -> Any:
+        """A value of the enum ``kind`` (``what`` names it in a refusal)."""
+        text = self.text(key, limit=40, optional=optional)
+        if text is None:
+            return None
+        try:
+            return kind(text)
+        except ValueError:
+            raise self.fail(key, f"not {what}") from None
 
     def fields(self, key: str, *, optional: bool = False) -> Any:
         value = self.value(key, optional)
