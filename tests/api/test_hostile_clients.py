@@ -153,7 +153,7 @@ if mode == "connections":
 elif mode == "garbage":
     bad = [b"\xff\xfe\xfd\n", b"not json\n", b"[1, 2, 3]\n", b"[" * 50000 + b"\n",
            b'{"id": 1, "op": "state", "x": NaN}\n', b'{"id": ' + b"9" * 5000 + b'}\n',
-           b'{"id": 1, "op": "approve", "event_ids": ' + b"[" * 40 + b"]" * 40 + b"}\n",
+           b'{"id": 1, "op": "approve", "event_ids": ' + b"[" * 60 + b"]" * 60 + b"}\n",
            bytes(random.getrandbits(8) for _ in range(3000)) + b"\n",
            b"A" * (10 << 20)]
     seen = {}

@@ -30,6 +30,7 @@ from setui.api.protocol import (
     error_frame,
     parse_request,
 )
+from setui.core.ratelimit import TokenBucket
 
 if TYPE_CHECKING:
     from setui.api.server import ApiServer
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 __all__ = ["BURST", "MAX_QUEUED", "RATE", "Connection"]
 
 RATE = 20.0  # requests a second, on average
-BURST = 40.0  # requests at once
+BURST = 40  # requests at once
 MAX_REFUSED = 100  # requests refused as too many in a row before the connection is closed
 MAX_QUEUED = 1024 * 1024  # unread bytes kept for a client before the next frame
 CLOSE_GRACE = 5.0  # seconds a closed connection may take to hand over its last frame
@@ -71,8 +72,7 @@ class Connection(asyncio.Protocol):
         self.querying = False  # a read-only query in flight
         self.writing = False  # an approval, dismissal, hold or release in flight
         self.last_request = mono()
-        self._tokens = BURST
-        self._refilled = mono()
+        self._bucket = TokenBucket(RATE, BURST, mono=mono)
         self._refused = 0
         self._sent = 0  # bytes handed to the transport, ever
         self._read = 0  # of those, what the client had read at the last look
@@ -130,7 +130,7 @@ class Connection(asyncio.Protocol):
         except ProtocolError as exc:
             self.fail(exc)  # not a JSON object: the stream cannot be trusted any more
             return
-        if not self._allowed():  # every frame counts, a wrong one too
+        if not self._bucket.try_acquire():  # every frame counts, a wrong one too
             self._refused += 1
             if self._refused > MAX_REFUSED:
                 self.fail(ProtocolError(BUSY, f"more than {MAX_REFUSED} requests in a row "
@@ -150,16 +150,6 @@ class Connection(asyncio.Protocol):
             self.send(error_frame(exc.code, exc.message, exc.request_id))
             return
         self.server.dispatch(self, request)
-
-    def _allowed(self) -> bool:
-        """The token bucket: RATE requests a second on average, BURST at once."""
-        now = self.mono()
-        self._tokens = min(BURST, self._tokens + (now - self._refilled) * RATE)
-        self._refilled = now
-        if self._tokens < 1:
-            return False
-        self._tokens -= 1
-        return True
 
     # -- frames out -----------------------------------------------------------------------
     def queued(self) -> int:

@@ -49,6 +49,7 @@ from setui.api.protocol import (
 )
 from setui.api.queries import Queries
 from setui.api.writes import Writes
+from setui.core.ratelimit import TokenBucket
 from setui.identity import account_name
 from setui.textsafe import printable
 
@@ -67,7 +68,7 @@ MAX_PER_UID = 8
 # New connections a uid may open, a second on average and at once (root: no limit): a
 # client that reconnects in a loop would otherwise get a fresh request budget each time.
 CONNECT_RATE = 5.0
-CONNECT_BURST = 20.0
+CONNECT_BURST = 20
 IDLE_AFTER = 60.0
 STALLED_AFTER = 60.0
 TICK_EVERY = 5.0
@@ -125,7 +126,7 @@ class ApiServer:
         self.writes = Writes(source, lambda: self.authority, self.changed, mono)
         self.connections: set[Connection] = set()
         self._per_uid: Counter[int] = Counter()
-        self._arrivals: dict[int, tuple[float, float]] = {}  # uid -> (tokens, at)
+        self._arrivals: dict[int, TokenBucket] = {}  # uid -> its new connections
         self._heavy: dict[tuple[int, str], float] = {}  # (uid, op) -> when last asked
         self._identifying = ThreadPoolExecutor(max_workers=2, thread_name_prefix="setui-api-peer")
         self._server: asyncio.AbstractServer | None = None
@@ -191,7 +192,7 @@ class ApiServer:
                                   f"{MAX_PER_UID} open")
             return (f"uid {uid} has {MAX_PER_UID} connections to the agent open already: "
                     "close one")
-        if uid != 0 and not self._arrival(uid):
+        if uid != 0 and not self._arrival(uid).try_acquire():
             self.complain("busy", f"a connection from uid {uid} turned away: more than "
                                   f"{CONNECT_RATE:g} a second")
             return (f"uid {uid} opens more than {CONNECT_RATE:g} connections a second to "
@@ -200,16 +201,14 @@ class ApiServer:
         self._per_uid[uid] += 1
         return None
 
-    def _arrival(self, uid: int) -> bool:
-        """The uid's connection bucket: CONNECT_RATE a second, CONNECT_BURST at once."""
-        now = self.mono()
-        tokens, at = self._arrivals.get(uid, (CONNECT_BURST, now))
-        tokens = min(CONNECT_BURST, tokens + (now - at) * CONNECT_RATE)
-        if tokens < 1:
-            self._arrivals[uid] = (tokens, now)
-            return False
-        self._arrivals[uid] = (tokens - 1, now)
-        return True
+    def _arrival(self, uid: int) -> TokenBucket:
+        """The uid's bucket of new connections: CONNECT_RATE a second, CONNECT_BURST at
+        once."""
+        bucket = self._arrivals.get(uid)
+        if bucket is None:
+            bucket = self._arrivals[uid] = TokenBucket(CONNECT_RATE, CONNECT_BURST,
+                                                       mono=self.mono)
+        return bucket
 
     def forget(self, conn: Connection) -> None:
         if conn in self.connections:
@@ -245,6 +244,12 @@ class ApiServer:
 
     # -- requests -------------------------------------------------------------------------
     def dispatch(self, conn: Connection, request: Request) -> None:
+        try:
+            self._dispatch(conn, request)
+        except Exception as exc:  # a bug must cost this request, not the connection
+            self._internal(conn, request, exc)
+
+    def _dispatch(self, conn: Connection, request: Request) -> None:
         op = request.op
         if op == "bye":
             conn.answer(request.id, {})
@@ -366,6 +371,12 @@ class ApiServer:
 
     async def _flush(self) -> None:
         """State frames, one at a time, each encoded once for every subscriber."""
+        try:
+            await self._flush_all()
+        except Exception as exc:  # said; the next change schedules a new flush
+            self.complain("internal", f"a state frame failed: {type(exc).__name__}: {exc}")
+
+    async def _flush_all(self) -> None:
         while True:
             self._again = False
             if self._stale:
@@ -447,8 +458,7 @@ class ApiServer:
                                                      "closed (subscribe to stay)"),
                           complain=False)
         self.writes.refusals.forget_idle()
-        for uid in [u for u, (_, at) in self._arrivals.items()
-                    if now - at > CONNECT_BURST / CONNECT_RATE]:
+        for uid in [u for u, bucket in self._arrivals.items() if bucket.tokens >= CONNECT_BURST]:
             del self._arrivals[uid]  # full again: forgotten, so the table stays small
         for key in [k for k, at in self._heavy.items() if now - at >= HEAVY_EVERY]:
             del self._heavy[key]

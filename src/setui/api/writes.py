@@ -17,12 +17,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from setui.api.codec import decode_confirmed, encode_outcome, encode_progress
 from setui.api.protocol import BAD_REQUEST, FORBIDDEN, UNAVAILABLE, Fields, ProtocolError
 from setui.api.source import HoldRefused
+from setui.core.ratelimit import TokenBucket
 from setui.snapshot import find_event
 
 if TYPE_CHECKING:
@@ -40,39 +40,30 @@ REFUSALS_BURST = 3
 REFUSAL_EVERY = 10.0
 
 
-@dataclass
-class _Bucket:
-    tokens: float
-    at: float
-    untold: int = 0
-
-
 class Refusals:
     """How often a uid's refusals are written to the audit log (see the module doc)."""
 
     def __init__(self, mono: Callable[[], float] = time.monotonic) -> None:
         self.mono = mono
-        self._buckets: dict[int, _Bucket] = {}
+        self._buckets: dict[int, TokenBucket] = {}
+        self._untold: dict[int, int] = {}
 
     def take(self, uid: int) -> int | None:
         """None: do not record this one (it is counted); else record it, saying it
         stands for that many earlier refusals that were not recorded."""
-        now = self.mono()
-        bucket = self._buckets.setdefault(uid, _Bucket(REFUSALS_BURST, now))
-        bucket.tokens = min(REFUSALS_BURST, bucket.tokens + (now - bucket.at) / REFUSAL_EVERY)
-        bucket.at = now
-        if bucket.tokens < 1:
-            bucket.untold += 1
+        bucket = self._buckets.get(uid)
+        if bucket is None:
+            bucket = self._buckets[uid] = TokenBucket(1 / REFUSAL_EVERY, REFUSALS_BURST,
+                                                      mono=self.mono)
+        if not bucket.try_acquire():
+            self._untold[uid] = self._untold.get(uid, 0) + 1
             return None
-        bucket.tokens -= 1
-        untold, bucket.untold = bucket.untold, 0
-        return untold
+        return self._untold.pop(uid, 0)
 
     def forget_idle(self) -> None:
         """Drop the buckets that are full again and owe no count (bounded memory)."""
-        now = self.mono()
         for uid in [u for u, b in self._buckets.items()
-                    if not b.untold and now - b.at > REFUSALS_BURST * REFUSAL_EVERY]:
+                    if u not in self._untold and b.tokens >= REFUSALS_BURST]:
             del self._buckets[uid]
 
 
