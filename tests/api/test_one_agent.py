@@ -107,10 +107,14 @@ def test_a_killed_agent_leaves_nothing_in_the_way_even_while_its_hook_runs_on(
 
             with AgentClient.connect(tmp_path / "api.sock") as client:
                 assert client.hello.agent.pid == second.pid
-                plan = client.state()[1]
+
+                def prepares() -> list[tuple[str, str, str]]:
+                    return [(s.event_id, s.step, s.state) for s in client.state()[1].steps
+                            if s.step == "prepare"]
+
                 # What the dead agent left running is interrupted, not rerun.
-                assert [(s.event_id, s.step, s.state) for s in plan.steps
-                        if s.step == "prepare"] == [(EVENT_ID, "prepare", "interrupted")]
+                wait_until(lambda: prepares() != [], 30, "the agent to take up the event")
+                assert prepares() == [(EVENT_ID, "prepare", "interrupted")]
         finally:
             _stop(second)
     finally:

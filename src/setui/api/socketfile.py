@@ -39,9 +39,10 @@ class SocketInUse(SocketError):
 
 def choose_socket(configured: Path | None, default: Path = DEFAULT_SOCKET,
                   ) -> tuple[Path | None, str | None]:
-    """The socket's path, or None and why there is none."""
+    """The socket's path (made absolute: it is shown to clients and in the lock), or None
+    and why there is none."""
     if configured is not None:
-        return configured, None
+        return configured.expanduser().absolute(), None
     directory = default.parent
     if not directory.is_dir():
         return None, (f"{directory} does not exist (the service makes it): no API socket, "
