@@ -28,7 +28,7 @@ def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory,
     # Audit records never reach this machine's journal or syslog from a test; the tests
     # of forwarding name their own listener.
     monkeypatch.setenv("SETUI_AUDIT_FORWARD", "none")
-    for var in ("SETUI_ENDPOINT", "SETUI_API_VERSION", "SETUI_PROMETHEUS_URL",
+    for var in ("SETUI_ENDPOINT", "SETUI_API_VERSION", "SETUI_PROMETHEUS_URL", "SETUI_SOCKET",
                 "SETUI_PROMETHEUS_TOKEN", "SETUI_PROMETHEUS_USER", "SETUI_PROMETHEUS_PASSWORD",
                 "HTTP_PROXY", "HTTPS_PROXY",
                 "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):

@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -29,6 +28,7 @@ from setui.core.clock import utc_now
 from setui.core.errors import ImdsError
 from setui.core.model import Document, parse_not_before
 from setui.identity import Identity
+from setui.outcome import ApprovalOutcome, Progress
 from setui.snapshot import (
     Confirmed,
     changes_between,
@@ -54,36 +54,9 @@ from setui.textsafe import printable
 if TYPE_CHECKING:
     from setui.core.client import ImdsClient
 
+# The outcome's values and the snapshot's rules, re-exported: callers import them from here.
 __all__ = ["ApprovalOutcome", "Approver", "Confirmed", "Progress", "changes_between",
-           "confirmed", "find_event", "other_vms", "repeated"]  # the snapshot's, re-exported
-
-@dataclass(frozen=True)
-class ApprovalOutcome:
-    """What happened to one EventId; ``message`` is for people."""
-
-    event_id: str
-    approved: bool
-    refused: bool
-    status: int | None
-    message: str
-    latency: float | None
-    record_seq: int | None  # the audit record telling this outcome, if one was written
-    # Refused because what was confirmed is not what would be approved now (the event
-    # changed, or another approval claims it): an operator may be asked again.
-    ask_again: bool = False
-    changes: tuple[str, ...] = ()  # what changed, field by field, when it did
-
-
-@dataclass(frozen=True)
-class Progress:
-    """An approval still trying: shown on the row while the service fails."""
-
-    event_id: str
-    attempt: int  # tries made so far
-    last_error: str
-    next_in: float  # seconds to the next try
-    status: int | None = None  # the HTTP status of the last try, if it had one
-    kind: str = "error"  # what failed: "unreachable", "timeout", "server", ...
+           "confirmed", "find_event", "other_vms", "repeated"]
 
 
 def _ms(seconds: float | None) -> str:

@@ -254,6 +254,7 @@ def resolve_config(args: argparse.Namespace) -> Config:
         read_only=getattr(args, "read_only", None),
         data_dir=getattr(args, "data_dir", None),
         policy=getattr(args, "policy", None),
+        socket=getattr(args, "socket", None),
     )
 
 

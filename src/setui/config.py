@@ -14,6 +14,10 @@ them in the process list.
 
 ``history-days`` is how long the incarnation history is kept (default 90); ``0`` keeps
 it forever. The audit log is never pruned, whatever it says.
+
+``socket`` (env ``SETUI_SOCKET``) is where the agent answers its local API, and
+``approvers`` (a list of user names and ``%group`` names) narrows who may approve through
+it (docs/api.md).
 """
 
 from __future__ import annotations
@@ -71,6 +75,10 @@ class Config:
     prometheus_user: str | None = None
     prometheus_password: str | None = field(default=None, repr=False)
     policy: Path | None = None  # `setui agent`'s policy file (observe only without one)
+    socket: Path | None = None  # the agent's API socket (setui.api); None: the default
+    # Who may approve through the agent's API: user names and %groups; None: root and the
+    # members of group setui (setui.api.peer).
+    approvers: tuple[str, ...] | None = None
 
     def with_overrides(self, **values: Any) -> Config:
         """Apply command-line values; ``None`` means "not given" and keeps the setting."""
@@ -105,10 +113,14 @@ _TYPES: Mapping[str, tuple[type, ...]] = {
     "prometheus_user": (str,),
     "prometheus_password": (str,),
     "policy": (str,),
+    "socket": (str,),
+    "approvers": (list,),
 }
 
 
-_WORDS = {str: "a string", int: "a number", bool: "true or false"}
+_WORDS = {str: "a string", int: "a number", bool: "true or false", list: "a list of names"}
+# A user or %group name in `approvers`: what useradd and groupadd accept, and no more.
+_APPROVER = re.compile(r"%?[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\$?")
 
 
 def _toml() -> ModuleType:
@@ -138,17 +150,20 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
         "SETUI_PROMETHEUS_TOKEN": "prometheus_token",
         "SETUI_PROMETHEUS_USER": "prometheus_user",
         "SETUI_PROMETHEUS_PASSWORD": "prometheus_password",
+        "SETUI_SOCKET": "socket",
     }
     origins: dict[str, str] = {}
     for var, key in env_map.items():
         if env.get(var):
             values[key] = env[var]
             origins[key] = f"environment variable {var}"
-    for key in ("data_dir", "policy"):
+    for key in ("data_dir", "policy", "socket"):
         if key in values:
             values[key] = Path(values[key]).expanduser()
     if "interval" in values:
         values["interval"] = float(values["interval"])
+    if "approvers" in values:
+        values["approvers"] = tuple(values["approvers"])
     config = Config(**values)
     _check(config, f"config file {file}", origins)
     return config
@@ -245,6 +260,10 @@ def _check(config: Config, source: str, origins: Mapping[str, str] | None = None
                           else ("prometheus-password", "prometheus-user"))
         raise ConfigError(f"{where(given.replace('-', '_'))}: {given} is set but "
                           f"{missing} is not; basic auth needs both")
+    for name in config.approvers or ():
+        if not isinstance(name, str) or not _APPROVER.fullmatch(name):
+            raise ConfigError(f"{where('approvers')}: approvers must be user names and "
+                              f"%group names, got {printable(repr(name), 80)}")
     if config.history_days < 0:
         raise ConfigError(f"{where('history_days')}: history-days must be a number of days, "
                           f"or 0 to keep the history forever; got {config.history_days}")

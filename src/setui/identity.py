@@ -25,7 +25,7 @@ from typing import Any
 from setui.actor import describe_actor
 from setui.procinfo import PROC, Connection, address, ssh_connections
 
-__all__ = ["Identity"]
+__all__ = ["Identity", "account_name", "audit_number", "describe_actor"]
 
 _UNSET = 4294967295  # (uid_t)-1: no login uid, no session (a daemon, a container)
 
@@ -41,23 +41,34 @@ def _name(uid: int) -> str | None:
         return None  # a uid without a passwd entry (containers)
 
 
+def account_name(uid: int) -> str:
+    """The account's name in the password database, else ``uid N`` (never ``$USER``)."""
+    return _name(uid) or f"uid {uid}"
+
+
 def _account() -> str:
     uid = getattr(os, "getuid", None)
     if uid is not None:
-        return _name(uid()) or f"uid {uid()}"
+        return account_name(uid())
     try:
         return getpass.getuser()  # Windows: the logon name; no uid to prefer
     except Exception:  # getuser raises OSError/KeyError/ImportError depending on platform
         return "unknown"
 
 
-def _proc_number(name: str, proc: Path) -> int | None:
+def audit_number(path: Path) -> int | None:
+    """A process's audit login uid or session id (``/proc/PID/loginuid``, ``sessionid``);
+    None when it is unset or cannot be read."""
     try:
-        text = (proc / "self" / name).read_text(encoding="ascii").strip()
+        text = path.read_text(encoding="ascii").strip()
         value = int(text)
     except (OSError, ValueError, UnicodeDecodeError):
         return None
     return None if value in (_UNSET, -1) or value < 0 else value
+
+
+def _proc_number(name: str, proc: Path) -> int | None:
+    return audit_number(proc / "self" / name)
 
 
 def _sudo_user(env: Mapping[str, str]) -> str | None:
@@ -130,7 +141,7 @@ class Identity:
         login_uid = _proc_number("loginuid", proc)
         login_user = None
         if login_uid is not None:
-            login_user = _name(login_uid) or f"uid {login_uid}"
+            login_user = account_name(login_uid)
         sudo_user = _sudo_user(env)
         if sudo_user == user:
             sudo_user = None

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from setui.core.model import Document, Event, is_this_vm
-from setui.store import event_snapshot
+from setui.store.records import event_snapshot
 from setui.textsafe import printable, some_names
 
 __all__ = ["Confirmed", "changes_between", "confirmed", "find_event", "other_vms",

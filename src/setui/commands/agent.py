@@ -26,8 +26,10 @@ from setui.systemd import ERR, INFO, NOTICE, WARNING, Notifier, for_journal, und
 from setui.textsafe import printable
 
 if TYPE_CHECKING:
+    from setui.agent.lock import AgentLock
     from setui.agent.metrics import AgentMetrics
     from setui.agent.policy import Policy
+    from setui.api.serve import Api
 
 __all__ = ["add_arguments", "agent_line", "run"]
 
@@ -51,6 +53,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true",
                         help="one JSON object per line: watch's change records, and agent "
                              "records with the key \"agent\"")
+    parser.add_argument("--socket", metavar="PATH", type=Path, default=None,
+                        help="serve the local API there (docs/api.md); default: `socket` in "
+                             "the config, env SETUI_SOCKET, else /run/setui/api.sock when "
+                             "/run/setui exists")
 
 
 def agent_line(record: dict[str, Any], *, with_time: bool = True) -> str:
@@ -105,17 +111,39 @@ def _say(err: IO[str], line: str, journal: bool, priority: int) -> None:
 
 async def agent(config: Config, policy: Policy, *, dry_run: bool,
                 metrics_at: tuple[str, int] | None, metrics_file: Path | None,
-                as_json: bool, out: IO[str], err: IO[str]) -> int:
+                as_json: bool, out: IO[str], err: IO[str], policy_path: Path | None = None,
+                config_file: Path | None = None) -> int:
     from setui.agent.agent import Agent
+    from setui.agent.lock import Held
     from setui.agent.metrics import AgentMetrics
     from setui.agent.notify import Notifier as Sender
+    from setui.api.serve import open_socket, start_api
+    from setui.api.socketfile import SocketError, choose_socket
     from setui.monitor import Monitor
     from setui.session import make_client, open_store, resolve_vm_name
+    from setui.store import default_data_dir
     from setui.store.agent import AgentLog
 
     systemd = Notifier.from_env()
     journal = under_journal(err)
     output = _Output(out, as_json, under_journal(out))
+    data_dir = config.data_dir or default_data_dir()
+    socket_path, no_socket = choose_socket(config.socket)
+    try:
+        lock = _lock(data_dir, socket_path, err, journal)
+    except Held as exc:
+        _say(err, f"setui agent: {exc}", journal, ERR)
+        return EXIT_USAGE
+    try:
+        bound = await asyncio.to_thread(open_socket, socket_path, data_dir) \
+            if socket_path is not None else None
+    except SocketError as exc:
+        _say(err, f"setui agent: {exc}", journal, ERR)
+        if lock is not None:
+            lock.release()
+        return EXIT_USAGE
+    if no_socket:
+        _say(err, f"setui agent: {no_socket}", journal, NOTICE)
     store, problem = open_store(config)
     if problem:
         _say(err, f"setui agent: not recording, and not acting: {problem}", journal, WARNING)
@@ -124,6 +152,7 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
              journal, WARNING)
     client = make_client(config)
     metrics: AgentMetrics | None = None
+    api: Api | None = None
     try:
         vm_name = await resolve_vm_name(client, config)
         compute = await client.compute()
@@ -163,6 +192,12 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
         systemd.ready(f"agent: {len(policy.rules)} rule(s){' (dry run)' if dry_run else ''}")
         pinger = asyncio.ensure_future(systemd.keep_alive())
         await worker.start()
+        if bound is not None:
+            api = await start_api(bound, worker, config=config, config_file=config_file,
+                                  policy_path=policy_path, store_problem=problem,
+                                  compute=compute, since=lock.since if lock else None,
+                                  say=lambda line: _say(err, line, journal, NOTICE))
+            bound = None  # the API owns it now
         updates = monitor.updates()
         last_state = monitor.health().state
         written_at = 0.0
@@ -176,6 +211,8 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
                 for change in result.changes:
                     output.change(change_record(change, vm_name))
                 await worker.handle(update)
+                if api is not None:
+                    api.publish(update)
                 if metrics_file is not None and (
                         result.changes or time.monotonic() - written_at >= TEXTFILE_EVERY):
                     written_at = time.monotonic()
@@ -183,6 +220,8 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
         finally:
             pinger.cancel()
             systemd.stopping()
+            if api is not None:
+                await api.aclose()
             await worker.stop()
             await updates.aclose()
             await monitor.aclose()
@@ -190,12 +229,31 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
                 await _write_textfile(metrics, metrics_file, err, journal)
             systemd.close()
     finally:
+        if bound is not None:  # made, never served
+            bound.remove()
+            bound.sock.close()
         if metrics is not None:
             await metrics.aclose()
         await client.aclose()
         if store is not None:
             store.close()
+        if lock is not None:
+            lock.release()
     return 0
+
+
+def _lock(data_dir: Path, socket_path: Path | None, err: IO[str], journal: bool
+          ) -> AgentLock | None:
+    """One agent per store: the lock, or None when the directory cannot hold one (the
+    store cannot be opened there either, and says why). Held when another agent has it."""
+    from setui.agent.lock import AgentLock, LockError
+    from setui.core.clock import utc_now
+
+    try:
+        return AgentLock.take(data_dir, since=utc_now(), socket=socket_path)
+    except LockError as exc:
+        _say(err, f"setui agent: cannot take the agent's lock: {exc}", journal, WARNING)
+        return None
 
 
 async def _write_textfile(metrics: AgentMetrics, path: Path, err: IO[str],
@@ -256,6 +314,7 @@ def run(args: argparse.Namespace) -> int:
         return run_until_stopped(agent(
             config, policy, dry_run=args.dry_run, metrics_at=metrics_at,
             metrics_file=args.metrics_file, as_json=args.json, out=sys.stdout,
-            err=sys.stderr))
+            err=sys.stderr, policy_path=args.policy or config.policy,
+            config_file=getattr(args, "config", None)))
     except KeyboardInterrupt:
         return 0

@@ -32,6 +32,7 @@ __all__ = [
     "EventType",
     "format_not_before",
     "is_this_vm",
+    "json_depth",
     "parse_document",
     "parse_iso",
     "parse_not_before",
@@ -293,14 +294,14 @@ def _document_depth(data: Any) -> int:
     an event 3, its Resources of strings 4) and only what else is there is walked: a
     document of 1,000 events costs about half a millisecond, not a scan of its text."""
     if not isinstance(data, dict):
-        return _value_depth(data)
+        return json_depth(data)
     deepest = 1
     for key, value in data.items():
         if key == "Events" and isinstance(value, list):
             deepest = max(deepest, 2)
             for event in value:
                 if not isinstance(event, dict):
-                    deepest = max(deepest, 2 + _value_depth(event))
+                    deepest = max(deepest, 2 + json_depth(event))
                     continue
                 deepest = max(deepest, 3)
                 for name, field in event.items():
@@ -310,25 +311,26 @@ def _document_depth(data: Any) -> int:
                             isinstance(r, str) for r in field):
                         depth = 4
                     else:
-                        depth = 3 + _value_depth(field)
+                        depth = 3 + json_depth(field)
                     deepest = max(deepest, depth)
                     if deepest > MAX_DEPTH:
                         return deepest
         elif isinstance(value, (dict, list)):
-            deepest = max(deepest, 1 + _value_depth(value))
+            deepest = max(deepest, 1 + json_depth(value))
         if deepest > MAX_DEPTH:
             return deepest
     return deepest
 
 
-def _value_depth(value: Any) -> int:
-    """How deep decoded JSON nests, without recursion."""
+def json_depth(value: Any, limit: int = MAX_DEPTH) -> int:
+    """How deep decoded JSON nests, without recursion; once past ``limit``, the walk
+    stops and says a depth past it."""
     deepest = 0
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
         if isinstance(item, (dict, list)):
-            if depth > MAX_DEPTH:
+            if depth > limit:
                 return depth
             deepest = max(deepest, depth)
             children = item.values() if isinstance(item, dict) else item

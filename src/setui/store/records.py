@@ -30,6 +30,7 @@ __all__ = [
     "ChangeRecord",
     "IncarnationRecord",
     "RecorderSpan",
+    "Step",
     "StoryEntry",
     "VerifyResult",
     "event_snapshot",
@@ -274,3 +275,26 @@ class VerifyResult:
         if self.ok:
             return f"ok, {self.count} record{'s' if self.count != 1 else ''}"
         return self.problem
+
+
+# A step's states. "running" is also what a dead agent leaves behind.
+PLANNED, WAITING, RUNNING, DONE, FAILED, INTERRUPTED, SKIPPED = (
+    "planned", "waiting", "running", "done", "failed", "interrupted", "skipped")
+FINISHED = frozenset({DONE, FAILED, INTERRUPTED, SKIPPED})
+
+
+@dataclass(frozen=True)
+class Step:
+    """One piece of the agent's work on one event: prepare, approve or recover."""
+
+    event_id: str
+    step: str
+    rule: str
+    state: str
+    detail: str
+    started: datetime | None
+    updated: datetime
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINISHED
