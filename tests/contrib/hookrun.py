@@ -56,16 +56,21 @@ def install_fake(tmp_path: Path, name: str, state: Any) -> Fake:
     return fake
 
 
-def hook_env(fake: Fake, *, step: str, event_id: str = E1, event_type: str = "Reboot",
-             path: str | None = None, **more: str | None) -> dict[str, str]:
-    """What setui agent gives a hook (SETUI_SECONDS_LEFT unless told otherwise), the fake
+def fake_env(fake: Fake) -> dict[str, str]:
+    """This process's environment without what would change a hook's course, the fake
     first on PATH."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(_THEIRS)}
-    env.update(PATH=path if path is not None else f"{fake.bin}{os.pathsep}/usr/bin:/bin",
-               FAKE_STATE=str(fake.state_file), FAKE_CALLS=str(fake.calls_file),
-               SETUI_HOOK=step, SETUI_EVENT_ID=event_id, SETUI_EVENT_TYPE=event_type,
-               SETUI_EVENT_STATUS="Scheduled", SETUI_SECONDS_LEFT="300")
-    env.update(more)
+    env.update(PATH=f"{fake.bin}{os.pathsep}/usr/bin:/bin", FAKE_STATE=str(fake.state_file),
+               FAKE_CALLS=str(fake.calls_file))
+    return env
+
+
+def hook_env(fake: Fake, *, step: str, **more: str | None) -> dict[str, str]:
+    """What setui agent gives a hook (a Reboot, 300 s left), changed by ``more`` (None
+    leaves a variable out)."""
+    env = {**fake_env(fake), "SETUI_HOOK": step, "SETUI_EVENT_ID": E1,
+           "SETUI_EVENT_TYPE": "Reboot", "SETUI_EVENT_STATUS": "Scheduled",
+           "SETUI_SECONDS_LEFT": "300", **more}
     return {k: v for k, v in env.items() if v is not None}
 
 
