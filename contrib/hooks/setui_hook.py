@@ -10,13 +10,15 @@ alone, like them.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import os
 import re
 import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
@@ -197,6 +199,17 @@ def holds_in(text: str) -> list[str]:
 
 def listed(holds: Iterable[str]) -> str:
     return ", ".join(holds) or "none"
+
+
+@contextlib.contextmanager
+def one_at_a_time() -> Iterator[None]:
+    """No other run of this hook on this VM is inside at the same time: the agent runs two
+    events' hooks side by side, and each reads the marker, changes it and writes it back.
+    The lock is taken on the hook's own file (flock needs only read access), so it needs
+    no place to write; it goes with the process, however that ends."""
+    with open(os.path.realpath(sys.argv[0]), "rb") as own:
+        fcntl.flock(own.fileno(), fcntl.LOCK_EX)
+        yield
 
 
 # -- the whole run --------------------------------------------------------------------------

@@ -6,12 +6,13 @@ from __future__ import annotations
 import os
 import re
 import socket
+import subprocess
 from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
 from pathlib import Path
 
 import pytest
-from hookrun import E1, E2, Fake, hook_env, install_fake, run_hook
+from hookrun import E1, E2, HOOKS, Fake, hook_env, install_fake, run_hook
 
 pytestmark = pytest.mark.skipif(not os.access("/usr/bin/python3", os.X_OK),
                                 reason="the hooks run on the VM's /usr/bin/python3")
@@ -246,3 +247,20 @@ def test_drain_options_after_double_dash_are_added(tmp_path: Path) -> None:
     drain = next(c for c in kubectl.calls() if c[0] == "drain")
     assert drain[2:6] == ["--ignore-daemonsets", "--delete-emptydir-data", "--force",
                           "--grace-period=60"]
+
+
+def test_two_events_prepared_at_once_are_both_remembered(tmp_path: Path) -> None:
+    # The agent runs hooks of different events side by side: each reads the mark, then
+    # writes it; the second must not write over the first.
+    kubectl = _kubectl(tmp_path)
+    both = [subprocess.Popen([str(HOOKS / "k8s-drain"), "prepare", "--node", NODE],
+                             env=hook_env(kubectl, step="prepare", SETUI_EVENT_ID=event,
+                                          FAKE_KUBECTL="get=slow"),
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for event in (E1, E2)]
+    for proc in both:
+        output, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 0, output
+    assert sorted(_node(kubectl)["annotations"][MARK].split(",")) == sorted([E1, E2])
+    assert _drain(kubectl, "recover").returncode == 0
+    assert _node(kubectl)["unschedulable"] is True  # E2 still holds it

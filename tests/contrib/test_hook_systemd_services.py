@@ -4,10 +4,11 @@ each call: stop what runs, start after only what it stopped, across re-runs."""
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
-from hookrun import E1, E2, Fake, hook_env, install_fake, run_hook
+from hookrun import E1, E2, HOOKS, Fake, hook_env, install_fake, run_hook
 
 pytestmark = pytest.mark.skipif(not os.access("/usr/bin/python3", os.X_OK),
                                 reason="the hooks run on the VM's /usr/bin/python3")
@@ -84,7 +85,9 @@ def test_a_stop_still_running_at_the_deadline_exits_3_and_recover_starts_it(
 def test_no_time_left_stops_nothing(tmp_path: Path) -> None:
     systemctl = _systemctl(tmp_path, app="active")
     done = _services(systemctl, "prepare", "app", SETUI_SECONDS_LEFT="5")  # margin 10
-    assert done.returncode == 3 and "no time to stop app.service" in done.stdout
+    assert done.returncode == 3
+    assert "no time to stop anything: 5 s left before the event (SETUI_SECONDS_LEFT), " \
+           "--margin 10; app.service left as they are" in done.stdout
     assert _changes(systemctl) == []
     assert _services(systemctl, "recover", "app").returncode == 0
     assert _changes(systemctl) == []
@@ -123,3 +126,20 @@ def test_a_wrong_setup_exits_2_and_stops_nothing(tmp_path: Path, units: list[str
     assert done.returncode == 2
     assert words in done.stderr, done.stderr
     assert _changes(systemctl) == [] and "Traceback" not in done.stderr
+
+
+def test_two_events_prepared_at_once_are_both_remembered(tmp_path: Path) -> None:
+    # The agent runs hooks of different events side by side: each reads the mark, then
+    # writes it; the second must not write over the first.
+    systemctl = _systemctl(tmp_path, app="active")
+    state = tmp_path / "hook-state"
+    both = [subprocess.Popen(
+        [str(HOOKS / "systemd-services"), "prepare", "--state-dir", str(state), "app"],
+        env=hook_env(systemctl, step="prepare", SETUI_EVENT_ID=event,
+                     FAKE_SYSTEMCTL="show=slow"),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for event in (E1, E2)]
+    for proc in both:
+        output, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 0, output
+    marked = (state / "app.service.stopped-for").read_text().split()
+    assert sorted(marked) == sorted([E1, E2])

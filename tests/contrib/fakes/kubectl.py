@@ -2,7 +2,8 @@
 {"node": {"unschedulable": bool, "annotations": {...}}}), each call's words appended as a
 JSON line to $FAKE_CALLS, and a verb made to fail or stall where $FAKE_KUBECTL says:
 "cordon=fail", "drain=fail" (refused at once), "drain=slow" (gives up at its --timeout, as
-kubectl does), "drain=hang" (ignores its --timeout)."""
+kubectl does), "drain=hang" (ignores its --timeout), "get=slow" (answers what it read a
+second later: a window for another run to change the node meanwhile)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,8 @@ def main(argv: list[str]) -> int:
         print(f"error: {verb} refused by the fake kubectl", file=sys.stderr)
         return 1
     if verb == "get":
+        if told.get("get") == "slow":
+            time.sleep(1)
         spec = {"unschedulable": True} if node["unschedulable"] else {}
         metadata = {"name": name, **({"annotations": node["annotations"]}
                                      if node["annotations"] else {})}

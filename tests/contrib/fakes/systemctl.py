@@ -1,7 +1,8 @@
 """A stand-in for systemctl, for the hooks' tests: units kept in a JSON file ($FAKE_STATE,
 {"app.service": "active" | "inactive"}; a unit not in it is not found), each call's words
 appended as a JSON line to $FAKE_CALLS, and a verb made to fail or stall where
-$FAKE_SYSTEMCTL says: "stop=fail", "start=fail", "stop=hang"."""
+$FAKE_SYSTEMCTL says: "stop=fail", "start=fail", "stop=hang", "show=slow" (answers what
+it read a second later: a window for another run to change things meanwhile)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ def main(argv: list[str]) -> int:
     state_file = Path(os.environ["FAKE_STATE"])
     units = json.loads(state_file.read_text())
     if verb == "show":
+        if told.get("show") == "slow":
+            time.sleep(1)
         found = unit in units
         print(f"LoadState={'loaded' if found else 'not-found'}")
         print(f"ActiveState={units.get(unit, 'inactive')}")
