@@ -143,3 +143,13 @@ def test_two_events_prepared_at_once_are_both_remembered(tmp_path: Path) -> None
         assert proc.returncode == 0, output
     marked = (state / "app.service.stopped-for").read_text().split()
     assert sorted(marked) == sorted([E1, E2])
+
+
+def test_a_state_dir_it_cannot_write_stops_nothing(tmp_path: Path) -> None:
+    systemctl = _systemctl(tmp_path, app="active")
+    (tmp_path / "a-file").write_text("")
+    done = run_hook("systemd-services", "prepare", "--state-dir", str(tmp_path / "a-file"),
+                    "app", env=hook_env(systemctl, step="prepare"))
+    assert done.returncode == 2
+    assert "--state-dir must be a directory the agent can read and write" in done.stderr
+    assert _changes(systemctl) == [] and systemctl.state() == {"app.service": "active"}
