@@ -15,7 +15,7 @@ HEADLESS = (
     "setui.core.model", "setui.core.tracker", "setui.core.client", "setui.core.poller",
     "setui.store", "setui.emulator.server", "setui.emulator.command", "setui.approval",
     "setui.session", "setui.identity", "setui.config", "setui.textsafe", "setui.auditforward",
-    "setui.actor", "setui.procinfo",
+    "setui.actor", "setui.procinfo", "setui.apiversions",
     "setui.commands.watch", "setui.commands.events", "setui.commands.approve",
     "setui.commands.history", "setui.core.eventids", "setui.core.order",
     "setui.snapshot", "setui.commands.audit", "setui.commands.report", "setui.monitor",

@@ -27,6 +27,7 @@ from urllib.parse import quote
 import httpx
 
 from setui import __version__
+from setui.apiversions import PREVIEW_API_VERSION
 from setui.core.backoff import Backoff, parse_http_date, parse_retry_after
 from setui.core.endpoint import (
     DEFAULT_API_VERSION,
@@ -59,7 +60,6 @@ __all__ = [
     "ImdsClient", "check_api_version", "check_endpoint",
 ]
 
-PREVIEW_API_VERSION = "2017-03-01"  # its approval body also carries DocumentIncarnation
 NAME_API_VERSION = "2021-02-01"
 EVENTS_PATH = "/metadata/scheduledevents"
 COMPUTE_PATH = "/metadata/instance/compute"

@@ -17,13 +17,13 @@ import socket
 import string
 from urllib.parse import urlsplit
 
+from setui.apiversions import KNOWN_API_VERSIONS, NEWEST_API_VERSION
+
 __all__ = ["DEFAULT_API_VERSION", "DEFAULT_ENDPOINT", "KNOWN_API_VERSIONS",
            "check_api_version", "check_endpoint", "endpoint_key"]
 
 DEFAULT_ENDPOINT = "http://169.254.169.254"
-DEFAULT_API_VERSION = "2020-07-01"
-KNOWN_API_VERSIONS: tuple[str, ...] = ("2017-03-01", "2017-08-01", "2017-11-01", "2019-01-01",
-                                       "2019-04-01", "2019-08-01", "2020-07-01")
+DEFAULT_API_VERSION = NEWEST_API_VERSION  # the one that carries every event type and field
 _API_VERSION_RE = re.compile(r"[0-9A-Za-z.\-]{1,32}")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 # The names of this host's loopback service: one endpoint, whichever was written.

@@ -24,6 +24,7 @@ from setui.emulator.documents import (
     http_date,
     not_a_document,
     render_document,
+    served,
 )
 from setui.emulator.faults import Faults
 from setui.emulator.scenario import Scenario
@@ -254,7 +255,12 @@ class Service:
                       if isinstance(e, dict)}
             unknown = [i for i in ids if i.lower() not in listed]
         else:
-            unknown = self.timeline.approve(ids, self.scenario_time(request.time))
+            # An event this version is not shown is not in its document: not approvable.
+            t = self.scenario_time(request.time)
+            shown = {e.event_id.lower()
+                     for e in served(self.timeline.state(t), request.query["api-version"])}
+            unknown = [i for i in ids if i.lower() not in shown] \
+                or self.timeline.approve(ids, t)
         if unknown:
             return _error(400, f"Bad request. No such event in the current document: "
                           f"{', '.join(unknown)}")

@@ -25,6 +25,7 @@ from textual.notifications import Notify, SeverityLevel
 from textual.screen import Screen
 from textual.worker import Worker
 
+from setui.apiversions import limits
 from setui.approval import Approver
 from setui.config import Config, ConfigError, save_setting
 from setui.core.clock import utc_now
@@ -185,6 +186,9 @@ class SetuiApp(Approvals, TerminalApp):
             self.run_worker(self._find_vm_name(), group="vm-name", exit_on_error=False)
         self.set_interval(1.0, self._refresh, name="tick")
         self._check_size()
+        lacks = limits(self.client.api_version)
+        if lacks is not None:  # the commands say it on stderr (cli.py)
+            self.notify(lacks, severity="warning", timeout=30, markup=False)
         if self.store is None:
             self.notify(f"No history or audit log: {self.store_status}. Approvals are refused "
                         "until the audit log can be written.", severity="warning",
