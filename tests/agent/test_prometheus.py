@@ -6,19 +6,17 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shutil
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from agent_helpers import EVENT_ID, agent_env, start_agent, stop
+from agent_helpers import EVENT_ID, agent_env, metrics_url, start_agent, stop
 
 from children import wait_until
 from setui.emulator.scenario import parse_scenario
@@ -26,7 +24,6 @@ from setui.emulator.server import Emulator
 from setui.store import Store
 
 CONTRIB = Path(__file__).parents[2] / "contrib" / "prometheus"
-METRICS_LINE = re.compile(r"setui agent: metrics at (http://127\.0\.0\.1:\d+/metrics)")
 SHORT_FREEZE = """
 name = "short-freeze"
 vm_name = "vm-a"
@@ -42,19 +39,6 @@ resources = ["vm-a", "vm-b"]
 """
 
 
-def _metrics_url(proc: subprocess.Popen[str]) -> str:
-    assert proc.stderr is not None
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        found = METRICS_LINE.search(line)
-        if found:
-            return found.group(1)
-        if not line and proc.poll() is not None:
-            break
-    pytest.fail("the agent never said where its metrics are")
-
-
 def _series(text: str, name: str) -> list[str]:
     return [line for line in text.splitlines() if line.startswith(name + "{")]
 
@@ -68,7 +52,7 @@ def test_event_series_carry_the_contract_labels_and_leave_with_the_event(
     proc, lines = start_agent(emu.url, tmp_path, "--metrics", "127.0.0.1:0",
                               "--metrics-file", str(textfile))
     try:
-        url = _metrics_url(proc)
+        url = metrics_url(proc)
         wait_until(lambda: len(_series(httpx.get(url).text, "azure_scheduledevent_event"))
                    == 2, 30, "one series per resource of the event")
         text = httpx.get(url).text
@@ -112,7 +96,7 @@ def test_a_persons_approval_shows_in_approved_by(tmp_path: Path, emulator: Emula
     the same store) is in the event's series once the event has started."""
     proc, lines = start_agent(emulator.url, tmp_path, "--metrics", "127.0.0.1:0")
     try:
-        url = _metrics_url(proc)
+        url = metrics_url(proc)
         lines.until(lambda line: '"change": "appeared"' in line, 30, "the event")
         assert 'approved_by=""' in _series(httpx.get(url).text,
                                            "azure_scheduledevent_event")[0]
@@ -198,7 +182,7 @@ def test_a_real_prometheus_scrapes_the_agent(tmp_path: Path, emulator: Emulator,
     proc, _lines = start_agent(emulator.url, tmp_path, "--metrics", "127.0.0.1:0",
                                env=agent_env(tmp_path))
     try:
-        url = _metrics_url(proc)
+        url = metrics_url(proc)
         target = url.removeprefix("http://").removesuffix("/metrics")
         with _prometheus(prometheus_binary, target, tmp_path) as base:
             query = '{__name__=~"azure_scheduledevent_event|setui_last_success_timestamp_seconds"}'

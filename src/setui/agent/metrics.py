@@ -15,8 +15,6 @@ not change renders just the counters and the time of the last good answer.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -28,6 +26,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from setui.agent.rules import same_vm
+from setui.agent.scrape import MetricsServer
 from setui.atomicfile import write_atomically
 from setui.core.model import Document
 
@@ -42,9 +41,6 @@ COMPUTE_FIELD = {"vm_scale_set": "vmScaleSetName", "placement_group": "placement
 EVENT_LABELS = ("eventID", "eventType", "eventStatus", "eventSource", "resourceType",
                 "resource", "notBefore", "this_vm", "approved_by")
 MAX_LABEL = 128
-MAX_REQUEST = 16 * 1024  # bytes of a scrape's request line and headers
-REQUEST_TIMEOUT = 10.0
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
 _EOF = b"# EOF\n"  # OpenMetrics' last line: once, at the end of the whole exposition
 
 disable_created_metrics()  # *_created series double the output for nothing here
@@ -151,54 +147,6 @@ class _Polling(Collector):
         yield last
 
 
-class _Scrape(asyncio.Protocol):
-    """One connection: a bounded request head within a bounded time, one answer, close.
-
-    A protocol rather than asyncio's streams: no task, reader, writer or timeout object
-    per scrape, only the callbacks the loop makes anyway. The head is small and comes in
-    one piece in practice; anything else (more than MAX_REQUEST bytes, too slow, a
-    client that closes first) is closed without a word."""
-
-    def __init__(self, metrics: AgentMetrics) -> None:
-        self.metrics = metrics
-        self.head: bytes | None = b""  # None once answered
-        self.transport: asyncio.Transport | None = None
-        self.timer: asyncio.TimerHandle | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        self.timer = asyncio.get_running_loop().call_later(REQUEST_TIMEOUT, self._close)
-
-    def data_received(self, data: bytes) -> None:
-        if self.head is None or self.transport is None:
-            return  # answered: the rest of what a client sends is not read
-        self.head += data
-        end = self.head.find(b"\r\n\r\n")
-        if end < 0 and len(self.head) <= MAX_REQUEST:
-            return
-        head, self.head = self.head, None
-        if 0 <= end <= MAX_REQUEST:
-            self.transport.write(self.metrics.answer(head[:end]))
-        self._close()
-
-    def eof_received(self) -> bool:
-        self._close()
-        return False
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-        self.transport = None
-
-    def _close(self) -> None:
-        """Close once what was written is sent (a transport flushes before it closes)."""
-        if self.timer is not None:
-            self.timer.cancel()
-        if self.transport is not None:
-            self.transport.close()
-
-
 class AgentMetrics:
     """The agent's metrics; ``observe()`` from the agent's loop, scrapes from anywhere."""
 
@@ -231,7 +179,7 @@ class AgentMetrics:
                                  ["hook", "outcome"], registry=self._live)
         self.notifications = Counter("setui_notifications", "Notifications by outcome",
                                      ["outcome"], registry=self._live)
-        self._server: asyncio.Server | None = None
+        self._server: MetricsServer | None = None
         self._lock = threading.Lock()
 
     def observe(self, document: Document | None, *, fresh: bool, error_kind: str | None,
@@ -271,36 +219,12 @@ class AgentMetrics:
         return described + encoder(self._live), content_type
 
     async def serve(self, host: str, port: int) -> tuple[str, int]:
-        """Answer scrapes on ``host:port`` (0: a free port) from the caller's event loop;
-        the address it listens on. No thread of its own: nothing wakes between scrapes,
-        and a scrape (well under a millisecond) reads one consistent state."""
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: _Scrape(self), host, port)
-        bound = self._server.sockets[0].getsockname()
-        return str(bound[0]), int(bound[1])
-
-    def answer(self, head: bytes) -> bytes:
-        """The whole HTTP response to a request's head (its lines, without the blank
-        line that ends it): the metrics for ``GET /metrics``, a short refusal otherwise."""
-        lines = head.decode("latin-1").split("\r\n")
-        method, _, rest = lines[0].partition(" ")
-        path = rest.partition(" ")[0].partition("?")[0]
-        body, content_type = b"", "text/plain; charset=utf-8"
-        if method not in ("GET", "HEAD"):
-            status = 405
-        elif path not in ("/metrics", "/"):
-            status = 404
-        else:
-            status = 200
-            accept = next((value.strip() for name, _, value in
-                           (line.partition(":") for line in lines[1:])
-                           if name.strip().lower() == "accept"), "")
-            body, content_type = self.exposition(accept)
-        if status != 200:
-            body = f"{_REASONS[status]}: metrics are at /metrics\n".encode()
-        return (f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: {content_type}\r\n"
-                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode("latin-1")
-                + (body if method != "HEAD" else b""))
+        """Answer scrapes on ``host:port`` (0: a free port) from the caller's event loop,
+        bounded (see :mod:`setui.agent.scrape`); the address it listens on. No thread of
+        its own: nothing wakes between scrapes, and a scrape (well under a millisecond)
+        reads one consistent state."""
+        self._server = MetricsServer(self.exposition)
+        return await self._server.start(host, port)
 
     def text(self) -> bytes:
         """The exposition in Prometheus' text format (the textfile's)."""
@@ -316,6 +240,4 @@ class AgentMetrics:
     async def aclose(self) -> None:
         server, self._server = self._server, None
         if server is not None:
-            server.close()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(server.wait_closed(), 5.0)
+            await server.aclose()
