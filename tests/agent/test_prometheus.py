@@ -207,3 +207,84 @@ def test_a_real_prometheus_scrapes_the_agent(tmp_path: Path, emulator: Emulator,
     assert "AzureScheduledEventSoon" in names, json.dumps(rules)[:500]
 
 
+
+
+def test_every_known_counter_series_is_exported_at_0_from_the_start() -> None:
+    """A counter first seen at 1 has no increase(): each is made at 0 when the agent
+    starts, so the shipped alerts see the first failure as an increase."""
+    from setui.agent.metrics import AgentMetrics
+
+    text = AgentMetrics(vm_name="vm-a", compute=None, version="0").text().decode()
+    wanted = [f'setui_hook_runs_total{{hook="{hook}",outcome="{outcome}"}} 0.0'
+              for hook in ("prepare", "recover")
+              for outcome in ("ok", "failed", "timeout", "error", "interrupted")]
+    wanted += [f'setui_approvals_total{{actor_kind="policy",outcome="{outcome}"}} 0.0'
+               for outcome in ("approved", "refused", "failed")]
+    wanted += [f'setui_notifications_total{{outcome="{outcome}"}} 0.0'
+               for outcome in ("sent", "failed")]
+    missing = [line for line in wanted if line not in text]
+    assert not missing, missing
+
+
+# A User Reboot of this VM (its prepare is /bin/false) and a Freeze that also reaches
+# another VM (approved by a rule that does not say other_vms = true: refused), both
+# appearing 6 s in, once Prometheus has scraped the agent.
+TWO_FAILURES = """
+name = "two-failures"
+vm_name = "app-vm-1"
+tail = 5
+
+[[events]]
+id = "E-REBOOT"
+type = "Reboot"
+source = "User"
+at = 6
+notice = "15m"
+
+[[events]]
+id = "E-FREEZE"
+type = "Freeze"
+at = 6
+notice = "15m"
+resources = ["app-vm-1", "app-vm-2"]
+"""
+
+FAILING_POLICY = """
+[[rule]]
+name = "drain"
+event_type = "Reboot"
+this_vm = true
+prepare = ["/bin/false"]
+approve = "after-prepare"
+
+[[rule]]
+name = "freeze"
+event_type = "Freeze"
+approve = "now"
+"""
+
+
+def test_the_first_failure_fires_the_shipped_alerts(tmp_path: Path,
+                                                    prometheus_binary: str) -> None:
+    emu = Emulator(parse_scenario(TWO_FAILURES), speed=1.0)
+    emu.start()
+    policy = tmp_path / "policy.toml"
+    policy.write_text(FAILING_POLICY)
+    proc, _lines = start_agent(emu.url, tmp_path, "--metrics", "127.0.0.1:0",
+                               "--policy", str(policy))
+    firing: dict[str, dict[str, str]] = {}
+    try:
+        target = metrics_url(proc).removeprefix("http://").removesuffix("/metrics")
+        with _prometheus(prometheus_binary, target, tmp_path) as base:
+            def fired() -> bool:
+                answer = httpx.get(f"{base}/api/v1/alerts", timeout=5).json()
+                firing.update({a["labels"]["alertname"]: a["labels"]
+                               for a in answer["data"]["alerts"] if a["state"] == "firing"})
+                return {"SetuiHookFailed", "SetuiApprovalFailed"} <= set(firing)
+            wait_until(fired, 90, "the hook and approval alerts to fire")
+    finally:
+        assert stop(proc) == 0
+        emu.stop()
+    assert firing["SetuiHookFailed"]["hook"] == "prepare"
+    assert firing["SetuiHookFailed"]["outcome"] == "failed"
+    assert firing["SetuiApprovalFailed"]["outcome"] == "refused"

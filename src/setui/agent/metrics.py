@@ -15,6 +15,7 @@ not change renders just the counters and the time of the last good answer.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -41,6 +42,13 @@ COMPUTE_FIELD = {"vm_scale_set": "vmScaleSetName", "placement_group": "placement
 EVENT_LABELS = ("eventID", "eventType", "eventStatus", "eventSource", "resourceType",
                 "resource", "notBefore", "this_vm", "approved_by")
 MAX_LABEL = 128
+# The label values the counters are made with at start (docs/metrics.md): a value not
+# listed here still counts, but its series appears only at its first increment.
+APPROVAL_OUTCOMES = ("approved", "refused", "failed")
+ACTOR_KINDS = ("policy",)
+HOOKS = ("prepare", "recover")
+HOOK_OUTCOMES = ("ok", "failed", "timeout", "error", "interrupted")
+NOTIFICATION_OUTCOMES = ("sent", "failed")
 _EOF = b"# EOF\n"  # OpenMetrics' last line: once, at the end of the whole exposition
 
 disable_created_metrics()  # *_created series double the output for nothing here
@@ -179,6 +187,13 @@ class AgentMetrics:
                                  ["hook", "outcome"], registry=self._live)
         self.notifications = Counter("setui_notifications", "Notifications by outcome",
                                      ["outcome"], registry=self._live)
+        # Every known series at 0 from the start: a counter first seen at 1 has no
+        # increase, and an alert on increase() would miss the first failure.
+        for counter, values in ((self.approvals, (APPROVAL_OUTCOMES, ACTOR_KINDS)),
+                                (self.hook_runs, (HOOKS, HOOK_OUTCOMES)),
+                                (self.notifications, (NOTIFICATION_OUTCOMES,))):
+            for labels in itertools.product(*values):
+                counter.labels(*labels)
         self._server: MetricsServer | None = None
         self._lock = threading.Lock()
 
