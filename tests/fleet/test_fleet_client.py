@@ -23,6 +23,7 @@ from setui.fleet import (
     PrometheusAuth,
     PrometheusClient,
     PrometheusError,
+    check_credentials_safe,
     check_prometheus_url,
 )
 
@@ -239,3 +240,36 @@ def test_nothing_listening() -> None:
 def test_urls_refused(url: str, words: str) -> None:
     with pytest.raises(ValueError, match=words.replace("(", r"\(").replace(")", r"\)")):
         check_prometheus_url(url)
+
+
+@pytest.mark.parametrize(("url", "auth"), [
+    ("http://prom.example:9090", PrometheusAuth(token="t0k")),
+    ("http://10.0.0.5:9090", PrometheusAuth(user="ops", password="pw")),
+    ("http://[2001:db8::1]:9090", PrometheusAuth(token="t0k")),
+])
+def test_credentials_never_go_over_plain_http_beyond_loopback(
+        url: str, auth: PrometheusAuth) -> None:
+    with pytest.raises(ValueError, match="clear text") as caught:
+        PrometheusClient(url, auth)
+    assert "use https://" in str(caught.value)
+    check_credentials_safe("https://prom.example:9090", auth)
+    check_credentials_safe("http://prom.example:9090", PrometheusAuth())
+    for loopback in ("http://127.0.0.1:9090", "http://localhost:9090", "http://[::1]:9090"):
+        check_credentials_safe(loopback, auth)
+
+
+def test_plain_http_credentials_to_loopback_skip_the_environments_proxy(
+        canned: list[Canned], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A proxy would read a token sent over plain http: with credentials, http:// goes
+    straight to the loopback Prometheus whatever HTTP_PROXY says."""
+    proxy = serve(canned, 200, OK)
+    server = serve(canned, 200, OK)
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(name, proxy.url)
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    client = PrometheusClient(server.url, PrometheusAuth(token="s3cret"))
+    client.query()
+    client.close()
+    assert not proxy.requests
+    assert server.requests[0][1]["Authorization"] == "Bearer s3cret"

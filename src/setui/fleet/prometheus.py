@@ -23,6 +23,7 @@ import httpx
 
 from setui import __version__
 from setui.fleet.gcpause import gc_paused
+from setui.loopback import is_loopback
 from setui.textsafe import printable
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "PrometheusAuth",
     "PrometheusClient",
     "PrometheusError",
+    "check_credentials_safe",
     "check_prometheus_url",
 ]
 
@@ -76,6 +78,11 @@ class PrometheusAuth:
             return "bearer token"
         return f"user {printable(self.user, 40)}" if self.user else "no credentials"
 
+    @property
+    def kind(self) -> str:
+        """What is secret in it, in words."""
+        return "bearer token" if self.token else "password" if self.password else "nothing"
+
 
 @dataclass(frozen=True)
 class Answer:
@@ -105,6 +112,17 @@ def check_prometheus_url(text: str) -> str:
     return text.rstrip("/")
 
 
+def check_credentials_safe(url: str, auth: PrometheusAuth) -> None:
+    """Refuse to send a bearer token or a password in clear text: over plain ``http://``
+    they go only to this machine's loopback. Raises ValueError with what to do."""
+    parts = urlsplit(url)
+    if parts.scheme != "http" or auth.kind == "nothing" or is_loopback(parts.hostname or ""):
+        return
+    raise ValueError(f"the {auth.kind} would cross the network in clear text to "
+                     f"{printable(parts.hostname, 100)} over plain http://: use https:// "
+                     "(plain http carries credentials only to this machine's loopback)")
+
+
 class PrometheusClient:
     """``query(promql)`` against one Prometheus; one pooled connection, closed by
     :meth:`close`. Proxies from the environment are honoured: unlike IMDS, a remote
@@ -115,9 +133,13 @@ class PrometheusClient:
                  transport: httpx.BaseTransport | None = None) -> None:
         self.url = check_prometheus_url(url)
         self.auth = auth or PrometheusAuth()
+        check_credentials_safe(self.url, self.auth)
         self.max_body = max_body
+        # A proxy from the environment would see plain http's credentials: none then.
+        private = self.url.startswith("http://") and self.auth.kind != "nothing"
         self._http = httpx.Client(
-            transport=transport, timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
+            transport=transport, trust_env=not private,
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
             follow_redirects=False, auth=self.auth.basic(),
             limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
             headers={"User-Agent": f"setui/{__version__}", "Accept": "application/json",
