@@ -36,6 +36,14 @@ at = 2
 notice = "20s"
 duration = 2
 resources = ["vm-a", "vm-b"]
+
+[[events]]
+id = "E-NEIGHBOURS"
+type = "Freeze"
+at = 2
+notice = "20s"
+duration = 2
+resources = ["vm-b", "vm-c", "vm-d"]
 """
 
 
@@ -54,17 +62,22 @@ def test_event_series_carry_the_contract_labels_and_leave_with_the_event(
     try:
         url = metrics_url(proc)
         wait_until(lambda: len(_series(httpx.get(url).text, "azure_scheduledevent_event"))
-                   == 2, 30, "one series per resource of the event")
+                   == 2, 30, "one series per event")
         text = httpx.get(url).text
         mine, other = sorted(_series(text, "azure_scheduledevent_event"),
-                             key=lambda s: 'resource="vm-b"' in s)
+                             key=lambda s: "E-NEIGHBOURS" in s)
         for label in ('vm_name="vm-a"', 'vm_scale_set="ss"', 'placement_group=""',
                       'resource_group=""', 'subscription_id=""', 'zone="3"',
                       'eventID="E-FREEZE"', 'eventType="Freeze"', 'eventStatus="Scheduled"',
                       'eventSource="Platform"', 'resourceType="virtualMachine"',
-                      'resource="vm-a"', 'this_vm="true"', 'approved_by=""', 'notBefore="'):
+                      'resource="vm-a"', 'this_vm="true"', 'approved_by=""', 'notBefore="',
+                      'resources_listed="2"'):
             assert label in mine, (label, mine)
-        assert 'this_vm="false"' in other and 'resource="vm-b"' in other
+        # Neighbours' events: one series, no VM named, the VMs it lists counted.
+        for label in ('eventID="E-NEIGHBOURS"', 'resource=""', 'this_vm="false"',
+                      'resources_listed="3"'):
+            assert label in other, (label, other)
+        assert "vm-b" not in text and "vm-c" not in text
         assert float(mine.rsplit(" ", 1)[1]) > 1e9  # NotBefore as Unix seconds
         assert _series(text, "azure_scheduledevent_document_incarnation")
         assert 'location="westeurope"' in _series(text, "setui_vm_info")[0]
@@ -88,6 +101,26 @@ def test_event_series_carry_the_contract_labels_and_leave_with_the_event(
             assert len(line.rsplit("} ", 1)[-1].split()) == 1, f"a timestamp in {line!r}"
     assert oct(textfile.stat().st_mode & 0o777) == "0o644"
     assert not list(tmp_path.glob(".setui.prom.*"))  # no temporary left
+
+
+def test_a_group_of_vms_exports_one_series_per_event_not_one_per_listed_vm() -> None:
+    """100 VMs of an availability set, 3 events each listing all of them: each agent
+    exports 3 event series (it was 300: 30,000 for the group, 3 million for 10,000 VMs)."""
+    from setui.agent.metrics import AgentMetrics
+    from setui.core.model import parse_document
+
+    names = [f"web-{i}" for i in range(100)]
+    document = parse_document({"DocumentIncarnation": 7, "Events": [
+        {"EventId": f"E{n}", "EventType": "Freeze", "ResourceType": "VirtualMachine",
+         "Resources": names, "EventStatus": "Scheduled", "NotBefore": "",
+         "Description": "", "EventSource": "Platform", "DurationInSeconds": 5}
+        for n in range(3)]})
+    metrics = AgentMetrics(vm_name="web-42", compute=None, version="0")
+    metrics.observe(document, fresh=True, error_kind=None)
+    series = _series(metrics.text().decode(), "azure_scheduledevent_event")
+    assert len(series) == 3, len(series)
+    assert all('resource="web-42"' in s and 'this_vm="true"' in s
+               and 'resources_listed="100"' in s for s in series), series[0]
 
 
 def test_a_persons_approval_shows_in_approved_by(tmp_path: Path, emulator: Emulator) -> None:
@@ -288,3 +321,32 @@ def test_the_first_failure_fires_the_shipped_alerts(tmp_path: Path,
     assert firing["SetuiHookFailed"]["hook"] == "prepare"
     assert firing["SetuiHookFailed"]["outcome"] == "failed"
     assert firing["SetuiApprovalFailed"]["outcome"] == "refused"
+
+
+def test_docs_metrics_md_names_every_metric_and_label_the_agent_exports() -> None:
+    """docs/metrics.md is the contract's reference: every name and label the agent
+    exports (counters with their _total) is in it, in backticks."""
+    import re
+
+    from setui.agent.metrics import AgentMetrics
+    from setui.core.model import parse_document
+
+    doc = (Path(__file__).parents[2] / "docs" / "metrics.md").read_text(encoding="utf-8")
+    metrics = AgentMetrics(vm_name="vm-a", compute=None, version="0")
+    metrics.observe(parse_document({"DocumentIncarnation": 1, "Events": [
+        {"EventId": "E", "EventType": "Reboot", "ResourceType": "VirtualMachine",
+         "Resources": ["vm-a"], "EventStatus": "Scheduled", "NotBefore": "",
+         "Description": "", "EventSource": "Platform", "DurationInSeconds": -1}]}),
+        fresh=False, error_kind="timeout")
+    names: set[str] = set()
+    labels: set[str] = set()
+    for line in metrics.text().decode().splitlines():
+        if line.startswith("#"):
+            continue
+        found = re.match(r"([a-zA-Z_:]+)(?:\{(.*)\})? ", line)
+        assert found, line
+        names.add(found.group(1))
+        labels.update(re.findall(r'([a-zA-Z_]+)="', found.group(2) or ""))
+    assert len(names) >= 10 and "resources_listed" in labels
+    missing = [f"`{n}`" for n in sorted(names | labels) if f"`{n}`" not in doc]
+    assert not missing, missing

@@ -1,10 +1,11 @@
 """Prometheus metrics: an HTTP endpoint and/or a node_exporter textfile.
 
-The names are a contract (README, "Run it as an agent"): ``setui
-fleet`` queries them, and where they mean the same they are webdevops' exporter's
-``azure_scheduledevent_*``. The per-event series are made at scrape time from the
-current document, so an event that left the document leaves no series behind: the
-cardinality is bounded by what the service lists now.
+The names are a contract (docs/metrics.md, setui.metricnames): ``setui fleet`` queries
+them, and where they mean the same they are webdevops' exporter's
+``azure_scheduledevent_*`` (but one series per event, not one per listed VM). The
+per-event series are made at scrape time from the current document, so an event that
+left the document leaves no series behind: the cardinality is bounded by what the
+service lists now.
 
 A poll costs the agent next to nothing here: it counts in plain integers and keeps a
 reference to the document. The work is done at scrape time, and only for what changed:
@@ -26,21 +27,17 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
-from setui.agent.rules import same_vm
 from setui.agent.scrape import MetricsServer
 from setui.atomicfile import write_atomically
-from setui.core.model import Document
+from setui.core.model import Document, Event, is_this_vm
+from setui.metricnames import EVENT_LABELS, EVENT_METRIC, IDENTITY_LABELS, INFO_METRIC
 
 __all__ = ["IDENTITY_LABELS", "AgentMetrics", "label", "parse_listen"]
 
-IDENTITY_LABELS = ("vm_name", "vm_scale_set", "placement_group", "resource_group",
-                   "subscription_id", "zone")
 # IMDS compute metadata field of each identity label.
 COMPUTE_FIELD = {"vm_scale_set": "vmScaleSetName", "placement_group": "placementGroupId",
                  "resource_group": "resourceGroupName", "subscription_id": "subscriptionId",
                  "zone": "zone"}
-EVENT_LABELS = ("eventID", "eventType", "eventStatus", "eventSource", "resourceType",
-                "resource", "notBefore", "this_vm", "approved_by")
 MAX_LABEL = 128
 # The label values the counters are made with at start (docs/metrics.md): a value not
 # listed here still counts, but its series appears only at its first increment.
@@ -79,6 +76,21 @@ def _same_document(a: Document | None, b: Document | None) -> bool:
     return a is b or (a is not None and b is not None and a == b and a.raw == b.raw)
 
 
+def _event_labels(event: Event, vm_name: str, approved_by: str) -> tuple[str, ...]:
+    """An event's labels (EVENT_LABELS' order). One series per event, whatever it lists:
+    its ``resource`` is this VM when listed (``this_vm="true"``), else empty; the others
+    are counted in ``resources_listed``, not named, so a group of N VMs that all see an
+    event of all of them export N series for it, not N x N."""
+    mine = next((r for r in event.resources if is_this_vm(r, vm_name)), "")
+    raw_not_before = event.raw.get("NotBefore", "")
+    return (label(event.event_id), label(event.event_type.value), label(event.status.value),
+            label(event.source.value if event.source else ""), "virtualMachine",
+            label(mine),
+            label(raw_not_before if isinstance(raw_not_before, str) else ""),
+            "true" if mine else "false", label(approved_by),
+            str(len(dict.fromkeys(event.resources))))
+
+
 class _Current(Collector):
     """The per-VM gauges drawn from the current document and the approvals: rendered
     once per change of either (see :meth:`AgentMetrics.exposition`), not per scrape."""
@@ -98,28 +110,21 @@ class _Current(Collector):
             incarnation.add_metric(ids, document.incarnation)
         yield incarnation
         events = GaugeMetricFamily(
-            "azure_scheduledevent_event",
-            "A current scheduled event, one series per resource; value: NotBefore as Unix "
-            "seconds (0 when empty)", labels=[*names, *EVENT_LABELS])
+            EVENT_METRIC,
+            "A current scheduled event, one series per event: resource is this VM when the "
+            "event lists it; value: NotBefore as Unix seconds (0 when empty)",
+            labels=[*names, *EVENT_LABELS])
         if document is not None:
             seen: set[tuple[str, ...]] = set()
             for event in document.events:
-                value = event.not_before.timestamp() if event.not_before else 0.0
-                raw_not_before = event.raw.get("NotBefore", "")
-                for resource in event.resources or ("",):
-                    values = (*ids, label(event.event_id), label(event.event_type.value),
-                              label(event.status.value),
-                              label(event.source.value if event.source else ""),
-                              "virtualMachine", label(resource),
-                              label(raw_not_before if isinstance(raw_not_before, str) else ""),
-                              "true" if resource and same_vm(resource, owner.vm_name)
-                              else "false",
-                              label(approved_by.get(event.event_id, "")))
-                    if values not in seen:
-                        seen.add(values)
-                        events.add_metric(list(values), value)
+                values = (*ids, *_event_labels(event, owner.vm_name,
+                                               approved_by.get(event.event_id, "")))
+                if values not in seen:  # a repeated EventId with the same labels
+                    seen.add(values)
+                    events.add_metric(list(values), event.not_before.timestamp()
+                                      if event.not_before else 0.0)
         yield events
-        info = GaugeMetricFamily("setui_vm_info", "This VM's identity and setui's version",
+        info = GaugeMetricFamily(INFO_METRIC, "This VM's identity and setui's version",
                                  labels=[*names, "location", "version"])
         info.add_metric([*ids, label(owner.location), label(owner.version)], 1)
         yield info

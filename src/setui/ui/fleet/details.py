@@ -38,6 +38,16 @@ def _labels(labels: Mapping[str, str]) -> str:
                      if k != "__name__")
 
 
+def _listed(event: FleetEvent) -> str:
+    total, missing = event.listed_count, event.without_agent
+    text = f"{total} VM{'s' * (total != 1)}"
+    if missing:
+        text += (f"; {missing} of them with no agent reporting it (none, stopped, or not "
+                 "scraped): each agent names only its own VM, so their names are in the "
+                 "document on any VM that lists it (setui events there)")
+    return text
+
+
 def _event_text(event: FleetEvent, fleet: Fleet, now: datetime) -> Text:
     text = Text()
     text.append(f"Event {safe(event.event_id, 128)}\n\n", style="bold")
@@ -48,7 +58,9 @@ def _event_text(event: FleetEvent, fleet: Fleet, now: datetime) -> Text:
         ("NotBefore", safe(event.not_before_text, 60) or "none"),
         ("countdown", event_countdown(event, now).label()),
         ("group", safe(event.group.label, 80)),
-        ("resources", ", ".join(safe(r, 64) for r in event.resources) or "none listed"),
+        ("resources", ", ".join(safe(r, 64) for r in event.resources)
+         or ("none listed" if not event.listed_count else "none has an agent reporting it")),
+        ("listed", _listed(event)),
         ("approved by", ", ".join(safe(a, 64) for a in event.approved_by)
          or "nobody, as far as the reporting agents' audit logs know"),
     ]
