@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from agent_helpers import EVENT_ID, agent_env, metrics_url, posts, stop, write_policy
+from agent_helpers import USER_REBOOT, agent_env, metrics_url, posts, stop, write_policy
 
 from children import SETUI, Lines, wait_until
 from setui.emulator.scenario import parse_scenario
@@ -25,27 +25,12 @@ pytestmark = pytest.mark.slow  # a real agent, real time
 IDLE = 200
 FILES = 128
 
-# A User Reboot that appears 8 s in: after the idle connections are open.
-LATE_REBOOT = f"""
-name = "late-user-reboot"
-vm_name = "app-vm-1"
-tail = 5
-approval_delay = 0.5
-
-[[events]]
-id = "{EVENT_ID}"
-type = "Reboot"
-source = "User"
-at = 8
-notice = "15m"
-duration = -1
-"""
+# The agents' tests' User Reboot, appearing 8 s in: after the idle connections are open.
+LATE_REBOOT = USER_REBOOT.replace("\nat = 0\n", "\nat = 8\n")
 
 POLICY = """
 [[rule]]
 name = "drain"
-event_type = "Reboot"
-event_source = "User"
 this_vm = true
 prepare = "{hook}"
 approve = "after-prepare"
@@ -117,6 +102,7 @@ class IdleClients:
 
 @pytest.fixture
 def late_emulator() -> Iterator[Emulator]:
+    assert "\nat = 8\n" in LATE_REBOOT
     emu = Emulator(parse_scenario(LATE_REBOOT), speed=1.0)
     emu.start()
     yield emu

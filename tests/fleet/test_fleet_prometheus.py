@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from promtest import Prometheus, StandIn, VmSeries, exposition
 
-from setui.fleet import FleetWatcher, LinkState, PrometheusClient, VmState
+from setui.fleet import Fleet, FleetUpdate, FleetWatcher, LinkState, PrometheusClient, VmState
 from setui.ui.fleet.app import FleetApp
 from setui.ui.fleet.details import FleetDetailsScreen, details_text
 from setui.ui.fleet.view import EventLine, HeaderLine, VmLine, build_lines, line_text
@@ -28,6 +28,17 @@ async def wait_for(pilot: Any, predicate: Callable[[], bool], what: str,
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await pilot.pause(0.05)
+
+
+def refresh_until(watcher: FleetWatcher, done: Callable[[Fleet], bool]) -> FleetUpdate:
+    """Refresh until the fleet is as ``done`` wants (Prometheus has scraped the stand-ins)."""
+    deadline = time.monotonic() + PATIENCE
+    while True:
+        update = watcher.refresh()
+        if update.fleet is not None and done(update.fleet):
+            return update
+        assert time.monotonic() < deadline, "the stand-ins' series never appeared"
+        time.sleep(0.2)
 
 
 def three_vms() -> list[VmSeries]:
@@ -156,13 +167,7 @@ def test_an_old_last_success_is_stale(prometheus: Callable[..., Prometheus],
     try:
         server = prometheus([stand_in.target])
         watcher = FleetWatcher(PrometheusClient(server.url), stale_after=stale_after)
-        deadline = time.monotonic() + PATIENCE
-        while True:
-            update = watcher.refresh()
-            if update.fleet is not None and len(update.fleet.vms) == 2:
-                break
-            assert time.monotonic() < deadline, "the stand-in's series never appeared"
-            time.sleep(0.2)
+        update = refresh_until(watcher, lambda fleet: len(fleet.vms) == 2)
         states = {vm.name: vm.state for vm in update.fleet.vms.values()}
         assert states == {"web-9": VmState.STALE, "web-8": VmState.WAITING}
         watcher.close()
@@ -186,13 +191,7 @@ def test_a_groups_event_is_one_series_per_agent_and_the_vms_without_one_are_coun
     server = prometheus([stand_in.target])
     watcher = FleetWatcher(PrometheusClient(server.url), stale_after=30)
     try:
-        deadline = time.monotonic() + PATIENCE
-        while True:
-            update = watcher.refresh()
-            if update.fleet is not None and len(update.fleet.events) == 2:
-                break
-            assert time.monotonic() < deadline, "the stand-in's series never appeared"
-            time.sleep(0.2)
+        update = refresh_until(watcher, lambda fleet: len(fleet.events) == 2)
     finally:
         watcher.close()
         stand_in.stop()

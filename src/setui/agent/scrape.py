@@ -23,6 +23,8 @@ import errno
 import socket
 from collections.abc import Callable
 
+from setui.listening import listen
+
 __all__ = ["HEAD_TIMEOUT", "MAX_CONNECTIONS", "MAX_REQUEST", "SEND_TIMEOUT", "MetricsServer",
            "http_answer"]
 
@@ -137,19 +139,7 @@ class MetricsServer:
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         """Listen on ``host:port`` (port 0: a free one); the address it listens on."""
-        loop = asyncio.get_running_loop()
-        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                       flags=socket.AI_PASSIVE)
-        family, kind, proto, _, address = infos[0]
-        sock = socket.socket(family, kind, proto)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(address)
-            sock.listen(100)
-            sock.setblocking(False)
-        except OSError:
-            sock.close()
-            raise
+        sock = listen(host, port)
         self._sock = sock
         self._room = asyncio.Event()
         self._room.set()
