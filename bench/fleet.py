@@ -4,8 +4,9 @@ Two shapes, each generated as an OpenMetrics file in the agent contract's names 
 labels (docs/metrics.md), loaded with `promtool tsdb create-blocks-from openmetrics` into
 a fresh storage directory, and served by Debian's `prometheus` on loopback. Samples run
 from a minute before the bench to ten minutes after, so Prometheus's "now" finds them, as
-it would scraped agents. Every VM also has its `setui_vm_info` and the shipped recording
-rule's `setui:vm_last_seen_timestamp_seconds`, which the fleet's query reads too.
+it would scraped agents. Every VM also has its `setui_vm_info`, and the shipped recording
+rule's `setui:vm_not_reported_since_timestamp_seconds` lists the stopped ones (the
+fleet's query reads it too).
 
 - "own": 10,000 VMs in 100 scale sets, 3 events each that list that VM alone (30,000
   events): the case the view was first measured on.
@@ -55,7 +56,7 @@ SERIES_CAP = 500_000  # the fleet model reads no more (setui.fleet.model.MAX_SER
 SIZE = (200, 60)
 KINDS = ["Reboot", "Redeploy", "Freeze"]
 SERIES = ("azure_scheduledevent_event", "setui_last_success_timestamp_seconds",
-          "setui_vm_info", "setui:vm_last_seen_timestamp_seconds")
+          "setui_vm_info", "setui:vm_not_reported_since_timestamp_seconds")
 
 
 def _identity(vm: int) -> str:
@@ -112,12 +113,16 @@ def _openmetrics(path: Path, shape: str, now: float) -> int:
                 out.writelines(f"{name}{{{labels}}} {1.0 if info else t - 1:.3f} {t:.3f}\n"
                                for t in times)
                 samples += len(times)
-        out.write("# TYPE setui:vm_last_seen_timestamp_seconds gauge\n")
+        # The shipped rules' record of the agents not scraped now, and its mark.
+        out.write("# TYPE setui:vm_not_reported_since_timestamp_seconds gauge\n")
+        out.writelines(f"setui:vm_not_reported_since_timestamp_seconds 0 {t:.3f}\n"
+                       for t in live)
         for vm in range(VMS):
-            last = ended[-1] if _stopped(shape, vm) else None
-            out.writelines(f"setui:vm_last_seen_timestamp_seconds{{{_identity(vm)}}} "
-                           f"{t if last is None else last:.3f} {t:.3f}\n" for t in live)
-            samples += len(live)
+            if _stopped(shape, vm):
+                out.writelines(f"setui:vm_not_reported_since_timestamp_seconds"
+                               f"{{{_identity(vm)}}} {ended[-1]:.3f} {t:.3f}\n" for t in live)
+                samples += len(live)
+        samples += len(live)
         out.write("# EOF\n")
     return samples
 

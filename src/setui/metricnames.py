@@ -5,8 +5,8 @@ means is in docs/metrics.md; a change here is a change of that contract.
 
 from __future__ import annotations
 
-__all__ = ["EVENT_LABELS", "EVENT_METRIC", "IDENTITY_LABELS", "INFO_METRIC", "LAST_SEEN_METRIC",
-           "REMEMBERS_METRIC", "SUCCESS_METRIC"]
+__all__ = ["EVENT_LABELS", "EVENT_METRIC", "IDENTITY_LABELS", "INFO_METRIC",
+           "NOT_REPORTED_METRIC", "SUCCESS_METRIC"]
 
 # On every per-VM series: the VM's identity from IMDS compute metadata.
 IDENTITY_LABELS = ("vm_name", "vm_scale_set", "placement_group", "resource_group",
@@ -19,9 +19,7 @@ EVENT_LABELS = ("eventID", "eventType", "eventStatus", "eventSource", "resourceT
 SUCCESS_METRIC = "setui_last_success_timestamp_seconds"
 # The VM's identity, the agent's version: 1 while the agent is scraped.
 INFO_METRIC = "setui_vm_info"
-# Recorded by the shipped rules (contrib/prometheus/setui-rules.yml): when each agent was
-# last scraped, kept after it stops while its target is still scraped.
-LAST_SEEN_METRIC = "setui:vm_last_seen_timestamp_seconds"
-# Named by setui fleet's query (not exported): how many VMs that rule remembers, so an
-# answer says whether the Prometheus has it at all.
-REMEMBERS_METRIC = "setui:vm_last_seen_count"
+# Recorded by the shipped rules (contrib/prometheus/setui-rules.yml): each agent not
+# scraped now, valued when it last was; and one series without labels (0), so that an
+# answer says whether the Prometheus has the rule at all.
+NOT_REPORTED_METRIC = "setui:vm_not_reported_since_timestamp_seconds"

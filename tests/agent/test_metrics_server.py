@@ -157,3 +157,46 @@ def _scrape(url: str) -> bool:
         return "setui_polls_total" in httpx.get(url, timeout=5).text
     except httpx.HTTPError:
         return False
+
+
+async def test_past_the_cap_a_client_waits_and_an_idle_one_is_dropped_at_its_deadline(
+        ) -> None:
+    """One slot: an idle client holds it until its head deadline, the next one waits
+    (in the kernel's backlog) and is then answered; a client that never reads a large
+    answer is aborted after the send deadline, and its slot is free again."""
+    import asyncio
+
+    from setui.agent.scrape import MetricsServer
+
+    big = b"x" * (32 << 20)  # more than the socket buffers hold
+
+    def exposition(accept: str) -> tuple[bytes, str]:
+        return (big if accept == "big" else b"setui_up 1\n"), "text/plain"
+
+    server = MetricsServer(exposition, max_connections=1, head_timeout=0.5,
+                           send_timeout=0.5)
+    host, port = await server.start("127.0.0.1", 0)
+    try:
+        idle_reader, idle = await asyncio.open_connection(host, port)
+        reader, writer = await asyncio.open_connection(host, port)
+        writer.write(b"GET /metrics HTTP/1.1\r\n\r\n")
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(), 30)
+        assert answer.startswith(b"HTTP/1.1 200 OK") and answer.endswith(b"setui_up 1\n")
+        # The idle one was dropped, without a word, at its deadline.
+        assert await asyncio.wait_for(idle_reader.read(), 30) == b""
+        writer.close()
+        idle.close()
+        # A client that asks for a large answer and never reads it.
+        _, hog = await asyncio.open_connection(host, port)
+        hog.write(b"GET /metrics HTTP/1.1\r\nAccept: big\r\n\r\n")
+        await hog.drain()
+        deadline = asyncio.get_running_loop().time() + 30
+        while server.open == 0 and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
+        while server.open and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
+        assert server.open == 0, "the unread answer's connection was never dropped"
+        hog.close()
+    finally:
+        await server.aclose()

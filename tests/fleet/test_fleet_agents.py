@@ -167,6 +167,9 @@ async def test_a_vm_whose_agent_stopped_before_the_view_opened_is_not_reported(
     stopped_at = time.time()
     wait_until(lambda: bool(server.query(f'up{{instance="{targets["db-0"]}"}} == 0')),
                PATIENCE, "Prometheus to see db-0's target down")
+    wait_until(lambda: bool(server.query(
+        'setui:vm_not_reported_since_timestamp_seconds{vm_name="db-0"}')), PATIENCE,
+        "the rule to record db-0 as not reported")
     app = FleetApp(FleetWatcher(PrometheusClient(server.url), stale_after=30), refresh=0.5)
     async with app.run_test(size=(140, 40)) as pilot:
         await wait_for(pilot, lambda: app.update.fleet is not None, "the first answer")

@@ -131,7 +131,6 @@ class MetricsServer:
         self.head_timeout = head_timeout
         self.send_timeout = send_timeout
         self.max_connections = max_connections
-        self.refused = 0  # accepts the system refused (out of files, resets)
         self._open: set[_Scrape] = set()  # connections accepted and not yet lost
         self._room: asyncio.Event | None = None
         self._sock: socket.socket | None = None
@@ -167,8 +166,7 @@ class MetricsServer:
                 continue
             try:
                 conn, _ = await loop.sock_accept(sock)
-            except OSError as exc:
-                self.refused += 1
+            except OSError as exc:  # out of files, or a connection reset before accept
                 if exc.errno in _OUT_OF_RESOURCES:
                     await asyncio.sleep(ACCEPT_RETRY)
                 continue

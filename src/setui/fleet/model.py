@@ -30,8 +30,7 @@ from setui.metricnames import (
     EVENT_LABELS,
     EVENT_METRIC,
     IDENTITY_LABELS,
-    LAST_SEEN_METRIC,
-    REMEMBERS_METRIC,
+    NOT_REPORTED_METRIC,
     SUCCESS_METRIC,
 )
 
@@ -289,7 +288,7 @@ class FleetBuilder:
             ident = (get("subscription_id", ""), get("resource_group", ""),
                      get("vm_name", ""))
             if not ident[2]:
-                if get("__name__") == REMEMBERS_METRIC:
+                if get("__name__") == NOT_REPORTED_METRIC:  # the rule's own mark
                     remembers = True
                 else:
                     ignored += 1
@@ -313,7 +312,7 @@ class FleetBuilder:
                 value = _value(sample)
                 if value is not None:
                     success[key] = max(value, success.get(key, 0.0))
-            elif name == LAST_SEEN_METRIC:
+            elif name == NOT_REPORTED_METRIC:
                 value = _value(sample)
                 if value is not None and value > last_seen.get(key, (0.0,))[0]:
                     last_seen[key] = (value, labels)

@@ -24,13 +24,7 @@ import httpx
 from setui import __version__
 from setui.fleet.gcpause import gc_paused
 from setui.loopback import is_loopback
-from setui.metricnames import (
-    EVENT_METRIC,
-    INFO_METRIC,
-    LAST_SEEN_METRIC,
-    REMEMBERS_METRIC,
-    SUCCESS_METRIC,
-)
+from setui.metricnames import EVENT_METRIC, NOT_REPORTED_METRIC, SUCCESS_METRIC
 from setui.textsafe import printable
 
 __all__ = [
@@ -44,13 +38,10 @@ __all__ = [
     "check_prometheus_url",
 ]
 
-# One query (docs/metrics.md, "What setui fleet asks"): every current event's series and
-# every VM's last good answer from IMDS; the VMs Prometheus remembers that are not
-# scraped now (the shipped recording rule); and whether it has that rule at all.
-QUERY = (f'{{__name__=~"{EVENT_METRIC}|{SUCCESS_METRIC}"}}'
-         f' or ({LAST_SEEN_METRIC} unless on (job, instance) {INFO_METRIC})'
-         f' or label_replace(count({LAST_SEEN_METRIC}), "__name__", "{REMEMBERS_METRIC}",'
-         ' "", "")')
+# One query, a selector and nothing to compute (docs/metrics.md, "What setui fleet asks"):
+# every current event's series, every VM's last good answer from IMDS, and the VMs not
+# scraped now with since when (the shipped recording rule, and whether it is there).
+QUERY = f'{{__name__=~"{EVENT_METRIC}|{SUCCESS_METRIC}|{NOT_REPORTED_METRIC}"}}'
 MAX_BODY = 256 * 1024 * 1024  # decoded; 10,000 VMs x 3 events is about 20 MB of JSON
 STEP = 1024 * 1024  # decoded bytes made at a time, at most
 ACCEPT_ENCODING = "gzip"  # Prometheus compresses with it; nothing else is decoded here

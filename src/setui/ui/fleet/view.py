@@ -218,11 +218,10 @@ def line_text(line: Line, now: datetime, width: int, palette: Palette) -> Text:
         style = palette.secondary if event.stale else palette.for_urgency(count.urgency)
         narrow = width < _WIDE
         kind = 10 if narrow else 12
-        # The resources take what the others leave (at least 20), so a GUID EventId is
-        # whole from 113 columns on: at 120 it was cut beside a half-empty resources cell.
-        fixed = 2 + _COUNTDOWN + 1 + kind + 1 + (0 if narrow else 10 + 1) + 1 + _APPROVED \
-            + 1 + _EVENT_ID
-        room = 20 if narrow else max(20, width - fixed)
+        # Wide, the resources take what the others leave (at least 20), so a GUID EventId
+        # is whole from 113 columns on: at 120 it was cut beside a half-empty cell.
+        others = 2 + _COUNTDOWN + 1 + kind + 1 + 10 + 1 + 1 + _APPROVED + 1 + _EVENT_ID
+        room = 20 if narrow else max(20, width - others)
         text = Text("  ")
         text.append(_cell(count.label(), _COUNTDOWN), style=style)
         text.append(" ")
