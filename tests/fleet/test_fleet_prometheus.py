@@ -205,7 +205,7 @@ def test_a_groups_event_is_one_series_per_agent_and_the_vms_without_one_are_coun
     lines = {line.event.event_id: line for line in build_lines(fleet)
              if isinstance(line, EventLine)}
     assert "web-0, web-1 +2" in line_text(lines["EV-SET-REBOOT"], now, 140, Palette()).plain
-    assert "2 VMs, none with an agent" in line_text(lines["EV-NEIGHBOURS"], now, 140,
+    assert "2 VMs, no agent" in line_text(lines["EV-NEIGHBOURS"], now, 140,
                                                     Palette()).plain
     details = details_text(lines["EV-SET-REBOOT"], fleet, now).plain
     assert "4 VMs; 2 of them with no agent reporting it" in details

@@ -172,14 +172,14 @@ def _cell(text: str, width: int) -> str:
 
 def resources_text(event: FleetEvent, limit: int) -> str:
     """The VMs an event lists, in at most ``limit`` characters: as many names as fit, then
-    ``+N`` for the rest, those no agent names included; ``3 VMs, none with an agent``
-    when no reporter lists itself."""
+    ``+N`` for the rest, those no agent names included; ``3 VMs, no agent`` when no
+    reporter lists itself (it fits the narrow layout's 20 columns)."""
     names = [safe(name, 40) for name in event.resources]
     total = event.listed_count
     if not names:
         if not total:
             return "none listed"
-        return f"{total} VM{'s' * (total != 1)}, none with an agent"
+        return f"{total} VM{'s' * (total != 1)}, no agent"
     shown: list[str] = []
     for index, name in enumerate(names):
         rest = total - index - 1
