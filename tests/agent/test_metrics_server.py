@@ -1,6 +1,7 @@
-"""The metrics endpoint under a client that holds connections open: a real agent with a
+"""The metrics endpoint under clients that hold connections open: a real agent with a
 limit of 128 open files, 200 idle connections kept open (each reopened when the agent
-drops it), and the agent still polls, runs its hook, approves, and says little."""
+drops it), and the agent still polls, runs its hook, approves, and says little; and the
+endpoint's cap and deadlines on their own."""
 
 from __future__ import annotations
 
@@ -19,8 +20,6 @@ from agent_helpers import USER_REBOOT, agent_env, metrics_url, posts, stop, writ
 from children import SETUI, Lines, wait_until
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
-
-pytestmark = pytest.mark.slow  # a real agent, real time
 
 IDLE = 200
 FILES = 128
@@ -109,6 +108,7 @@ def late_emulator() -> Iterator[Emulator]:
     emu.stop()
 
 
+@pytest.mark.slow  # a real agent, real time
 def test_idle_connections_do_not_starve_the_agent(tmp_path: Path, late_emulator: Emulator,
                                                   hook: Path) -> None:
     policy = write_policy(tmp_path, POLICY.format(hook=hook))
