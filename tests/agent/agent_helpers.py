@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -155,3 +157,20 @@ def agent_said(kind: str, step: str | None = None):  # type: ignore[no-untyped-d
         record = json.loads(line)
         return record.get("agent") == kind and (step is None or record.get("step") == step)
     return done
+
+
+METRICS_LINE = re.compile(r"setui agent: metrics at (http://127\.0\.0\.1:\d+/metrics)")
+
+
+def metrics_url(proc: subprocess.Popen[str]) -> str:
+    """The URL the agent says it serves its metrics at (its stderr's first such line)."""
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        found = METRICS_LINE.search(line)
+        if found:
+            return found.group(1)
+        if not line and proc.poll() is not None:
+            break
+    pytest.fail("the agent never said where its metrics are")

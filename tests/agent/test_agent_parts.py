@@ -157,7 +157,8 @@ def test_metric_labels_are_bounded_and_printable() -> None:
     text = metrics.text().decode()
     events = [line for line in text.splitlines()
               if line.startswith("azure_scheduledevent_event{")]
-    assert len(events) == 2  # vm-a listed twice is one series
+    assert len(events) == 1  # one series per event, whatever it lists
+    assert 'resources_listed="2"' in events[0]  # vm-a listed twice is one VM
     for line in events:
         event_id = line.split('eventID="', 1)[1].split('"', 1)[0]
         assert len(event_id) == 128 and "\x1b" not in event_id
@@ -280,7 +281,8 @@ def test_an_approval_before_the_scenarios_first_second_still_starts_the_event() 
 async def test_the_metrics_endpoint_answers_scrapes_and_nothing_else() -> None:
     import asyncio
 
-    from setui.agent.metrics import MAX_REQUEST, AgentMetrics
+    from setui.agent.metrics import AgentMetrics
+    from setui.agent.scrape import MAX_REQUEST
 
     metrics = AgentMetrics(vm_name="vm-a", compute=None, version="0")
     host, port = await metrics.serve("127.0.0.1", 0)
@@ -304,18 +306,17 @@ async def test_the_metrics_endpoint_answers_scrapes_and_nothing_else() -> None:
         await metrics.aclose()
 
 
-async def test_the_metrics_endpoint_reads_a_head_in_pieces_and_bounds_a_slow_one(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_metrics_endpoint_reads_a_head_in_pieces_and_bounds_a_slow_one() -> None:
     """The head may come in several pieces; HEAD gets the headers alone; a client that
     stops mid-head is closed after the timeout, one that leaves early harms nothing."""
     import asyncio
 
-    import setui.agent.metrics as metrics_module
     from setui.agent.metrics import AgentMetrics
+    from setui.agent.scrape import MetricsServer
 
-    monkeypatch.setattr(metrics_module, "REQUEST_TIMEOUT", 0.5)
     metrics = AgentMetrics(vm_name="vm-a", compute=None, version="0")
-    host, port = await metrics.serve("127.0.0.1", 0)
+    server = MetricsServer(metrics.exposition, head_timeout=0.5)
+    host, port = await server.start("127.0.0.1", 0)
 
     async def exchange(*pieces: bytes) -> bytes:
         reader, writer = await asyncio.open_connection(host, port)
@@ -345,4 +346,4 @@ async def test_the_metrics_endpoint_reads_a_head_in_pieces_and_bounds_a_slow_one
         leaving.close()
         assert (await exchange(b"GET / HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 200 OK")
     finally:
-        await metrics.aclose()
+        await server.aclose()

@@ -7,7 +7,6 @@ start it with ``--port 0`` and read where it listens; everything else is a log o
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import math
 import signal
 import sys
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from setui.emulator.faults import Faults, parse_faults
 from setui.emulator.scenario import ScenarioError, builtin_scenarios, load_scenario
+from setui.loopback import is_loopback
 
 if TYPE_CHECKING:
     from setui.emulator.server import Emulator
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | No
     log(f"serving scenario {scenario.name!r} ({scenario.source}) at speed {args.speed:g}, "
         f"vm {emulator.vm_name!r}, faults {emulator.faults.describe()}"
         + (", ETag on" if args.etag else ""))
-    if not _is_loopback(args.host):
+    if not is_loopback(args.host):
         log(f"warning: listening on {args.host}, reachable from other machines")
     stop = stop or threading.Event()
     restore = _install_signal_handlers(stop)
@@ -138,15 +138,6 @@ def _check(args: argparse.Namespace) -> tuple[str, Faults | None]:
     except ValueError as exc:
         return f"--faults: {exc}", None
     return "", faults
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _watch(emulator: Emulator, stop: threading.Event, log: Callable[[str], None]) -> None:
