@@ -41,7 +41,8 @@ def test_a_window_keeps_the_events_alive_in_it(recorded: Store) -> None:
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert [e["event_type"] for e in data["events"]] == ["Redeploy"]
-    assert data["holes"] == [{"from": "2026-11-24T03:04:00Z", "to": "2026-11-24T03:05:30Z"}]
+    assert data["holes"] == [{"from": "2026-11-24T03:04:00Z", "to": "2026-11-24T03:05:30Z",
+                              "open": False}]
 
 
 def test_json_has_stable_keys_and_is_ascii(recorded: Store) -> None:

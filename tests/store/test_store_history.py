@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -12,6 +13,7 @@ from store_helpers import ENDPOINT, STORY, T0, doc, entry, event, play, raw
 
 from setui.core.tracker import Tracker
 from setui.store import Store
+from setui.store.db import DB_NAME, SCHEMA_VERSION
 
 
 def test_each_distinct_document_once_newest_first(store: Store) -> None:
@@ -227,3 +229,43 @@ def test_a_damaged_changes_column_does_not_break_listing(store: Store, bad: str)
     conn.execute("UPDATE incarnations SET changes_json = ?", (bad,))
     conn.close()
     assert [r.changes for r in store.history()] == [(), ()]
+
+
+def _as_schema_3(path: Path) -> None:
+    """The file as a setui from before VM names were kept left it."""
+    conn = sqlite3.connect(path)
+    conn.execute("ALTER TABLE incarnations DROP COLUMN vm_name")
+    conn.execute("PRAGMA user_version = 3")
+    conn.commit()
+    conn.close()
+
+
+def test_each_incarnation_keeps_this_vms_name_once_known(store: Store) -> None:
+    store.record_document(STORY[0], seen_at=T0, endpoint=ENDPOINT)  # the name not yet known
+    store.record_document(STORY[1], seen_at=T0 + timedelta(minutes=1), endpoint=ENDPOINT,
+                          vm_name="vm-web-0")
+    later = Store(store.path)  # another writer touches #1 and knows the name
+    later.record_document(STORY[0], seen_at=T0 + timedelta(seconds=30), endpoint=ENDPOINT,
+                          vm_name="vm-web-0")
+    later.record_document(STORY[1], seen_at=T0 + timedelta(minutes=2), endpoint=ENDPOINT,
+                          vm_name="someone-else")  # the first name known stays
+    later.close()
+    assert [(r.incarnation, r.vm_name) for r in store.history()] == [
+        (2, "vm-web-0"), (1, "vm-web-0")]
+
+
+def test_a_schema_3_store_is_read_as_it_is_and_upgraded_by_a_writer(data_dir: Path) -> None:
+    with Store.open_dir(data_dir) as store:
+        play(store, STORY[:2])
+    path = data_dir / DB_NAME
+    _as_schema_3(path)
+    with Store.open_dir(data_dir, readonly=True) as old:  # a reader never writes
+        assert [(r.incarnation, r.vm_name) for r in old.history()] == [(2, None), (1, None)]
+    with Store.open_dir(data_dir) as store:
+        store.record_document(STORY[2], seen_at=T0 + timedelta(minutes=5), endpoint=ENDPOINT,
+                              vm_name="vm-web-0")
+        assert [(r.incarnation, r.vm_name) for r in store.history()] == [
+            (3, "vm-web-0"), (2, None), (1, None)]
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+    conn.close()

@@ -221,7 +221,8 @@ def _record_history(store: Store | None, approver: Approver, document: Document 
     if store is None or store.readonly or document is None or approver.store_error:
         return
     try:
-        store.record_document(document, seen_at=seen_at, endpoint=endpoint)
+        store.record_document(document, seen_at=seen_at, endpoint=endpoint,
+                              vm_name=approver.vm_name)
     except StoreError as exc:
         err.write(f"setui approve: not recorded in the history: {exc}\n")
 

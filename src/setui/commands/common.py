@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from setui.core.model import MAX_INCARNATION
+from setui.core.model import MAX_INCARNATION, Document
 from setui.core.timefmt import stamp
 from setui.textsafe import printable
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from setui.store import Store
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "add_storage_options", "data_dir", "iso",
-           "open_readonly", "positive_int", "when", "whole_number"]
+           "open_readonly", "positive_int", "record_reading", "when", "whole_number"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -55,6 +55,24 @@ def open_readonly(args: argparse.Namespace) -> Store | None:
         return Store.open_dir(directory, readonly=True)
     except NothingRecorded:
         return None
+
+
+def record_reading(args: argparse.Namespace, document: Document, *, seen_at: datetime,
+                   endpoint: str, vm_name: str | None) -> str | None:
+    """Keep what a one-shot command read in the history: its sighting is a recording
+    session of one moment (core.holes), so no hole is claimed where it looked. Returns
+    why it could not, in words; never raises (the command's own work is done)."""
+    from setui.store import Store, StoreError
+
+    config = getattr(args, "config_resolved", None)
+    try:
+        with Store.open_dir(data_dir(args), history_days=getattr(config, "history_days", 90),
+                            forward=getattr(config, "audit_forward", None)) as store:
+            store.record_document(document, seen_at=seen_at, endpoint=endpoint,
+                                  vm_name=vm_name)
+    except StoreError as exc:
+        return exc.message
+    return None
 
 
 def whole_number(text: str) -> int:

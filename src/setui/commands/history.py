@@ -169,55 +169,61 @@ def record_json(record: IncarnationRecord) -> dict[str, Any]:
     }
 
 
-def hole_json(start: datetime, end: datetime) -> dict[str, Any]:
-    """A hole as ``--json`` gives it: its own keys, so no reader takes it for a record."""
-    return {"not_recording_from": iso(start), "not_recording_until": iso(end),
-            "seconds": round((end - start).total_seconds())}
+def hole_json(hole: Hole) -> dict[str, Any]:
+    """A hole as ``--json`` gives it: its own keys, so no reader takes it for a record.
+    An open one (nothing records now) runs until the moment the command ran."""
+    return {"not_recording_from": iso(hole.start), "not_recording_until": iso(hole.end),
+            "seconds": round(hole.seconds), "open": hole.open, "endpoint": hole.endpoint}
 
 
-def _with_holes(store: Store, records: list[IncarnationRecord]
-                ) -> Iterator[IncarnationRecord | Hole]:
-    """The records, newest first, with the holes when nothing was recording among them."""
-    if not records:
-        return iter(())
-    endpoints = {r.endpoint for r in records}
-    holes = store.holes(endpoint=records[0].endpoint if len(endpoints) == 1 else None,
-                        since=records[-1].first_seen, until=utc_now())
-    return with_holes(records, holes)
+def _with_holes(store: Store, records: list[IncarnationRecord], since: datetime | None,
+                complete: bool) -> Iterator[IncarnationRecord | Hole]:
+    """The records, newest first, with the record's holes among them (core.holes): the
+    same holes whatever is listed, each whole."""
+    holes = [hole for endpoint in sorted({r.endpoint for r in records})
+             for hole in store.holes(endpoint=endpoint) if hole.overlaps(since, None)]
+    return with_holes(records, holes, complete=complete)
 
 
 def _list(store: Store, limit: int, since: datetime | None, as_json: bool,
           out: IO[str]) -> int:
     records = store.history(limit=limit, since=since)
+    # Fewer than asked: the list reaches back to --since or to the start of the record.
+    complete = len(records) < limit
     if as_json:
-        for item in _with_holes(store, records):
-            data = hole_json(*item) if isinstance(item, tuple) else record_json(item)
+        for item in _with_holes(store, records, since, complete) if records else ():
+            data = hole_json(item) if isinstance(item, Hole) else record_json(item)
             out.write(json.dumps(data, ensure_ascii=True) + "\n")
         return EXIT_OK
     if not records:
         out.write("No incarnations recorded" + (" in that time" if since else "") + ".\n")
         return EXIT_OK
-    endpoints = {r.endpoint for r in records}
+    several = len({r.endpoint for r in records}) > 1
     out.write(f"{'first seen':<23} {'incarnation':>11}  what changed\n")
-    for item in _with_holes(store, records):
-        if isinstance(item, tuple):
-            out.write(_hole_line(*item))
-            continue
-        line = f"{when(item.first_seen):<23} {item.incarnation:>11}  "
-        line += printable(item.summary, 300)
-        if len(endpoints) > 1:
+    for item in _with_holes(store, records, since, complete):
+        if isinstance(item, Hole):
+            line = hole_line(item)
+        else:
+            line = f"{when(item.first_seen):<23} {item.incarnation:>11}  "
+            line += printable(item.summary, 300)
+        if several:
             line += f"  [{printable(item.endpoint, 80)}]"
         out.write(line + "\n")
-    if len(records) == limit:
+    if not complete:
         out.write(f"(the {limit} newest; --limit N for more)\n")
     return EXIT_OK
 
 
-def _hole_line(start: datetime, end: datetime) -> str:
-    """A hole in the record: whatever happened then was not seen."""
-    length = duration((end - start).total_seconds())
-    return (f"{when(start):<23} {'-':>11}  -- nothing was recording until {when(end)} "
-            f"({length}): changes in that time were not seen --\n")
+def hole_line(hole: Hole) -> str:
+    """A hole in the record, as the list writes it: whatever happened then was not seen."""
+    length = duration(hole.seconds)
+    if hole.open:
+        words = (f"-- nothing has recorded since then ({length} until now): changes since "
+                 "were not seen --")
+    else:
+        words = (f"-- nothing was recording until {when(hole.end)} ({length}): changes in "
+                 "that time were not seen --")
+    return f"{when(hole.start):<23} {'-':>11}  {words}"
 
 
 # -- one event's life ------------------------------------------------------------------------

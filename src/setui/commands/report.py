@@ -176,8 +176,9 @@ def markdown(report: Report) -> str:
     else:
         lines.append("- **Holes in the record** (nothing was recording; what changed then "
                      "was not seen):")
-        lines += [f"  - {stamp(a)} to {stamp(b)} ({duration((b - a).total_seconds())})"
-                  for a, b in report.holes]
+        lines += [f"  - {stamp(h.start)} to "
+                  f"{'now' if h.open else stamp(h.end)} ({duration(h.seconds)})"
+                  for h in report.holes]
     lines.append("")
     for event in report.events:
         lines += _event_md(event)
@@ -216,6 +217,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "endpoint": report.endpoint, "from": iso(report.start), "to": iso(report.end),
         "incarnations": list(report.incarnations),
         "holes_known": report.sessions_known,
-        "holes": [{"from": iso(a), "to": iso(b)} for a, b in report.holes],
+        "holes": [{"from": iso(h.start), "to": iso(h.end), "open": h.open}
+                  for h in report.holes],
         "events": [_event_json(e) for e in report.events],
     }

@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 DB_NAME = "setui.db"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 APPLICATION_ID = 0x53455455  # "SETU": marks the file as setui's, so we never write elsewhere
 
 
@@ -196,8 +196,15 @@ CREATE TABLE agent_holds (
 );
 """
 
+# Version 4: this VM's name (as in Resources) with each incarnation, as the writer knew
+# it, so a replay marks this VM's events without being told its name. Rows written
+# before it have none: not known.
+_SCHEMA_V4 = """
+ALTER TABLE incarnations ADD COLUMN vm_name TEXT;
+"""
+
 # Schema version N -> N+1. Each runs in the transaction that also sets user_version.
-_MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1, 1: _SCHEMA_V2, 2: _SCHEMA_V3}
+_MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1, 1: _SCHEMA_V2, 2: _SCHEMA_V3, 3: _SCHEMA_V4}
 
 
 def describe_error(exc: BaseException, path: Path, doing: str, timeout: float = 5.0) -> str:
@@ -483,9 +490,11 @@ def _check_schema(conn: sqlite3.Connection, path: Path, *, readonly: bool) -> No
 def _read_older(conn: sqlite3.Connection, version: int) -> None:
     """Let a read-only open of an older schema answer today's queries: temporary objects
     (which live outside the read-only file) stand in for what later versions added."""
-    if version < 2:
-        conn.execute("CREATE TEMP VIEW incarnations AS SELECT *, NULL AS clock_skew "
+    if version < 4:
+        older = ", NULL AS clock_skew" if version < 2 else ""
+        conn.execute(f"CREATE TEMP VIEW incarnations AS SELECT *{older}, NULL AS vm_name "
                      "FROM main.incarnations")
+    if version < 2:
         conn.execute("CREATE TEMP TABLE recorders (id INTEGER PRIMARY KEY, endpoint TEXT, "
                      "pid INTEGER, host TEXT, command TEXT, started TEXT, last_beat TEXT, "
                      "stopped TEXT)")

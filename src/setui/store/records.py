@@ -145,6 +145,9 @@ class IncarnationRecord:
     # Service clock minus this VM's when first seen (seconds; None: not measured, or a
     # store from before it was kept). Times above are in the service's clock when off.
     clock_skew: float | None = None
+    # This VM's name as the writer knew it (None: not known, or a store from before it
+    # was kept): whose events are "this VM's" in a replay.
+    vm_name: str | None = None
 
     def document(self) -> Document:
         """The stored document, parsed again (raises DocumentError if it cannot be)."""

@@ -285,19 +285,17 @@ class IncarnationScreen(DetailScreen):
         self.record = record
 
 
-def _page(store: Store, size: int, last: IncarnationRecord | None, until: datetime | None
+def _page(store: Store, size: int, last: IncarnationRecord | None
           ) -> tuple[list[IncarnationRecord], list[Hole]]:
-    """One page of records, and the holes between its oldest record and ``until`` (the page
-    before it, now, or None: its newest record): on the store's thread, never on the loop."""
+    """One page of records, and the record's holes from its oldest record up to the page
+    before it (whose holes were listed with it): on the store's thread, never on the loop."""
     page = list(store.history(limit=size, before=last))
     if not page:
         return page, []
-    endpoints = {r.endpoint for r in page}
-    until = until if until is not None else max(r.last_seen for r in page)
-    holes = store.holes(endpoint=page[0].endpoint if len(endpoints) == 1 else None,
-                        since=page[-1].first_seen, until=until)
-    # Only this page's stretch: a hole after it was listed with the page before.
-    return page, [(start, min(end, until)) for start, end in holes if start < until]
+    holes = [hole for endpoint in sorted({r.endpoint for r in page})
+             for hole in store.holes(endpoint=endpoint)
+             if last is None or hole.start < last.first_seen]
+    return page, holes
 
 
 class HistoryScreen(TableNavigation):
@@ -379,12 +377,7 @@ class HistoryScreen(TableNavigation):
             self._say("Loading the history…")
         store, size = self.store, self.page_size
         last = self.records[-1] if self.records else None
-        # The first page's holes run up to now, unless the dashboard hosting this screen
-        # is recording right now: then up to the newest record (its own session covers the
-        # rest, whatever its last beat says).
-        recording = getattr(self.app, "store_status", "") is None
-        until = last.first_seen if last is not None else None if recording else utc_now()
-        query_store(self, lambda: _page(store, size, last, until),
+        query_store(self, lambda: _page(store, size, last),
                     self._add_page, self._page_failed, group="history-page")
 
     def _page_failed(self, message: str) -> None:
@@ -396,15 +389,14 @@ class HistoryScreen(TableNavigation):
         self._loading = False
         self.exhausted = len(page) < self.page_size
         table = self.query_one(DataTable)
-        for item in with_holes(page, holes):
-            if isinstance(item, tuple):
-                start, end = item
-                utc, local = local_and_utc(start)
+        for item in with_holes(page, holes, complete=self.exhausted):
+            if isinstance(item, Hole):
+                utc, local = local_and_utc(item.start)
+                until = "until now" if item.open else f"to {stamp(item.end, local=False)}"
                 table.add_row(Text(utc), *([Text(local)] if self.local_column else []),
                               Text("-", justify="right"),
-                              Text(f"not recording from {stamp(start, local=False)} to "
-                                   f"{stamp(end, local=False)}: changes then were not seen",
-                                   style="italic"),
+                              Text(f"not recording from {stamp(item.start, local=False)} "
+                                   f"{until}: changes then were not seen", style="italic"),
                               key=f"hole-{len(self.rows)}")
             else:
                 utc, local = local_and_utc(item.first_seen)
@@ -444,7 +436,7 @@ class HistoryScreen(TableNavigation):
         if not 0 <= table.cursor_row < len(self.rows):
             return None
         row = self.rows[table.cursor_row]
-        return None if isinstance(row, tuple) else row  # a hole has nothing to open
+        return None if isinstance(row, Hole) else row  # a hole has nothing to open
 
     def action_open(self) -> None:
         record = self._selected()

@@ -101,10 +101,13 @@ class ReplayView:
         if self.problem:
             return self.problem
         if self.moment is not None and self.moment.hole is not None:
-            start, end = self.moment.hole
+            hole = self.moment.hole
             now = self.now()
-            return (f"nothing was recording from {time_of_day(start, now)} to "
-                    f"{time_of_day(end, now)} UTC: what changed then was not seen")
+            if hole.open:
+                return (f"nothing has recorded since {time_of_day(hole.start, now)} UTC: "
+                        "what changed since was not seen")
+            return (f"nothing was recording from {time_of_day(hole.start, now)} to "
+                    f"{time_of_day(hole.end, now)} UTC: what changed then was not seen")
         return None
 
     @property
