@@ -111,7 +111,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="up to TIME (default: the end of the record)")
     export.add_argument("--vm-name", metavar="NAME", default=argparse.SUPPRESS,
                         help="this VM's name in the scenario (default: the configured one, "
-                             "else the first resource)")
+                             "else the one the record keeps, else the first resource)")
     add_storage_options(export)
 
 
@@ -422,7 +422,8 @@ def _export_scenario(store: Store, args: argparse.Namespace, out: IO[str],
     config = getattr(args, "config_resolved", None)
     try:
         text = scenario_text(report, name=name, vm_name=getattr(args, "vm_name", None)
-                             or getattr(config, "vm_name", None))
+                             or getattr(config, "vm_name", None)
+                             or recording.vm_name_at(recording.end))
     except ScenarioError as exc:
         err.write(f"setui history export-scenario: the record cannot be played: {exc}\n")
         return EXIT_FAILED

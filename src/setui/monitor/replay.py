@@ -85,6 +85,24 @@ class Recording:
     def clamp(self, at: datetime) -> datetime:
         return min(max(at, self.start), self.end)
 
+    def opening(self) -> datetime:
+        """Where a replay opens by default: the first incarnation from ``start`` on that
+        has events (an empty one would show nothing), else ``start``."""
+        first = self.index_at(self.start)
+        for position in range(first if first is not None else 0, len(self.records)):
+            document = self.document(position)
+            if document is not None and document.events:
+                return max(self.records[position].first_seen, self.start)
+        return self.start
+
+    def vm_name_at(self, at: datetime) -> str | None:
+        """This VM's name as the record keeps it: the incarnation's current at ``at``, else
+        the newest the record knows (None: not known, as in a store older than that)."""
+        index = self.index_at(at)
+        if index is not None and self.records[index].vm_name:
+            return self.records[index].vm_name
+        return next((r.vm_name for r in reversed(self.records) if r.vm_name), None)
+
     def hole_at(self, at: datetime) -> Hole | None:
         for hole in self.holes:
             if hole.holds(at):
