@@ -61,3 +61,12 @@ def test_a_window_that_opens_after_a_reschedule_starts_from_the_notbefore_then(
     freeze = events["Freeze"]
     assert (freeze.at, freeze.notice, freeze.reschedule) == (0, 290, ())
     assert freeze.cancel_at == 130
+
+
+def test_a_reschedule_is_told_once_in_the_diff(recorded: Store) -> None:
+    done = setui("history", "show", "5", "--diff", data_dir=recorded.path.parent)
+    assert done.returncode == 0, done.stderr
+    changes = done.stdout.split("The document:")[0]
+    moved = [line for line in changes.splitlines() if "NotBefore" in line]
+    assert moved == ["      NotBefore: 2026-11-24 03:04:20 UTC -> 2026-11-24 03:06:00 UTC"], moved
+    assert "rescheduled" in changes

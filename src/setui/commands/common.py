@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import argparse
 import re
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from setui.core.model import MAX_INCARNATION, Document
-from setui.core.timefmt import stamp
+from setui.core.timefmt import iso, stamp
 from setui.textsafe import printable
 
 if TYPE_CHECKING:
@@ -30,13 +30,6 @@ def when(moment: datetime | None) -> str:
     """``2024-05-14 09:30:00 UTC``: UTC alone, to the second, at a fixed width for the
     lists (:func:`setui.core.timefmt.stamp`)."""
     return stamp(moment, local=False)
-
-
-def iso(moment: datetime | None) -> str | None:
-    """ISO 8601 UTC with microseconds, for ``--json``."""
-    if moment is None:
-        return None
-    return moment.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
 
 
 def data_dir(args: argparse.Namespace) -> Path | None:

@@ -28,14 +28,21 @@ from setui.commands.common import (
     whole_number,
 )
 from setui.core.clock import utc_now
-from setui.core.diff import ABSENT, DocumentDiff, EventDiff, diff_documents
+from setui.core.diff import (
+    DocumentDiff,
+    EventDiff,
+    diff_documents,
+    field_time,
+    machine_value,
+    shown_value,
+)
 from setui.core.holes import Hole, with_holes
 from setui.core.model import MAX_INCARNATION, DocumentError, parse_iso
-from setui.core.timefmt import duration
+from setui.core.timefmt import duration, stamp
 from setui.textsafe import printable
 
 if TYPE_CHECKING:  # sqlite3 loads only when a command runs, not for `setui --version`
-    from setui.store import IncarnationRecord, Store, StoryEntry
+    from setui.store import ChangeRecord, IncarnationRecord, Store, StoryEntry
 
 __all__ = ["add_arguments", "history_command", "incarnation_number", "parse_since", "run"]
 
@@ -158,7 +165,13 @@ def history_command(args: argparse.Namespace, *, out: IO[str], err: IO[str]) -> 
 
 # -- the list ------------------------------------------------------------------------------
 def change_json(record: IncarnationRecord) -> list[dict[str, Any]]:
-    return [c.to_json() for c in record.changes]
+    return [{**c.to_json(), "not_before": iso(stored_time(c.not_before))}
+            for c in record.changes]
+
+
+def stored_time(not_before: str) -> datetime | None:
+    """A NotBefore as the store keeps it (the service's text, "" once started), read."""
+    return field_time("NotBefore", not_before)
 
 
 def record_json(record: IncarnationRecord) -> dict[str, Any]:
@@ -241,7 +254,9 @@ def story_words(entry: StoryEntry) -> str:
         if entry.status == "Started":
             words = "first seen, already Started (no notice)"
         else:
-            words = f"first seen: {entry.status or '?'}, NotBefore {entry.not_before or 'none'}"
+            moment = stored_time(entry.not_before)
+            shown = stamp(moment, local=False) if moment is not None else "none"
+            words = f"first seen: {entry.status or '?'}, NotBefore {shown}"
         if entry.initial:
             words += " (already in the document when recording began)"
         return words
@@ -265,7 +280,7 @@ def story_json(entry: StoryEntry) -> dict[str, Any]:
     return {
         "time": iso(entry.time), "kind": entry.kind, "event_id": entry.event_id,
         "incarnation": entry.incarnation, "event_type": entry.event_type,
-        "status": entry.status, "not_before": entry.not_before or None,
+        "status": entry.status, "not_before": iso(stored_time(entry.not_before)),
         "detail": entry.detail or None, "source": entry.source,
         "audit_seq": entry.audit_seq, "endpoint": entry.endpoint, "initial": entry.initial,
         "words": story_words(entry),
@@ -325,7 +340,7 @@ def _diff_json(diff: DocumentDiff) -> list[dict[str, Any]]:
     """The core's diff as ``--json`` gives it: fields sorted by name, ``[old, new]`` with
     null for a field one side lacks (the text output says which was absent)."""
     return [{"event_id": item.event_id, "change": item.change,
-             "fields": {name: [None if old is ABSENT else old, None if new is ABSENT else new]
+             "fields": {name: [machine_value(name, old), machine_value(name, new)]
                         for name, (old, new) in sorted(item.fields.items())}}
             for item in diff.events]
 
@@ -369,33 +384,43 @@ def _show(store: Store, number: int, with_diff: bool, as_json: bool, out: IO[str
 
 def _write_diff(record: IncarnationRecord, previous: IncarnationRecord | None,
                 diff: Sequence[EventDiff], out: IO[str]) -> None:
+    """What changed, one entry per event: what the history told of it, then its fields
+    side by side (a reschedule is told once: by its NotBefore's two values)."""
     out.write("\n")
     if previous is None:
         out.write("No earlier incarnation is recorded: every event is new.\n")
     else:
         out.write(f"Changes since incarnation {previous.incarnation} "
                   f"(first seen {when(previous.first_seen)}):\n")
+    told: dict[str | None, list[ChangeRecord]] = {}
     for change in record.changes:
-        what = " ".join(printable(x, 80) for x in (change.event_type, change.event_id) if x)
-        line = f"  {change.kind:<11} {what}"
-        if change.detail:
-            line += f"  {printable(change.detail, 300)}"
-        out.write(line.rstrip() + "\n")
-    if not diff:
+        told.setdefault(change.event_id, []).append(change)
+    for change in told.pop(None, []):  # about the document itself
+        out.write(f"  ! {change.kind:<11} {printable(change.detail, 300)}".rstrip() + "\n")
+    items = {item.event_id: item for item in diff}
+    for event_id in [*told, *(i for i in items if i not in told)]:
+        changes, item = told.get(event_id, []), items.get(event_id)
+        kinds = ", ".join(dict.fromkeys(c.kind for c in changes)) or (item.change if item
+                                                                      else "")
+        kind = next((c.event_type for c in changes if c.event_type), None) \
+            or (str(item.event.event_type) if item else "")
+        mark = _MARKS[item.change] if item else " "
+        out.write(f"  {mark} {kinds:<11} "
+                  + " ".join(printable(x, 80) for x in (kind, event_id) if x) + "\n")
+        fields = sorted(item.fields.items()) if item else []
+        for change in changes:
+            if change.detail and not (fields and change.kind in _SAID_BY_FIELDS):
+                out.write(f"      {printable(change.detail, 300)}\n")
+        for name, (old, new) in fields:
+            out.write(f"      {printable(name, 40)}: {printable(shown_value(name, old), 200)} "
+                      f"-> {printable(shown_value(name, new), 200)}\n")
+    if not diff and not record.changes:
         out.write("  no event was added, removed or changed\n")
-    for item in diff:
-        mark = _MARKS[item.change]
-        out.write(f"  {mark} {item.change:<8} {printable(item.event_id, 80)}\n")
-        for name, (old, new) in sorted(item.fields.items()):
-            out.write(f"      {printable(name, 40)}: {printable(_value(old), 200)} -> "
-                      f"{printable(_value(new), 200)}\n")
 
 
 _MARKS = {"added": "+", "removed": "-", "changed": "~"}
-
-
-def _value(value: Any) -> str:
-    return "(absent)" if value is ABSENT else json.dumps(value, ensure_ascii=False)
+# Changes whose words only restate fields that the diff shows side by side.
+_SAID_BY_FIELDS = frozenset({"rescheduled", "changed"})
 
 
 # -- the record as a scenario ----------------------------------------------------------------

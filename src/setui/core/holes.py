@@ -6,7 +6,7 @@ A hole is a property of the whole record, computed from all of it in one place
 replay and the report tell the same holes. What covers a moment:
 
 - a recording session (``setui watch``, the dashboard, the agent), from its first answer
-  to its stop, or to its last beat if it died;
+  to its stop; one still running, to now; one that died, to its last beat;
 - a stored incarnation, from its first sighting to its last: the service changes the
   incarnation whenever the events change, so a document seen twice was there all along.
   A one-shot reading (``setui events``, ``setui approve``) leaves such a sighting: a
@@ -54,11 +54,11 @@ class Hole:
 
 
 def find_holes(sessions: Iterable[Span], sightings: Iterable[Span], *, now: datetime,
-               running: bool, endpoint: str = "") -> list[Hole]:
+               endpoint: str = "") -> list[Hole]:
     """The holes of one endpoint's record, oldest first, each whole.
 
     ``sessions`` and ``sightings`` are what covers the record (see the module); ``now``
-    is where an open hole ends, when no session is ``running``."""
+    is where an open hole ends, when nothing covers the time up to it."""
     recorded = list(sessions)
     if not recorded:
         return []
@@ -71,7 +71,7 @@ def find_holes(sessions: Iterable[Span], sightings: Iterable[Span], *, now: date
         if start - covered >= MIN_HOLE:
             holes.append(Hole(covered, start, endpoint=endpoint))
         covered = max(covered, end)
-    if not running and now - covered >= MIN_HOLE:
+    if now - covered >= MIN_HOLE:
         holes.append(Hole(covered, now, open=True, endpoint=endpoint))
     return holes
 

@@ -15,10 +15,12 @@ import json
 import math
 import sqlite3
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from setui.core.model import Document, DocumentError, format_not_before, parse_document
+from setui.core.timefmt import restate, stamp
 from setui.core.tracker import Change, ChangeKind, Tracker, summarize
 from setui.store.records import (
     ChangeRecord,
@@ -108,8 +110,8 @@ def _derive(conn: sqlite3.Connection, doc: Document, seen_at: datetime, endpoint
         why = "; ".join(w for w in (gap, "the document seen before this one was not recorded")
                         if w)
     else:
-        why = (f"nothing was recording between {row[4][:19].replace('T', ' ')} UTC and "
-               f"{to_db_time(seen_at)[:19].replace('T', ' ')} UTC")
+        why = (f"nothing was recording between {stamp(from_db_time(row[4]), local=False)} "
+               f"and {stamp(seen_at, local=False)}")
     leaving = [e.event_id for e in previous.events if doc.event(e.event_id) is None]
     return tracker.update(doc, seen_at, gap=why, approved=approved_ids(conn, leaving)), False
 
@@ -260,7 +262,8 @@ def _rollback(conn: sqlite3.Connection) -> None:
 
 def _record(row: Sequence[Any]) -> IncarnationRecord:
     try:
-        changes = tuple(ChangeRecord.from_json(c) for c in json.loads(row[7]))
+        # Words an older setui stored with the service's RFC 1123 times, read the one way.
+        changes = tuple(_restated(ChangeRecord.from_json(c)) for c in json.loads(row[7]))
     except (ValueError, TypeError, AttributeError):
         changes = ()
     return IncarnationRecord(
@@ -270,6 +273,11 @@ def _record(row: Sequence[Any]) -> IncarnationRecord:
         clock_skew=float(row[9]) if isinstance(row[9], (int, float)) else None,
         vm_name=row[10] if isinstance(row[10], str) and row[10] else None,
     )
+
+
+def _restated(change: ChangeRecord) -> ChangeRecord:
+    detail = restate(change.detail)
+    return change if detail is change.detail else replace(change, detail=detail)
 
 
 def query_history(conn: sqlite3.Connection, *, limit: int | None, since: datetime | None,

@@ -367,9 +367,10 @@ class Store:
                 skew = row[0] if row is not None and isinstance(row[0], (int, float)) else 0
                 now = utc_now() + timedelta(seconds=skew)
         now = utc(now)
-        running = any(s.stopped is None and s.end >= now - RUNNING_WITHIN for s in spans)
-        return find_holes([(s.started, s.end) for s in spans], sightings, now=now,
-                          running=running, endpoint=endpoint)
+        # A session still running covers up to now: it beats only once a RECORDER_BEAT.
+        covered = [(s.started, max(s.end, now) if s.stopped is None
+                    and s.end >= now - RUNNING_WITHIN else s.end) for s in spans]
+        return find_holes(covered, sightings, now=now, endpoint=endpoint)
 
     # -- audit ----------------------------------------------------------------------------
     def audit_append(self, entry: AuditEntry) -> AuditRecord:
