@@ -162,3 +162,15 @@ def test_a_pause_under_a_second_is_no_hole(store: Store) -> None:
     holes = [h for h in _history_json(store) if "not_recording_from" in h]
     # Only the open one: nobody records since the second session stopped.
     assert [h["not_recording_from"] for h in holes] == ["2024-05-14T09:34:00Z"]
+
+
+def test_a_running_session_covers_the_time_since_its_last_beat(store: Store) -> None:
+    # A dashboard beats once a minute: between two beats its own incarnations are no holes.
+    store.recorder_start(endpoint=ENDPOINT, pid=1, host="h", command="setui", at=T0)
+    play(store, [doc(1), doc(2), doc(3)], step=timedelta(seconds=10))
+    assert store.holes(endpoint=ENDPOINT, now=T0 + timedelta(seconds=40)) == []
+    # Silent for longer than a running session beats: it died at its last beat, and only
+    # its sightings say what was seen after that.
+    holes = store.holes(endpoint=ENDPOINT, now=T0 + minutes(10))
+    assert [(h.start.second, h.end.second, h.open) for h in holes] == [
+        (0, 10, False), (10, 20, False), (20, 0, True)]
