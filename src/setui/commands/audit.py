@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
@@ -24,6 +23,7 @@ from setui.commands.common import (
     open_readonly,
     positive_int,
     when,
+    would_overwrite,
 )
 from setui.textsafe import printable
 
@@ -96,7 +96,7 @@ def audit_command(args: argparse.Namespace, *, out: IO[str], err: IO[str]) -> in
                     code = max(code, _against(store, against, out, err))
                 return code
             if command == "export":
-                if _would_overwrite(args, err):
+                if would_overwrite(args, err, "setui audit export"):
                     return EXIT_FAILED
                 return _export(store.audit(oldest_first=True), store.verify_audit(),
                                args.file, out, err)
@@ -118,7 +118,7 @@ def _empty(command: str | None, args: argparse.Namespace, out: IO[str],
             return EXIT_FAILED
         return _verify(VerifyResult(ok=True, count=0), bool(getattr(args, "json", False)), out)
     if command == "export":
-        if _would_overwrite(args, err):
+        if would_overwrite(args, err, "setui audit export"):
             return EXIT_FAILED
         return _export([], VerifyResult(ok=True, count=0), args.file, out, err)
     if not getattr(args, "json", False):
@@ -271,19 +271,6 @@ def _against(store: Store, path: Path, out: IO[str], err: IO[str]) -> int:
         out.write(f"({result.unreadable} line{'s' if result.unreadable != 1 else ''} of the "
                   "copy hold no setui record and were skipped)\n")
     return EXIT_OK if result.ok else EXIT_FAILED
-
-
-def _would_overwrite(args: argparse.Namespace, err: IO[str]) -> bool:
-    """An export replaces its file whole: a wrong name must not silently destroy another
-    export (or anything else) already there. Says why when it refuses."""
-    target = args.file
-    if target == "-" or getattr(args, "force", False):
-        return False
-    if not os.path.lexists(target):
-        return False
-    err.write(f"setui audit export: {printable(target, 300)} already exists; nothing was "
-              "written (--force replaces it)\n")
-    return True
 
 
 def _export(records: list[AuditRecord], result: VerifyResult, target: str, out: IO[str],

@@ -8,10 +8,11 @@ store at module level: sqlite3 loads only when a command runs, not for ``setui -
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from setui.core.model import MAX_INCARNATION, Document
 from setui.core.timefmt import iso, stamp
@@ -21,7 +22,8 @@ if TYPE_CHECKING:
     from setui.store import Store
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "add_storage_options", "data_dir", "iso",
-           "open_readonly", "positive_int", "record_reading", "when", "whole_number"]
+           "open_readonly", "positive_int", "record_reading", "when", "whole_number",
+           "would_overwrite"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -66,6 +68,18 @@ def record_reading(args: argparse.Namespace, document: Document, *, seen_at: dat
     except StoreError as exc:
         return exc.message
     return None
+
+
+def would_overwrite(args: argparse.Namespace, err: IO[str], command: str) -> bool:
+    """An export replaces its file (``args.file``) whole: a wrong name must not silently
+    destroy another export, or anything else, already there; ``--force`` says it may.
+    Says why when it refuses (``command``: who says it)."""
+    target = args.file
+    if target == "-" or getattr(args, "force", False) or not os.path.lexists(target):
+        return False
+    err.write(f"{command}: {printable(target, 300)} already exists; nothing was written "
+              "(--force replaces it)\n")
+    return True
 
 
 def whole_number(text: str) -> int:

@@ -26,6 +26,7 @@ from setui.commands.common import (
     positive_int,
     when,
     whole_number,
+    would_overwrite,
 )
 from setui.core.clock import utc_now
 from setui.core.diff import (
@@ -112,6 +113,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                     "--scenario FILE` or `setui emulator --scenario FILE`.")
     export.add_argument("file", metavar="FILE", help="where to write (.toml); - for standard "
                         "output")
+    export.add_argument("--force", action="store_true",
+                        help="replace FILE if it exists (without it, an existing file is "
+                             "left alone and the export refused)")
     export.add_argument("--from", dest="since", type=parse_since, metavar="TIME",
                         help="from TIME: 2h, 30m, 7d ago, or an ISO 8601 time in UTC")
     export.add_argument("--to", dest="until", type=parse_since, metavar="TIME",
@@ -437,6 +441,8 @@ def _export_scenario(store: Store, args: argparse.Namespace, out: IO[str],
     if since is not None and until is not None and since > until:
         err.write("setui history export-scenario: --from is after --to\n")
         return EXIT_USAGE
+    if would_overwrite(args, err, "setui history export-scenario"):
+        return EXIT_FAILED
     recording = load_recording(store, since=since, until=until)
     if recording is None:
         err.write("setui history export-scenario: nothing was recorded in that time\n")
