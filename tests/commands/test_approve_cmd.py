@@ -127,7 +127,7 @@ def test_an_unknown_id_is_refused_and_not_recorded(emulator: Emulator, data_dir:
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Approve?" not in done.stdout  # nothing to confirm
     assert "no event with an EventId starting 'C7061BAD'" in done.stderr
-    assert f"did you mean {EVENT_ID}?" in done.stderr
+    assert f"did you mean {EVENT_ID}? Nothing was approved;" in done.stderr
     assert posts(emulator) == []
     assert audit(data_dir) == []
 

@@ -258,7 +258,7 @@ def _resolve(ids: tuple[str, ...], document: Document | None, store: Store | Non
             full.append(typed)
             continue
         if found.event_id is None:
-            err.write(f"setui approve: {printable(found.problem, 600)}. Nothing was "
+            err.write(f"setui approve: {printable(found.problem, 600)} Nothing was "
                       "approved; `setui events` lists the current events.\n")
             return None
         full.append(found.event_id)
