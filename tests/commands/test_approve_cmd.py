@@ -117,7 +117,7 @@ def test_the_prompt(emulator: Emulator, data_dir: Path, answer: str | None,
         assert done.returncode == 3, done.stdout + done.stderr  # declined by the operator
         assert "Cancelled: nothing was approved." in done.stdout
         assert posts(emulator) == []
-        assert [(r.action, r.event_id) for r in records] == [("cancelled", EVENT_ID)]
+        assert [(r.action, r.event_id) for r in records] == [("dismissed", EVENT_ID)]
 
 
 def test_an_unknown_id_is_refused_and_not_recorded(emulator: Emulator, data_dir: Path) -> None:

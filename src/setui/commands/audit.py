@@ -143,7 +143,7 @@ def who(record: AuditRecord) -> str:
 
 def describe(record: AuditRecord) -> str:
     """What the record says happened, in words."""
-    from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, CANCELLED, REFUSED
+    from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, DISMISSALS, REFUSED
 
     if record.action == APPROVE_ATTEMPT:
         text = "approval sent"
@@ -157,8 +157,8 @@ def describe(record: AuditRecord) -> str:
             status = f"HTTP {record.status}: " if record.status else ""
             return f"FAILED {status}{printable(record.error, 300)}{latency}{ref}"
         return f"approved, HTTP {record.status}{latency}{ref}"
-    if record.action == CANCELLED:
-        return "cancelled by the operator"
+    if record.action in DISMISSALS:
+        return "dismissed by the operator: nothing was sent"
     if record.action == REFUSED:
         return f"refused by setui: {printable(record.error or '', 300)}"
     return printable(record.action, 40)
@@ -184,6 +184,8 @@ def _chain_line(result: VerifyResult) -> str:
 # -- commands --------------------------------------------------------------------------------
 def _list(records: list[AuditRecord], result: VerifyResult, as_json: bool,
           out: IO[str], unsent: dict[int, str] | None = None) -> int:
+    from setui.store import action_word
+
     unsent = unsent or {}
     if as_json:
         for record in records:
@@ -196,7 +198,8 @@ def _list(records: list[AuditRecord], result: VerifyResult, as_json: bool,
         out.write("The audit log is empty: no approval has been attempted here yet.\n")
     for record in records:
         mark = "  [NOT FORWARDED]" if record.seq in unsent else ""
-        out.write(f"#{record.seq:<5} {when(record.time)}  {printable(record.action, 20):<16} "
+        out.write(f"#{record.seq:<5} {when(record.time)}  "
+                  f"{printable(action_word(record.action), 20):<16} "
                   f"{_event_text(record)}  {describe(record)}  by {who(record)}{mark}\n")
     out.write(_chain_line(result) + "\n")
     if unsent:

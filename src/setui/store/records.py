@@ -24,6 +24,8 @@ __all__ = [
     "APPROVE_ATTEMPT",
     "APPROVE_OUTCOME",
     "CANCELLED",
+    "DISMISSALS",
+    "DISMISSED",
     "REFUSED",
     "AuditEntry",
     "AuditRecord",
@@ -32,6 +34,7 @@ __all__ = [
     "RecorderSpan",
     "StoryEntry",
     "VerifyResult",
+    "action_word",
     "event_snapshot",
     "from_db_time",
     "to_db_time",
@@ -40,11 +43,20 @@ __all__ = [
 
 APPROVE_ATTEMPT = "approve-attempt"
 APPROVE_OUTCOME = "approve-outcome"
+DISMISSED = "dismissed"  # the operator said no in the dialog or at the prompt
+# The word older records gave a dismissal; kept in them (they are under the hash chain)
+# and read as DISMISSED, never written again: it read like Azure cancelling the event.
 CANCELLED = "cancelled"
+DISMISSALS = (DISMISSED, CANCELLED)
 REFUSED = "refused"
-ACTIONS = (APPROVE_ATTEMPT, APPROVE_OUTCOME, CANCELLED, REFUSED)
+ACTIONS = (APPROVE_ATTEMPT, APPROVE_OUTCOME, DISMISSED, CANCELLED, REFUSED)
 
 _DB_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+def action_word(action: str) -> str:
+    """An audit action as readers show it: an older record's "cancelled" is "dismissed"."""
+    return DISMISSED if action in DISMISSALS else action
 
 
 def utc(moment: datetime) -> datetime:

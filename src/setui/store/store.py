@@ -41,7 +41,7 @@ from setui.store.place import foreign_entries
 from setui.store.records import (
     APPROVE_ATTEMPT,
     APPROVE_OUTCOME,
-    CANCELLED,
+    DISMISSALS,
     REFUSED,
     AuditEntry,
     AuditRecord,
@@ -547,8 +547,8 @@ def _audit_story(record: AuditRecord) -> StoryEntry:
             detail = f"the service accepted the approval: HTTP {record.status}"
         if record.latency_ms is not None:
             detail += f" in {record.latency_ms:.0f} ms"
-    elif record.action == CANCELLED:
-        detail = f"operator {_who(record)} cancelled the approval dialog, nothing sent"
+    elif record.action in DISMISSALS:
+        detail = f"operator {_who(record)} dismissed the approval dialog, nothing sent"
     elif record.action == REFUSED:
         detail = (f"approval by operator {_who(record)} refused by setui, nothing sent: "
                   f"{record.error or 'no reason'}")
