@@ -81,5 +81,12 @@ def test_nothing_recorded_and_a_backwards_window_are_said_in_words(tmp_path: Pat
 def test_text_from_the_network_is_not_read_as_markdown(text: str) -> None:
     shown = md(text)
     assert "\x1b" not in shown and "\x07" not in shown
-    for special in "[]()*`<>|#":
+    for special in "[]*`<>|#":
         assert all(shown[i - 1] == "\\" for i, c in enumerate(shown) if c == special)
+
+
+def test_words_in_parentheses_are_left_as_they_are() -> None:
+    """A link needs its brackets, which are escaped: parentheses alone are no markup, and
+    an escaped one shows its backslash wherever the Markdown is read as text."""
+    assert md("policy:reboot (setui agent, uid 0)") == "policy:reboot (setui agent, uid 0)"
+    assert md("[click](http://evil)") == "\\[click\\](http://evil)"

@@ -71,7 +71,11 @@ def report_command(args: argparse.Namespace, *, out: IO[str], err: IO[str]) -> i
 
 
 # -- Markdown --------------------------------------------------------------------------------
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+# What makes markup inside a line: emphasis, code, links and images (their brackets:
+# parentheses alone are none), HTML and autolinks, tables, strikethrough, a heading's
+# closing #s. Nothing here starts a line, so list and heading markers are not needed;
+# escaping more only shows backslashes where the report is read as text.
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>#|~])")
 
 
 def md(text: object, limit: int = 200) -> str:
