@@ -90,3 +90,15 @@ def test_words_in_parentheses_are_left_as_they_are() -> None:
     an escaped one shows its backslash wherever the Markdown is read as text."""
     assert md("policy:reboot (setui agent, uid 0)") == "policy:reboot (setui agent, uid 0)"
     assert md("[click](http://evil)") == "\\[click\\](http://evil)"
+
+
+def test_json_claims_no_certainty_about_what_did_not_happen(recorded: Store) -> None:
+    """An event still there at the end of the report has no fate, and no certainty about
+    one; one not seen to start has no certainty about its start."""
+    done = setui("report", "--to", "2026-11-24T03:01:00", "--format", "json",
+                 data_dir=recorded.path.parent)
+    assert done.returncode == 0, done.stderr
+    events = json.loads(done.stdout)["events"]
+    assert events and all(e["fate"] is None and e["fate_certain"] is None for e in events)
+    waiting = [e for e in events if e["started_at"] is None]
+    assert waiting and all(e["started_certain"] is None for e in waiting)

@@ -208,10 +208,13 @@ def _event_json(event: EventReport) -> dict[str, Any]:
                          "from": iso(m.old), "to": iso(m.new)} for m in event.reschedules],
         "approvals": [_act_json(a) for a in event.acts if a.kind != "refused"],
         "refusals": [_act_json(a) for a in event.acts if a.kind == "refused"],
-        "started_at": iso(event.started_at), "started_certain": event.started_certain,
+        # A certainty only about what happened: null beside a start or a fate not seen.
+        "started_at": iso(event.started_at),
+        "started_certain": event.started_certain if event.started_at is not None else None,
         "started_before_not_before_seconds": event.start_vs_not_before,
         "gone_at": iso(event.gone_at), "fate": event.fate,
-        "fate_certain": event.fate_certain, "fate_detail": event.fate_detail or None,
+        "fate_certain": event.fate_certain if event.fate is not None else None,
+        "fate_detail": event.fate_detail or None,
     }
 
 
