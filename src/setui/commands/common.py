@@ -104,9 +104,9 @@ def positive_int(text: str) -> int:
     return value
 
 
-def add_storage_options(parser: argparse.ArgumentParser) -> None:
+def add_storage_options(parser: argparse.ArgumentParser, *, json: bool = True) -> None:
     """The common options again, on a sub-command, so they may follow it; SUPPRESS keeps
-    a value given before the sub-command."""
+    a value given before the sub-command. ``json``: the sub-command also writes JSON."""
     parser.add_argument("--data-dir", metavar="DIR", type=Path, default=argparse.SUPPRESS,
                         help="where history and the audit log live (env SETUI_DATA_DIR)")
     parser.add_argument("--endpoint", metavar="URL", default=argparse.SUPPRESS,
@@ -115,5 +115,6 @@ def add_storage_options(parser: argparse.ArgumentParser) -> None:
                         help=argparse.SUPPRESS)
     parser.add_argument("--config", metavar="FILE", type=Path, default=argparse.SUPPRESS,
                         help=argparse.SUPPRESS)
-    parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                        help="JSON with stable keys")
+    if json:
+        parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                            help="JSON with stable keys")

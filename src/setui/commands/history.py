@@ -123,7 +123,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     export.add_argument("--vm-name", metavar="NAME", default=argparse.SUPPRESS,
                         help="this VM's name in the scenario (default: the configured one, "
                              "else the one the record keeps, else the first resource)")
-    add_storage_options(export)
+    add_storage_options(export, json=False)  # it writes a scenario file, never JSON
 
 
 def run(args: argparse.Namespace) -> int:
