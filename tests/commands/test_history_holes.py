@@ -170,3 +170,14 @@ def test_report_and_replay_tell_the_same_holes(written: Written) -> None:
         recording = load_recording(store)
     assert recording is not None
     assert [(h.start, h.end) for h in recording.holes if not h.open] == closed
+
+
+def test_events_lists_even_where_its_reading_cannot_be_kept(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the data directory should be")
+    with Emulator(load_scenario("live-migration"), clock=ManualClock()) as emulator:
+        done = _run(blocker / "data", "events", "--endpoint", emulator.url)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Incarnation ")
+    assert "setui events: not recorded in the history: cannot create" in done.stderr
+    assert "Traceback" not in done.stderr
