@@ -30,16 +30,21 @@ def _recording(tmp_path: Path) -> bool:
     return any((d / "setui.db").exists() for d in _left(tmp_path))
 
 
-def test_a_hangup_of_the_headless_demo_removes_its_directory(tmp_path: Path) -> None:
-    proc = subprocess.Popen([*SETUI, "demo", "--headless", "--speed", "60", "--interval",
-                             "0.2"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env=_env(tmp_path))
+def _hang_up(proc: subprocess.Popen[bytes], tmp_path: Path) -> None:
+    """Once the demo records into its directory, the terminal goes: SIGHUP."""
     try:
         wait_until(lambda: _recording(tmp_path), 60, "the demo to record")
         proc.send_signal(signal.SIGHUP)
         proc.wait(timeout=30)
     finally:
         proc.kill()
+
+
+def test_a_hangup_of_the_headless_demo_removes_its_directory(tmp_path: Path) -> None:
+    proc = subprocess.Popen([*SETUI, "demo", "--headless", "--speed", "60", "--interval",
+                             "0.2"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=_env(tmp_path))
+    _hang_up(proc, tmp_path)
     assert _left(tmp_path) == []
 
 
@@ -65,11 +70,8 @@ def test_a_hangup_of_the_demo_dashboard_removes_its_directory(tmp_path: Path) ->
 
     threading.Thread(target=drain, daemon=True).start()
     try:
-        wait_until(lambda: _recording(tmp_path), 60, "the demo to record")
-        proc.send_signal(signal.SIGHUP)
-        proc.wait(timeout=30)
+        _hang_up(proc, tmp_path)
     finally:
-        proc.kill()
         os.close(master)
     assert _left(tmp_path) == []
 
