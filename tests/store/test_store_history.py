@@ -269,3 +269,19 @@ def test_a_schema_3_store_is_read_as_it_is_and_upgraded_by_a_writer(data_dir: Pa
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
     conn.close()
+
+
+def test_words_an_older_setui_stored_read_the_one_way(store: Store) -> None:
+    play(store, [doc(1, event("A-1")), doc(2, event("A-1", not_before="Tue, 14 May 2024 "
+                                                                      "11:00:00 GMT"))])
+    conn = raw(store.path)  # as an older setui wrote the reschedule's words
+    conn.execute("UPDATE incarnations SET changes_json = replace(changes_json, "
+                 "'2024-05-14 10:00:00 UTC -> 2024-05-14 11:00:00 UTC', "
+                 "'Tue, 14 May 2024 10:00:00 GMT -> Tue, 14 May 2024 11:00:00 GMT')")
+    assert conn.execute("SELECT count(*) FROM incarnations WHERE changes_json LIKE "
+                        "'%10:00:00 GMT -> Tue%'").fetchone()[0] == 1
+    conn.close()
+    [moved] = store.history(limit=1)[0].changes
+    assert moved.detail == "NotBefore 2024-05-14 10:00:00 UTC -> 2024-05-14 11:00:00 UTC"
+    assert [e.detail for e in store.event_story("A-1") if e.kind == "rescheduled"] == [
+        moved.detail]
