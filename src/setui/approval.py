@@ -40,7 +40,7 @@ from setui.snapshot import (
 from setui.store import (
     APPROVE_ATTEMPT,
     APPROVE_OUTCOME,
-    CANCELLED,
+    DISMISSED,
     REFUSED,
     AuditEntry,
     AuditRecord,
@@ -168,7 +168,7 @@ class Approver:
         if not event_ids or self.store is None or self.store.readonly:
             return False
         try:
-            self.store.audit_extend([self._entry(CANCELLED, i, document) for i in event_ids])
+            self.store.audit_extend([self._entry(DISMISSED, i, document) for i in event_ids])
         except StoreError as exc:
             self.store_error = str(exc)
             return False

@@ -89,7 +89,7 @@ async def test_a_hook_gets_the_event_and_its_output_is_kept_bounded(tmp_path: Pa
     kw = {"step": "prepare", "rule": "r", "incarnation": 7, "vm_name": "vm-1"}
     env = hook_environment(EVENT, **kw)
     assert env["SETUI_INCARNATION"] == "7" and env["SETUI_DURATION"] == "-1"
-    assert env["SETUI_NOT_BEFORE"] == "Thu, 01 Jan 2026 12:00:00 GMT"
+    assert env["SETUI_NOT_BEFORE"] == "2026-01-01T12:00:00Z"
     result = await run_hook(hook, env=env, stdin=hook_input(EVENT, **kw))
     assert result.exit_status == 4 and not result.ok and not result.timed_out
     assert len(result.output) == MAX_OUTPUT and result.output.endswith("x")

@@ -160,8 +160,8 @@ def test_approvers_in_the_config_narrow_it_and_sighup_reads_them_again(
     assert bob == {"you": bob["you"], "recorded": True}
     assert again["recorded"] is True
     users = [(r.action, r.user) for r in _audit(base)]
-    assert users == [("refused", "sapi-alice"), ("cancelled", "sapi-bob"),
-                     ("cancelled", "sapi-alice")]
+    assert users == [("refused", "sapi-alice"), ("dismissed", "sapi-bob"),
+                     ("dismissed", "sapi-alice")]
 
 
 def test_a_hold_through_the_api_is_the_agents_own_and_holds_its_approval(

@@ -48,6 +48,7 @@ from setui.api.codec import (
 )
 from setui.api.protocol import Fields, ProtocolError, decode_frame, encode_frame
 from setui.core.health import ConnectionState, Health, PollResult
+from setui.core.holes import Hole
 from setui.core.model import format_not_before, parse_document
 from setui.core.tracker import Tracker
 from setui.monitor.state import MonitorState
@@ -185,8 +186,9 @@ def test_the_other_values_read_back_as_they_were() -> None:
     plan = Plan((Step("E1", "prepare", "drain", "running", "prepare 'drain'", T0, T0),),
                 frozenset({"E1"}))
     assert decode_plan(_through_wire(encode_plan(plan))) == plan
-    parts = RecordingParts("http://x", (), (_audit(2),), ((T0, T0 + timedelta(1)),), True,
-                           T0, T0 + timedelta(2))
+    holes = (Hole(T0, T0 + timedelta(1), endpoint="http://x"),
+             Hole(T0 + timedelta(1.5), T0 + timedelta(2), open=True, endpoint="http://x"))
+    parts = RecordingParts("http://x", (), (_audit(2),), holes, True, T0, T0 + timedelta(2))
     assert decode_recording(_through_wire(encode_recording(parts))) == parts
     hello = Hello(1, "0.1.0", AgentInfo(42, T0, "vm", None, "http://x", "/d", None, False),
                   You(1001, "alice", False, "you are not in group setui"))

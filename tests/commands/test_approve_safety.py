@@ -208,7 +208,7 @@ def test_a_change_under_the_prompt_is_shown_and_asked_again(emulator: Emulator,
     rest, err = proc.communicate("n\n", timeout=30)
     assert proc.returncode == 3, shown + rest + err
     assert posts(emulator) == []
-    assert [r.action for r in audit(data_dir)] == ["refused", "cancelled"]
+    assert [r.action for r in audit(data_dir)] == ["refused", "dismissed"]
 
 
 def read_until(proc: subprocess.Popen[str], end: str) -> str:

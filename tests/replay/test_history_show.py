@@ -104,3 +104,26 @@ def test_an_exported_scenario_holds_no_raw_control_or_bidi_character(tmp_path: P
     assert [e.id for e in events] == list(HOSTILE_IDS)
     assert events[0].resources == ("web-0\u202e",)
     assert events[0].description == "Host \u202emaintenance\u0085 \u2028 bell\u0007"
+
+
+def test_a_reschedule_is_told_once_in_the_diff(recorded: Store) -> None:
+    done = setui("history", "show", "5", "--diff", data_dir=recorded.path.parent)
+    assert done.returncode == 0, done.stderr
+    changes = done.stdout.split("The document:")[0]
+    moved = [line for line in changes.splitlines() if "NotBefore" in line]
+    assert moved == ["      NotBefore: 2026-11-24 03:04:20 UTC -> 2026-11-24 03:06:00 UTC"], moved
+    assert "rescheduled" in changes
+
+
+def test_export_leaves_an_existing_file_alone_without_force(recorded: Store,
+                                                            tmp_path: Path) -> None:
+    target = tmp_path / "incident.toml"
+    target.write_text("# someone's notes\n")
+    done = setui("history", "export-scenario", str(target), data_dir=recorded.path.parent)
+    assert done.returncode == 1
+    assert "already exists; nothing was written (--force replaces it)" in done.stderr
+    assert target.read_text() == "# someone's notes\n"
+    done = setui("history", "export-scenario", str(target), "--force",
+                 data_dir=recorded.path.parent)
+    assert done.returncode == 0, done.stderr
+    assert parse_scenario(target.read_text()).events

@@ -239,3 +239,45 @@ async def test_a_replay_quits_on_ctrl_c_and_says_the_size_it_needs(recorded: Sto
         await wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen))
         await pilot.press("ctrl+c")
         await wait_for(pilot, lambda: not app.is_running)
+
+
+async def test_without_a_vm_name_the_record_says_which_vm_it_is(recorded: Store) -> None:
+    app = ReplayApp(config=Config(), store=recorded, at=at(95))
+    async with app.run_test(size=(120, 36)) as pilot:
+        screen = await opened(app, pilot)
+        status = screen.query_one(StatusBar).plain()
+        assert "VM web-0" in status and "not known" not in status
+        table = screen.query_one(EventsTable)
+        assert table.cell_text(REBOOT, "resources").startswith("▲ web-0")
+
+
+async def test_the_status_line_says_what_the_record_says(recorded: Store) -> None:
+    app = ReplayApp(config=CONFIG, store=recorded, at=at(95))
+    async with app.run_test(size=(120, 36)) as pilot:
+        screen = await opened(app, pilot)
+        status = screen.query_one(StatusBar).plain()
+        assert "recorded live" in status
+        assert "STALE" not in status and "old" not in status and "ago" not in status
+        screen.go(at(HOLE[0] + 20))
+        await pilot.pause()
+        status = screen.query_one(StatusBar).plain()
+        assert "STALE" not in status
+        assert "last recorded answer 20s before" in status
+        assert "history NOT recorded" not in status  # a replay records nothing
+
+
+async def test_it_opens_on_the_first_incarnation_with_events(recorded: Store) -> None:
+    app = ReplayApp(config=CONFIG, store=recorded)
+    async with app.run_test(size=(120, 36)) as pilot:
+        screen = await opened(app, pilot)
+        assert screen.moment == at(10)  # the Reboot appeared; the record began empty at 0
+        assert REBOOT in screen.query_one(EventsTable).keys
+
+
+async def test_an_empty_moment_points_to_the_next_change(recorded: Store) -> None:
+    app = ReplayApp(config=CONFIG, store=recorded, at=at(0))
+    async with app.run_test(size=(120, 36)) as pilot:
+        await opened(app, pilot)
+        text = screen_text(app)
+        assert "Nothing scheduled here" in text
+        assert "→ next change, 03:00:10 UTC" in text

@@ -17,6 +17,7 @@ from store_helpers import STORY, T0, doc, entry, event, play
 
 from setui.store import AuditEntry, Store
 from setui.store.agent import AgentLog
+from setui.store.db import SCHEMA_VERSION
 
 PORT = 48123
 SPELLINGS = (f"HTTP://127.0.0.1:{PORT}", f"http://localhost:{PORT}/", f"http://[::1]:{PORT}")
@@ -46,8 +47,7 @@ def test_the_history_and_its_recording_sessions_are_one_endpoint(tmp_path: Path)
             assert [r.incarnation for r in rows] == [4, 3, 2, 1], spelling
             assert {r.endpoint for r in rows} == {KEY}
             assert [s.id for s in store.recorders(endpoint=spelling)] == [session]
-            assert store.holes(endpoint=spelling, since=T0, until=T0 + timedelta(minutes=4)) \
-                == []
+            assert store.holes(endpoint=spelling, now=T0 + timedelta(minutes=4)) == []
             newest = store.newest_document(spelling)
             assert newest is not None and newest[0].incarnation == 4
         # The document seen again under another spelling is the same row, not a new one.
@@ -76,6 +76,7 @@ def older_store(path: Path) -> None:
     some of them twice over: what setui wrote before endpoints were keyed."""
     Store(path).close()
     conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("ALTER TABLE incarnations DROP COLUMN vm_name")  # schema 5's
     raw = '{"DocumentIncarnation": 2, "Events": []}'
     rows = [  # (endpoint, incarnation, hash, first_seen, last_seen)
         (SPELLINGS[0], 1, "h1", "2024-05-14T09:30:00.000000Z", "2024-05-14T09:31:00.000000Z"),
@@ -141,7 +142,7 @@ def test_a_store_from_before_is_read_keyed_and_rewritten_once_when_written(
             [(f"{KEY}|A-1|appeared|", "sent")]  # sent once: never again
         assert len(log.hook_runs()) == 1
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     # The merged rows' changes went with them; the kept rows' stayed.
     assert sorted(r[0] for r in conn.execute("SELECT event_id FROM event_changes")) == \
         ["E-2", "E-3", "E-5"]

@@ -25,7 +25,7 @@ from dashboard import (
     status,
     table,
 )
-from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, CANCELLED, REFUSED
+from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, DISMISSED, REFUSED
 from setui.ui.screens.confirm import ConfirmationModal
 from setui.ui.screens.details import DetailsScreen
 from setui.ui.screens.main import MainScreen
@@ -285,12 +285,12 @@ async def test_other_vms_warn_and_need_yes_typed(make_dashboard: MakeDashboard) 
         assert dialog.has_class("loud")
         await pilot.press("enter", "y", "enter", "n")  # "y" alone is not "yes"
         await d.wait_for(pilot, lambda: isinstance(d.app.screen, MainScreen))
-        await d.wait_for(pilot, lambda: d.audit_actions() == [CANCELLED])
+        await d.wait_for(pilot, lambda: d.audit_actions() == [DISMISSED])
         assert d.posts() == []
         dialog = await open_dialog(d, pilot)
         await pilot.press("y", "e", "s", "enter")
         await d.wait_for(pilot, lambda: len(d.posts()) == 1)
-        await d.wait_for(pilot, lambda: d.audit_actions() == [CANCELLED, APPROVE_ATTEMPT,
+        await d.wait_for(pilot, lambda: d.audit_actions() == [DISMISSED, APPROVE_ATTEMPT,
                                                               APPROVE_OUTCOME])
         await pilot.pause()
         assert table(d).cell_text(freeze.event_id, "approved") == "✓ 10:05:00"
@@ -309,7 +309,7 @@ async def test_approve_cancelled_sends_nothing_and_records_the_cancel(
         await open_dialog(d, pilot)
         await pilot.press("escape")
         await d.wait_for(pilot, lambda: isinstance(d.app.screen, MainScreen))
-        await d.wait_for(pilot, lambda: d.audit_actions() == [CANCELLED, CANCELLED]
+        await d.wait_for(pilot, lambda: d.audit_actions() == [DISMISSED, DISMISSED]
                          and any("nothing was sent" in n for n in d.notices()))
         assert d.posts() == []
 
@@ -338,7 +338,7 @@ async def test_only_y_after_the_guard_approves(make_dashboard: MakeDashboard) ->
         await pilot.press("x", "a", "space", "Y", "j", "tab", "1", "enter")
         assert d.app.screen is dialog
         await pilot.press("n")
-        await d.wait_for(pilot, lambda: d.audit_actions() == [CANCELLED, CANCELLED])
+        await d.wait_for(pilot, lambda: d.audit_actions() == [DISMISSED, DISMISSED])
         assert d.posts() == []
 
 

@@ -20,7 +20,7 @@ from dashboard import (
     table,
 )
 from setui.emulator.faults import Faults
-from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, CANCELLED, REFUSED
+from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, DISMISSED, REFUSED
 from setui.ui.screens.confirm import ConfirmationModal
 from setui.ui.screens.main import MainScreen
 from setui.ui.widgets.summary import EventSummary
@@ -80,7 +80,7 @@ async def test_a_change_under_the_open_dialog_is_never_posted(
         assert refused is not None and refused.action == REFUSED
         assert refused.event["EventType"] == "Freeze"  # the snapshot that was confirmed
         await pilot.press("n")
-        await d.wait_for(pilot, lambda: d.audit_actions() == [REFUSED, CANCELLED])
+        await d.wait_for(pilot, lambda: d.audit_actions() == [REFUSED, DISMISSED])
         assert d.posts() == []
         # Asked again and confirmed, it is the Redeploy that is approved, and recorded so.
         await open_dialog(d, pilot)
@@ -115,7 +115,7 @@ async def test_ctrl_c_cancels_and_pasted_text_never_approves(
         assert d.app.screen is dialog
         await pilot.press("ctrl+c")
         await d.wait_for(pilot, lambda: isinstance(d.app.screen, MainScreen))
-        await d.wait_for(pilot, lambda: d.audit_actions() == [CANCELLED])
+        await d.wait_for(pilot, lambda: d.audit_actions() == [DISMISSED])
         assert d.app.is_running and d.posts() == []
 
 

@@ -97,7 +97,8 @@ async def test_chain_ok_and_paired_rows_newest_first(store: Store) -> None:
         assert [row[0] for row in shown] == ["05-14 09:34:00", "05-14 09:33:00",
                                              "05-14 09:32:00", "05-14 09:31:00"]
         assert [screen.rows[i].record.seq for i in range(4)] == [5, 4, 3, 1]
-        assert [row[1].split()[0] for row in shown] == ["approve", "refused", "cancelled",
+        # An older record's "cancelled" (a dismissed dialog) reads as what it was.
+        assert [row[1].split()[0] for row in shown] == ["approve", "refused", "dismissed",
                                                         "approve"]
         assert shown[0][1].startswith("approve × FAILED 400")
         assert shown[3][1] == "approve ✓ 200 · 42 ms"
@@ -188,7 +189,7 @@ async def test_r_verifies_again(store: Store) -> None:
         await pilot.pause()
         assert shown_text(banner(screen)).startswith("!! TAMPERED: record 1 was altered")
         assert banner(screen).has_class("alarm") and not banner(screen).has_class("ok")
-        assert rows(screen)[0][1] == "cancelled"  # reloaded too
+        assert rows(screen)[0][1] == "dismissed"  # reloaded too
 
 
 def tamper(store: Store) -> None:

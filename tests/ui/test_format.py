@@ -20,8 +20,8 @@ from setui.ui.format import (
     resources_summary,
     safe,
     sort_key,
+    stamp,
     time_of_day,
-    utc_and_local,
 )
 
 NOW = datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc)
@@ -131,7 +131,7 @@ def test_time_of_day_same_day_and_other_days() -> None:
 def test_local_time(monkeypatch: pytest.MonkeyPatch) -> None:
     # The conftest fixes TZ=Europe/Amsterdam: UTC+1 in November.
     assert time_of_day(NOW, NOW, None) == "11:00:00"
-    assert utc_and_local(NOW, NOW) == "Sun 22 Nov 2026 10:00:00 UTC (11:00:00 CET)"
+    assert stamp(NOW) == "2026-11-22 10:00:00 UTC (11:00:00 CET)"
 
 
 def test_age_is_calm() -> None:

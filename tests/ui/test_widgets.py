@@ -428,7 +428,7 @@ def test_summary_lines() -> None:
                                                           note, PALETTE, 200))
     assert first == ("› Reboot  Scheduled  for web-0 (this VM), web-1  approved 10:00:00 by "
                      "oncall  source Platform  impact 15 s")
-    assert second == ("NotBefore Sun 22 Nov 2026 10:10:00 UTC (11:10:00 CET)  "
+    assert second == ("NotBefore 2026-11-22 10:10:00 UTC (11:10:00 CET)  "
                       "“Planned maintenance”")
 
 
@@ -455,7 +455,7 @@ def test_approval_prompt_for_this_vm_only() -> None:
     assert prompt.title == "Approve this Reboot now?"
     assert not prompt.loud and not prompt.typed  # one key, y, approves it
     text = prompt.body.plain
-    assert "NotBefore   Sun 22 Nov 2026 10:10:00 UTC (11:10:00 CET), T-10:00" in text
+    assert "NotBefore   2026-11-22 10:10:00 UTC (11:10:00 CET), T-10:00" in text
     assert "Approving lets Azure start this now instead of waiting for NotBefore." in text
     assert prompt.starts.plain == "It will start for:  web-0 (this VM)"
     assert prompt.who.plain == "Recorded in the audit log as:  oncall on vm"

@@ -25,6 +25,7 @@ from setui.agent.policy import Policy, Rule
 from setui.agent.rules import first_match
 from setui.core.endpoint import endpoint_key
 from setui.core.model import Event, format_not_before
+from setui.core.timefmt import stamp
 from setui.core.tracker import ChangeKind
 from setui.store.agent import (
     DONE,
@@ -158,6 +159,8 @@ class Agent:
             if change.kind in _ENDED:
                 self.ended.add(event_id)
             if change.kind in _TOLD and not change.initial:
+                # Only part of the message's key, never shown: kept in the service's form
+                # so a restart after an upgrade does not send the same news again.
                 extra = format_not_before(change.event.not_before) \
                     if change.kind is ChangeKind.RESCHEDULED and change.event else ""
                 self._notify(change.event, event_id, rule.name, change.kind.value,
@@ -482,7 +485,7 @@ class Agent:
             "change": change, "event_id": event_id,
             "event_type": event.event_type.value if event else "unknown",
             "status": event.status.value if event else "unknown",
-            "not_before": format_not_before(event.not_before) if event else "",
+            "not_before": stamp(event.not_before, local=False) if event else "",
             "resources": ", ".join(event.resources) if event else "unknown",
             "this_vm": "yes" if event and event.affects(self.vm_name) else "no",
             "vm_name": self.vm_name, "rule": rule_name, "detail": detail,

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from setui.agent.policy import Hook
-from setui.core.model import Event, format_not_before
+from setui.core.model import Event
+from setui.core.timefmt import iso
 from setui.store.agent import MAX_OUTPUT
 from setui.store.records import event_snapshot
 
@@ -57,7 +58,7 @@ def hook_environment(event: Event, *, step: str, rule: str, incarnation: int,
         "SETUI_EVENT_TYPE": event.event_type.value,
         "SETUI_EVENT_STATUS": event.status.value,
         "SETUI_EVENT_SOURCE": event.source.value if event.source is not None else "",
-        "SETUI_NOT_BEFORE": format_not_before(event.not_before),
+        "SETUI_NOT_BEFORE": iso(event.not_before) or "",
         "SETUI_RESOURCES": " ".join(event.resources),
         "SETUI_THIS_VM": "true" if event.affects(vm_name) else "false",
         "SETUI_VM_NAME": vm_name,

@@ -66,6 +66,7 @@ from setui.api.protocol import (
     time_text,
 )
 from setui.core.health import Health
+from setui.core.holes import Hole
 from setui.outcome import ApprovalOutcome, Progress
 from setui.snapshot import Confirmed
 from setui.store.records import AuditRecord, IncarnationRecord, StoryEntry, VerifyResult
@@ -331,10 +332,9 @@ class AgentClient:
         return self._read(lambda: [decode_story(Fields(e, f"story[{i}]")) for i, e in
                                    enumerate(body.items("story", limit=1_000_000))])
 
-    def holes(self, *, since: datetime, until: datetime, endpoint: str | None = None
-              ) -> tuple[tuple[datetime, datetime], ...]:
-        body = self.request("holes", since=time_text(since), until=time_text(until),
-                            endpoint=endpoint)
+    def holes(self, *, endpoint: str, now: datetime | None = None) -> tuple[Hole, ...]:
+        """When nothing recorded ``endpoint``, oldest first, each whole (core.holes)."""
+        body = self.request("holes", endpoint=endpoint, now=time_text(now))
         return self._read(lambda: decode_holes(body))
 
     def audit(self, *, limit: int = 100, oldest_first: bool = False

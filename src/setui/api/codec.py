@@ -17,6 +17,7 @@ from typing import Any
 
 from setui.api.protocol import API_VERSION, BAD_REQUEST, Fields, ProtocolError, time_text
 from setui.core.health import ConnectionState, Health
+from setui.core.holes import Hole
 from setui.core.model import (
     MAX_INCARNATION,
     Document,
@@ -350,23 +351,21 @@ class RecordingParts:
     endpoint: str
     records: tuple[IncarnationRecord, ...]
     audit: tuple[AuditRecord, ...]
-    holes: tuple[tuple[datetime, datetime], ...]
+    holes: tuple[Hole, ...]
     sessions_known: bool
     start: datetime
     end: datetime
 
 
-def encode_holes(holes: Iterable[tuple[datetime, datetime]]) -> list[list[str | None]]:
-    return [[time_text(a), time_text(b)] for a, b in holes]
+def encode_holes(holes: Iterable[Hole]) -> list[dict[str, Any]]:
+    return [{"from": time_text(h.start), "to": time_text(h.end), "open": h.open,
+             "endpoint": h.endpoint} for h in holes]
 
 
-def decode_holes(fields: Fields, key: str = "holes") -> tuple[tuple[datetime, datetime], ...]:
-    holes = []
-    for index, pair in enumerate(_list(fields, key, MAX_RECORDS)):
-        span = Fields({"from": pair[0], "to": pair[1]} if isinstance(pair, list)
-                      and len(pair) == 2 else None, f"{fields.name(key)}[{index}]")
-        holes.append((span.time("from"), span.time("to")))
-    return tuple(holes)
+def decode_holes(fields: Fields, key: str = "holes") -> tuple[Hole, ...]:
+    return tuple(Hole(span.time("from"), span.time("to"), open=span.flag("open"),
+                      endpoint=span.text("endpoint", limit=SHORT, optional=True) or "")
+                 for span in _each(fields, key, MAX_RECORDS))
 
 
 def encode_recording(parts: RecordingParts) -> dict[str, Any]:

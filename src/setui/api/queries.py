@@ -97,10 +97,9 @@ def _event_story(args: Fields) -> Query:
 
 
 def _holes(args: Fields) -> Query:
-    since, until = args.time("since"), args.time("until")
-    endpoint = args.text("endpoint", limit=SHORT, optional=True)
-    return lambda store: {"holes": encode_holes(
-        store.holes(endpoint=endpoint, since=since, until=until))}
+    endpoint = args.text("endpoint", limit=SHORT)
+    now = args.time("now", optional=True)
+    return lambda store: {"holes": encode_holes(store.holes(endpoint=endpoint, now=now))}
 
 
 def _audit(args: Fields) -> Query:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from setui import __version__
-from setui.commands.common import EXIT_FAILED, EXIT_USAGE, iso
+from setui.commands.common import EXIT_FAILED, EXIT_USAGE, iso, when
 from setui.commands.watch import change_record, connection_record, format_record
 from setui.config import Config
 from setui.session import run_until_stopped
@@ -61,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def agent_line(record: dict[str, Any], *, with_time: bool = True) -> str:
     """An agent record as one human line; every value made printable."""
-    parts = [iso(record["time"]) or "-"] if with_time else []
+    parts = [when(record["time"])] if with_time else []
     parts.append("agent")
     parts.append(f"{printable(record['agent'], 20):<11}")
     if record["event_id"]:

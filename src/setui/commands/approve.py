@@ -26,7 +26,8 @@ from typing import IO, TYPE_CHECKING
 from setui.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, data_dir
 from setui.core.clock import ServiceClock, utc_now
 from setui.core.errors import ImdsError
-from setui.core.model import Document, Event, format_not_before, is_this_vm
+from setui.core.model import Document, Event, is_this_vm
+from setui.core.timefmt import signed_countdown, stamp
 from setui.identity import Identity
 from setui.textsafe import printable, some_names
 
@@ -99,19 +100,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 # -- the preview -------------------------------------------------------------------------------
-def _in(moment: datetime | None, now: datetime) -> str:
+def _not_before(moment: datetime | None, now: datetime) -> str:
+    """NotBefore as every front end writes it, and the countdown to it (core.timefmt)."""
     if moment is None:
-        return ""
-    seconds = (moment - now).total_seconds()
-    if seconds <= 0:
-        return " (passed)"
-    if seconds < 120:
-        return f" (in {seconds:.0f} s)"
-    if seconds < 7200:
-        return f" (in {seconds / 60:.0f} min)"
-    if seconds < 172800:
-        return f" (in {seconds / 3600:.1f} h)"
-    return f" (in {seconds / 86400:.1f} days)"
+        return "(none)"
+    return f"{stamp(moment)}, {signed_countdown((moment - now).total_seconds())}"
 
 
 def preview(event: Event, vm_name: str | None, now: datetime) -> list[str]:
@@ -120,8 +113,7 @@ def preview(event: Event, vm_name: str | None, now: datetime) -> list[str]:
     lines = [
         f"  type         {printable(event.event_type.value, 40)}{source}",
         f"  status       {printable(event.status.value, 40)}",
-        f"  NotBefore    {format_not_before(event.not_before) or '(none)'}"
-        f"{_in(event.not_before, now)}",
+        f"  NotBefore    {_not_before(event.not_before, now)}",
         f"  impact       {printable(event.impact, 20)}",
     ]
     shown = [printable(r, 80) + (" (this VM)" if is_this_vm(r, vm_name) else "")
@@ -221,7 +213,8 @@ def _record_history(store: Store | None, approver: Approver, document: Document 
     if store is None or store.readonly or document is None or approver.store_error:
         return
     try:
-        store.record_document(document, seen_at=seen_at, endpoint=endpoint)
+        store.record_document(document, seen_at=seen_at, endpoint=endpoint,
+                              vm_name=approver.vm_name)
     except StoreError as exc:
         err.write(f"setui approve: not recorded in the history: {exc}\n")
 
@@ -265,7 +258,7 @@ def _resolve(ids: tuple[str, ...], document: Document | None, store: Store | Non
             full.append(typed)
             continue
         if found.event_id is None:
-            err.write(f"setui approve: {printable(found.problem, 600)}. Nothing was "
+            err.write(f"setui approve: {printable(found.problem, 600)} Nothing was "
                       "approved; `setui events` lists the current events.\n")
             return None
         full.append(found.event_id)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
@@ -24,6 +23,7 @@ from setui.commands.common import (
     open_readonly,
     positive_int,
     when,
+    would_overwrite,
 )
 from setui.textsafe import printable
 
@@ -98,7 +98,7 @@ def audit_command(args: argparse.Namespace, *, out: IO[str], err: IO[str]) -> in
                     code = max(code, _against(store, against, out, err))
                 return code
             if command == "export":
-                if _would_overwrite(args, err):
+                if would_overwrite(args, err, "setui audit export"):
                     return EXIT_FAILED
                 return _export(store.audit(oldest_first=True), store.verify_audit(),
                                args.file, out, err)
@@ -120,7 +120,7 @@ def _empty(command: str | None, args: argparse.Namespace, out: IO[str],
             return EXIT_FAILED
         return _verify(VerifyResult(ok=True, count=0), bool(getattr(args, "json", False)), out)
     if command == "export":
-        if _would_overwrite(args, err):
+        if would_overwrite(args, err, "setui audit export"):
             return EXIT_FAILED
         return _export([], VerifyResult(ok=True, count=0), args.file, out, err)
     if not getattr(args, "json", False):
@@ -145,7 +145,7 @@ def who(record: AuditRecord) -> str:
 
 def describe(record: AuditRecord) -> str:
     """What the record says happened, in words."""
-    from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, CANCELLED, REFUSED
+    from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, DISMISSALS, REFUSED
 
     if record.action == APPROVE_ATTEMPT:
         text = "approval sent"
@@ -159,8 +159,8 @@ def describe(record: AuditRecord) -> str:
             status = f"HTTP {record.status}: " if record.status else ""
             return f"FAILED {status}{printable(record.error, 300)}{latency}{ref}"
         return f"approved, HTTP {record.status}{latency}{ref}"
-    if record.action == CANCELLED:
-        return "cancelled by the operator"
+    if record.action in DISMISSALS:
+        return "dismissed by the operator: nothing was sent"
     if record.action == REFUSED:
         return f"refused by setui: {printable(record.error or '', 300)}"
     return printable(record.action, 40)
@@ -186,6 +186,8 @@ def _chain_line(result: VerifyResult) -> str:
 # -- commands --------------------------------------------------------------------------------
 def _list(records: list[AuditRecord], result: VerifyResult, as_json: bool,
           out: IO[str], unsent: dict[int, str] | None = None) -> int:
+    from setui.store import action_word
+
     unsent = unsent or {}
     if as_json:
         for record in records:
@@ -198,7 +200,8 @@ def _list(records: list[AuditRecord], result: VerifyResult, as_json: bool,
         out.write("The audit log is empty: no approval has been attempted here yet.\n")
     for record in records:
         mark = "  [NOT FORWARDED]" if record.seq in unsent else ""
-        out.write(f"#{record.seq:<5} {when(record.time)}  {printable(record.action, 20):<16} "
+        out.write(f"#{record.seq:<5} {when(record.time)}  "
+                  f"{printable(action_word(record.action), 20):<16} "
                   f"{_event_text(record)}  {describe(record)}  by {who(record)}{mark}\n")
     out.write(_chain_line(result) + "\n")
     if unsent:
@@ -286,19 +289,6 @@ def _against(store: Store, path: Path, out: IO[str], err: IO[str]) -> int:
         out.write(f"({result.unreadable} line{'s' if result.unreadable != 1 else ''} of the "
                   "copy hold no setui record and were skipped)\n")
     return EXIT_OK if result.ok else EXIT_FAILED
-
-
-def _would_overwrite(args: argparse.Namespace, err: IO[str]) -> bool:
-    """An export replaces its file whole: a wrong name must not silently destroy another
-    export (or anything else) already there. Says why when it refuses."""
-    target = args.file
-    if target == "-" or getattr(args, "force", False):
-        return False
-    if not os.path.lexists(target):
-        return False
-    err.write(f"setui audit export: {printable(target, 300)} already exists; nothing was "
-              "written (--force replaces it)\n")
-    return True
 
 
 def _export(records: list[AuditRecord], result: VerifyResult, target: str, out: IO[str],

@@ -3,8 +3,9 @@
 What an operator runs before ``setui approve`` (full EventIds to copy, countdowns, which
 events are this VM's, which were approved from here and by whom) and what scripts read.
 One GET; the countdowns are counted on the service's clock (its Date header), as every
-other front end counts them. Exit 0 with the list (empty included), 1 when the document
-cannot be read.
+other front end counts them. What it read goes into the history, as ``approve``'s reading
+does, so the history knows this moment was seen. Exit 0 with the list (empty included),
+1 when the document cannot be read.
 """
 
 from __future__ import annotations
@@ -18,7 +19,15 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any
 
-from setui.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, iso, open_readonly, when
+from setui.commands.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    iso,
+    open_readonly,
+    record_reading,
+    when,
+)
 from setui.core.clock import ServiceClock, utc_now
 from setui.core.model import Event, is_this_vm
 from setui.core.order import sort_key
@@ -144,6 +153,10 @@ async def list_events(args: argparse.Namespace, *, out: IO[str], err: IO[str],
     finally:
         await client.aclose()
     events = sorted(document.events, key=lambda e: sort_key(e, vm_name))
+    problem = record_reading(args, document, seen_at=now, endpoint=client.endpoint,
+                             vm_name=vm_name)
+    if problem is not None:
+        err.write(f"setui events: not recorded in the history: {printable(problem, 300)}\n")
     approvals = _approvals(args, [e.event_id for e in events], err)
     if getattr(args, "json", False):
         out.write(json.dumps({

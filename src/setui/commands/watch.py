@@ -11,13 +11,13 @@ import contextlib
 import gc
 import json
 import sys
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import IO, Any
 
 from setui.config import Config
 from setui.core.health import ConnectionState, Health, PollResult
 from setui.core.model import Document, Event, parse_iso
-from setui.core.timefmt import signed_countdown, stamp
+from setui.core.timefmt import iso, signed_countdown, stamp
 from setui.core.tracker import Change
 from setui.monitor import Monitor
 from setui.session import make_client, open_store, resolve_vm_name, run_until_stopped
@@ -57,23 +57,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options live in cli.py; kept for symmetry with the other commands."""
 
 
-def _iso(when: datetime | None) -> str | None:
-    if when is None:
-        return None
-    return when.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
-
-
 def change_record(change: Change, vm_name: str | None) -> dict[str, Any]:
     """The stable JSON shape of one change (``--json``)."""
     event: Event | None = change.event
     return _record_of(
-        time=_iso(change.seen_at),
+        time=iso(change.seen_at),
         incarnation=change.incarnation,
         change=change.kind.value,
         event_id=event.event_id if event else None,
         event_type=event.event_type.value if event else None,
         status=event.status.value if event else None,
-        not_before=_iso(event.not_before) if event else None,
+        not_before=iso(event.not_before) if event else None,
         resources=list(event.resources) if event else [],
         this_vm=event.affects(vm_name) if event else False,
         source=event.source.value if event and event.source else None,
@@ -89,7 +83,7 @@ def change_record(change: Change, vm_name: str | None) -> dict[str, Any]:
 def connection_record(health: Health, when: datetime) -> dict[str, Any]:
     """The stable JSON shape of a connection state change: the same keys as a change."""
     return _record_of(
-        time=_iso(when),
+        time=iso(when),
         change="connection",
         state=health.state.value,
         error=health.last_error,

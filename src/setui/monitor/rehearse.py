@@ -142,7 +142,8 @@ def scenario_text(report: Report, *, name: str, vm_name: str | None) -> str:
     if report.holes:
         lines.append("# The record has holes (nothing was recording); this plays them as if "
                      "nothing was missed:")
-        lines += [f"#   {a:%Y-%m-%d %H:%M:%S} to {b:%H:%M:%S} UTC" for a, b in report.holes]
+        lines += [f"#   {h.start:%Y-%m-%d %H:%M:%S} to {h.end:%H:%M:%S} UTC"
+                  for h in report.holes]
     lines += [
         f"name = {_string(name)}",
         f"description = {_string(f'recorded {t0:%Y-%m-%d %H:%M} UTC, {len(events)} events')}",

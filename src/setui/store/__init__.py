@@ -11,6 +11,8 @@ from setui.store.records import (
     APPROVE_ATTEMPT,
     APPROVE_OUTCOME,
     CANCELLED,
+    DISMISSALS,
+    DISMISSED,
     REFUSED,
     AuditEntry,
     AuditRecord,
@@ -18,6 +20,7 @@ from setui.store.records import (
     IncarnationRecord,
     StoryEntry,
     VerifyResult,
+    action_word,
     event_snapshot,
 )
 from setui.store.store import Store
@@ -28,6 +31,8 @@ __all__ = [
     "APPROVE_OUTCOME",
     "CANCELLED",
     "DB_NAME",
+    "DISMISSALS",
+    "DISMISSED",
     "REFUSED",
     "AuditEntry",
     "AuditRecord",
@@ -38,6 +43,7 @@ __all__ = [
     "StoreError",
     "StoryEntry",
     "VerifyResult",
+    "action_word",
     "default_data_dir",
     "event_snapshot",
 ]

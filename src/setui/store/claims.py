@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from setui.core.timefmt import stamp
 from setui.store.db import StoreError
 from setui.store.endpoints import SQL_FUNCTION, endpoint_column
 from setui.store.records import APPROVE_ATTEMPT, APPROVE_OUTCOME, from_db_time
@@ -46,7 +47,7 @@ class Claim:
         """In words, for a refusal and a prompt; the names come from the audit log,
         which setui wrote, and are escaped again by whoever prints them."""
         who = self.user + (f" from {self.ssh_client}" if self.ssh_client else "")
-        when = self.time.strftime("%Y-%m-%d %H:%M:%S UTC")
+        when = stamp(self.time, local=False)
         if self.outcome_seq is not None:
             return (f"already approved by {who} on {self.host} at {when} "
                     f"(audit record {self.record_seq})")

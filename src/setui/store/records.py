@@ -24,6 +24,8 @@ __all__ = [
     "APPROVE_ATTEMPT",
     "APPROVE_OUTCOME",
     "CANCELLED",
+    "DISMISSALS",
+    "DISMISSED",
     "REFUSED",
     "AuditEntry",
     "AuditRecord",
@@ -33,6 +35,7 @@ __all__ = [
     "Step",
     "StoryEntry",
     "VerifyResult",
+    "action_word",
     "event_snapshot",
     "from_db_time",
     "to_db_time",
@@ -41,11 +44,20 @@ __all__ = [
 
 APPROVE_ATTEMPT = "approve-attempt"
 APPROVE_OUTCOME = "approve-outcome"
+DISMISSED = "dismissed"  # the operator said no in the dialog or at the prompt
+# The word older records gave a dismissal; kept in them (they are under the hash chain)
+# and read as DISMISSED, never written again: it read like Azure cancelling the event.
 CANCELLED = "cancelled"
+DISMISSALS = (DISMISSED, CANCELLED)
 REFUSED = "refused"
-ACTIONS = (APPROVE_ATTEMPT, APPROVE_OUTCOME, CANCELLED, REFUSED)
+ACTIONS = (APPROVE_ATTEMPT, APPROVE_OUTCOME, DISMISSED, CANCELLED, REFUSED)
 
 _DB_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+def action_word(action: str) -> str:
+    """An audit action as readers show it: an older record's "cancelled" is "dismissed"."""
+    return DISMISSED if action in DISMISSALS else action
 
 
 def utc(moment: datetime) -> datetime:
@@ -146,6 +158,9 @@ class IncarnationRecord:
     # Service clock minus this VM's when first seen (seconds; None: not measured, or a
     # store from before it was kept). Times above are in the service's clock when off.
     clock_skew: float | None = None
+    # This VM's name as the writer knew it (None: not known, or a store from before it
+    # was kept): whose events are "this VM's" in a replay.
+    vm_name: str | None = None
 
     def document(self) -> Document:
         """The stored document, parsed again (raises DocumentError if it cannot be)."""

@@ -22,6 +22,7 @@ from typing import Any
 from setui.actor import describe_actor
 from setui.auditforward import Forwarder
 from setui.core.clock import utc_now
+from setui.core.holes import Hole, find_holes
 from setui.core.model import Document, DocumentError, parse_document
 from setui.core.tracker import Change
 from setui.store import audit as audit_log
@@ -42,7 +43,7 @@ from setui.store.place import foreign_entries
 from setui.store.records import (
     APPROVE_ATTEMPT,
     APPROVE_OUTCOME,
-    CANCELLED,
+    DISMISSALS,
     REFUSED,
     AuditEntry,
     AuditRecord,
@@ -61,8 +62,11 @@ __all__ = ["Store"]
 # An unchanged document bumps its row's last_seen at most this often: a day of polling
 # once a second is at most 1,440 small updates and no new rows.
 TOUCH_INTERVAL = timedelta(seconds=60)
-# A recording session notes that it still runs this often (monitor.recorder.BEAT_SECONDS).
+# A recording session notes that it still runs this often (monitor.recorder.BEAT_SECONDS);
+# one whose last beat is older than RUNNING_WITHIN has stopped (or died) as far as anyone
+# can tell.
 RECORDER_BEAT = timedelta(seconds=60)
+RUNNING_WITHIN = 2.5 * RECORDER_BEAT
 # The meta keys noting audit records that did not leave the VM: unsent:<seq, 12 digits>.
 _UNSENT = "unsent:"
 # Retention runs at most this often, when a new incarnation is recorded.
@@ -197,7 +201,7 @@ class Store:
     def record_document(self, doc: Document, *, seen_at: datetime, endpoint: str,
                         changes: Sequence[Change] = (), gap: str | None = None,
                         after: tuple[int, str] | None = None,
-                        clock_skew: float | None = None) -> bool:
+                        clock_skew: float | None = None, vm_name: str | None = None) -> bool:
         """Record one sighting of ``doc``; True when it is a new incarnation row.
 
         Idempotent per (endpoint, incarnation, content): a repeat only moves last_seen,
@@ -206,6 +210,7 @@ class Store:
         its incarnation and :func:`content_hash`, ``gap`` None or the gap the caller's
         tracker already told); otherwise they are derived against the stored one across
         a gap, so every writer tells the same story and none claims continuity it lacks.
+        ``vm_name``: this VM's name in Resources, kept with the incarnation.
         """
         seen_at = utc(seen_at)
         endpoint = endpoint_column(endpoint)
@@ -222,7 +227,7 @@ class Store:
                 digest = hist.content_hash(doc)
             new = hist.insert_or_touch(conn, doc, seen_at=seen_at, endpoint=endpoint,
                                        changes=changes, digest=digest, gap=gap, after=after,
-                                       clock_skew=clock_skew)
+                                       clock_skew=clock_skew, vm_name=vm_name)
             self._touched[endpoint] = _Touched(doc.incarnation, doc.raw, digest, seen_at)
             if new and self.history_days is not None and (
                     self._last_prune is None or seen_at - self._last_prune >= PRUNE_INTERVAL):
@@ -311,10 +316,18 @@ class Store:
                  hist.clean_text(command)[:200], when, when))
             return int(cursor.lastrowid or 0)
 
-    def recorder_beat(self, recorder_id: int, at: datetime, *, stopped: bool = False) -> None:
-        """The session was still recording at ``at`` (and stops there, if ``stopped``)."""
+    def recorder_beat(self, recorder_id: int, at: datetime, *, stopped: bool = False,
+                      begins: bool = False) -> None:
+        """The session was still recording at ``at`` (and stops there, if ``stopped``).
+        ``begins``: its first answer came at ``at``, which is where it starts; it was
+        opened before the service told its time, in this machine's clock, which may not
+        be the record's."""
         when = to_db_time(at)
         with self._using("note the recording session", write=True) as conn:
+            if begins:
+                conn.execute("UPDATE recorders SET started = ?, last_beat = ? WHERE id = ?",
+                             (when, when, recorder_id))
+                return
             conn.execute(
                 "UPDATE recorders SET last_beat = max(last_beat, ?), stopped = "
                 "CASE WHEN ? THEN ? ELSE stopped END WHERE id = ?",
@@ -338,25 +351,29 @@ class Store:
                                  from_db_time(r[6]), from_db_time(r[7]) if r[7] else None)
                     for r in conn.execute(sql, args)]
 
-    def holes(self, *, endpoint: str | None, since: datetime, until: datetime,
-              ) -> list[tuple[datetime, datetime]]:
-        """When nothing was recording, oldest first, between ``since`` and ``until``.
+    def holes(self, *, endpoint: str, now: datetime | None = None) -> list[Hole]:
+        """When nothing recorded ``endpoint``, oldest first, each hole whole: a property
+        of the record (core.holes), the same whoever asks about which stretch of it.
 
-        Only from the first recording session on: a store from before sessions were
-        kept cannot say. A session that died counts up to its last beat."""
+        An open hole (nothing records now) runs to ``now``, by default this machine's
+        clock restated in the record's (the newest incarnation's clock skew)."""
+        endpoint = hist.clean_text(endpoint)
         spans = self.recorders(endpoint=endpoint)
-        if not spans:
-            return []
-        holes: list[tuple[datetime, datetime]] = []
-        covered = max(spans[0].started, utc(since))
-        for span in spans:
-            if span.started > covered:
-                holes.append((covered, span.started))
-            covered = max(covered, span.end)
-        if covered < utc(until) and not any(s.stopped is None and s.end >= utc(until)
-                                            - 2.5 * RECORDER_BEAT for s in spans):
-            holes.append((covered, utc(until)))
-        return [(a, b) for a, b in holes if b > max(a, utc(since))]
+        with self._using("read the history") as conn:
+            sightings = [(from_db_time(a), from_db_time(b)) for a, b in conn.execute(
+                "SELECT first_seen, last_seen FROM incarnations WHERE endpoint = ?",
+                (endpoint,))]
+            if now is None:
+                row = conn.execute(
+                    "SELECT clock_skew FROM incarnations WHERE endpoint = ? "
+                    "ORDER BY first_seen DESC, id DESC LIMIT 1", (endpoint,)).fetchone()
+                skew = row[0] if row is not None and isinstance(row[0], (int, float)) else 0
+                now = utc_now() + timedelta(seconds=skew)
+        now = utc(now)
+        # A session still running covers up to now: it beats only once a RECORDER_BEAT.
+        covered = [(s.started, max(s.end, now) if s.stopped is None
+                    and s.end >= now - RUNNING_WITHIN else s.end) for s in spans]
+        return find_holes(covered, sightings, now=now, endpoint=endpoint)
 
     # -- audit ----------------------------------------------------------------------------
     def audit_append(self, entry: AuditEntry) -> AuditRecord:
@@ -531,8 +548,8 @@ def _audit_story(record: AuditRecord) -> StoryEntry:
             detail = f"the service accepted the approval: HTTP {record.status}"
         if record.latency_ms is not None:
             detail += f" in {record.latency_ms:.0f} ms"
-    elif record.action == CANCELLED:
-        detail = f"operator {_who(record)} cancelled the approval dialog, nothing sent"
+    elif record.action in DISMISSALS:
+        detail = f"operator {_who(record)} dismissed the approval dialog, nothing sent"
     elif record.action == REFUSED:
         detail = (f"approval by operator {_who(record)} refused by setui, nothing sent: "
                   f"{record.error or 'no reason'}")

@@ -355,7 +355,7 @@ class SetuiApp(Approvals, TerminalApp):
     def action_history(self) -> None:
         from setui.ui.screens.history import HistoryScreen
 
-        self.push_screen(HistoryScreen(self.store, self.store_problem))
+        self.push_screen(HistoryScreen(self.store, self.store_problem, clock=self.now))
 
     def action_audit(self) -> None:
         from setui.ui.screens.audit import AuditScreen

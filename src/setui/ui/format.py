@@ -20,7 +20,7 @@ from setui.core import timefmt
 from setui.core.health import ConnectionState, Health, PollResult
 from setui.core.model import Event, is_this_vm
 from setui.core.order import sort_key
-from setui.core.timefmt import age, time_of_day, utc_and_local, utc_time, zone_name
+from setui.core.timefmt import age, stamp, time_of_day, utc_time, zone_name
 from setui.core.timefmt import clock as duration_text
 from setui.core.tracker import Change, ChangeKind
 from setui.textsafe import printable
@@ -46,8 +46,8 @@ __all__ = [
     "resources_summary",
     "safe",
     "sort_key",
+    "stamp",
     "time_of_day",
-    "utc_and_local",
     "zone_name",
 ]
 

@@ -29,7 +29,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Static
 
 from setui.core.model import Event
-from setui.ui.format import countdown, impact, is_this_vm, safe, utc_and_local, utc_time
+from setui.ui.format import countdown, impact, is_this_vm, safe, stamp, utc_time
 from setui.ui.messages import ApprovalNote
 from setui.ui.widgets import heap
 
@@ -356,7 +356,7 @@ def approval_prompt(event: Event, *, vm_name: str | None, identity: str, now: da
          + (f", source {safe(event.source, 20)}" if event.source is not None else ""))
     line("EventId", safe(event.event_id, 80))
     if event.not_before is not None:
-        line("NotBefore", f"{utc_and_local(event.not_before, now)}"
+        line("NotBefore", f"{stamp(event.not_before)}"
                           + (f", {countdown(event, now).text}" if present else ""))
     line("Impact", impact(event))
     if len(event.resources) > 1:

@@ -29,7 +29,7 @@ from setui.core.clock import utc_now
 from setui.core.model import Event
 from setui.core.timefmt import stamp
 from setui.textsafe import printable
-from setui.ui.format import countdown, impact, is_this_vm, safe, utc_and_local
+from setui.ui.format import countdown, impact, is_this_vm, safe
 from setui.ui.messages import ApprovalNote, EventLife, GoneEvent, Session
 from setui.ui.screens.offloop import query_store
 from setui.ui.widgets.keys import KeyBar
@@ -89,7 +89,7 @@ def describe_event(event: Event, *, vm_name: str | None, now: datetime, present:
                                    started_exact=life.started_exact if life else True).label()
     field("EventStatus", status)
     if event.not_before is not None:
-        text = utc_and_local(event.not_before, now)
+        text = stamp(event.not_before)
         if present and not event.is_started:
             text += f"  {countdown(event, now).label()}"
         field("NotBefore", text)

@@ -35,6 +35,7 @@ from setui.ui.format import (
     safe,
     sort_key,
     time_of_day,
+    utc_time,
 )
 from setui.ui.messages import ApprovalNote, Session
 from setui.ui.themes import MONO_THEME
@@ -86,8 +87,7 @@ def _approval_cell(note: ApprovalNote | None, tier: str, now: datetime) -> Text:
     if note.approved:
         if tier == "narrow":
             return Text(approved_label(note.at, note.user, short=True), style="bold")
-        when = note.at.astimezone(timezone.utc).strftime("%H:%M:%S")
-        return Text(f"{when} by {safe(note.user, 10)}", style="bold")
+        return Text(f"{utc_time(note.at)} by {safe(note.user, 10)}", style="bold")
     if not note.refused:
         if tier == "narrow":  # the reason and the time are in the summary under the table
             return Text("✗ failed", style="bold")

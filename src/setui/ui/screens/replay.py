@@ -101,10 +101,13 @@ class ReplayView:
         if self.problem:
             return self.problem
         if self.moment is not None and self.moment.hole is not None:
-            start, end = self.moment.hole
+            hole = self.moment.hole
             now = self.now()
-            return (f"nothing was recording from {time_of_day(start, now)} to "
-                    f"{time_of_day(end, now)} UTC: what changed then was not seen")
+            if hole.open:
+                return (f"nothing has recorded since {time_of_day(hole.start, now)} UTC: "
+                        "what changed since was not seen")
+            return (f"nothing was recording from {time_of_day(hole.start, now)} to "
+                    f"{time_of_day(hole.end, now)} UTC: what changed then was not seen")
         return None
 
     @property
@@ -241,7 +244,9 @@ class ReplayScreen(MainScreen, inherit_bindings=False):
         # The status line names the endpoint the record is of, not the configured one.
         view.config = replace(view.config, endpoint=recording.endpoint)
         at = self._wanted
-        self.go(recording.clamp(at) if at is not None else recording.start)
+        if at is None:  # --from is a moment asked for; without it, the first events
+            at = recording.start if self._range[0] is not None else recording.opening()
+        self.go(recording.clamp(at))
 
     def go(self, at: datetime) -> None:
         """Put the cursor at ``at`` and draw the dashboard as it was then."""
@@ -256,6 +261,7 @@ class ReplayScreen(MainScreen, inherit_bindings=False):
         for note in approval_notes(moment.audit):
             session.note_approval(note)
         view.session, view.moment, view.at = session, moment, at
+        view.vm_name = self._vm_name or recording.vm_name_at(at)
         self.refresh_view()
 
     def _empty_text(self, hidden: int, now: datetime) -> Text:
@@ -265,6 +271,12 @@ class ReplayScreen(MainScreen, inherit_bindings=False):
                 return Text("Reading the record…", style="bold")
             return Text(view.problem or "Nothing was recorded before this moment.",
                         style="bold")
+        if not view.session.document.events and self.recording is not None:
+            text = Text("Nothing scheduled here.\n", style="bold")
+            following = self.recording.step(now, 1)
+            text.append(f"→ next change, {time_of_day(following, now)} UTC" if following > now
+                        else "Nothing changed after this in the record.")
+            return text
         return super()._empty_text(hidden, now)
 
     # -- the cursor -------------------------------------------------------------------------

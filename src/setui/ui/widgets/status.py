@@ -109,7 +109,10 @@ def status_lines(view: StatusView, width: int, palette: Palette) -> list[Text]:
         parts.append((", ".join(view_parts) + f": {view.hidden} hidden", "bold"))
     if view.last_seen is not None:
         seconds = max(0.0, (view.now - view.last_seen).total_seconds())
-        if state is ConnectionState.LIVE:
+        if view.replay:  # what the record says about the moment, not a connection's age
+            parts.append(("recorded live", "") if state is ConnectionState.LIVE else
+                         (f"last recorded answer {age(seconds)} before", palette.soon))
+        elif state is ConnectionState.LIVE:
             parts.append((f"last answer {age(seconds)} ago", ""))
         else:
             parts.append((f"STALE: showing the last answer, {age(seconds)} old",
@@ -123,7 +126,7 @@ def status_lines(view: StatusView, width: int, palette: Palette) -> list[Text]:
         direction = "behind" if skew > 0 else "ahead of"
         parts.append((f"this VM's clock is {abs(skew):.0f} s {direction} the service's",
                       palette.soon))
-    if view.store_problem:  # the reason gets a line of its own, below
+    if view.store_problem and not view.replay:  # the reason gets a line of its own, below
         parts.append(("history NOT recorded", palette.alarm))
     elif view.recorder:
         parts.append((view.recorder, palette.muted))
@@ -134,9 +137,10 @@ def status_lines(view: StatusView, width: int, palette: Palette) -> list[Text]:
     lines = [first, second]
     if reason:
         lines.append(_reason_line(reason, style, width, palette))
-    if view.store_problem:
-        lines.append(_reason_line(f"history NOT recorded: {safe(view.store_problem, 300)}",
-                                  palette.alarm, width, palette))
+    if view.store_problem:  # in a replay: what the record says about the moment
+        lead = "" if view.replay else "history NOT recorded: "
+        lines.append(_reason_line(f"{lead}{safe(view.store_problem, 300)}", palette.alarm,
+                                  width, palette))
     return lines
 
 
