@@ -57,8 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--speed", type=float, default=1.0, metavar="X",
                         help="run the scenario X times faster than real time (default 1)")
     parser.add_argument("--vm-name", metavar="NAME",
-                        help="name answered by /metadata/instance/compute/name "
-                             "(default: the scenario's vm_name)")
+                        help="this VM's name: answered by /metadata/instance/compute/name "
+                             "and put in place of the scenario's vm_name in every event's "
+                             "Resources (default: the scenario's vm_name)")
     for flag, field, what in _IDENTITY_FLAGS:
         parser.add_argument(flag, metavar=what.split()[0].upper(), dest=field.lower(),
                             help=f"{what}, served as compute metadata {field} (default \"\")")

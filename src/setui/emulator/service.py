@@ -56,10 +56,12 @@ class Service:
                  identity: dict[str, str] | None = None) -> None:
         if not (math.isfinite(speed) and speed > 0):
             raise ValueError(f"speed must be a positive number, got {speed}")
+        if vm_name:
+            scenario = scenario.renamed(vm_name)
         self.scenario = scenario
         self.clock = clock
         self.speed = speed
-        self.vm_name = vm_name or scenario.vm_name
+        self.vm_name = scenario.vm_name
         # The rest of the compute metadata (vmScaleSetName, zone...): "" when not given.
         self.identity = {name: str((identity or {}).get(name) or "")
                          for name in COMPUTE_FIELDS if name != "name"}
