@@ -66,8 +66,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--faults", metavar="SPEC", default="",
                         help="inject faults, e.g. 'first-delay=5,500=0.1,seed=1' "
                              "(keys: first-delay, 400, 404, 410, 429, 500, 503, "
-                             "approve-CODE, notjson, notdoc, truncate, hang, retry-after, "
-                             "slow, big, trickle, idle-close, idle-drop, skew, seed)")
+                             "approve-CODE, compute-CODE, notjson, notdoc, truncate, hang, "
+                             "retry-after, slow, big, trickle, idle-close, idle-drop, skew, "
+                             "seed)")
     parser.add_argument("--etag", action="store_true",
                         help="send ETag and answer 304 to a matching If-None-Match")
     parser.add_argument("--list-scenarios", action="store_true",

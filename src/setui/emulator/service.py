@@ -153,9 +153,14 @@ class Service:
         problem = self._bad_request(request)
         if problem is not None:
             return problem
-        if request.path == NAME_PATH:
-            return self._name(request)
         if request.path.startswith(COMPUTE_PATH):
+            code = self.faults.draw_compute(self._rng)
+            if code is not None:
+                reply = _error(code, _FAULT_MESSAGES[code])
+                reply.note = "fault"
+                return reply
+            if request.path == NAME_PATH:
+                return self._name(request)
             return self._compute(request)
         if request.method == "POST":
             return self._approve(request)
