@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from setui.agent.plan import MATCH, plan_of
 from setui.agent.policy import Policy, Rule
-from setui.agent.rules import first_match
+from setui.agent.rules import NameUnknown, first_match
 from setui.core.model import Event, format_not_before
 from setui.core.tracker import ChangeKind
 from setui.store.agent import (
@@ -61,7 +61,7 @@ class Agent:
     """Consumes :class:`MonitorUpdate` s (``await agent.handle(update)``) and acts."""
 
     def __init__(self, *, policy: Policy, monitor: Monitor, client: ImdsClient,
-                 store: Store | None, vm_name: str, dry_run: bool,
+                 store: Store | None, vm_name: str | None, dry_run: bool,
                  say: Callable[[dict[str, Any]], None],
                  notifier: Notifier | None = None,
                  metrics: AgentMetrics | None = None) -> None:
@@ -83,6 +83,9 @@ class Agent:
         self.last_seen: dict[str, Event] = {}
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self.held: set[str] = set()
+        # Events whose rule cannot be decided yet: a rule that names this VM comes first,
+        # and its name is not known (event -> that rule's name).
+        self.waiting: dict[str, str] = {}
         self._looked_up: set[str] = set()
         self._said: set[tuple[str, str]] = set()  # dry run: each "would" said once
         self._interrupted: list[Step] = []
@@ -101,6 +104,13 @@ class Agent:
                 step: str | None = None, state: str | None = None, detail: str = "") -> None:
         self.say({"time": self.monitor.now(), "agent": kind, "event_id": event_id,
                   "rule": rule, "step": step, "state": state, "detail": detail})
+
+    def name_learned(self, vm_name: str) -> None:
+        """This VM's name is known at last: the rules that wait for it are decided, and
+        the steps that wait for it may start, at the next poll."""
+        self.vm_name = vm_name
+        self.monitor.vm_name = vm_name
+        self._idle = False
 
     async def start(self) -> None:
         """Take up where a previous agent stopped: what it left running is interrupted."""
@@ -171,11 +181,14 @@ class Agent:
             and not any(not t.done() for t in self.tasks.values()) \
             and not (self._timed and any(e.event_id not in self.rule_of
                                          for e in document.events))
+        self.waiting = {i: r for i, r in self.waiting.items() if i in ids}
 
     def _forget(self, current: set[str]) -> None:
         """Drop what is kept in memory of events that left and need nothing more: a
         long-running agent's memory is bounded by the document, not by its past (the
         store still has it all, and is asked again if such an event comes back)."""
+        if self.vm_name is None:
+            return  # every step waits for this VM's name: none is done yet
         for event_id in [i for i in self.rule_of if i not in current]:
             task = self.tasks.get(event_id)
             if (task is not None and not task.done()) or self._next(event_id) is not None:
@@ -199,8 +212,7 @@ class Agent:
         self._looked_up.update(new)
         keeps = self.log is not None and not self.dry_run
         pending = [(event, rule) for event in events if event.event_id not in self.rule_of
-                   and (rule := first_match(self.policy.rules, event, vm_name=self.vm_name,
-                                            now=now)) is not None]
+                   and (rule := self._decide(event, now)) is not None]
         approval_ids = list(dict.fromkeys(ids)) \
             if approvals and self.metrics is not None and self.store is not None else []
 
@@ -257,6 +269,21 @@ class Agent:
         if failed is not None:
             raise failed
 
+    def _decide(self, event: Event, now: datetime) -> Rule | None:
+        """The rule the event falls under; None also while that waits for this VM's name
+        (said once per event)."""
+        try:
+            rule = first_match(self.policy.rules, event, vm_name=self.vm_name, now=now)
+        except NameUnknown as wait:
+            if event.event_id not in self.waiting:
+                self.waiting[event.event_id] = wait.rule.name
+                self._record("waiting", event.event_id, rule=wait.rule.name, step=MATCH,
+                             detail="waiting for this VM's name (not known yet): the rule "
+                                    "names this VM")
+            return None
+        self.waiting.pop(event.event_id, None)
+        return rule
+
     async def _set(self, event_id: str, step: str, rule: Rule, state: str, detail: str = "",
                    started: datetime | None = None) -> None:
         """Keep the step's state, in the store first (not in a dry run)."""
@@ -293,6 +320,8 @@ class Agent:
         """The next step for the event: (step, None) to take it, (step, reason) to skip
         it, or None when there is nothing to do now."""
         rule = self.rule_of[event_id]
+        if self.vm_name is None:
+            return None  # a hook is told this VM's name, the approver checks against it
         if event_id in self.ended:
             if rule.recover is not None and self._state(event_id, "recover") is None:
                 return "recover", None
@@ -387,6 +416,7 @@ class Agent:
         await self._set(event_id, step, rule, RUNNING, detail, started=now)
         self._record("running", event_id, rule=rule.name, step=step, state=RUNNING,
                      detail=hook.text)
+        assert self.vm_name is not None  # no step before it is known (_next)
         kw = {"step": step, "rule": rule.name, "incarnation": incarnation,
               "vm_name": self.vm_name}
         result = await run_hook(hook, env=hook_environment(event, **kw),
@@ -483,8 +513,10 @@ class Agent:
             "status": event.status.value if event else "unknown",
             "not_before": format_not_before(event.not_before) if event else "",
             "resources": ", ".join(event.resources) if event else "unknown",
-            "this_vm": "yes" if event and event.affects(self.vm_name) else "no",
-            "vm_name": self.vm_name, "rule": rule_name, "detail": detail,
+            "this_vm": "not known" if not self.vm_name else (
+                "yes" if event and event.affects(self.vm_name) else "no"),
+            "vm_name": self.vm_name or "(this VM's name is not known yet)",
+            "rule": rule_name, "detail": detail,
             "source": event.source.value if event and event.source else "unknown",
             "duration": "" if event is None or event.duration is None else event.duration,
             "incarnation": (self.monitor.state.document.incarnation

@@ -14,6 +14,7 @@ import contextlib
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -21,13 +22,15 @@ from setui import __version__
 from setui.commands.common import EXIT_FAILED, EXIT_USAGE, iso
 from setui.commands.watch import change_record, connection_record, format_record
 from setui.config import Config
-from setui.session import run_until_stopped
+from setui.session import ThisVm, run_until_stopped, until_answered
 from setui.systemd import ERR, INFO, NOTICE, WARNING, Notifier, for_journal, under_journal
 from setui.textsafe import printable
 
 if TYPE_CHECKING:
+    from setui.agent.agent import Agent
     from setui.agent.metrics import AgentMetrics
     from setui.agent.policy import Policy
+    from setui.core.client import ImdsClient
 
 __all__ = ["add_arguments", "agent_line", "run"]
 
@@ -110,7 +113,7 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
     from setui.agent.metrics import AgentMetrics
     from setui.agent.notify import Notifier as Sender
     from setui.monitor import Monitor
-    from setui.session import make_client, open_store, resolve_vm_name
+    from setui.session import make_client, open_store
     from setui.store.agent import AgentLog
 
     systemd = Notifier.from_env()
@@ -124,10 +127,13 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
              journal, WARNING)
     client = make_client(config)
     metrics: AgentMetrics | None = None
+    this_vm = ThisVm(config.vm_name)
     try:
-        vm_name = await resolve_vm_name(client, config)
-        compute = await client.compute()
-        metrics = AgentMetrics(vm_name=vm_name, compute=compute, version=__version__)
+        await this_vm.learn(client, tries=1)  # then again off the polling's path
+        vm_name = this_vm.name
+        if this_vm.source == "IMDS":
+            _say(err, f"setui agent: {this_vm}", journal, INFO)
+        metrics = AgentMetrics(vm_name=vm_name, compute=None, version=__version__)
         if metrics_at is not None:
             try:
                 host, port = await metrics.serve(*metrics_at)
@@ -159,8 +165,12 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
                        store=store,
                        vm_name=vm_name, dry_run=dry_run, say=output.agent, notifier=sender,
                        metrics=metrics)
+        learning = asyncio.ensure_future(_learn_identity(
+            this_vm, client, worker, metrics,
+            lambda line, priority: _say(err, line, journal, priority), systemd))
         output.change(connection_record(monitor.health(), monitor.now()))
-        systemd.ready(f"agent: {len(policy.rules)} rule(s){' (dry run)' if dry_run else ''}")
+        systemd.ready(f"agent: {len(policy.rules)} rule(s){' (dry run)' if dry_run else ''}"
+                      + ("" if vm_name else "; waiting for this VM's name"))
         pinger = asyncio.ensure_future(systemd.keep_alive())
         await worker.start()
         updates = monitor.updates()
@@ -174,7 +184,7 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
                     output.change(connection_record(result.health, monitor.now()))
                     systemd.status(f"connection {last_state.value}")
                 for change in result.changes:
-                    output.change(change_record(change, vm_name))
+                    output.change(change_record(change, this_vm.name))
                 await worker.handle(update)
                 if metrics_file is not None and (
                         result.changes or time.monotonic() - written_at >= TEXTFILE_EVERY):
@@ -182,6 +192,7 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
                     await _write_textfile(metrics, metrics_file, err, journal)
         finally:
             pinger.cancel()
+            learning.cancel()
             systemd.stopping()
             await worker.stop()
             await updates.aclose()
@@ -196,6 +207,24 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
         if store is not None:
             store.close()
     return 0
+
+
+async def _learn_identity(this_vm: ThisVm, client: ImdsClient, worker: Agent,
+                          metrics: AgentMetrics, say: Callable[[str, int], None],
+                          systemd: Notifier) -> None:
+    """Off the polling's path: this VM's name until IMDS gives it (the rules that name this
+    VM wait for it), then the rest of its identity for the metrics' labels."""
+    if this_vm.name is None:
+        say("setui agent: this VM's name is not known yet (IMDS did not give it): rules "
+            "that name this VM wait, and no step starts, until it is; asking again", WARNING)
+        systemd.status("waiting for this VM's name")
+        name = await this_vm.learn(client)
+        assert name is not None
+        worker.name_learned(name)
+        say(f"setui agent: {this_vm}", NOTICE)
+        systemd.status(f"this VM is {name}")
+    compute = await until_answered(client.compute)
+    metrics.set_identity(this_vm.name, compute)
 
 
 async def _write_textfile(metrics: AgentMetrics, path: Path, err: IO[str],
