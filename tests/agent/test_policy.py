@@ -58,6 +58,8 @@ def test_the_shipped_example_parses_into_the_documents_sample_and_a_drain() -> N
     ('[[rule]]\nevent_type = "Freeze"\n', 1, "every rule needs a name"),
     ('[agent]\nx = 1\n', 1, "unknown table or key 'agent'"),
     ('[[rule]]\nname = "a"\nprepare = "drain \'oops"\n', 3, "prepare"),
+    ('[[rule]]\nname = "a"\nrecover = ["undrain", "-v"]\n', 3,
+     "recover must name its command by its absolute path, not 'undrain'"),
 ])
 def test_a_bad_policy_is_refused_with_the_line_and_the_reason(
         text: str, line: int, reason: str) -> None:

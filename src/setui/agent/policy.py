@@ -7,6 +7,7 @@ a misspelt one (``aprove``) is an error, never silently ignored.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import string
@@ -109,6 +110,12 @@ class Policy:
     @property
     def acts(self) -> bool:
         return any(rule.acts for rule in self.rules)
+
+    def hooks(self) -> list[tuple[Rule, str, Hook]]:
+        """Every hook the policy runs: (its rule, its step, the hook)."""
+        return [(rule, step, hook) for rule in self.rules
+                for step, hook in (("prepare", rule.prepare), ("recover", rule.recover))
+                if hook is not None]
 
 
 class _Lines:
@@ -295,6 +302,10 @@ class _Parser:
                     isinstance(a, str) and a for a in argv):
                 raise self.fail(at(key), f"rule {name!r}: {key} must be a command: a string "
                                          "or a list of strings")
+            if not os.path.isabs(argv[0]):
+                # Found through PATH, it could be anyone's: the agent checks what it runs.
+                raise self.fail(at(key), f"rule {name!r}: {key} must name its command by "
+                                         f"its absolute path, not {argv[0]!r}")
             return Hook(tuple(argv), timeout)
 
         resource = raw.get("resource")

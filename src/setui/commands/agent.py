@@ -237,15 +237,39 @@ async def _write_textfile(metrics: AgentMetrics, path: Path, err: IO[str],
 
 
 def _load(args: argparse.Namespace, config: Config, err: IO[str]) -> Policy | None:
+    """The policy, checked whole, with every file it depends on written only by root or
+    this agent's user; None when it is refused (said on ``err``)."""
     from setui.agent.policy import Policy, PolicyError, load_policy
+    from setui.agent.trust import untrusted
+    from setui.config import default_config_path
 
     path = args.policy if args.policy is not None else config.policy
     if path is None:
         return Policy()
+    path = Path(path).expanduser().absolute()
+    chosen_by = [] if args.policy is not None else [
+        ("the config file that names the policy",
+         Path(getattr(args, "config", None) or default_config_path()).absolute())]
+
+    def refuse(files: list[tuple[str, Path]]) -> bool:
+        """Say why each file could be someone else's; True when the run must stop."""
+        problems = [f"{what}: {problem}" for what, file in files
+                    if (problem := untrusted(file)) is not None]
+        for problem in problems:
+            head = "a real run would refuse to start" if args.dry_run else \
+                "refusing to start"
+            print(f"setui agent: {head}: {printable(problem, 600)}", file=err)
+        return bool(problems) and not args.dry_run
+
+    if refuse([*chosen_by, ("the policy", path)]):
+        return None
     try:
-        policy = load_policy(Path(path).expanduser())
+        policy = load_policy(path)
     except PolicyError as exc:
         print(f"setui agent: policy refused: {printable(str(exc), 600)}", file=err)
+        return None
+    if refuse([(f"the {step} hook of rule {rule.name}", Path(hook.argv[0]))
+               for rule, step, hook in policy.hooks()]):
         return None
     for note in policy.notes:
         print(f"setui agent: note: {note}", file=err)
