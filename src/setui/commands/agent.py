@@ -41,8 +41,9 @@ TEXTFILE_EVERY = 15.0  # seconds between textfile rewrites when nothing changed
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", metavar="FILE", type=Path, default=None,
-                        help="the policy (TOML); default: `policy` in the config file; "
-                             "without one the agent only observes")
+                        help="the policy (TOML); default: `policy` in the config file, else "
+                             "policy.toml beside the config file; without one the agent "
+                             "only observes")
     parser.add_argument("--dry-run", action="store_true",
                         help="decide and say what would be done; post nothing, run no hook, "
                              "send nothing")
@@ -238,18 +239,24 @@ async def _write_textfile(metrics: AgentMetrics, path: Path, err: IO[str],
 
 def _load(args: argparse.Namespace, config: Config, err: IO[str]) -> Policy | None:
     """The policy, checked whole, with every file it depends on written only by root or
-    this agent's user; None when it is refused (said on ``err``)."""
-    from setui.agent.policy import Policy, PolicyError, load_policy
+    this agent's user; None when it is refused (said on ``err``). A policy that was named
+    must exist; the default one (beside the config file) may be absent: then the agent
+    only observes."""
+    from setui.agent.policy import Policy, PolicyError, default_policy, load_policy
     from setui.agent.trust import untrusted
     from setui.config import default_config_path
 
+    config_file = Path(getattr(args, "config", None) or default_config_path()).absolute()
     path = args.policy if args.policy is not None else config.policy
-    if path is None:
-        return Policy()
-    path = Path(path).expanduser().absolute()
     chosen_by = [] if args.policy is not None else [
-        ("the config file that names the policy",
-         Path(getattr(args, "config", None) or default_config_path()).absolute())]
+        ("the config file that names the policy", config_file)]
+    if path is None:
+        path, chosen_by = default_policy(config_file), []
+        if not path.exists() and not path.is_symlink():
+            print(f"setui agent: no policy ({printable(str(path), 300)} does not exist): "
+                  "observing only", file=err)
+            return Policy()
+    path = Path(path).expanduser().absolute()
 
     def refuse(files: list[tuple[str, Path]]) -> bool:
         """Say why each file could be someone else's; True when the run must stop."""
@@ -261,7 +268,8 @@ def _load(args: argparse.Namespace, config: Config, err: IO[str]) -> Policy | No
             print(f"setui agent: {head}: {printable(problem, 600)}", file=err)
         return bool(problems) and not args.dry_run
 
-    if refuse([*chosen_by, ("the policy", path)]):
+    # A policy that is not there is said by the reading below, in plainer words.
+    if refuse([*chosen_by, *([("the policy", path)] if path.exists() else [])]):
         return None
     try:
         policy = load_policy(path)
