@@ -22,22 +22,26 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from setui.agent.plan import MATCH, plan_of
 from setui.agent.policy import Policy, Rule
-from setui.agent.rules import NameUnknown, first_match
+from setui.agent.rules import NameUnknown, first_match, mismatch
 from setui.core.model import Event, format_not_before
 from setui.core.tracker import ChangeKind
+from setui.snapshot import Confirmed, changes_between, find_event
 from setui.store.agent import (
     DONE,
     FAILED,
     INTERRUPTED,
     RUNNING,
     SKIPPED,
+    UNMATCHED,
     AgentLog,
     Step,
 )
+from setui.store.records import AuditEntry, event_snapshot
 
 if TYPE_CHECKING:
     from setui.agent.metrics import AgentMetrics
     from setui.agent.notify import Notifier
+    from setui.approval import Approver
     from setui.core.client import ImdsClient
     from setui.monitor import Monitor, MonitorUpdate
     from setui.store import Store
@@ -48,7 +52,7 @@ _T = TypeVar("_T")
 _ENDED = (ChangeKind.COMPLETED, ChangeKind.CANCELLED, ChangeKind.GONE)
 _TOLD = (ChangeKind.RESCHEDULED, ChangeKind.STARTED, *_ENDED)
 # Told even by a rule that does not notify: a person must know the agent could not act.
-_ALWAYS_TOLD = frozenset({"hook failed", "approval failed", "interrupted"})
+_ALWAYS_TOLD = frozenset({"hook failed", "approval failed", "interrupted", "event changed"})
 
 
 def actor_label(rule: str, uid: int | None = None) -> str:
@@ -81,6 +85,9 @@ class Agent:
         self.steps: dict[tuple[str, str], Step] = {}
         self.ended: set[str] = set()
         self.last_seen: dict[str, Event] = {}
+        # Each event as its rule last matched it: what an approval is bound to, and what
+        # a change is told against.
+        self.matched: dict[str, Confirmed] = {}
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self.held: set[str] = set()
         # Events whose rule cannot be decided yet: a rule that names this VM comes first,
@@ -193,7 +200,7 @@ class Agent:
             task = self.tasks.get(event_id)
             if (task is not None and not task.done()) or self._next(event_id) is not None:
                 continue
-            for table in (self.rule_of, self.last_seen, self.tasks):
+            for table in (self.rule_of, self.last_seen, self.tasks, self.matched):
                 table.pop(event_id, None)  # type: ignore[attr-defined]
             self.ended.discard(event_id)
             self._looked_up.discard(event_id)
@@ -256,8 +263,11 @@ class Agent:
             known = self.rules.get(row.rule)
             if row.step == MATCH and known is not None:
                 self.rule_of[row.event_id] = known
+        incarnation = self._incarnation()
         for event, rule, plan in decided:
             self.rule_of[event.event_id] = rule
+            self.matched[event.event_id] = Confirmed(event.event_id, event_snapshot(event),
+                                                     incarnation)
             self.steps[(event.event_id, MATCH)] = Step(event.event_id, MATCH, rule.name, DONE,
                                                        plan, None, now)
             self._record("matched", event.event_id, rule=rule.name, step=MATCH, state=DONE,
@@ -322,6 +332,8 @@ class Agent:
         rule = self.rule_of[event_id]
         if self.vm_name is None:
             return None  # a hook is told this VM's name, the approver checks against it
+        if self._state(event_id, MATCH) == SKIPPED:
+            return None  # its rule no longer matches: nothing more without a person
         if event_id in self.ended:
             if rule.recover is not None and self._state(event_id, "recover") is None:
                 return "recover", None
@@ -366,10 +378,13 @@ class Agent:
                     await self._set(event_id, step, rule, SKIPPED, skip)
                     self._record("skipped", event_id, rule=rule.name, step=step,
                                  state=SKIPPED, detail=skip)
+                elif (changed := self._recheck(event_id, rule)) is not None:
+                    await self._unmatched(event_id, rule, step, *changed)
                 elif self.dry_run:
+                    words = await self._would(event_id, rule, step)
                     await self._set(event_id, step, rule, DONE, "dry run")
                     self._record("would", event_id, rule=rule.name, step=step,
-                                 detail=f"dry run: would {self._words(rule, step)}")
+                                 detail=f"dry run: would {words}")
                 elif self.log is not None and await self._db(self.log.held, [event_id]):
                     self.held.add(event_id)
                     return
@@ -391,12 +406,104 @@ class Agent:
             self._record("error", event_id, rule=rule.name, step=current,
                          detail=f"{type(exc).__name__}: {exc}")
 
-    @staticmethod
-    def _words(rule: Rule, step: str) -> str:
-        if step == "approve":
-            return "approve"
-        hook = rule.prepare if step == "prepare" else rule.recover
-        return f"run {step} '{hook.text if hook else '?'}'"
+    def _incarnation(self) -> int:
+        document = self.monitor.state.document
+        return document.incarnation if document is not None else 0
+
+    def _recheck(self, event_id: str, rule: Rule) -> tuple[str, list[str]] | None:
+        """Before each step: why the event, as it is now, no longer matches its rule, and
+        what changed since the rule last matched it; None when it still matches (then
+        that is the version an approval is bound to)."""
+        event = find_event(self.monitor.state.document, event_id) \
+            if event_id not in self.ended else None
+        event = event or self.last_seen.get(event_id)
+        if event is None:
+            return None
+        # The NotBefore window is about the approach: a started or ended event has none.
+        window = event.is_scheduled and event_id not in self.ended
+        why = mismatch(rule, event, vm_name=self.vm_name, now=self.monitor.now(),
+                       window=window)
+        now = event_snapshot(event)
+        if why is None:
+            self.matched[event_id] = Confirmed(event.event_id, now, self._incarnation())
+            return None
+        seen = self.matched.get(event_id)
+        return why, changes_between(seen.snapshot, now) if seen is not None else []
+
+    async def _unmatched(self, event_id: str, rule: Rule, step: str, why: str,
+                         changes: list[str]) -> None:
+        """The event changed under its rule: no step now or later without a person (not
+        under another rule either), and that is kept, printed, told and audit-logged."""
+        detail = f"no longer matches: {why}" + (f" ({'; '.join(changes)})" if changes else "")
+        told = f"rule {rule.name} {detail}; {step} not done, and nothing more without a person"
+        event = find_event(self.monitor.state.document, event_id) or self.last_seen.get(event_id)
+        if self.dry_run:
+            self._record("would", event_id, rule=rule.name, step=step,
+                         detail=f"dry run: would take no step: {told}")
+            self._notify(event, event_id, rule.name, "event changed", told, extra=step)
+            await self._set(event_id, MATCH, rule, SKIPPED, detail)
+            return
+        assert self.store is not None
+        seen = self.matched.get(event_id)
+        entry = AuditEntry(
+            action=UNMATCHED, time=self.monitor.now(), user=actor_label(rule.name),
+            host=self._host, endpoint=self.endpoint, event_id=event_id,
+            event=event_snapshot(event) if event is not None else None,
+            incarnation=self._incarnation(), error=told,
+            details={"agent": {"rule": rule.name, "step": step, "changes": changes,
+                               "matched": dict(seen.snapshot) if seen else None}})
+        await self._set(event_id, MATCH, rule, SKIPPED, detail)
+        await self._db(self.store.audit_append, entry)
+        self._record("unmatched", event_id, rule=rule.name, step=step, state=SKIPPED,
+                     detail=told)
+        self._notify(event, event_id, rule.name, "event changed", told, extra=step)
+
+    async def _would(self, event_id: str, rule: Rule, step: str) -> str:
+        """What a real run would do now, in words, after the same checks (nothing is
+        posted, run or written)."""
+        if step != "approve":
+            from setui.agent.trust import untrusted
+
+            hook = rule.prepare if step == "prepare" else rule.recover
+            assert hook is not None
+            problem = untrusted(hook.argv[0])
+            if problem is not None:
+                return f"refuse to run {step} '{hook.text}': {problem}"
+            return f"run {step} '{hook.text}'"
+        reason = await self._already(event_id)
+        if reason is None:
+            approver = self._approver(rule)
+            reason = approver.refusal(event_id, self.monitor.state.document,
+                                      allow_other_vms=rule.other_vms is True)
+            if reason is None and self.store is not None:
+                claim = await self._db(approver.claim, event_id)
+                reason = claim.describe() if claim is not None else \
+                    await self._db(self.store.approval_integrity)
+        return "approve" if reason is None else f"be refused: {reason}"
+
+    async def _already(self, event_id: str) -> str | None:
+        """Who approved the event already (from this VM's audit log), in words."""
+        if self.store is None:
+            return None
+        found = await self._db(self.store.approvals, [event_id])
+        record = next(iter(found.values()), None)
+        return None if record is None else f"already approved by {record.user}"
+
+    def _approver(self, rule: Rule, hooks: list[dict[str, Any]] | None = None) -> Approver:
+        from setui.approval import Approver  # loaded by the first approval, not at start
+        from setui.identity import Identity
+
+        details: dict[str, Any] = {"rule": rule.name}
+        if hooks is not None:
+            details["hooks"] = hooks
+        # An event that reaches other VMs is approved only by a rule that says so: the
+        # approver refuses it otherwise, as it does for a person, in the policy's words.
+        return Approver(self.client, self.store, endpoint=self.endpoint,
+                        identity=Identity(user=actor_label(rule.name), ssh_client=None,
+                                          host=self._host),
+                        vm_name=self.vm_name, details={"agent": details},
+                        consent=f"other_vms = true in the rule (rule {rule.name} does not "
+                                "say it)")
 
     async def _hook(self, event_id: str, rule: Rule, step: str) -> None:
         # Here, not at the top: an agent whose policy runs no hook never loads subprocess.
@@ -439,18 +546,12 @@ class Agent:
                          extra=step)
 
     async def _approve(self, event_id: str, rule: Rule) -> None:
-        from setui.approval import Approver  # loaded by the first approval, not at start
-        from setui.identity import Identity
-
         assert self.log is not None and self.store is not None
-        document = self.monitor.state.document  # the snapshot the decision is made on
-        already = await self._db(self.store.approvals, [event_id])
-        if already:
-            record = next(iter(already.values()))
-            await self._set(event_id, "approve", rule, DONE,
-                            f"already approved by {record.user}")
+        already = await self._already(event_id)
+        if already is not None:
+            await self._set(event_id, "approve", rule, DONE, already)
             self._record("skipped", event_id, rule=rule.name, step="approve", state=DONE,
-                         detail=f"already approved by {record.user}")
+                         detail=already)
             return
         runs = await self._db(self.log.hook_runs, event_id)
         hooks = [{"step": r.step, "command": r.command[:200], "exit_status": r.exit_status,
@@ -458,14 +559,12 @@ class Agent:
         await self._set(event_id, "approve", rule, RUNNING, "approve",
                         started=self.monitor.now())
         actor = actor_label(rule.name)
-        approver = Approver(self.client, self.store, endpoint=self.endpoint,
-                            identity=Identity(user=actor, ssh_client=None, host=self._host),
-                            vm_name=self.vm_name,
-                            details={"agent": {"rule": rule.name, "hooks": hooks}})
-        # An event that reaches other VMs is approved only by a rule that says so
-        # (other_vms = true): the approver refuses it otherwise, as it does for a person.
-        outcome = (await approver.approve(
-            [event_id], document, allow_other_vms=rule.other_vms is True,
+        # Bound to the event as its rule last matched it (just now, in _recheck): if the
+        # service's document says otherwise when it is read again, nothing is sent.
+        outcome = (await self._approver(rule, hooks).approve(
+            [event_id], self.monitor.state.document,
+            confirmed_as={event_id: self.matched[event_id]},
+            allow_other_vms=rule.other_vms is True,
             current=lambda: self.monitor.state.document))[0]
         state = DONE if outcome.approved else FAILED
         await self._set(event_id, "approve", rule, state, outcome.message)
