@@ -94,15 +94,24 @@ async def until_answered(ask: Callable[[], Awaitable[_T | None]], *, tries: int 
 
 
 def run_until_stopped(coro: Coroutine[Any, Any, int]) -> int:
-    """Run a coroutine; SIGTERM (where there are signals) ends it as cleanly as Ctrl-C."""
+    """Run a coroutine; SIGTERM (where there are signals) ends it as cleanly as Ctrl-C.
+    Once: a second SIGTERM while it stops would cut its cleanup short (the agent waiting
+    for a hook, the last writes); systemd's SIGKILL after TimeoutStopSec= is the bound."""
 
     async def main() -> int:
         task = asyncio.ensure_future(coro)
         loop = asyncio.get_running_loop()
+        stopping: list[bool] = []
+
+        def stop() -> None:
+            if not stopping:
+                stopping.append(True)
+                task.cancel()
+
         try:
             import signal
 
-            loop.add_signal_handler(signal.SIGTERM, task.cancel)
+            loop.add_signal_handler(signal.SIGTERM, stop)
         except (ImportError, NotImplementedError, AttributeError, RuntimeError):
             pass  # Windows: Ctrl-C / Ctrl-Break still end the process
         try:

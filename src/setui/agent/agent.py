@@ -46,9 +46,12 @@ if TYPE_CHECKING:
     from setui.monitor import Monitor, MonitorUpdate
     from setui.store import Store
 
-__all__ = ["Agent", "actor_label"]
+__all__ = ["STOP_GRACE", "Agent", "actor_label"]
 
 _T = TypeVar("_T")
+# How long a clean stop waits for a hook or an approval under way: under the unit's
+# TimeoutStopSec (30 s), with room for killing the hook (5 s), telling and closing.
+STOP_GRACE = 20.0
 _ENDED = (ChangeKind.COMPLETED, ChangeKind.CANCELLED, ChangeKind.GONE)
 _TOLD = (ChangeKind.RESCHEDULED, ChangeKind.STARTED, *_ENDED)
 # Told even by a rule that does not notify: a person must know the agent could not act.
@@ -96,6 +99,7 @@ class Agent:
         self._looked_up: set[str] = set()
         self._said: set[tuple[str, str]] = set()  # dry run: each "would" said once
         self._interrupted: list[Step] = []
+        self.stopping = False  # a clean stop is under way: no step starts any more
         self._idle = False
         self._timed = any(rule.not_before_within is not None for rule in policy.rules)
         self._host = socket.gethostname() or "unknown"
@@ -103,7 +107,9 @@ class Agent:
     # -- the store, on its thread ---------------------------------------------------------
     async def _db(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         recorder = self.monitor.recorder
-        if recorder is not None:
+        # Stopping, the recorder's thread may have ended already (the monitor stops when
+        # the signal reaches it): a thread of the pool's, then.
+        if recorder is not None and not recorder.closed:
             return await recorder.call(fn, *args, **kwargs)
         return await asyncio.to_thread(fn, *args, **kwargs)
 
@@ -134,18 +140,60 @@ class Agent:
             self._record("interrupted", step.event_id, rule=step.rule, step=step.step,
                          state=INTERRUPTED, detail="the agent stopped while this ran; it is "
                          "not run again (whether it finished is not known)")
-            if self.metrics is not None and step.step != "approve":
-                self.metrics.hook_runs.labels(hook=step.step, outcome="interrupted").inc()
+            self._count_interrupted(step.step)
         self._interrupted = left  # told once the first document says what the events are
 
-    async def stop(self) -> None:
-        for task in list(self.tasks.values()):
+    async def stop(self, grace: float = STOP_GRACE) -> None:
+        """A clean stop: no step starts any more; a hook or an approval under way may end
+        by itself within ``grace`` seconds (and is recorded as usual); what still runs
+        then is interrupted (a hook killed with its process group), and that is kept,
+        said, told and counted. The messages due are sent before the notifier stops."""
+        self.stopping = True
+        busy = {i: t for i, t in self.tasks.items() if not t.done()}
+        if busy:
+            for step in self._running(busy):
+                self._record("stopping", step.event_id, rule=step.rule, step=step.step,
+                             state=RUNNING, detail=f"waiting up to {grace:g} s for "
+                             f"{step.step} to end by itself before stopping")
+            with contextlib.suppress(asyncio.CancelledError):  # cancelled: no more waiting
+                await asyncio.wait(busy.values(), timeout=grace)
+        left = {i: t for i, t in busy.items() if not t.done()}
+        cut = self._running(left)
+        for task in left.values():
             task.cancel()
-        for task in list(self.tasks.values()):
+        for task in left.values():
             with contextlib.suppress(BaseException):
                 await task
+        for step in cut:
+            await self._cut(step, grace)
         if self.notifier is not None:
             await asyncio.to_thread(self.notifier.stop)
+
+    def _running(self, tasks: dict[str, asyncio.Task[None]]) -> list[Step]:
+        return [s for (event_id, _), s in self.steps.items()
+                if event_id in tasks and s.state == RUNNING]
+
+    async def _cut(self, step: Step, grace: float) -> None:
+        """A step the stop interrupted: marked (not run again), said, told, counted."""
+        rule = self.rules.get(step.rule)
+        detail = (f"{step.step} was interrupted: the agent stopped while it ran (waited "
+                  f"{grace:g} s); it is not run again")
+        if rule is not None and not self.dry_run:
+            with contextlib.suppress(Exception):  # the next agent finds it running, then
+                await self._set(step.event_id, step.step, rule, INTERRUPTED, detail)
+        self._record("interrupted", step.event_id, rule=step.rule, step=step.step,
+                     state=INTERRUPTED, detail=detail)
+        self._count_interrupted(step.step)
+        self._notify(self.last_seen.get(step.event_id), step.event_id, step.rule,
+                     "interrupted", detail, extra=step.step)
+
+    def _count_interrupted(self, step: str) -> None:
+        if self.metrics is None:
+            return
+        if step == "approve":
+            self.metrics.approvals.labels(outcome="interrupted", actor_kind="policy").inc()
+        else:
+            self.metrics.hook_runs.labels(hook=step, outcome="interrupted").inc()
 
     # -- each poll ------------------------------------------------------------------------
     async def handle(self, update: MonitorUpdate) -> None:
@@ -330,6 +378,8 @@ class Agent:
         """The next step for the event: (step, None) to take it, (step, reason) to skip
         it, or None when there is nothing to do now."""
         rule = self.rule_of[event_id]
+        if self.stopping:
+            return None
         if self.vm_name is None:
             return None  # a hook is told this VM's name, the approver checks against it
         if self._state(event_id, MATCH) == SKIPPED:
@@ -393,15 +443,6 @@ class Agent:
                 else:
                     await self._hook(event_id, rule, step)
                 current = None
-        except asyncio.CancelledError:
-            # Stopped mid-step: say so now rather than leave the next agent to find out.
-            if current is not None and self._state(event_id, current) == RUNNING \
-                    and self.log is not None and not self.dry_run:
-                with contextlib.suppress(Exception):
-                    self.log.set_step(event_id, current, rule=rule.name, state=INTERRUPTED,
-                                      at=self.monitor.now(),
-                                      detail="the agent was stopped while this ran")
-            raise
         except Exception as exc:  # a store that fails: said, and tried again next poll
             self._record("error", event_id, rule=rule.name, step=current,
                          detail=f"{type(exc).__name__}: {exc}")
@@ -526,8 +567,15 @@ class Agent:
         assert self.vm_name is not None  # no step before it is known (_next)
         kw = {"step": step, "rule": rule.name, "incarnation": incarnation,
               "vm_name": self.vm_name}
-        result = await run_hook(hook, env=hook_environment(event, **kw),
-                                stdin=hook_input(event, **kw))
+        try:
+            result = await run_hook(hook, env=hook_environment(event, **kw),
+                                    stdin=hook_input(event, **kw))
+        except asyncio.CancelledError:  # a stop: the hook was killed; its run ends here
+            with contextlib.suppress(Exception):
+                await self._db(self.log.hook_ended, run_id, at=self.monitor.now(),
+                               exit_status=None, timed_out=False,
+                               output="killed: the agent stopped while it ran")
+            raise
         await self._db(self.log.hook_ended, run_id, at=self.monitor.now(),
                        exit_status=result.exit_status, timed_out=result.timed_out,
                        output=result.output if result.error is None else result.error)

@@ -52,6 +52,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "port 0 picks a free one); off by default")
     parser.add_argument("--metrics-file", metavar="PATH", type=Path, default=None,
                         help="also write the metrics to this node_exporter textfile (*.prom)")
+    parser.add_argument("--stop-grace", metavar="SECONDS", type=float, default=None,
+                        help="how long a clean stop (SIGTERM) waits for a hook or an "
+                             "approval under way before it interrupts it (default 20; keep "
+                             "it under the unit's TimeoutStopSec)")
     parser.add_argument("--json", action="store_true",
                         help="one JSON object per line: watch's change records, and agent "
                              "records with the key \"agent\"")
@@ -95,8 +99,8 @@ class _Output:
         if self.as_json:
             self._write(json.dumps({**record, "time": iso(record["time"])}, ensure_ascii=True))
         elif self.journal:
-            priority = WARNING if record["agent"] in ("failed", "interrupted", "error") \
-                else NOTICE
+            priority = WARNING if record["agent"] in ("failed", "interrupted", "error",
+                                                      "unmatched") else NOTICE
             self._write(for_journal(agent_line(record, with_time=False), priority))
         else:
             self._write(agent_line(record))
@@ -109,8 +113,9 @@ def _say(err: IO[str], line: str, journal: bool, priority: int) -> None:
 
 async def agent(config: Config, policy: Policy, *, dry_run: bool,
                 metrics_at: tuple[str, int] | None, metrics_file: Path | None,
-                as_json: bool, out: IO[str], err: IO[str]) -> int:
-    from setui.agent.agent import Agent
+                as_json: bool, out: IO[str], err: IO[str],
+                stop_grace: float | None = None) -> int:
+    from setui.agent.agent import STOP_GRACE, Agent
     from setui.agent.metrics import AgentMetrics
     from setui.agent.notify import Notifier as Sender
     from setui.monitor import Monitor
@@ -195,7 +200,7 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
             pinger.cancel()
             learning.cancel()
             systemd.stopping()
-            await worker.stop()
+            await worker.stop(STOP_GRACE if stop_grace is None else stop_grace)
             await updates.aclose()
             await monitor.aclose()
             if metrics_file is not None:  # the last state, not one up to 15 s old
@@ -301,6 +306,9 @@ def run(args: argparse.Namespace) -> int:
     policy = _load(args, config, sys.stderr)
     if policy is None:
         return EXIT_USAGE
+    if args.stop_grace is not None and not (0 <= args.stop_grace <= 3600):
+        print("setui agent: --stop-grace must be seconds from 0 to 3600", file=sys.stderr)
+        return EXIT_USAGE
     metrics_at = None
     if args.metrics is not None:
         try:
@@ -317,6 +325,6 @@ def run(args: argparse.Namespace) -> int:
         return run_until_stopped(agent(
             config, policy, dry_run=args.dry_run, metrics_at=metrics_at,
             metrics_file=args.metrics_file, as_json=args.json, out=sys.stdout,
-            err=sys.stderr))
+            err=sys.stderr, stop_grace=args.stop_grace))
     except KeyboardInterrupt:
         return 0
