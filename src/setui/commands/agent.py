@@ -154,8 +154,10 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
             if full is not None:
                 _say(err, f"setui agent: cannot record history: {full}", journal, ERR)
                 systemd.status(f"NOT recording history: {brief}")
+                worker.error("recording the history", full, quiet=True)
             else:
                 _say(err, "setui agent: recording history again", journal, NOTICE)
+                worker.fine("recording the history")
 
         monitor = Monitor(client, endpoint=config.endpoint, interval=config.interval,
                           store=store, vm_name=vm_name, command="setui agent",
@@ -179,6 +181,11 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
                       + ("" if vm_name else "; waiting for this VM's name"))
         pinger = asyncio.ensure_future(systemd.keep_alive())
         await worker.start()
+        # What the event loop itself reports (a server that cannot accept, a callback that
+        # failed) joins the agent's errors: once a minute with a count, not a traceback
+        # each time.
+        asyncio.get_running_loop().set_exception_handler(
+            lambda loop, context: worker.error("the event loop", _loop_error(context)))
         updates = monitor.updates()
         last_state = monitor.health().state
         written_at = 0.0
@@ -195,7 +202,7 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
                 if metrics_file is not None and (
                         result.changes or time.monotonic() - written_at >= TEXTFILE_EVERY):
                     written_at = time.monotonic()
-                    await _write_textfile(metrics, metrics_file, err, journal)
+                    await _write_textfile(metrics, metrics_file, worker)
         finally:
             pinger.cancel()
             learning.cancel()
@@ -204,7 +211,7 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
             await updates.aclose()
             await monitor.aclose()
             if metrics_file is not None:  # the last state, not one up to 15 s old
-                await _write_textfile(metrics, metrics_file, err, journal)
+                await _write_textfile(metrics, metrics_file, worker)
             systemd.close()
     finally:
         if metrics is not None:
@@ -233,13 +240,21 @@ async def _learn_identity(this_vm: ThisVm, client: ImdsClient, worker: Agent,
     metrics.set_identity(this_vm.name, compute)
 
 
-async def _write_textfile(metrics: AgentMetrics, path: Path, err: IO[str],
-                          journal: bool) -> None:
+async def _write_textfile(metrics: AgentMetrics, path: Path, worker: Agent) -> None:
     try:
         await asyncio.to_thread(metrics.write_textfile, path)
     except OSError as exc:
-        _say(err, f"setui agent: cannot write {printable(str(path))}: "
-                  f"{exc.strerror or exc}", journal, ERR)
+        worker.error("writing the metrics textfile",
+                     f"cannot write {printable(str(path))}: {exc.strerror or exc}")
+    else:
+        worker.fine("writing the metrics textfile")
+
+
+def _loop_error(context: dict[str, Any]) -> str:
+    """What the event loop reports, in one line: its message and the exception's."""
+    exc = context.get("exception")
+    text = str(context.get("message") or "unexpected error")
+    return f"{text}: {type(exc).__name__}: {exc}" if exc is not None else text
 
 
 def _load(args: argparse.Namespace, config: Config, err: IO[str]) -> Policy | None:
