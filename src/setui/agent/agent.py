@@ -24,6 +24,7 @@ from setui.agent.errors import AgentErrors
 from setui.agent.plan import MATCH, plan_of
 from setui.agent.policy import Policy, Rule
 from setui.agent.rules import NameUnknown, first_match
+from setui.agent.telling import MEANS
 from setui.core.model import Event, format_not_before
 from setui.core.tracker import ChangeKind
 from setui.snapshot import Confirmed
@@ -202,7 +203,7 @@ class Agent(Acting):
                 extra = format_not_before(change.event.not_before) \
                     if change.kind is ChangeKind.RESCHEDULED and change.event else ""
                 self._notify(change.event, event_id, rule.name, change.kind.value,
-                             change.detail, extra=extra)
+                             change.detail or MEANS[change.kind], extra=extra)
         await self._advance()
         if result.changes:
             self._forget({e.event_id for e in document.events})

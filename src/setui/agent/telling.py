@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from setui.agent.errors import AgentErrors, Failing
 from setui.core.model import Event, format_not_before
 from setui.core.timefmt import duration
+from setui.core.tracker import ChangeKind
 from setui.textsafe import printable
 
 if TYPE_CHECKING:
@@ -24,10 +25,19 @@ if TYPE_CHECKING:
     from setui.agent.policy import Policy, Rule
     from setui.monitor import Monitor
 
-__all__ = ["ALWAYS_TOLD", "Telling"]
+__all__ = ["ALWAYS_TOLD", "MEANS", "Telling"]
 
 # Told even by a rule that does not notify: a person must know the agent could not act.
 ALWAYS_TOLD = frozenset({"hook failed", "approval failed", "interrupted", "event changed"})
+# A lifecycle change in words, for $detail when the change carries none of its own (the
+# templates read "$change: $detail.", which must never say "completed: .").
+MEANS = {
+    ChangeKind.RESCHEDULED: "its NotBefore moved",
+    ChangeKind.STARTED: "it has started",
+    ChangeKind.COMPLETED: "it has ended (it left the document after it started)",
+    ChangeKind.CANCELLED: "Azure cancelled it (it left the document before it started)",
+    ChangeKind.GONE: "it left the document",
+}
 
 
 class Telling:
