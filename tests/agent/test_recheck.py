@@ -6,6 +6,7 @@ audit record. A real agent, the emulator serving the documents the test pins."""
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from email.utils import formatdate
 from pathlib import Path
@@ -23,7 +24,7 @@ from agent_helpers import (
     write_policy,
 )
 
-from children import wait_until
+from children import SETUI, wait_until
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
 from setui.store import Store
@@ -90,6 +91,10 @@ def test_an_event_that_changed_under_its_rule_gets_no_further_step(
         assert len(audit) == 1 and audit[0].user.startswith("policy:short-freeze (setui agent")
         assert audit[0].event is not None and audit[0].event["EventType"] == "Reboot"
         assert audit[0].details["agent"]["matched"]["EventType"] == "Freeze"
+        listed = subprocess.run([*SETUI, "audit", "--data-dir", str(tmp_path / "data")],
+                                capture_output=True, text=True, timeout=60, env=env)
+        line = next(x for x in listed.stdout.splitlines() if "agent-unmatched" in x)
+        assert "rule short-freeze no longer matches: EventType Reboot is not Freeze" in line
         # A restart does not take it up again, under either rule.
         again, lines = start_agent(emulator.url, tmp_path, "--policy", str(policy), env=env)
         try:
