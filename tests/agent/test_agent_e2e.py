@@ -12,8 +12,10 @@ from agent_helpers import (
     Sink,
     agent_env,
     agent_said,
+    more_polls,
     posts,
     records,
+    sent,
     start_agent,
     stop,
     write_policy,
@@ -45,11 +47,6 @@ def _policy(tmp_path: Path, hook: Path, url: str = "json://127.0.0.1:9/x",
                                                notify="true" if notify else "false"))
 
 
-def _sent(tmp_path: Path, endpoint: str) -> int:
-    with Store.open_dir(tmp_path / "data", readonly=True) as store:
-        return sum(n.state == "sent" for n in AgentLog(store, endpoint).notifications())
-
-
 def _audit(tmp_path: Path) -> list:
     with Store.open_dir(tmp_path / "data", readonly=True) as store:
         return store.audit(oldest_first=True)
@@ -64,8 +61,7 @@ def test_user_reboot_is_approved_only_after_its_prepare_hook_exits_0(
         lines.until(agent_said("running", "prepare"), 30, "the prepare hook to start")
         wait_until(lambda: (tmp_path / "runs").exists(), 10, "the hook to note its run")
         # The hook is waiting: a few more polls go by, and nothing is posted meanwhile.
-        seen = len(emulator.requests)
-        wait_until(lambda: len(emulator.requests) >= seen + 5, 10, "more polls")
+        more_polls(emulator)
         assert posts(emulator) == []
         (tmp_path / "go").touch()
         lines.until(agent_said("approved", "approve"), 30, "the approval")
@@ -100,8 +96,7 @@ def test_a_failing_hook_means_no_post_and_one_notification(
         lines.until(agent_said("failed", "prepare"), 30, "the hook to fail")
         lines.until(agent_said("skipped", "approve"), 30, "the approval to be skipped")
         wait_until(lambda: len(sink.bodies) >= 1, 30, "the notification")
-        seen = len(emulator.requests)
-        wait_until(lambda: len(emulator.requests) >= seen + 5, 10, "more polls")
+        more_polls(emulator)
     finally:
         assert stop(proc) == 0
     assert posts(emulator) == []
@@ -118,8 +113,7 @@ def test_dry_run_posts_nothing_and_runs_nothing(
     try:
         lines.until(agent_said("would", "prepare"), 30, "what it would prepare")
         lines.until(agent_said("would", "approve"), 30, "what it would approve")
-        seen = len(emulator.requests)
-        wait_until(lambda: len(emulator.requests) >= seen + 5, 10, "more polls")
+        more_polls(emulator)
     finally:
         assert stop(proc) == 0
     assert posts(emulator) == []
@@ -141,7 +135,7 @@ def test_killed_during_a_hook_and_restarted_neither_reruns_nor_approves(
         # Delivery is at least once: killed between the sink's answer and the store's
         # note of it, the next agent sends it again. What is asserted below is that a
         # message the store knows was sent is not sent twice.
-        wait_until(lambda: _sent(tmp_path, emulator.url) >= 1, 30, "the store to say sent")
+        wait_until(lambda: sent(tmp_path, emulator.url) >= 1, 30, "the store to say sent")
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
@@ -152,8 +146,7 @@ def test_killed_during_a_hook_and_restarted_neither_reruns_nor_approves(
         lines.until(agent_said("skipped", "approve"), 30, "no approval")
         wait_until(lambda: any(b.get("title", "").startswith("setui: Reboot interrupted")
                                for b in sink.bodies), 30, "the notification of it")
-        seen = len(emulator.requests)
-        wait_until(lambda: len(emulator.requests) >= seen + 5, 10, "more polls")
+        more_polls(emulator)
     finally:
         assert stop(again) == 0
     assert (tmp_path / "runs").read_text().count("prepare") == 1
@@ -167,8 +160,7 @@ def test_no_policy_only_observes_and_says_so_in_metrics(
     proc, lines = start_agent(emulator.url, tmp_path)
     try:
         lines.until(lambda line: '"change": "appeared"' in line, 30, "the event")
-        seen = len(emulator.requests)
-        wait_until(lambda: len(emulator.requests) >= seen + 3, 10, "more polls")
+        more_polls(emulator, 3)
     finally:
         assert stop(proc) == 0
     assert posts(emulator) == []
@@ -178,7 +170,7 @@ def test_no_policy_only_observes_and_says_so_in_metrics(
 def test_a_hold_stops_the_agent_until_it_is_released(
         tmp_path: Path, emulator: Emulator, hook: Path) -> None:
     from setui.identity import Identity
-    from setui.store.agent import HOLD, RELEASE, AgentLog
+    from setui.store.agent import HOLD, RELEASE
     from setui.store.records import AuditEntry
 
     policy = _policy(tmp_path, hook)
@@ -195,8 +187,7 @@ def test_a_hold_stops_the_agent_until_it_is_released(
     proc, lines = start_agent(emulator.url, tmp_path, "--policy", str(policy))
     try:
         lines.until(agent_said("matched"), 30, "the rule to match")
-        seen = len(emulator.requests)
-        wait_until(lambda: len(emulator.requests) >= seen + 10, 10, "more polls")
+        more_polls(emulator, 10)
         assert not (tmp_path / "runs").exists() and posts(emulator) == []
         with Store.open_dir(tmp_path / "data") as store:
             AgentLog(store, emulator.url).set_hold(EVENT_ID, held=False,
@@ -225,8 +216,7 @@ notify = true
     try:
         lines.until(lambda line: '"change": "completed"' in line, 60, "the event to end")
         wait_until(lambda: len(sink.bodies) >= 4, 30, "the messages")
-        seen = len(emulator.requests)
-        wait_until(lambda: len(emulator.requests) >= seen + 5, 10, "more polls")
+        more_polls(emulator)
     finally:
         assert stop(proc) == 0
     titles = [str(b["title"]) for b in sink.bodies]
@@ -241,8 +231,7 @@ notify = true
     try:
         lines.until(lambda line: '"change": "connection"' in line and "live" in line, 30,
                     "a live connection")
-        seen = len(emulator.requests)
-        wait_until(lambda: len(emulator.requests) >= seen + 5, 10, "more polls")
+        more_polls(emulator)
     finally:
         assert stop(again) == 0
     assert len(sink.bodies) == 4
@@ -258,7 +247,7 @@ def test_a_restart_with_an_edited_policy_tells_nothing_twice(
     proc, lines = start_agent(emulator.url, tmp_path, "--policy", str(policy))
     try:
         wait_until(lambda: len(sink.bodies) >= 1, 30, "the 'appeared' notification")
-        wait_until(lambda: _sent(tmp_path, emulator.url) >= 1, 30, "the store to say sent")
+        wait_until(lambda: sent(tmp_path, emulator.url) >= 1, 30, "the store to say sent")
     finally:
         assert stop(proc) == 0
     policy.write_text(rule.format(url=sink.url, name="user-events"))
@@ -266,8 +255,7 @@ def test_a_restart_with_an_edited_policy_tells_nothing_twice(
     try:
         lines.until(lambda line: '"matched"' in line and "user-events" in line, 30,
                     "the event decided anew under the renamed rule")
-        seen = len(emulator.requests)
-        wait_until(lambda: len(emulator.requests) >= seen + 10, 30, "more polls")
+        more_polls(emulator, 10)
     finally:
         assert stop(again) == 0
     titles = [str(b["title"]) for b in sink.bodies]

@@ -8,9 +8,17 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from agent_helpers import Sink, agent_said, posts, records, start_agent, stop, write_policy
+from agent_helpers import (
+    Sink,
+    agent_said,
+    more_polls,
+    posts,
+    records,
+    start_agent,
+    stop,
+    write_policy,
+)
 
-from children import wait_until
 from setui.agent.agent import Agent
 from setui.agent.errors import AgentErrors
 from setui.agent.notify import Notifier
@@ -74,8 +82,7 @@ def test_an_error_at_every_poll_is_one_line_and_the_agent_goes_on(
     proc, lines = start_agent(emulator.url, tmp_path, "--policy", str(policy))
     try:
         lines.until(agent_said("error"), 30, "the first error")
-        seen = len(emulator.requests)
-        wait_until(lambda: len(emulator.requests) >= seen + 25, 60, "25 more polls")
+        more_polls(emulator, 25)
     finally:
         assert stop(proc) == 0
     errors = [r for r in records(lines) if r.get("agent") == "error"]

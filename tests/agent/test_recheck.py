@@ -17,6 +17,7 @@ from agent_helpers import (
     Sink,
     agent_env,
     agent_said,
+    more_polls,
     posts,
     records,
     start_agent,
@@ -75,8 +76,7 @@ def test_an_event_that_changed_under_its_rule_gets_no_further_step(
             unmatched = json.loads(lines.until(agent_said("unmatched"), 30, "the stop"))
             wait_until(lambda: any("event changed" in str(b.get("title"))
                                    for b in sink.bodies), 30, "the notification")
-            seen = len(emulator.requests)
-            wait_until(lambda: len(emulator.requests) >= seen + 5, 30, "more polls")
+            more_polls(emulator)
         finally:
             assert stop(proc) == 0
         assert unmatched["step"] == "approve" and unmatched["rule"] == "short-freeze"
@@ -99,8 +99,7 @@ def test_an_event_that_changed_under_its_rule_gets_no_further_step(
         again, lines = start_agent(emulator.url, tmp_path, "--policy", str(policy), env=env)
         try:
             lines.until(lambda line: '"state": "live"' in line, 30, "a live connection")
-            seen = len(emulator.requests)
-            wait_until(lambda: len(emulator.requests) >= seen + 10, 30, "more polls")
+            more_polls(emulator, 10)
         finally:
             assert stop(again) == 0
         assert posts(emulator) == []

@@ -13,6 +13,7 @@ from agent_helpers import (
     Sink,
     agent_env,
     agent_said,
+    more_polls,
     posts,
     records,
     start_agent,
@@ -78,8 +79,7 @@ def test_a_clean_stop_mid_hook_interrupts_it_at_its_bound_and_says_so_everywhere
     again, lines = start_agent(emulator.url, tmp_path, "--policy", str(policy), env=env)
     try:
         lines.until(agent_said("skipped", "approve"), 30, "no approval")
-        seen = len(emulator.requests)
-        wait_until(lambda: len(emulator.requests) >= seen + 5, 30, "more polls")
+        more_polls(emulator)
     finally:
         assert stop(again) == 0
     assert (tmp_path / "runs").read_text().count("prepare") == 1

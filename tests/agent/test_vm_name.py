@@ -10,9 +10,18 @@ import subprocess
 from pathlib import Path
 
 import httpx
-from agent_helpers import EVENT_ID, agent_env, agent_said, posts, start_agent, stop, write_policy
+from agent_helpers import (
+    EVENT_ID,
+    agent_env,
+    agent_said,
+    more_polls,
+    posts,
+    start_agent,
+    stop,
+    write_policy,
+)
 
-from children import SETUI, Lines, wait_until
+from children import SETUI, Lines
 from dashboard import WIDE, MakeDashboard, status
 from setui.emulator.faults import parse_faults
 from setui.emulator.server import Emulator
@@ -40,8 +49,7 @@ approve = "now"
     try:
         waiting = lines.until(agent_said("waiting"), 30, "the rule to wait for the name")
         assert json.loads(waiting)["event_id"] == EVENT_ID
-        seen = len(emulator.requests)
-        wait_until(lambda: len(emulator.requests) >= seen + 5, 30, "more polls")
+        more_polls(emulator)
         assert posts(emulator) == []  # nothing is decided on a guess meanwhile
         emulator.set_faults(None)
         lines.until(agent_said("approved", "approve"), 90, "the approval once it knows")
