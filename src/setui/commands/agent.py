@@ -139,7 +139,9 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
         vm_name = this_vm.name
         if this_vm.source == "IMDS":
             _say(err, f"setui agent: {this_vm}", journal, INFO)
-        metrics = AgentMetrics(vm_name=vm_name, compute=None, version=__version__)
+        # The rest of its identity, for the metrics' labels: asked again later if need be.
+        compute = await client.compute()
+        metrics = AgentMetrics(vm_name=vm_name, compute=compute, version=__version__)
         if metrics_at is not None:
             try:
                 host, port = await metrics.serve(*metrics_at)
@@ -174,7 +176,7 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
                        vm_name=vm_name, dry_run=dry_run, say=output.agent, notifier=sender,
                        metrics=metrics)
         learning = asyncio.ensure_future(_learn_identity(
-            this_vm, client, worker, metrics,
+            this_vm, compute, client, worker, metrics,
             lambda line, priority: _say(err, line, journal, priority), systemd))
         output.change(connection_record(monitor.health(), monitor.now()))
         systemd.ready(f"agent: {len(policy.rules)} rule(s){' (dry run)' if dry_run else ''}"
@@ -222,11 +224,12 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
     return 0
 
 
-async def _learn_identity(this_vm: ThisVm, client: ImdsClient, worker: Agent,
-                          metrics: AgentMetrics, say: Callable[[str, int], None],
-                          systemd: Notifier) -> None:
+async def _learn_identity(this_vm: ThisVm, compute: dict[str, str] | None,
+                          client: ImdsClient, worker: Agent, metrics: AgentMetrics,
+                          say: Callable[[str, int], None], systemd: Notifier) -> None:
     """Off the polling's path: this VM's name until IMDS gives it (the rules that name this
-    VM wait for it), then the rest of its identity for the metrics' labels."""
+    VM wait for it), then the rest of its identity for the metrics' labels, if the first
+    question did not get it (``compute``)."""
     if this_vm.name is None:
         say("setui agent: this VM's name is not known yet (IMDS did not give it): rules "
             "that name this VM wait, and no step starts, until it is; asking again", WARNING)
@@ -236,7 +239,8 @@ async def _learn_identity(this_vm: ThisVm, client: ImdsClient, worker: Agent,
         worker.name_learned(name)
         say(f"setui agent: {this_vm}", NOTICE)
         systemd.status(f"this VM is {name}")
-    compute = await until_answered(client.compute)
+    if compute is None:
+        compute = await until_answered(client.compute)
     metrics.set_identity(this_vm.name, compute)
 
 
