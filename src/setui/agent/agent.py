@@ -1,13 +1,16 @@
 """The agent: the monitor's updates in, the policy's steps out, each once.
 
-For every event the first matching rule is decided once and kept (step ``match``); then
-its steps run in order: ``prepare`` (a hook), ``approve`` (through the one Approver, so
-the audit log says ``policy:RULE (setui agent, uid N)`` and carries the hook outcomes),
-and ``recover`` (a hook, once the event has completed or gone). Each step's state is in
-the store *before* it acts, so a restarted agent neither repeats what finished nor
-blindly reruns what a dead agent left running (that is marked interrupted and told).
-At most one task works on an event at a time: never two hooks for one event at once.
-A hold, set by a person from the dashboard, stops any step from starting.
+For every event the first matching rule is decided once and kept (step ``match``; a rule
+that names this VM waits for its name); then its steps run in order, each after the
+event is matched against its rule again (agent.acting): ``prepare`` (a hook),
+``approve`` (through the one Approver, so the audit log says ``policy:RULE (setui agent,
+uid N)`` and carries the hook outcomes), and ``recover`` (a hook, once the event has
+completed or gone). Each step's state is in the store *before* it acts, so a restarted
+agent neither repeats what finished nor blindly reruns what a dead agent left running
+(that is marked interrupted and told); a clean stop waits a bounded time for a step
+under way, then interrupts it and tells. At most one task works on an event at a time:
+never two hooks for one event at once. A hold, set by a person from the dashboard, stops
+any step from starting. What it says and tells, its errors included, is agent.telling's.
 """
 
 from __future__ import annotations
@@ -336,8 +339,8 @@ class Agent(Acting):
         due = [i for i, rule in self.rule_of.items()
                if rule.acts and self._next(i) is not None
                and (i not in self.tasks or self.tasks[i].done())]
-        if not due:
-            return
+        if not due or (self.log is None and not self.dry_run):
+            return  # no audit log, nothing done: the agent observes (and said so)
         if self.log is not None:
             try:
                 self.held = await self._db(self.log.held, due)

@@ -36,6 +36,7 @@ class Failing:
     unsaid: int = 0  # errors since the last line about it
     said_at: float | None = None
     told: bool = False  # the error state was told (notified)
+    quiet: bool = False  # its caller says it: its end is said only if it was told
 
     def lasted(self, now: float) -> float:
         return now - self.since
@@ -66,7 +67,7 @@ class AgentErrors:
         now = self.mono()
         failing = self.state.get(kind)
         if failing is None:
-            self.state[kind] = Failing(kind, now, message, now, said_at=now)
+            self.state[kind] = Failing(kind, now, message, now, said_at=now, quiet=quiet)
             return None if quiet else message
         failing.count += 1
         failing.last, failing.last_at = message, now

@@ -142,6 +142,8 @@ class Telling:
             self._over(failing)
 
     def _over(self, failing: Failing) -> None:
+        if failing.quiet and not failing.told:
+            return  # its caller said it failed, and says it works again
         detail = (f"{failing.kind} works again after {failing.count} "
                   f"error{'s' if failing.count != 1 else ''}")
         self._record("recovered", None, detail=detail)
