@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from setui.core.client import ImdsClient
 
 __all__ = ["RECORD_KEYS", "add_arguments", "change_record", "connection_record",
-           "format_record", "learn_vm_name", "line_countdown", "run"]
+           "format_record", "line_countdown", "run"]
 
 # Every --json record has exactly these keys, in this order, whatever its kind: a field
 # that does not apply is null, [] or false, so a consumer never meets a missing key.
@@ -239,7 +239,7 @@ async def watch(config: Config, *, as_json: bool, record: bool, out: IO[str],
                           store=store, record=record, vm_name=this_vm.name,
                           command="setui watch", on_store_problem=store_problem)
         if this_vm.name is None:
-            learning = asyncio.ensure_future(learn_vm_name(
+            learning = asyncio.ensure_future(_learn_vm_name(
                 this_vm, client, monitor, lambda line: _say(err, line, journal, NOTICE)))
         elif this_vm.source == "IMDS":
             _say(err, f"setui: {this_vm}", journal, INFO)
@@ -290,7 +290,7 @@ async def watch(config: Config, *, as_json: bool, record: bool, out: IO[str],
     return 0
 
 
-async def learn_vm_name(this_vm: ThisVm, client: ImdsClient, monitor: Monitor,
+async def _learn_vm_name(this_vm: ThisVm, client: ImdsClient, monitor: Monitor,
                         say: Callable[[str], None]) -> None:
     """Off the polling's path: ask IMDS for this VM's name until it answers, then tell the
     monitor and say where the name came from."""
