@@ -70,7 +70,7 @@ class Approver:
                  identity: Identity | None = None, read_only: bool = False,
                  store_problem: str | None = None, vm_name: str | None = None,
                  wall: Callable[[], datetime] = utc_now,
-                 details: dict[str, Any] | None = None) -> None:
+                 details: dict[str, Any] | None = None, consent: str | None = None) -> None:
         self.client = client
         self.store = store
         self.endpoint = endpoint
@@ -81,6 +81,9 @@ class Approver:
         self.wall = wall
         # Carried by every record this approver writes (the agent's rule and hook outcomes).
         self.details = dict(details or {})
+        # What accepts an event that reaches other VMs, in the words of whoever approves
+        # (the agent: its rule's key); None: the command line's --allow-other-vms.
+        self.consent = consent
         # The last failure to write the audit log, for callers that show or act on it.
         self.store_error: str | None = None
         # The document read just before the last POST (or refusal): what an operator
@@ -117,6 +120,8 @@ class Approver:
         if not allow_other_vms:
             beyond = other_vms(event, self.vm_name)
             if beyond is not None:
+                if self.consent is not None:
+                    return f"{beyond}; approving it needs {self.consent}"
                 return (f"{beyond}; --yes alone approves only events of this VM alone "
                         "(add --allow-other-vms to approve it anyway)")
         return None
@@ -290,7 +295,7 @@ class Approver:
         if not allow_other_vms:
             beyond = other_vms(event, self.vm_name)
             if beyond is not None:
-                return f"{beyond}; it needs --allow-other-vms", []
+                return f"{beyond}; it needs {self.consent or '--allow-other-vms'}", []
         return None, []
 
     async def _post(self, ready: Mapping[str, Confirmed], store: Store, again: bool,

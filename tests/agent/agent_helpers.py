@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from children import SETUI, Lines
+from children import SETUI, Lines, wait_until
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
 
@@ -69,6 +69,22 @@ def hook(tmp_path: Path) -> Path:
 
 def posts(emu: Emulator) -> list[object]:
     return [r for r in emu.requests if r.method == "POST"]
+
+
+def more_polls(emu: Emulator, count: int = 5) -> None:
+    """Until the emulator has answered ``count`` more requests: time for the agent to
+    have done what it would do, shown by its own polls rather than a fixed pause."""
+    seen = len(emu.requests)
+    wait_until(lambda: len(emu.requests) >= seen + count, 60, f"{count} more polls")
+
+
+def sent(tmp_path: Path, endpoint: str) -> int:
+    """How many of the agent's messages its store says were sent."""
+    from setui.store import Store
+    from setui.store.agent import AgentLog
+
+    with Store.open_dir(tmp_path / "data", readonly=True) as store:
+        return sum(n.state == "sent" for n in AgentLog(store, endpoint).notifications())
 
 
 def write_policy(tmp_path: Path, text: str) -> Path:

@@ -18,7 +18,7 @@ from children import SETUI
 from setui.agent.metrics import parse_listen
 from setui.emulator.server import Emulator
 from setui.store import Store
-from setui.store.agent import DONE, INTERRUPTED, RUNNING, AgentLog
+from setui.store.agent import DONE, INTERRUPTED, RUNNING, SKIPPED, AgentLog
 from setui.store.db import SCHEMA_VERSION
 
 T = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -252,6 +252,12 @@ def test_the_plan_in_words() -> None:
         "rule drain: prepare done, approve after prepare, recover 'undrain'")
     assert plan_text([match], now=T, held=True).startswith("HELD by a person; rule drain")
     assert plan_text([], now=T) == ""
+    # The event changed under its rule: said, with what was done, and that it stops.
+    let_go = Step("E", "match", "drain", SKIPPED, "no longer matches: EventType Freeze is "
+                  "not Reboot or Redeploy (type: Reboot -> Freeze)", None, T)
+    assert plan_text([let_go, done], now=T) == (
+        "rule drain no longer matches: EventType Freeze is not Reboot or Redeploy (type: "
+        "Reboot -> Freeze); prepare done; nothing more without a person")
 
 
 def test_an_approval_before_the_scenarios_first_second_still_starts_the_event() -> None:

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,8 @@ import pytest
 from permissions import lock_up
 from setui.commands import service
 from setui.commands.service import UNIT_NAME, UnitError, exec_start_word, render_unit
+
+ROOT = Path(__file__).parents[2]
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="systemd units are for Linux")
 
@@ -90,13 +93,16 @@ def verify(unit: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def outside_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def outside_home(request: pytest.FixtureRequest) -> Path:
     """A Python that is not in a home directory and runs this setui: a venv with copies
     of the interpreter, which sees the test venv's packages. The service could run it
     (the test venv itself may link to a Python in /root, which it could not)."""
-    root = tmp_path_factory.mktemp("venv")
+    # Not under /tmp, which the unit cannot see either (PrivateTmp=): in build/.
+    ROOT.joinpath("build").mkdir(exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="service-venv-", dir=ROOT / "build"))
+    request.addfinalizer(lambda: shutil.rmtree(root, ignore_errors=True))
     if service.unit_problems(python=str(root / "bin" / "python"), package=root):
-        pytest.skip(f"the temporary directory {root} is inside a home directory")
+        pytest.skip(f"the directory {root} is one the unit cannot see")
     subprocess.run([sys.executable, "-m", "venv", "--copies", "--without-pip", str(root)],
                    check=True, capture_output=True, timeout=120)
     python = root / "bin" / "python"

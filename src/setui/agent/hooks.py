@@ -1,8 +1,9 @@
 """Running a hook: one command, the event in its environment and on its stdin, a time limit.
 
-The command is run without a shell (the policy gives its words), in a process group of
-its own so that a timeout ends the whole tree it started, with a bounded share of its
-output kept (the last ``MAX_OUTPUT`` characters: where the error usually is).
+The command is checked first (agent.trust: only what root or the agent's user could have
+written is run), then run without a shell (the policy gives its words), in a process
+group of its own so that a timeout ends the whole tree it started, with a bounded share
+of its output kept (the last ``MAX_OUTPUT`` characters: where the error usually is).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from setui.agent.policy import Hook
+from setui.agent.trust import untrusted
 from setui.core.model import Event
 from setui.core.timefmt import iso
 from setui.store.agent import MAX_OUTPUT
@@ -85,6 +87,11 @@ async def run_hook(hook: Hook, *, env: dict[str, str], stdin: bytes) -> HookResu
     """Run ``hook`` to its end or its timeout; never raises but CancelledError (then the
     process group is killed too)."""
     started = time.monotonic()
+    # Checked again now, not only at start: the file or a directory above it may have
+    # changed hands since.
+    problem = untrusted(hook.argv[0])
+    if problem is not None:
+        return HookResult(None, False, "", error=f"refused: {problem}")
     try:
         process = await asyncio.create_subprocess_exec(
             *hook.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,

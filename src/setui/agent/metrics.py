@@ -163,13 +163,9 @@ class _Polling(Collector):
 class AgentMetrics:
     """The agent's metrics; ``observe()`` from the agent's loop, scrapes from anywhere."""
 
-    def __init__(self, *, vm_name: str, compute: Mapping[str, str] | None, version: str
-                 ) -> None:
-        compute = compute or {}
-        self.vm_name = vm_name
-        self.identity_values = [label(vm_name)] + [
-            label(compute.get(COMPUTE_FIELD[name], "")) for name in IDENTITY_LABELS[1:]]
-        self.location = compute.get("location", "")
+    def __init__(self, *, vm_name: str | None, compute: Mapping[str, str] | None,
+                 version: str) -> None:
+        self.set_identity(vm_name, compute)
         self.version = version
         # What a poll leaves, read at scrape time (a textfile is written on a worker
         # thread: each value is one reference, replaced whole, never changed in place).
@@ -185,7 +181,6 @@ class AgentMetrics:
         self._described.register(_Current(self))
         self._live = CollectorRegistry(auto_describe=True)
         self._live.register(_Polling(self))
-        self._rendered: dict[str, tuple[Document | None, Mapping[str, str], bytes]] = {}
         self.approvals = Counter("setui_approvals", "Approvals by outcome and kind of actor",
                                  ["outcome", "actor_kind"], registry=self._live)
         self.hook_runs = Counter("setui_hook_runs", "Hook runs by hook and outcome",
@@ -215,6 +210,16 @@ class AgentMetrics:
         if fresh:
             self.last_success = wall if wall is not None else time.time()
         self.document = document
+
+    def set_identity(self, vm_name: str | None, compute: Mapping[str, str] | None) -> None:
+        """This VM's identity labels: "" for what is not known yet, and set again when
+        IMDS answers later (the series then carry the learned values)."""
+        compute = compute or {}
+        self.vm_name = vm_name
+        self.identity_values = [label(vm_name)] + [
+            label(compute.get(COMPUTE_FIELD[name], "")) for name in IDENTITY_LABELS[1:]]
+        self.location = compute.get("location", "")
+        self._rendered: dict[str, tuple[Document | None, Mapping[str, str], bytes]] = {}
 
     def set_approved_by(self, approved_by: Mapping[str, str]) -> None:
         if dict(approved_by) != dict(self.approved_by):

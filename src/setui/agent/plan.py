@@ -11,7 +11,7 @@ from datetime import datetime
 
 from setui.agent.policy import Rule
 from setui.core.timefmt import clock
-from setui.store.agent import RUNNING, Step
+from setui.store.agent import RUNNING, SKIPPED, Step
 
 __all__ = ["MATCH", "STEPS", "plan_of", "plan_text"]
 
@@ -43,6 +43,11 @@ def plan_text(steps: Sequence[Step], *, now: datetime, held: bool = False) -> st
     match = next((s for s in steps if s.step == MATCH), None)
     if match is None:
         return ""
+    if match.state == SKIPPED:  # the event changed under its rule: the agent let go of it
+        done = ", ".join(f"{s.step} {s.state}" for s in steps if s.step in STEPS)
+        text = (f"rule {match.rule} {match.detail}" + (f"; {done}" if done else "")
+                + "; nothing more without a person")
+        return f"HELD by a person; {text}" if held else text
     rows = {s.step: s for s in steps}
     pieces = []
     for piece in match.detail.split(", "):

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import socket
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from setui.core.errors import ImdsError
 from setui.core.model import Document, Event, is_this_vm
 from setui.core.timefmt import signed_countdown, stamp
 from setui.identity import Identity
+from setui.session import ONE_SHOT_TRIES, ThisVm
 from setui.textsafe import printable, some_names
 
 if TYPE_CHECKING:  # sqlite3 and httpx load only when approving, not for `setui --version`
@@ -278,7 +278,10 @@ async def _decide(request: ApproveRequest, typed: tuple[str, ...], client: ImdsC
     if resolved is None:
         return EXIT_FAILED
     ids = tuple(dict.fromkeys(resolved))
-    vm_name = request.vm_name or await client.vm_name() or socket.gethostname()
+    this_vm = ThisVm(request.vm_name)
+    vm_name = await this_vm.learn(client, tries=ONE_SHOT_TRIES)
+    if vm_name is None:  # then every event reaches beyond this VM, as far as setui knows
+        err.write(f"setui approve: {this_vm}\n")
     approver.vm_name = vm_name
     # --yes approves only what concerns this VM alone, unless the operator opted in;
     # asked interactively, such an event needs the word "yes".

@@ -163,6 +163,8 @@ def describe(record: AuditRecord) -> str:
         return "dismissed by the operator: nothing was sent"
     if record.action == REFUSED:
         return f"refused by setui: {printable(record.error or '', 300)}"
+    if record.error:  # the agent's own records say why in it (agent-unmatched)
+        return f"{printable(record.action, 40)}: {printable(record.error, 300)}"
     return printable(record.action, 40)
 
 

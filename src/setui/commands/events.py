@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import socket
 import sys
 from collections.abc import Callable
 from datetime import datetime
@@ -32,6 +31,7 @@ from setui.core.clock import ServiceClock, utc_now
 from setui.core.model import Event, is_this_vm
 from setui.core.order import sort_key
 from setui.core.timefmt import signed_countdown
+from setui.session import ONE_SHOT_TRIES, ThisVm
 from setui.textsafe import printable
 
 if TYPE_CHECKING:
@@ -45,8 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true",
                         help="one JSON object (ASCII, stable keys) instead of a table")
     parser.add_argument("--vm-name", metavar="NAME", default=argparse.SUPPRESS,
-                        help="this VM's name in Resources (default: asked from IMDS, "
-                             "else the host name)")
+                        help="this VM's name in Resources (default: asked from IMDS; "
+                             "not known if it does not answer)")
 
 
 def countdown(moment: datetime | None, now: datetime) -> str:
@@ -67,7 +67,7 @@ def event_json(event: Event, vm_name: str | None, now: datetime,
         "status": event.status.value,
         "not_before": iso(event.not_before),
         "seconds_to_not_before": seconds,
-        "this_vm": event.affects(vm_name),
+        "this_vm": event.affects(vm_name) if vm_name else None,  # not known: null
         "resources": list(event.resources),
         "source": event.source.value if event.source is not None else None,
         "duration": event.duration,
@@ -111,7 +111,8 @@ def _table(events: list[Event], vm_name: str | None, now: datetime,
         rows.append((printable(event.event_id, 80), printable(event.event_type.value, 16),
                      printable(event.status.value, 16),
                      when(event.not_before) if event.not_before else "-",
-                     countdown(event.not_before, now), "yes" if event.affects(vm_name) else "-",
+                     countdown(event.not_before, now),
+                     "?" if not vm_name else "yes" if event.affects(vm_name) else "-",
                      approved, resources or "(none listed)"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
     return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
@@ -148,8 +149,8 @@ async def list_events(args: argparse.Namespace, *, out: IO[str], err: IO[str],
         service = ServiceClock(wall=wall)
         service.observe(result.server_date, result.received_mono)
         now = service.now()
-        vm_name = (getattr(args, "vm_name", None) or getattr(config, "vm_name", None)
-                   or await client.vm_name() or socket.gethostname())
+        this_vm = ThisVm(getattr(args, "vm_name", None) or getattr(config, "vm_name", None))
+        vm_name = await this_vm.learn(client, tries=ONE_SHOT_TRIES)
     finally:
         await client.aclose()
     events = sorted(document.events, key=lambda e: sort_key(e, vm_name))
@@ -166,7 +167,8 @@ async def list_events(args: argparse.Namespace, *, out: IO[str], err: IO[str],
                        for e in events]}, ensure_ascii=True) + "\n")
         return EXIT_OK
     out.write(f"Incarnation {document.incarnation} at {when(now)}, "
-              f"{printable(client.endpoint, 100)}; this VM: {printable(vm_name, 80)}\n")
+              f"{printable(client.endpoint, 100)}; "
+              f"{f'this VM: {printable(vm_name, 80)}' if vm_name else this_vm}\n")
     if not events:
         out.write("No scheduled events.\n")
         return EXIT_OK

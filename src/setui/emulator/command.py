@@ -57,16 +57,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--speed", type=float, default=1.0, metavar="X",
                         help="run the scenario X times faster than real time (default 1)")
     parser.add_argument("--vm-name", metavar="NAME",
-                        help="name answered by /metadata/instance/compute/name "
-                             "(default: the scenario's vm_name)")
+                        help="this VM's name: answered by /metadata/instance/compute/name "
+                             "and put in place of the scenario's vm_name in every event's "
+                             "Resources (default: the scenario's vm_name)")
     for flag, field, what in _IDENTITY_FLAGS:
         parser.add_argument(flag, metavar=what.split()[0].upper(), dest=field.lower(),
                             help=f"{what}, served as compute metadata {field} (default \"\")")
     parser.add_argument("--faults", metavar="SPEC", default="",
                         help="inject faults, e.g. 'first-delay=5,500=0.1,seed=1' "
                              "(keys: first-delay, 400, 404, 410, 429, 500, 503, "
-                             "approve-CODE, notjson, notdoc, truncate, hang, retry-after, "
-                             "slow, big, trickle, idle-close, idle-drop, skew, seed)")
+                             "approve-CODE, compute-CODE, notjson, notdoc, truncate, hang, "
+                             "retry-after, slow, big, trickle, idle-close, idle-drop, skew, "
+                             "seed)")
     parser.add_argument("--etag", action="store_true",
                         help="send ETag and answer 304 to a matching If-None-Match")
     parser.add_argument("--list-scenarios", action="store_true",

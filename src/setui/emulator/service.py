@@ -57,10 +57,12 @@ class Service:
                  identity: dict[str, str] | None = None) -> None:
         if not (math.isfinite(speed) and speed > 0):
             raise ValueError(f"speed must be a positive number, got {speed}")
+        if vm_name:
+            scenario = scenario.renamed(vm_name)
         self.scenario = scenario
         self.clock = clock
         self.speed = speed
-        self.vm_name = vm_name or scenario.vm_name
+        self.vm_name = scenario.vm_name
         # The rest of the compute metadata (vmScaleSetName, zone...): "" when not given.
         self.identity = {name: str((identity or {}).get(name) or "")
                          for name in COMPUTE_FIELDS if name != "name"}
@@ -152,9 +154,14 @@ class Service:
         problem = self._bad_request(request)
         if problem is not None:
             return problem
-        if request.path == NAME_PATH:
-            return self._name(request)
         if request.path.startswith(COMPUTE_PATH):
+            code = self.faults.draw_compute(self._rng)
+            if code is not None:
+                reply = _error(code, _FAULT_MESSAGES[code])
+                reply.note = "fault"
+                return reply
+            if request.path == NAME_PATH:
+                return self._name(request)
             return self._compute(request)
         if request.method == "POST":
             return self._approve(request)

@@ -78,6 +78,11 @@ class Recorder:
         self._written_at: float | None = None  # when an unchanged document last went out
         self._closed = False
 
+    @property
+    def closed(self) -> bool:
+        """Stopped: its thread takes no more work."""
+        return self._closed
+
     # -- on the store thread ---------------------------------------------------------------
     async def call(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         """Run ``fn(*args, **kwargs)`` on the store's thread and wait for it there."""

@@ -46,6 +46,7 @@ __all__ = [
     "RELEASE",
     "RUNNING",
     "SKIPPED",
+    "UNMATCHED",
     "WAITING",
     "AgentLog",
     "HookRun",
@@ -56,6 +57,9 @@ __all__ = [
 # Audit actions of a person holding or releasing the agent's automation for an event.
 HOLD = "agent-hold"
 RELEASE = "agent-release"
+# The agent's own: an event changed so that its rule no longer matches, and the agent
+# took no more steps for it.
+UNMATCHED = "agent-unmatched"
 MAX_OUTPUT = 16 * 1024  # characters of a hook's output kept in the store
 MAX_DETAIL = 1000
 

@@ -33,7 +33,7 @@ from setui.core.health import Health
 from setui.core.poller import Poller
 from setui.identity import Identity
 from setui.monitor import Monitor
-from setui.session import resolve_vm_name
+from setui.session import ThisVm
 from setui.ui.agentwindow import AgentWindow
 from setui.ui.approving import MAX_TOASTS, Approvals
 from setui.ui.format import (
@@ -250,7 +250,9 @@ class SetuiApp(Approvals, TerminalApp):
                         markup=False)
 
     async def _find_vm_name(self) -> None:
-        self.vm_name = await resolve_vm_name(self.client, self.config)
+        """Ask IMDS until it names this VM (awaits only: the loop never blocks); until
+        then the status line says the name is not known."""
+        self.vm_name = await ThisVm(None).learn(self.client)
         self.monitor.vm_name = self.vm_name
         self._refresh()
 
