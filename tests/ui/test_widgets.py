@@ -121,6 +121,43 @@ def test_status_is_cut_to_the_width() -> None:
         assert line.cell_len <= 80
 
 
+SEPARATOR = re.compile(r" {1,2}· {1,2}")
+
+
+@pytest.mark.parametrize("values", [
+    {"recorder": "history: only while open"},
+    {"recorder": "recorder: pid 4242", "this_vm_only": True, "filter_text": "web", "hidden": 3},
+    {"health": Health(state=ConnectionState.STALE, clock_skew=-12.0),
+     "last_seen": NOW - timedelta(seconds=75), "recorder": "history: only while open"},
+    {"health": Health(state=ConnectionState.RETRYING, next_attempt_in=12.0,
+                      last_error="the service answered 500"),
+     "store_problem": "the disk is full", "incarnation": 12345,
+     "last_seen": NOW - timedelta(seconds=80)},
+    {"health": Health(), "last_seen": None, "incarnation": None},
+])
+def test_status_parts_are_whole_at_every_width(values: dict[str, Any]) -> None:
+    """At 60 columns the second line ended "history: only while open" as "his…": a part
+    is shown whole, in a shorter form, or not at all, and never a word cut short. What
+    hides rows, staleness and a history not recorded stay at any width the dashboard
+    runs at (60 columns, 58 inside the padding)."""
+    wide = status_lines(view(**values), 300, PALETTE)[1].plain
+    long_parts = SEPARATOR.split(wide)
+    for width in range(58, 200):
+        second = status_lines(view(**values), width, PALETTE)[1]
+        assert second.cell_len <= width
+        text = second.plain.rstrip()
+        assert "…" not in text, (width, text)
+        for part in SEPARATOR.split(text):
+            # Each part is one of the wide line's, or a shorter form of one: the words
+            # it starts with (a symbol, STALE, history, the filter) are the same.
+            assert any(part == whole or part.split()[0] == whole.split()[0]
+                       or part.split()[0].rstrip(".:") in whole
+                       for whole in long_parts), (width, part)
+        for kept in ("hidden", "STALE", "NOT recorded"):
+            if kept in wide:
+                assert kept in text, (width, kept, text)
+
+
 # -- the timeline -----------------------------------------------------------------------------
 def test_tick_labels() -> None:
     assert [tick_label(t) for t in (-600, 0, 900, 3600, 5400, 86400)] == [
