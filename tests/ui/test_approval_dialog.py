@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from textual import events
+from textual.widgets import Static
 
 from dashboard import (
     NARROW,
@@ -117,6 +118,30 @@ async def test_ctrl_c_cancels_and_pasted_text_never_approves(
         await d.wait_for(pilot, lambda: isinstance(d.app.screen, MainScreen))
         await d.wait_for(pilot, lambda: d.audit_actions() == [CANCELLED])
         assert d.app.is_running and d.posts() == []
+
+
+async def test_y_then_enter_where_yes_must_be_typed_says_what_is_missing(
+        make_dashboard: MakeDashboard) -> None:
+    """A dialog that asks for "yes" typed (the event also starts for web-1): y then Enter
+    approved nothing and said nothing. It says now that the word is not complete, and
+    the rest of it still confirms."""
+    d = make_dashboard()
+    pinned(d, 70, event(["web-0", "web-1"]))
+    async with d.app.run_test(size=NARROW) as pilot:
+        await ready(d, pilot, 70)
+        dialog = await open_dialog(d, pilot)
+        assert dialog.prompt.typed
+        note = dialog.query_one("#dialog-note", Static)
+        await pilot.press("y", "enter")
+        await pilot.pause()
+        assert d.app.screen is dialog and d.posts() == []
+        said = note.visual.plain  # type: ignore[attr-defined]
+        assert "“y” is not “yes”" in said and "Enter" in said, said
+        await pilot.press("enter")  # Enter again: still nothing, still said
+        await pilot.pause()
+        assert d.app.screen is dialog and "“y” is not “yes”" in note.visual.plain  # type: ignore[attr-defined]
+        await pilot.press("e", "s", "enter")
+        await d.wait_for(pilot, lambda: len(d.posts()) == 1)
 
 
 async def check_the_dialog_is_whole(d: Any, size: tuple[int, int]) -> None:

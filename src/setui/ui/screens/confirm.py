@@ -285,8 +285,17 @@ class ConfirmationModal(ModalScreen[bool]):
             return
         if event.key == "enter":
             event.stop()
-            if self._typed.lower() == "yes" and not self._too_small and not self._early():
-                self.dismiss(True)
+            if self._too_small:
+                return
+            if self._typed.lower() == "yes":
+                if not self._early():
+                    self.dismiss(True)
+                return
+            # Enter with less than the word: say so, or it looks like a key that failed.
+            typed = f"“{self._typed}” is not “yes”" if self._typed else "Nothing typed yet"
+            self.query_one("#dialog-note", Static).update(Text(
+                f"{typed}: type the whole word yes, then Enter (n or Escape cancels).",
+                style="bold"))
         elif event.key == "backspace":
             event.stop()
             self._typed = self._typed[:-1]
