@@ -68,7 +68,7 @@ async def test_events_most_urgent_first_with_this_vm_marked(make_dashboard: Make
         # Another VM's event: no alarm symbol, only the time.
         assert t.cell_text(third, "countdown") == "T-2:30"
         assert t.cell_text(third, "resources") == "web-1"
-        assert t.cell_text(fourth, "impact") == "none"
+        assert t.cell_text(fourth, "impact") == "moves host"  # DurationInSeconds 0
         assert t.cell_text(first, "utc") == "10:05:10"
         assert t.cell_text(first, "local") == "11:05:10"
         text = status(d)

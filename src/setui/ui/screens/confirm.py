@@ -367,7 +367,8 @@ def approval_prompt(event: Event, *, vm_name: str | None, identity: str, now: da
     if event.not_before is not None:
         line("NotBefore", f"{utc_and_local(event.not_before, now)}"
                           + (f", {countdown(event, now).text}" if present else ""))
-    line("Impact", impact(event))
+    effect = f" ({event.effect})" if event.effect else ""  # what the documents say it does
+    line("Impact", impact(event) + effect)
     if len(event.resources) > 1:
         line("Resources", f"{len(event.resources)}: "
              + ", ".join(safe(r, 60) for r in event.resources[:_NAMES_SHOWN * 5]))

@@ -80,7 +80,7 @@ def describe_event(event: Event, *, vm_name: str | None, now: datetime, present:
         out.append("\n")
     out.append("Fields\n", style="bold underline")
     field("EventId", safe(event.event_id, 200))
-    field("EventType", safe(event.event_type, 60) + ("" if event.event_type.known
+    field("EventType", safe(event.event_type, 60) + (f"  ({event.effect})" if event.effect
                                                      else "  (a type setui does not know)"))
     status = safe(event.status, 60) + ("" if event.status.known
                                        else "  (a status setui does not know)")

@@ -84,8 +84,8 @@ _WIDE, _NARROW = "  ·  ", " · "
 def _fit(parts: list[_Part], width: int) -> tuple[list[tuple[_Part, str]], str]:
     """The parts that fit in ``width`` cells with the text each is shown with, and the
     separator: in full with wide separators if they fit; else narrow ones; then, from the
-    right, the short forms of what may go, leaving it out, and the short forms of what
-    stays. A part is never cut."""
+    right, the short forms of the parts after the state, leaving out what may go, and
+    the state's short form. A part is never cut."""
     texts = [part.text for part in parts]
     shown = list(range(len(parts)))
 
@@ -95,15 +95,14 @@ def _fit(parts: list[_Part], width: int) -> tuple[list[tuple[_Part, str]], str]:
 
     if fits(_WIDE):
         return list(zip(parts, texts, strict=True)), _WIDE
-    for step in ("shorten", "leave out", "shorten what stays"):
+    for step in ("shorten", "leave out", "shorten the state"):
         for index in reversed(shown):
             if fits():
                 return [(parts[i], texts[i]) for i in shown], _NARROW
-            if parts[index].keep != (step == "shorten what stays"):
-                continue
             if step == "leave out":
-                shown.remove(index)
-            else:
+                if not parts[index].keep:
+                    shown.remove(index)
+            elif (index == 0) == (step == "shorten the state"):
                 texts[index] = parts[index].short or texts[index]
     return [(parts[i], texts[i]) for i in shown], _NARROW
 
