@@ -5,6 +5,7 @@ themes, hostile text, and the emulator going away and coming back. Snapshots at 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -142,6 +143,24 @@ async def test_empty_document_says_so(make_dashboard: MakeDashboard) -> None:
         assert "No scheduled events." in text
         assert "Incarnation 1, unchanged since 10:00:05 UTC" in text
         assert not table(d).display
+
+
+async def test_an_empty_document_is_old_news_while_the_service_does_not_answer(
+        make_dashboard: MakeDashboard) -> None:
+    """"No scheduled events ... unchanged since" was said while the service was
+    unreachable: all that is known then is the last answer, and how old it is."""
+    d = make_dashboard(at=5)
+    async with d.app.run_test(size=NARROW) as pilot:
+        await start(d, pilot)
+        d.emulator.stop()
+        await d.wait_for(pilot, lambda: "✖ unreachable" in status(d))
+        d.app.main_screen.refresh_view()
+        await pilot.pause()
+        text = " ".join(screen_text(d).split())
+        assert "unchanged since" not in text
+        assert re.search(r"No scheduled events in the last answer \(incarnation 1, at "
+                         r"10:00:05 UTC, [^)]+ old\)\.", text), text
+        assert "The service is unreachable now: events may have been scheduled since." in text
 
 
 async def test_gone_events_stay_greyed_on_the_timeline(make_dashboard: MakeDashboard) -> None:

@@ -72,6 +72,7 @@ class SetuiApp(Approvals, TerminalApp):
 
     CSS_PATH = "app.tcss"
     TITLE = "setui"
+    replay_label: str | None = None  # live: no REPLAY badge
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),  # Ctrl+C too: see TerminalApp

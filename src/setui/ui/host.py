@@ -30,6 +30,10 @@ class DashboardHost(Protocol):
     demo: bool
 
     @property
+    def replay_label(self) -> str | None:
+        """The REPLAY badge (with the day) of a replay; None on the live dashboard."""
+
+    @property
     def store_status(self) -> str | None:
         """Why the history is not being recorded, or None when it is."""
 

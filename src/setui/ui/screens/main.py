@@ -293,7 +293,7 @@ class MainScreen(Screen[None]):
             last_seen=session.last_seen, store_problem=app.store_status,
             filter_text=self.filter_text, this_vm_only=self.this_vm_only,
             hidden=hidden, recorder=app.recorder_note,
-            replay=getattr(app, "replay_label", None)), palette)
+            replay=app.replay_label), palette)
         lanes = build_lanes(events, session, app.vm_name, now, selected, self._keep)
         box = self.query_one("#filter", Input)
         height = self.size.height or app.size.height
@@ -351,6 +351,11 @@ class MainScreen(Screen[None]):
                 why.append(f"filter “{safe(self.filter_text, 40)}” (Escape clears it)")
             return Text(f"No events to show: {hidden} hidden by {' and '.join(why)}.",
                         style="bold")
+        health = self.setui.health()
+        if health.state is not ConnectionState.LIVE and session.last_seen is not None:
+            # Not "unchanged": nothing is known since the last answer, and how old it is.
+            return self._old_news(session.document.incarnation, session.last_seen,
+                                  health.state, now)
         text = Text("No scheduled events.\n", style="bold")
         since = session.incarnation_since
         line = f"Incarnation {session.document.incarnation}"
@@ -363,6 +368,18 @@ class MainScreen(Screen[None]):
             line += (f" Last change: {safe(last.event.event_type, 20)} {last.fate} at "
                      f"{time_of_day(last.at, now)} UTC.")
         text.append(line)
+        return text
+
+    def _old_news(self, incarnation: int, seen: datetime, state: ConnectionState,
+                  now: datetime) -> Text:
+        """An empty document that is not live: the last answer, its age, and why newer
+        news may be missing."""
+        old = age(max(0.0, (now - seen).total_seconds()))
+        text = Text(f"No scheduled events in the last answer (incarnation {incarnation}, "
+                    f"at {time_of_day(seen, now)} UTC, {old} old).\n", style="bold")
+        why = ("Nothing was recording then" if self.setui.replay_label
+               else f"The service is {state.value} now")
+        text.append(f"{why}: events may have been scheduled since.")
         return text
 
     # -- events -----------------------------------------------------------------------------
