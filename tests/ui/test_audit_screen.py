@@ -309,3 +309,25 @@ async def test_a_missing_witness_is_noted_not_called_tampering(store: Store,
         assert text.startswith("✓ Audit chain ok, 2 records verified; note: ")
         assert "witness" in text
         assert banner(screen).has_class("ok")
+
+
+async def test_the_event_as_shown_is_never_wrapped(store: Store) -> None:
+    """The record's event, as JSON, one line per line: it scrolls sideways."""
+    long = "Host maintenance " + "x" * 150 + " END"
+    log(store, 1, "cancelled", event={**SNAPSHOT, "Description": long})
+    screen = AuditScreen(store)
+    app = ScreenApp(screen)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, DetailScreen)
+        lines = [line.rstrip() for line in screen_text(app).splitlines()]
+        start = next(i for i, line in enumerate(lines) if "event as shown" in line)
+        raw = lines[start + 1:]
+        found = [line for line in raw if '"Description": "Host maintenance xxx' in line]
+        assert found, "\n".join(raw)  # the value on its key's line
+        line = found[0]
+        assert line.endswith("x"), line
+        assert not any("END" in line for line in raw), raw
+        assert app.screen.query_one("#detail-scroll").max_scroll_x > 0

@@ -306,3 +306,45 @@ async def test_the_holes_when_nothing_was_recording_are_rows_that_open_nothing(
         await pilot.press("g", "j", "j", "enter")  # the hole's row: nothing to open
         await pilot.pause()
         assert app.screen is screen
+
+
+LONG = "Host maintenance " + "x" * 150 + " END"
+
+
+def raw_part(app: ScreenApp, heading: str) -> list[str]:
+    """The lines drawn after ``heading`` (all of them when it scrolled away above)."""
+    lines = [strip.text.rstrip() for strip in app.screen._compositor.render_strips()]
+    start = next((i for i, line in enumerate(lines) if heading in line), -1)
+    return lines[start + 1:]
+
+
+async def test_the_raw_document_is_never_wrapped(store: Store) -> None:
+    """JSON cut at the screen's edge and carried on under it cannot be read or copied as
+    JSON: the raw document keeps one line per line and scrolls sideways, as the event
+    details do; the prose above it still wraps."""
+    fill(store, [{"DocumentIncarnation": 1, "Events": [event("A-1", Description=LONG)]}])
+    screen = HistoryScreen(store)
+    app = ScreenApp(screen)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause()
+        detail = app.screen
+        assert isinstance(detail, IncarnationScreen)
+        await pilot.press("G")
+        await pilot.pause()
+        raw = raw_part(app, "Raw document")
+        found = [line for line in raw if '"Description": "Host maintenance xxx' in line]
+        assert found, "\n".join(raw)  # the value on its key's line
+        line = found[0]
+        assert line.endswith("x"), line  # cut at the edge
+        assert not any("END" in line for line in raw), raw  # and not carried on below
+        # The diff above is prose: it wraps, so its END is on the screen.
+        await pilot.press("g")
+        await pilot.pause()
+        scroll = detail.query_one("#detail-scroll")
+        assert scroll.max_scroll_x > 0
+        await pilot.press("right", "right")
+        await pilot.pause()
+        assert scroll.scroll_x > 0
+        assert '"DocumentIncarnation": 1' in body(detail)  # all of it is still the body

@@ -35,6 +35,7 @@ from setui.ui.screens.listing import TableNavigation
 from setui.ui.screens.offloop import query_store
 from setui.ui.screens.replay import ReplayScreen
 from setui.ui.widgets.keys import KeyBar
+from setui.ui.widgets.page import Page, raw
 
 if TYPE_CHECKING:
     from setui.store import IncarnationRecord, Store
@@ -174,7 +175,7 @@ def pretty_json(raw_json: str, max_lines: int = RAW_LINES) -> Text:
         lines = raw_json.splitlines()
     out = Text()
     for line in lines[:max_lines]:
-        out.append(printable(line, 2000) + "\n")
+        out.append_text(raw(printable(line, 2000)))
     if len(lines) > max_lines:
         out.append(f"... {len(lines) - max_lines} more lines (setui history shows all)\n",
                    style="italic")
@@ -239,7 +240,7 @@ class DetailScreen(Screen[None]):
     ]
     DEFAULT_CSS = """
     DetailScreen #detail-title { height: 1; background: $panel; text-style: bold; padding: 0 1; }
-    DetailScreen #detail-scroll { padding: 0 1; }
+    DetailScreen #detail-scroll { padding: 0 1; overflow-x: auto; }
     """
 
     def __init__(self, title: str, body: Text) -> None:
@@ -250,11 +251,14 @@ class DetailScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(Text(self._title), id="detail-title")
         with VerticalScroll(id="detail-scroll"):
-            yield Static(self._body, id="detail-body")
+            yield Page(self._body, id="detail-body")
         yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#detail-scroll", VerticalScroll).focus()
+
+    def on_resize(self) -> None:
+        self.query_one(Page).refresh(layout=True)  # the prose wraps at the new width
 
     def action_back(self) -> None:
         self.dismiss()
