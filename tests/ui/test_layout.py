@@ -28,10 +28,10 @@ from dashboard import (
     table,
     wait_for,
 )
-from setui.ui.app import MAX_TOASTS
 from setui.ui.screens.confirm import ConfirmationModal
 from setui.ui.screens.main import MainScreen, share_height
 from setui.ui.widgets.events import EventsTable
+from setui.ui.widgets.notices import MAX_NOTICES, NoticeLine
 from setui.ui.widgets.status import StatusBar
 from setui.ui.widgets.summary import EventSummary
 from setui.ui.widgets.timeline import Timeline
@@ -102,15 +102,16 @@ async def test_a_failed_approval_gives_its_reason_under_the_table(
 
 
 # -- toasts and the bell ------------------------------------------------------------------------
-async def test_at_most_two_toasts_cover_the_dashboard(make_dashboard: MakeDashboard) -> None:
+async def test_at_most_two_notices_take_room_from_the_dashboard(
+        make_dashboard: MakeDashboard) -> None:
     d = make_dashboard()
     async with d.app.run_test(size=NARROW) as pilot:
         await start(d, pilot)
         for i in range(6):
             d.app.notify(f"notice {i}", markup=False)
         await pilot.pause()
-        shown = [n.message for n in d.app._notifications]
-        assert shown == [f"notice {i}" for i in range(6 - MAX_TOASTS, 6)]
+        shown = d.app.main_screen.query_one(NoticeLine).plain().splitlines()
+        assert shown == [f"notice {i}" for i in range(6 - MAX_NOTICES, 6)]
         assert [f"notice {i}" for i in range(6)] == list(d.app.notices)[-6:]
 
 

@@ -33,6 +33,7 @@ from setui.ui.format import countdown, impact, is_this_vm, safe, utc_and_local
 from setui.ui.messages import ApprovalNote, EventLife, GoneEvent, Session
 from setui.ui.screens.offloop import query_store
 from setui.ui.widgets.keys import KeyBar
+from setui.ui.widgets.notices import Noticed, NoticeLine, Notices, give_notice
 
 if TYPE_CHECKING:
     from setui.store import Store, StoryEntry
@@ -345,6 +346,7 @@ class DetailsScreen(ModalScreen[None]):
         self._now = now
         self.showing_raw = False
         self._view: DetailsView | None = None
+        self.notices = Notices()  # what c (copy) says, on the screen's notice line
 
     def compose(self) -> ComposeResult:
         # Built here, not on mount: the body is there as soon as the screen is.
@@ -352,6 +354,7 @@ class DetailsScreen(ModalScreen[None]):
         yield Static(self._view.title, id="details-title")
         with VerticalScroll(id="details"):
             yield Static(self._view.body, id="details-body")
+        yield NoticeLine(self.notices)
         yield KeyBar()
 
     def on_mount(self) -> None:
@@ -408,6 +411,14 @@ class DetailsScreen(ModalScreen[None]):
             self.refresh_details()
 
         query_store(self, read, done, failed, group="details-story")
+
+    def notify(self, message: str, *, title: str = "", severity: str = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
+        """An answer to a key on this screen: on its notice line, never over the
+        details."""
+        notice = give_notice(self, self.notices, message, title=title, severity=severity,
+                             timeout=timeout, markup=markup)
+        self.post_message(Noticed(notice.text))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "raw":

@@ -9,6 +9,7 @@ second costs next to nothing when nothing happens.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -40,6 +41,7 @@ from setui.ui.messages import ApprovalNote, Session
 from setui.ui.themes import MONO_THEME
 from setui.ui.widgets.events import EventsTable, Row, columns_for, tier_for
 from setui.ui.widgets.keys import KeyBar
+from setui.ui.widgets.notices import Noticed, NoticeLine, Notices, give_notice
 from setui.ui.widgets.status import StatusBar, StatusView
 from setui.ui.widgets.summary import EventSummary
 from setui.ui.widgets.timeline import ZOOMS, Lane, Timeline
@@ -191,8 +193,10 @@ class MainScreen(Screen[None]):
         Binding("escape", "clear_filter", "Clear filter"),
     ]
 
-    def __init__(self, *, zoom: int | None = None, read_only: bool = False) -> None:
+    def __init__(self, *, zoom: int | None = None, read_only: bool = False,
+                 mono: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
+        self.notices = Notices(mono)  # shown on this screen's notice line
         self.read_only = read_only
         if read_only:  # approvals are off: no key for them in the footer
             self._bindings.key_to_bindings["a"] = [
@@ -214,6 +218,7 @@ class MainScreen(Screen[None]):
         yield Timeline(id="timeline")
         yield Input(placeholder="filter: type, status, EventId, resource, description…",
                     id="filter")
+        yield NoticeLine(self.notices)
         yield KeyBar()
 
     def on_mount(self) -> None:
@@ -299,7 +304,7 @@ class MainScreen(Screen[None]):
         height = self.size.height or app.size.height
         table_lines, lane_lines = share_height(
             height - (status.lines + _SUMMARY_LINES + _TIMELINE_FRAME + _FOOTER_LINES
-                      + (1 if box.display else 0)),
+                      + (1 if box.display else 0) + self.query_one(NoticeLine).lines),
             rows=len(events), lanes=len(lanes))
         timeline = self.query_one(Timeline)
         timeline.show(lanes, now, palette, max_lanes=lane_lines)
@@ -381,6 +386,29 @@ class MainScreen(Screen[None]):
                else f"The service is {state.value} now")
         text.append(f"{why}: events may have been scheduled since.")
         return text
+
+    # -- notices ----------------------------------------------------------------------------
+    def notify(self, message: str, *, title: str = "", severity: str = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
+        """An answer to a key on this screen: on its notice line, never over it."""
+        notice = give_notice(self, self.notices, message, title=title, severity=severity,
+                             timeout=timeout, markup=markup)
+        self.post_message(Noticed(notice.text))
+
+    def show_news(self, message: str, *, title: str = "", severity: str = "information",
+                  timeout: float | None = None, markup: bool = True) -> None:
+        """The dashboard's news: on the notice line, waiting there while another screen
+        is on top (its time counts from when it is seen)."""
+        give_notice(self, self.notices, message, title=title, severity=severity,
+                    timeout=timeout, markup=markup)
+
+    def clear_notices(self) -> None:
+        self.notices.clear()
+        with contextlib.suppress(NoMatches):
+            self.query_one(NoticeLine).show()
+
+    def on_notice_line_resized(self) -> None:
+        self.refresh_view()  # the table and the timeline share what the notices leave
 
     # -- events -----------------------------------------------------------------------------
     def on_resize(self) -> None:
