@@ -19,11 +19,11 @@ from textual.widgets import DataTable
 from setui.core.health import ConnectionState, Health, PollResult
 from setui.core.model import parse_document
 from setui.core.tracker import Tracker
+from setui.ui import compat
 from setui.ui.format import Palette, Urgency
 from setui.ui.messages import ApprovalNote, PollUpdate, Session
 from setui.ui.screens.confirm import Prompt, approval_prompt
 from setui.ui.screens.details import describe_event, raw_json
-from setui.ui.widgets import repaint
 from setui.ui.widgets.events import EventsTable, Row, columns_for, tier_for
 from setui.ui.widgets.lines import ChangedLines, changed_span, same_shape
 from setui.ui.widgets.status import StatusView, status_lines
@@ -424,11 +424,13 @@ async def test_characters_changed_in_place_render_as_textual_renders_them() -> N
 
 async def test_a_partial_repaint_writes_only_the_cells_asked_for() -> None:
     """Textual writes a dirty span from the widget's left edge (Textualize/textual#5625);
-    with repaint installed a tick of the clock sends its one changed digit."""
+    with compat installed (as a setui app does at start) a tick of the clock sends its
+    one changed digit."""
     app = LinesApp()
     writes: list[str] = []
+    assert compat.install()
     async with app.run_test(size=(60, 6)) as pilot:
-        assert repaint.installed()  # the widget installed it on mount
+        assert compat.installed()
         original = app._display
 
         def display(screen: Any, renderable: Any) -> None:
@@ -452,9 +454,9 @@ async def test_a_partial_repaint_writes_only_the_cells_asked_for() -> None:
 
 def test_a_cut_never_splits_a_double_width_character() -> None:
     line = strip(("ab日本cd", ""))
-    assert repaint.whole_cells(line, 3, 4) == (2, 4)  # 日 is cells 2-3
-    assert repaint.whole_cells(line, 4, 5) == (4, 6)  # 本 is cells 4-5
-    assert repaint.whole_cells(line, 6, 7) == (6, 7)
+    assert compat.whole_cells(line, 3, 4) == (2, 4)  # 日 is cells 2-3
+    assert compat.whole_cells(line, 4, 5) == (4, 6)  # 本 is cells 4-5
+    assert compat.whole_cells(line, 6, 7) == (6, 7)
 
 
 # -- the summary, the dialog, the details ----------------------------------------------------

@@ -43,7 +43,16 @@ from setui.ui.format import (
     poll_report,
     safe,
 )
-from setui.ui.messages import PollUpdate, Session
+from setui.ui.messages import (
+    ApprovalRequested,
+    AuditRequested,
+    DetailsRequested,
+    HistoryRequested,
+    HoldRequested,
+    PollRequested,
+    PollUpdate,
+    Session,
+)
 from setui.ui.screens.confirm import GUARD_SECONDS
 from setui.ui.screens.details import details_screen
 from setui.ui.screens.help import HelpScreen
@@ -104,7 +113,7 @@ class SetuiApp(Approvals, TerminalApp):
         self.notices: deque[str] = deque(maxlen=500)  # "title: message", oldest first
         self.monitor = self._monitor()
         self._poll_worker: Worker[None] | None = None
-        self.main_screen = MainScreen(zoom=zoom, read_only=config.read_only, mono=mono)
+        self.main_screen = MainScreen(self, zoom=zoom, read_only=config.read_only, mono=mono)
         self._said_read_only = False
         # Where read-only came from (the option, the config file), when the caller knows.
         self._read_only_why = read_only_why
@@ -329,10 +338,30 @@ class SetuiApp(Approvals, TerminalApp):
         """A screen answered a key with a notice of its own: kept with the rest."""
         self.notices.append(message.text)
 
+    # -- what the screens ask -----------------------------------------------------------------
+    def on_approval_requested(self, message: ApprovalRequested) -> None:
+        self.request_approval(message.event_id)
+
+    def on_hold_requested(self, message: HoldRequested) -> None:
+        self.toggle_hold(message.event_id)
+
+    def on_details_requested(self, message: DetailsRequested) -> None:
+        self.open_details(message.event_id)
+
+    def on_poll_requested(self, _message: PollRequested) -> None:
+        self.poll_now()
+
+    def on_history_requested(self, _message: HistoryRequested) -> None:
+        self.action_history()
+
+    def on_audit_requested(self, _message: AuditRequested) -> None:
+        self.action_audit()
+
     # -- other screens ----------------------------------------------------------------------
     def open_details(self, event_id: str) -> None:
-        screen = details_screen(event_id, self.session, vm_name=self.vm_name, now=self.now(),
-                                store=self.store, store_problem=self.store_status)
+        screen = details_screen(event_id, self.session, vm_name=lambda: self.vm_name,
+                                clock=self.now, store=self.store,
+                                store_problem=self.store_status)
         if screen is not None:
             self.push_screen(screen)
 
@@ -342,7 +371,10 @@ class SetuiApp(Approvals, TerminalApp):
     def action_history(self) -> None:
         from setui.ui.screens.history import HistoryScreen
 
-        self.push_screen(HistoryScreen(self.store, self.store_problem))
+        self.push_screen(HistoryScreen(
+            self.store, self.store_problem, config=self.config, vm_name=self.vm_name,
+            # While this dashboard records, its own session covers up to now.
+            recording=lambda: self.store_status is None))
 
     def action_audit(self) -> None:
         from setui.ui.screens.audit import AuditScreen

@@ -1,8 +1,9 @@
 """What every setui app does the same way in a terminal, whatever it shows.
 
-The live dashboard and the replay are different apps over the same screens; an operator
-expects both to quit on Ctrl+C, to send no colour at all under NO_COLOR, and to say
-plainly when the terminal is too small. One base class keeps those rules in one place.
+The live dashboard, the replay and the fleet view are different apps; an operator
+expects each to quit on Ctrl+C, to send no colour at all under NO_COLOR, and to say
+plainly when the terminal is too small. One base class keeps those rules in one place,
+and installs Textual's workarounds (setui.ui.compat) when the app starts.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from textual.events import Resize
 from textual.filter import LineFilter
 from textual.geometry import Size
 
+from setui.ui import compat
 from setui.ui.nocolor import WithoutColor, no_color_styles
 from setui.ui.screens.small import TooSmallScreen, too_small
 from setui.ui.themes import MONO_THEME
@@ -35,6 +37,7 @@ class TerminalApp(App[None]):
 
     def __init__(self) -> None:
         super().__init__()
+        compat.install()  # only the cells a repaint asked for reach the terminal
         self._without_color: tuple[LineFilter, ...] = (WithoutColor(),)
 
     def get_line_filters(self) -> Sequence[LineFilter]:

@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, ClassVar, cast
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.console import Console
 from rich.text import Text
@@ -25,7 +25,6 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from setui.core.clock import utc_now
 from setui.core.model import Event
 from setui.core.timefmt import stamp
 from setui.textsafe import printable
@@ -336,14 +335,12 @@ class DetailsScreen(ModalScreen[None]):
         Binding("k", "scroll(-1)", "Up", show=False),
     ]
 
-    def __init__(self, details: EventDetails, *, vm_name: str | None = None,
-                 now: datetime | None = None,
-                 clock: Callable[[], datetime] | None = None) -> None:
+    def __init__(self, details: EventDetails, *, vm_name: Callable[[], str | None],
+                 clock: Callable[[], datetime]) -> None:
         super().__init__()
         self.details = details
-        self._clock = clock  # a replay's cursor; None: the app's clock
-        self._vm_name = vm_name
-        self._now = now
+        self._clock = clock  # the dashboard's clock, or a replay's cursor
+        self._vm_name = vm_name  # the host's: it may be learned while the screen is open
         self.showing_raw = False
         self._view: DetailsView | None = None
         self.notices = Notices()  # what c (copy) says, on the screen's notice line
@@ -366,16 +363,11 @@ class DetailsScreen(ModalScreen[None]):
         self.refresh_details()
 
     def now(self) -> datetime:
-        """The app's clock when it has one (setui's does), so tests and the dashboard
-        agree on every countdown."""
-        clock = self._clock or getattr(self.app, "now", None)
-        if callable(clock):
-            return cast(datetime, clock())
-        return self._now or utc_now()
+        """The host's clock, so the details and the dashboard agree on every countdown."""
+        return self._clock()
 
     def _build(self, width: int | None) -> DetailsView:
-        vm_name = getattr(self.app, "vm_name", None) or self._vm_name
-        return self.details.view(now=self.now(), vm_name=vm_name, width=width)
+        return self.details.view(now=self.now(), vm_name=self._vm_name(), width=width)
 
     def refresh_details(self) -> None:
         """Rebuild for the current time and document; redraw only what changed, so the
@@ -473,13 +465,13 @@ class DetailsScreen(ModalScreen[None]):
         self.query_one("#details", VerticalScroll).scroll_relative(y=lines, animate=False)
 
 
-def details_screen(event_id: str, session: Session, *, vm_name: str | None, now: datetime,
-                   store: Store | None, store_problem: str | None,
-                   clock: Callable[[], datetime] | None = None) -> DetailsScreen | None:
+def details_screen(event_id: str, session: Session, *, vm_name: Callable[[], str | None],
+                   clock: Callable[[], datetime], store: Store | None,
+                   store_problem: str | None) -> DetailsScreen | None:
     """The details of an event in the document, or of one gone this session; None for
     an event this session does not know."""
     details = EventDetails(event_id, session, store=store,
                            store_problem=store_problem if store is None else None)
     if details.find()[0] is None:
         return None
-    return DetailsScreen(details, vm_name=vm_name, now=now, clock=clock)
+    return DetailsScreen(details, vm_name=vm_name, clock=clock)

@@ -10,7 +10,7 @@ never markup) with control characters neutralised.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -326,11 +326,17 @@ class HistoryScreen(TableNavigation):
     """
 
     def __init__(self, store: Store | None, problem: str | None = None,
-                 page_size: int = PAGE) -> None:
+                 page_size: int = PAGE, *, config: Config | None = None,
+                 vm_name: str | None = None,
+                 recording: Callable[[], bool] = lambda: False) -> None:
         super().__init__()
         self.store = store
         self.problem = problem
         self.page_size = page_size
+        self._config = config or Config()  # for a replay (p): the endpoint, the theme
+        self._vm_name = vm_name or self._config.vm_name
+        # Whether the dashboard that opened this records right now (see _load_page).
+        self._recording = recording
         self.records: list[IncarnationRecord] = []
         # The table's rows in order: records, and the holes when nothing was recording.
         self.rows: list[IncarnationRecord | Hole] = []
@@ -386,8 +392,8 @@ class HistoryScreen(TableNavigation):
         # The first page's holes run up to now, unless the dashboard hosting this screen
         # is recording right now: then up to the newest record (its own session covers the
         # rest, whatever its last beat says).
-        recording = getattr(self.app, "store_status", "") is None
-        until = last.first_seen if last is not None else None if recording else utc_now()
+        until = last.first_seen if last is not None else None if self._recording() \
+            else utc_now()
         query_store(self, lambda: _page(store, size, last, until),
                     self._add_page, self._page_failed, group="history-page")
 
@@ -468,8 +474,6 @@ class HistoryScreen(TableNavigation):
         record = self._selected()
         if record is None:
             return
-        config = getattr(self.app, "config", None)
-        config = config if isinstance(config, Config) else Config()
         self.app.push_screen(ReplayScreen(
-            self.store, config, vm_name=getattr(self.app, "vm_name", None) or config.vm_name,
-            at=record.first_seen, endpoint=record.endpoint, store_problem=self.problem))
+            self.store, self._config, vm_name=self._vm_name, at=record.first_seen,
+            endpoint=record.endpoint, store_problem=self.problem))
