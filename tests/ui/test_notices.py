@@ -145,3 +145,20 @@ async def test_nothing_appears_over_the_size_needed(make_dashboard: MakeDashboar
         await pilot.pause()
         assert screen_text(d) == before
         assert "needs at least 60x20" in before
+
+
+async def test_a_notice_is_wrapped_again_when_the_terminal_grows(
+        make_dashboard: MakeDashboard) -> None:
+    """News that came while the terminal was too small is wrapped to the width it is
+    read at, not the one it came at."""
+    d = make_dashboard()
+    async with d.app.run_test(size=(50, 15)) as pilot:
+        await d.settle(pilot)
+        await d.wait_for(pilot, lambda: isinstance(d.app.screen, TooSmallScreen))
+        d.app.notify(LONG, title="2 changes", timeout=60, markup=False)
+        await pilot.pause()
+        await pilot.resize_terminal(120, 36)
+        await d.wait_for(pilot, lambda: isinstance(d.app.screen, MainScreen))
+        lines = [line for line in screen_text(d).splitlines() if "web-" in line
+                 and "Reboot for" in line]
+        assert lines and len(lines[0].rstrip()) > 100, lines

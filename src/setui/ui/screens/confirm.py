@@ -231,10 +231,10 @@ class ConfirmationModal(ModalScreen[bool]):
                     self.dismiss(True)
                 return
             # Enter with less than the word: say so, or it looks like a key that failed.
+            # Short enough for the 56 columns a 60-column screen leaves the note.
             typed = f"“{self._typed}” is not “yes”" if self._typed else "Nothing typed yet"
             self.query_one("#dialog-note", Static).update(Text(
-                f"{typed}: type the whole word yes, then Enter (n or Escape cancels).",
-                style="bold"))
+                f"{typed}: type the whole word yes, then Enter.", style="bold"))
         elif event.key == "backspace":
             event.stop()
             self._typed = self._typed[:-1]

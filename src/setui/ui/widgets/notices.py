@@ -173,6 +173,9 @@ class NoticeLine(ChangedLines):
         self.set_interval(0.5, self._tick, name="notices")
         self.show()
 
+    def on_resize(self) -> None:
+        self.show()  # wrapped again to the new width
+
     def _tick(self) -> None:
         if self.notices.tick(visible=self.screen.is_active):
             self.show()
@@ -188,7 +191,7 @@ class NoticeLine(ChangedLines):
             return
         before = len(self.texts)
         height = self.screen.size.height or self.app.size.height
-        width = (self.screen.size.width or self.app.size.width) - 2
+        width = self.size.width or (self.screen.size.width or self.app.size.width) - 2
         lines = notice_lines(self.notices.shown, width, max(2, min(8, height // 3)),
                              Palette.from_variables(self.app.theme_variables))
         self.set_class(bool(lines), "-shown")
