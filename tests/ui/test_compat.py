@@ -150,11 +150,16 @@ class HostApp(ScreenApp):
         self.asked.append(message)
 
 
-async def test_the_main_screen_asks_by_messages_and_reads_only_its_host() -> None:
+def hosted(*, read_only: bool = False) -> tuple[MainScreen, HostApp]:
+    """A main screen over the two events, on a bare host, in an app that records."""
     host = Host()
     host.session.document = DOCUMENT
-    screen = MainScreen(host=host)
-    app = HostApp(screen)
+    screen = MainScreen(host=host, read_only=read_only)
+    return screen, HostApp(screen)
+
+
+async def test_the_main_screen_asks_by_messages_and_reads_only_its_host() -> None:
+    screen, app = hosted()
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
         screen.refresh_view()
@@ -169,10 +174,7 @@ async def test_the_main_screen_asks_by_messages_and_reads_only_its_host() -> Non
 
 
 async def test_the_filter_is_state_the_screen_watches() -> None:
-    host = Host()
-    host.session.document = DOCUMENT
-    screen = MainScreen(host=host)
-    app = HostApp(screen)
+    screen, app = hosted()
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
         keys = screen.query_one(KeyBar)
@@ -194,10 +196,7 @@ async def test_the_filter_is_state_the_screen_watches() -> None:
 
 
 async def test_read_only_offers_no_approve_key_through_check_action() -> None:
-    host = Host()
-    host.session.document = DOCUMENT
-    screen = MainScreen(host=host, read_only=True)
-    app = HostApp(screen)
+    screen, app = hosted(read_only=True)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
         assert "approve" not in [shown.action for shown in screen.query_one(KeyBar)._keys()]

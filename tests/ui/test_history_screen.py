@@ -13,7 +13,8 @@ from rich.text import Text
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
-from screenhost import ScreenApp
+from dashboard import wait_for
+from screenhost import ScreenApp, assert_not_wrapped, drawn_after
 from setui.core.model import parse_document
 from setui.core.tracker import Tracker
 from setui.store import Store, StoreError
@@ -308,14 +309,8 @@ async def test_the_holes_when_nothing_was_recording_are_rows_that_open_nothing(
         assert app.screen is screen
 
 
-LONG = "Host maintenance " + "x" * 150 + " END"
 
-
-def raw_part(app: ScreenApp, heading: str) -> list[str]:
-    """The lines drawn after ``heading`` (all of them when it scrolled away above)."""
-    lines = [strip.text.rstrip() for strip in app.screen._compositor.render_strips()]
-    start = next((i for i, line in enumerate(lines) if heading in line), -1)
-    return lines[start + 1:]
+LONG = "Host maintenance " + "x" * 150 + " END"  # wider than the screen
 
 
 async def test_the_raw_document_is_never_wrapped(store: Store) -> None:
@@ -323,23 +318,15 @@ async def test_the_raw_document_is_never_wrapped(store: Store) -> None:
     JSON: the raw document keeps one line per line and scrolls sideways, as the event
     details do; the prose above it still wraps."""
     fill(store, [{"DocumentIncarnation": 1, "Events": [event("A-1", Description=LONG)]}])
-    screen = HistoryScreen(store)
-    app = ScreenApp(screen)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with ScreenApp(HistoryScreen(store)).run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         await pilot.press("enter")
-        await pilot.pause()
-        detail = app.screen
-        assert isinstance(detail, IncarnationScreen)
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, IncarnationScreen))
+        detail = pilot.app.screen
         await pilot.press("G")
         await pilot.pause()
-        raw = raw_part(app, "Raw document")
-        found = [line for line in raw if '"Description": "Host maintenance xxx' in line]
-        assert found, "\n".join(raw)  # the value on its key's line
-        line = found[0]
-        assert line.endswith("x"), line  # cut at the edge
-        assert not any("END" in line for line in raw), raw  # and not carried on below
-        # The diff above is prose: it wraps, so its END is on the screen.
+        assert_not_wrapped(drawn_after(pilot.app, "Raw document"),
+                           '"Description": "Host maintenance xxx', " END")
         await pilot.press("g")
         await pilot.pause()
         scroll = detail.query_one("#detail-scroll")

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, ClassVar
 from textual.app import SystemCommand
 from textual.binding import Binding, BindingType
 from textual.command import CommandPalette
+from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.worker import Worker
@@ -43,16 +44,7 @@ from setui.ui.format import (
     poll_report,
     safe,
 )
-from setui.ui.messages import (
-    ApprovalRequested,
-    AuditRequested,
-    DetailsRequested,
-    HistoryRequested,
-    HoldRequested,
-    PollRequested,
-    PollUpdate,
-    Session,
-)
+from setui.ui.messages import EventRequest, PollUpdate, Session
 from setui.ui.screens.confirm import GUARD_SECONDS
 from setui.ui.screens.details import details_screen
 from setui.ui.screens.help import HelpScreen
@@ -339,22 +331,23 @@ class SetuiApp(Approvals, TerminalApp):
         self.notices.append(message.text)
 
     # -- what the screens ask -----------------------------------------------------------------
-    def on_approval_requested(self, message: ApprovalRequested) -> None:
+    # (setui.ui.messages: ApprovalRequested, HoldRequested, DetailsRequested, ...)
+    def on_approval_requested(self, message: EventRequest) -> None:
         self.request_approval(message.event_id)
 
-    def on_hold_requested(self, message: HoldRequested) -> None:
+    def on_hold_requested(self, message: EventRequest) -> None:
         self.toggle_hold(message.event_id)
 
-    def on_details_requested(self, message: DetailsRequested) -> None:
+    def on_details_requested(self, message: EventRequest) -> None:
         self.open_details(message.event_id)
 
-    def on_poll_requested(self, _message: PollRequested) -> None:
+    def on_poll_requested(self, _message: Message) -> None:
         self.poll_now()
 
-    def on_history_requested(self, _message: HistoryRequested) -> None:
+    def on_history_requested(self, _message: Message) -> None:
         self.action_history()
 
-    def on_audit_requested(self, _message: AuditRequested) -> None:
+    def on_audit_requested(self, _message: Message) -> None:
         self.action_audit()
 
     # -- other screens ----------------------------------------------------------------------

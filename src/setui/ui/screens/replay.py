@@ -17,21 +17,13 @@ from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual.binding import Binding, BindingType
+from textual.message import Message
 
 from setui.core.health import ConnectionState, Health
 from setui.monitor.replay import Moment, Recording, load_recording
 from setui.store.records import APPROVE_OUTCOME, REFUSED, AuditRecord
 from setui.ui.format import Palette, time_of_day
-from setui.ui.messages import (
-    ApprovalNote,
-    ApprovalRequested,
-    AuditRequested,
-    DetailsRequested,
-    HistoryRequested,
-    HoldRequested,
-    PollRequested,
-    Session,
-)
+from setui.ui.messages import ApprovalNote, EventRequest, Session
 from setui.ui.screens.details import details_screen
 from setui.ui.screens.main import MainScreen
 from setui.ui.screens.offloop import query_store
@@ -177,18 +169,19 @@ class ReplayScreen(MainScreen, inherit_bindings=False):
             self._view.palette = Palette.from_variables(self.app.theme_variables)
         super().refresh_view()
 
-    # -- what the main screen's keys ask: a replay answers them itself, never the app -------
-    def on_approval_requested(self, message: ApprovalRequested) -> None:
+    # -- what the main screen's keys ask (setui.ui.messages): a replay answers them itself,
+    # never the app it is shown in --------------------------------------------------------
+    def on_approval_requested(self, message: EventRequest) -> None:
         message.stop()
         self.notify("A replay cannot approve: it shows the past.", severity="warning",
                     markup=False)
 
-    def on_hold_requested(self, message: HoldRequested) -> None:
+    def on_hold_requested(self, message: EventRequest) -> None:
         message.stop()
         self.notify("A replay cannot hold the agent: it shows the past.",
                     severity="warning", markup=False)
 
-    def on_details_requested(self, message: DetailsRequested) -> None:
+    def on_details_requested(self, message: EventRequest) -> None:
         message.stop()
         view = self._view
         screen = details_screen(message.event_id, view.session, vm_name=lambda: view.vm_name,
@@ -198,13 +191,13 @@ class ReplayScreen(MainScreen, inherit_bindings=False):
         if screen is not None:
             self.app.push_screen(screen)
 
-    def on_poll_requested(self, message: PollRequested) -> None:
+    def on_poll_requested(self, message: Message) -> None:
         message.stop()  # a replay does not poll
 
-    def on_history_requested(self, message: HistoryRequested) -> None:
+    def on_history_requested(self, message: Message) -> None:
         message.stop()  # not from a replay: it would show what came after the moment
 
-    def on_audit_requested(self, message: AuditRequested) -> None:
+    def on_audit_requested(self, message: Message) -> None:
         message.stop()  # not from a replay, for the same reason
 
     @property
