@@ -712,3 +712,23 @@ def test_snapshot_history(make_dashboard: MakeDashboard, snap_compare: Any,
         await pilot.pause()
 
     assert snap_compare(d.app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", [NARROW, (60, 20)], ids=["80x24", "60x20"])
+def test_snapshot_notices(make_dashboard: MakeDashboard, snap_compare: Any,
+                          size: tuple[int, int]) -> None:
+    """The notice line above the keys: a loud one and a long one, the dashboard moved up
+    to make room, nothing drawn over it."""
+    d, advance = _snapshot_app(make_dashboard)
+
+    async def run_before(pilot: Any) -> None:
+        await advance(pilot)
+        d.app.notify("Reboot for this VM has started.", title="Event started",
+                     severity="error", timeout=600, markup=False)
+        d.app.notify("Incarnation 14, 4 events (2 for this VM): nothing new. The service "
+                     "answered in 3 ms; the next poll is in 1 s.",
+                     title="Poll: the service answered", timeout=600, markup=False)
+        await pilot.pause()
+        await pilot.pause()
+
+    assert snap_compare(d.app, terminal_size=size, run_before=run_before)
