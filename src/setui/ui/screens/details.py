@@ -22,6 +22,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
+from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
@@ -32,7 +33,7 @@ from setui.ui.format import countdown, impact, is_this_vm, safe, utc_and_local
 from setui.ui.messages import ApprovalNote, EventLife, GoneEvent, Session
 from setui.ui.screens.offloop import query_store
 from setui.ui.widgets.keys import KeyBar
-from setui.ui.widgets.notices import Noticed, NoticeLine, Notices, give_notice
+from setui.ui.widgets.notices import NoticeLine, Notices, give_notice
 
 if TYPE_CHECKING:
     from setui.store import Store, StoryEntry
@@ -404,13 +405,13 @@ class DetailsScreen(ModalScreen[None]):
 
         query_store(self, read, done, failed, group="details-story")
 
-    def notify(self, message: str, *, title: str = "", severity: str = "information",
-               timeout: float | None = None, markup: bool = True) -> None:
+    def notify(self, message: str, *, title: str = "",
+               severity: SeverityLevel = "information", timeout: float | None = None,
+               markup: bool = True) -> None:
         """An answer to a key on this screen: on its notice line, never over the
         details."""
-        notice = give_notice(self, self.notices, message, title=title, severity=severity,
-                             timeout=timeout, markup=markup)
-        self.post_message(Noticed(notice.text))
+        give_notice(self, self.notices, message, title=title, severity=severity,
+                    timeout=timeout, markup=markup, own=True)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "raw":

@@ -22,6 +22,7 @@ from rich.text import Text
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
+from textual.notifications import SeverityLevel
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
@@ -54,7 +55,7 @@ from setui.ui.messages import (
 from setui.ui.themes import MONO_THEME
 from setui.ui.widgets.events import EventsTable, Row, columns_for, tier_for
 from setui.ui.widgets.keys import KeyBar
-from setui.ui.widgets.notices import Noticed, NoticeLine, Notices, give_notice
+from setui.ui.widgets.notices import NoticeLine, Notices, give_notice
 from setui.ui.widgets.status import StatusBar, StatusView
 from setui.ui.widgets.summary import EventSummary
 from setui.ui.widgets.timeline import ZOOMS, Lane, Timeline
@@ -414,19 +415,20 @@ class MainScreen(Screen[None]):
         return text
 
     # -- notices ----------------------------------------------------------------------------
-    def notify(self, message: str, *, title: str = "", severity: str = "information",
-               timeout: float | None = None, markup: bool = True) -> None:
+    def notify(self, message: str, *, title: str = "",
+               severity: SeverityLevel = "information", timeout: float | None = None,
+               markup: bool = True) -> None:
         """An answer to a key on this screen: on its notice line, never over it."""
-        notice = give_notice(self, self.notices, message, title=title, severity=severity,
-                             timeout=timeout, markup=markup)
-        self.post_message(Noticed(notice.text))
+        give_notice(self, self.notices, message, title=title, severity=severity,
+                    timeout=timeout, markup=markup, own=True)
 
-    def show_news(self, message: str, *, title: str = "", severity: str = "information",
-                  timeout: float | None = None, markup: bool = True) -> None:
+    def show_news(self, message: str, *, title: str = "",
+                  severity: SeverityLevel = "information", timeout: float | None = None,
+                  markup: bool = True) -> None:
         """The dashboard's news: on the notice line, waiting there while another screen
         is on top (its time counts from when it is seen)."""
         give_notice(self, self.notices, message, title=title, severity=severity,
-                    timeout=timeout, markup=markup)
+                    timeout=timeout, markup=markup, own=False)
 
     def clear_notices(self) -> None:
         self.notices.clear()

@@ -137,15 +137,18 @@ class Noticed(Message):
 
 
 def give_notice(screen: Screen[Any], notices: Notices, message: str, *, title: str,
-                severity: str, timeout: float | None, markup: bool) -> Notice:
-    """Put a notice on ``screen``'s notice line (``notices`` is what it shows)."""
+                severity: str, timeout: float | None, markup: bool, own: bool) -> None:
+    """Put a notice on ``screen``'s notice line (``notices`` is what it shows). ``own``:
+    the screen's answer to a key, which it tells the app about (:class:`Noticed`); the
+    app's news it already knows."""
     notice = Notice(message, title, severity,
                     DEFAULT_TIMEOUT if timeout is None else timeout, markup)
     notices.add(notice, visible=screen.is_active)
     if screen.is_mounted:
         with contextlib.suppress(NoMatches):  # not composed yet: shown when it is
             screen.query_one(NoticeLine).show()
-    return notice
+    if own:
+        screen.post_message(Noticed(notice.text))
 
 
 class NoticeLine(ChangedLines):
