@@ -29,7 +29,6 @@ from setui.ui.screens.main import MainScreen
 from setui.ui.screens.offloop import query_store
 
 if TYPE_CHECKING:
-
     from setui.config import Config
     from setui.store import Store
 
