@@ -176,11 +176,11 @@ async def check_the_dialog_is_whole(d: Any, size: tuple[int, int]) -> None:
         await d.wait_for(pilot, lambda: "while 3" in screen_text(d))
 
 
-async def test_the_dialog_is_whole_at_60x20_with_toasts(make_dashboard: MakeDashboard) -> None:
+async def test_the_dialog_is_whole_at_60x20_with_notices(make_dashboard: MakeDashboard) -> None:
     await check_the_dialog_is_whole(make_dashboard(), (60, 20))
 
 
-async def test_the_dialog_is_whole_at_80x24_with_toasts(make_dashboard: MakeDashboard) -> None:
+async def test_the_dialog_is_whole_at_80x24_with_notices(make_dashboard: MakeDashboard) -> None:
     await check_the_dialog_is_whole(make_dashboard(), NARROW)
 
 

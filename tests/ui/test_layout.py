@@ -101,7 +101,7 @@ async def test_a_failed_approval_gives_its_reason_under_the_table(
         assert "refused: the audit log cannot" in summary
 
 
-# -- toasts and the bell ------------------------------------------------------------------------
+# -- notices and the bell -----------------------------------------------------------------------
 async def test_at_most_two_notices_take_room_from_the_dashboard(
         make_dashboard: MakeDashboard) -> None:
     d = make_dashboard()
@@ -315,7 +315,7 @@ class Terminal:
 @pytest.mark.parametrize("size", [WIDE, NARROW], ids=["120x36", "80x24"])
 async def test_the_terminal_shows_the_screen_after_a_minute_of_partial_repaints(
         make_dashboard: MakeDashboard, size: tuple[int, int]) -> None:
-    """Only changed cells are sent (setui.ui.widgets.repaint, ChangedLines, the table's
+    """Only changed cells are sent (setui.ui.compat.install, ChangedLines, the table's
     cells): after a minute of ticks, events starting and leaving, what the terminal
     shows must still be exactly what the app would draw from scratch."""
     d = make_dashboard(at=280)
