@@ -16,12 +16,14 @@ from dashboard import (
     screen_text,
     start,
 )
+from setui.ui.format import Palette
 from setui.ui.screens.details import DetailsScreen
 from setui.ui.screens.help import HelpScreen
 from setui.ui.screens.history import HistoryScreen
 from setui.ui.screens.main import MainScreen
 from setui.ui.screens.replay import ReplayScreen
 from setui.ui.screens.small import TooSmallScreen
+from setui.ui.widgets.notices import Notice, notice_lines
 from setui.ui.widgets.timeline import Timeline
 
 NEWS = "Freeze for web-9: NotBefore 12:34:56 UTC (the news marker)."
@@ -162,3 +164,14 @@ async def test_a_notice_is_wrapped_again_when_the_terminal_grows(
         lines = [line for line in screen_text(d).splitlines() if "web-" in line
                  and "Reboot for" in line]
         assert lines and len(lines[0].rstrip()) > 100, lines
+
+
+def test_a_notice_is_drawn_printable_and_bounded() -> None:
+    """A notice may quote the network: its control characters are escaped when drawn,
+    whatever the caller did, and a huge one takes the lines it is given, no more."""
+    hostile = Notice("Freeze\x1b[2J for \x07web-0\u202e" + "x" * 5000, title="New\x1b]0;t")
+    lines = notice_lines([hostile], 60, 4, Palette())
+    drawn = "".join(line.plain for line in lines)
+    assert "\x1b" not in drawn and "\x07" not in drawn and "\u202e" not in drawn
+    assert "\\x1b[2J" in drawn
+    assert len(lines) == 4 and lines[-1].plain.endswith("…")

@@ -112,13 +112,15 @@ def _wrapped(notice: Notice, width: int, palette: Palette) -> list[Text]:
     text = Text(_MARK.get(notice.severity, ""), style=loud or "bold")
     if notice.title:
         text.append(safe(notice.title, 200) + ": ", style=f"bold {loud}".strip())
+    # Each line made printable here too: a notice may quote what the network said.
+    message = "\n".join(safe(line, 2000) for line in notice.message.split("\n")[:50])
     if notice.markup:
         try:
-            text.append_text(Text.from_markup(notice.message))
+            text.append_text(Text.from_markup(message))
         except Exception:  # Textual's markup errors are not setui's to raise
-            text.append(notice.message)
+            text.append(message)
     else:
-        text.append(notice.message)
+        text.append(message)
     lines: list[Text] = []
     for paragraph in text.split("\n"):
         for line in paragraph.wrap(_MEASURE, width, overflow="fold"):
