@@ -21,7 +21,7 @@ LINT_IMPORTS := $(BIN)/lint-imports
 # touch(1) is POSIX; this is the same thing in the venv's own Python.
 TOUCH  = $(PY) -c "import pathlib, sys; [pathlib.Path(p).touch() for p in sys.argv[1:]]"
 
-.PHONY: demo test test-pythons lint bench screenshots clean
+.PHONY: demo test test-pythons test-textual-latest lint bench screenshots clean
 
 $(VENV_CFG):
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,11 @@ test: $(STAMP)
 # own (.venv-3.X); a version with no interpreter here is reported untested. Not in `test`.
 test-pythons:
 	$(PYTHON) tools/pythons.py
+
+# The UI tests against the newest Textual on the index, past the pin in pyproject.toml, in
+# a venv of its own (.venv-textual-latest): what a Textual upgrade would break. Not in `test`.
+test-textual-latest:
+	$(PYTHON) tools/textual_latest.py
 
 lint: $(STAMP)
 	$(PY) -m ruff check src tests bench tools

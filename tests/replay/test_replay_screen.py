@@ -158,16 +158,9 @@ async def test_replay_at_80x24_keeps_the_label_the_moment_and_the_rows(
         assert "Play" in lines[-1] and "Approve" not in lines[-1]
 
 
-class HostApp(ScreenApp):
-    """The smallest host of the history screen, with setui's themes and a config."""
-
-    config = CONFIG
-    vm_name = "web-0"
-
-
 async def test_p_in_the_history_replays_that_incarnation(recorded: Store) -> None:
-    history = HistoryScreen(recorded)
-    app = HostApp(history)
+    history = HistoryScreen(recorded, config=CONFIG, vm_name="web-0")
+    app = ScreenApp(history)
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: len(history.records) == 9)
         # Newest first: 10, 8, 7, then 6 (a row saying nothing was recording may stand
@@ -186,6 +179,7 @@ async def test_p_in_the_history_replays_that_incarnation(recorded: Store) -> Non
         assert isinstance(replay, ReplayScreen)
         assert replay.moment == at(92)
         assert "REPLAY" in replay.query_one(StatusBar).plain()
+        assert "VM web-0" in replay.query_one(StatusBar).plain()  # the history's host's
         await pilot.press("q")  # back to the history, not out of the app
         await wait_for(pilot, lambda: app.screen is history)
 

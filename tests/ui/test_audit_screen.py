@@ -13,7 +13,8 @@ import pytest
 from textual.app import App
 from textual.widgets import DataTable, Static
 
-from screenhost import ScreenApp
+from dashboard import wait_for
+from screenhost import ScreenApp, assert_not_wrapped, drawn_after
 from setui.store import (
     APPROVE_ATTEMPT,
     APPROVE_OUTCOME,
@@ -29,6 +30,7 @@ ENDPOINT = "http://127.0.0.1:8099"
 T0 = datetime(2024, 5, 14, 9, 30, tzinfo=timezone.utc)
 WHO = {"user": "oncall", "ssh_client": "10.0.0.5", "host": "vm-web-0"}
 GUID = "3f2a9c1e-5b7d-4e21-9a0f-6c1d2e3f4a5b"
+LONG = "Host maintenance " + "x" * 150 + " END"  # wider than the screen
 SNAPSHOT = {"EventId": "A-1", "EventType": "Reboot", "EventStatus": "Scheduled",
             "Resources": ["vm-web-0"], "NotBefore": "Tue, 14 May 2024 10:00:00 GMT"}
 
@@ -310,3 +312,16 @@ async def test_a_missing_witness_is_noted_not_called_tampering(store: Store,
         assert text.startswith("✓ Audit chain ok, 2 records verified; note: ")
         assert "witness" in text
         assert banner(screen).has_class("ok")
+
+
+async def test_the_event_as_shown_is_never_wrapped(store: Store) -> None:
+    """The record's event, as JSON, one line per line: it scrolls sideways."""
+    log(store, 1, "cancelled", event={**SNAPSHOT, "Description": LONG})
+    async with ScreenApp(AuditScreen(store)).run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, DetailScreen))
+        await pilot.pause()
+        assert_not_wrapped(drawn_after(pilot.app, "event as shown"),
+                           '"Description": "Host maintenance xxx', " END")
+        assert pilot.app.screen.query_one("#detail-scroll").max_scroll_x > 0

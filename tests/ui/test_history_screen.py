@@ -13,7 +13,8 @@ from rich.text import Text
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
-from screenhost import ScreenApp
+from dashboard import wait_for
+from screenhost import ScreenApp, assert_not_wrapped, drawn_after
 from setui.core.model import parse_document
 from setui.core.tracker import Tracker
 from setui.store import Store, StoreError
@@ -305,3 +306,31 @@ async def test_the_holes_when_nothing_was_recording_are_rows_that_open_nothing(
         await pilot.press("g", "j", "j", "enter")  # the hole's row: nothing to open
         await pilot.pause()
         assert app.screen is screen
+
+
+
+LONG = "Host maintenance " + "x" * 150 + " END"  # wider than the screen
+
+
+async def test_the_raw_document_is_never_wrapped(store: Store) -> None:
+    """JSON cut at the screen's edge and carried on under it cannot be read or copied as
+    JSON: the raw document keeps one line per line and scrolls sideways, as the event
+    details do; the prose above it still wraps."""
+    fill(store, [{"DocumentIncarnation": 1, "Events": [event("A-1", Description=LONG)]}])
+    async with ScreenApp(HistoryScreen(store)).run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, IncarnationScreen))
+        detail = pilot.app.screen
+        await pilot.press("G")
+        await pilot.pause()
+        assert_not_wrapped(drawn_after(pilot.app, "Raw document"),
+                           '"Description": "Host maintenance xxx', " END")
+        await pilot.press("g")
+        await pilot.pause()
+        scroll = detail.query_one("#detail-scroll")
+        assert scroll.max_scroll_x > 0
+        await pilot.press("right", "right")
+        await pilot.pause()
+        assert scroll.scroll_x > 0
+        assert '"DocumentIncarnation": 1' in body(detail)  # all of it is still the body

@@ -136,12 +136,33 @@ class Event:
 
     @property
     def impact(self) -> str:
-        """Expected impact in words: ``0`` and ``-1`` mean different things."""
+        """Expected impact in words: ``0`` and ``-1`` mean different things, and ``0`` (no
+        interruption expected) is not "none" for an event that moves or deletes the VM."""
         if self.duration is None or self.duration < 0:
             return "unknown"
         if self.duration == 0:
-            return "none"
+            return _LASTING.get(self.event_type, "none")
         return _format_seconds(self.duration)
+
+    @property
+    def effect(self) -> str | None:
+        """What the event type does to the VM, in the service documents' words; None
+        for a type they do not describe."""
+        return _EFFECTS.get(self.event_type)
+
+
+# What each type does, as the service's documents say it.
+_EFFECTS = {
+    EventType.FREEZE: "paused a few seconds; memory and open files kept",
+    EventType.REBOOT: "restarted; temporary memory lost",
+    EventType.REDEPLOY: "moved to another host; temporary disks lost",
+    EventType.PREEMPT: "spot VM deleted; temporary disks lost",
+    EventType.TERMINATE: "VM deleted",
+}
+# The types whose effect no DurationInSeconds undoes (a Reboot may turn out a Freeze,
+# the documents say, so its 0 is taken at its word): said instead of "none".
+_LASTING = {EventType.REDEPLOY: "moves host", EventType.PREEMPT: "deleted",
+            EventType.TERMINATE: "deleted"}
 
 
 def _vm_key(name: str) -> str:

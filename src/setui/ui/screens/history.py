@@ -35,6 +35,7 @@ from setui.ui.screens.listing import TableNavigation
 from setui.ui.screens.offloop import query_store
 from setui.ui.screens.replay import ReplayScreen
 from setui.ui.widgets.keys import KeyBar
+from setui.ui.widgets.page import Page, raw
 
 if TYPE_CHECKING:
     from setui.store import IncarnationRecord, Store
@@ -166,7 +167,7 @@ def pretty_json(raw_json: str, max_lines: int = RAW_LINES) -> Text:
         lines = raw_json.splitlines()
     out = Text()
     for line in lines[:max_lines]:
-        out.append(printable(line, 2000) + "\n")
+        out.append_text(raw(printable(line, 2000)))
     if len(lines) > max_lines:
         out.append(f"... {len(lines) - max_lines} more lines (setui history shows all)\n",
                    style="italic")
@@ -231,7 +232,7 @@ class DetailScreen(Screen[None]):
     ]
     DEFAULT_CSS = """
     DetailScreen #detail-title { height: 1; background: $panel; text-style: bold; padding: 0 1; }
-    DetailScreen #detail-scroll { padding: 0 1; }
+    DetailScreen #detail-scroll { padding: 0 1; overflow-x: auto; }
     """
 
     def __init__(self, title: str, body: Text) -> None:
@@ -242,11 +243,14 @@ class DetailScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(Text(self._title), id="detail-title")
         with VerticalScroll(id="detail-scroll"):
-            yield Static(self._body, id="detail-body")
+            yield Page(self._body, id="detail-body")
         yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#detail-scroll", VerticalScroll).focus()
+
+    def on_resize(self) -> None:
+        self.query_one(Page).refresh(layout=True)  # the prose wraps at the new width
 
     def action_back(self) -> None:
         self.dismiss()
@@ -313,12 +317,15 @@ class HistoryScreen(TableNavigation):
     """
 
     def __init__(self, store: Store | None, problem: str | None = None,
-                 page_size: int = PAGE, clock: Callable[[], datetime] = utc_now) -> None:
+                 page_size: int = PAGE, *, clock: Callable[[], datetime] = utc_now,
+                 config: Config | None = None, vm_name: str | None = None) -> None:
         super().__init__()
         self.store = store
         self._clock = clock  # the host's time (the service's): where an open hole ends
         self.problem = problem
         self.page_size = page_size
+        self._config = config or Config()  # for a replay (p): the endpoint, the theme
+        self._vm_name = vm_name or self._config.vm_name
         self.records: list[IncarnationRecord] = []
         # The table's rows in order: records, and the holes when nothing was recording.
         self.rows: list[IncarnationRecord | Hole] = []
@@ -450,8 +457,6 @@ class HistoryScreen(TableNavigation):
         record = self._selected()
         if record is None:
             return
-        config = getattr(self.app, "config", None)
-        config = config if isinstance(config, Config) else Config()
         self.app.push_screen(ReplayScreen(
-            self.store, config, vm_name=getattr(self.app, "vm_name", None) or config.vm_name,
-            at=record.first_seen, endpoint=record.endpoint, store_problem=self.problem))
+            self.store, self._config, vm_name=self._vm_name, at=record.first_seen,
+            endpoint=record.endpoint, store_problem=self.problem))
