@@ -25,6 +25,8 @@ from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
 from setui.store import Store
 
+pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
+
 CONTRIB = Path(__file__).parents[2] / "contrib" / "prometheus"
 METRICS_LINE = re.compile(r"setui agent: metrics at (http://127\.0\.0\.1:\d+/metrics)")
 SHORT_FREEZE = """

@@ -16,6 +16,8 @@ from setui.emulator.scenario import load_scenario, parse_scenario
 from setui.emulator.server import Emulator, ManualClock
 from setui.store import Store
 
+pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
+
 EVENT_ID = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
 SSH = "10.9.8.7 50022 10.0.0.4 22"
 POSIX = os.name == "posix"

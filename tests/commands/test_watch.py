@@ -94,6 +94,7 @@ def _read_until(proc: subprocess.Popen[str], done: Callable[[list[str]], bool],
     pytest.fail(f"{why}; stdout so far: {lines!r}; stderr: {errors[-2000:]!r}")
 
 
+@pytest.mark.slow
 def test_a_silent_process_fails_the_read_instead_of_hanging_it() -> None:
     silent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -104,6 +105,7 @@ def test_a_silent_process_fails_the_read_instead_of_hanging_it() -> None:
     assert silent.wait(timeout=5) != 0  # and it was killed, not left behind
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not POSIX, reason="SIGINT delivery to a child is POSIX-only here")
 def test_watch_json_tells_the_documented_story(emulator: str, tmp_path: Path) -> None:
     proc = _watch(emulator, tmp_path, "--json", "--vm-name", "WestNO_0")
@@ -151,6 +153,7 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not POSIX, reason="SIGINT delivery to a child is POSIX-only here")
 def test_watch_human_lines_and_unreachable_endpoint(tmp_path: Path) -> None:
     # Nothing listens on this port: the state line says so in words, and Ctrl-C exits 0.
@@ -183,6 +186,7 @@ resources = ["vm-1"]
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not POSIX, reason="SIGINT delivery to a child is POSIX-only here")
 def test_watch_text_lines_align_count_down_and_mark_what_was_there(tmp_path: Path) -> None:
     with Emulator(parse_scenario(TWO_EVENTS), speed=30) as emulator:
@@ -209,6 +213,7 @@ def test_watch_text_lines_align_count_down_and_mark_what_was_there(tmp_path: Pat
     assert times == sorted(times), lines
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not POSIX, reason="SIGINT delivery to a child is POSIX-only here")
 def test_watch_json_unreachable_state_and_error(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{_free_port()}"
@@ -237,6 +242,7 @@ description = {json.dumps(NASTY_DESCRIPTION)}
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not POSIX, reason="SIGINT delivery to a child is POSIX-only here")
 def test_watch_json_is_ascii_even_for_hostile_text_and_a_cp1252_stdout(
         tmp_path: Path) -> None:
@@ -256,6 +262,7 @@ def test_watch_json_is_ascii_even_for_hostile_text_and_a_cp1252_stdout(
     assert appeared["description"] == NASTY_DESCRIPTION
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not POSIX, reason="SIGINT delivery to a child is POSIX-only here")
 def test_watch_human_lines_escape_controls_and_survive_a_cp1252_stdout(
         tmp_path: Path) -> None:
@@ -272,6 +279,7 @@ def test_watch_human_lines_escape_controls_and_survive_a_cp1252_stdout(
     assert all(" " <= ch <= "~" for ch in line.rstrip("\n")), line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("argv", "words"),
     [
@@ -324,6 +332,7 @@ def _demo(tmp_path: Path, *extra: str, **env: str) -> list[str]:
     return lines
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not POSIX, reason="SIGINT delivery to a child is POSIX-only here")
 def test_demo_never_records_into_the_real_data_dir(tmp_path: Path) -> None:
     from_env = tmp_path / "data"  # SETUI_DATA_DIR, set by _env
@@ -336,6 +345,7 @@ def test_demo_never_records_into_the_real_data_dir(tmp_path: Path) -> None:
     assert not (from_file / "setui.db").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not POSIX, reason="SIGINT delivery to a child is POSIX-only here")
 def test_demo_records_where_its_own_data_dir_option_says(tmp_path: Path) -> None:
     chosen = tmp_path / "demo-data"
@@ -344,6 +354,7 @@ def test_demo_records_where_its_own_data_dir_option_says(tmp_path: Path) -> None
     assert not (tmp_path / "data" / "setui.db").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not POSIX, reason="SIGINT delivery to a child is POSIX-only here")
 def test_demo_headless_json_prints_watch_records(tmp_path: Path) -> None:
     proc = subprocess.Popen(

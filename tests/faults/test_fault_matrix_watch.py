@@ -30,7 +30,8 @@ from setui.emulator.faults import parse_faults
 from setui.emulator.server import Emulator
 from setui.store import Store
 
-pytestmark = pytest.mark.skipif(not POSIX, reason="SIGINT delivery to a child is POSIX-only")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not POSIX, reason="SIGINT delivery to a child is POSIX-only")]
 
 
 def _record(line: str) -> dict[str, Any]:

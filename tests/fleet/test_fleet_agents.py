@@ -26,6 +26,8 @@ from setui.fleet import FleetWatcher, LinkState, PrometheusClient, VmState
 from setui.ui.fleet.app import FleetApp
 from setui.ui.fleet.view import VmLine
 
+pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
+
 PATIENCE = 90.0
 
 VMS = [  # (vm name, scenario, identity options)

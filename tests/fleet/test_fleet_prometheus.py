@@ -16,6 +16,8 @@ from setui.ui.fleet.app import FleetApp
 from setui.ui.fleet.details import FleetDetailsScreen
 from setui.ui.fleet.view import EventLine, HeaderLine, VmLine
 
+pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
+
 PATIENCE = 60.0
 
 

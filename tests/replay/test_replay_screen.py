@@ -201,6 +201,7 @@ async def test_without_a_record_the_replay_says_why_and_still_quits(tmp_path: An
         await wait_for(pilot, lambda: not app.is_running)
 
 
+@pytest.mark.slow
 def test_replay_refuses_a_backwards_window_in_words(tmp_path: Any) -> None:
     env = dict(os.environ, SETUI_DATA_DIR=str(tmp_path))
     done = subprocess.run([sys.executable, "-m", "setui.cli", "replay", "--from", "1h",

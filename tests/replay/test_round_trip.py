@@ -16,6 +16,8 @@ import pytest
 from children import SETUI, Lines
 from setui.emulator.scenario import load_scenario
 
+pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
+
 POSIX = os.name == "posix"
 # The first run is sped up (a scenario second is 40 ms; polls every 0.2 s see every 5
 # scenario seconds); the export's times are real seconds, so it plays at 1x.
