@@ -184,35 +184,6 @@ def test_full_disk_refuses_and_posts_nothing(emulator: Emulator, data_dir: Path)
     assert audit(data_dir) == []
 
 
-@pytest.mark.parametrize("event_id, answer, words, code", [
-    (EVENT_ID, None, f"{EVENT_ID} was refused, and it could not be recorded in the "
-                     "audit log: ", 1),  # --yes alone, and it lists WestNO_1
-    (EVENT_ID, "n\n", "cancelled, and it could not be recorded in the audit log: ", 3),
-])
-def test_a_refusal_or_cancel_that_cannot_be_recorded_says_so(
-        emulator: Emulator, data_dir: Path, event_id: str, answer: str | None,
-        words: str, code: int) -> None:
-    """The store opens, but another process holds the write lock past setui's 5 s wait.
-    Nothing is sent either way, but the operator must know the log does not show it."""
-    import sqlite3
-
-    Store.open_dir(data_dir).close()
-    holder = sqlite3.connect(data_dir / "setui.db", isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")
-    try:
-        args = ["approve", "--endpoint", emulator.url, event_id]
-        done = setui(*args, *(["--yes"] if answer is None else []), data_dir=data_dir,
-                     stdin=answer)
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
-    assert done.returncode == code, done.stdout + done.stderr
-    assert f"setui approve: {words}" in done.stderr
-    assert "locked by another process" in done.stderr and "Traceback" not in done.stderr
-    assert posts(emulator) == []
-    assert audit(data_dir) == []
-
-
 def test_document_changed_while_deciding_is_refused(emulator: Emulator, clock: ManualClock,
                                                     data_dir: Path) -> None:
     """What the operator confirmed is what gets approved, or nothing is."""
