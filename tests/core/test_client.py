@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from faketime import FakeTime
 from setui.core.backoff import MAX_RETRY_AFTER, Backoff
 from setui.core.client import (
     DEFAULT_API_VERSION,
@@ -583,37 +584,23 @@ async def test_without_etags_every_fetch_is_a_full_answer(
     assert all("if-none-match" not in r.headers for r in gets(emulator))
 
 
-class FakeTime:
-    """The client's monotonic clock and its rate limit's sleep, moved only by the test
-    and by the waits the client asks for (each recorded): no real time passes."""
-
-    def __init__(self) -> None:
-        self.mono = ManualClock(0.0)
-        self.waits: list[float] = []
-
-    async def sleep(self, seconds: float) -> None:
-        self.waits.append(seconds)
-        self.mono.advance(seconds)
-        await asyncio.sleep(0)
-
-
 async def test_the_rate_limit_is_shared_and_paces_a_burst(
         make_emulator: MakeEmulator, make_client: MakeClient) -> None:
     emulator = make_emulator(approvable())
     fake = FakeTime()
     client = make_client(emulator.url, rate=10, burst=3, mono=fake.mono, sleep=fake.sleep)
     await client.fetch()
-    fake.mono.advance(0.3)  # the bucket is full again
+    fake.advance(0.3)  # the bucket is full again
     sent: list[float] = []  # the client's clock as each request goes out
     for _ in range(4):
         await client.fetch()
-        sent.append(fake.mono())
+        sent.append(fake.now)
     await client.approve([REBOOT_ID])
-    sent.append(fake.mono())
+    sent.append(fake.now)
     await client.vm_name()
-    sent.append(fake.mono())
+    sent.append(fake.now)
     # 3 tokens at first, then 10 a second: the 4th, 5th and 6th requests wait 0.1 s each
-    assert fake.waits == pytest.approx([0.1, 0.1, 0.1])
+    assert fake.slept == pytest.approx([0.1, 0.1, 0.1])
     assert len(emulator.requests) == 1 + 6
     # ... and no window of requests, approvals included, holds more than the bucket allows
     for i in range(len(sent)):
@@ -627,12 +614,12 @@ async def test_an_approval_after_polling_once_a_second_goes_out_at_once(
     fake = FakeTime()
     client = make_client(emulator.url, mono=fake.mono, sleep=fake.sleep)  # 4/s, burst 3
     await client.fetch()
-    fake.mono.advance(1.0)
+    fake.advance(1.0)
     await client.fetch()
     for event_id in (REBOOT_ID, FREEZE_ID):  # keystroke -> POST on the wire
         await client.approve([event_id])
     assert len(posts(emulator)) == 2
-    assert fake.waits == []  # neither waited for the rate limit
+    assert fake.slept == []  # neither waited for the rate limit
 
 
 async def test_the_approval_body_is_exactly_the_documented_one(

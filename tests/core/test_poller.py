@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from faketime import WALL, FakeTime
 from setui.core.backoff import Backoff
 from setui.core.client import FetchResult, ImdsClient
 from setui.core.errors import ImdsError, NotFound, RateLimited, ServerError, Unreachable
@@ -34,7 +35,6 @@ MakePoller = Callable[..., tuple[Poller, Emulator]]
 MakeRelay = Callable[[str], Awaitable[Any]]
 EVENTS = "/metadata/scheduledevents"
 FREEZE_ID = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
-WALL = datetime(2022, 4, 11, 22, 0, tzinfo=timezone.utc)
 EMPTY = parse_document({"DocumentIncarnation": 1, "Events": []})
 ONE_EVENT = parse_document({"DocumentIncarnation": 2, "Events": [{
     "EventId": FREEZE_ID, "EventStatus": "Scheduled", "EventType": "Freeze",
@@ -48,21 +48,6 @@ def gets(emulator: Emulator) -> list[Any]:
 
 
 # -- a scripted client on fake time ---------------------------------------------------------
-class FakeTime:
-    def __init__(self, start: float = 0.0) -> None:
-        self.now = start
-
-    def mono(self) -> float:
-        return self.now
-
-    def wall(self) -> datetime:
-        return WALL + timedelta(seconds=self.now)
-
-    async def sleep(self, seconds: float) -> None:
-        self.now += max(seconds, 0.0)
-        await asyncio.sleep(0)
-
-
 Outcome = Document | None | BaseException
 
 
