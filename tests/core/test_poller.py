@@ -28,6 +28,7 @@ from setui.core.tracker import ChangeKind
 from setui.emulator.clock import ManualClock
 from setui.emulator.faults import parse_faults
 from setui.emulator.server import Emulator
+from waiting import PATIENCE
 
 MakeEmulator = Callable[..., Emulator]
 MakeClient = Callable[..., ImdsClient]
@@ -333,19 +334,16 @@ async def test_no_pile_up_when_answers_are_slower_than_the_interval(
     through = await relay(emulator.url)
     poller = Poller(make_client(through.url), interval=0.2)
     results = poller.results()
-    started = time.monotonic()
     try:
-        while time.monotonic() - started < 2.0:
-            result = await asyncio.wait_for(results.__anext__(), 3)
+        for _ in range(4):
+            result = await asyncio.wait_for(results.__anext__(), PATIENCE)
             assert result.fresh
     finally:
         await results.aclose()
-    elapsed = time.monotonic() - started
     sent = through.request_times("GET")
     # one request per slow answer (plus the wait for the next free tick), not one per
     # 0.2 s tick, and never a second one while the first is unanswered
-    assert len(sent) == len(gets(emulator))
-    assert 3 <= len(sent) <= elapsed / 0.5 + 1
+    assert len(sent) == len(gets(emulator)) == 4
     assert all(b - a >= 0.5 for a, b in itertools.pairwise(sent))
 
 
