@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from children import SETUI
+from children import SETUI, Lines
 from setui.commands.watch import RECORD_KEYS
 from setui.emulator.scenario import parse_scenario
-from setui.emulator.server import Emulator
+from setui.emulator.server import Emulator, ManualClock
+from waiting import PATIENCE
 
 POSIX = os.name == "posix"
 
@@ -106,16 +107,29 @@ def test_a_silent_process_fails_the_read_instead_of_hanging_it() -> None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not POSIX, reason="SIGINT delivery to a child is POSIX-only here")
-def test_watch_json_tells_the_documented_story(emulator: str, tmp_path: Path) -> None:
-    proc = _watch(emulator, tmp_path, "--json", "--vm-name", "WestNO_0")
+def test_watch_json_tells_the_documented_story(make_emulator: Callable[..., Emulator],
+                                               clock: ManualClock, tmp_path: Path) -> None:
+    """The emulator in this process on the manual clock, moved once each step is seen:
+    the documented Freeze appears at second 60, starts at its NotBefore 15 minutes later
+    and is gone 5 s + its 120 s tail after that."""
+    emulator = make_emulator("live-migration")
+    proc = _watch(emulator.url, tmp_path, "--json", "--vm-name", "WestNO_0")
+    lines = Lines(proc)
 
-    def finished(lines: list[str]) -> bool:
-        return any(json.loads(line).get("change") == "completed" for line in lines)
+    def said(change: str, **fields: object) -> Callable[[str], bool]:
+        def check(line: str) -> bool:
+            record = json.loads(line)
+            return record["change"] == change and all(record[k] == v
+                                                      for k, v in fields.items())
+        return check
 
-    lines = _read_until(proc, finished, timeout=40)
+    lines.until(said("connection", state="live"), PATIENCE, "the first answer")
+    for seconds, change in ((61, "appeared"), (900, "started"), (130, "completed")):
+        clock.advance(seconds)
+        lines.until(said(change), PATIENCE, f"the event {change}")
     proc.send_signal(signal.SIGINT)
-    assert proc.wait(timeout=10) == 0, proc.stderr.read() if proc.stderr else ""
-    records = [json.loads(line) for line in lines]
+    assert proc.wait(timeout=PATIENCE) == 0, proc.stderr.read() if proc.stderr else ""
+    records = [json.loads(line) for line in lines.seen]
     # Stable keys: every record, connection or change, has the same keys in the same order.
     assert [list(r) for r in records] == [list(RECORD_KEYS)] * len(records)
     changes = [r for r in records if r["change"] != "connection"]
