@@ -47,6 +47,8 @@ _OUTCOME = pytest.StashKey[bool]()
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item,
                               call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+    """Keep whether the test's body passed: the fixture below fails a passing test that
+    tried to start a process, and leaves a failing one its own, better, traceback."""
     report = yield
     if report.when == "call":
         item.stash[_OUTCOME] = report.passed

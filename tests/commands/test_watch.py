@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -33,20 +33,6 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env["PYTHONIOENCODING"] = "utf-8"  # the same bytes whatever the test machine's locale
     env.update(extra)
     return env
-
-
-@pytest.fixture
-def emulator(tmp_path: Path) -> Iterator[str]:
-    """`setui emulator` as its own process; yields its URL (the first line it prints)."""
-    proc = subprocess.Popen(
-        [*SETUI, "emulator", "--port", "0", "--scenario", "live-migration", "--speed", "120"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=_env(tmp_path),
-    )
-    url = _read_until(proc, lambda lines: len(lines) >= 1, timeout=20)[0].strip()
-    assert url.startswith("http://127.0.0.1:"), url
-    yield url
-    proc.send_signal(signal.SIGINT if POSIX else signal.CTRL_C_EVENT)  # type: ignore[attr-defined]
-    assert proc.wait(timeout=10) == 0
 
 
 def _watch(url: str, tmp_path: Path, *extra: str, encoding: str = "utf-8",
