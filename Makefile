@@ -39,18 +39,22 @@ $(STAMP): pyproject.toml | $(VENV_CFG)
 demo: $(RUNSTAMP)
 	$(PY) -m setui.cli demo
 
+# pytest-xdist workers. Most of a test's time is a wait on a process, a socket, a timer
+# or a repaint, which the other workers fill: on 2 cores the fast tier took 126 s with 2
+# and 80 s with 4 (docs/testing.md). WORKERS=0 runs in this one process.
+WORKERS ?= 4
+
 # The architecture's contracts ([tool.importlinter] in pyproject.toml) before the tests.
-# Everything, both tiers, on two workers: most of a test's time is a wait on a process,
-# a socket or a timer, which the other worker fills (docs/testing.md).
+# Everything, both tiers.
 test: $(STAMP)
 	$(PY) -m ruff check src tests bench tools
 	$(LINT_IMPORTS)
-	$(PY) -m pytest -n 2
+	$(PY) -m pytest -n $(WORKERS)
 
 # Between edits: the tests that start no process and need no real time (the tier's rule,
 # and how a test is marked, in docs/testing.md).
 test-fast: $(STAMP)
-	$(PY) -m pytest -m "not slow" -n 2 -q
+	$(PY) -m pytest -m "not slow" -n $(WORKERS) -q
 
 # `make test` N times (default 3) with a busy loop on every core, the hogs stopped after;
 # stops at the first failing run (tools/hogs.py).

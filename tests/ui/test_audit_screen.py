@@ -122,6 +122,8 @@ async def test_who_and_event_fit_in_80_columns(store: Store) -> None:
     app = ScreenApp(screen)
     async with app.run_test(size=(80, 24)) as pilot:
         await opened(screen, pilot)
+        # the rows are in the table; the screen shows them at its next repaint
+        await wait_for(pilot, lambda: "05-14 09:31:00" in screen_text(app))
         text = screen_text(app)
         assert "When (UTC)" in text and "Who" in text and "Event" in text
         row = next(line for line in text.splitlines() if "05-14 09:31:00" in line)
