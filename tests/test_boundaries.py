@@ -10,6 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
+
 # What the contracts call headless.
 HEADLESS = (
     "setui.core.model", "setui.core.tracker", "setui.core.client", "setui.core.poller",

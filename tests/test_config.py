@@ -127,6 +127,7 @@ def test_a_file_over_a_megabyte_is_refused(tmp_path: Path) -> None:
         load_config(path, environ={})
 
 
+@pytest.mark.slow
 def test_a_named_pipe_is_refused_without_waiting(tmp_path: Path) -> None:
     import os
     import subprocess

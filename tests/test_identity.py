@@ -71,6 +71,7 @@ def test_sudo_user_as_root_only_when_sudo_uid_agrees() -> None:
     assert Identity.current({"SUDO_USER": "nosuchuser", "SUDO_UID": "4242"}).sudo_user is None
 
 
+@pytest.mark.slow
 def test_an_ordinary_user_cannot_claim_sudo_or_another_name() -> None:
     code = ("import json; from setui.identity import Identity; i = Identity.current(); "
             "print(json.dumps({'user': i.user, 'sudo': i.sudo_user, 'label': i.label, "

@@ -7,6 +7,7 @@ import json
 import signal
 from pathlib import Path
 
+import pytest
 from agent_helpers import (
     EVENT_ID,
     Sink,
@@ -25,6 +26,8 @@ from children import wait_until
 from setui.emulator.server import Emulator
 from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, Store
 from setui.store.agent import AgentLog
+
+pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
 
 DRAIN = """
 [notify]

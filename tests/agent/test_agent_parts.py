@@ -69,6 +69,7 @@ def test_the_emulator_serves_the_vms_identity(emulator: Emulator) -> None:
         == 404
 
 
+@pytest.mark.slow
 def test_the_emulator_command_takes_the_identity_flags(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [*SETUI, "emulator", "--scenario", "quiet", "--scale-set", "ss", "--placement-group",
@@ -88,6 +89,7 @@ def test_the_emulator_command_takes_the_identity_flags(tmp_path: Path) -> None:
     assert answer["zone"] == "1" and answer["location"] == "westeurope"
 
 
+@pytest.mark.slow
 def test_without_the_extra_it_says_what_to_install(tmp_path: Path) -> None:
     code = ("import sys; sys.modules['apprise'] = None; sys.modules['prometheus_client'] = None;"
             " from setui.cli import main; sys.exit(main(['agent']))")
@@ -98,6 +100,7 @@ def test_without_the_extra_it_says_what_to_install(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_the_rest_of_setui_never_loads_the_extra(tmp_path: Path) -> None:
     code = ("import sys, setui.cli, setui.commands.watch, setui.monitor, setui.approval, "
             "setui.agent.policy, setui.agent.rules, setui.agent.plan, setui.store.agent; "
@@ -108,6 +111,7 @@ def test_the_rest_of_setui_never_loads_the_extra(tmp_path: Path) -> None:
     assert json.loads(done.stdout) == []
 
 
+@pytest.mark.slow
 def test_a_bad_policy_is_refused_at_start_with_its_line(tmp_path: Path) -> None:
     policy = write_policy(tmp_path, '[[rule]]\nname = "a"\nevent_tpye = "Reboot"\n')
     done = subprocess.run([*SETUI, "agent", "--endpoint", "http://127.0.0.1:9", "--policy",
@@ -118,6 +122,7 @@ def test_a_bad_policy_is_refused_at_start_with_its_line(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_the_policy_path_can_come_from_the_config_file(tmp_path: Path) -> None:
     policy = write_policy(tmp_path, '[[rule]]\nname = "a"\napprove = "later"\n')
     config = tmp_path / "config.toml"

@@ -36,6 +36,7 @@ def test_the_agent_unit_runs_setui_agent_with_the_default_policy(tmp_path: Path)
     assert _values(text, "IPAddressDeny") == []  # notifications leave the VM
 
 
+@pytest.mark.slow
 def test_service_print_agent_and_systemd_analyze_verify(tmp_path: Path) -> None:
     done = subprocess.run([*SETUI, "service", "print", "--agent"], capture_output=True,
                           text=True, timeout=60, env=agent_env(tmp_path))

@@ -23,6 +23,8 @@ from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
 from setui.store import Store
 
+pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
+
 CONTRIB = Path(__file__).parents[2] / "contrib" / "prometheus"
 SHORT_FREEZE = """
 name = "short-freeze"

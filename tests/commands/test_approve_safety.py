@@ -17,6 +17,8 @@ from setui.emulator.scenario import load_scenario
 from setui.emulator.server import Emulator, ManualClock
 from setui.store import Store
 
+pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
+
 MINE = "F02C2EDE-3B1C-4D5E-9F00-0123456789AB"
 OTHER = "F02C2EDF-0000-4000-8000-00000000BEEF"
 FAR = "Mon, 01 Jan 2035 00:00:00 GMT"

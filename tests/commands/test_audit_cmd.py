@@ -20,6 +20,8 @@ import pytest
 from permissions import lock_up
 from setui.store import AuditEntry, Store
 
+pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
+
 T0 = datetime(2024, 5, 14, 9, 30, tzinfo=timezone.utc)
 SNAPSHOT = {"EventId": "A-1", "EventType": "Reboot", "EventStatus": "Scheduled",
             "NotBefore": "Tue, 14 May 2024 10:00:00 GMT", "Resources": ["vm-web-0"]}

@@ -23,6 +23,8 @@ from setui.emulator.timeline import Instance
 from setui.store import AuditEntry, Store
 from setui.store.history import content_hash
 
+pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
+
 STEP = 5.0  # seconds between polls, on the emulator's manual clock
 LOOP = 1200.0  # the busy scenario's loop: every event of loop 0 is gone by then
 

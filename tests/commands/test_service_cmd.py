@@ -140,6 +140,7 @@ def calls(log: Path) -> list[str]:
 
 
 # -- print ------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_print_writes_a_unit_running_this_python_as_the_recorder() -> None:
     done = setui(sys.executable, "service", "print")
     assert done.returncode == 0, done.stderr
@@ -177,6 +178,7 @@ def test_print_writes_a_unit_running_this_python_as_the_recorder() -> None:
     assert only(unit["Install"], "WantedBy") == "multi-user.target"
 
 
+@pytest.mark.slow
 def test_the_printed_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
     done = setui(sys.executable, "service", "print")
     assert done.returncode == 0, done.stderr
@@ -191,6 +193,7 @@ def test_the_shipped_unit_has_one_execstart_to_rewrite() -> None:
     assert "ExecStart=/opt/x/python -m setui.cli watch" in render_unit("/opt/x/python")
 
 
+@pytest.mark.slow
 def test_an_interpreter_path_with_spaces_and_specifiers(tmp_path: Path) -> None:
     directory = tmp_path / "my env %h $HOME;x €"
     directory.mkdir()
@@ -227,6 +230,7 @@ def test_an_installation_inside_a_home_directory_is_named() -> None:
         "/opt/setui/bin/python", Path("/root/.local/lib/python3.12/site-packages/setui")))
 
 
+@pytest.mark.slow
 def test_usage_errors_exit_2() -> None:
     for args in (["service"], ["service", "start"], ["service", "install", "--bogus"]):
         done = setui(sys.executable, *args)
@@ -235,6 +239,7 @@ def test_usage_errors_exit_2() -> None:
 
 
 # -- install ----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_install_writes_the_unit_0644_and_reloads_systemd(
         outside_home: Path, systemctl: Callable[[int], tuple[Path, Path]],
         tmp_path: Path) -> None:
@@ -255,6 +260,7 @@ def test_install_writes_the_unit_0644_and_reloads_systemd(
     verify(unit)
 
 
+@pytest.mark.slow
 def test_install_now_enables_and_starts_it(
         outside_home: Path, systemctl: Callable[[int], tuple[Path, Path]],
         tmp_path: Path) -> None:
@@ -266,6 +272,7 @@ def test_install_now_enables_and_starts_it(
     assert "enabled and started" in done.stdout
 
 
+@pytest.mark.slow
 def test_install_replaces_an_old_unit_by_renaming_over_it(
         outside_home: Path, systemctl: Callable[[int], tuple[Path, Path]],
         tmp_path: Path) -> None:
@@ -286,6 +293,7 @@ def test_install_replaces_an_old_unit_by_renaming_over_it(
     assert calls(log) == ["daemon-reload", "daemon-reload"]
 
 
+@pytest.mark.slow
 def test_install_without_systemctl_says_so(outside_home: Path, tmp_path: Path) -> None:
     empty = tmp_path / "empty-bin"
     empty.mkdir()
@@ -298,6 +306,7 @@ def test_install_without_systemctl_says_so(outside_home: Path, tmp_path: Path) -
     assert list(units.iterdir()) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("now", [[], ["--now"]])
 def test_a_failing_daemon_reload_is_reported(
         outside_home: Path, systemctl: Callable[[int], tuple[Path, Path]], tmp_path: Path,
@@ -310,6 +319,7 @@ def test_a_failing_daemon_reload_is_reported(
     assert calls(log) == ["daemon-reload"]  # nothing enabled after a failed reload
 
 
+@pytest.mark.slow
 def test_a_failing_enable_points_at_the_logs(
         outside_home: Path, tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
@@ -324,6 +334,7 @@ def test_a_failing_enable_points_at_the_logs(
     assert "journalctl -u setui-recorder" in done.stderr
 
 
+@pytest.mark.slow
 def test_install_into_a_missing_directory(
         outside_home: Path, systemctl: Callable[[int], tuple[Path, Path]],
         tmp_path: Path) -> None:
@@ -335,6 +346,7 @@ def test_install_into_a_missing_directory(
     assert calls(log) == []
 
 
+@pytest.mark.slow
 def test_install_into_a_directory_it_cannot_write(
         outside_home: Path, systemctl: Callable[[int], tuple[Path, Path]],
         unwritable: tuple[Path, Callable[[], Any] | None]) -> None:
@@ -350,6 +362,7 @@ def test_install_into_a_directory_it_cannot_write(
     assert calls(log) == []
 
 
+@pytest.mark.slow
 def test_install_refuses_an_installation_the_service_cannot_see(
         systemctl: Callable[[int], tuple[Path, Path]], tmp_path: Path) -> None:
     """The test venv itself: on a machine where its Python lives in a home directory
@@ -368,6 +381,7 @@ def test_install_refuses_an_installation_the_service_cannot_see(
         assert calls(log) == ["daemon-reload"]
 
 
+@pytest.mark.slow
 def test_install_without_root_is_refused(
         systemctl: Callable[[int], tuple[Path, Path]]) -> None:
     """Aimed at /etc/systemd/system. As root, the child runs in its own mount namespace

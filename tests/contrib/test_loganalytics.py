@@ -24,6 +24,8 @@ from setui.auditforward import rfc5424
 from setui.emulator.scenario import load_scenario
 from setui.emulator.server import Emulator
 
+pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
+
 ROOT = Path(__file__).resolve().parents[2]
 KQL = ROOT / "contrib" / "loganalytics"
 PATIENCE = 60.0

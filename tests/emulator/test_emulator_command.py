@@ -99,6 +99,7 @@ def test_run_prints_the_url_first_and_logs_requests_and_changes() -> None:
     assert log.rstrip().endswith("stopped")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not POSIX, reason="signals to a child process are POSIX-only here")
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_module_prints_its_url_and_exits_0_on_a_signal(signum: int) -> None:

@@ -27,6 +27,8 @@ from setui.ui.fleet.app import FleetApp
 from setui.ui.fleet.view import VmLine, line_text
 from setui.ui.format import Palette
 
+pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
+
 PATIENCE = 90.0
 
 VMS = [  # (vm name, scenario, identity options)

@@ -49,6 +49,7 @@ def test_bad_credentials_are_refused_in_words(tmp_path: Path, text: str, words: 
         load_config(file, environ={})
 
 
+@pytest.mark.slow
 def test_no_url_and_bad_urls_exit_2() -> None:
     missing = run()
     assert missing.returncode == 2 and "which Prometheus?" in missing.stderr
@@ -62,6 +63,7 @@ def test_no_url_and_bad_urls_exit_2() -> None:
     assert "Traceback" not in missing.stderr + inline.stderr + fast.stderr
 
 
+@pytest.mark.slow
 def test_not_a_terminal_is_said_in_words() -> None:
     done = run("--prometheus", "http://127.0.0.1:9")
     assert done.returncode == 2 and "needs a terminal" in done.stderr

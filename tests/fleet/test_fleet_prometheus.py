@@ -18,6 +18,8 @@ from setui.ui.fleet.details import FleetDetailsScreen, details_text
 from setui.ui.fleet.view import EventLine, HeaderLine, VmLine, build_lines, line_text
 from setui.ui.format import Palette
 
+pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
+
 PATIENCE = 60.0
 
 

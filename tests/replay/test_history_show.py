@@ -8,8 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from setui.emulator.scenario import parse_scenario
 from setui.store import Store
+
+pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
 
 
 def setui(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:

@@ -6,8 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -15,6 +13,7 @@ import pytest
 from incident import HOLE
 from textual.app import App
 
+from dashboard import wait_for
 from recording import START
 from screenhost import ScreenApp
 from setui.config import Config
@@ -30,18 +29,10 @@ REBOOT = "A1B2C3D4-0000-4000-8000-000000000001"
 FREEZE = "A1B2C3D4-0000-4000-8000-000000000002"
 REDEPLOY = "A1B2C3D4-0000-4000-8000-000000000003"
 CONFIG = Config(vm_name="web-0")
-PATIENCE = 30.0
 
 
 def at(seconds: float) -> datetime:
     return START + timedelta(seconds=seconds)
-
-
-async def wait_for(pilot: Any, predicate: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + PATIENCE
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting for the replay"
-        await pilot.pause(0.02)
 
 
 def screen_text(app: App[Any]) -> str:
@@ -195,6 +186,7 @@ async def test_without_a_record_the_replay_says_why_and_still_quits(tmp_path: An
         await wait_for(pilot, lambda: not app.is_running)
 
 
+@pytest.mark.slow
 def test_replay_refuses_a_backwards_window_in_words(tmp_path: Any) -> None:
     env = dict(os.environ, SETUI_DATA_DIR=str(tmp_path))
     done = subprocess.run([sys.executable, "-m", "setui.cli", "replay", "--from", "1h",

@@ -24,6 +24,7 @@ def setui(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
                           text=True, env=env, timeout=60, stdin=subprocess.DEVNULL)
 
 
+@pytest.mark.slow
 def test_the_markdown_report_of_the_recorded_incident(recorded: Store) -> None:
     done = setui("report", data_dir=recorded.path.parent)
     assert done.returncode == 0, done.stderr
@@ -33,6 +34,7 @@ def test_the_markdown_report_of_the_recorded_incident(recorded: Store) -> None:
     assert done.stdout == expected
 
 
+@pytest.mark.slow
 def test_a_window_keeps_the_events_alive_in_it(recorded: Store) -> None:
     # From 03:03:30: the Reboot (gone 03:02:12) and the Freeze (cancelled 03:03:20) are
     # over; the Redeploy is still there, and the hole is inside the window.
@@ -45,6 +47,7 @@ def test_a_window_keeps_the_events_alive_in_it(recorded: Store) -> None:
                               "open": False}]
 
 
+@pytest.mark.slow
 def test_json_has_stable_keys_and_is_ascii(recorded: Store) -> None:
     done = setui("report", "--format", "json", data_dir=recorded.path.parent)
     assert done.returncode == 0, done.stderr
@@ -66,6 +69,7 @@ def test_json_has_stable_keys_and_is_ascii(recorded: Store) -> None:
     assert (redeploy["fate"], redeploy["fate_certain"]) == ("gone", False)
 
 
+@pytest.mark.slow
 def test_nothing_recorded_and_a_backwards_window_are_said_in_words(tmp_path: Path,
                                                                   recorded: Store) -> None:
     done = setui("report", data_dir=tmp_path / "empty")

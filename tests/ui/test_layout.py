@@ -476,7 +476,10 @@ async def test_a_failing_store_is_still_offered_every_new_incarnation(
         await start(d, pilot)
         monkeypatch.setattr(d.store, "record_document", failing)
         await d.advance(pilot, 40)  # several incarnations, many polls of each
-        await pilot.pause(0.5)
+        # Five more answers of the last document: each a chance to try it again.
+        polled = len(d.gets())
+        await d.wait_for(pilot, lambda: len(d.gets()) >= polled + 5)
+        await d.wait_for(pilot, lambda: len(set(tried)) >= 2)
         # Repeats of a document wait for the back-off; a new incarnation never does.
         assert len(set(tried)) >= 2, tried
         assert len(tried) == len(set(tried)), tried

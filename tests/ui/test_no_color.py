@@ -19,7 +19,8 @@ import pytest
 from children import SETUI
 from dashboard import WIDE, MakeDashboard, start
 
-pytestmark = pytest.mark.skipif(os.name != "posix", reason="a pty is POSIX-only")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(os.name != "posix", reason="a pty is POSIX-only")]
 
 PATIENCE = 60.0
 SGR = re.compile(rb"\x1b\[([0-9;:]*)m")

@@ -73,6 +73,7 @@ class ApproveRequest:
     audit_forward: str | None = None  # None: SETUI_AUDIT_FORWARD, else auto
     allow_other_vms: bool = False
     again: bool = False
+    store_timeout: float | None = None  # SQLite's busy wait; None: the store's own
 
 
 def run(args: argparse.Namespace) -> int:
@@ -185,9 +186,10 @@ async def approve_command(request: ApproveRequest, *, stdin: IO[str] | None, out
 def _open_store(request: ApproveRequest) -> tuple[Store | None, str | None]:
     from setui.store import Store, StoreError
 
+    wait = {} if request.store_timeout is None else {"timeout": request.store_timeout}
     try:
         return Store.open_dir(request.data_dir, history_days=request.history_days,
-                              forward=request.audit_forward), None
+                              forward=request.audit_forward, **wait), None
     except StoreError as exc:
         return None, str(exc)
 
