@@ -42,6 +42,7 @@ def setui(*args: str, data_dir: Path) -> str:
     ("policy:drain (setui agent, uid 0)", None, {},
      "policy:drain (setui agent, uid 0) on vm-web-0"),
 ])
+@pytest.mark.slow
 def test_every_front_end_writes_the_actor_the_same_way(
         tmp_path: Path, user: str, ssh_client: str | None, details: dict[str, Any],
         words: str) -> None:

@@ -91,6 +91,7 @@ def through_stand_in(name: str = "sshd", *, spoof: str = "", sshd_as: Sequence[s
     return dict(json.loads(out))
 
 
+@pytest.mark.slow
 def test_confirmed_when_root_sshd_above_holds_the_very_connection() -> None:
     needs_root_and_setpriv()
     said = through_stand_in()
@@ -98,6 +99,7 @@ def test_confirmed_when_root_sshd_above_holds_the_very_connection() -> None:
     assert "from 127.0.0.1 on" in str(said["label"])
 
 
+@pytest.mark.slow
 def test_a_connection_with_those_addresses_held_by_anyone_else_is_claimed() -> None:
     """The connection exists on this host, with exactly those addresses and ports, but no
     sshd above this process holds it: anyone could have named it."""
@@ -121,11 +123,13 @@ def test_a_connection_with_those_addresses_held_by_anyone_else_is_claimed() -> N
             sock.close()
 
 
+@pytest.mark.slow
 def test_an_ancestor_holding_it_under_another_name_is_not_sshd() -> None:
     needs_root_and_setpriv()
     assert through_stand_in("tunnel")["claimed"] is True
 
 
+@pytest.mark.slow
 def test_an_sshd_anyone_could_start_is_not_the_login() -> None:
     """An ordinary user's own "sshd" (any program can take the name) holding a connection
     it accepted: claimed, even to that user, who can read its open files."""
@@ -134,12 +138,14 @@ def test_an_sshd_anyone_could_start_is_not_the_login() -> None:
     assert said["claimed"] is True and "from 127.0.0.1 (claimed)" in str(said["label"])
 
 
+@pytest.mark.slow
 def test_sshd_connection_to_another_port_than_the_one_named_is_claimed() -> None:
     needs_root_and_setpriv()
     said = through_stand_in(spoof="127.0.0.1 1 127.0.0.1 22")
     assert said["claimed"] is True
 
 
+@pytest.mark.slow
 def test_an_ordinary_user_cannot_look_into_root_sshd_and_says_claimed() -> None:
     """sshd's processes are root's (its per-session one is not dumpable): an ordinary
     user's check cannot read their open files, so it cannot confirm, and says so."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
 from agent_helpers import Sink, agent_env, stop, write_policy
 
 from children import SETUI, Lines, wait_until
@@ -13,6 +14,7 @@ from setui.emulator.server import Emulator
 from timeforms import MACHINE, foreign_in_env, foreign_in_text
 
 
+@pytest.mark.slow
 def test_agent_lines_hook_environment_and_messages(tmp_path: Path, emulator: Emulator,
                                                     hook: Path, sink: Sink) -> None:
     policy = write_policy(tmp_path, f"""

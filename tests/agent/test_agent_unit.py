@@ -52,6 +52,7 @@ def test_service_print_agent_and_systemd_analyze_verify(tmp_path: Path) -> None:
     assert checked.returncode == 0 and not checked.stderr.strip(), checked.stderr
 
 
+@pytest.mark.slow
 def test_the_units_command_without_a_policy_observes_and_a_named_one_must_exist(
         tmp_path: Path, emulator: Emulator) -> None:
     # The unit's own command line, with its config in a directory holding no policy: it
@@ -77,6 +78,7 @@ def test_the_units_command_without_a_policy_observes_and_a_named_one_must_exist(
     assert named.returncode == 2 and "cannot read the policy" in named.stderr
 
 
+@pytest.mark.slow
 def test_the_default_policy_beside_the_config_file_is_the_one_used(
         tmp_path: Path, emulator: Emulator) -> None:
     etc = tmp_path / "etc"
@@ -91,6 +93,7 @@ def test_the_default_policy_beside_the_config_file_is_the_one_used(
         assert stop(proc) == 0
 
 
+@pytest.mark.slow
 def test_the_warnings_name_every_path_the_unit_cannot_see(tmp_path: Path) -> None:
     system = Path("/opt/setui/lib/setui")
     in_tmp = service.unit_problems("/tmp/venv/bin/python", system)

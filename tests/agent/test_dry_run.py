@@ -42,6 +42,7 @@ def _approvals(lines: object) -> list[dict[str, object]]:
             and r.get("agent") in ("would", "approved", "failed")]
 
 
+@pytest.mark.slow
 def test_the_dry_run_says_would_be_refused_where_the_real_run_is_refused(
         tmp_path: Path, busy: Emulator) -> None:
     policy = write_policy(tmp_path, UNSAID)
@@ -62,6 +63,7 @@ def test_the_dry_run_says_would_be_refused_where_the_real_run_is_refused(
     assert posts(busy) == []
 
 
+@pytest.mark.slow
 def test_the_shipped_example_approves_only_what_it_may_on_the_busy_scenario(
         tmp_path: Path, busy: Emulator) -> None:
     proc, lines = start_agent(busy.url, tmp_path, "--policy", str(EXAMPLE), "--dry-run")

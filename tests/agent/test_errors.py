@@ -8,6 +8,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
 from agent_helpers import (
     Sink,
     agent_said,
@@ -75,6 +76,7 @@ def _refusing_store(data: Path) -> None:
     conn.close()
 
 
+@pytest.mark.slow
 def test_an_error_at_every_poll_is_one_line_and_the_agent_goes_on(
         tmp_path: Path, emulator: Emulator) -> None:
     _refusing_store(tmp_path / "data")

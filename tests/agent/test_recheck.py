@@ -12,6 +12,7 @@ from email.utils import formatdate
 from pathlib import Path
 from typing import Any
 
+import pytest
 from agent_helpers import (
     EVENT_ID,
     Sink,
@@ -59,6 +60,7 @@ def _document(incarnation: int, kind: str, duration: int) -> dict[str, Any]:
         "DurationInSeconds": duration}]}
 
 
+@pytest.mark.slow
 def test_an_event_that_changed_under_its_rule_gets_no_further_step(
         tmp_path: Path, hook: Path, sink: Sink) -> None:
     emulator = Emulator(parse_scenario('name = "pinned"\nvm_name = "app-vm-1"\n'))
@@ -108,6 +110,7 @@ def test_an_event_that_changed_under_its_rule_gets_no_further_step(
         emulator.stop()
 
 
+@pytest.mark.slow
 def test_a_change_its_rule_still_matches_goes_on_and_binds_the_approval_to_it(
         tmp_path: Path) -> None:
     emulator = Emulator(parse_scenario('name = "pinned"\nvm_name = "app-vm-1"\n'))

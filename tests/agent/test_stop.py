@@ -9,6 +9,7 @@ import json
 import signal
 from pathlib import Path
 
+import pytest
 from agent_helpers import (
     Sink,
     agent_env,
@@ -50,6 +51,7 @@ def _counted(textfile: Path) -> str:
                 "")
 
 
+@pytest.mark.slow
 def test_a_clean_stop_mid_hook_interrupts_it_at_its_bound_and_says_so_everywhere(
         tmp_path: Path, emulator: Emulator, hook: Path, sink: Sink) -> None:
     policy = write_policy(tmp_path, DRAIN.format(url=sink.url, hook=hook))
@@ -87,6 +89,7 @@ def test_a_clean_stop_mid_hook_interrupts_it_at_its_bound_and_says_so_everywhere
     assert posts(emulator) == []
 
 
+@pytest.mark.slow
 def test_a_hook_that_ends_within_the_bound_is_kept_and_nothing_new_starts(
         tmp_path: Path, emulator: Emulator, hook: Path, sink: Sink) -> None:
     policy = write_policy(tmp_path, DRAIN.format(url=sink.url, hook=hook))

@@ -96,6 +96,7 @@ def _linked(etc: Path, policy: Path, hook: Path) -> tuple[Path, str]:
 
 @pytest.mark.parametrize("spoil", [_policy_owned, _hook_owned, _directory_owned,
                                    _hook_writable, _directory_writable, _linked])
+@pytest.mark.slow
 def test_a_root_agent_refuses_to_start_on_what_another_user_could_change(
         tmp_path: Path, spoil: Callable[[Path, Path, Path], tuple[Path, str]]) -> None:
     etc, policy, hook = _setup(tmp_path)
@@ -110,6 +111,7 @@ def test_a_root_agent_refuses_to_start_on_what_another_user_could_change(
     assert not (tmp_path / "ran-as").exists()
 
 
+@pytest.mark.slow
 def test_the_same_for_a_policy_named_in_a_config_file(tmp_path: Path) -> None:
     _, policy, _ = _setup(tmp_path)
     config = tmp_path / "config.toml"
@@ -129,6 +131,7 @@ def test_the_same_for_a_policy_named_in_a_config_file(tmp_path: Path) -> None:
             "(nobody)") in done.stderr
 
 
+@pytest.mark.slow
 def test_a_hook_the_user_rewrote_is_never_run_as_root(tmp_path: Path) -> None:
     # What was reproduced: the user's own hook, run by a root agent, said uid=0.
     _, policy, hook = _setup(tmp_path)
@@ -141,6 +144,7 @@ def test_a_hook_the_user_rewrote_is_never_run_as_root(tmp_path: Path) -> None:
     assert not (tmp_path / "ran-as").exists()
 
 
+@pytest.mark.slow
 def test_a_dry_run_says_what_a_real_run_would_refuse_and_goes_on(
         tmp_path: Path, emulator: Emulator) -> None:
     _, policy, hook = _setup(tmp_path)
@@ -155,6 +159,7 @@ def test_a_dry_run_says_what_a_real_run_would_refuse_and_goes_on(
         in errors
 
 
+@pytest.mark.slow
 def test_a_hook_that_changed_hands_after_start_is_refused_when_its_turn_comes(
         tmp_path: Path, emulator: Emulator) -> None:
     _, policy, hook = _setup(tmp_path)

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import httpx
+import pytest
 from agent_helpers import (
     EVENT_ID,
     agent_env,
@@ -33,6 +34,7 @@ def _stderr(proc: subprocess.Popen[str]) -> str:
     return proc.stderr.read() if proc.stderr else ""
 
 
+@pytest.mark.slow
 def test_the_agent_waits_for_this_vms_name_and_acts_once_imds_gives_it(
         tmp_path: Path, emulator: Emulator) -> None:
     emulator.set_faults(BROKEN)
@@ -65,6 +67,7 @@ approve = "now"
     assert 'vm_name="app-vm-1"' in info and 'vm_scale_set="web-ss"' in info, info
 
 
+@pytest.mark.slow
 def test_watch_says_this_vm_is_not_known_then_learns_it(
         tmp_path: Path, emulator: Emulator) -> None:
     emulator.set_faults(BROKEN)
@@ -94,6 +97,7 @@ def test_watch_says_this_vm_is_not_known_then_learns_it(
     assert started["this_vm"] is True
 
 
+@pytest.mark.slow
 def test_events_says_the_name_is_not_known_instead_of_the_host_name(
         tmp_path: Path, emulator: Emulator) -> None:
     emulator.set_faults(BROKEN)

@@ -10,6 +10,7 @@ import signal
 import stat
 from pathlib import Path
 
+import pytest
 from api_helpers import (
     EVENT_ID,
     OPS_GROUP,
@@ -49,6 +50,7 @@ def _audit(base: Path) -> list:
         return store.audit(oldest_first=True)
 
 
+@pytest.mark.slow
 def test_the_socket_is_0660_with_the_data_directorys_group(
         base: Path, emulator: Emulator) -> None:
     proc, _ = start_agent(emulator.url, base)
@@ -60,6 +62,7 @@ def test_the_socket_is_0660_with_the_data_directorys_group(
         assert stop(proc) == 0
 
 
+@pytest.mark.slow
 def test_two_users_see_the_kernels_word_and_the_history_from_before_they_came(
         base: Path, emulator: Emulator, accounts: dict[str, Account]) -> None:
     proc, _ = start_agent(emulator.url, base)
@@ -78,6 +81,7 @@ def test_two_users_see_the_kernels_word_and_the_history_from_before_they_came(
     assert alice["incarnations"] == carol["incarnations"] == [1]
 
 
+@pytest.mark.slow
 def test_someone_outside_the_sockets_group_cannot_connect(
         base: Path, emulator: Emulator) -> None:
     proc, _ = start_agent(emulator.url, base)
@@ -90,6 +94,7 @@ def test_someone_outside_the_sockets_group_cannot_connect(
     assert nobody["error"]["message"].endswith(f": you are not in group {OPS_GROUP}")
 
 
+@pytest.mark.slow
 def test_a_non_approver_is_refused_and_the_refusal_recorded_as_the_kernel_says(
         base: Path, emulator: Emulator, accounts: dict[str, Account]) -> None:
     proc, _ = start_agent(emulator.url, base)
@@ -114,6 +119,7 @@ def test_a_non_approver_is_refused_and_the_refusal_recorded_as_the_kernel_says(
         assert "not in group setui" in (record.error or "")
 
 
+@pytest.mark.slow
 def test_two_approvers_at_once_make_one_post_recorded_under_the_winner(
         base: Path, emulator: Emulator, accounts: dict[str, Account]) -> None:
     proc, _ = start_agent(emulator.url, base)
@@ -138,6 +144,7 @@ def test_two_approvers_at_once_make_one_post_recorded_under_the_winner(
         (f"sapi-{winner}", accounts[winner].uid)]
 
 
+@pytest.mark.slow
 def test_approvers_in_the_config_narrow_it_and_sighup_reads_them_again(
         base: Path, emulator: Emulator, accounts: dict[str, Account]) -> None:
     config = base / "config.toml"
@@ -164,6 +171,7 @@ def test_approvers_in_the_config_narrow_it_and_sighup_reads_them_again(
                      ("dismissed", "sapi-alice")]
 
 
+@pytest.mark.slow
 def test_a_hold_through_the_api_is_the_agents_own_and_holds_its_approval(
         base: Path, emulator: Emulator, accounts: dict[str, Account]) -> None:
     hook = base / "hook.sh"

@@ -50,6 +50,7 @@ def _stop(proc: subprocess.Popen[str]) -> None:
     proc.wait(timeout=30)
 
 
+@pytest.mark.slow
 def test_a_second_agent_on_the_same_store_refuses_to_start_and_names_the_first(
         tmp_path: Path, emulator: Emulator) -> None:
     first, _ = _agent(emulator.url, plain_env(tmp_path))
@@ -66,6 +67,7 @@ def test_a_second_agent_on_the_same_store_refuses_to_start_and_names_the_first(
         _stop(first)
 
 
+@pytest.mark.slow
 def test_a_second_agent_on_the_same_socket_refuses_to_start(tmp_path: Path,
                                                              emulator: Emulator) -> None:
     first, _ = _agent(emulator.url, plain_env(tmp_path, sock="api.sock"))
@@ -83,6 +85,7 @@ def test_a_second_agent_on_the_same_socket_refuses_to_start(tmp_path: Path,
     assert not (tmp_path / "api.sock").exists()  # removed by its agent on the way out
 
 
+@pytest.mark.slow
 def test_a_killed_agent_leaves_nothing_in_the_way_even_while_its_hook_runs_on(
         tmp_path: Path, emulator: Emulator) -> None:
     hook = tmp_path / "hook.sh"

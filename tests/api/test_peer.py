@@ -57,6 +57,7 @@ s.recv(1)
 '''
 
 
+@pytest.mark.slow
 @needs_root
 def test_a_client_under_another_uid_is_that_uid_with_its_groups(
         tmp_path: Path, accounts: dict[str, Account]) -> None:
@@ -138,6 +139,7 @@ conn.close()
 '''
 
 
+@pytest.mark.slow
 @needs_root
 def test_the_ssh_origin_is_the_connection_the_sshd_above_the_client_holds(
         tmp_path: Path) -> None:

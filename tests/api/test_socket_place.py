@@ -23,6 +23,7 @@ def _run(url: str, env: dict[str, str], *extra: str) -> subprocess.CompletedProc
                           env=env, capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.slow
 def test_socket_on_the_command_line_wins_over_the_environment(tmp_path: Path,
                                                                emulator: Emulator) -> None:
     env = plain_env(tmp_path, SETUI_SOCKET=str(tmp_path / "from-env.sock"))
@@ -40,6 +41,7 @@ def test_socket_on_the_command_line_wins_over_the_environment(tmp_path: Path,
         proc.wait(timeout=30)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(Path("/run/setui").exists(), reason="this machine has /run/setui")
 def test_without_a_socket_directory_the_agent_says_so_and_runs_on(tmp_path: Path,
                                                                    emulator: Emulator) -> None:
@@ -57,6 +59,7 @@ def test_without_a_socket_directory_the_agent_says_so_and_runs_on(tmp_path: Path
     assert "/run/setui does not exist" in proc.stderr.read()
 
 
+@pytest.mark.slow
 def test_a_file_in_the_way_is_left_alone_and_the_agent_refuses(tmp_path: Path,
                                                                 emulator: Emulator) -> None:
     (tmp_path / "api.sock").write_text("mine")
@@ -67,6 +70,7 @@ def test_a_file_in_the_way_is_left_alone_and_the_agent_refuses(tmp_path: Path,
     assert not (tmp_path / "data" / "setui.db").exists()
 
 
+@pytest.mark.slow
 def test_a_directory_anyone_may_write_is_refused(tmp_path: Path, emulator: Emulator) -> None:
     (tmp_path / "open").mkdir()
     (tmp_path / "open").chmod(0o777)
@@ -87,6 +91,7 @@ while True:
 '''
 
 
+@pytest.mark.slow
 @needs_root
 def test_a_client_refuses_a_socket_served_by_someone_else(
         tmp_path: Path, accounts: dict[str, Account]) -> None:

@@ -51,6 +51,7 @@ def _until_first_line_then_stop(argv: list[str], tmp_path: Path) -> tuple[list[s
     return lines.seen, proc.stderr.read()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not POSIX, reason="SIGINT delivery to a child is POSIX-only here")
 @pytest.mark.parametrize("command", ["watch", "agent"])
 def test_a_polling_command_says_once_what_an_old_version_cannot_show(
@@ -62,6 +63,7 @@ def test_a_polling_command_says_once_what_an_old_version_cannot_show(
     assert said == [f"setui: {OLD}"], err
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not POSIX, reason="SIGINT delivery to a child is POSIX-only here")
 def test_the_newest_version_says_nothing_of_the_kind(emulator: Emulator, tmp_path: Path) -> None:
     _, err = _until_first_line_then_stop(
@@ -70,6 +72,7 @@ def test_the_newest_version_says_nothing_of_the_kind(emulator: Emulator, tmp_pat
     assert "api-version" not in err, err
 
 
+@pytest.mark.slow
 def test_events_once_says_it_too_and_shows_no_preempt(emulator: Emulator,
                                                       tmp_path: Path) -> None:
     run = subprocess.run([*SETUI, "events", "--endpoint", emulator.url, "--api-version",
@@ -85,6 +88,7 @@ def test_events_once_says_it_too_and_shows_no_preempt(emulator: Emulator,
     assert "Preempt" not in old.stdout and OLD in old.stderr
 
 
+@pytest.mark.slow
 def test_help_says_what_each_older_version_lacks(tmp_path: Path) -> None:
     for argv in (["--help"], ["watch", "--help"], ["agent", "--help"]):
         run = subprocess.run([*SETUI, *argv], capture_output=True, text=True,

@@ -85,6 +85,7 @@ def copy_file(tmp_path: Path, lines: Sequence[str], name: str = "copy.log") -> P
 
 
 # -- a copy holding two versions of a record -------------------------------------------------
+@pytest.mark.slow
 def test_forged_records_sent_again_do_not_replace_the_genuine_ones(
         tmp_path: Path, udp: socket.socket) -> None:
     genuine_dir, forged_dir = tmp_path / "genuine", tmp_path / "forged"
@@ -111,6 +112,7 @@ def test_forged_records_sent_again_do_not_replace_the_genuine_ones(
     assert "the log matches line 1" in done.stdout
 
 
+@pytest.mark.slow
 def test_a_record_forwarded_twice_unchanged_is_one_record(tmp_path: Path,
                                                            udp: socket.socket) -> None:
     data_dir = tmp_path / "data"
@@ -123,6 +125,7 @@ def test_a_record_forwarded_twice_unchanged_is_one_record(tmp_path: Path,
 
 
 # -- a hash planted in free text -------------------------------------------------------------
+@pytest.mark.slow
 def test_a_hash_planted_in_ssh_connection_is_not_the_records_hash(
         tmp_path: Path, udp: socket.socket) -> None:
     """The attacker prepares the forgery first (its hash is known before the genuine record
@@ -219,6 +222,7 @@ def octet_counted(data: bytes) -> list[str]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", ["udp", "tcp", "syslog", "journal"])
 def test_hostile_values_round_trip_through_every_forwarded_form(
         tmp_path: Path, udp: socket.socket, form: str) -> None:
@@ -259,6 +263,7 @@ def test_hostile_values_round_trip_through_every_forwarded_form(
     assert "skipped" not in done.stdout
 
 
+@pytest.mark.slow
 def test_message_text_alone_never_reads_as_a_record(tmp_path: Path,
                                                      udp: socket.socket) -> None:
     """A collector that keeps the message and drops the structured data: whatever the

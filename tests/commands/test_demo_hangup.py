@@ -40,6 +40,7 @@ def _hang_up(proc: subprocess.Popen[bytes], tmp_path: Path) -> None:
         proc.kill()
 
 
+@pytest.mark.slow
 def test_a_hangup_of_the_headless_demo_removes_its_directory(tmp_path: Path) -> None:
     proc = subprocess.Popen([*SETUI, "demo", "--headless", "--speed", "60", "--interval",
                              "0.2"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -48,6 +49,7 @@ def test_a_hangup_of_the_headless_demo_removes_its_directory(tmp_path: Path) -> 
     assert _left(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_a_hangup_of_the_demo_dashboard_removes_its_directory(tmp_path: Path) -> None:
     import fcntl
     import pty
@@ -76,6 +78,7 @@ def test_a_hangup_of_the_demo_dashboard_removes_its_directory(tmp_path: Path) ->
     assert _left(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_a_demo_started_to_survive_a_hangup_still_does(tmp_path: Path) -> None:
     """nohup (SIGHUP ignored) is the user's choice: the demo keeps it."""
     proc = subprocess.Popen(["nohup", *SETUI, "demo", "--headless", "--speed", "60",

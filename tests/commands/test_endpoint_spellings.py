@@ -32,6 +32,7 @@ def approve(endpoint: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
         env=dict(os.environ, SETUI_DATA_DIR=str(data_dir)), stdin=subprocess.DEVNULL)
 
 
+@pytest.mark.slow
 def test_another_spelling_of_the_endpoint_does_not_approve_again(emulator: Emulator,
                                                                  tmp_path: Path) -> None:
     port = emulator.url.rsplit(":", 1)[1]

@@ -114,12 +114,14 @@ def _records(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [i for i in items if "incarnation" in i]
 
 
+@pytest.mark.slow
 def test_the_record_was_written_by_every_kind_of_reader(written: Written) -> None:
     numbers = {r["incarnation"] for r in _records(_lines(written, "history", "--json",
                                                          "--limit", "100"))}
     assert set(written.one_shots) <= numbers, "events did not record what it read"
 
 
+@pytest.mark.slow
 def test_a_hole_is_the_same_whatever_limit_lists_it(written: Written) -> None:
     everything = _lines(written, "history", "--json", "--limit", "100")
     whole = _holes(everything)
@@ -135,6 +137,7 @@ def test_a_hole_is_the_same_whatever_limit_lists_it(written: Written) -> None:
             a for a, _ in _holes(everything, open_ones=True)], limit
 
 
+@pytest.mark.slow
 def test_no_hole_covers_a_stored_incarnation_or_lasts_under_a_second(
         written: Written) -> None:
     items = _lines(written, "history", "--json", "--limit", "100")
@@ -157,6 +160,7 @@ def test_no_hole_covers_a_stored_incarnation_or_lasts_under_a_second(
                 f"{start}..{end}")
 
 
+@pytest.mark.slow
 def test_report_and_replay_tell_the_same_holes(written: Written) -> None:
     from setui.monitor.replay import load_recording
     from setui.store import Store
@@ -172,6 +176,7 @@ def test_report_and_replay_tell_the_same_holes(written: Written) -> None:
     assert [(h.start, h.end) for h in recording.holes if not h.open] == closed
 
 
+@pytest.mark.slow
 def test_events_lists_even_where_its_reading_cannot_be_kept(tmp_path: Path) -> None:
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where the data directory should be")

@@ -39,6 +39,7 @@ def _node(kubectl: Fake) -> dict:  # type: ignore[type-arg]
     return kubectl.state()[NODE]
 
 
+@pytest.mark.slow
 def test_prepare_cordons_then_drains_with_the_time_left_as_its_timeout(tmp_path: Path) -> None:
     kubectl = _kubectl(tmp_path)
     done = _drain(kubectl, "prepare")
@@ -53,6 +54,7 @@ def test_prepare_cordons_then_drains_with_the_time_left_as_its_timeout(tmp_path:
     assert f"drained node {NODE}" in done.stdout
 
 
+@pytest.mark.slow
 def test_recover_after_a_drain_uncordons_and_forgets(tmp_path: Path) -> None:
     kubectl = _kubectl(tmp_path)
     assert _drain(kubectl, "prepare").returncode == 0
@@ -69,6 +71,7 @@ def test_recover_after_a_drain_uncordons_and_forgets(tmp_path: Path) -> None:
     assert "not cordoned by this hook" in again.stdout
 
 
+@pytest.mark.slow
 def test_a_node_cordoned_before_prepare_stays_cordoned_after_recover(tmp_path: Path) -> None:
     kubectl = _kubectl(tmp_path, cordoned=True)
     prepared = _drain(kubectl, "prepare")
@@ -82,6 +85,7 @@ def test_a_node_cordoned_before_prepare_stays_cordoned_after_recover(tmp_path: P
     assert "left cordoned" in recovered.stdout
 
 
+@pytest.mark.slow
 def test_prepare_run_again_remembers_it_cordoned_the_node(tmp_path: Path) -> None:
     kubectl = _kubectl(tmp_path)
     assert _drain(kubectl, "prepare").returncode == 0
@@ -95,6 +99,7 @@ def test_prepare_run_again_remembers_it_cordoned_the_node(tmp_path: Path) -> Non
     assert _node(kubectl) == {"unschedulable": False, "annotations": {}}
 
 
+@pytest.mark.slow
 def test_overlapping_events_keep_the_node_cordoned_until_both_have_passed(
         tmp_path: Path) -> None:
     kubectl = _kubectl(tmp_path)
@@ -108,6 +113,7 @@ def test_overlapping_events_keep_the_node_cordoned_until_both_have_passed(
     assert _node(kubectl) == {"unschedulable": False, "annotations": {}}
 
 
+@pytest.mark.slow
 def test_a_drain_still_running_at_its_timeout_exits_3_and_recover_uncordons(
         tmp_path: Path) -> None:
     kubectl = _kubectl(tmp_path)
@@ -121,6 +127,7 @@ def test_a_drain_still_running_at_its_timeout_exits_3_and_recover_uncordons(
     assert _node(kubectl)["unschedulable"] is False
 
 
+@pytest.mark.slow
 def test_a_drain_that_ignores_its_timeout_is_stopped_at_the_deadline(tmp_path: Path) -> None:
     kubectl = _kubectl(tmp_path)
     done = _drain(kubectl, "prepare", "--margin", "1", SETUI_SECONDS_LEFT="4",
@@ -129,6 +136,7 @@ def test_a_drain_that_ignores_its_timeout_is_stopped_at_the_deadline(tmp_path: P
     assert "kubectl was stopped" in done.stdout
 
 
+@pytest.mark.slow
 def test_a_failed_drain_exits_1_saying_so_and_the_node_stays_cordoned(tmp_path: Path) -> None:
     kubectl = _kubectl(tmp_path)
     done = _drain(kubectl, "prepare", FAKE_KUBECTL="drain=fail")
@@ -140,6 +148,7 @@ def test_a_failed_drain_exits_1_saying_so_and_the_node_stays_cordoned(tmp_path: 
     assert _node(kubectl) == {"unschedulable": True, "annotations": {MARK: E1}}
 
 
+@pytest.mark.slow
 def test_a_failed_cordon_leaves_no_mark(tmp_path: Path) -> None:
     kubectl = _kubectl(tmp_path)
     done = _drain(kubectl, "prepare", FAKE_KUBECTL="cordon=fail")
@@ -151,6 +160,7 @@ def test_a_failed_cordon_leaves_no_mark(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("event_type", "drained"), [("Freeze", False), ("Reboot", True),
                                                      ("Redeploy", True)])
+@pytest.mark.slow
 def test_skip_types_tells_a_freeze_from_a_reboot(tmp_path: Path, event_type: str,
                                                  drained: bool) -> None:
     kubectl = _kubectl(tmp_path)
@@ -164,6 +174,7 @@ def test_skip_types_tells_a_freeze_from_a_reboot(tmp_path: Path, event_type: str
         assert recovered.returncode == 0 and kubectl.calls() == []
 
 
+@pytest.mark.slow
 def test_a_started_event_leaves_no_time_to_drain_the_node_is_cordoned_only(
         tmp_path: Path) -> None:
     kubectl = _kubectl(tmp_path)
@@ -174,6 +185,7 @@ def test_a_started_event_leaves_no_time_to_drain_the_node_is_cordoned_only(
     assert "no time to drain" in done.stdout and "SETUI_NOT_BEFORE is empty" in done.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variable", ["SETUI_DEADLINE", "SETUI_NOT_BEFORE"])
 def test_without_seconds_left_the_time_is_counted_from_not_before(tmp_path: Path,
                                                                   variable: str) -> None:
@@ -186,6 +198,7 @@ def test_without_seconds_left_the_time_is_counted_from_not_before(tmp_path: Path
     assert 270 <= _timeout(kubectl) <= 285
 
 
+@pytest.mark.slow
 def test_the_node_name_from_the_option_the_environment_or_the_host(tmp_path: Path) -> None:
     host = socket.gethostname().strip().lower()
     kubectl = install_fake(tmp_path, "kubectl", {
@@ -199,6 +212,7 @@ def test_the_node_name_from_the_option_the_environment_or_the_host(tmp_path: Pat
         assert kubectl.calls()[0] == ["get", "node", node, "--output", "json"]
 
 
+@pytest.mark.slow
 def test_the_kubeconfig_systemd_hands_over_is_used(tmp_path: Path) -> None:
     kubectl = _kubectl(tmp_path)
     credentials = tmp_path / "credentials"
@@ -228,6 +242,7 @@ def test_the_kubeconfig_systemd_hands_over_is_used(tmp_path: Path) -> None:
     ([], {"PATH": "/nowhere"}, "'kubectl' is not found (PATH is '/nowhere')"),
     (["--skip-types", "Freez"], {}, "not an event type: 'Freez'"),
 ])
+@pytest.mark.slow
 def test_a_wrong_setup_exits_2_saying_what_to_fix_and_changes_nothing(
         tmp_path: Path, args: list[str], env: dict[str, str | None], words: str) -> None:
     kubectl = _kubectl(tmp_path)
@@ -240,6 +255,7 @@ def test_a_wrong_setup_exits_2_saying_what_to_fix_and_changes_nothing(
     assert kubectl.calls() == []
 
 
+@pytest.mark.slow
 def test_drain_options_after_double_dash_are_added(tmp_path: Path) -> None:
     kubectl = _kubectl(tmp_path)
     done = _drain(kubectl, "prepare", "--", "--force", "--grace-period=60")
@@ -249,6 +265,7 @@ def test_drain_options_after_double_dash_are_added(tmp_path: Path) -> None:
                           "--grace-period=60"]
 
 
+@pytest.mark.slow
 def test_two_events_prepared_at_once_are_both_remembered(tmp_path: Path) -> None:
     # The agent runs hooks of different events side by side: each reads the mark, then
     # writes it; the second must not write over the first.

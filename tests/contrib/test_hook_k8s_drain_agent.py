@@ -56,6 +56,7 @@ def _finished(step: str):  # type: ignore[no-untyped-def]
     return done
 
 
+@pytest.mark.slow
 def test_the_agent_drains_the_node_for_a_reboot_and_uncordons_it_after(
         tmp_path: Path) -> None:
     # Installed as an operator would: root's, in a directory only root writes.

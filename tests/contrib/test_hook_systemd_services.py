@@ -29,6 +29,7 @@ def _changes(systemctl: Fake) -> list[list[str]]:
     return [c for c in systemctl.calls() if c[0] != "show"]
 
 
+@pytest.mark.slow
 def test_prepare_stops_what_runs_and_recover_starts_only_that(tmp_path: Path) -> None:
     systemctl = _systemctl(tmp_path, app="active", cache="inactive", web="active")
     prepared = _services(systemctl, "prepare", "app", "cache", "web.service")
@@ -49,6 +50,7 @@ def test_prepare_stops_what_runs_and_recover_starts_only_that(tmp_path: Path) ->
     assert _changes(systemctl) == []
 
 
+@pytest.mark.slow
 def test_a_re_run_of_prepare_remembers_it_stopped_the_unit(tmp_path: Path) -> None:
     systemctl = _systemctl(tmp_path, app="active")
     assert _services(systemctl, "prepare", "app").returncode == 0
@@ -58,6 +60,7 @@ def test_a_re_run_of_prepare_remembers_it_stopped_the_unit(tmp_path: Path) -> No
     assert systemctl.state() == {"app.service": "active"}
 
 
+@pytest.mark.slow
 def test_overlapping_events_keep_the_unit_stopped_until_both_have_passed(
         tmp_path: Path) -> None:
     systemctl = _systemctl(tmp_path, app="active")
@@ -70,6 +73,7 @@ def test_overlapping_events_keep_the_unit_stopped_until_both_have_passed(
     assert systemctl.state() == {"app.service": "active"}
 
 
+@pytest.mark.slow
 def test_a_stop_still_running_at_the_deadline_exits_3_and_recover_starts_it(
         tmp_path: Path) -> None:
     systemctl = _systemctl(tmp_path, app="active")
@@ -82,6 +86,7 @@ def test_a_stop_still_running_at_the_deadline_exits_3_and_recover_starts_it(
     assert _changes(systemctl) == [["start", "--no-ask-password", "app.service"]]
 
 
+@pytest.mark.slow
 def test_no_time_left_stops_nothing(tmp_path: Path) -> None:
     systemctl = _systemctl(tmp_path, app="active")
     done = _services(systemctl, "prepare", "app", SETUI_SECONDS_LEFT="5")  # margin 10
@@ -93,6 +98,7 @@ def test_no_time_left_stops_nothing(tmp_path: Path) -> None:
     assert _changes(systemctl) == []
 
 
+@pytest.mark.slow
 def test_a_failed_stop_or_start_exits_1_saying_so(tmp_path: Path) -> None:
     systemctl = _systemctl(tmp_path, app="active")
     stopped = _services(systemctl, "prepare", "app", FAKE_SYSTEMCTL="stop=fail")
@@ -104,6 +110,7 @@ def test_a_failed_stop_or_start_exits_1_saying_so(tmp_path: Path) -> None:
     assert systemctl.calls()[-1] == ["start", "--no-ask-password", "app.service"]
 
 
+@pytest.mark.slow
 def test_skip_types_leaves_a_freeze_alone(tmp_path: Path) -> None:
     systemctl = _systemctl(tmp_path, app="active")
     done = _services(systemctl, "prepare", "--skip-types", "Freeze,Preempt", "app",
@@ -118,6 +125,7 @@ def test_skip_types_leaves_a_freeze_alone(tmp_path: Path) -> None:
     (["app"], {"PATH": "/nowhere"}, "systemctl is not found"),
     (["app"], {"SETUI_EVENT_ID": None}, "SETUI_EVENT_ID is not set"),
 ])
+@pytest.mark.slow
 def test_a_wrong_setup_exits_2_and_stops_nothing(tmp_path: Path, units: list[str],
                                                  env: dict[str, str | None],
                                                  words: str) -> None:
@@ -128,6 +136,7 @@ def test_a_wrong_setup_exits_2_and_stops_nothing(tmp_path: Path, units: list[str
     assert _changes(systemctl) == [] and "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_two_events_prepared_at_once_are_both_remembered(tmp_path: Path) -> None:
     # The agent runs hooks of different events side by side: each reads the mark, then
     # writes it; the second must not write over the first.
@@ -145,6 +154,7 @@ def test_two_events_prepared_at_once_are_both_remembered(tmp_path: Path) -> None
     assert sorted(marked) == sorted([E1, E2])
 
 
+@pytest.mark.slow
 def test_a_state_dir_it_cannot_write_stops_nothing(tmp_path: Path) -> None:
     systemctl = _systemctl(tmp_path, app="active")
     (tmp_path / "a-file").write_text("")

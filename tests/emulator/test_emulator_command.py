@@ -125,6 +125,7 @@ def test_module_prints_its_url_and_exits_0_on_a_signal(signum: int) -> None:
     assert "GET /metadata/scheduledevents?api-version=2020-07-01 -> 200" in log
 
 
+@pytest.mark.slow
 def test_vm_name_renames_the_scenarios_vm_wherever_the_scenario_names_it() -> None:
     # busy's VM is web-0, in two events' Resources; a rehearsal under another name must
     # find that name in Resources, or a `this_vm = true` rule never matches.

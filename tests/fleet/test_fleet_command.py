@@ -96,6 +96,7 @@ def test_a_config_holding_a_secret_that_others_can_open_is_refused(
         load_config(plain, environ={})  # no secret in it: its mode is not the problem
 
 
+@pytest.mark.slow
 def test_the_command_refuses_a_readable_secret_and_a_token_over_plain_http(
         tmp_path: Path) -> None:
     file = tmp_path / "config.toml"

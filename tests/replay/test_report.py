@@ -96,6 +96,7 @@ def test_words_in_parentheses_are_left_as_they_are() -> None:
     assert md("[click](http://evil)") == "\\[click\\](http://evil)"
 
 
+@pytest.mark.slow
 def test_json_claims_no_certainty_about_what_did_not_happen(recorded: Store) -> None:
     """An event still there at the end of the report has no fate, and no certainty about
     one; one not seen to start has no certainty about its start."""

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 from textual import on
 from textual.message import Message
@@ -83,6 +84,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.slow
 def test_the_repaint_patch_is_installed_by_the_app_not_by_a_widget() -> None:
     """Mounting a widget changed Textual's compositor for the whole process; the app
     installs it, explicitly, when it starts (in a fresh interpreter: it is process-wide)."""
