@@ -112,12 +112,12 @@ class Deadline:
 def deadline_from(environ: Mapping[str, str], now: datetime | None = None) -> Deadline:
     """The time left before the event, from what setui agent says, best first:
     SETUI_SECONDS_LEFT (counted in the service's clock), SETUI_DEADLINE (ISO 8601 UTC),
-    SETUI_NOT_BEFORE (RFC 1123, as the service writes it); the last two against this VM's
-    clock. An empty value means the event has no NotBefore: it has started, no time is left.
+    SETUI_NOT_BEFORE (ISO 8601 UTC; RFC 1123, as the service writes it, from a setui before
+    times were written one way); the last two against this VM's clock. An empty value means the event has no NotBefore: it has started, no time is left.
     """
     now = now or datetime.now(timezone.utc)
     for name, parse in (("SETUI_SECONDS_LEFT", _seconds), ("SETUI_DEADLINE", _iso),
-                        ("SETUI_NOT_BEFORE", _rfc1123)):
+                        ("SETUI_NOT_BEFORE", _iso_or_rfc1123)):
         text = environ.get(name)
         if text is None:
             continue
@@ -135,7 +135,8 @@ def deadline_from(environ: Mapping[str, str], now: datetime | None = None) -> De
 
 _SHAPES = {"SETUI_SECONDS_LEFT": "a whole number of seconds",
            "SETUI_DEADLINE": "a UTC time like 2024-05-14T09:30:00Z",
-           "SETUI_NOT_BEFORE": "a time like Mon, 11 Apr 2022 22:26:58 GMT"}
+           "SETUI_NOT_BEFORE": "a UTC time like 2024-05-14T09:30:00Z (or Mon, 11 Apr 2022 "
+                               "22:26:58 GMT)"}
 
 
 def _seconds(text: str) -> float | None:
@@ -149,6 +150,10 @@ def _iso(text: str) -> datetime | None:
         except ValueError:
             continue
     return None
+
+
+def _iso_or_rfc1123(text: str) -> datetime | None:
+    return _iso(text) or _rfc1123(text)
 
 
 def _rfc1123(text: str) -> datetime | None:

@@ -186,12 +186,15 @@ def test_a_started_event_leaves_no_time_to_drain_the_node_is_cordoned_only(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("variable", ["SETUI_DEADLINE", "SETUI_NOT_BEFORE"])
+@pytest.mark.parametrize(("variable", "form"), [
+    ("SETUI_DEADLINE", "iso"), ("SETUI_NOT_BEFORE", "iso"),
+    ("SETUI_NOT_BEFORE", "rfc1123")])  # as a setui before one way of writing times said it
 def test_without_seconds_left_the_time_is_counted_from_not_before(tmp_path: Path,
-                                                                  variable: str) -> None:
+                                                                  variable: str,
+                                                                  form: str) -> None:
     kubectl = _kubectl(tmp_path)
     at = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=300)
-    text = (at.strftime("%Y-%m-%dT%H:%M:%SZ") if variable == "SETUI_DEADLINE"
+    text = (at.strftime("%Y-%m-%dT%H:%M:%SZ") if form == "iso"
             else format_datetime(at, usegmt=True))
     done = _drain(kubectl, "prepare", SETUI_SECONDS_LEFT=None, **{variable: text})
     assert done.returncode == 0, done.stderr
