@@ -82,6 +82,13 @@ def _connection_options(default: object = None) -> argparse.ArgumentParser:
                        help="config file (default: the user config dir's config.toml)")
     group.add_argument("--data-dir", metavar="DIR", type=Path,
                        help="where history and the audit log live (env SETUI_DATA_DIR)")
+    group.add_argument("--socket", metavar="PATH", type=Path,
+                       help="the agent's local API: where `setui agent` serves it and the "
+                            "other commands attach to it (env SETUI_SOCKET; default "
+                            "/run/setui/api.sock)")
+    group.add_argument("--standalone", dest="standalone", action="store_const", const=True,
+                       help="do not attach to the agent: poll IMDS and keep a history of "
+                            "your own (config: standalone = true)")
     return parent
 
 
@@ -258,6 +265,7 @@ def resolve_config(args: argparse.Namespace) -> Config:
         data_dir=getattr(args, "data_dir", None),
         policy=getattr(args, "policy", None),
         socket=getattr(args, "socket", None),
+        standalone=getattr(args, "standalone", None),
     )
 
 

@@ -81,6 +81,9 @@ class Config:
     # Who may approve through the agent's API: user names and %groups; None: root and the
     # members of group setui (setui.api.peer).
     approvers: tuple[str, ...] | None = None
+    # Never attach to the agent: poll IMDS and keep a store of this front end's own, as on
+    # a machine without the agent (setui.session.attach).
+    standalone: bool = False
 
     def with_overrides(self, **values: Any) -> Config:
         """Apply command-line values; ``None`` means "not given" and keeps the setting."""
@@ -117,6 +120,7 @@ _TYPES: Mapping[str, tuple[type, ...]] = {
     "policy": (str,),
     "socket": (str,),
     "approvers": (list,),
+    "standalone": (bool,),
 }
 
 

@@ -61,10 +61,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true",
                         help="one JSON object per line: watch's change records, and agent "
                              "records with the key \"agent\"")
-    parser.add_argument("--socket", metavar="PATH", type=Path, default=None,
-                        help="serve the local API there (docs/api.md); default: `socket` in "
-                             "the config, env SETUI_SOCKET, else /run/setui/api.sock when "
-                             "/run/setui exists")
 
 
 def agent_line(record: dict[str, Any], *, with_time: bool = True) -> str:
@@ -381,6 +377,11 @@ def run(args: argparse.Namespace) -> int:
     from setui.agent.metrics import parse_listen
 
     config: Config = args.config_resolved
+    if getattr(args, "standalone", None):
+        # A config file's `standalone = true` is the front ends' (they share the file).
+        print("setui agent: --standalone is for the other commands: the agent is what they "
+              "attach to", file=sys.stderr)
+        return EXIT_USAGE
     loaded = _load(args, config, sys.stderr)
     if loaded is None:
         return EXIT_USAGE

@@ -1,0 +1,45 @@
+"""Attach to the agent, or say why not: the first thing every front end does.
+
+One poller, recorder and approver per VM: a front end (the dashboard, ``events``,
+``approve``, ``history``, ``audit``, ``report``, ``replay``) that can reach the agent uses
+its API and asks IMDS nothing itself; one that cannot runs standalone, as on a machine
+without the agent, and says so.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from setui.api.client import DEFAULT_SOCKET, AgentClient, ApiError
+from setui.config import Config
+from setui.core.clock import utc_now
+from setui.core.timefmt import duration
+
+__all__ = ["attach", "attached_words"]
+
+
+def attach(config: Config) -> tuple[AgentClient | None, str]:
+    """The agent's API when its socket answers, else None; and the words for the status
+    line: "attached to the agent (pid N, up 3d 02h)", or why this front end runs standalone.
+
+    One poller, recorder and approver per VM: a front end that can reach the agent uses it
+    and polls nothing itself. Standalone when told so (``--standalone``, ``standalone =
+    true``), when nothing answers at the socket (no agent on this machine, or it is
+    restarting), when this user may not reach it (not in its group), or when it speaks
+    another version of the API: each said in words, never a traceback. Blocking (a connect
+    and a hello, within a second): call it before the event loop, or on a thread."""
+    if config.standalone:
+        return None, "standalone (--standalone): polling IMDS itself"
+    path = config.socket or DEFAULT_SOCKET
+    try:
+        client = AgentClient.connect(path)
+    except ApiError as exc:
+        return None, f"standalone: {exc.message.rstrip('.')}"
+    return client, attached_words(client, utc_now())
+
+
+def attached_words(client: AgentClient, now: datetime) -> str:
+    """What the status line says of the agent a front end is attached to, at ``now``."""
+    agent = client.hello.agent
+    up = max(0.0, (now - agent.since).total_seconds())
+    return f"attached to the agent (pid {agent.pid}, up {duration(up)})"

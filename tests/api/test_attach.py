@@ -1,0 +1,98 @@
+"""A front end attaches to the agent when its socket answers, and otherwise says in words
+why it runs standalone: told so, nothing there, another version of the API."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from api_helpers import plain_env, start_agent, stop
+
+from setui.api.attach import attach, attached_words
+from setui.config import Config
+from setui.emulator.scenario import parse_scenario
+from setui.emulator.server import Emulator
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="Unix sockets")
+
+
+def test_told_to_run_standalone_it_does_not_even_look(tmp_path: Path) -> None:
+    client, words = attach(Config(standalone=True, socket=tmp_path / "api.sock"))
+    assert client is None
+    assert words == "standalone (--standalone): polling IMDS itself"
+
+
+def test_nothing_at_the_socket_is_standalone_and_says_where_it_looked(tmp_path: Path) -> None:
+    client, words = attach(Config(socket=tmp_path / "api.sock"))
+    assert client is None
+    assert words == f"standalone: no agent at {tmp_path / 'api.sock'}"
+
+
+def test_an_agent_of_another_api_version_is_not_attached_to(tmp_path: Path) -> None:
+    """A hello of version 99 (a newer agent beside an older front end): standalone, and
+    the status line says which version each speaks."""
+    path = tmp_path / "api.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen(1)
+
+    def greet() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.sendall(json.dumps({"hello": {"api": 99}}).encode() + b"\n")
+            conn.recv(1)
+
+    thread = threading.Thread(target=greet, daemon=True)
+    thread.start()
+    try:
+        client, words = attach(Config(socket=path))
+    finally:
+        thread.join(timeout=30)
+        server.close()
+    assert client is None
+    assert words.startswith("standalone: the agent sent something unreadable: ")
+    assert "API version 99; this setui speaks version 1" in words
+
+
+@pytest.mark.slow
+def test_a_running_agent_is_attached_to_and_named(tmp_path: Path) -> None:
+    scenario = parse_scenario('name = "quiet"\nvm_name = "vm-0"\ntail = 600\n')
+    with Emulator(scenario) as emulator:
+        env = plain_env(tmp_path, sock="api.sock")
+        proc, _ = start_agent(emulator.url, tmp_path, env=env)
+        try:
+            client, words = attach(Config(socket=tmp_path / "api.sock"))
+            assert client is not None
+            with client:
+                agent = client.hello.agent
+                assert agent.pid == proc.pid
+                assert words.startswith(f"attached to the agent (pid {proc.pid}, up ")
+                later = agent.since + timedelta(days=3, hours=2)
+                assert attached_words(client, later) == \
+                    f"attached to the agent (pid {proc.pid}, up 3d 02h)"
+        finally:
+            assert stop(proc) == 0
+
+
+def test_the_agent_itself_refuses_standalone(capsys: pytest.CaptureFixture[str]) -> None:
+    from setui.cli import main
+
+    assert main(["agent", "--standalone"]) == 2
+    assert "--standalone is for the other commands" in capsys.readouterr().err
+
+
+def test_standalone_from_the_config_file_and_the_command_line(tmp_path: Path) -> None:
+    from setui.cli import build_parser, resolve_config
+    from setui.config import load_config
+
+    config_file = tmp_path / "config.toml"
+    config_file.write_text("standalone = true\n")
+    assert load_config(config_file).standalone is True
+    argv = ["events", "--standalone", "--socket", str(tmp_path / "s")]
+    config = resolve_config(build_parser(argv).parse_args(argv))
+    assert config.standalone is True and config.socket == tmp_path / "s"
