@@ -44,7 +44,7 @@ MAX_LABEL = 128
 APPROVAL_OUTCOMES = ("approved", "refused", "failed")
 ACTOR_KINDS = ("policy",)
 HOOKS = ("prepare", "recover")
-HOOK_OUTCOMES = ("ok", "failed", "timeout", "error", "interrupted")
+HOOK_OUTCOMES = ("ok", "failed", "timeout", "deadline", "error", "interrupted")
 NOTIFICATION_OUTCOMES = ("sent", "failed")
 _EOF = b"# EOF\n"  # OpenMetrics' last line: once, at the end of the whole exposition
 
