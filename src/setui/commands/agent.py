@@ -52,6 +52,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics", metavar="ADDR:PORT", default=None,
                         help="serve Prometheus metrics there (PORT alone: on 127.0.0.1; "
                              "port 0 picks a free one); off by default")
+    parser.add_argument("--health", metavar="ADDR:PORT", default=None,
+                        help="serve the load balancer's probe there: /readyz (503 around "
+                             "this VM's events, as the policy says) and /healthz (503 when "
+                             "IMDS does not answer); PORT alone: on 127.0.0.1")
     parser.add_argument("--metrics-file", metavar="PATH", type=Path, default=None,
                         help="also write the metrics to this node_exporter textfile (*.prom)")
     parser.add_argument("--stop-grace", metavar="SECONDS", type=float, default=None,
@@ -120,11 +124,13 @@ def _say(err: IO[str], line: str, journal: bool, priority: int) -> None:
 async def agent(config: Config, policy: Policy, *, dry_run: bool,
                 metrics_at: tuple[str, int] | None, metrics_file: Path | None,
                 as_json: bool, out: IO[str], err: IO[str], policy_path: Path | None = None,
-                config_file: Path | None = None, stop_grace: float | None = None) -> int:
+                config_file: Path | None = None, stop_grace: float | None = None,
+                health_at: tuple[str, int] | None = None) -> int:
     from setui.agent.agent import STOP_GRACE, Agent
     from setui.agent.lock import Held
     from setui.agent.metrics import AgentMetrics
     from setui.agent.notify import Notifier as Sender
+    from setui.agent.probe import Probe
     from setui.api.serve import open_socket, start_api
     from setui.api.socketfile import SocketError, choose_socket
     from setui.monitor import Monitor
@@ -160,6 +166,7 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
              journal, WARNING)
     client = make_client(config)
     metrics: AgentMetrics | None = None
+    probe: Probe | None = None
     api: Api | None = None
     this_vm = ThisVm(config.vm_name)
     try:
@@ -203,6 +210,17 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
                        store=store,
                        vm_name=vm_name, dry_run=dry_run, say=output.agent, notifier=sender,
                        metrics=metrics)
+        if health_at is not None:
+            probe = Probe(worker)
+            try:
+                host, port = await probe.serve(*health_at)
+            except OSError as exc:
+                _say(err, f"setui agent: cannot serve the health probe at {health_at[0]}:"
+                          f"{health_at[1]}: {exc.strerror or exc}", journal, ERR)
+                return EXIT_FAILED
+            shown = f"[{host}]" if ":" in host else host
+            _say(err, f"setui agent: health probe at http://{shown}:{port}/readyz (and "
+                      "/healthz)", journal, INFO)
         learning = asyncio.ensure_future(_learn_identity(
             this_vm, compute, client, worker, metrics,
             lambda line, priority: _say(err, line, journal, priority), systemd))
@@ -259,6 +277,8 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
             bound.sock.close()
         if metrics is not None:
             await metrics.aclose()
+        if probe is not None:
+            await probe.aclose()
         await client.aclose()
         if store is not None:
             store.close()
@@ -388,13 +408,15 @@ def run(args: argparse.Namespace) -> int:
     if args.stop_grace is not None and not (0 <= args.stop_grace <= 3600):
         print("setui agent: --stop-grace must be seconds from 0 to 3600", file=sys.stderr)
         return EXIT_USAGE
-    metrics_at = None
-    if args.metrics is not None:
-        try:
-            metrics_at = parse_listen(args.metrics)
-        except ValueError as exc:
-            print(f"setui agent: --metrics: {exc}", file=sys.stderr)
-            return EXIT_USAGE
+    listen: dict[str, tuple[str, int] | None] = {"metrics": None, "health": None}
+    for option in listen:
+        given = getattr(args, option)
+        if given is not None:
+            try:
+                listen[option] = parse_listen(given)
+            except ValueError as exc:
+                print(f"setui agent: --{option}: {exc}", file=sys.stderr)
+                return EXIT_USAGE
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
@@ -402,7 +424,8 @@ def run(args: argparse.Namespace) -> int:
                 reconfigure(errors="backslashreplace")
     try:
         return run_until_stopped(agent(
-            config, policy, dry_run=args.dry_run, metrics_at=metrics_at,
+            config, policy, dry_run=args.dry_run, metrics_at=listen["metrics"],
+            health_at=listen["health"],
             metrics_file=args.metrics_file, as_json=args.json, out=sys.stdout,
             err=sys.stderr, policy_path=policy_path,
             config_file=getattr(args, "config", None), stop_grace=args.stop_grace))
