@@ -65,6 +65,7 @@ class Acting(Telling):
         async def _db(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T: ...
         async def _set(self, event_id: str, step: str, rule: Rule, state: str,
                        detail: str = "", started: datetime | None = None) -> None: ...
+        async def _budget_words(self, event: Event, rule: Rule) -> str | None: ...
 
     def _incarnation(self) -> int:
         document = self.monitor.state.document
@@ -147,6 +148,11 @@ class Acting(Telling):
                 claim = await self._db(approver.claim, event_id)
                 reason = claim.describe() if claim is not None else \
                     await self._db(self.store.approval_integrity)
+        event = self.last_seen.get(event_id)
+        if reason is None and rule.max_unavailable is not None and event is not None:
+            held = await self._budget_words(event, rule)
+            if held is not None:
+                return f"wait for the budget: {held}"
         return "approve" if reason is None else f"be refused: {reason}"
 
     async def _already(self, event_id: str) -> str | None:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from setui.agent.policy import Policy
     from setui.api.serve import Api
     from setui.core.client import ImdsClient
+    from setui.fleet.prometheus import PrometheusAuth
 
 __all__ = ["add_arguments", "agent_line", "run"]
 
@@ -125,14 +126,17 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
                 metrics_at: tuple[str, int] | None, metrics_file: Path | None,
                 as_json: bool, out: IO[str], err: IO[str], policy_path: Path | None = None,
                 config_file: Path | None = None, stop_grace: float | None = None,
-                health_at: tuple[str, int] | None = None) -> int:
+                health_at: tuple[str, int] | None = None,
+                budget_from: tuple[str, PrometheusAuth] | None = None) -> int:
     from setui.agent.agent import STOP_GRACE, Agent
+    from setui.agent.budget import TIMEOUT, BudgetClient
     from setui.agent.lock import Held
     from setui.agent.metrics import AgentMetrics
     from setui.agent.notify import Notifier as Sender
     from setui.agent.probe import Probe
     from setui.api.serve import open_socket, start_api
     from setui.api.socketfile import SocketError, choose_socket
+    from setui.fleet.prometheus import PrometheusClient
     from setui.monitor import Monitor
     from setui.session import make_client, open_store
     from setui.store import default_data_dir
@@ -167,6 +171,8 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
     client = make_client(config)
     metrics: AgentMetrics | None = None
     probe: Probe | None = None
+    budget = BudgetClient(PrometheusClient(*budget_from, timeout=TIMEOUT)) \
+        if budget_from is not None else None
     api: Api | None = None
     this_vm = ThisVm(config.vm_name)
     try:
@@ -209,7 +215,7 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
         worker = Agent(policy=policy, monitor=monitor, client=client,
                        store=store,
                        vm_name=vm_name, dry_run=dry_run, say=output.agent, notifier=sender,
-                       metrics=metrics)
+                       metrics=metrics, budget=budget)
         if health_at is not None:
             probe = Probe(worker)
             try:
@@ -279,6 +285,8 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
             await metrics.aclose()
         if probe is not None:
             await probe.aclose()
+        if budget is not None:
+            budget.close()
         await client.aclose()
         if store is not None:
             store.close()
@@ -387,6 +395,32 @@ def _load(args: argparse.Namespace, config: Config, err: IO[str]
     return policy, path
 
 
+def _budget_prometheus(policy: Policy, config: Config, *, metrics: bool, err: IO[str]
+                       ) -> tuple[str, PrometheusAuth] | None:
+    """The Prometheus a disruption budget is counted through (``setui fleet``'s settings),
+    checked; None when it cannot be (said on ``err``)."""
+    from setui.fleet.prometheus import auth_from, check_credentials_safe, check_prometheus_url
+
+    rules = ", ".join(rule.name for rule in policy.budgeted)
+    head = f"setui agent: rule {rules} says max_unavailable"
+    if not config.prometheus:
+        print(f"{head}: which Prometheus counts the group? prometheus in the config file, "
+              "or SETUI_PROMETHEUS_URL (the one that scrapes the group's agents)", file=err)
+        return None
+    if not metrics:
+        print(f"{head}: the group's other agents see this one through its metrics: give "
+              "--metrics ADDR:PORT, scraped by that Prometheus", file=err)
+        return None
+    auth = auth_from(config)
+    try:
+        url = check_prometheus_url(config.prometheus)
+        check_credentials_safe(url, auth)
+    except ValueError as exc:
+        print(f"setui agent: prometheus: {exc}", file=err)
+        return None
+    return url, auth
+
+
 def run(args: argparse.Namespace) -> int:
     import importlib.util
 
@@ -417,6 +451,10 @@ def run(args: argparse.Namespace) -> int:
             except ValueError as exc:
                 print(f"setui agent: --{option}: {exc}", file=sys.stderr)
                 return EXIT_USAGE
+    budget_from = _budget_prometheus(policy, config, metrics=args.metrics is not None,
+                                     err=sys.stderr) if policy.budgeted else None
+    if policy.budgeted and budget_from is None:
+        return EXIT_USAGE
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
@@ -425,7 +463,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         return run_until_stopped(agent(
             config, policy, dry_run=args.dry_run, metrics_at=listen["metrics"],
-            health_at=listen["health"],
+            health_at=listen["health"], budget_from=budget_from,
             metrics_file=args.metrics_file, as_json=args.json, out=sys.stdout,
             err=sys.stderr, policy_path=policy_path,
             config_file=getattr(args, "config", None), stop_grace=args.stop_grace))
