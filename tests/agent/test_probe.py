@@ -145,7 +145,8 @@ def test_a_probe_loop_sees_the_vm_leave_and_rejoin_rotation(tmp_path: Path,
                        60, "the probe to say 503")
             healthz = httpx.get(f"{url}/healthz", timeout=10)
             lines.until(agent_said("running", "recover"), 60, "recover to start")
-            wait_until(lambda: "recover" in loop.last()[3], 30, "503 while recover runs")
+            wait_until(lambda: "recover 'hook.sh' running" in loop.last()[3], 30,
+                       "503 while recover runs")
             during_recover = loop.last()
             (tmp_path / "go").touch()
             lines.until(agent_said("finished", "recover"), 60, "recover to finish")
