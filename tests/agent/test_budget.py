@@ -64,10 +64,10 @@ def test_who_is_unavailable_and_why() -> None:
     assert both.taking == 2 and not both.within
     assert both.words().endswith("approving takes 2 VMs of it down at once")
     # Answering VMs scraped after a moment, and those not yet (what they say is not known).
-    assert sorted(k.vm_name for k in look.scraped_since(AT - 1)) == []
+    assert sorted(k.vm_name for k in look.scraped_since(AT - 1, ME)) == []
     late = look_of(series, _scraped("web-0", "web-4", "web-5", "web-6")
                    + _scraped("web-1", at=AT - 5), AT)
-    assert [k.vm_name for k in late.scraped_since(AT - 1)] == ["web-1"]
+    assert [k.vm_name for k in late.scraped_since(AT - 1, ME)] == ["web-1"]
 
 
 def test_claims_are_seen_and_named() -> None:

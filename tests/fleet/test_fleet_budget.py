@@ -18,8 +18,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-from promtest import SHIPPED_RULES, Prometheus, free_port
+from promtest import SHIPPED_RULES, Prometheus, StandIn, VmSeries, exposition, free_port
 
 from children import SETUI, wait_until
 from setui.emulator.scenario import parse_scenario
@@ -184,6 +185,56 @@ def test_without_prometheus_nothing_is_approved_early_and_notbefore_is_not_passe
     [skipped] = [r for r in agent.said("skipped")]
     assert "the platform starts the event at NotBefore whatever the budget" \
         in skipped["detail"], skipped
+
+
+CLAIM = 'setui_agent_busy{placement_group="",reason="approving",'
+
+
+def test_claims_that_meet_step_back_and_neither_approves(
+        tmp_path: Path, prometheus: Any) -> None:
+    """Two agents that claim at once: web-1 (a stand-in exporter) claims in the very
+    scrape that follows web-0's claim, so web-0 can only see it after claiming. web-0
+    steps back (its claim withdrawn), approves nothing while web-1 claims, and approves
+    once web-1 no longer does."""
+    agent_port = free_port()
+    claiming = {"on": True, "seen": 0}
+
+    def render() -> str:
+        text = exposition([VmSeries("web-1", vm_scale_set="ss-web", resource_group="rg-web",
+                                    subscription_id="sub-1")])
+        try:
+            theirs = httpx.get(f"http://127.0.0.1:{agent_port}/metrics", timeout=5).text
+        except httpx.HTTPError:
+            theirs = ""
+        if claiming["on"] and CLAIM in theirs:  # web-0 claims: so does web-1, at once
+            claiming["seen"] += 1
+            text += ('setui_agent_busy{vm_name="web-1",vm_scale_set="ss-web",placement_group="",'
+                     'resource_group="rg-web",subscription_id="sub-1",zone="",'
+                     'reason="approving"} 1\n')
+        return text
+
+    stand_in = StandIn(render)
+    server: Prometheus = prometheus([f"127.0.0.1:{agent_port}", stand_in.target],
+                                    rules=[SHIPPED_RULES])
+    with Emulator(parse_scenario(SCENARIO.format(vm="web-0")), identity=VMS["web-0"]) \
+            as emulator:
+        agent = Agent("web-0", emulator.url, tmp_path, server.url, agent_port)
+        try:
+            agent.until(lambda r: r.get("agent") == "waiting"
+                        and "1 of 1 in ss-web busy (web-1: approving)" in r["detail"],
+                        "web-0 to step back for web-1's claim")
+            assert claiming["seen"] and not agent.said("approved")
+            # Its claim is withdrawn: it is not busy while it waits.
+            wait_until(lambda: CLAIM not in httpx.get(f"http://127.0.0.1:{agent_port}/metrics",
+                                                     timeout=5).text,
+                       PATIENCE, "web-0's claim withdrawn")
+            assert not any(r.method == "POST" for r in emulator.requests)
+            claiming["on"] = False
+            agent.until(lambda r: r.get("agent") == "approved", "web-0 to approve at last")
+        finally:
+            assert agent.stop() == 0
+            stand_in.stop()
+        assert sum(r.method == "POST" for r in emulator.requests) == 1
 
 
 def _now() -> Any:

@@ -121,11 +121,11 @@ class Look:
     scraped: Mapping[VmKey, float]
     at: float | None
 
-    def scraped_since(self, moment: float) -> list[VmKey]:
-        """The answering VMs of the group not scraped since ``moment`` (Prometheus's
-        time): what they export now is not known yet."""
-        return [vm.key for vm in self.fleet.vms.values() if vm.state.healthy
-                and self.scraped.get(vm.key, 0.0) <= moment]
+    def scraped_since(self, moment: float, me: VmKey) -> list[VmKey]:
+        """The answering VMs of the group, and this one (``me``: its claim must show), not
+        scraped since ``moment`` (Prometheus's time): what they export is not known yet."""
+        return [vm.key for vm in self.fleet.vms.values()
+                if (vm.state.healthy or vm.key == me) and self.scraped.get(vm.key, 0.0) <= moment]
 
 
 def look_of(series: Iterable[object], scraped: Iterable[object], at: float | None) -> Look:

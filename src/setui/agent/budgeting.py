@@ -155,7 +155,7 @@ class Budgeting(Telling):
                     # Prometheus's time of an answer read after the claim: a scrape after
                     # it carries the claim, and the others' claims made before it.
                     since = look.at if look.at is not None else float("inf")
-                elif not (behind := look.scraped_since(since)):
+                elif not (behind := look.scraped_since(since, me)):
                     going = True
                     return Verdict("go", now.words())
                 elif time.monotonic() > give_up:
@@ -163,7 +163,7 @@ class Budgeting(Telling):
                     return _waiting(f"Prometheus has not scraped {names} since this agent "
                                     f"claimed ({CLAIM_PATIENCE:g} s ago)")
                 if self._late(event):
-                    return Verdict("late", now.words())
+                    return Verdict("late", "NotBefore has passed")
                 await asyncio.sleep(CLAIM_POLL)
         finally:
             if not going:
@@ -222,7 +222,7 @@ class Budgeting(Telling):
         self._activity()
         if first:
             self._notify(event, event_id, rule.name, "waiting",
-                         f"approval {detail}", extra=reason)
+                         f"no early approval yet: {printable(words, 600)}", extra=reason)
 
     async def _past_not_before(self, event: Event, rule: Rule, words: str) -> None:
         detail = f"{words} while waiting: {PLATFORM_STARTS}"
