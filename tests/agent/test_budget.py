@@ -5,8 +5,14 @@ and when the budget cannot be told."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+from pathlib import Path
 from typing import Any
 
+import pytest
+
+from children import SETUI
 from setui.agent.budget import count, group_of_vm, look_of, scraped_query, series_query
 from setui.fleet.model import VmKey
 
@@ -134,3 +140,25 @@ def test_the_plan_says_what_the_approval_waits_for() -> None:
     assert plan_text(steps, now=now) == ("rule rolling: approve waiting: 1 of 1 in ss-web "
                                          "busy (web-1: event Started)")
     assert plan_of(rule) == "approve at once within max_unavailable 1 of its scale-set"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("env", "args", "said"), [
+    ({}, ["--metrics", "0"], "which Prometheus counts the group?"),
+    ({"SETUI_PROMETHEUS_URL": "http://127.0.0.1:9"}, [], "give --metrics ADDR:PORT"),
+    ({"SETUI_PROMETHEUS_URL": "http://prometheus.example:9090",
+      "SETUI_PROMETHEUS_TOKEN": "secret"}, ["--metrics", "0"], "in clear text"),
+])
+def test_a_budget_without_its_prometheus_or_its_metrics_is_refused_at_start(
+        tmp_path: Path, env: dict[str, str], args: list[str], said: str) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[[rule]]\nname = "rolling"\napprove = "now"\nmax_unavailable = 1\n'
+                      'group = "scale-set"\n')
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("SETUI_PROMETHEUS")}
+    done = subprocess.run([*SETUI, "agent", "--endpoint", "http://127.0.0.1:9", "--policy",
+                           str(policy), *args], capture_output=True, text=True, timeout=60,
+                          env={**clean, "SETUI_DATA_DIR": str(tmp_path / "data"), **env},
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 2, done.stderr
+    assert said in done.stderr and "Traceback" not in done.stderr
+    assert "secret" not in done.stderr
