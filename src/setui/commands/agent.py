@@ -14,7 +14,7 @@ import contextlib
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -183,15 +183,9 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
         # The rest of its identity, for the metrics' labels: asked again later if need be.
         compute = await client.compute()
         metrics = AgentMetrics(vm_name=vm_name, compute=compute, version=__version__)
-        if metrics_at is not None:
-            try:
-                host, port = await metrics.serve(*metrics_at)
-            except OSError as exc:
-                _say(err, f"setui agent: cannot serve metrics at {metrics_at[0]}:"
-                          f"{metrics_at[1]}: {exc.strerror or exc}", journal, ERR)
-                return EXIT_FAILED
-            shown = f"[{host}]" if ":" in host else host
-            _say(err, f"setui agent: metrics at http://{shown}:{port}/metrics", journal, INFO)
+        if metrics_at is not None and not await _listen(
+                metrics.serve, metrics_at, "metrics", "/metrics", err, journal):
+            return EXIT_FAILED
 
         def store_problem(brief: str | None, full: str | None) -> None:
             if full is not None:
@@ -218,15 +212,9 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
                        metrics=metrics, budget=budget)
         if health_at is not None:
             probe = Probe(worker)
-            try:
-                host, port = await probe.serve(*health_at)
-            except OSError as exc:
-                _say(err, f"setui agent: cannot serve the health probe at {health_at[0]}:"
-                          f"{health_at[1]}: {exc.strerror or exc}", journal, ERR)
+            if not await _listen(probe.serve, health_at, "health probe",
+                                 "/readyz (and /healthz)", err, journal):
                 return EXIT_FAILED
-            shown = f"[{host}]" if ":" in host else host
-            _say(err, f"setui agent: health probe at http://{shown}:{port}/readyz (and "
-                      "/healthz)", journal, INFO)
         learning = asyncio.ensure_future(_learn_identity(
             this_vm, compute, client, worker, metrics,
             lambda line, priority: _say(err, line, journal, priority), systemd))
@@ -293,6 +281,22 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
         if lock is not None:
             lock.release()
     return 0
+
+
+async def _listen(serve: Callable[[str, int], Awaitable[tuple[str, int]]],
+                  at: tuple[str, int], what: str, paths: str, err: IO[str], journal: bool
+                  ) -> bool:
+    """Serve ``what`` at ``at`` and say where (port 0: the one picked); False when it
+    cannot listen there (said)."""
+    try:
+        host, port = await serve(*at)
+    except OSError as exc:
+        _say(err, f"setui agent: cannot serve {what} at {at[0]}:{at[1]}: "
+                  f"{exc.strerror or exc}", journal, ERR)
+        return False
+    shown = f"[{host}]" if ":" in host else host
+    _say(err, f"setui agent: {what} at http://{shown}:{port}{paths}", journal, INFO)
+    return True
 
 
 def _lock(data_dir: Path, socket_path: Path | None, err: IO[str], journal: bool
