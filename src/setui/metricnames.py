@@ -5,8 +5,9 @@ means is in docs/metrics.md; a change here is a change of that contract.
 
 from __future__ import annotations
 
-__all__ = ["EVENT_LABELS", "EVENT_METRIC", "IDENTITY_LABELS", "INFO_METRIC",
-           "NOT_REPORTED_METRIC", "SUCCESS_METRIC"]
+__all__ = ["BUSY_METRIC", "BUSY_REASONS", "EVENT_LABELS", "EVENT_METRIC", "IDENTITY_LABELS",
+           "INFO_METRIC", "NOT_REPORTED_METRIC", "SUCCESS_METRIC", "WAITING_METRIC",
+           "WAITING_REASONS"]
 
 # On every per-VM series: the VM's identity from IMDS compute metadata.
 IDENTITY_LABELS = ("vm_name", "vm_scale_set", "placement_group", "resource_group",
@@ -23,3 +24,12 @@ INFO_METRIC = "setui_vm_info"
 # scraped now, valued when it last was; and one series without labels (0), so that an
 # answer says whether the Prometheus has the rule at all.
 NOT_REPORTED_METRIC = "setui:vm_not_reported_since_timestamp_seconds"
+# What makes this VM count against its group's disruption budget, besides its events:
+# 1 per reason while it holds (no series otherwise): a hook running, an early approval
+# being claimed or sent.
+BUSY_METRIC = "setui_agent_busy"
+BUSY_REASONS = ("prepare", "recover", "approving")
+# 1 per reason while an early approval waits (no series otherwise): the group's budget is
+# spent, or Prometheus cannot say whether it is.
+WAITING_METRIC = "setui_agent_waiting"
+WAITING_REASONS = ("budget", "prometheus")

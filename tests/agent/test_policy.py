@@ -70,6 +70,18 @@ def test_the_shipped_example_parses_into_the_documents_sample_and_a_drain() -> N
     ('[[rule]]\nname = "a"\nprepare = "drain \'oops"\n', 3, "prepare"),
     ('[[rule]]\nname = "a"\nrecover = ["undrain", "-v"]\n', 3,
      "recover must name its command by its absolute path, not 'undrain'"),
+    ('[[rule]]\nname = "a"\ndrain_before = -5\n', 3, "drain_before must be a number"),
+    ('[[rule]]\nname = "a"\ndeadline_margin = "10"\n', 3, "deadline_margin must be"),
+    ('[[rule]]\nname = "a"\napprove = "now"\nmax_unavailable = 0\ngroup = "scale-set"\n',
+     4, "max_unavailable must be a whole number of VMs, 1 or more"),
+    ('[[rule]]\nname = "a"\napprove = "now"\nmax_unavailable = 1\n', 4,
+     "max_unavailable needs group"),
+    ('[[rule]]\nname = "a"\napprove = "now"\ngroup = "scale-set"\n', 4,
+     "group needs max_unavailable"),
+    ('[[rule]]\nname = "a"\napprove = "now"\nmax_unavailable = 1\ngroup = "zone"\n', 5,
+     "group must be one of scale-set, placement-group, resource-group"),
+    ('[[rule]]\nname = "a"\nmax_unavailable = 1\ngroup = "scale-set"\n', 3,
+     "max_unavailable holds back approvals, and the rule approves never"),
 ])
 def test_a_bad_policy_is_refused_with_the_line_and_the_reason(
         text: str, line: int, reason: str) -> None:
@@ -90,6 +102,16 @@ def test_conditions() -> None:
     assert not matches(rule, far, vm_name="vm-1", now=NOW)
     assert not matches(rule, _event(resources=("web-2",), not_before=None), vm_name="vm-1",
                        now=NOW)
+
+
+def test_timing_and_budget_keys() -> None:
+    rule = parse_policy('[[rule]]\nname = "r"\napprove = "now"\ndrain_before = 300\n'
+                        'deadline_margin = 0\nmax_unavailable = 2\ngroup = "placement-group"\n'
+                        '[[rule]]\nname = "plain"\n').rules
+    assert (rule[0].drain_before, rule[0].deadline_margin, rule[0].max_unavailable,
+            rule[0].group) == (300.0, 0.0, 2, "placement-group")
+    assert (rule[1].drain_before, rule[1].deadline_margin, rule[1].max_unavailable,
+            rule[1].group) == (None, 10.0, None, None)
 
 
 def test_no_policy_file_is_a_clear_error(tmp_path: Path) -> None:

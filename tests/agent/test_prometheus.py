@@ -252,7 +252,7 @@ def test_every_known_counter_series_is_exported_at_0_from_the_start() -> None:
     text = AgentMetrics(vm_name="vm-a", compute=None, version="0").text().decode()
     wanted = [f'setui_hook_runs_total{{hook="{hook}",outcome="{outcome}"}} 0.0'
               for hook in ("prepare", "recover")
-              for outcome in ("ok", "failed", "timeout", "error", "interrupted")]
+              for outcome in ("ok", "failed", "timeout", "deadline", "error", "interrupted")]
     wanted += [f'setui_approvals_total{{actor_kind="policy",outcome="{outcome}"}} 0.0'
                for outcome in ("approved", "refused", "failed")]
     wanted += [f'setui_notifications_total{{outcome="{outcome}"}} 0.0'

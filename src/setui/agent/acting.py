@@ -18,6 +18,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from setui.agent.deadline import MIN_HOOK_SECONDS, Limit, deadline_of, limit_of
 from setui.agent.plan import MATCH
 from setui.agent.rules import mismatch
 from setui.agent.telling import Telling
@@ -64,6 +65,7 @@ class Acting(Telling):
         async def _db(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T: ...
         async def _set(self, event_id: str, step: str, rule: Rule, state: str,
                        detail: str = "", started: datetime | None = None) -> None: ...
+        async def _budget_words(self, event: Event, rule: Rule) -> str | None: ...
 
     def _incarnation(self) -> int:
         document = self.monitor.state.document
@@ -128,6 +130,14 @@ class Acting(Telling):
             problem = untrusted(hook.argv[0])
             if problem is not None:
                 return f"refuse to run {step} '{hook.text}': {problem}"
+            event = self.last_seen.get(event_id)
+            limit = limit_of(hook.timeout, deadline_of(event, step, self.monitor.now()),
+                             rule.deadline_margin) if event is not None else None
+            if limit is not None and not limit.runs:
+                return f"not run {step} '{hook.text}': {limit.words}, leaves no time"
+            if limit is not None and limit.by_deadline and limit.seconds is not None:
+                return (f"run {step} '{hook.text}' for at most {limit.seconds:.0f} s "
+                        f"({limit.words})")
             return f"run {step} '{hook.text}'"
         reason = await self._already(event_id)
         if reason is None:
@@ -138,6 +148,11 @@ class Acting(Telling):
                 claim = await self._db(approver.claim, event_id)
                 reason = claim.describe() if claim is not None else \
                     await self._db(self.store.approval_integrity)
+        event = self.last_seen.get(event_id)
+        if reason is None and rule.max_unavailable is not None and event is not None:
+            held = await self._budget_words(event, rule)
+            if held is not None:
+                return f"wait for the budget: {held}"
         return "approve" if reason is None else f"be refused: {reason}"
 
     async def _already(self, event_id: str) -> str | None:
@@ -176,6 +191,11 @@ class Acting(Telling):
         document = self.monitor.state.document
         incarnation = document.incarnation if document is not None else 0
         now = self.monitor.now()
+        deadline = deadline_of(event, step, now)
+        limit = limit_of(hook.timeout, deadline, rule.deadline_margin)
+        if not limit.runs:
+            await self._no_time(event, rule, step, hook.name, limit)
+            return
         run_id = await self._db(self.log.hook_started, event_id, step, rule=rule.name,
                                 command=hook.text, at=now)
         detail = f"{step} '{hook.name}'"
@@ -186,8 +206,9 @@ class Acting(Telling):
         kw = {"step": step, "rule": rule.name, "incarnation": incarnation,
               "vm_name": self.vm_name}
         try:
-            result = await run_hook(hook, env=hook_environment(event, **kw),
-                                    stdin=hook_input(event, **kw))
+            result = await run_hook(
+                hook, env={**hook_environment(event, **kw), **deadline.environment()},
+                stdin=hook_input(event, **kw), timeout=limit.seconds)
         except asyncio.CancelledError:  # a stop: the hook was killed; its run ends here
             with contextlib.suppress(Exception):
                 await self._db(self.log.hook_ended, run_id, at=self.monitor.now(),
@@ -198,18 +219,37 @@ class Acting(Telling):
                        exit_status=result.exit_status, timed_out=result.timed_out,
                        output=result.output if result.error is None else result.error)
         state = DONE if result.ok else FAILED
-        await self._set(event_id, step, rule, state, f"{detail} {result.describe()}")
-        outcome = "ok" if result.ok else ("timeout" if result.timed_out else (
-            "error" if result.error is not None else "failed"))
+        cut = result.timed_out and limit.by_deadline
+        described = result.describe() + (
+            f": cut short by the deadline ({limit.words})" if cut else "")
+        await self._set(event_id, step, rule, state, f"{detail} {described}")
+        outcome = "ok" if result.ok else ("deadline" if cut else "timeout" if result.timed_out
+                                          else "error" if result.error is not None
+                                          else "failed")
         if self.metrics is not None:
             self.metrics.hook_runs.labels(hook=step, outcome=outcome).inc()
         self._record("finished" if result.ok else "failed", event_id, rule=rule.name,
-                     step=step, state=state, detail=f"{hook.text}: {result.describe()}")
+                     step=step, state=state, detail=f"{hook.text}: {described}")
         if not result.ok:
             self._notify(event, event_id, rule.name, "hook failed",
-                         f"{step} hook '{hook.name}' {result.describe()}"
+                         f"{step} hook '{hook.name}' {described}"
                          + ("; the event is not approved" if step == "prepare" else ""),
                          extra=step)
+
+    async def _no_time(self, event: Event, rule: Rule, step: str, name: str,
+                       limit: Limit) -> None:
+        """Too little time is left to start the hook: it is not run, and that is kept,
+        said, counted and told (the platform starts the event at NotBefore anyway)."""
+        detail = (f"{step} '{name}' not run: {limit.words}, leaves under "
+                  f"{MIN_HOOK_SECONDS:g} s")
+        await self._set(event.event_id, step, rule, SKIPPED, detail)
+        if self.metrics is not None:
+            self.metrics.hook_runs.labels(hook=step, outcome="deadline").inc()
+        self._record("skipped", event.event_id, rule=rule.name, step=step, state=SKIPPED,
+                     detail=detail)
+        self._notify(event, event.event_id, rule.name, "hook not run",
+                     detail + ("; the event is not approved: it starts at NotBefore"
+                               if step == "prepare" else ""), extra=step)
 
     async def _approve(self, event_id: str, rule: Rule) -> None:
         assert self.log is not None and self.store is not None

@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from setui.agent.acting import Acting, actor_label
+from setui.agent.budgeting import PLATFORM_STARTS, Budgeting
 from setui.agent.errors import AgentErrors
 from setui.agent.plan import MATCH, plan_of
 from setui.agent.policy import Policy, Rule
@@ -31,10 +32,20 @@ from setui.agent.telling import MEANS
 from setui.core.model import Event, format_not_before
 from setui.core.tracker import ChangeKind
 from setui.snapshot import Confirmed
-from setui.store.agent import DONE, FAILED, INTERRUPTED, RUNNING, SKIPPED, AgentLog, Step
+from setui.store.agent import (
+    DONE,
+    FAILED,
+    INTERRUPTED,
+    RUNNING,
+    SKIPPED,
+    WAITING,
+    AgentLog,
+    Step,
+)
 from setui.store.records import event_snapshot
 
 if TYPE_CHECKING:
+    from setui.agent.budget import BudgetClient
     from setui.agent.metrics import AgentMetrics
     from setui.agent.notify import Notifier
     from setui.core.client import ImdsClient
@@ -51,7 +62,7 @@ _ENDED = (ChangeKind.COMPLETED, ChangeKind.CANCELLED, ChangeKind.GONE)
 _TOLD = (ChangeKind.RESCHEDULED, ChangeKind.STARTED, *_ENDED)
 
 
-class Agent(Acting):
+class Agent(Acting, Budgeting):
     """Consumes :class:`MonitorUpdate` s (``await agent.handle(update)``) and acts."""
 
     def __init__(self, *, policy: Policy, monitor: Monitor, client: ImdsClient,
@@ -59,7 +70,8 @@ class Agent(Acting):
                  say: Callable[[dict[str, Any]], None],
                  notifier: Notifier | None = None,
                  metrics: AgentMetrics | None = None,
-                 errors: AgentErrors | None = None) -> None:
+                 errors: AgentErrors | None = None,
+                 budget: BudgetClient | None = None) -> None:
         self.policy = policy
         self.monitor = monitor
         self.client = client
@@ -72,6 +84,11 @@ class Agent(Acting):
         self.log = AgentLog(store, monitor.endpoint) if store is not None else None
         self.notifier = notifier
         self.errors = errors or AgentErrors()
+        self.budget = budget  # the disruption budget's Prometheus (agent.budgeting)
+        self.claims: set[str] = set()
+        self.gating: set[str] = set()
+        self.budget_waits: dict[str, str] = {}
+        self.claims_met: dict[str, int] = {}
         self.rules = {rule.name: rule for rule in policy.rules}
         self.rule_of: dict[str, Rule] = {}
         self.steps: dict[tuple[str, str], Step] = {}
@@ -133,6 +150,12 @@ class Agent(Acting):
         then is interrupted (a hook killed with its process group), and that is kept,
         said, told and counted. The messages due are sent before the notifier stops."""
         self.stopping = True
+        # A wait for the budget is no action: it ends at once, and the next agent checks
+        # again (its step stays "waiting").
+        waits = [t for i, t in self.tasks.items() if i in self.gating and not t.done()]
+        for task in waits:
+            task.cancel()
+        await asyncio.gather(*waits, return_exceptions=True)
         busy = {i: t for i, t in self.tasks.items() if not t.done()}
         if busy:
             for step in self._running(busy):
@@ -335,6 +358,7 @@ class Agent(Acting):
         old = self.steps.get((event_id, step))
         self.steps[(event_id, step)] = Step(event_id, step, rule.name, state, detail,
                                             started or (old.started if old else None), now)
+        self._activity()
 
     async def _advance(self) -> None:
         """Start a task for every event with a step to take (and no task already)."""
@@ -367,7 +391,10 @@ class Agent(Acting):
             return None  # a hook is told this VM's name, the approver checks against it
         if self._state(event_id, MATCH) == SKIPPED:
             return None  # its rule no longer matches: nothing more without a person
+        approve = self._state(event_id, "approve")
         if event_id in self.ended:
+            if approve == WAITING:
+                return "approve", "the event is over"
             if rule.recover is not None and self._state(event_id, "recover") is None:
                 return "recover", None
             return None
@@ -378,10 +405,11 @@ class Agent(Acting):
         prepare = self._state(event_id, "prepare")
         if rule.prepare is not None and prepare is None and not event.is_started:
             return "prepare", None
-        if rule.approve == "never" or self._state(event_id, "approve") is not None:
+        if rule.approve == "never" or approve not in (None, WAITING):
             return None
         if event.is_started:
-            return "approve", "the event has already started"
+            return "approve", "the event has already started" + (
+                f": {PLATFORM_STARTS}" if approve == WAITING else "")
         if rule.prepare is not None and prepare != DONE:
             if prepare in (FAILED, INTERRUPTED, SKIPPED):
                 return "approve", f"prepare {prepare}: no approval"
@@ -398,7 +426,7 @@ class Agent(Acting):
         """Whether the event's approval waits for a time (NotBefore minus N)."""
         rule = self.rule_of[event_id]
         return (rule.approve == "before-not-before" and event_id not in self.ended
-                and self._state(event_id, "approve") is None)
+                and self._state(event_id, "approve") in (None, WAITING))
 
     async def _drive(self, event_id: str) -> None:
         rule = self.rule_of[event_id]
@@ -422,7 +450,15 @@ class Agent(Acting):
                     self.held.add(event_id)
                     return
                 elif step == "approve":
-                    await self._approve(event_id, rule)
+                    event = self.last_seen.get(event_id)
+                    if rule.max_unavailable is not None and event is not None \
+                            and await self._held_back(event, rule):
+                        continue  # waited (and checks again), or too late
+                    try:
+                        await self._approve(event_id, rule)
+                    finally:
+                        self.claims.discard(event_id)  # its approval shows by now
+                        self._activity()
                 else:
                     await self._hook(event_id, rule, step)
                 self.fine(f"the steps of event {event_id}")
@@ -430,4 +466,8 @@ class Agent(Acting):
         except Exception as exc:  # a store that fails: said, and tried again next poll
             self.error(f"the steps of event {event_id}", f"{type(exc).__name__}: {exc}",
                        event_id=event_id, rule=rule.name, step=current)
+        finally:
+            self.claims_met.pop(event_id, None)
+            if self.budget_waits.pop(event_id, None) is not None:
+                self._activity()
 

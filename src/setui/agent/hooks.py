@@ -83,9 +83,10 @@ def _printable_env(values: dict[str, str]) -> dict[str, str]:
     return {k: v.replace("\0", "\\0")[:4096] for k, v in values.items()}
 
 
-async def run_hook(hook: Hook, *, env: dict[str, str], stdin: bytes) -> HookResult:
-    """Run ``hook`` to its end or its timeout; never raises but CancelledError (then the
-    process group is killed too)."""
+async def run_hook(hook: Hook, *, env: dict[str, str], stdin: bytes,
+                   timeout: float | None = None) -> HookResult:
+    """Run ``hook`` to its end or its timeout (``timeout``, else the hook's own); never
+    raises but CancelledError (then the process group is killed too)."""
     started = time.monotonic()
     # Checked again now, not only at start: the file or a directory above it may have
     # changed hands since.
@@ -123,7 +124,7 @@ async def run_hook(hook: Hook, *, env: dict[str, str], stdin: bytes) -> HookResu
     timed_out = False
     status: int | None = None
     try:
-        status = await asyncio.wait_for(finish(), hook.timeout)
+        status = await asyncio.wait_for(finish(), hook.timeout if timeout is None else timeout)
     except asyncio.TimeoutError:
         timed_out = True
         await _stop(process)

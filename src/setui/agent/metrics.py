@@ -30,7 +30,14 @@ from prometheus_client.registry import Collector
 from setui.agent.scrape import MetricsServer
 from setui.atomicfile import write_atomically
 from setui.core.model import Document, Event, is_this_vm
-from setui.metricnames import EVENT_LABELS, EVENT_METRIC, IDENTITY_LABELS, INFO_METRIC
+from setui.metricnames import (
+    BUSY_METRIC,
+    EVENT_LABELS,
+    EVENT_METRIC,
+    IDENTITY_LABELS,
+    INFO_METRIC,
+    WAITING_METRIC,
+)
 
 __all__ = ["IDENTITY_LABELS", "AgentMetrics", "label", "parse_listen"]
 
@@ -44,7 +51,7 @@ MAX_LABEL = 128
 APPROVAL_OUTCOMES = ("approved", "refused", "failed")
 ACTOR_KINDS = ("policy",)
 HOOKS = ("prepare", "recover")
-HOOK_OUTCOMES = ("ok", "failed", "timeout", "error", "interrupted")
+HOOK_OUTCOMES = ("ok", "failed", "timeout", "deadline", "error", "interrupted")
 NOTIFICATION_OUTCOMES = ("sent", "failed")
 _EOF = b"# EOF\n"  # OpenMetrics' last line: once, at the end of the whole exposition
 
@@ -160,6 +167,29 @@ class _Polling(Collector):
         yield last
 
 
+class _Activity(Collector):
+    """What counts this VM against its group's disruption budget, and what waits for it:
+    a series per reason that holds, none otherwise (most VMs, most of the time)."""
+
+    def __init__(self, owner: AgentMetrics) -> None:
+        self.owner = owner
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        owner = self.owner
+        labels = [*IDENTITY_LABELS, "reason"]
+        for name, what, reasons in (
+                (BUSY_METRIC, "1 while this VM counts against its group's disruption budget "
+                              "for this reason (a hook running, an approval being made)",
+                 owner.busy),
+                (WAITING_METRIC, "1 while an early approval waits for this reason (budget: "
+                                 "the group's budget is spent; prometheus: it cannot be told)",
+                 owner.waiting)):
+            family = GaugeMetricFamily(name, what, labels=labels)
+            for reason in sorted(reasons):
+                family.add_metric([*owner.identity_values, label(reason)], 1)
+            yield family
+
+
 class AgentMetrics:
     """The agent's metrics; ``observe()`` from the agent's loop, scrapes from anywhere."""
 
@@ -175,12 +205,15 @@ class AgentMetrics:
         self.polls_ok = 0
         self.polls_failed = 0
         self.poll_errors: dict[str, int] = {}  # by kind, as label values
+        self.busy: frozenset[str] = frozenset()  # set_activity
+        self.waiting: frozenset[str] = frozenset()
         # Two registries, one exposition: the document's families, rendered once per
         # document and approvals and kept per content type; and everything else.
         self._described = CollectorRegistry(auto_describe=True)
         self._described.register(_Current(self))
         self._live = CollectorRegistry(auto_describe=True)
         self._live.register(_Polling(self))
+        self._live.register(_Activity(self))
         self.approvals = Counter("setui_approvals", "Approvals by outcome and kind of actor",
                                  ["outcome", "actor_kind"], registry=self._live)
         self.hook_runs = Counter("setui_hook_runs", "Hook runs by hook and outcome",
@@ -220,6 +253,15 @@ class AgentMetrics:
             label(compute.get(COMPUTE_FIELD[name], "")) for name in IDENTITY_LABELS[1:]]
         self.location = compute.get("location", "")
         self._rendered: dict[str, tuple[Document | None, Mapping[str, str], bytes]] = {}
+
+    @property
+    def identity(self) -> dict[str, str]:
+        """This VM's identity labels as exported (what Prometheus selects it by)."""
+        return dict(zip(IDENTITY_LABELS, self.identity_values, strict=True))
+
+    def set_activity(self, busy: frozenset[str], waiting: frozenset[str]) -> None:
+        """Why this VM is busy and why an approval waits (agent: each time it changes)."""
+        self.busy, self.waiting = busy, waiting
 
     def set_approved_by(self, approved_by: Mapping[str, str]) -> None:
         if dict(approved_by) != dict(self.approved_by):

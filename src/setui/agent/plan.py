@@ -11,7 +11,7 @@ from datetime import datetime
 
 from setui.agent.policy import Rule
 from setui.core.timefmt import clock
-from setui.store.agent import RUNNING, SKIPPED, Step
+from setui.store.agent import RUNNING, SKIPPED, WAITING, Step
 
 __all__ = ["MATCH", "STEPS", "plan_of", "plan_text"]
 
@@ -30,6 +30,8 @@ def plan_of(rule: Rule) -> str:
         text = _APPROVE[rule.approve].format(rule.approve_before)
         if rule.prepare is not None and rule.approve == "before-not-before":
             text += " if prepare succeeds"
+        if rule.max_unavailable is not None:
+            text += f" within max_unavailable {rule.max_unavailable} of its {rule.group}"
         pieces.append(text)
     if rule.recover is not None:
         pieces.append(f"recover '{rule.recover.name}'")
@@ -57,6 +59,8 @@ def plan_text(steps: Sequence[Step], *, now: datetime, held: bool = False) -> st
             pieces.append(piece)
         elif row.state == RUNNING and row.started is not None:
             pieces.append(f"{piece} running {clock((now - row.started).total_seconds())}")
+        elif row.state == WAITING and row.detail:
+            pieces.append(f"{name} {row.detail}")  # waiting: 1 of 1 in ss-web busy (...)
         else:
             pieces.append(f"{name} {row.state}")
     text = f"rule {match.rule}: " + ", ".join(pieces)

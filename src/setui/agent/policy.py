@@ -22,10 +22,13 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-__all__ = ["APPROVE_MODES", "DEFAULT_NAME", "TEMPLATE_FIELDS", "Hook", "Policy", "PolicyError",
-           "Rule", "default_policy", "load_policy", "parse_policy"]
+__all__ = ["APPROVE_MODES", "BUDGET_GROUPS", "DEFAULT_DEADLINE_MARGIN", "DEFAULT_NAME",
+           "TEMPLATE_FIELDS", "Hook", "Policy", "PolicyError", "Rule", "default_policy",
+           "load_policy", "parse_policy"]
 
 APPROVE_MODES = ("never", "now", "after-prepare", "before-not-before")
+# What a disruption budget counts across (group = ...): the identity label each names.
+BUDGET_GROUPS = ("scale-set", "placement-group", "resource-group")
 EVENT_TYPES = ("Freeze", "Reboot", "Redeploy", "Preempt", "Terminate")
 EVENT_SOURCES = ("Platform", "User")
 # What a notification's title and body may name ($event_id ...).
@@ -35,6 +38,7 @@ DEFAULT_TITLE = "setui: $event_type $change on $vm_name"
 DEFAULT_BODY = ("Event $event_id ($event_type, $status, source $source) $change: $detail. "
                 "NotBefore $not_before; resources $resources; rule $rule.")
 DEFAULT_TIMEOUT = 300.0
+DEFAULT_DEADLINE_MARGIN = 10.0  # seconds a prepare hook must end before NotBefore
 DEFAULT_NAME = "policy.toml"  # the policy used when none is named: beside the config file
 MAX_TIMEOUT = 24 * 3600.0
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -43,7 +47,8 @@ _NOTIFY = {"urls", "title", "body", "retries"}
 _HOOKS = {"timeout"}
 _RULE = {"name", "event_type", "event_source", "this_vm", "other_vms", "min_duration",
          "max_duration", "not_before_within", "resource", "notify", "prepare", "approve",
-         "approve_before", "recover", "timeout"}
+         "approve_before", "recover", "timeout", "drain_before", "deadline_margin",
+         "max_unavailable", "group"}
 
 
 class PolicyError(Exception):
@@ -91,6 +96,13 @@ class Rule:
     approve: str = "never"
     approve_before: float = 0.0
     recover: Hook | None = None
+    # The load balancer's probe answers 503 from this many seconds before NotBefore.
+    drain_before: float | None = None
+    deadline_margin: float = DEFAULT_DEADLINE_MARGIN
+    # The disruption budget: at most this many VMs of the group unavailable when the
+    # agent approves early (None: no budget).
+    max_unavailable: int | None = None
+    group: str | None = None
 
     @property
     def acts(self) -> bool:
@@ -111,6 +123,11 @@ class Policy:
     @property
     def acts(self) -> bool:
         return any(rule.acts for rule in self.rules)
+
+    @property
+    def budgeted(self) -> tuple[Rule, ...]:
+        """The rules whose early approvals are held to a disruption budget."""
+        return tuple(rule for rule in self.rules if rule.max_unavailable is not None)
 
     def hooks(self) -> list[tuple[Rule, str, Hook]]:
         """Every hook the policy runs: (its rule, its step, the hook)."""
@@ -331,6 +348,8 @@ class _Parser:
                 or approve_before < 0:
             raise self.fail(at("approve_before"),
                             f"rule {name!r}: approve_before must be seconds, 0 or more")
+        drain_before, deadline_margin, max_unavailable, group = self.timing_and_budget(
+            raw, index, name, approve)
         prepare, recover = hook("prepare"), hook("recover")
         if approve == "after-prepare" and prepare is None:
             raise self.fail(at("approve"), f"rule {name!r}: approve = \"after-prepare\" "
@@ -345,9 +364,49 @@ class _Parser:
                     min_duration=count("min_duration"), max_duration=count("max_duration"),
                     not_before_within=within, resource=resource, notify=bool(notify),
                     prepare=prepare, approve=approve, approve_before=float(approve_before),
-                    recover=recover)
+                    recover=recover, drain_before=drain_before,
+                    deadline_margin=deadline_margin, max_unavailable=max_unavailable,
+                    group=group)
         if rule.min_duration is not None and rule.max_duration is not None \
                 and rule.min_duration > rule.max_duration:
             raise self.fail(at("max_duration"),
                             f"rule {name!r}: max_duration is below min_duration")
         return rule
+
+    def timing_and_budget(self, raw: Mapping[str, Any], index: int, name: str, approve: str
+                          ) -> tuple[float | None, float, int | None, str | None]:
+        """``drain_before``, ``deadline_margin``, ``max_unavailable`` and ``group``, checked
+        together: a budget names its group, and holds back only approvals."""
+        def at(key: str) -> int | None:
+            return self.lines.key(key, "rule", index)
+
+        def seconds(key: str, default: float | None) -> float | None:
+            value = raw.get(key, default)
+            if value is None:
+                return None
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not 0 <= value <= MAX_TIMEOUT:
+                raise self.fail(at(key), f"rule {name!r}: {key} must be a number of "
+                                         f"seconds from 0 to {MAX_TIMEOUT:g}")
+            return float(value)
+
+        drain_before = seconds("drain_before", None)
+        margin = seconds("deadline_margin", DEFAULT_DEADLINE_MARGIN)
+        assert margin is not None
+        budget, group = raw.get("max_unavailable"), raw.get("group")
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)
+                                   or budget < 1):
+            raise self.fail(at("max_unavailable"), f"rule {name!r}: max_unavailable must be "
+                                                   "a whole number of VMs, 1 or more")
+        if group is not None and group not in BUDGET_GROUPS:
+            raise self.fail(at("group"), f"rule {name!r}: group must be one of "
+                                         f"{', '.join(BUDGET_GROUPS)}")
+        if (budget is None) != (group is None):
+            given, missing = ("max_unavailable", "group") if group is None \
+                else ("group", "max_unavailable")
+            raise self.fail(at(given), f"rule {name!r}: {given} needs {missing} (a budget "
+                                       "is a number of VMs of a group)")
+        if budget is not None and approve == "never":
+            raise self.fail(at("max_unavailable"), f"rule {name!r}: max_unavailable holds "
+                                                   "back approvals, and the rule approves never")
+        return drain_before, margin, budget, group

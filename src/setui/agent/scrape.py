@@ -1,5 +1,6 @@
-"""The metrics endpoint: ``GET /metrics`` over HTTP/1.1 on the agent's own event loop,
-bounded so that no client can take what polling, hooks, approvals and the store need.
+"""The agent's HTTP endpoints (``GET /metrics``; the load balancer's probe, agent.probe)
+over HTTP/1.1 on the agent's own event loop, bounded so that no client can take what
+polling, hooks, approvals and the store need.
 
 Why not prometheus_client's ``start_http_server``: it is a ``ThreadingWSGIServer``, a
 thread and a file descriptor per connection, with no cap and no timeout. 200 idle
@@ -25,8 +26,8 @@ from collections.abc import Callable
 
 from setui.listening import listen
 
-__all__ = ["HEAD_TIMEOUT", "MAX_CONNECTIONS", "MAX_REQUEST", "SEND_TIMEOUT", "MetricsServer",
-           "http_answer"]
+__all__ = ["HEAD_TIMEOUT", "MAX_CONNECTIONS", "MAX_REQUEST", "SEND_TIMEOUT", "BoundedServer",
+           "MetricsServer", "http_answer", "http_response", "request_of"]
 
 MAX_CONNECTIONS = 16  # scrapers: a Prometheus or two, a person with curl
 HEAD_TIMEOUT = 5.0  # seconds from accept to the end of the request head
@@ -34,34 +35,48 @@ SEND_TIMEOUT = 10.0  # seconds more for the client to take the answer
 MAX_REQUEST = 16 * 1024  # bytes of a request line and headers
 ACCEPT_RETRY = 1.0  # seconds before accepting again after the system refused one
 _OUT_OF_RESOURCES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
-_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed"}
+_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed",
+            503: "Service Unavailable"}
+TEXT = "text/plain; charset=utf-8"
 
 # The exposition in the format an Accept header asks for, and its content type.
 Exposition = Callable[[str], tuple[bytes, str]]
+# A whole HTTP response to a request's head.
+Respond = Callable[[bytes], bytes]
+
+
+def request_of(head: bytes) -> tuple[str, str, list[str]]:
+    """A request head (its lines, without the blank line that ends it): its method, its
+    path without a query, and its header lines."""
+    lines = head.decode("latin-1").split("\r\n")
+    method, _, rest = lines[0].partition(" ")
+    return method, rest.partition(" ")[0].partition("?")[0], lines[1:]
+
+
+def http_response(status: int, body: bytes, *, method: str = "GET",
+                  content_type: str = TEXT) -> bytes:
+    """One whole response, then the connection closes (a HEAD gets no body)."""
+    return (f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: {content_type}\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode("latin-1")
+            + (body if method != "HEAD" else b""))
 
 
 def http_answer(head: bytes, exposition: Exposition) -> bytes:
-    """The whole HTTP response to a request's head (its lines, without the blank line
-    that ends it): the metrics for ``GET /metrics`` (or ``/``), a short refusal otherwise."""
-    lines = head.decode("latin-1").split("\r\n")
-    method, _, rest = lines[0].partition(" ")
-    path = rest.partition(" ")[0].partition("?")[0]
-    body, content_type = b"", "text/plain; charset=utf-8"
+    """The whole HTTP response to a request's head: the metrics for ``GET /metrics`` (or
+    ``/``), a short refusal otherwise."""
+    method, path, headers = request_of(head)
     if method not in ("GET", "HEAD"):
         status = 405
     elif path not in ("/metrics", "/"):
         status = 404
     else:
-        status = 200
         accept = next((value.strip() for name, _, value in
-                       (line.partition(":") for line in lines[1:])
+                       (line.partition(":") for line in headers)
                        if name.strip().lower() == "accept"), "")
         body, content_type = exposition(accept)
-    if status != 200:
-        body = f"{_REASONS[status]}: metrics are at /metrics\n".encode()
-    return (f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: {content_type}\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode("latin-1")
-            + (body if method != "HEAD" else b""))
+        return http_response(200, body, method=method, content_type=content_type)
+    return http_response(status, f"{_REASONS[status]}: metrics are at /metrics\n".encode(),
+                         method=method)
 
 
 class _Scrape(asyncio.Protocol):
@@ -71,7 +86,7 @@ class _Scrape(asyncio.Protocol):
     the callbacks the loop makes anyway. Anything but a whole head in time (too long, too
     slow, closed first) is closed without a word."""
 
-    def __init__(self, server: MetricsServer) -> None:
+    def __init__(self, server: BoundedServer) -> None:
         self.server = server
         self.head: bytes | None = b""  # None once answered
         self.transport: asyncio.Transport | None = None
@@ -92,7 +107,7 @@ class _Scrape(asyncio.Protocol):
             return
         head, self.head = self.head, None
         if 0 <= end <= MAX_REQUEST:
-            self.transport.write(http_answer(head[:end], self.server.exposition))
+            self.transport.write(self.server.respond(head[:end]))
         self._close()
 
     def eof_received(self) -> bool:
@@ -120,14 +135,14 @@ class _Scrape(asyncio.Protocol):
             self.transport.abort()
 
 
-class MetricsServer:
-    """Answers scrapes on one address from the caller's event loop, with what
-    ``exposition(accept)`` gives."""
+class BoundedServer:
+    """Answers requests on one address from the caller's event loop, each with what
+    ``respond(head)`` gives."""
 
-    def __init__(self, exposition: Exposition, *, max_connections: int = MAX_CONNECTIONS,
+    def __init__(self, respond: Respond, *, max_connections: int = MAX_CONNECTIONS,
                  head_timeout: float = HEAD_TIMEOUT, send_timeout: float = SEND_TIMEOUT
                  ) -> None:
-        self.exposition = exposition
+        self.respond = respond
         self.head_timeout = head_timeout
         self.send_timeout = send_timeout
         self.max_connections = max_connections
@@ -192,3 +207,15 @@ class MetricsServer:
             sock.close()
         for scrape in list(self._open):
             scrape.abort()
+
+
+class MetricsServer(BoundedServer):
+    """Answers scrapes with what ``exposition(accept)`` gives."""
+
+    def __init__(self, exposition: Exposition, *, max_connections: int = MAX_CONNECTIONS,
+                 head_timeout: float = HEAD_TIMEOUT, send_timeout: float = SEND_TIMEOUT
+                 ) -> None:
+        super().__init__(lambda head: http_answer(head, exposition),
+                         max_connections=max_connections, head_timeout=head_timeout,
+                         send_timeout=send_timeout)
+        self.exposition = exposition

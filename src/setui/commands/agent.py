@@ -14,7 +14,7 @@ import contextlib
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from setui.agent.policy import Policy
     from setui.api.serve import Api
     from setui.core.client import ImdsClient
+    from setui.fleet.prometheus import PrometheusAuth
 
 __all__ = ["add_arguments", "agent_line", "run"]
 
@@ -52,6 +53,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics", metavar="ADDR:PORT", default=None,
                         help="serve Prometheus metrics there (PORT alone: on 127.0.0.1; "
                              "port 0 picks a free one); off by default")
+    parser.add_argument("--health", metavar="ADDR:PORT", default=None,
+                        help="serve the load balancer's probe there: /readyz (503 around "
+                             "this VM's events, as the policy says) and /healthz (503 when "
+                             "IMDS does not answer); PORT alone: on 127.0.0.1")
     parser.add_argument("--metrics-file", metavar="PATH", type=Path, default=None,
                         help="also write the metrics to this node_exporter textfile (*.prom)")
     parser.add_argument("--stop-grace", metavar="SECONDS", type=float, default=None,
@@ -116,13 +121,18 @@ def _say(err: IO[str], line: str, journal: bool, priority: int) -> None:
 async def agent(config: Config, policy: Policy, *, dry_run: bool,
                 metrics_at: tuple[str, int] | None, metrics_file: Path | None,
                 as_json: bool, out: IO[str], err: IO[str], policy_path: Path | None = None,
-                config_file: Path | None = None, stop_grace: float | None = None) -> int:
+                config_file: Path | None = None, stop_grace: float | None = None,
+                health_at: tuple[str, int] | None = None,
+                budget_from: tuple[str, PrometheusAuth] | None = None) -> int:
     from setui.agent.agent import STOP_GRACE, Agent
+    from setui.agent.budget import TIMEOUT, BudgetClient
     from setui.agent.lock import Held
     from setui.agent.metrics import AgentMetrics
     from setui.agent.notify import Notifier as Sender
+    from setui.agent.probe import Probe
     from setui.api.serve import open_socket, start_api
     from setui.api.socketfile import SocketError, choose_socket
+    from setui.fleet.prometheus import PrometheusClient
     from setui.monitor import Monitor
     from setui.session import make_client, open_store
     from setui.store import default_data_dir
@@ -156,6 +166,9 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
              journal, WARNING)
     client = make_client(config)
     metrics: AgentMetrics | None = None
+    probe: Probe | None = None
+    budget = BudgetClient(PrometheusClient(*budget_from, timeout=TIMEOUT)) \
+        if budget_from is not None else None
     api: Api | None = None
     this_vm = ThisVm(config.vm_name)
     try:
@@ -166,15 +179,9 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
         # The rest of its identity, for the metrics' labels: asked again later if need be.
         compute = await client.compute()
         metrics = AgentMetrics(vm_name=vm_name, compute=compute, version=__version__)
-        if metrics_at is not None:
-            try:
-                host, port = await metrics.serve(*metrics_at)
-            except OSError as exc:
-                _say(err, f"setui agent: cannot serve metrics at {metrics_at[0]}:"
-                          f"{metrics_at[1]}: {exc.strerror or exc}", journal, ERR)
-                return EXIT_FAILED
-            shown = f"[{host}]" if ":" in host else host
-            _say(err, f"setui agent: metrics at http://{shown}:{port}/metrics", journal, INFO)
+        if metrics_at is not None and not await _listen(
+                metrics.serve, metrics_at, "metrics", "/metrics", err, journal):
+            return EXIT_FAILED
 
         def store_problem(brief: str | None, full: str | None) -> None:
             if full is not None:
@@ -198,7 +205,12 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
         worker = Agent(policy=policy, monitor=monitor, client=client,
                        store=store,
                        vm_name=vm_name, dry_run=dry_run, say=output.agent, notifier=sender,
-                       metrics=metrics)
+                       metrics=metrics, budget=budget)
+        if health_at is not None:
+            probe = Probe(worker)
+            if not await _listen(probe.serve, health_at, "health probe",
+                                 "/readyz (and /healthz)", err, journal):
+                return EXIT_FAILED
         learning = asyncio.ensure_future(_learn_identity(
             this_vm, compute, client, worker, metrics,
             lambda line, priority: _say(err, line, journal, priority), systemd))
@@ -255,12 +267,32 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
             bound.sock.close()
         if metrics is not None:
             await metrics.aclose()
+        if probe is not None:
+            await probe.aclose()
+        if budget is not None:
+            budget.close()
         await client.aclose()
         if store is not None:
             store.close()
         if lock is not None:
             lock.release()
     return 0
+
+
+async def _listen(serve: Callable[[str, int], Awaitable[tuple[str, int]]],
+                  at: tuple[str, int], what: str, paths: str, err: IO[str], journal: bool
+                  ) -> bool:
+    """Serve ``what`` at ``at`` and say where (port 0: the one picked); False when it
+    cannot listen there (said)."""
+    try:
+        host, port = await serve(*at)
+    except OSError as exc:
+        _say(err, f"setui agent: cannot serve {what} at {at[0]}:{at[1]}: "
+                  f"{exc.strerror or exc}", journal, ERR)
+        return False
+    shown = f"[{host}]" if ":" in host else host
+    _say(err, f"setui agent: {what} at http://{shown}:{port}{paths}", journal, INFO)
+    return True
 
 
 def _lock(data_dir: Path, socket_path: Path | None, err: IO[str], journal: bool
@@ -363,6 +395,32 @@ def _load(args: argparse.Namespace, config: Config, err: IO[str]
     return policy, path
 
 
+def _budget_prometheus(policy: Policy, config: Config, *, metrics: bool, err: IO[str]
+                       ) -> tuple[str, PrometheusAuth] | None:
+    """The Prometheus a disruption budget is counted through (``setui fleet``'s settings),
+    checked; None when it cannot be (said on ``err``)."""
+    from setui.fleet.prometheus import auth_from, check_credentials_safe, check_prometheus_url
+
+    rules = ", ".join(rule.name for rule in policy.budgeted)
+    head = f"setui agent: rule {rules} says max_unavailable"
+    if not config.prometheus:
+        print(f"{head}: which Prometheus counts the group? prometheus in the config file, "
+              "or SETUI_PROMETHEUS_URL (the one that scrapes the group's agents)", file=err)
+        return None
+    if not metrics:
+        print(f"{head}: the group's other agents see this one through its metrics: give "
+              "--metrics ADDR:PORT, scraped by that Prometheus", file=err)
+        return None
+    auth = auth_from(config)
+    try:
+        url = check_prometheus_url(config.prometheus)
+        check_credentials_safe(url, auth)
+    except ValueError as exc:
+        print(f"setui agent: prometheus: {exc}", file=err)
+        return None
+    return url, auth
+
+
 def run(args: argparse.Namespace) -> int:
     import importlib.util
 
@@ -389,13 +447,19 @@ def run(args: argparse.Namespace) -> int:
     if args.stop_grace is not None and not (0 <= args.stop_grace <= 3600):
         print("setui agent: --stop-grace must be seconds from 0 to 3600", file=sys.stderr)
         return EXIT_USAGE
-    metrics_at = None
-    if args.metrics is not None:
-        try:
-            metrics_at = parse_listen(args.metrics)
-        except ValueError as exc:
-            print(f"setui agent: --metrics: {exc}", file=sys.stderr)
-            return EXIT_USAGE
+    listen: dict[str, tuple[str, int] | None] = {"metrics": None, "health": None}
+    for option in listen:
+        given = getattr(args, option)
+        if given is not None:
+            try:
+                listen[option] = parse_listen(given)
+            except ValueError as exc:
+                print(f"setui agent: --{option}: {exc}", file=sys.stderr)
+                return EXIT_USAGE
+    budget_from = _budget_prometheus(policy, config, metrics=args.metrics is not None,
+                                     err=sys.stderr) if policy.budgeted else None
+    if policy.budgeted and budget_from is None:
+        return EXIT_USAGE
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
@@ -403,7 +467,8 @@ def run(args: argparse.Namespace) -> int:
                 reconfigure(errors="backslashreplace")
     try:
         return run_until_stopped(agent(
-            config, policy, dry_run=args.dry_run, metrics_at=metrics_at,
+            config, policy, dry_run=args.dry_run, metrics_at=listen["metrics"],
+            health_at=listen["health"], budget_from=budget_from,
             metrics_file=args.metrics_file, as_json=args.json, out=sys.stdout,
             err=sys.stderr, policy_path=policy_path,
             config_file=getattr(args, "config", None), stop_grace=args.stop_grace))

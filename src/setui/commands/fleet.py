@@ -48,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from setui.fleet import PrometheusAuth, check_credentials_safe, check_prometheus_url
+    from setui.fleet.prometheus import auth_from, check_credentials_safe, check_prometheus_url
 
     config: Config = args.config_resolved
     url = args.prometheus or config.prometheus
@@ -61,8 +61,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"setui fleet: --prometheus: {exc}", file=sys.stderr)
         return 2
-    auth = PrometheusAuth(token=config.prometheus_token, user=config.prometheus_user,
-                          password=config.prometheus_password)
+    auth = auth_from(config)
     try:
         check_credentials_safe(url, auth)
     except ValueError as exc:

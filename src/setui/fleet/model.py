@@ -32,6 +32,7 @@ from setui.metricnames import (
     IDENTITY_LABELS,
     NOT_REPORTED_METRIC,
     SUCCESS_METRIC,
+    WAITING_METRIC,
 )
 
 __all__ = [
@@ -118,6 +119,7 @@ class FleetVm(NamedTuple):
     instance: str = ""
     job: str = ""
     event_ids: tuple[str, ...] = ()
+    waiting: tuple[str, ...] = ()  # why its agent's early approvals wait (setui_agent_waiting)
 
     @property
     def name(self) -> str:
@@ -276,6 +278,7 @@ class FleetBuilder:
         more: dict[str, list[_Row]] = {}  # every series of an event with more than one
         ids_of: dict[VmKey, list[str]] = {}
         last_seen: dict[VmKey, tuple[float, Mapping[str, str]]] = {}  # stopped reporting
+        waiting: dict[VmKey, list[str]] = {}
         ignored = 0
         remembers = False
         samples = iter(result)
@@ -317,6 +320,10 @@ class FleetBuilder:
                 if value is not None and value > last_seen.get(key, (0.0,))[0]:
                     last_seen[key] = (value, labels)
                 continue  # not a VM reporting now
+            elif name == WAITING_METRIC:
+                if _value(sample) == 1:
+                    waiting.setdefault(key, []).append(get("reason", ""))
+                continue  # its VM is made from its other series
             else:
                 ignored += 1
                 continue
@@ -324,7 +331,8 @@ class FleetBuilder:
                 vm_labels[key] = labels
         dropped = sum(1 for _ in samples)  # over MAX_SERIES: counted, not read
         groups: dict[tuple[str, str, str], Group] = {}
-        vms = {key: self._vm(key, labels, success.get(key), at, ids_of.get(key, ()), groups)
+        vms = {key: self._vm(key, labels, success.get(key), at, ids_of.get(key, ()), groups,
+                             waiting.get(key, ()))
                for key, labels in vm_labels.items()}
         departed = {key: self._gone(key, labels, min(since, at), groups)
                     for key, (since, labels) in last_seen.items() if key not in vms}
@@ -355,7 +363,8 @@ class FleetBuilder:
                        labels.get("instance", ""), labels.get("job", ""))
 
     def _vm(self, key: VmKey, labels: Mapping[str, str], last: float | None, at: float,
-            event_ids: Iterable[str], groups: dict[tuple[str, str, str], Group]) -> FleetVm:
+            event_ids: Iterable[str], groups: dict[tuple[str, str, str], Group],
+            waiting: Iterable[str] = ()) -> FleetVm:
         get = labels.get
         group = self._group(labels, groups)
         if last is None:
@@ -367,7 +376,8 @@ class FleetBuilder:
         else:
             state = VmState.LIVE
         return FleetVm(key, labels, group, state, last, at, get("instance", ""),
-                       get("job", ""), tuple(dict.fromkeys(event_ids)))
+                       get("job", ""), tuple(dict.fromkeys(event_ids)),
+                       tuple(sorted(set(waiting))))
 
     def _remember(self, vms: Mapping[VmKey, FleetVm], departed: Mapping[VmKey, FleetVm]
                   ) -> None:

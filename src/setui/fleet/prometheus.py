@@ -16,7 +16,7 @@ import json
 import math
 import zlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -24,8 +24,11 @@ import httpx
 from setui import __version__
 from setui.fleet.gcpause import gc_paused
 from setui.loopback import is_loopback
-from setui.metricnames import EVENT_METRIC, NOT_REPORTED_METRIC, SUCCESS_METRIC
+from setui.metricnames import EVENT_METRIC, NOT_REPORTED_METRIC, SUCCESS_METRIC, WAITING_METRIC
 from setui.textsafe import printable
+
+if TYPE_CHECKING:
+    from setui.config import Config
 
 __all__ = [
     "MAX_BODY",
@@ -34,14 +37,17 @@ __all__ = [
     "PrometheusAuth",
     "PrometheusClient",
     "PrometheusError",
+    "auth_from",
     "check_credentials_safe",
     "check_prometheus_url",
 ]
 
 # One query, a selector and nothing to compute (docs/metrics.md, "What setui fleet asks"):
-# every current event's series, every VM's last good answer from IMDS, and the VMs not
-# scraped now with since when (the shipped recording rule, and whether it is there).
-QUERY = f'{{__name__=~"{EVENT_METRIC}|{SUCCESS_METRIC}|{NOT_REPORTED_METRIC}"}}'
+# every current event's series, every VM's last good answer from IMDS, the VMs not
+# scraped now with since when (the shipped recording rule, and whether it is there), and
+# the agents whose early approvals wait (a disruption budget; no series otherwise).
+QUERY = (f'{{__name__=~"{EVENT_METRIC}|{SUCCESS_METRIC}|{NOT_REPORTED_METRIC}'
+         f'|{WAITING_METRIC}"}}')
 MAX_BODY = 256 * 1024 * 1024  # decoded; 10,000 VMs x 3 events is about 20 MB of JSON
 STEP = 1024 * 1024  # decoded bytes made at a time, at most
 ACCEPT_ENCODING = "gzip"  # Prometheus compresses with it; nothing else is decoded here
@@ -95,6 +101,13 @@ class Answer:
     evaluated_at: float | None
     warnings: tuple[str, ...] = ()
     size: int = 0  # bytes of the body
+
+
+def auth_from(config: Config) -> PrometheusAuth:
+    """The credentials the config file or the environment give (never the command line:
+    other users of the machine can read it)."""
+    return PrometheusAuth(token=config.prometheus_token, user=config.prometheus_user,
+                          password=config.prometheus_password)
 
 
 def check_prometheus_url(text: str) -> str:

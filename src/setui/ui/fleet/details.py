@@ -31,6 +31,10 @@ from setui.ui.widgets.keys import KeyBar
 __all__ = ["FleetDetailsScreen", "details_text"]
 
 MAX_SERIES_SHOWN = 64
+# setui_agent_waiting's reasons, in words.
+_WAITING = {"budget": "an early approval waits for its group's disruption budget",
+            "prometheus": "an early approval waits: its agent cannot ask Prometheus for "
+                          "the disruption budget"}
 
 
 def _labels(labels: Mapping[str, str]) -> str:
@@ -46,6 +50,10 @@ def _listed(event: FleetEvent) -> str:
                  "scraped): each agent names only its own VM, so their names are in the "
                  "document on any VM that lists it (setui events there)")
     return text
+
+
+def _waiting(vm: FleetVm) -> str:
+    return "; ".join(_WAITING.get(r, f"waiting: {safe(r, 40)}") for r in vm.waiting)
 
 
 def _event_text(event: FleetEvent, fleet: Fleet, now: datetime) -> Text:
@@ -74,6 +82,8 @@ def _event_text(event: FleetEvent, fleet: Fleet, now: datetime) -> Text:
     for key in event.reporters:
         vm = fleet.vms.get(key)
         state = vm_words(vm, now.timestamp()) if vm is not None else "unknown"
+        if vm is not None and vm.waiting:
+            state += f"; {_waiting(vm)}"
         text.append(f"  {safe(key.vm_name, 64)}  ({state})\n")
     text.append("\nTo approve it, run on one of its VMs ", style="bold")
     affected = [r for r in event.resources][:5]
@@ -99,6 +109,7 @@ def _vm_text(vm: FleetVm, now: datetime) -> Text:
         ("instance", safe(vm.instance, 128) or "unknown"),
         ("job", safe(vm.job, 128) or "unknown"),
         ("events", ", ".join(safe(e, 64) for e in vm.event_ids) or "none"),
+        *((("waiting", _waiting(vm)),) if vm.waiting else ()),
     ]
     for name, value in rows:
         text.append(f"  {name:<16}", style="bold")
