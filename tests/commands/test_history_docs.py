@@ -14,7 +14,7 @@ from setui.cli import build_parser
 ROOT = Path(__file__).parents[2]
 # What every command shares, said once in the README ("Options shared by the commands").
 SHARED = {"--help", "--endpoint", "--api-version", "--config", "--data-dir", "--interval",
-          "--vm-name", "--theme", "--no-bell", "--read-only"}
+          "--vm-name", "--theme", "--no-bell", "--read-only", "--socket", "--standalone"}
 
 
 def _command(*path: str) -> argparse.ArgumentParser:
