@@ -21,10 +21,13 @@ from setui.core.model import (
 
 __all__ = [
     "ACTIONS",
+    "APPROVED",
     "APPROVE_ATTEMPT",
     "APPROVE_OUTCOME",
     "CANCELLED",
+    "FAILED",
     "REFUSED",
+    "UNKNOWN",
     "AuditEntry",
     "AuditRecord",
     "ChangeRecord",
@@ -32,6 +35,7 @@ __all__ = [
     "RecorderSpan",
     "StoryEntry",
     "VerifyResult",
+    "approval_result",
     "event_snapshot",
     "from_db_time",
     "to_db_time",
@@ -43,6 +47,11 @@ APPROVE_OUTCOME = "approve-outcome"
 CANCELLED = "cancelled"
 REFUSED = "refused"
 ACTIONS = (APPROVE_ATTEMPT, APPROVE_OUTCOME, CANCELLED, REFUSED)
+# What became of an approval: the service accepted it; it did not (no try can have
+# arrived, or every answer said no); or nobody knows (a try may have arrived and no
+# answer says what the service made of it: a timeout, a connection lost after the
+# request left, an interruption mid-request).
+APPROVED, FAILED, UNKNOWN = "approved", "failed", "unknown"
 
 _DB_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
 
@@ -169,6 +178,18 @@ class StoryEntry:
     initial: bool = False
 
 
+def approval_result(status: int | None, error: str | None,
+                    details: Mapping[str, Any]) -> str:
+    """What an approve-outcome record says became of its approval: :data:`APPROVED`,
+    :data:`FAILED` or :data:`UNKNOWN`. The one reading of an outcome; records written
+    before the outcome was kept in ``details`` are read by their status and error."""
+    said = details.get("outcome")
+    if said in (APPROVED, FAILED, UNKNOWN):
+        return str(said)
+    return APPROVED if error is None and status is not None and 200 <= status < 300 \
+        else FAILED
+
+
 def event_snapshot(event: Event) -> dict[str, Any]:
     """The event as an operator saw it, under the service's own field names."""
     return {
@@ -240,7 +261,17 @@ class AuditRecord:
 
     @property
     def outcome_unknown(self) -> bool:
+        """An attempt with no outcome anywhere in the log: setui stopped between the
+        POST and writing the answer down (or it is in flight in another process)."""
         return self.action == APPROVE_ATTEMPT and self.has_outcome is False
+
+    @property
+    def result(self) -> str | None:
+        """What became of the approval this record tells of (:func:`approval_result`;
+        an attempt without an outcome is unknown); None for any other record."""
+        if self.action == APPROVE_OUTCOME:
+            return approval_result(self.status, self.error, self.details)
+        return UNKNOWN if self.outcome_unknown else None
 
     def to_json(self) -> dict[str, Any]:
         """Every field with stable keys, as ``setui audit --json`` and ``export`` write it."""
