@@ -19,6 +19,7 @@ from dashboard import (
     start,
     table,
 )
+from setui.core.backoff import Backoff
 from setui.emulator.faults import Faults
 from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, CANCELLED, REFUSED
 from setui.ui.screens.confirm import ConfirmationModal
@@ -201,12 +202,51 @@ async def test_an_approval_against_a_failing_service_shows_its_tries_and_stops(
         pinned(d, 101, event(["web-0"], status="Started"))
         await d.wait_for(pilot, lambda: not note().pending, timeout=60)
         outcome = next(r for r in d.store.audit() if r.action == APPROVE_OUTCOME)
-        assert "approval stopped after" in outcome.error and "the event has started" \
-            in outcome.error
-        assert outcome.details["ending"] == "stopped"
-        assert any("approval stopped after" in n for n in d.notices())
+        assert "approval stopped after" in outcome.error and "has started since it was " \
+            "shown" in outcome.error and "nothing more was sent" in outcome.error
+        assert outcome.details["ending"] == "started"
+        # Shown as it is now, as before a first send: started, so a yes is refused.
+        await d.wait_for(pilot, lambda: dialog_of(d) is not None)
+        text = dialog_of(d).plain()
+        assert "It changed before a retry, so no retry was sent" in text
+        assert "This event has started" in text
+        await pilot.press("n")
         assert all(json.loads(p.body) == {"StartRequests": [{"EventId": MINE}]}
                    for p in d.posts())
+
+
+async def test_a_change_before_a_retry_is_never_posted_and_is_shown(
+        make_dashboard: MakeDashboard) -> None:
+    """Confirmed; the first POST is answered 503 and, while setui waits to try again, the
+    Freeze of this VM becomes a Redeploy of eleven VMs: the retry is not sent, and the
+    dialog opens again on the change, as before the first send."""
+    d = make_dashboard(client_options={"backoff": Backoff(base=4.0, cap=4.0)})  # 2-4 s
+    pinned(d, 130, event(["web-0"]))
+    async with d.app.run_test(size=NARROW) as pilot:
+        await ready(d, pilot, 130)
+        d.emulator.set_faults(Faults(approve_statuses={503: 1.0}))
+        first = await open_dialog(d, pilot)
+        await pilot.press("y")
+        await d.wait_for(pilot, lambda: len(d.posts()) == 1)
+        d.emulator.set_faults(None)  # a retry would now be accepted
+        eleven = ["web-0", *(f"web-{i}" for i in range(1, 11))]
+        pinned(d, 131, event(eleven, kind="Redeploy"))
+        note = lambda: d.app.session.approvals.get(MINE)  # noqa: E731
+        await d.wait_for(pilot, lambda: not note().pending, timeout=60)
+        assert len(d.posts()) == 1
+        await d.wait_for(pilot, lambda: dialog_of(d) is not None and dialog_of(d) is not first)
+        again = dialog_of(d)
+        assert again is not None
+        text = again.plain()
+        assert "It changed before a retry, so no retry was sent" in text
+        assert "type: Freeze -> Redeploy" in text
+        assert again.prompt.typed  # other VMs now: "yes" must be typed
+        outcome = next(r for r in d.store.audit() if r.action == APPROVE_OUTCOME)
+        assert outcome.details["ending"] == "changed"
+        assert outcome.event["EventType"] == "Freeze"  # what was confirmed
+        await pilot.press("n")
+        await d.wait_for(pilot, lambda: CANCELLED in d.audit_actions())
+        assert len(d.posts()) == 1
 
 
 async def test_quitting_with_an_approval_in_flight_asks_and_says_its_state(
@@ -234,7 +274,10 @@ async def test_quitting_with_an_approval_in_flight_asks_and_says_its_state(
     assert f"setui quit while approving {MINE} (approving… attempt" in said
     assert "may or may not have reached the service" in said
     outcome = next(r for r in d.store.audit() if r.action == APPROVE_OUTCOME)
-    assert "may or may not have arrived" in (outcome.error or "")
+    assert outcome.details["ending"] == "interrupted"
+    # Quit while a try was under way, it may have arrived; between tries, none can have.
+    maybe = any(t.get("may_have_arrived") for t in outcome.details["tries"])
+    assert outcome.details["outcome"] == ("unknown" if maybe else "failed")
 
 
 async def test_a_second_approval_asks_again_with_who_approved(

@@ -435,8 +435,7 @@ class Agent:
         # An event that reaches other VMs is approved only by a rule that says so
         # (other_vms = true): the approver refuses it otherwise, as it does for a person.
         outcome = (await approver.approve(
-            [event_id], document, allow_other_vms=rule.other_vms is True,
-            current=lambda: self.monitor.state.document))[0]
+            [event_id], document, allow_other_vms=rule.other_vms is True))[0]
         state = DONE if outcome.approved else FAILED
         await self._set(event_id, "approve", rule, state, outcome.message)
         if self.metrics is not None:

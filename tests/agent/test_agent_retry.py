@@ -1,0 +1,45 @@
+"""The agent's approvals go through the one Approver, so a retry is checked as the first
+send was: a real `setui agent` against the scripted metadata service on loopback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent_helpers import agent_said, start_agent, stop, write_policy
+
+from scripted import Answer, ScriptedImds, document, event
+from setui.store import APPROVE_OUTCOME, Store
+
+MINE = "F02C2EDE-3B1C-4D5E-9F00-0123456789AB"
+SHORT_FREEZE = """
+[[rule]]
+name = "short-freeze"
+event_type = "Freeze"
+this_vm = true
+other_vms = false
+max_duration = 8
+approve = "now"
+"""
+
+
+def test_a_retry_after_the_event_changed_is_not_sent(scripted: ScriptedImds,
+                                                     tmp_path: Path) -> None:
+    """The rule approves a short Freeze of this VM alone; its first POST is answered 503
+    and the event becomes a Redeploy of eleven VMs: the retry never goes out."""
+    scripted.serve(document(7, event(MINE, ["web-0"])))
+    eleven = ["web-0", *(f"web-{i}" for i in range(1, 11))]
+    scripted.on_posts(Answer(503, then=document(8, event(MINE, eleven, kind="Redeploy"))))
+    policy = write_policy(tmp_path, SHORT_FREEZE)
+    proc, lines = start_agent(scripted.url, tmp_path, "--policy", str(policy),
+                              "--vm-name", "web-0")
+    try:
+        said = lines.until(lambda line: agent_said("approved", "approve")(line)
+                           or agent_said("failed", "approve")(line), 60, "the approval's end")
+    finally:
+        assert stop(proc) == 0
+    assert '"failed"' in said and "type: Freeze -> Redeploy" in said
+    assert len(scripted.posts()) == 1
+    with Store.open_dir(tmp_path / "data", readonly=True) as store:
+        outcome = next(r for r in store.audit() if r.action == APPROVE_OUTCOME)
+    assert outcome.details["ending"] == "changed"
+    assert outcome.event["EventType"] == "Freeze"
