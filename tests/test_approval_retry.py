@@ -158,6 +158,16 @@ async def test_a_failed_read_before_a_retry_sends_nothing_that_round(
     assert outcome_record(store).details["attempts"] == 2
 
 
+async def interrupt(task: asyncio.Future[Any], store: Store) -> AuditRecord:
+    """Stop the approval as Ctrl-C would; the outcome it recorded on its way out."""
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    record = outcome_record(store)
+    assert record.details["ending"] == "interrupted"
+    return record
+
+
 async def test_interrupted_mid_request_is_unknown(scripted: ScriptedImds,
                                                   store: Store) -> None:
     scripted.serve(document(7, event(MINE, ["web-0"])))
@@ -167,11 +177,7 @@ async def test_interrupted_mid_request_is_unknown(scripted: ScriptedImds,
     while not scripted.posts():
         assert asyncio.get_running_loop().time() < deadline, "no POST arrived"
         await asyncio.sleep(0.02)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    record = outcome_record(store)
-    assert record.details["ending"] == "interrupted"
+    record = await interrupt(task, store)
     assert record.details["outcome"] == "unknown"
     assert "may have reached the service" in (record.error or "")
     assert store.claim(MINE, scripted.url) is not None
@@ -191,11 +197,7 @@ async def test_interrupted_between_tries_after_an_answer_is_failed(
 
     task = asyncio.ensure_future(approve(scripted, store, progress=heard))
     await asyncio.wait_for(waiting.wait(), PATIENCE)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    record = outcome_record(store)
-    assert record.details["ending"] == "interrupted"
+    record = await interrupt(task, store)
     assert record.details["outcome"] == "failed"
     assert store.claim(MINE, scripted.url) is None
 

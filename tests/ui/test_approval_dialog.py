@@ -55,6 +55,14 @@ def dialog_of(d: Any) -> ConfirmationModal | None:
     return screen if isinstance(screen, ConfirmationModal) else None
 
 
+async def asked_again(d: Any, pilot: Any, first: ConfirmationModal) -> ConfirmationModal:
+    """The dialog opened again after ``first`` was answered."""
+    await d.wait_for(pilot, lambda: dialog_of(d) is not None and dialog_of(d) is not first)
+    again = dialog_of(d)
+    assert again is not None
+    return again
+
+
 async def test_a_change_under_the_open_dialog_is_never_posted(
         make_dashboard: MakeDashboard) -> None:
     """The issue's tmux check: "Freeze, this VM only" on screen; the service turns the
@@ -68,9 +76,7 @@ async def test_a_change_under_the_open_dialog_is_never_posted(
         eleven = ["web-0", *(f"web-{i}" for i in range(1, 11))]
         pinned(d, 51, event(eleven, kind="Redeploy"))
         await pilot.press("y")  # within the dialog's refresh: the dashboard has not seen it
-        await d.wait_for(pilot, lambda: dialog_of(d) is not None and dialog_of(d) is not first)
-        again = dialog_of(d)
-        assert again is not None
+        again = await asked_again(d, pilot, first)
         text = again.plain()
         assert "It changed since you confirmed, so nothing was sent" in text
         assert "type: Freeze -> Redeploy" in text
@@ -234,9 +240,7 @@ async def test_a_change_before_a_retry_is_never_posted_and_is_shown(
         note = lambda: d.app.session.approvals.get(MINE)  # noqa: E731
         await d.wait_for(pilot, lambda: not note().pending, timeout=60)
         assert len(d.posts()) == 1
-        await d.wait_for(pilot, lambda: dialog_of(d) is not None and dialog_of(d) is not first)
-        again = dialog_of(d)
-        assert again is not None
+        again = await asked_again(d, pilot, first)
         text = again.plain()
         assert "It changed before a retry, so no retry was sent" in text
         assert "type: Freeze -> Redeploy" in text
