@@ -35,6 +35,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from setui.core.backoff import APPROVAL_DEADLINE
 from setui.core.clock import utc_now
 from setui.core.errors import BadDocument, ImdsError
 from setui.core.model import Document, parse_not_before
@@ -68,13 +69,9 @@ from setui.tries import Tries, unread
 if TYPE_CHECKING:
     from setui.core.client import ImdsClient
 
-__all__ = ["APPROVAL_DEADLINE", "ApprovalOutcome", "Approver", "Confirmed", "Progress",
-           "Verdict", "changes_between", "confirmed", "find_event", "other_vms",
+__all__ = ["ApprovalOutcome", "Approver", "Confirmed", "Progress", "Verdict",
+           "changes_between", "confirmed", "find_event", "other_vms",
            "repeated"]  # the snapshot's, re-exported
-
-# The longest an approval is tried for, from its first try: the service documents 410 as
-# "retry after some time, for up to 70 seconds".
-APPROVAL_DEADLINE = 70.0
 
 @dataclass(frozen=True)
 class ApprovalOutcome:

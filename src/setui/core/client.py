@@ -57,8 +57,7 @@ from setui.core.transport import PlainTransport, within
 from setui.textsafe import printable
 
 __all__ = [
-    "APPROVAL_DEADLINE", "DEFAULT_API_VERSION", "DEFAULT_ENDPOINT", "ENABLING_TIMEOUT",
-    "KEEPALIVE_EXPIRY",
+    "DEFAULT_API_VERSION", "DEFAULT_ENDPOINT", "ENABLING_TIMEOUT", "KEEPALIVE_EXPIRY",
     "KNOWN_API_VERSIONS", "MAX_BODY_BYTES", "REQUEST_TIMEOUT", "ApprovalResult", "FetchResult",
     "ImdsClient", "check_api_version", "check_endpoint",
 ]
@@ -71,7 +70,6 @@ NAME_PATH = f"{COMPUTE_PATH}/name"
 ENABLING_TIMEOUT = 150.0  # the first call enables the feature: up to two minutes, documented
 REQUEST_TIMEOUT = 5.0
 NAME_TIMEOUT = 2.0  # the VM name is a nicety; startup must not wait long for it
-APPROVAL_DEADLINE = 70.0  # 410 means "retry for up to 70 seconds"
 # What an approval is tried again after: no connection, no answer in time, and what the
 # service documents as "retry after some time" (410, 429, 5xx). Never 400.
 _APPROVAL_RETRIED = (Unreachable, RequestTimeout, Gone, RateLimited, ServerError)
@@ -269,7 +267,8 @@ class ImdsClient:
         """Seconds to wait before trying an approval again, its try number ``attempt``
         having failed with ``error``; None when another try cannot help (400 and other
         answers the service does not ask to retry). A Retry-After is obeyed. Within
-        :data:`APPROVAL_DEADLINE` of the first try, which the caller keeps."""
+        :data:`setui.core.backoff.APPROVAL_DEADLINE` of the first try, which the caller
+        keeps."""
         if not isinstance(error, _APPROVAL_RETRIED):
             return None
         return self._backoff.delay(attempt, error.retry_after)
