@@ -280,3 +280,21 @@ def test_outcome_shape_is_the_agreed_one() -> None:
         "event_id", "approved", "refused", "status", "message", "latency", "record_seq",
         "ask_again", "changes", "unknown"}
 
+
+
+async def test_check_is_a_dry_run_that_writes_and_sends_nothing(
+        client: ImdsClient, store: Store, emulator: Emulator) -> None:
+    """What approve would decide, for the agent's --dry-run: the same checks, the
+    document read once more, and nothing recorded or posted."""
+    document = await current(client)
+    who = approver(client, store)
+    [ready, unknown] = await who.check([EVENT_ID, "NOT-AN-EVENT"], document,
+                                       allow_other_vms=True)
+    assert ready.reason is None and ready.seen is not None
+    assert ready.seen.snapshot["EventType"] == "Freeze"
+    assert unknown.reason is not None and "is not in the current document" in unknown.reason
+    [beyond] = await who.check([EVENT_ID], document)  # WestNO_1 too, not allowed
+    assert beyond.reason is not None and "add --allow-other-vms" in beyond.reason
+    assert posts(emulator) == [] and store.audit() == []
+    # The operator's read, and one more by the first check (the second refused before).
+    assert len([r for r in emulator.requests if r.method == "GET"]) == 2
