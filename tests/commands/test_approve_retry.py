@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from children import SETUI, wait_until
 from scripted import Answer, Hang, ScriptedImds, document, event
 from setui.store import APPROVE_OUTCOME, Store
 
@@ -101,3 +103,25 @@ def test_a_timed_out_try_then_a_400_is_unknown_and_keeps_the_event_claimed(
     assert len(scripted.posts()) == 3
     as_json = json.loads(setui(scripted, "events", "--json", data_dir=data).stdout)
     assert as_json["events"][0]["approval_outcome"] == "approved"
+
+
+def test_ctrl_c_mid_request_leaves_the_outcome_unknown_and_the_event_claimed(
+        scripted: ScriptedImds, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    scripted.serve(document(7, event(MINE, ["web-0"])))
+    scripted.on_posts(Hang())
+    proc = subprocess.Popen([*SETUI, "approve", MINE, "--yes", "--endpoint", scripted.url,
+                             "--vm-name", "web-0"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                            env=dict(os.environ, SETUI_DATA_DIR=str(data)))
+    wait_until(lambda: len(scripted.posts()) == 1, 60, "the POST")
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1 and "Traceback" not in err, err
+    again = setui(scripted, "approve", MINE, "--yes", data_dir=data)
+    assert len(scripted.posts()) == 1  # before: the claim was released, and it posted again
+    assert again.returncode == 1 and "may already have been sent by" in again.stdout
+    assert "setui approve: interrupted" in err
+    _attempt, outcome, _refused = audit(data)
+    assert outcome.details["ending"] == "interrupted"
+    assert outcome.details["outcome"] == "unknown"

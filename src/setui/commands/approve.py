@@ -96,6 +96,10 @@ def run(args: argparse.Namespace) -> int:
         return asyncio.run(approve_command(request, stdin=sys.stdin, out=sys.stdout,
                                            err=sys.stderr))
     except KeyboardInterrupt:
+        # A POST under way may still arrive: the audit log has what became of it.
+        sys.stderr.write("setui approve: interrupted. `setui audit` says what was sent, if "
+                         "anything, and what became of it; `setui events` whether the "
+                         "event started.\n")
         return EXIT_FAILED
 
 
