@@ -21,7 +21,7 @@ LINT_IMPORTS := $(BIN)/lint-imports
 # touch(1) is POSIX; this is the same thing in the venv's own Python.
 TOUCH  = $(PY) -c "import pathlib, sys; [pathlib.Path(p).touch() for p in sys.argv[1:]]"
 
-.PHONY: demo test test-pythons lint bench screenshots clean
+.PHONY: demo test test-fast test-hogs test-pythons test-textual-latest lint bench screenshots clean
 
 $(VENV_CFG):
 	$(PYTHON) -m venv $(VENV)
@@ -39,16 +39,37 @@ $(STAMP): pyproject.toml | $(VENV_CFG)
 demo: $(RUNSTAMP)
 	$(PY) -m setui.cli demo
 
+# pytest-xdist workers. Most of a test's time is a wait on a process, a socket, a timer
+# or a repaint, which the other workers fill: on 2 cores the fast tier took 126 s with 2
+# and 80 s with 4 (docs/testing.md). WORKERS=0 runs in this one process.
+WORKERS ?= 4
+
 # The architecture's contracts ([tool.importlinter] in pyproject.toml) before the tests.
+# Everything, both tiers.
 test: $(STAMP)
 	$(PY) -m ruff check src tests bench tools
 	$(LINT_IMPORTS)
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(WORKERS)
+
+# Between edits: the tests that start no process and need no real time (the tier's rule,
+# and how a test is marked, in docs/testing.md).
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not slow" -n $(WORKERS) -q
+
+# `make test` N times (default 3) with a busy loop on every core, the hogs stopped after;
+# stops at the first failing run (tools/hogs.py).
+test-hogs: $(STAMP)
+	$(PY) tools/hogs.py --runs $(or $(RUNS),3) -- $(MAKE) --no-print-directory test
 
 # The fast tier under each Python the package claims (3.10 to 3.13), each in a venv of its
 # own (.venv-3.X); a version with no interpreter here is reported untested. Not in `test`.
 test-pythons:
 	$(PYTHON) tools/pythons.py
+
+# The UI tests against the newest Textual on the index, past the pin in pyproject.toml, in
+# a venv of its own (.venv-textual-latest): what a Textual upgrade would break. Not in `test`.
+test-textual-latest:
+	$(PYTHON) tools/textual_latest.py
 
 lint: $(STAMP)
 	$(PY) -m ruff check src tests bench tools

@@ -23,6 +23,8 @@ from collections.abc import Callable
 
 import pytest
 
+from waiting import wait_until  # here too, for the tests of processes
+
 __all__ = ["PYTHON", "SETUI", "Lines", "python_command", "wait_until"]
 
 _DEFAULT_SIGINT = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
@@ -38,14 +40,6 @@ def python_command(executable: str) -> list[str]:
 
 PYTHON = python_command(sys.executable)
 SETUI = [*PYTHON, "-m", "setui.cli"]
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
 
 
 class Lines:

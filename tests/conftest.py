@@ -1,10 +1,12 @@
 """Every test runs with its own data and config directories, never the user's; and a
 data directory the tests' children cannot write (``unwritable``); emulators on a manual
-clock (``clock``, ``make_emulator``)."""
+clock (``clock``, ``make_emulator``). A test that starts a process is in the slow tier,
+or it fails saying so (docs/testing.md)."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,11 +33,55 @@ def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory,
     # Audit records never reach this machine's journal or syslog from a test; the tests
     # of forwarding name their own listener.
     monkeypatch.setenv("SETUI_AUDIT_FORWARD", "none")
-    for var in ("SETUI_ENDPOINT", "SETUI_API_VERSION", "SETUI_PROMETHEUS_URL",
+    for var in ("SETUI_ENDPOINT", "SETUI_API_VERSION", "SETUI_PROMETHEUS_URL", "SETUI_SOCKET",
                 "SETUI_PROMETHEUS_TOKEN", "SETUI_PROMETHEUS_USER", "SETUI_PROMETHEUS_PASSWORD",
                 "HTTP_PROXY", "HTTPS_PROXY",
                 "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
         monkeypatch.delenv(var, raising=False)
+
+
+class StartsAProcess(RuntimeError):
+    """A test of the fast tier tried to start a process."""
+
+
+_OUTCOME = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item,
+                              call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+    """Keep whether the test's body passed: the fixture below fails a passing test that
+    tried to start a process, and leaves a failing one its own, better, traceback."""
+    report = yield
+    if report.when == "call":
+        item.stash[_OUTCOME] = report.passed
+    return report
+
+
+@pytest.fixture(autouse=True)
+def _fast_tier_starts_no_process(request: pytest.FixtureRequest,
+                                 monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The tiers' one rule, kept by the suite rather than by memory: a test that starts a
+    process (a `setui` command, the agent, Prometheus, a hook) is marked slow. Every
+    process goes through ``subprocess.Popen`` (asyncio's too), so a test without the mark
+    that starts one fails, in words, even if the code under test swallowed the error."""
+    if request.node.get_closest_marker("slow") is not None:
+        yield
+        return
+    tried: list[str] = []
+
+    def refuse(self: subprocess.Popen[Any], args: Any, *more: Any, **kwargs: Any) -> None:
+        tried.append(repr(args)[:200])
+        raise StartsAProcess(f"{request.node.nodeid} starts a process ({tried[-1]}) but is "
+                             "not marked slow: add @pytest.mark.slow, or test it in-process "
+                             "(docs/testing.md)")
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+    yield
+    if tried and request.node.stash.get(_OUTCOME, False):  # the code under test hid it
+        pytest.fail(f"this test starts a process ({tried[0]}) but is not marked slow: add "
+                    "@pytest.mark.slow, or test it in-process (docs/testing.md)",
+                    pytrace=False)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

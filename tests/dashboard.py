@@ -31,15 +31,13 @@ from setui.ui.app import SetuiApp
 from setui.ui.screens.confirm import ConfirmationModal
 from setui.ui.widgets.events import EventsTable
 from setui.ui.widgets.status import StatusBar
+from waiting import PATIENCE
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc)
 IDENTITY = Identity(user="oncall", ssh_client="10.0.0.5", host="vm-web-0")
 # What the status line shows as the endpoint in snapshots: the emulator's port changes
 # from run to run, so the app is told a fixed address (the client uses the real one).
 SHOWN_ENDPOINT = "http://127.0.0.1:8099"
-# How long a wait for a condition may take before the test fails: generous, because two
-# cores shared by several suites can be slow, and a wait that succeeds returns at once.
-PATIENCE = 30.0
 
 
 @pytest.fixture(autouse=True)

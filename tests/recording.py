@@ -74,6 +74,7 @@ def record_scenario(path: Path, scenario_toml: str, *, seconds: int,
         document = parse_document(service.document(now=posix))
         changes = tracker.update(document, at)
         store.record_document(document, seen_at=at, endpoint=ENDPOINT, changes=changes,
+                              vm_name=scenario.vm_name,
                               after=after)
         after = (document.incarnation, content_hash(document))
         store.recorder_beat(session, at)

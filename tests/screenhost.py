@@ -26,3 +26,20 @@ class ScreenApp(App[None]):
             self.register_theme(theme)
         self.theme = DEFAULT_THEME
         self.push_screen(self._first)
+
+
+def drawn_after(app: App[Any], heading: str) -> list[str]:
+    """The lines the screen draws after the one with ``heading`` (all of them when it
+    scrolled away above)."""
+    lines = [strip.text.rstrip() for strip in app.screen._compositor.render_strips()]
+    start = next((i for i, line in enumerate(lines) if heading in line), -1)
+    return lines[start + 1:]
+
+
+def assert_not_wrapped(lines: list[str], start: str, end: str) -> None:
+    """A JSON line that starts with ``start`` and ends with ``end`` far past the screen's
+    edge is drawn on one line, cut there, and not carried on below."""
+    found = [line for line in lines if start in line]
+    assert found, "\n".join(lines)  # the value on its key's line
+    assert not found[0].endswith(end), found[0]  # cut at the edge
+    assert not any(end in line for line in lines), lines  # and not carried on below

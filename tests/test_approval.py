@@ -231,7 +231,7 @@ async def test_cancel_is_recorded(client: ImdsClient, store: Store,
     document = await current(client)
     assert approver(client, store).record_cancel([EVENT_ID], document) is True
     [record] = store.audit()
-    assert record.action == "cancelled" and record.event is not None
+    assert record.action == "dismissed" and record.event is not None
     assert record.incarnation == document.incarnation
     assert approver(client, None).record_cancel([EVENT_ID], document) is False
     assert posts(emulator) == []

@@ -10,11 +10,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
+
 # What the contracts call headless.
 HEADLESS = (
     "setui.core.model", "setui.core.tracker", "setui.core.client", "setui.core.poller",
     "setui.store", "setui.emulator.server", "setui.emulator.command", "setui.approval",
     "setui.session", "setui.identity", "setui.config", "setui.textsafe", "setui.auditforward",
+    "setui.actor", "setui.procinfo", "setui.apiversions",
     "setui.commands.watch", "setui.commands.events", "setui.commands.approve",
     "setui.commands.history", "setui.core.eventids", "setui.core.order",
     "setui.snapshot", "setui.tries", "setui.commands.audit", "setui.commands.report",
@@ -22,6 +27,8 @@ HEADLESS = (
     "setui.monitor.replay", "setui.monitor.report", "setui.core.timefmt", "setui.cli",
     "setui.fleet", "setui.commands.fleet",
     "setui.commands.agent", "setui.agent.agent", "setui.agent.metrics", "setui.store.agent",
+    "setui.api.client", "setui.api.server", "setui.api.serve", "setui.agent.lock",
+    "setui.outcome",
 )
 
 
@@ -35,6 +42,21 @@ def test_headless_layers_do_not_load_textual() -> None:
         "bad = sorted(m for m in sys.modules\n"
         "             if m.split('.')[0] in ('textual', 'rich', 'click')\n"
         "             or m.startswith('setui.ui'))\n"
+        "print(bad)\n"
+        "sys.exit(1 if bad else 0)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_api_client_loads_neither_the_approver_nor_the_agent() -> None:
+    """What a front end attached to the agent loads (the "api-client" contract checks the
+    imports written; the store's package __init__ still loads its modules at run time)."""
+    code = (
+        "import sys\n"
+        "import setui.api.client\n"
+        "bad = sorted(m for m in sys.modules if m in ('setui.approval', 'setui.session')\n"
+        "             or m.startswith(('setui.agent', 'setui.ui', 'apprise', 'prometheus')))\n"
         "print(bad)\n"
         "sys.exit(1 if bad else 0)\n"
     )

@@ -127,6 +127,7 @@ def test_a_file_over_a_megabyte_is_refused(tmp_path: Path) -> None:
         load_config(path, environ={})
 
 
+@pytest.mark.slow
 def test_a_named_pipe_is_refused_without_waiting(tmp_path: Path) -> None:
     import os
     import subprocess
@@ -198,3 +199,21 @@ def test_save_setting_reads_the_file_as_load_config_does(tmp_path: Path) -> None
         save_setting(big, "theme", "setui-light")
     with pytest.raises(ConfigError):  # a directory is no config file to rewrite
         save_setting(tmp_path, "theme", "setui-light")
+
+
+def test_the_agents_socket_and_approvers(tmp_path: Path) -> None:
+    path = write(tmp_path, 'socket = "~/api.sock"\napprovers = ["alice", "%sre", "svc_1$"]\n')
+    config = load_config(path, environ={})
+    assert config.socket == Path("~/api.sock").expanduser()
+    assert config.approvers == ("alice", "%sre", "svc_1$")
+    assert load_config(path, environ={"SETUI_SOCKET": "/run/x.sock"}).socket == \
+        Path("/run/x.sock")
+    assert load_config(write(tmp_path, "approvers = []\n"), environ={}).approvers == ()
+
+
+@pytest.mark.parametrize("text", ['approvers = "alice"', 'approvers = ["al ice"]',
+                                  'approvers = [1]', 'approvers = ["%"]',
+                                  'approvers = ["alice\\u202e"]', 'approvers = ["-rf"]'])
+def test_approvers_must_be_names(tmp_path: Path, text: str) -> None:
+    with pytest.raises(ConfigError, match="approvers"):
+        load_config(write(tmp_path, text), environ={})

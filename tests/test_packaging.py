@@ -15,6 +15,7 @@ from children import Lines, python_command
 
 ROOT = Path(__file__).parent.parent
 
+@pytest.mark.slow
 def test_a_command_builds_only_its_own_arguments() -> None:
     """`setui watch` does not import the emulator's or the history command's modules to
     parse its arguments (start-up CPU on a VM that runs it as a service)."""

@@ -261,6 +261,7 @@ async def test_keep_alive_without_a_watchdog_returns_at_once(
     assert nothing_waiting(server)
 
 
+@pytest.mark.slow
 @needs_unix
 def test_a_child_process_notifies_from_its_real_environment(
         listener: tuple[socket.socket, str]) -> None:
@@ -304,6 +305,7 @@ def test_under_journal_matches_the_streams_device_and_inode(tmp_path: Path) -> N
     assert not under_journal(io.StringIO(), env)
 
 
+@pytest.mark.slow
 @needs_unix
 def test_a_child_knows_which_of_its_streams_is_the_journal(tmp_path: Path) -> None:
     log = tmp_path / "stderr"
@@ -326,6 +328,7 @@ def test_priority_prefixes() -> None:
     assert for_journal("one", INFO) == "<6>one"
 
 
+@pytest.mark.slow
 def test_the_module_loads_neither_the_dashboard_nor_httpx() -> None:
     code = ("import sys, setui.systemd; "
             "print(sorted(m for m in ('textual', 'rich', 'httpx', 'setui.ui') "

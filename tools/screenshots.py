@@ -17,7 +17,7 @@ What makes that work:
   ``session.last_seen``) instead of for the workers, which never finish.
 * The status line shows a fixed endpoint while the client talks to the emulator's
   random port.
-* Toasts are cleared before each picture: their number depends on timing.
+* Notices are cleared before each picture: which are still up depends on timing.
 * The app's monotonic clock is the manual clock, and the client's is :class:`Ticks` on
   top of it: an approval's latency in the audit log is the same on every run, and the
   service clock, which compares the two, sees no skew and shows the manual clock's time.
@@ -143,9 +143,8 @@ class Shooter:
             raise RuntimeError(f"screenshots: the scenario has no {kind} of {resources}")
         return found
 
-    async def shoot(self, name: str, *, toasts: bool = False) -> None:
-        if not toasts:
-            self.app.clear_notifications()
+    async def shoot(self, name: str) -> None:
+        self.app.clear_notifications()
         await self.pilot.pause()
         path = self.out / f"{name}.svg"
         path.write_text(self.app.export_screenshot(), encoding="utf-8")

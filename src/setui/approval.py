@@ -40,6 +40,7 @@ from setui.core.clock import utc_now
 from setui.core.errors import BadDocument, ImdsError
 from setui.core.model import Document, parse_not_before
 from setui.identity import Identity
+from setui.outcome import ApprovalOutcome, Progress
 from setui.snapshot import (
     Confirmed,
     Difference,
@@ -54,7 +55,7 @@ from setui.store import (
     APPROVE_ATTEMPT,
     APPROVE_OUTCOME,
     APPROVED,
-    CANCELLED,
+    DISMISSED,
     FAILED,
     REFUSED,
     UNKNOWN,
@@ -69,41 +70,9 @@ from setui.tries import Tries, unread
 if TYPE_CHECKING:
     from setui.core.client import ImdsClient
 
+# The outcome's values and the snapshot's rules, re-exported: callers import them from here.
 __all__ = ["ApprovalOutcome", "Approver", "Confirmed", "Progress", "Verdict",
-           "changes_between", "confirmed", "find_event", "other_vms",
-           "repeated"]  # the snapshot's, re-exported
-
-@dataclass(frozen=True)
-class ApprovalOutcome:
-    """What happened to one EventId; ``message`` is for people."""
-
-    event_id: str
-    approved: bool
-    refused: bool
-    status: int | None
-    message: str
-    latency: float | None
-    record_seq: int | None  # the audit record telling this outcome, if one was written
-    # Not approved because what was confirmed is not what would be approved now (the
-    # event changed, before the first send or before a retry, or another approval
-    # claims it): an operator may be asked again.
-    ask_again: bool = False
-    changes: tuple[str, ...] = ()  # what changed, field by field, when it did
-    # A try may have reached the service and no answer says what became of it: neither
-    # approved nor failed, and the event stays claimed.
-    unknown: bool = False
-
-
-@dataclass(frozen=True)
-class Progress:
-    """An approval still trying: shown on the row while the service fails."""
-
-    event_id: str
-    attempt: int  # tries made so far
-    last_error: str
-    next_in: float  # seconds to the next try
-    status: int | None = None  # the HTTP status of the last try, if it had one
-    kind: str = "error"  # what failed: "unreachable", "timeout", "server", ...
+           "changes_between", "confirmed", "find_event", "other_vms", "repeated"]
 
 
 @dataclass(frozen=True)
@@ -139,7 +108,7 @@ class Approver:
                  identity: Identity | None = None, read_only: bool = False,
                  store_problem: str | None = None, vm_name: str | None = None,
                  wall: Callable[[], datetime] = utc_now,
-                 details: dict[str, Any] | None = None,
+                 details: dict[str, Any] | None = None, consent: str | None = None,
                  deadline: float = APPROVAL_DEADLINE) -> None:
         self.client = client
         self.store = store
@@ -151,6 +120,9 @@ class Approver:
         self.wall = wall
         # Carried by every record this approver writes (the agent's rule and hook outcomes).
         self.details = dict(details or {})
+        # What accepts an event that reaches other VMs, in the words of whoever approves
+        # (the agent: its rule's key); None: the command line's --allow-other-vms.
+        self.consent = consent
         # The last failure to write the audit log, for callers that show or act on it.
         self.store_error: str | None = None
         # The document read just before the last send (or refusal): what an operator
@@ -188,6 +160,8 @@ class Approver:
         if not allow_other_vms:
             beyond = other_vms(event, self.vm_name)
             if beyond is not None:
+                if self.consent is not None:
+                    return f"{beyond}; approving it needs {self.consent}"
                 return (f"{beyond}; --yes alone approves only events of this VM alone "
                         "(add --allow-other-vms to approve it anyway)")
         return None
@@ -239,7 +213,7 @@ class Approver:
         if not event_ids or self.store is None or self.store.readonly:
             return False
         try:
-            self.store.audit_extend([self._entry(CANCELLED, i, document) for i in event_ids])
+            self.store.audit_extend([self._entry(DISMISSED, i, document) for i in event_ids])
         except StoreError as exc:
             self.store_error = str(exc)
             return False
@@ -307,12 +281,18 @@ class Approver:
                     verdicts[event_id] = Verdict(event_id, f"{unread(problem)}, so nothing "
                                                  "was sent", seen, document=document)
                     continue
-                differs = difference(seen, latest, vm_name=self.vm_name,
-                                     allow_other_vms=allow_other_vms)
+                differs = self._difference(seen, latest, allow_other_vms)
                 verdicts[event_id] = Verdict(event_id, None, seen, document=latest) \
                     if differs is None else Verdict(event_id, differs.reason, seen,
                                                     differs.changes, latest)
         return [verdicts[i] for i in ids], damaged
+
+    def _difference(self, seen: Confirmed, latest: Document,
+                    allow_other_vms: bool) -> Difference | None:
+        """Why ``seen`` may not be sent for as ``latest`` has it, in this approver's
+        words for the consent an event beyond this VM needs."""
+        return difference(seen, latest, vm_name=self.vm_name,
+                          allow_other_vms=allow_other_vms, consent=self.consent)
 
     async def _reread(self) -> tuple[Document | None, ImdsError | None]:
         """The document as the service has it now: one GET, never a cached 304; or why
@@ -453,9 +433,8 @@ class Approver:
                 if latest is None:
                     tries.held(f"not sent: {unread(error)}")
                 else:
-                    differs = {i: d for i, seen in ready.items() if (d := difference(
-                        seen, latest, vm_name=self.vm_name,
-                        allow_other_vms=allow_other_vms)) is not None}
+                    differs = {i: d for i, seen in ready.items() if (d := self._difference(
+                        seen, latest, allow_other_vms)) is not None}
                     if differs:
                         first = next(iter(differs.values()))
                         return _End(first.kind, f"stopped after {tries.said()}: "

@@ -9,15 +9,19 @@ hash, is also sent to one of:
   with structured fields (``SETUI_EVENT_ID``, ``SETUI_ACTION``, ``SETUI_ACTOR``,
   ``SETUI_OUTCOME``, ``SETUI_HASH``, ...; ``SYSLOG_IDENTIFIER=setui``);
 * ``syslog`` (``syslog:PATH``): the local syslog socket, ``/dev/log`` (RFC 3164 framing,
-  the fields as ``key="value"`` in the message);
+  the structured data element at the start of the message);
 * ``udp://HOST:PORT`` or ``tcp://HOST:PORT``: an RFC 5424 collector, the fields as the
   structured data element ``[setui@32473 ...]`` (TCP with RFC 6587 octet counting);
 * ``none``: nothing leaves.
 
 The default, ``auto``, is the journal where journald runs, else syslog where there is a
-socket for it, else nothing. Facility ``authpriv`` (the records name people and where
-they came from); severity notice, warning for refusals and failures. Standard library
-only (``socket``). A forward that fails never raises: the caller gets the reason, and
+socket for it, else nothing: then each record is marked as not forwarded, with
+:data:`NOWHERE` as the reason, so nobody takes a log with no copy for one that has one.
+
+Every form sends the structured data element first and then a message for people (see
+:func:`structured` and :func:`message`). Facility ``authpriv`` (the records name people
+and where they came from); severity notice, warning for refusals and failures. Standard
+library only (``socket``). A forward that fails never raises: the caller gets the reason, and
 the store records it, so ``setui audit`` says which records did not leave.
 """
 
@@ -33,10 +37,11 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from setui.actor import describe_actor
 from setui.textsafe import printable
 
-__all__ = ["JOURNAL_SOCKET", "SYSLOG_SOCKET", "Forwarder", "Target", "fields",
-           "message", "parse_target", "rfc5424"]
+__all__ = ["JOURNAL_SOCKET", "NOWHERE", "SD_ID", "SYSLOG_SOCKET", "Forwarder", "Target", "fields",
+           "message", "parse_target", "rfc5424", "structured"]
 
 JOURNAL_SOCKET = "/run/systemd/journal/socket"
 SYSLOG_SOCKET = "/dev/log"
@@ -46,6 +51,9 @@ NOTICE, WARNING = 5, 4
 SD_ID = "setui@32473"
 TIMEOUT = 2.0  # seconds for a TCP collector to accept and take a record (after the commit)
 _VALUE_LIMIT = 2000
+# Why a record did not leave when auto found neither socket: said by approve, audit and
+# audit verify, and kept with each record so written.
+NOWHERE = "no copy leaves this VM (no journald, no /dev/log): set audit-forward"
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,7 @@ class Target:
     kind: str
     address: str = ""  # a socket path, or a host
     port: int = 0
+    nowhere: bool = False  # none because auto found nothing, not because it was asked
 
     def __str__(self) -> str:
         if self.kind in ("udp", "tcp"):
@@ -84,7 +93,7 @@ def parse_target(text: str | None) -> Target:
             return Target("journal", JOURNAL_SOCKET)
         if _is_socket(SYSLOG_SOCKET):
             return Target("syslog", SYSLOG_SOCKET)
-        return Target("none")
+        return Target("none", nowhere=True)
     for kind, default in (("journal", JOURNAL_SOCKET), ("syslog", SYSLOG_SOCKET)):
         if low == kind:
             return Target(kind, default)
@@ -115,18 +124,10 @@ def _text(value: Any) -> str:
 
 
 def _actor(record: Mapping[str, Any]) -> str:
-    details = record.get("details") if isinstance(record.get("details"), dict) else {}
-    notes = [f"{word} {details[key]}" for key, word in
-             (("login_user", "login"), ("sudo_user", "sudo by"), ("session", "session"))
-             if details.get(key) not in (None, "")]
-    who = str(record.get("user") or "unknown")
-    if notes:
-        who += f" ({', '.join(str(n) for n in notes)})"
-    if record.get("ssh_client"):
-        who += f" from {record['ssh_client']}"
-        if details.get("ssh_claimed"):
-            who += " (claimed)"
-    return f"{who} on {record.get('host') or 'unknown'}"
+    details = record.get("details")
+    return describe_actor(str(record.get("user") or ""), record.get("ssh_client"),
+                          str(record.get("host") or ""),
+                          details if isinstance(details, dict) else {})
 
 
 def _outcome(record: Mapping[str, Any]) -> str:
@@ -168,19 +169,36 @@ def fields(record: Mapping[str, Any]) -> dict[str, str]:
 
 
 def message(record: Mapping[str, Any]) -> str:
-    """One line for people: ``setui audit record 3: approve-attempt EventId=... by ...``."""
+    """One line for people: ``setui audit record 3: approve-attempt EventId=... by ...``.
+
+    Never read back (``--against`` reads the structured part only), and it holds no ``[``
+    or ``]`` (written ``\\x5b``, ``\\x5d``), so no EventId, SSH client or error text in
+    it can look like the structured data element or its end, even where a collector kept
+    the message alone."""
     f = fields(record)
-    return (f"setui audit record {f['SETUI_SEQ']}: {f['SETUI_ACTION']} EventId="
+    text = (f"setui audit record {f['SETUI_SEQ']}: {f['SETUI_ACTION']} EventId="
             f"{f['SETUI_EVENT_ID'] or '-'} by {f['SETUI_ACTOR']}: {f['SETUI_OUTCOME']} "
             f"(hash {f['SETUI_HASH']})")
+    return text.replace("[", "\\x5b").replace("]", "\\x5d")
 
 
 def _sd_escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"').replace("]", "\\]")
 
 
-def _sd_name(key: str) -> str:
-    return key.removeprefix("SETUI_").lower()
+def structured(record: Mapping[str, Any]) -> str:
+    """The fields as one RFC 5424 structured data element, ``[setui@32473 seq="3" ...]``,
+    each value escaped as RFC 5424 says (``\\``, ``"``, ``]``): nothing in a value can
+    end it or add a field. Every form sends it first, before any free text, so the first
+    ``[setui@32473 `` on a collector's line is setui's own."""
+    params = " ".join(f'{key.removeprefix("SETUI_").lower()}="{_sd_escape(value)}"'
+                      for key, value in fields(record).items())
+    return f"[{SD_ID} {params}]"
+
+
+def _line(record: Mapping[str, Any]) -> str:
+    """What follows the header in every form: the structured data, then the message."""
+    return f"{structured(record)} {message(record)}"
 
 
 def _hostname() -> str:
@@ -190,29 +208,31 @@ def _hostname() -> str:
 
 def rfc5424(record: Mapping[str, Any]) -> bytes:
     """The record as one RFC 5424 message (UTF-8, no BOM: the text is escaped)."""
-    sd = " ".join(f'{_sd_name(k)}="{_sd_escape(v)}"' for k, v in fields(record).items())
     stamp = str(record.get("time") or "-")
     header = (f"<{FACILITY * 8 + _severity(record)}>1 {stamp} {_hostname()} setui "
               f"{os.getpid()} audit")
-    return f"{header} [{SD_ID} {sd}] {message(record)}".encode()
+    return f"{header} {_line(record)}".encode()
 
 
 def _rfc3164(record: Mapping[str, Any]) -> bytes:
+    """RFC 3164, which has no structured data of its own: the element starts the message,
+    so a syslog daemon's file and Log Analytics' ``SyslogMessage`` keep it first."""
     try:
         moment = datetime.strptime(str(record.get("time")), "%Y-%m-%dT%H:%M:%S.%fZ")
         stamp = f"{moment:%b} {moment.day:2d} {moment:%H:%M:%S}"
     except ValueError:
         stamp = datetime.now().strftime("%b %d %H:%M:%S")
-    sd = " ".join(f'{_sd_name(k)}="{_sd_escape(v)}"' for k, v in fields(record).items())
     return (f"<{FACILITY * 8 + _severity(record)}>{stamp} setui[{os.getpid()}]: "
-            f"{message(record)} [{SD_ID} {sd}]").encode()
+            f"{_line(record)}").encode()
 
 
 def _journal(record: Mapping[str, Any]) -> bytes:
     """journald's native protocol: ``KEY=value`` lines, the binary form for a value with a
-    newline (the escaped text has none, but an unescaped one must not break framing)."""
+    newline (the escaped text has none, but an unescaped one must not break framing).
+    The message carries the structured data too: journald passes only the message on to
+    syslog, and so to Log Analytics."""
     out = bytearray()
-    values = {"MESSAGE": message(record), "PRIORITY": str(_severity(record)),
+    values = {"MESSAGE": _line(record), "PRIORITY": str(_severity(record)),
               "SYSLOG_FACILITY": str(FACILITY), "SYSLOG_IDENTIFIER": "setui",
               **fields(record)}
     for key, value in values.items():
@@ -238,13 +258,16 @@ class Forwarder:
 
     @property
     def enabled(self) -> bool:
-        return self.target.kind != "none"
+        """Whether records are meant to leave: false only when told ``none``."""
+        return self.target.kind != "none" or self.target.nowhere
 
     def send(self, records: Sequence[Mapping[str, Any]]) -> str | None:
         """Send each record (``AuditRecord.to_json()``); the reason in words if any did not
         leave, else None."""
         if not self.enabled or not records:
             return None
+        if self.target.nowhere:
+            return NOWHERE
         try:
             kind = self.target.kind
             if kind == "journal":

@@ -15,7 +15,9 @@ from pathlib import Path
 from types import ModuleType
 
 from setui import __version__
+from setui.apiversions import help_line, limits
 from setui.config import Config, ConfigError, load_config
+from setui.core.endpoint import DEFAULT_API_VERSION
 from setui.core.pace import check_interval
 
 __all__ = ["main"]
@@ -74,7 +76,8 @@ def _connection_options(default: object = None) -> argparse.ArgumentParser:
                             "default http://169.254.169.254)")
     group.add_argument("--api-version", metavar="V", type=_api_version,
                        help="scheduled events api-version (env SETUI_API_VERSION; "
-                            "default 2020-07-01)")
+                            f"default {DEFAULT_API_VERSION}); older ones show less: "
+                            f"{help_line()}")
     group.add_argument("--config", metavar="FILE", type=Path,
                        help="config file (default: the user config dir's config.toml)")
     group.add_argument("--data-dir", metavar="DIR", type=Path,
@@ -254,6 +257,7 @@ def resolve_config(args: argparse.Namespace) -> Config:
         read_only=getattr(args, "read_only", None),
         data_dir=getattr(args, "data_dir", None),
         policy=getattr(args, "policy", None),
+        socket=getattr(args, "socket", None),
     )
 
 
@@ -305,10 +309,30 @@ def _prepare(argv: Sequence[str] | None
             # Fake events must never reach the operator's real history and audit log: the
             # demo keeps its own unless --data-dir is given on this very command line.
             args.data_dir = data_dir_given
+        if args.command in _READ_EVENTS or (args.command == "demo" and args.headless):
+            _say_what_the_version_lacks(config.api_version)
     if args.command in _COMMAND_MODULES:
         module = _command_module(args.command)
         return args, module.run
     return args, _run_emulator if args.command == "emulator" else _run_dashboard
+
+
+# The commands that read the events document and print to a stream; the dashboard says the
+# same in a notice (ui/app.py).
+_READ_EVENTS = frozenset({"watch", "agent", "events", "approve"})
+
+
+def _say_what_the_version_lacks(api_version: str) -> None:
+    """One line on stderr, at start, when the api-version cannot show every event type and
+    field: a Preempt it never shows must not pass for no Preempt at all."""
+    lacks = limits(api_version)
+    if lacks is None:
+        return
+    from setui.systemd import WARNING, for_journal, under_journal
+
+    line = f"setui: {lacks}"
+    print(for_journal(line, WARNING) if under_journal(sys.stderr) else line, file=sys.stderr,
+          flush=True)
 
 
 # The commands whose module in setui.commands has a run(args); the emulator has its own.

@@ -10,10 +10,15 @@ The fleet view's Prometheus (``prometheus``, env ``SETUI_PROMETHEUS_URL``) and i
 credentials (``prometheus-token``, or ``prometheus-user`` and ``prometheus-password``; env
 ``SETUI_PROMETHEUS_TOKEN``, ``SETUI_PROMETHEUS_USER``, ``SETUI_PROMETHEUS_PASSWORD``) come
 from here too, never from the command line, where every user of the machine could read
-them in the process list.
+them in the process list; a config file that holds a secret must be readable by its
+owner alone (``chmod 600``), or it is refused.
 
 ``history-days`` is how long the incarnation history is kept (default 90); ``0`` keeps
 it forever. The audit log is never pruned, whatever it says.
+
+``socket`` (env ``SETUI_SOCKET``) is where the agent answers its local API, and
+``approvers`` (a list of user names and ``%group`` names) narrows who may approve through
+it (docs/api.md).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -71,6 +77,10 @@ class Config:
     prometheus_user: str | None = None
     prometheus_password: str | None = field(default=None, repr=False)
     policy: Path | None = None  # `setui agent`'s policy file (observe only without one)
+    socket: Path | None = None  # the agent's API socket (setui.api); None: the default
+    # Who may approve through the agent's API: user names and %groups; None: root and the
+    # members of group setui (setui.api.peer).
+    approvers: tuple[str, ...] | None = None
 
     def with_overrides(self, **values: Any) -> Config:
         """Apply command-line values; ``None`` means "not given" and keeps the setting."""
@@ -105,10 +115,14 @@ _TYPES: Mapping[str, tuple[type, ...]] = {
     "prometheus_user": (str,),
     "prometheus_password": (str,),
     "policy": (str,),
+    "socket": (str,),
+    "approvers": (list,),
 }
 
 
-_WORDS = {str: "a string", int: "a number", bool: "true or false"}
+_WORDS = {str: "a string", int: "a number", bool: "true or false", list: "a list of names"}
+# A user or %group name in `approvers`: what useradd and groupadd accept, and no more.
+_APPROVER = re.compile(r"%?[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\$?")
 
 
 def _toml() -> ModuleType:
@@ -138,17 +152,20 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
         "SETUI_PROMETHEUS_TOKEN": "prometheus_token",
         "SETUI_PROMETHEUS_USER": "prometheus_user",
         "SETUI_PROMETHEUS_PASSWORD": "prometheus_password",
+        "SETUI_SOCKET": "socket",
     }
     origins: dict[str, str] = {}
     for var, key in env_map.items():
         if env.get(var):
             values[key] = env[var]
             origins[key] = f"environment variable {var}"
-    for key in ("data_dir", "policy"):
+    for key in ("data_dir", "policy", "socket"):
         if key in values:
             values[key] = Path(values[key]).expanduser()
     if "interval" in values:
         values["interval"] = float(values["interval"])
+    if "approvers" in values:
+        values["approvers"] = tuple(values["approvers"])
     config = Config(**values)
     _check(config, f"config file {file}", origins)
     return config
@@ -160,8 +177,13 @@ MAX_CONFIG_BYTES = 1024 * 1024
 
 
 def _read_bytes(file: Path) -> bytes:
-    """The file's bytes, if it is a regular file of at most MAX_CONFIG_BYTES. Opened
-    without blocking, so a named pipe is refused instead of waiting for a writer."""
+    return _read(file)[0]
+
+
+def _read(file: Path) -> tuple[bytes, os.stat_result]:
+    """The file's bytes, if it is a regular file of at most MAX_CONFIG_BYTES, and what
+    fstat said of the file they were read from. Opened without blocking, so a named pipe
+    is refused instead of waiting for a writer."""
     fd = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     try:
         info = os.fstat(fd)
@@ -179,15 +201,34 @@ def _read_bytes(file: Path) -> bytes:
             if size > MAX_CONFIG_BYTES:  # it grew while we read
                 raise ConfigError(f"config file {printable(file, 200)} is larger than "
                                   f"{MAX_CONFIG_BYTES // 1024} KB: it is not a setui config")
-        return b"".join(chunks)
+        return b"".join(chunks), info
     finally:
         os.close(fd)
+
+
+# Settings that are secrets: a file holding one must be the owner's alone.
+SECRETS = ("prometheus_token", "prometheus_password")
+
+
+def _check_private(file: Path, info: os.stat_result, values: Mapping[str, Any]) -> None:
+    """Refuse a config file holding a secret that group or others may open, as ssh refuses
+    a private key they can read: anyone who can read it has the token, and anyone who can
+    write it can point the fleet view at a server of theirs to be sent it."""
+    held = [name.replace("_", "-") for name in SECRETS if name in values]
+    mode = stat.S_IMODE(info.st_mode)
+    if not held or os.name != "posix" or not mode & 0o077:
+        return
+    where = printable(file, 200)
+    raise ConfigError(f"config file {where} holds {' and '.join(held)} and group or others "
+                      f"can open it (mode {mode:04o}); make it yours alone: "
+                      f"chmod 600 {shlex.quote(where)}")
 
 
 def _read_file(file: Path) -> dict[str, Any]:
     tomllib = _toml()
     try:
-        raw = tomllib.loads(_read_bytes(file).decode("utf-8"))
+        data, info = _read(file)
+        raw = tomllib.loads(data.decode("utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file {file} does not exist") from None
     except IsADirectoryError:
@@ -213,6 +254,7 @@ def _read_file(file: Path) -> dict[str, Any]:
                 f"config file {file}: {key} must be {_WORDS[wanted[0]]}, got {value!r}"
             )
         values[name] = value
+    _check_private(file, info, values)
     return values
 
 
@@ -245,6 +287,10 @@ def _check(config: Config, source: str, origins: Mapping[str, str] | None = None
                           else ("prometheus-password", "prometheus-user"))
         raise ConfigError(f"{where(given.replace('-', '_'))}: {given} is set but "
                           f"{missing} is not; basic auth needs both")
+    for name in config.approvers or ():
+        if not isinstance(name, str) or not _APPROVER.fullmatch(name):
+            raise ConfigError(f"{where('approvers')}: approvers must be user names and "
+                              f"%group names, got {printable(repr(name), 80)}")
     if config.history_days < 0:
         raise ConfigError(f"{where('history_days')}: history-days must be a number of days, "
                           f"or 0 to keep the history forever; got {config.history_days}")

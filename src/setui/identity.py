@@ -7,14 +7,14 @@ password database (never ``$USER``). The login user is the kernel's audit login 
 names who is behind a root shell; the session id comes with it. ``SUDO_USER`` is only
 believed when the effective uid is 0 (sudo ran) and ``SUDO_UID`` is that account's uid.
 The SSH client comes from ``SSH_CONNECTION``, which anyone can set: it is marked
-"claimed" unless a TCP connection with exactly those addresses and ports is established
-on this host right now (``/proc/net/tcp``).
+"claimed" unless root's sshd above this process holds a TCP connection with exactly those
+addresses and ports (:mod:`setui.procinfo`). An ordinary user cannot look into sshd's
+processes, so only a setui run as root (under sudo, say) can confirm it.
 """
 
 from __future__ import annotations
 
 import getpass
-import ipaddress
 import os
 import socket
 from collections.abc import Mapping
@@ -22,10 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Identity", "describe_actor"]
+from setui.actor import describe_actor
+from setui.procinfo import PROC, Connection, address, ssh_connections
+
+__all__ = ["Identity", "account_name", "audit_number", "describe_actor"]
 
 _UNSET = 4294967295  # (uid_t)-1: no login uid, no session (a daemon, a container)
-_PROC = Path("/proc")
 
 
 def _name(uid: int) -> str | None:
@@ -39,23 +41,34 @@ def _name(uid: int) -> str | None:
         return None  # a uid without a passwd entry (containers)
 
 
+def account_name(uid: int) -> str:
+    """The account's name in the password database, else ``uid N`` (never ``$USER``)."""
+    return _name(uid) or f"uid {uid}"
+
+
 def _account() -> str:
     uid = getattr(os, "getuid", None)
     if uid is not None:
-        return _name(uid()) or f"uid {uid()}"
+        return account_name(uid())
     try:
         return getpass.getuser()  # Windows: the logon name; no uid to prefer
     except Exception:  # getuser raises OSError/KeyError/ImportError depending on platform
         return "unknown"
 
 
-def _proc_number(name: str, proc: Path) -> int | None:
+def audit_number(path: Path) -> int | None:
+    """A process's audit login uid or session id (``/proc/PID/loginuid``, ``sessionid``);
+    None when it is unset or cannot be read."""
     try:
-        text = (proc / "self" / name).read_text(encoding="ascii").strip()
+        text = path.read_text(encoding="ascii").strip()
         value = int(text)
     except (OSError, ValueError, UnicodeDecodeError):
         return None
     return None if value in (_UNSET, -1) or value < 0 else value
+
+
+def _proc_number(name: str, proc: Path) -> int | None:
+    return audit_number(proc / "self" / name)
 
 
 def _sudo_user(env: Mapping[str, str]) -> str | None:
@@ -90,51 +103,15 @@ def _ssh(env: Mapping[str, str]) -> tuple[str | None, tuple[str, int, str, int] 
     return None, None
 
 
-def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    try:
-        address = ipaddress.ip_address(text.split("%")[0])
-    except ValueError:
-        return None
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return address.ipv4_mapped
-    return address
-
-
-def _proc_endpoint(text: str) -> tuple[object, int] | None:
-    """``0100007F:0016`` (or the IPv6 form) from /proc/net/tcp: address and port."""
-    try:
-        host, port = text.split(":")
-        raw = bytes.fromhex(host)
-        if len(raw) == 4:
-            packed = raw[::-1]
-        elif len(raw) == 16:
-            packed = b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))
-        else:
-            return None
-        return _address(socket.inet_ntop(socket.AF_INET if len(raw) == 4 else socket.AF_INET6,
-                                          packed)), int(port, 16)
-    except (ValueError, OSError):
-        return None
-
-
-def ssh_confirmed(four: tuple[str, int, str, int], proc: Path = _PROC) -> bool:
-    """Whether an established TCP connection from the client to the server address and
-    port ``SSH_CONNECTION`` names exists on this host now."""
-    client, server = (_address(four[0]), four[1]), (_address(four[2]), four[3])
-    if client[0] is None or server[0] is None:
+def ssh_confirmed(four: tuple[str, int, str, int], proc: Path = PROC) -> bool:
+    """Whether the connection ``SSH_CONNECTION`` names (client address and port, server
+    address and port) is one root's sshd above this process holds
+    (:func:`setui.procinfo.ssh_connections`)."""
+    client, server = address(four[0]), address(four[2])
+    if client is None or server is None:
         return False
-    for table in ("tcp", "tcp6"):
-        try:
-            lines = (proc / "net" / table).read_text(encoding="ascii").splitlines()[1:]
-        except (OSError, UnicodeDecodeError):
-            continue
-        for line in lines:
-            parts = line.split()
-            if len(parts) < 4 or parts[3] != "01":  # 01: ESTABLISHED
-                continue
-            if _proc_endpoint(parts[1]) == server and _proc_endpoint(parts[2]) == client:
-                return True
-    return False
+    return Connection((server, four[3]), (client, four[1])) in ssh_connections(os.getpid(),
+                                                                             proc)
 
 
 def _host() -> str:
@@ -142,25 +119,6 @@ def _host() -> str:
         return socket.gethostname() or "unknown"
     except OSError:
         return "unknown"
-
-
-def describe_actor(user: str, ssh_client: str | None, host: str,
-                   details: Mapping[str, Any]) -> str:
-    """The actor in words, the same from an Identity (the dialog) and from a stored
-    record (``setui audit``): ``root (login alice, sudo by alice, session 7) from
-    10.1.2.3 (claimed) on vm-web-0``. The caller escapes what it prints."""
-    notes = []
-    login = details.get("login_user")
-    if login and login != user:
-        notes.append(f"login {login}")
-    if details.get("sudo_user"):
-        notes.append(f"sudo by {details['sudo_user']}")
-    if details.get("session") is not None:
-        notes.append(f"session {details['session']}")
-    who = f"{user} ({', '.join(notes)})" if notes else user
-    if ssh_client:
-        who += f" from {ssh_client}" + (" (claimed)" if details.get("ssh_claimed") else "")
-    return f"{who} on {host}"
 
 
 @dataclass(frozen=True)
@@ -177,13 +135,13 @@ class Identity:
 
     @classmethod
     def current(cls, environ: Mapping[str, str] | None = None,
-                proc: Path = _PROC) -> Identity:
+                proc: Path = PROC) -> Identity:
         env = os.environ if environ is None else environ
         user = _account()
         login_uid = _proc_number("loginuid", proc)
         login_user = None
         if login_uid is not None:
-            login_user = _name(login_uid) or f"uid {login_uid}"
+            login_user = account_name(login_uid)
         sudo_user = _sudo_user(env)
         if sudo_user == user:
             sudo_user = None

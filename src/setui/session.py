@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 import asyncio
-import socket
-from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from setui.config import Config
+from setui.core.backoff import Backoff
+from setui.textsafe import printable
 
 if TYPE_CHECKING:
     from setui.core.client import ImdsClient
     from setui.store import Store
 
-__all__ = ["make_client", "open_store", "resolve_vm_name", "run_until_stopped"]
+__all__ = ["ONE_SHOT_TRIES", "ThisVm", "make_client", "open_store", "run_until_stopped",
+           "until_answered"]
+
+_T = TypeVar("_T")
+MAX_PAUSE = 60.0  # seconds, at most, between two questions to IMDS about this VM
+
+# How often a command that answers once (events, approve) asks IMDS for the name before
+# it goes on without it; the long-running ones ask until they know.
+ONE_SHOT_TRIES = 3
 
 
 def make_client(config: Config) -> ImdsClient:
@@ -33,24 +42,76 @@ def open_store(config: Config) -> tuple[Store | None, str | None]:
         return None, str(exc)
 
 
-async def resolve_vm_name(client: ImdsClient, config: Config) -> str:
-    """--vm-name / config, else the name IMDS gives, else the host name."""
-    if config.vm_name:
-        return config.vm_name
-    name = await client.vm_name()
-    return name or socket.gethostname()
+class ThisVm:
+    """This VM's name as the events' Resources spell it, and where it came from.
+
+    Given (``--vm-name``, ``vm-name``) or learned from IMDS, never guessed: on a scale set
+    the host name is not the instance name, and a guess would make every "this VM" test
+    miss for the life of the process. Until it is known, ``name`` is None and every front
+    end says "not known" rather than pretend.
+    """
+
+    def __init__(self, given: str | None) -> None:
+        self.name: str | None = given or None
+        self.source: str | None = "--vm-name / vm-name" if self.name else None
+
+    def __str__(self) -> str:
+        if self.name is None:
+            return "this VM's name is not known (IMDS did not give it; --vm-name sets it)"
+        return f"this VM is {printable(self.name, 80)}, from {self.source}"
+
+    async def learn(self, client: ImdsClient, *, tries: int | None = None,
+                    on_miss: Callable[[], None] | None = None,
+                    sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+                    ) -> str | None:
+        """Ask IMDS until it names this VM (see :func:`until_answered`); the name, or None
+        when it is still not known."""
+        if self.name is None:
+            name = await until_answered(client.vm_name, tries=tries, on_miss=on_miss,
+                                        sleep=sleep)
+            if name:
+                self.name, self.source = name, "IMDS"
+        return self.name
+
+
+async def until_answered(ask: Callable[[], Awaitable[_T | None]], *, tries: int | None = None,
+                         on_miss: Callable[[], None] | None = None,
+                         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+                         ) -> _T | None:
+    """``ask()`` again, with a longer pause after each None (up to a minute, jittered so
+    that a fleet does not ask in step), until it answers; ``tries``: give up after that
+    many. ``on_miss`` hears of the first None."""
+    pause = Backoff(base=0.5, cap=MAX_PAUSE)
+    attempt = 0
+    while (answer := await ask()) is None:
+        attempt += 1
+        if attempt == 1 and on_miss is not None:
+            on_miss()
+        if tries is not None and attempt >= tries:
+            break
+        await sleep(pause.delay(attempt))
+    return answer
 
 
 def run_until_stopped(coro: Coroutine[Any, Any, int]) -> int:
-    """Run a coroutine; SIGTERM (where there are signals) ends it as cleanly as Ctrl-C."""
+    """Run a coroutine; SIGTERM (where there are signals) ends it as cleanly as Ctrl-C.
+    Once: a second SIGTERM while it stops would cut its cleanup short (the agent waiting
+    for a hook, the last writes); systemd's SIGKILL after TimeoutStopSec= is the bound."""
 
     async def main() -> int:
         task = asyncio.ensure_future(coro)
         loop = asyncio.get_running_loop()
+        stopping: list[bool] = []
+
+        def stop() -> None:
+            if not stopping:
+                stopping.append(True)
+                task.cancel()
+
         try:
             import signal
 
-            loop.add_signal_handler(signal.SIGTERM, task.cancel)
+            loop.add_signal_handler(signal.SIGTERM, stop)
         except (ImportError, NotImplementedError, AttributeError, RuntimeError):
             pass  # Windows: Ctrl-C / Ctrl-Break still end the process
         try:

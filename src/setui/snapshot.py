@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from setui.core.model import Document, Event, is_this_vm
-from setui.store import event_snapshot
+from setui.store.records import event_snapshot
 from setui.textsafe import printable, some_names
 
 __all__ = ["Confirmed", "Difference", "changes_between", "confirmed", "difference",
@@ -106,10 +106,12 @@ class Difference:
 
 
 def difference(seen: Confirmed, latest: Document, *, vm_name: str | None,
-               allow_other_vms: bool) -> Difference | None:
+               allow_other_vms: bool, consent: str | None = None) -> Difference | None:
     """Why the event confirmed as ``seen`` may not be approved as it stands in
     ``latest``: it left, its EventId is no longer alone, a field changed, it started,
-    or it reaches beyond this VM unallowed. None when it is still as shown."""
+    or it reaches beyond this VM unallowed. None when it is still as shown.
+    ``consent``: what accepts an event that reaches other VMs, in the approver's words
+    (default: the command line's --allow-other-vms)."""
     count = repeated(latest, seen.event_id)
     if count == 0:
         return Difference("left", f"event {seen.event_id} left the document (incarnation "
@@ -133,5 +135,6 @@ def difference(seen: Confirmed, latest: Document, *, vm_name: str | None,
     if not allow_other_vms:
         beyond = other_vms(event, vm_name)
         if beyond is not None:
-            return Difference("other-vms", f"{beyond}; it needs --allow-other-vms")
+            return Difference("other-vms",
+                              f"{beyond}; it needs {consent or '--allow-other-vms'}")
     return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Sequence
 
-__all__ = ["ELLIPSIS", "preview", "printable", "some_names"]
+__all__ = ["ELLIPSIS", "needs_escape", "preview", "printable", "some_names"]
 
 ELLIPSIS = "…"
 
@@ -30,13 +30,15 @@ def _escape(char: str) -> str:
     return f"\\U{code:08x}"
 
 
-def _safe_char(char: str) -> str:
-    if char.isprintable():
-        return char
+def needs_escape(char: str) -> bool:
+    """Whether ``char`` is one that is never sent to a terminal as it is: the one rule,
+    for :func:`printable` and for formats with escapes of their own (TOML, say)."""
     # Spaces other than " " (NBSP, ideographic space) print harmlessly; keep them.
-    if unicodedata.category(char) not in _UNSAFE_CATEGORIES:
-        return char
-    return _escape(char)
+    return not char.isprintable() and unicodedata.category(char) in _UNSAFE_CATEGORIES
+
+
+def _safe_char(char: str) -> str:
+    return _escape(char) if needs_escape(char) else char
 
 
 def printable(text: object, limit: int | None = None) -> str:

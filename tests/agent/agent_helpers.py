@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
-from children import SETUI, Lines
+from children import SETUI, Lines, wait_until
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
 
@@ -67,6 +69,22 @@ def hook(tmp_path: Path) -> Path:
 
 def posts(emu: Emulator) -> list[object]:
     return [r for r in emu.requests if r.method == "POST"]
+
+
+def more_polls(emu: Emulator, count: int = 5) -> None:
+    """Until the emulator has answered ``count`` more requests: time for the agent to
+    have done what it would do, shown by its own polls rather than a fixed pause."""
+    seen = len(emu.requests)
+    wait_until(lambda: len(emu.requests) >= seen + count, 60, f"{count} more polls")
+
+
+def sent(tmp_path: Path, endpoint: str) -> int:
+    """How many of the agent's messages its store says were sent."""
+    from setui.store import Store
+    from setui.store.agent import AgentLog
+
+    with Store.open_dir(tmp_path / "data", readonly=True) as store:
+        return sum(n.state == "sent" for n in AgentLog(store, endpoint).notifications())
 
 
 def write_policy(tmp_path: Path, text: str) -> Path:
@@ -155,3 +173,20 @@ def agent_said(kind: str, step: str | None = None):  # type: ignore[no-untyped-d
         record = json.loads(line)
         return record.get("agent") == kind and (step is None or record.get("step") == step)
     return done
+
+
+METRICS_LINE = re.compile(r"setui agent: metrics at (http://127\.0\.0\.1:\d+/metrics)")
+
+
+def metrics_url(proc: subprocess.Popen[str]) -> str:
+    """The URL the agent says it serves its metrics at (its stderr's first such line)."""
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        found = METRICS_LINE.search(line)
+        if found:
+            return found.group(1)
+        if not line and proc.poll() is not None:
+            break
+    pytest.fail("the agent never said where its metrics are")

@@ -18,7 +18,7 @@ from children import SETUI
 from setui.agent.metrics import parse_listen
 from setui.emulator.server import Emulator
 from setui.store import Store
-from setui.store.agent import DONE, INTERRUPTED, RUNNING, AgentLog
+from setui.store.agent import DONE, INTERRUPTED, RUNNING, SKIPPED, AgentLog
 from setui.store.db import SCHEMA_VERSION
 
 T = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -32,6 +32,7 @@ def test_a_version_2_store_gains_the_agents_tables_and_reads_without_them(
     conn = sqlite3.connect(path)
     for table in ("agent_steps", "agent_hook_runs", "agent_notifications", "agent_holds"):
         conn.execute(f"DROP TABLE {table}")
+    conn.execute("ALTER TABLE incarnations DROP COLUMN vm_name")  # schema 4's
     conn.execute("PRAGMA user_version = 2")
     conn.commit()
     conn.close()
@@ -48,7 +49,7 @@ def test_a_version_2_store_gains_the_agents_tables_and_reads_without_them(
             "prepare": INTERRUPTED, "match": DONE}
         assert AgentLog(store, "http://other").steps() == []
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     conn.close()
 
 
@@ -68,6 +69,7 @@ def test_the_emulator_serves_the_vms_identity(emulator: Emulator) -> None:
         == 404
 
 
+@pytest.mark.slow
 def test_the_emulator_command_takes_the_identity_flags(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [*SETUI, "emulator", "--scenario", "quiet", "--scale-set", "ss", "--placement-group",
@@ -87,6 +89,7 @@ def test_the_emulator_command_takes_the_identity_flags(tmp_path: Path) -> None:
     assert answer["zone"] == "1" and answer["location"] == "westeurope"
 
 
+@pytest.mark.slow
 def test_without_the_extra_it_says_what_to_install(tmp_path: Path) -> None:
     code = ("import sys; sys.modules['apprise'] = None; sys.modules['prometheus_client'] = None;"
             " from setui.cli import main; sys.exit(main(['agent']))")
@@ -97,6 +100,7 @@ def test_without_the_extra_it_says_what_to_install(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_the_rest_of_setui_never_loads_the_extra(tmp_path: Path) -> None:
     code = ("import sys, setui.cli, setui.commands.watch, setui.monitor, setui.approval, "
             "setui.agent.policy, setui.agent.rules, setui.agent.plan, setui.store.agent; "
@@ -107,6 +111,7 @@ def test_the_rest_of_setui_never_loads_the_extra(tmp_path: Path) -> None:
     assert json.loads(done.stdout) == []
 
 
+@pytest.mark.slow
 def test_a_bad_policy_is_refused_at_start_with_its_line(tmp_path: Path) -> None:
     policy = write_policy(tmp_path, '[[rule]]\nname = "a"\nevent_tpye = "Reboot"\n')
     done = subprocess.run([*SETUI, "agent", "--endpoint", "http://127.0.0.1:9", "--policy",
@@ -117,6 +122,7 @@ def test_a_bad_policy_is_refused_at_start_with_its_line(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_the_policy_path_can_come_from_the_config_file(tmp_path: Path) -> None:
     policy = write_policy(tmp_path, '[[rule]]\nname = "a"\napprove = "later"\n')
     config = tmp_path / "config.toml"
@@ -157,7 +163,8 @@ def test_metric_labels_are_bounded_and_printable() -> None:
     text = metrics.text().decode()
     events = [line for line in text.splitlines()
               if line.startswith("azure_scheduledevent_event{")]
-    assert len(events) == 2  # vm-a listed twice is one series
+    assert len(events) == 1  # one series per event, whatever it lists
+    assert 'resources_listed="2"' in events[0]  # vm-a listed twice is one VM
     for line in events:
         event_id = line.split('eventID="', 1)[1].split('"', 1)[0]
         assert len(event_id) == 128 and "\x1b" not in event_id
@@ -250,6 +257,12 @@ def test_the_plan_in_words() -> None:
         "rule drain: prepare done, approve after prepare, recover 'undrain'")
     assert plan_text([match], now=T, held=True).startswith("HELD by a person; rule drain")
     assert plan_text([], now=T) == ""
+    # The event changed under its rule: said, with what was done, and that it stops.
+    let_go = Step("E", "match", "drain", SKIPPED, "no longer matches: EventType Freeze is "
+                  "not Reboot or Redeploy (type: Reboot -> Freeze)", None, T)
+    assert plan_text([let_go, done], now=T) == (
+        "rule drain no longer matches: EventType Freeze is not Reboot or Redeploy (type: "
+        "Reboot -> Freeze); prepare done; nothing more without a person")
 
 
 def test_an_approval_before_the_scenarios_first_second_still_starts_the_event() -> None:
@@ -280,7 +293,8 @@ def test_an_approval_before_the_scenarios_first_second_still_starts_the_event() 
 async def test_the_metrics_endpoint_answers_scrapes_and_nothing_else() -> None:
     import asyncio
 
-    from setui.agent.metrics import MAX_REQUEST, AgentMetrics
+    from setui.agent.metrics import AgentMetrics
+    from setui.agent.scrape import MAX_REQUEST
 
     metrics = AgentMetrics(vm_name="vm-a", compute=None, version="0")
     host, port = await metrics.serve("127.0.0.1", 0)
@@ -304,18 +318,17 @@ async def test_the_metrics_endpoint_answers_scrapes_and_nothing_else() -> None:
         await metrics.aclose()
 
 
-async def test_the_metrics_endpoint_reads_a_head_in_pieces_and_bounds_a_slow_one(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_metrics_endpoint_reads_a_head_in_pieces_and_bounds_a_slow_one() -> None:
     """The head may come in several pieces; HEAD gets the headers alone; a client that
     stops mid-head is closed after the timeout, one that leaves early harms nothing."""
     import asyncio
 
-    import setui.agent.metrics as metrics_module
     from setui.agent.metrics import AgentMetrics
+    from setui.agent.scrape import MetricsServer
 
-    monkeypatch.setattr(metrics_module, "REQUEST_TIMEOUT", 0.5)
     metrics = AgentMetrics(vm_name="vm-a", compute=None, version="0")
-    host, port = await metrics.serve("127.0.0.1", 0)
+    server = MetricsServer(metrics.exposition, head_timeout=0.5)
+    host, port = await server.start("127.0.0.1", 0)
 
     async def exchange(*pieces: bytes) -> bytes:
         reader, writer = await asyncio.open_connection(host, port)
@@ -345,4 +358,4 @@ async def test_the_metrics_endpoint_reads_a_head_in_pieces_and_bounds_a_slow_one
         leaving.close()
         assert (await exchange(b"GET / HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 200 OK")
     finally:
-        await metrics.aclose()
+        await server.aclose()

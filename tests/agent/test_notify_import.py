@@ -5,6 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
+
 
 def test_loading_apprise_warns_of_nothing() -> None:
     """On 3.11 and 3.12 apprise imports the standard library's deprecated imghdr; with

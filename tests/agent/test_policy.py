@@ -26,7 +26,7 @@ def _event(kind: str = "Reboot", *, source: str | None = "Platform",
 def test_the_shipped_example_parses_into_the_documents_sample_and_a_drain() -> None:
     policy = load_policy(EXAMPLE)
     names = [rule.name for rule in policy.rules]
-    assert names == ["user-initiated", "short-freeze", "drain", "tell"]
+    assert names == ["user-initiated", "short-freeze", "drain", "drain-shared", "tell"]
     assert policy.acts
     rules = policy.rules
     assert first_match(rules, _event(source="User"), vm_name="vm-1", now=NOW).name \
@@ -43,6 +43,16 @@ def test_the_shipped_example_parses_into_the_documents_sample_and_a_drain() -> N
     assert drain.prepare.argv == ("/usr/local/bin/drain", "--wait")
     assert drain.prepare.timeout == 900 and drain.recover.timeout == 900
     assert first_match(rules, _event(resources=("vm-2",)), vm_name="vm-1", now=NOW) is None
+    # What the example approves it approves only for this VM alone: an event that also
+    # lists a neighbour is never approved by it (approving starts it for them too).
+    shared = ("vm-1", "vm-2")
+    assert first_match(rules, _event("Freeze", duration=5, resources=shared),
+                       vm_name="vm-1", now=NOW).name == "tell"
+    assert first_match(rules, _event(source="User", resources=shared), vm_name="vm-1",
+                       now=NOW).name == "drain-shared"
+    for rule in rules:
+        if rule.approve != "never":
+            assert rule.this_vm is True and rule.other_vms is False, rule.name
 
 
 @pytest.mark.parametrize(("text", "line", "reason"), [
@@ -58,6 +68,8 @@ def test_the_shipped_example_parses_into_the_documents_sample_and_a_drain() -> N
     ('[[rule]]\nevent_type = "Freeze"\n', 1, "every rule needs a name"),
     ('[agent]\nx = 1\n', 1, "unknown table or key 'agent'"),
     ('[[rule]]\nname = "a"\nprepare = "drain \'oops"\n', 3, "prepare"),
+    ('[[rule]]\nname = "a"\nrecover = ["undrain", "-v"]\n', 3,
+     "recover must name its command by its absolute path, not 'undrain'"),
 ])
 def test_a_bad_policy_is_refused_with_the_line_and_the_reason(
         text: str, line: int, reason: str) -> None:

@@ -6,27 +6,26 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shutil
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from agent_helpers import EVENT_ID, agent_env, start_agent, stop
+from agent_helpers import EVENT_ID, agent_env, metrics_url, start_agent, stop
 
 from children import wait_until
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
 from setui.store import Store
 
+pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
+
 CONTRIB = Path(__file__).parents[2] / "contrib" / "prometheus"
-METRICS_LINE = re.compile(r"setui agent: metrics at (http://127\.0\.0\.1:\d+/metrics)")
 SHORT_FREEZE = """
 name = "short-freeze"
 vm_name = "vm-a"
@@ -39,20 +38,15 @@ at = 2
 notice = "20s"
 duration = 2
 resources = ["vm-a", "vm-b"]
+
+[[events]]
+id = "E-NEIGHBOURS"
+type = "Freeze"
+at = 2
+notice = "20s"
+duration = 2
+resources = ["vm-b", "vm-c", "vm-d"]
 """
-
-
-def _metrics_url(proc: subprocess.Popen[str]) -> str:
-    assert proc.stderr is not None
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        found = METRICS_LINE.search(line)
-        if found:
-            return found.group(1)
-        if not line and proc.poll() is not None:
-            break
-    pytest.fail("the agent never said where its metrics are")
 
 
 def _series(text: str, name: str) -> list[str]:
@@ -68,19 +62,24 @@ def test_event_series_carry_the_contract_labels_and_leave_with_the_event(
     proc, lines = start_agent(emu.url, tmp_path, "--metrics", "127.0.0.1:0",
                               "--metrics-file", str(textfile))
     try:
-        url = _metrics_url(proc)
+        url = metrics_url(proc)
         wait_until(lambda: len(_series(httpx.get(url).text, "azure_scheduledevent_event"))
-                   == 2, 30, "one series per resource of the event")
+                   == 2, 30, "one series per event")
         text = httpx.get(url).text
         mine, other = sorted(_series(text, "azure_scheduledevent_event"),
-                             key=lambda s: 'resource="vm-b"' in s)
+                             key=lambda s: "E-NEIGHBOURS" in s)
         for label in ('vm_name="vm-a"', 'vm_scale_set="ss"', 'placement_group=""',
                       'resource_group=""', 'subscription_id=""', 'zone="3"',
                       'eventID="E-FREEZE"', 'eventType="Freeze"', 'eventStatus="Scheduled"',
                       'eventSource="Platform"', 'resourceType="virtualMachine"',
-                      'resource="vm-a"', 'this_vm="true"', 'approved_by=""', 'notBefore="'):
+                      'resource="vm-a"', 'this_vm="true"', 'approved_by=""', 'notBefore="',
+                      'resources_listed="2"'):
             assert label in mine, (label, mine)
-        assert 'this_vm="false"' in other and 'resource="vm-b"' in other
+        # Neighbours' events: one series, no VM named, the VMs it lists counted.
+        for label in ('eventID="E-NEIGHBOURS"', 'resource=""', 'this_vm="false"',
+                      'resources_listed="3"'):
+            assert label in other, (label, other)
+        assert "vm-b" not in text and "vm-c" not in text
         assert float(mine.rsplit(" ", 1)[1]) > 1e9  # NotBefore as Unix seconds
         assert _series(text, "azure_scheduledevent_document_incarnation")
         assert 'location="westeurope"' in _series(text, "setui_vm_info")[0]
@@ -106,13 +105,33 @@ def test_event_series_carry_the_contract_labels_and_leave_with_the_event(
     assert not list(tmp_path.glob(".setui.prom.*"))  # no temporary left
 
 
+def test_a_group_of_vms_exports_one_series_per_event_not_one_per_listed_vm() -> None:
+    """100 VMs of an availability set, 3 events each listing all of them: each agent
+    exports 3 event series (it was 300: 30,000 for the group, 3 million for 10,000 VMs)."""
+    from setui.agent.metrics import AgentMetrics
+    from setui.core.model import parse_document
+
+    names = [f"web-{i}" for i in range(100)]
+    document = parse_document({"DocumentIncarnation": 7, "Events": [
+        {"EventId": f"E{n}", "EventType": "Freeze", "ResourceType": "VirtualMachine",
+         "Resources": names, "EventStatus": "Scheduled", "NotBefore": "",
+         "Description": "", "EventSource": "Platform", "DurationInSeconds": 5}
+        for n in range(3)]})
+    metrics = AgentMetrics(vm_name="web-42", compute=None, version="0")
+    metrics.observe(document, fresh=True, error_kind=None)
+    series = _series(metrics.text().decode(), "azure_scheduledevent_event")
+    assert len(series) == 3, len(series)
+    assert all('resource="web-42"' in s and 'this_vm="true"' in s
+               and 'resources_listed="100"' in s for s in series), series[0]
+
+
 def test_a_persons_approval_shows_in_approved_by(tmp_path: Path, emulator: Emulator) -> None:
     """The agent reads who approved the current events from the audit log when the
     document changes: an approval made by a person with `setui approve` (another process,
     the same store) is in the event's series once the event has started."""
     proc, lines = start_agent(emulator.url, tmp_path, "--metrics", "127.0.0.1:0")
     try:
-        url = _metrics_url(proc)
+        url = metrics_url(proc)
         lines.until(lambda line: '"change": "appeared"' in line, 30, "the event")
         assert 'approved_by=""' in _series(httpx.get(url).text,
                                            "azure_scheduledevent_event")[0]
@@ -198,7 +217,7 @@ def test_a_real_prometheus_scrapes_the_agent(tmp_path: Path, emulator: Emulator,
     proc, _lines = start_agent(emulator.url, tmp_path, "--metrics", "127.0.0.1:0",
                                env=agent_env(tmp_path))
     try:
-        url = _metrics_url(proc)
+        url = metrics_url(proc)
         target = url.removeprefix("http://").removesuffix("/metrics")
         with _prometheus(prometheus_binary, target, tmp_path) as base:
             query = '{__name__=~"azure_scheduledevent_event|setui_last_success_timestamp_seconds"}'
@@ -223,3 +242,113 @@ def test_a_real_prometheus_scrapes_the_agent(tmp_path: Path, emulator: Emulator,
     assert "AzureScheduledEventSoon" in names, json.dumps(rules)[:500]
 
 
+
+
+def test_every_known_counter_series_is_exported_at_0_from_the_start() -> None:
+    """A counter first seen at 1 has no increase(): each is made at 0 when the agent
+    starts, so the shipped alerts see the first failure as an increase."""
+    from setui.agent.metrics import AgentMetrics
+
+    text = AgentMetrics(vm_name="vm-a", compute=None, version="0").text().decode()
+    wanted = [f'setui_hook_runs_total{{hook="{hook}",outcome="{outcome}"}} 0.0'
+              for hook in ("prepare", "recover")
+              for outcome in ("ok", "failed", "timeout", "error", "interrupted")]
+    wanted += [f'setui_approvals_total{{actor_kind="policy",outcome="{outcome}"}} 0.0'
+               for outcome in ("approved", "refused", "failed")]
+    wanted += [f'setui_notifications_total{{outcome="{outcome}"}} 0.0'
+               for outcome in ("sent", "failed")]
+    missing = [line for line in wanted if line not in text]
+    assert not missing, missing
+
+
+# A User Reboot of this VM (its prepare is /bin/false) and a Freeze that also reaches
+# another VM (approved by a rule that does not say other_vms = true: refused), both
+# appearing 6 s in, once Prometheus has scraped the agent.
+TWO_FAILURES = """
+name = "two-failures"
+vm_name = "app-vm-1"
+tail = 5
+
+[[events]]
+id = "E-REBOOT"
+type = "Reboot"
+source = "User"
+at = 6
+notice = "15m"
+
+[[events]]
+id = "E-FREEZE"
+type = "Freeze"
+at = 6
+notice = "15m"
+resources = ["app-vm-1", "app-vm-2"]
+"""
+
+FAILING_POLICY = """
+[[rule]]
+name = "drain"
+event_type = "Reboot"
+this_vm = true
+prepare = ["/bin/false"]
+approve = "after-prepare"
+
+[[rule]]
+name = "freeze"
+event_type = "Freeze"
+approve = "now"
+"""
+
+
+def test_the_first_failure_fires_the_shipped_alerts(tmp_path: Path,
+                                                    prometheus_binary: str) -> None:
+    emu = Emulator(parse_scenario(TWO_FAILURES), speed=1.0)
+    emu.start()
+    policy = tmp_path / "policy.toml"
+    policy.write_text(FAILING_POLICY)
+    proc, _lines = start_agent(emu.url, tmp_path, "--metrics", "127.0.0.1:0",
+                               "--policy", str(policy))
+    firing: dict[str, dict[str, str]] = {}
+    try:
+        target = metrics_url(proc).removeprefix("http://").removesuffix("/metrics")
+        with _prometheus(prometheus_binary, target, tmp_path) as base:
+            def fired() -> bool:
+                answer = httpx.get(f"{base}/api/v1/alerts", timeout=5).json()
+                firing.update({a["labels"]["alertname"]: a["labels"]
+                               for a in answer["data"]["alerts"] if a["state"] == "firing"})
+                return {"SetuiHookFailed", "SetuiApprovalFailed"} <= set(firing)
+            wait_until(fired, 90, "the hook and approval alerts to fire")
+    finally:
+        assert stop(proc) == 0
+        emu.stop()
+    assert firing["SetuiHookFailed"]["hook"] == "prepare"
+    assert firing["SetuiHookFailed"]["outcome"] == "failed"
+    assert firing["SetuiApprovalFailed"]["outcome"] == "refused"
+
+
+def test_docs_metrics_md_names_every_metric_and_label_the_agent_exports() -> None:
+    """docs/metrics.md is the contract's reference: every name and label the agent
+    exports (counters with their _total) is in it, in backticks."""
+    import re
+
+    from setui.agent.metrics import AgentMetrics
+    from setui.core.model import parse_document
+
+    doc = (Path(__file__).parents[2] / "docs" / "metrics.md").read_text(encoding="utf-8")
+    metrics = AgentMetrics(vm_name="vm-a", compute=None, version="0")
+    metrics.observe(parse_document({"DocumentIncarnation": 1, "Events": [
+        {"EventId": "E", "EventType": "Reboot", "ResourceType": "VirtualMachine",
+         "Resources": ["vm-a"], "EventStatus": "Scheduled", "NotBefore": "",
+         "Description": "", "EventSource": "Platform", "DurationInSeconds": -1}]}),
+        fresh=False, error_kind="timeout")
+    names: set[str] = set()
+    labels: set[str] = set()
+    for line in metrics.text().decode().splitlines():
+        if line.startswith("#"):
+            continue
+        found = re.match(r"([a-zA-Z_:]+)(?:\{(.*)\})? ", line)
+        assert found, line
+        names.add(found.group(1))
+        labels.update(re.findall(r'([a-zA-Z_]+)="', found.group(2) or ""))
+    assert len(names) >= 10 and "resources_listed" in labels
+    missing = [f"`{n}`" for n in sorted(names | labels) if f"`{n}`" not in doc]
+    assert not missing, missing

@@ -16,6 +16,8 @@ from setui.emulator.scenario import load_scenario, parse_scenario
 from setui.emulator.server import Emulator, ManualClock
 from setui.store import Store
 
+pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
+
 EVENT_ID = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
 SSH = "10.9.8.7 50022 10.0.0.4 22"
 POSIX = os.name == "posix"
@@ -65,7 +67,9 @@ def test_yes_approves_and_records_the_outcome(emulator: Emulator, data_dir: Path
     assert "Approve?" not in out
     assert "type         Freeze (Platform)" in out
     assert "status       Scheduled" in out
-    assert "NotBefore    Mon, 11 Apr 2022 22:16:00 GMT (in 15 min)" in out
+    [not_before] = [line for line in out.splitlines() if "NotBefore" in line]
+    assert not_before.startswith("  NotBefore    2022-04-11 22:16:00 UTC")
+    assert not_before.endswith(", T-14:59")  # its NotBefore is 899 s away
     assert "resources    WestNO_0 (this VM), WestNO_1" in out
     assert "WARNING: approving starts this event for 1 other VM too: WestNO_1" in out
     assert f"{EVENT_ID}: approved: the service answered HTTP 200" in out
@@ -115,7 +119,7 @@ def test_the_prompt(emulator: Emulator, data_dir: Path, answer: str | None,
         assert done.returncode == 3, done.stdout + done.stderr  # declined by the operator
         assert "Cancelled: nothing was approved." in done.stdout
         assert posts(emulator) == []
-        assert [(r.action, r.event_id) for r in records] == [("cancelled", EVENT_ID)]
+        assert [(r.action, r.event_id) for r in records] == [("dismissed", EVENT_ID)]
 
 
 def test_an_unknown_id_is_refused_and_not_recorded(emulator: Emulator, data_dir: Path) -> None:
@@ -125,7 +129,7 @@ def test_an_unknown_id_is_refused_and_not_recorded(emulator: Emulator, data_dir:
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Approve?" not in done.stdout  # nothing to confirm
     assert "no event with an EventId starting 'C7061BAD'" in done.stderr
-    assert f"did you mean {EVENT_ID}?" in done.stderr
+    assert f"did you mean {EVENT_ID}? Nothing was approved;" in done.stderr
     assert posts(emulator) == []
     assert audit(data_dir) == []
 
@@ -178,35 +182,6 @@ def test_full_disk_refuses_and_posts_nothing(emulator: Emulator, data_dir: Path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "REFUSED: the audit log cannot be written" in done.stdout
     assert "disk may be full" in done.stdout
-    assert posts(emulator) == []
-    assert audit(data_dir) == []
-
-
-@pytest.mark.parametrize("event_id, answer, words, code", [
-    (EVENT_ID, None, f"{EVENT_ID} was refused, and it could not be recorded in the "
-                     "audit log: ", 1),  # --yes alone, and it lists WestNO_1
-    (EVENT_ID, "n\n", "cancelled, and it could not be recorded in the audit log: ", 3),
-])
-def test_a_refusal_or_cancel_that_cannot_be_recorded_says_so(
-        emulator: Emulator, data_dir: Path, event_id: str, answer: str | None,
-        words: str, code: int) -> None:
-    """The store opens, but another process holds the write lock past setui's 5 s wait.
-    Nothing is sent either way, but the operator must know the log does not show it."""
-    import sqlite3
-
-    Store.open_dir(data_dir).close()
-    holder = sqlite3.connect(data_dir / "setui.db", isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")
-    try:
-        args = ["approve", "--endpoint", emulator.url, event_id]
-        done = setui(*args, *(["--yes"] if answer is None else []), data_dir=data_dir,
-                     stdin=answer)
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
-    assert done.returncode == code, done.stdout + done.stderr
-    assert f"setui approve: {words}" in done.stderr
-    assert "locked by another process" in done.stderr and "Traceback" not in done.stderr
     assert posts(emulator) == []
     assert audit(data_dir) == []
 

@@ -17,6 +17,8 @@ from setui.emulator.scenario import load_scenario
 from setui.emulator.server import Emulator, ManualClock
 from setui.store import Store
 
+pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
+
 MINE = "F02C2EDE-3B1C-4D5E-9F00-0123456789AB"
 OTHER = "F02C2EDF-0000-4000-8000-00000000BEEF"
 FAR = "Mon, 01 Jan 2035 00:00:00 GMT"
@@ -209,7 +211,7 @@ def test_a_change_under_the_prompt_is_shown_and_asked_again(emulator: Emulator,
     rest, err = proc.communicate("n\n", timeout=30)
     assert proc.returncode == 3, shown + rest + err
     assert posts(emulator) == []
-    assert [r.action for r in audit(data_dir)] == ["refused", "cancelled"]
+    assert [r.action for r in audit(data_dir)] == ["refused", "dismissed"]
 
 
 def read_until(proc: subprocess.Popen[str], end: str) -> str:

@@ -82,6 +82,7 @@ def forge(db: Path, witness: Path, new_user: str) -> None:
 
 
 # -- records leave the VM; a forgery is caught against the copy ------------------------------
+@pytest.mark.slow
 def test_forwarded_to_udp_and_a_forgery_caught_against_the_export(
         emulator: Emulator, data_dir: Path, tmp_path: Path) -> None:
     collector = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -114,14 +115,16 @@ def test_forwarded_to_udp_and_a_forgery_caught_against_the_export(
     copy.write_text(attempt + "\n" + outcome + "\n")
     caught = setui("audit", "verify", "--against", str(copy), data_dir=data_dir)
     assert caught.returncode == 1 and "record 1 differs" in caught.stdout
-    # And the messages alone, as Log Analytics' Syslog table keeps them (SyslogMessage).
+    # And the messages, as Log Analytics' Syslog table keeps them (SyslogMessage: what
+    # journald or /dev/log got, the structured data first), without the syslog header.
     messages = tmp_path / "syslogmessage.txt"
-    messages.write_text("".join(line[line.index("setui audit record"):] + "\n"
+    messages.write_text("".join(line[line.index("[setui@32473 "):] + "\n"
                                 for line in (attempt, outcome)))
     caught = setui("audit", "verify", "--against", str(messages), data_dir=data_dir)
     assert caught.returncode == 1 and "record 1 differs: actor" in caught.stdout
 
 
+@pytest.mark.slow
 def test_against_an_untouched_log_matches(emulator: Emulator, data_dir: Path,
                                           tmp_path: Path) -> None:
     assert approve(emulator, data_dir).returncode == 0
@@ -136,6 +139,7 @@ def test_against_an_untouched_log_matches(emulator: Emulator, data_dir: Path,
     assert refused.returncode == 1 and "holds no setui audit record" in refused.stderr
 
 
+@pytest.mark.slow
 def test_a_failed_forward_blocks_nothing_and_is_shown(emulator: Emulator,
                                                       data_dir: Path) -> None:
     closed = socket.create_server(("127.0.0.1", 0))
@@ -155,12 +159,37 @@ def test_a_failed_forward_blocks_nothing_and_is_shown(emulator: Emulator,
     assert all("cannot send to tcp://127.0.0.1" in r["not_forwarded"] for r in as_json)
 
 
+NOWHERE = "no copy leaves this VM (no journald, no /dev/log): set audit-forward"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(any(os.path.exists(p) for p in ("/run/systemd/journal/socket", "/dev/log")),
+                    reason="journald or /dev/log is here: auto finds somewhere to send")
+def test_auto_with_nowhere_to_send_says_so_and_marks_the_records(emulator: Emulator,
+                                                                 data_dir: Path) -> None:
+    done = approve(emulator, data_dir, SETUI_AUDIT_FORWARD="auto")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert NOWHERE in done.stderr, done.stderr
+    listing = setui("audit", data_dir=data_dir)
+    assert listing.returncode == 0
+    assert listing.stdout.count("[NOT FORWARDED]") == 2, listing.stdout
+    assert NOWHERE in listing.stdout
+    verify = setui("audit", "verify", data_dir=data_dir)
+    assert verify.returncode == 0 and verify.stdout.startswith("ok, 2 records")
+    assert NOWHERE in verify.stdout and "records 1, 2" in verify.stdout, verify.stdout
+    records = [json.loads(line) for line in
+               setui("audit", "--json", data_dir=data_dir).stdout.splitlines()]
+    assert [r["not_forwarded"] for r in records] == [NOWHERE, NOWHERE]
+
+
+@pytest.mark.slow
 def test_a_bad_forward_setting_is_a_usage_error(data_dir: Path) -> None:
     done = setui("audit", data_dir=data_dir, SETUI_AUDIT_FORWARD="udp://nowhere")
     assert done.returncode == 2 and "SETUI_AUDIT_FORWARD" in done.stderr
 
 
 # -- a missing store is loud -----------------------------------------------------------------
+@pytest.mark.slow
 def test_deleting_the_database_beside_its_witness_fails(emulator: Emulator,
                                                          data_dir: Path) -> None:
     assert approve(emulator, data_dir).returncode == 0
@@ -176,6 +205,7 @@ def test_deleting_the_database_beside_its_witness_fails(emulator: Emulator,
     assert len(posts(emulator)) == 1 and not (data_dir / "setui.db").exists()
 
 
+@pytest.mark.slow
 def test_an_emptied_database_beside_its_witness_fails(emulator: Emulator,
                                                       data_dir: Path) -> None:
     assert approve(emulator, data_dir).returncode == 0
@@ -186,6 +216,7 @@ def test_an_emptied_database_beside_its_witness_fails(emulator: Emulator,
     assert done.returncode == 1 and "is empty" in done.stderr
 
 
+@pytest.mark.slow
 def test_a_database_with_fewer_records_than_its_witness_fails(emulator: Emulator,
                                                               data_dir: Path,
                                                               tmp_path: Path) -> None:
@@ -205,6 +236,7 @@ def test_a_database_with_fewer_records_than_its_witness_fails(emulator: Emulator
     assert "names record 2" in history.stderr
 
 
+@pytest.mark.slow
 def test_the_actor_is_listed_as_the_dialog_shows_it(emulator: Emulator,
                                                     data_dir: Path) -> None:
     done = approve(emulator, data_dir, SSH_CONNECTION="10.9.8.7 50022 10.0.0.4 22")
@@ -216,6 +248,7 @@ def test_the_actor_is_listed_as_the_dialog_shows_it(emulator: Emulator,
     assert all(r["details"]["ssh_claimed"] is True for r in records)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [("audit",), ("audit", "verify"), ("history",)])
 def test_a_data_dir_that_is_a_file_fails(tmp_path: Path, command: tuple[str, ...]) -> None:
     file = tmp_path / "file"
@@ -224,6 +257,7 @@ def test_a_data_dir_that_is_a_file_fails(tmp_path: Path, command: tuple[str, ...
     assert done.returncode == 1 and "is not a directory" in done.stderr
 
 
+@pytest.mark.slow
 def test_a_data_dir_of_other_files_is_not_an_empty_log() -> None:
     if not Path("/proc/self").is_dir():
         pytest.skip("no /proc")
@@ -232,6 +266,7 @@ def test_a_data_dir_of_other_files_is_not_an_empty_log() -> None:
 
 
 # -- the store cannot be pointed elsewhere ---------------------------------------------------
+@pytest.mark.slow
 def test_a_symlinked_database_refuses_and_leaves_the_target_alone(
         emulator: Emulator, data_dir: Path, tmp_path: Path) -> None:
     data_dir.mkdir(mode=0o700)
@@ -246,6 +281,7 @@ def test_a_symlinked_database_refuses_and_leaves_the_target_alone(
     assert target.read_bytes() == b"precious" and posts(emulator) == []
 
 
+@pytest.mark.slow
 def test_a_symlinked_witness_is_refused(emulator: Emulator, data_dir: Path,
                                         tmp_path: Path) -> None:
     data_dir.mkdir(mode=0o700)
@@ -268,6 +304,7 @@ def test_another_programs_database_is_not_switched_to_wal(data_dir: Path) -> Non
     assert before[18:20] == b"\x01\x01"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not POSIX, reason="POSIX modes")
 def test_modes_whatever_the_umask(tmp_path: Path) -> None:
     data = tmp_path / "a" / "b" / "data"
@@ -281,6 +318,7 @@ def test_modes_whatever_the_umask(tmp_path: Path) -> None:
     assert stat.S_IMODE((data / "setui.db").stat().st_mode) == 0o600
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not POSIX, reason="POSIX modes")
 @pytest.mark.parametrize("mode", [0o770, 0o777, 0o757])
 def test_a_data_dir_others_can_write_refuses(emulator: Emulator, data_dir: Path,
@@ -292,6 +330,7 @@ def test_a_data_dir_others_can_write_refuses(emulator: Emulator, data_dir: Path,
     assert posts(emulator) == []
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not POSIX or os.geteuid() != 0, reason="needs root to chown")
 def test_a_data_dir_owned_by_another_user_refuses(emulator: Emulator,
                                                   data_dir: Path) -> None:
@@ -303,6 +342,7 @@ def test_a_data_dir_owned_by_another_user_refuses(emulator: Emulator,
 
 
 # -- a damaged store refuses -----------------------------------------------------------------
+@pytest.mark.slow
 def test_a_planted_trigger_refuses_and_nothing_is_posted(emulator: Emulator,
                                                          data_dir: Path) -> None:
     assert approve(emulator, data_dir).returncode == 0
@@ -315,6 +355,7 @@ def test_a_planted_trigger_refuses_and_nothing_is_posted(emulator: Emulator,
     assert len(posts(emulator)) == 1
 
 
+@pytest.mark.slow
 def test_an_altered_guard_refuses(emulator: Emulator, data_dir: Path) -> None:
     assert approve(emulator, data_dir).returncode == 0
     conn = sqlite3.connect(data_dir / "setui.db", isolation_level=None)
@@ -327,6 +368,7 @@ def test_an_altered_guard_refuses(emulator: Emulator, data_dir: Path) -> None:
     assert "was altered" in done.stdout and len(posts(emulator)) == 1
 
 
+@pytest.mark.slow
 def test_a_damaged_audit_table_refuses(emulator: Emulator, data_dir: Path) -> None:
     assert approve(emulator, data_dir).returncode == 0
     db = data_dir / "setui.db"
@@ -344,6 +386,7 @@ def test_a_damaged_audit_table_refuses(emulator: Emulator, data_dir: Path) -> No
     assert len(posts(emulator)) == 1
 
 
+@pytest.mark.slow
 def test_a_rewritten_head_refuses(emulator: Emulator, data_dir: Path) -> None:
     assert approve(emulator, data_dir).returncode == 0
     conn = sqlite3.connect(data_dir / "setui.db", isolation_level=None)
@@ -354,6 +397,7 @@ def test_a_rewritten_head_refuses(emulator: Emulator, data_dir: Path) -> None:
     assert len(posts(emulator)) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not POSIX or os.geteuid() != 0 or not Path("/usr/bin/setpriv").exists(),
                     reason="needs root and setpriv to run as an ordinary user")
 def test_an_unreadable_data_dir_fails_in_words() -> None:

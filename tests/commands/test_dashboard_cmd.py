@@ -10,6 +10,8 @@ import pytest
 
 from children import SETUI
 
+pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
+
 
 def _env(tmp_path: Path) -> dict[str, str]:
     # Nothing listens here: a dashboard that started anyway would never touch a real VM.

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,8 @@ import pytest
 from permissions import lock_up
 from setui.commands import service
 from setui.commands.service import UNIT_NAME, UnitError, exec_start_word, render_unit
+
+ROOT = Path(__file__).parents[2]
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="systemd units are for Linux")
 
@@ -90,13 +93,16 @@ def verify(unit: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def outside_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def outside_home(request: pytest.FixtureRequest) -> Path:
     """A Python that is not in a home directory and runs this setui: a venv with copies
     of the interpreter, which sees the test venv's packages. The service could run it
     (the test venv itself may link to a Python in /root, which it could not)."""
-    root = tmp_path_factory.mktemp("venv")
+    # Not under /tmp, which the unit cannot see either (PrivateTmp=): in build/.
+    ROOT.joinpath("build").mkdir(exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="service-venv-", dir=ROOT / "build"))
+    request.addfinalizer(lambda: shutil.rmtree(root, ignore_errors=True))
     if service.unit_problems(python=str(root / "bin" / "python"), package=root):
-        pytest.skip(f"the temporary directory {root} is inside a home directory")
+        pytest.skip(f"the directory {root} is one the unit cannot see")
     subprocess.run([sys.executable, "-m", "venv", "--copies", "--without-pip", str(root)],
                    check=True, capture_output=True, timeout=120)
     python = root / "bin" / "python"
@@ -134,6 +140,7 @@ def calls(log: Path) -> list[str]:
 
 
 # -- print ------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_print_writes_a_unit_running_this_python_as_the_recorder() -> None:
     done = setui(sys.executable, "service", "print")
     assert done.returncode == 0, done.stderr
@@ -171,6 +178,7 @@ def test_print_writes_a_unit_running_this_python_as_the_recorder() -> None:
     assert only(unit["Install"], "WantedBy") == "multi-user.target"
 
 
+@pytest.mark.slow
 def test_the_printed_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
     done = setui(sys.executable, "service", "print")
     assert done.returncode == 0, done.stderr
@@ -185,6 +193,7 @@ def test_the_shipped_unit_has_one_execstart_to_rewrite() -> None:
     assert "ExecStart=/opt/x/python -m setui.cli watch" in render_unit("/opt/x/python")
 
 
+@pytest.mark.slow
 def test_an_interpreter_path_with_spaces_and_specifiers(tmp_path: Path) -> None:
     directory = tmp_path / "my env %h $HOME;x €"
     directory.mkdir()
@@ -221,6 +230,7 @@ def test_an_installation_inside_a_home_directory_is_named() -> None:
         "/opt/setui/bin/python", Path("/root/.local/lib/python3.12/site-packages/setui")))
 
 
+@pytest.mark.slow
 def test_usage_errors_exit_2() -> None:
     for args in (["service"], ["service", "start"], ["service", "install", "--bogus"]):
         done = setui(sys.executable, *args)
@@ -229,6 +239,7 @@ def test_usage_errors_exit_2() -> None:
 
 
 # -- install ----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_install_writes_the_unit_0644_and_reloads_systemd(
         outside_home: Path, systemctl: Callable[[int], tuple[Path, Path]],
         tmp_path: Path) -> None:
@@ -249,6 +260,7 @@ def test_install_writes_the_unit_0644_and_reloads_systemd(
     verify(unit)
 
 
+@pytest.mark.slow
 def test_install_now_enables_and_starts_it(
         outside_home: Path, systemctl: Callable[[int], tuple[Path, Path]],
         tmp_path: Path) -> None:
@@ -260,6 +272,7 @@ def test_install_now_enables_and_starts_it(
     assert "enabled and started" in done.stdout
 
 
+@pytest.mark.slow
 def test_install_replaces_an_old_unit_by_renaming_over_it(
         outside_home: Path, systemctl: Callable[[int], tuple[Path, Path]],
         tmp_path: Path) -> None:
@@ -280,6 +293,7 @@ def test_install_replaces_an_old_unit_by_renaming_over_it(
     assert calls(log) == ["daemon-reload", "daemon-reload"]
 
 
+@pytest.mark.slow
 def test_install_without_systemctl_says_so(outside_home: Path, tmp_path: Path) -> None:
     empty = tmp_path / "empty-bin"
     empty.mkdir()
@@ -292,6 +306,7 @@ def test_install_without_systemctl_says_so(outside_home: Path, tmp_path: Path) -
     assert list(units.iterdir()) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("now", [[], ["--now"]])
 def test_a_failing_daemon_reload_is_reported(
         outside_home: Path, systemctl: Callable[[int], tuple[Path, Path]], tmp_path: Path,
@@ -304,6 +319,7 @@ def test_a_failing_daemon_reload_is_reported(
     assert calls(log) == ["daemon-reload"]  # nothing enabled after a failed reload
 
 
+@pytest.mark.slow
 def test_a_failing_enable_points_at_the_logs(
         outside_home: Path, tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
@@ -318,6 +334,7 @@ def test_a_failing_enable_points_at_the_logs(
     assert "journalctl -u setui-recorder" in done.stderr
 
 
+@pytest.mark.slow
 def test_install_into_a_missing_directory(
         outside_home: Path, systemctl: Callable[[int], tuple[Path, Path]],
         tmp_path: Path) -> None:
@@ -329,6 +346,7 @@ def test_install_into_a_missing_directory(
     assert calls(log) == []
 
 
+@pytest.mark.slow
 def test_install_into_a_directory_it_cannot_write(
         outside_home: Path, systemctl: Callable[[int], tuple[Path, Path]],
         unwritable: tuple[Path, Callable[[], Any] | None]) -> None:
@@ -344,6 +362,7 @@ def test_install_into_a_directory_it_cannot_write(
     assert calls(log) == []
 
 
+@pytest.mark.slow
 def test_install_refuses_an_installation_the_service_cannot_see(
         systemctl: Callable[[int], tuple[Path, Path]], tmp_path: Path) -> None:
     """The test venv itself: on a machine where its Python lives in a home directory
@@ -362,6 +381,7 @@ def test_install_refuses_an_installation_the_service_cannot_see(
         assert calls(log) == ["daemon-reload"]
 
 
+@pytest.mark.slow
 def test_install_without_root_is_refused(
         systemctl: Callable[[int], tuple[Path, Path]]) -> None:
     """Aimed at /etc/systemd/system. As root, the child runs in its own mount namespace

@@ -12,15 +12,16 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from children import SETUI
+from children import SETUI, Lines
 from setui.commands.watch import RECORD_KEYS
 from setui.emulator.scenario import parse_scenario
-from setui.emulator.server import Emulator
+from setui.emulator.server import Emulator, ManualClock
+from waiting import PATIENCE
 
 POSIX = os.name == "posix"
 
@@ -32,20 +33,6 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env["PYTHONIOENCODING"] = "utf-8"  # the same bytes whatever the test machine's locale
     env.update(extra)
     return env
-
-
-@pytest.fixture
-def emulator(tmp_path: Path) -> Iterator[str]:
-    """`setui emulator` as its own process; yields its URL (the first line it prints)."""
-    proc = subprocess.Popen(
-        [*SETUI, "emulator", "--port", "0", "--scenario", "live-migration", "--speed", "120"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=_env(tmp_path),
-    )
-    url = _read_until(proc, lambda lines: len(lines) >= 1, timeout=20)[0].strip()
-    assert url.startswith("http://127.0.0.1:"), url
-    yield url
-    proc.send_signal(signal.SIGINT if POSIX else signal.CTRL_C_EVENT)  # type: ignore[attr-defined]
-    assert proc.wait(timeout=10) == 0
 
 
 def _watch(url: str, tmp_path: Path, *extra: str, encoding: str = "utf-8",
@@ -94,27 +81,41 @@ def _read_until(proc: subprocess.Popen[str], done: Callable[[list[str]], bool],
     pytest.fail(f"{why}; stdout so far: {lines!r}; stderr: {errors[-2000:]!r}")
 
 
+@pytest.mark.slow
 def test_a_silent_process_fails_the_read_instead_of_hanging_it() -> None:
     silent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    began = time.monotonic()
+    # the words say it gave up at its own timeout, not when the process ended
     with pytest.raises(pytest.fail.Exception, match=r"nothing more within 0\.5 s"):
         _read_until(silent, lambda lines: True, timeout=0.5)
-    assert time.monotonic() - began < 5
     assert silent.wait(timeout=5) != 0  # and it was killed, not left behind
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not POSIX, reason="SIGINT delivery to a child is POSIX-only here")
-def test_watch_json_tells_the_documented_story(emulator: str, tmp_path: Path) -> None:
-    proc = _watch(emulator, tmp_path, "--json", "--vm-name", "WestNO_0")
+def test_watch_json_tells_the_documented_story(make_emulator: Callable[..., Emulator],
+                                               clock: ManualClock, tmp_path: Path) -> None:
+    """The emulator in this process on the manual clock, moved once each step is seen:
+    the documented Freeze appears at second 60, starts at its NotBefore 15 minutes later
+    and is gone 5 s + its 120 s tail after that."""
+    emulator = make_emulator("live-migration")
+    proc = _watch(emulator.url, tmp_path, "--json", "--vm-name", "WestNO_0")
+    lines = Lines(proc)
 
-    def finished(lines: list[str]) -> bool:
-        return any(json.loads(line).get("change") == "completed" for line in lines)
+    def said(change: str, **fields: object) -> Callable[[str], bool]:
+        def check(line: str) -> bool:
+            record = json.loads(line)
+            return record["change"] == change and all(record[k] == v
+                                                      for k, v in fields.items())
+        return check
 
-    lines = _read_until(proc, finished, timeout=40)
+    lines.until(said("connection", state="live"), PATIENCE, "the first answer")
+    for seconds, change in ((61, "appeared"), (900, "started"), (130, "completed")):
+        clock.advance(seconds)
+        lines.until(said(change), PATIENCE, f"the event {change}")
     proc.send_signal(signal.SIGINT)
-    assert proc.wait(timeout=10) == 0, proc.stderr.read() if proc.stderr else ""
-    records = [json.loads(line) for line in lines]
+    assert proc.wait(timeout=PATIENCE) == 0, proc.stderr.read() if proc.stderr else ""
+    records = [json.loads(line) for line in lines.seen]
     # Stable keys: every record, connection or change, has the same keys in the same order.
     assert [list(r) for r in records] == [list(RECORD_KEYS)] * len(records)
     changes = [r for r in records if r["change"] != "connection"]
@@ -151,6 +152,7 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not POSIX, reason="SIGINT delivery to a child is POSIX-only here")
 def test_watch_human_lines_and_unreachable_endpoint(tmp_path: Path) -> None:
     # Nothing listens on this port: the state line says so in words, and Ctrl-C exits 0.
@@ -183,6 +185,7 @@ resources = ["vm-1"]
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not POSIX, reason="SIGINT delivery to a child is POSIX-only here")
 def test_watch_text_lines_align_count_down_and_mark_what_was_there(tmp_path: Path) -> None:
     with Emulator(parse_scenario(TWO_EVENTS), speed=30) as emulator:
@@ -209,6 +212,7 @@ def test_watch_text_lines_align_count_down_and_mark_what_was_there(tmp_path: Pat
     assert times == sorted(times), lines
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not POSIX, reason="SIGINT delivery to a child is POSIX-only here")
 def test_watch_json_unreachable_state_and_error(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{_free_port()}"
@@ -237,6 +241,7 @@ description = {json.dumps(NASTY_DESCRIPTION)}
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not POSIX, reason="SIGINT delivery to a child is POSIX-only here")
 def test_watch_json_is_ascii_even_for_hostile_text_and_a_cp1252_stdout(
         tmp_path: Path) -> None:
@@ -256,6 +261,7 @@ def test_watch_json_is_ascii_even_for_hostile_text_and_a_cp1252_stdout(
     assert appeared["description"] == NASTY_DESCRIPTION
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not POSIX, reason="SIGINT delivery to a child is POSIX-only here")
 def test_watch_human_lines_escape_controls_and_survive_a_cp1252_stdout(
         tmp_path: Path) -> None:
@@ -272,6 +278,7 @@ def test_watch_human_lines_escape_controls_and_survive_a_cp1252_stdout(
     assert all(" " <= ch <= "~" for ch in line.rstrip("\n")), line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("argv", "words"),
     [
@@ -324,6 +331,7 @@ def _demo(tmp_path: Path, *extra: str, **env: str) -> list[str]:
     return lines
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not POSIX, reason="SIGINT delivery to a child is POSIX-only here")
 def test_demo_never_records_into_the_real_data_dir(tmp_path: Path) -> None:
     from_env = tmp_path / "data"  # SETUI_DATA_DIR, set by _env
@@ -336,6 +344,7 @@ def test_demo_never_records_into_the_real_data_dir(tmp_path: Path) -> None:
     assert not (from_file / "setui.db").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not POSIX, reason="SIGINT delivery to a child is POSIX-only here")
 def test_demo_records_where_its_own_data_dir_option_says(tmp_path: Path) -> None:
     chosen = tmp_path / "demo-data"
@@ -344,6 +353,7 @@ def test_demo_records_where_its_own_data_dir_option_says(tmp_path: Path) -> None
     assert not (tmp_path / "data" / "setui.db").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not POSIX, reason="SIGINT delivery to a child is POSIX-only here")
 def test_demo_headless_json_prints_watch_records(tmp_path: Path) -> None:
     proc = subprocess.Popen(

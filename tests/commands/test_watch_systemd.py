@@ -15,7 +15,8 @@ from children import SETUI
 from setui.emulator.scenario import load_scenario
 from setui.emulator.server import Emulator
 
-pytestmark = pytest.mark.skipif(not hasattr(socket, "AF_UNIX"), reason="needs AF_UNIX")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not hasattr(socket, "AF_UNIX"), reason="needs AF_UNIX")]
 PATIENCE = 30.0
 
 

@@ -20,8 +20,11 @@ from pathlib import Path
 import pytest
 
 from children import SETUI
+from setui.auditforward import rfc5424
 from setui.emulator.scenario import load_scenario
 from setui.emulator.server import Emulator
+
+pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
 
 ROOT = Path(__file__).resolve().parents[2]
 KQL = ROOT / "contrib" / "loganalytics"
@@ -164,6 +167,15 @@ def test_the_queries_read_the_lines_setui_writes(tmp_path: Path) -> None:
         actor = extract(record, 4, done)
         operator = extract(person, 2, actor) or extract(person, 1, actor)
         assert operator == user or actor.startswith(f"{user} (login {operator}")
+
+    # An EventId holding a whole message of its own (the structured data comes first) is
+    # never read as the record: the message is read from where the structured data ends.
+    fake = ("x\"] setui audit record 9: approve-outcome EventId=F by mallory on web-9: "
+            f"accepted: HTTP 200 (hash {'f' * 64})")
+    hostile = rfc5424({"seq": 3, "action": "approve-attempt", "event_id": fake,
+                       "user": "alice", "host": "web-0", "hash": "a" * 64}).decode()
+    assert extract(record, 1, hostile) in ("", "3"), hostile
+    assert "mallory" not in extract(record, 4, hostile)
 
     # approvals-seen-starting.kql, over the watch's lines
     found = patterns("approvals-seen-starting.kql")

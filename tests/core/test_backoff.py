@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from faketime import FakeTime
 from setui.core.backoff import MAX_RETRY_AFTER, Backoff, parse_http_date, parse_retry_after
 from setui.core.ratelimit import TokenBucket
 
@@ -84,19 +85,6 @@ def test_http_dates_are_aware_utc_or_none() -> None:
         2022, 4, 11, 22, 26, 58, tzinfo=timezone.utc)
     for junk in (None, "", "yesterday", "Mon, 99 Foo 2022 99:99:99 GMT"):
         assert parse_http_date(junk) is None
-
-
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.slept: list[float] = []
-
-    def mono(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
 
 
 def test_the_bucket_allows_a_burst_then_the_rate() -> None:

@@ -34,3 +34,6 @@ def test_ambiguous_short_and_unknown_are_refused_with_suggestions() -> None:
     assert f"did you mean {A}?" in typo.problem
     nothing = resolve("ZZZZZZZZ", [A])
     assert nothing.event_id is None and "did you mean" not in (nothing.problem or "")
+    # Each problem is whole sentences, ready for more words after it.
+    for problem in (ambiguous.problem, short.problem, typo.problem, nothing.problem):
+        assert problem is not None and problem[-1] in ".?" and "?." not in problem

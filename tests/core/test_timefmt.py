@@ -8,7 +8,17 @@ from datetime import datetime, timezone
 
 import pytest
 
-from setui.core.timefmt import age, clock, countdown, duration, local_beside, stamp, utc_time
+from setui.core.timefmt import (
+    age,
+    clock,
+    countdown,
+    duration,
+    iso,
+    local_beside,
+    restate,
+    stamp,
+    utc_time,
+)
 
 MOMENT = datetime(2026, 11, 24, 3, 12, 5, tzinfo=timezone.utc)
 
@@ -59,3 +69,18 @@ def test_clock_times_are_utc_with_local_beside_only_when_the_zone_differs(
     monkeypatch.setenv("TZ", "UTC")
     time.tzset()
     assert stamp(MOMENT) == "2026-11-24 03:12:05 UTC"
+
+
+def test_machines_read_iso_8601_utc_with_z() -> None:
+    assert iso(MOMENT) == "2026-11-24T03:12:05Z"
+    assert iso(MOMENT.replace(microsecond=4780)) == "2026-11-24T03:12:05.004780Z"
+    assert iso(None) is None
+
+
+def test_words_an_older_setui_stored_are_read_the_one_way() -> None:
+    stored = ("NotBefore Tue, 24 Nov 2026 03:12:05 GMT -> Tue, 24 Nov 2026 03:20:00 GMT; "
+              "a description may say GMT or Tue, 99 Nov 2026 03:12:05 GMT")
+    assert restate(stored) == ("NotBefore 2026-11-24 03:12:05 UTC -> 2026-11-24 03:20:00 UTC; "
+                               "a description may say GMT or Tue, 99 Nov 2026 03:12:05 GMT")
+    words = "started 3m before its NotBefore"
+    assert restate(words) is words

@@ -99,6 +99,7 @@ def test_run_prints_the_url_first_and_logs_requests_and_changes() -> None:
     assert log.rstrip().endswith("stopped")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not POSIX, reason="signals to a child process are POSIX-only here")
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_module_prints_its_url_and_exits_0_on_a_signal(signum: int) -> None:
@@ -122,3 +123,33 @@ def test_module_prints_its_url_and_exits_0_on_a_signal(signum: int) -> None:
     assert rest == ""  # nothing but the URL on stdout
     assert "Traceback" not in log
     assert "GET /metadata/scheduledevents?api-version=2020-07-01 -> 200" in log
+
+
+@pytest.mark.slow
+def test_vm_name_renames_the_scenarios_vm_wherever_the_scenario_names_it() -> None:
+    # busy's VM is web-0, in two events' Resources; a rehearsal under another name must
+    # find that name in Resources, or a `this_vm = true` rule never matches.
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with subprocess.Popen(
+            [*PYTHON, "-m", "setui.emulator", "--scenario", "busy", "--speed", "20",
+             "--vm-name", "APP-7"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env) as proc:
+        try:
+            assert proc.stdout is not None
+            url = proc.stdout.readline().strip()
+            with httpx.Client(trust_env=False, timeout=5) as http:
+                name = http.get(url + "/metadata/instance/compute/name", headers=HEADERS,
+                                params={"api-version": "2021-02-01", "format": "text"})
+                seen: set[tuple[str, ...]] = set()
+                for _ in range(400):  # the first Freeze (web-0, web-1) is 10 s in: 0.5 s
+                    document = http.get(url + EVENTS, headers=HEADERS, params=PARAMS).json()
+                    seen |= {tuple(e["Resources"]) for e in document["Events"]}
+                    if ("APP-7", "web-1") in seen:
+                        break
+                    threading.Event().wait(0.02)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+    assert name.text == "APP-7"
+    assert ("APP-7", "web-1") in seen, seen
+    assert not any("web-0" in resources for resources in seen), seen

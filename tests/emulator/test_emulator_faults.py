@@ -42,12 +42,12 @@ def test_parse_faults_reads_every_key() -> None:
     faults = parse_faults(" first-delay=2, 500=0.1,429=0.2 ,503=0.05,410=0.05,400=0.01,404=0.01,"
                           "retry-after=3,slow=0.5,notjson=0.1,notdoc=0.1,truncate=0.1,"
                           "big=2,trickle=0.01,skew=-30,hang=0.05,approve-500=0.5,seed=7,"
-                          "idle-close=4,idle-drop=5")
+                          "idle-close=4,idle-drop=5,compute-503=1")
     assert faults == Faults(
         first_delay=2, statuses={500: 0.1, 429: 0.2, 503: 0.05, 410: 0.05, 400: 0.01, 404: 0.01},
-        approve_statuses={500: 0.5}, notjson=0.1, notdoc=0.1, truncate=0.1, hang=0.05,
-        retry_after=3, slow=0.5, big_mb=2, trickle=0.01, skew=-30, seed=7, idle_close=4,
-        idle_drop=5)
+        approve_statuses={500: 0.5}, compute_statuses={503: 1}, notjson=0.1, notdoc=0.1,
+        truncate=0.1, hang=0.05, retry_after=3, slow=0.5, big_mb=2, trickle=0.01, skew=-30,
+        seed=7, idle_close=4, idle_drop=5)
     assert parse_faults("") == Faults()
     assert parse_faults(faults.describe()) == faults
 
@@ -63,6 +63,8 @@ def test_parse_faults_reads_every_key() -> None:
     ("slow=-1", "0 or more"),
     ("seed=x", "whole number"),
     ("approve-x=1", "approve-CODE"),
+    ("compute-x=1", "compute-CODE"),
+    ("compute-418=1", "cannot inject status 418"),
     ("skew=nan", "finite"),
     ("idle-close=-1", "idle-close: must be 0 or more"),
     ("idle-drop=inf", "idle-drop: must be 0 or more"),
@@ -83,6 +85,22 @@ def test_status_faults(make_emulator: MakeEmulator, client: httpx.Client, code: 
     name = client.get(emulator.url + "/metadata/instance/compute/name", headers=HEADERS,
                       params={"api-version": "2021-02-01", "format": "text"})
     assert name.status_code == 200
+
+
+def test_compute_faults_break_the_vms_name_until_they_change(
+        make_emulator: MakeEmulator, client: httpx.Client) -> None:
+    emulator = make_emulator(faults=parse_faults("compute-503=1"))
+    params = {"api-version": "2021-02-01", "format": "text"}
+    name = client.get(emulator.url + "/metadata/instance/compute/name", headers=HEADERS,
+                      params=params)
+    whole = client.get(emulator.url + "/metadata/instance/compute", headers=HEADERS,
+                       params={"api-version": "2021-02-01"})
+    assert (name.status_code, whole.status_code) == (503, 503)
+    assert _get(client, emulator.url).status_code == 200  # the events are not touched
+    emulator.set_faults(None)
+    healed = client.get(emulator.url + "/metadata/instance/compute/name", headers=HEADERS,
+                        params=params)
+    assert (healed.status_code, healed.text) == (200, emulator.vm_name)
 
 
 def test_no_retry_after_unless_asked(make_emulator: MakeEmulator, client: httpx.Client) -> None:

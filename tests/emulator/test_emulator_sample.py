@@ -14,6 +14,8 @@ from emulator_helpers import EVENTS, LIVE_MIGRATION_ID, MakeEmulator
 from setui.emulator.clock import ManualClock
 from setui.emulator.server import Emulator
 
+pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
+
 SAMPLE = Path(__file__).parent / "samples" / "azure_sample.py"
 ORIGINAL_URL = '"http://169.254.169.254/metadata/scheduledevents"'
 

@@ -49,9 +49,13 @@ class Case:
 
     name: str
     faults: str | None  # a --faults spec; None: the endpoint goes away (stop, restart)
-    words: tuple[str, ...]  # each must appear in the error shown
+    words: tuple[str, ...]  # each must appear in the error shown; {timeout}: the client's
     # 400 and 404 cannot be fixed by retrying: asked again at the slow pace (10 s).
     slow: bool = False
+
+    def said(self, timeout: float) -> tuple[str, ...]:
+        """The words, for a client whose request timeout is ``timeout`` seconds."""
+        return tuple(w.format(timeout=f"{timeout:g}") for w in self.words)
 
     def inject(self, emulator: Emulator) -> None:
         if self.faults is None:
@@ -68,7 +72,7 @@ class Case:
 
 CASES = [
     Case("gone-away", None, ("nothing answers at", "connection refused")),
-    Case("timeout", "hang=1", ("no answer from", "within 5 s")),
+    Case("timeout", "hang=1", ("no answer from", "within {timeout} s")),
     Case("400", "400=1", ("rejected", "Bad request"), slow=True),
     Case("404", "404=1", ("not found (404)",), slow=True),
     Case("410", "410=1", ("not ready yet (410 Gone)", "retry for up to 70 seconds")),
@@ -81,7 +85,7 @@ CASES = [
     Case("not-json", "notjson=1", ("not a scheduled-events document", "not JSON")),
     Case("not-a-document", "notdoc=1", ("not a scheduled-events document",)),
     Case("50-mb", "big=50", ("47.7 MiB", "more than the 4.0 MiB", "not read")),
-    Case("trickle", "trickle=1", ("did not complete within 5 s", "bytes arrived")),
+    Case("trickle", "trickle=1", ("did not complete within {timeout} s", "bytes arrived")),
 ]
 CASE_IDS = [case.name for case in CASES]
 

@@ -1,5 +1,10 @@
 """The fault matrix for the dashboard, through Pilot: the app polls the emulator over
-loopback HTTP while its faults are injected and then healed; nobody presses r."""
+loopback HTTP while its faults are injected and then healed; nobody presses r.
+
+On scaled time, so it runs in the fast tier: the client gives up on a request after
+``TIMEOUT`` instead of 5 s and the poller asks again after a 400 or 404 at ``SLOW_PACE``
+instead of 10 s (the real figures are `setui watch`'s, in test_fault_matrix_watch.py).
+"""
 
 from __future__ import annotations
 
@@ -26,6 +31,8 @@ from setui.ui.widgets.status import StatusBar
 Dashboard = Any
 MakeDashboard = Any
 SIZE = (120, 36)
+TIMEOUT = 1.0
+SLOW_PACE = 1.0
 
 
 def status(d: Dashboard) -> str:
@@ -39,7 +46,8 @@ def keys(d: Dashboard) -> list[str]:
 @pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
 async def test_dashboard_rides_out_the_fault_and_recovers_by_itself(
         case: Case, make_dashboard: MakeDashboard) -> None:
-    d = make_dashboard(scenario(), at=BEFORE_AT)
+    d = make_dashboard(scenario(), at=BEFORE_AT, client_options={"timeout": TIMEOUT})
+    d.app.poller.slow_interval = SLOW_PACE
     async with d.app.run_test(size=SIZE) as pilot:
         await d.settle(pilot)
         await d.wait_for(pilot, lambda: BEFORE_ID in keys(d))
@@ -50,8 +58,8 @@ async def test_dashboard_rides_out_the_fault_and_recovers_by_itself(
 
         case.inject(d.emulator)
         bad = "✖ unreachable" if case.faults is None else "↻ retrying"
-        await d.wait_for(pilot, lambda: bad in status(d), timeout=20)
-        await d.wait_for(pilot, lambda: all(w in status(d) for w in case.words), timeout=5)
+        await d.wait_for(pilot, lambda: bad in status(d))
+        await d.wait_for(pilot, lambda: all(w in status(d) for w in case.said(TIMEOUT)))
         text = status(d)
         assert "showing the last answer" in text, text
         assert keys(d) == shown  # the last known events stay on screen
@@ -59,12 +67,12 @@ async def test_dashboard_rides_out_the_fault_and_recovers_by_itself(
 
         d.clock.set(d.emulator.epoch + AFTER_AT)
         case.heal(d.emulator)
-        await d.wait_for(pilot, lambda: "● live" in status(d), timeout=30 if case.slow else 20)
-        await d.wait_for(pilot, lambda: AFTER_ID in keys(d), timeout=10)
+        await d.wait_for(pilot, lambda: "● live" in status(d))
+        await d.wait_for(pilot, lambda: AFTER_ID in keys(d))
         assert BEFORE_ID in keys(d)
         # The store is written on its own thread: the new incarnation reaches it soon
         # after the screen shows it, not necessarily before.
-        await d.wait_for(pilot, lambda: len(stored(d.store)) > len(before), timeout=10)
+        await d.wait_for(pilot, lambda: len(stored(d.store)) > len(before))
         after = stored(d.store)
         for incarnation, record in before.items():
             assert after.get(incarnation) == record

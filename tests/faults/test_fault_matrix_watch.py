@@ -25,12 +25,14 @@ from faultmatrix import (
 )
 
 from children import SETUI, Lines, wait_until
+from setui.core.client import REQUEST_TIMEOUT
 from setui.emulator.clock import ManualClock
 from setui.emulator.faults import parse_faults
 from setui.emulator.server import Emulator
 from setui.store import Store
 
-pytestmark = pytest.mark.skipif(not POSIX, reason="SIGINT delivery to a child is POSIX-only")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not POSIX, reason="SIGINT delivery to a child is POSIX-only")]
 
 
 def _record(line: str) -> dict[str, Any]:
@@ -88,7 +90,7 @@ def test_watch_rides_out_the_fault_and_recovers_by_itself(case: Case, tmp_path: 
                 lambda line: _record(line)["change"] == "connection"
                 and _record(line)["state"] != "live", 20, f"a failing state line ({case.name})"))
             assert failing["state"] == ("unreachable" if case.faults is None else "retrying")
-            for words in case.words:
+            for words in case.said(REQUEST_TIMEOUT):
                 assert words in failing["error"], failing
             assert failing["failures"] >= 1
 

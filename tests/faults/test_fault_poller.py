@@ -1,15 +1,17 @@
 """The poller under the faults whose pacing and cost the matrix cannot see from outside:
-Retry-After with and without, and the memory a 50 MB answer costs (over loopback HTTP)."""
+Retry-After with and without, and the memory a 50 MB answer costs (over loopback HTTP).
+The poller's waits are on fake time (tests/faketime.py): asserted as chosen, not waited."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 import tracemalloc
 from collections.abc import AsyncIterator
 
+import pytest
 from faultmatrix import BEFORE_ID, scenario
 
+from faketime import FakeTime
 from setui.core.backoff import Backoff
 from setui.core.client import ImdsClient
 from setui.core.health import ConnectionState, PollResult
@@ -23,10 +25,12 @@ async def _next(results: AsyncIterator[PollResult], timeout: float = 15.0) -> Po
 
 
 async def test_retry_after_sets_the_next_attempt_and_is_obeyed() -> None:
+    t = FakeTime()
     with Emulator(scenario()) as emulator:
         async with ImdsClient(emulator.url, rate=50.0, burst=20) as client:
             # roll 0: the backoff alone would wait half its ceiling, 0.25 s
-            poller = Poller(client, interval=0.2, backoff=Backoff(random=lambda: 0.0))
+            poller = Poller(client, interval=0.2, backoff=Backoff(random=lambda: 0.0),
+                            mono=t.mono, sleep=t.sleep, wall=t.wall)
             results = poller.results()
             assert (await _next(results)).fresh
             emulator.set_faults(parse_faults("429=1,retry-after=2"))
@@ -35,19 +39,19 @@ async def test_retry_after_sets_the_next_attempt_and_is_obeyed() -> None:
             assert failed.health.next_attempt_in is not None
             assert failed.health.next_attempt_in >= 2.0
             emulator.set_faults(Faults())
-            began = time.monotonic()
+            waited = len(t.slept)
             again = await _next(results)
             assert again.fresh and again.health.state is ConnectionState.LIVE
-            # It really waited: measured here, because the emulator stamps a request when it
-            # starts waiting for it (see tests/core/conftest.py's relay), not on arrival.
-            assert time.monotonic() - began >= 1.9
+            assert sum(t.slept[waited:]) >= 2.0  # it waited what the service asked
             await results.aclose()
 
 
 async def test_without_retry_after_it_backs_off_more_each_time_then_recovers() -> None:
+    t = FakeTime()
     with Emulator(scenario(), faults=None) as emulator:
         async with ImdsClient(emulator.url, rate=50.0, burst=20) as client:
-            poller = Poller(client, interval=0.2, backoff=Backoff(random=lambda: 1.0))
+            poller = Poller(client, interval=0.2, backoff=Backoff(random=lambda: 1.0),
+                            mono=t.mono, sleep=t.sleep, wall=t.wall)
             results = poller.results()
             assert (await _next(results)).fresh
             emulator.set_faults(parse_faults("429=1"))
@@ -57,8 +61,9 @@ async def test_without_retry_after_it_backs_off_more_each_time_then_recovers() -
                 assert failed.error is not None and failed.error.retry_after is None
                 assert "backing off" in failed.error.message
                 waits.append(failed.health.next_attempt_in)
-            # roll 1: exactly the ceilings, 0.5 s, 1 s, 2 s
-            assert waits == [0.5, 1.0, 2.0]
+            # roll 1: exactly the ceilings, 0.5 s, 1 s, 2 s, each waited
+            assert waits == pytest.approx([0.5, 1.0, 2.0])
+            assert t.slept[-2:] == pytest.approx([0.5, 1.0])
             emulator.set_faults(Faults())
             again = await _next(results)
             assert again.fresh and again.health.consecutive_failures == 0

@@ -21,7 +21,10 @@ from pathlib import Path
 
 import httpx
 
-__all__ = ["Prometheus", "StandIn", "VmSeries", "exposition", "free_port", "have_prometheus"]
+__all__ = ["SHIPPED_RULES", "Prometheus", "StandIn", "VmSeries", "exposition", "free_port",
+           "have_prometheus"]
+
+SHIPPED_RULES = Path(__file__).parents[2] / "contrib" / "prometheus" / "setui-rules.yml"
 
 
 def have_prometheus() -> bool:
@@ -122,18 +125,23 @@ class StandIn:
 
 
 class Prometheus:
-    """Debian's Prometheus on loopback, scraping ``targets`` every ``interval`` seconds."""
+    """Debian's Prometheus on loopback, scraping ``targets`` every ``interval`` seconds
+    and evaluating ``rules`` (files) as often."""
 
     def __init__(self, root: Path, targets: Sequence[str], *, interval: str = "1s",
-                 storage: Path | None = None, port: int | None = None) -> None:
+                 storage: Path | None = None, port: int | None = None,
+                 rules: Sequence[Path] = ()) -> None:
         self.root = root
         self.port = port or free_port()
         self.storage = storage or root / "data"
         self.config = root / "prometheus.yml"
+        rule_files = "".join(f"  - {path}\n" for path in rules)
         self.config.write_text(
             "global:\n"
             f"  scrape_interval: {interval}\n"
             f"  scrape_timeout: {interval}\n"
+            f"  evaluation_interval: {interval}\n"
+            + (f"rule_files:\n{rule_files}" if rules else "") +
             "scrape_configs:\n"
             "  - job_name: setui\n"
             "    static_configs:\n"

@@ -19,12 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from promtest import Prometheus
+from promtest import SHIPPED_RULES, Prometheus
 
-from children import SETUI, Lines
+from children import SETUI, Lines, wait_until
 from setui.fleet import FleetWatcher, LinkState, PrometheusClient, VmState
 from setui.ui.fleet.app import FleetApp
-from setui.ui.fleet.view import VmLine
+from setui.ui.fleet.view import VmLine, line_text
+from setui.ui.format import Palette
+
+pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
 
 PATIENCE = 90.0
 
@@ -136,3 +139,52 @@ async def test_three_agents_through_a_real_prometheus(
                        "Prometheus unreachable")
         server.start()
         await wait_for(pilot, lambda: app.update.state is LinkState.LIVE, "Prometheus back")
+
+
+async def test_a_vm_whose_agent_stopped_before_the_view_opened_is_not_reported(
+        prometheus: Callable[..., Prometheus], children: list[subprocess.Popen[str]],
+        tmp_path: Path) -> None:
+    """Two agents scraped by a real Prometheus with the shipped rules; db-0's agent stops;
+    then the fleet view opens: db-0 is there at once, in its group, not reported since
+    its last scrape (its series are gone, but Prometheus remembers it)."""
+    missing = _missing()
+    if missing:
+        pytest.skip(missing)
+    agents: dict[str, subprocess.Popen[str]] = {}
+    targets: dict[str, str] = {}
+    for name, scenario, options in (VMS[0], VMS[2]):
+        emulator = start(children, "emulator", "--port", "0", "--scenario", scenario,
+                         "--speed", "10", "--vm-name", name, *options)
+        url = Lines(emulator).until(lambda line: line.startswith("http"), PATIENCE,
+                                    f"{name}'s emulator URL").strip()
+        agents[name] = start(children, "agent", "--endpoint", url, "--metrics",
+                             "127.0.0.1:0", "--data-dir", str(tmp_path / name),
+                             "--interval", "1", stderr=subprocess.PIPE)
+        targets[name] = f"127.0.0.1:{agent_port(agents[name])}"
+    server = prometheus(list(targets.values()), rules=[SHIPPED_RULES])
+    remembered = 'setui:vm_last_seen_timestamp_seconds{vm_name="db-0"}'
+    wait_until(lambda: bool(server.query(remembered)), PATIENCE, "db-0 recorded as seen")
+    agents["db-0"].send_signal(signal.SIGTERM)
+    assert agents["db-0"].wait(timeout=PATIENCE) == 0
+    stopped_at = time.time()
+    wait_until(lambda: bool(server.query(f'up{{instance="{targets["db-0"]}"}} == 0')),
+               PATIENCE, "Prometheus to see db-0's target down")
+    wait_until(lambda: bool(server.query(
+        'setui:vm_not_reported_since_timestamp_seconds{vm_name="db-0"}')), PATIENCE,
+        "the rule to record db-0 as not reported")
+    app = FleetApp(FleetWatcher(PrometheusClient(server.url), stale_after=30), refresh=0.5)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await wait_for(pilot, lambda: app.update.fleet is not None, "the first answer")
+        first = app.update.fleet
+        assert first is not None
+        db = next((vm for vm in first.vms.values() if vm.name == "db-0"), None)
+        assert db is not None, f"db-0 is not in the view: {sorted(first.vms)}"
+        assert db.state is VmState.GONE and db.group.label == GROUPS["db-0"]
+        assert first.remembers
+        assert stopped_at - PATIENCE < db.reported_at <= stopped_at + 1
+        web = next(vm for vm in first.vms.values() if vm.name == "web-0")
+        assert web.state is VmState.LIVE
+        line = next(line for line in app.lines
+                    if isinstance(line, VmLine) and line.vm.name == "db-0")
+        text = line_text(line, app.now(), 140, Palette()).plain
+        assert "not reported since" in text and "UTC" in text, text

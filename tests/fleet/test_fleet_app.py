@@ -106,3 +106,39 @@ async def test_hostile_label_values_are_shown_as_text_never_obeyed() -> None:
             assert "setui approve '" in details  # quoted for the shell
     finally:
         server.stop()
+
+
+async def test_the_details_countdown_ticks() -> None:
+    """The details of an event count down with the view's clock (they were drawn once
+    when opened, and stayed at that second)."""
+    at = 1_800_000_000
+    labels = {"vm_name": "web-0", "vm_scale_set": "ss", "placement_group": "",
+              "resource_group": "rg", "subscription_id": "s", "zone": ""}
+    answer = {"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"__name__": "setui_last_success_timestamp_seconds", **labels},
+         "value": [at, str(at)]},
+        {"metric": {"__name__": "azure_scheduledevent_event", **labels, "eventID": "E1",
+                    "eventType": "Reboot", "eventStatus": "Scheduled",
+                    "eventSource": "Platform", "resourceType": "virtualMachine",
+                    "resource": "web-0", "notBefore": "", "this_vm": "true",
+                    "approved_by": "", "resources_listed": "1"},
+         "value": [at, str(at + 600)]}]}}
+    server = Canned(200, json.dumps(answer).encode())
+    clock = [5000.0]
+
+    def mono() -> float:
+        return clock[0]
+
+    try:
+        app = FleetApp(FleetWatcher(PrometheusClient(server.url), mono=mono),
+                       refresh=3600, mono=mono)
+        async with app.run_test(size=(120, 30)) as pilot:
+            await wait_for(pilot, lambda: "1 events" in status(app), "the event")
+            await pilot.press("g", "enter")
+            await wait_for(pilot, lambda: hasattr(app.screen, "body"), "the details")
+            assert "T-10:00" in app.screen.body.plain  # type: ignore[attr-defined]
+            clock[0] += 5
+            await wait_for(pilot, lambda: "T-9:55" in app.screen.body.plain,  # type: ignore[attr-defined]
+                           "the countdown to tick")
+    finally:
+        server.stop()

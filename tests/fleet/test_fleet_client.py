@@ -8,6 +8,8 @@ import gc
 import json
 import threading
 import time
+import tracemalloc
+import zlib
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -21,6 +23,7 @@ from setui.fleet import (
     PrometheusAuth,
     PrometheusClient,
     PrometheusError,
+    check_credentials_safe,
     check_prometheus_url,
 )
 
@@ -32,8 +35,10 @@ OK = {"status": "success", "data": {"resultType": "vector", "result": [
 class Canned:
     """A loopback server answering every GET with (status, body); it keeps the requests."""
 
-    def __init__(self, status: int, body: bytes) -> None:
+    def __init__(self, status: int, body: bytes, headers: dict[str, str] | None = None
+                 ) -> None:
         self.status, self.body = status, body
+        self.headers = headers or {}
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.release = threading.Event()  # cleared: each answer waits until it is set
         self.release.set()
@@ -46,6 +51,8 @@ class Canned:
                 self.send_response(canned.status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(canned.body)))
+                for name, value in canned.headers.items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(canned.body)
 
@@ -69,8 +76,10 @@ def canned() -> Iterator[list[Canned]]:
         server.stop()
 
 
-def serve(canned: list[Canned], status: int, body: bytes | dict[str, object]) -> Canned:
-    server = Canned(status, body if isinstance(body, bytes) else json.dumps(body).encode())
+def serve(canned: list[Canned], status: int, body: bytes | dict[str, object],
+          headers: dict[str, str] | None = None) -> Canned:
+    server = Canned(status, body if isinstance(body, bytes) else json.dumps(body).encode(),
+                    headers)
     canned.append(server)
     return server
 
@@ -129,6 +138,54 @@ def test_a_body_over_the_limit_is_refused(canned: list[Canned]) -> None:
     client.close()
 
 
+def _gzip(data: bytes, times: int = 1) -> bytes:
+    packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    return b"".join([*(packer.compress(data) for _ in range(times)), packer.flush()])
+
+
+def test_a_gzip_bomb_is_stopped_at_the_cap_while_it_streams(canned: list[Canned]) -> None:
+    """100 KB of gzip that decodes to 100 MB, read with a cap of 1 MB: refused in words,
+    and never more than a few MB in memory (httpx decodes a whole network chunk at once:
+    64 KB of it is 64 MB)."""
+    bomb = _gzip(b"\0" * (1 << 20), times=100)
+    assert len(bomb) < 200_000
+    server = serve(canned, 200, bomb, {"Content-Encoding": "gzip"})
+    client = PrometheusClient(server.url, max_body=1 << 20)
+    tracemalloc.start()
+    try:
+        with pytest.raises(PrometheusError) as caught:
+            client.query()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        client.close()
+    assert peak < 8 << 20, f"{peak} bytes at the peak"
+    assert caught.value.kind == "bad answer"
+    assert "decompresses to more than the 1048576 bytes this view reads" in str(caught.value)
+    assert server.requests[0][1]["Accept-Encoding"] == "gzip"
+
+
+def test_a_gzip_answer_is_read_and_other_encodings_are_refused(
+        canned: list[Canned]) -> None:
+    packed = serve(canned, 200, _gzip(json.dumps(OK).encode()), {"Content-Encoding": "gzip"})
+    client = PrometheusClient(packed.url)
+    assert len(client.query().result) == 1
+    client.close()
+    for encoding, body in (("gzip, gzip", _gzip(_gzip(json.dumps(OK).encode()))),
+                           ("br", b"\x0b\x02\x80{}\x03")):
+        server = serve(canned, 200, body, {"Content-Encoding": encoding})
+        client = PrometheusClient(server.url)
+        with pytest.raises(PrometheusError, match="asks for gzip and decodes nothing else"):
+            client.query()
+        client.close()
+    damaged = serve(canned, 200, _gzip(json.dumps(OK).encode())[:-12],
+                    {"Content-Encoding": "gzip"})
+    client = PrometheusClient(damaged.url)
+    with pytest.raises(PrometheusError, match=r"cut short|damaged"):
+        client.query()
+    client.close()
+
+
 def test_unreachable_keeps_the_last_fleet(canned: list[Canned]) -> None:
     server = serve(canned, 200, OK)
     watcher = FleetWatcher(PrometheusClient(server.url))
@@ -183,3 +240,36 @@ def test_nothing_listening() -> None:
 def test_urls_refused(url: str, words: str) -> None:
     with pytest.raises(ValueError, match=words.replace("(", r"\(").replace(")", r"\)")):
         check_prometheus_url(url)
+
+
+@pytest.mark.parametrize(("url", "auth"), [
+    ("http://prom.example:9090", PrometheusAuth(token="t0k")),
+    ("http://10.0.0.5:9090", PrometheusAuth(user="ops", password="pw")),
+    ("http://[2001:db8::1]:9090", PrometheusAuth(token="t0k")),
+])
+def test_credentials_never_go_over_plain_http_beyond_loopback(
+        url: str, auth: PrometheusAuth) -> None:
+    with pytest.raises(ValueError, match="clear text") as caught:
+        PrometheusClient(url, auth)
+    assert "use https://" in str(caught.value)
+    check_credentials_safe("https://prom.example:9090", auth)
+    check_credentials_safe("http://prom.example:9090", PrometheusAuth())
+    for loopback in ("http://127.0.0.1:9090", "http://localhost:9090", "http://[::1]:9090"):
+        check_credentials_safe(loopback, auth)
+
+
+def test_plain_http_credentials_to_loopback_skip_the_environments_proxy(
+        canned: list[Canned], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A proxy would read a token sent over plain http: with credentials, http:// goes
+    straight to the loopback Prometheus whatever HTTP_PROXY says."""
+    proxy = serve(canned, 200, OK)
+    server = serve(canned, 200, OK)
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(name, proxy.url)
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    client = PrometheusClient(server.url, PrometheusAuth(token="s3cret"))
+    client.query()
+    client.close()
+    assert not proxy.requests
+    assert server.requests[0][1]["Authorization"] == "Bearer s3cret"

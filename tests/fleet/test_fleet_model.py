@@ -90,7 +90,7 @@ def test_stale_waiting_unknown_and_vanished_vms_are_said_never_guessed() -> None
     assert len(vm_lines) == 4
     text = line_text(vm_lines[0], datetime.fromtimestamp(AT + 70, tz=timezone.utc), 200,
                      Palette()).plain
-    assert "not reported for" in text and "unknown" in text
+    assert "not reported since 08:00:00 UTC (1m 10s)" in text and "unknown" in text
     # Its events are not shown as if they were still true.
     assert second.events == ()
 
@@ -211,3 +211,61 @@ def test_a_vm_shows_its_identity_not_its_events_labels() -> None:
     text = details_text(line, fleet, datetime.fromtimestamp(AT, tz=timezone.utc)).plain
     assert "vm_scale_set" in text and "subscription_id" in text and "zone" in text
     assert "eventID" not in text and "eventType" not in text and "instance        vm:9" in text
+
+
+def test_at_120_columns_the_event_id_is_whole_and_the_resources_fill_the_rest() -> None:
+    """An EventId is a GUID (36 characters): at 120 columns it was cut beside a resources
+    cell half empty. The resources take the room the other columns leave."""
+    guid = "F020BA2E-3BC0-4C40-A10B-86575A9EABD5"
+    names = [f"web-{i}" for i in range(12)]
+    fleet = FleetBuilder().build(
+        [success(name, AT - 1, vm_scale_set="ss") for name in names]
+        + [event(name, guid, AT + 600, vm_scale_set="ss", resources_listed="12")
+           for name in names], AT)
+    line = next(line for line in build_lines(fleet) if isinstance(line, EventLine))
+    now = datetime.fromtimestamp(AT, tz=timezone.utc)
+    for width in (113, 120, 200):
+        text = line_text(line, now, width, Palette()).plain
+        assert text.endswith(guid) and len(text) <= width, (width, text)
+    wide = line_text(line, now, 200, Palette()).plain
+    assert ", ".join(names) in wide and "+" not in wide
+    assert "web-0, web-1, web-2 +9 " in line_text(line, now, 120, Palette()).plain
+
+
+def last_seen(vm: str, value: float, **labels: str) -> dict[str, Any]:
+    return {"metric": {"__name__": "setui:vm_not_reported_since_timestamp_seconds",
+                       **identity(vm, **labels)}, "value": [AT, str(value)]}
+
+
+# The recording rule's own series, without labels: the rule is there.
+REMEMBERS = {"metric": {"__name__": "setui:vm_not_reported_since_timestamp_seconds"},
+             "value": [AT, "0"]}
+
+
+def test_vms_prometheus_remembers_are_not_reported_since_their_last_scrape() -> None:
+    """The shipped rule's series of a VM not scraped now: listed on the first answer, in
+    its group, not reported since its last scrape; what the session saw of a VM beats
+    what Prometheus remembers."""
+    builder = FleetBuilder(stale_after=60)
+    first = builder.build([success("live", AT - 1, vm_scale_set="ss"),
+                           last_seen("down", AT - 3600, vm_scale_set="ss"),
+                           last_seen("future", AT + 99_999, vm_scale_set="ss"),
+                           REMEMBERS], AT)
+    assert first.remembers and first.ignored == 0
+    down = next(vm for vm in first.vms.values() if vm.name == "down")
+    assert down.state is VmState.GONE and down.reported_at == AT - 3600
+    assert down.group.label == "scale set ss" and down.last_success is None
+    assert next(vm for vm in first.vms.values() if vm.name == "future").reported_at == AT
+    now = datetime.fromtimestamp(AT, tz=timezone.utc)
+    lines = build_lines(first)
+    assert [line.group.label for line in lines if isinstance(line, HeaderLine)] \
+        == ["scale set ss"]
+    text = line_text(next(line for line in lines if isinstance(line, VmLine)
+                          and line.vm.name == "down"), now, 200, Palette()).plain
+    assert "not reported since 07:00:00 UTC (1h 00m)" in text
+    # "live" stops: the session's own memory of it (its last good answer) is kept.
+    second = builder.build([last_seen("live", AT - 30, vm_scale_set="ss"), REMEMBERS],
+                           AT + 60)
+    live = next(vm for vm in second.vms.values() if vm.name == "live")
+    assert live.state is VmState.GONE and live.last_success == AT - 1
+    assert not FleetBuilder().build([success("x", AT)], AT).remembers

@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
 from promtest import Prometheus, StandIn, VmSeries, exposition
 
-from setui.fleet import FleetWatcher, LinkState, PrometheusClient, VmState
+from setui.fleet import Fleet, FleetUpdate, FleetWatcher, LinkState, PrometheusClient, VmState
 from setui.ui.fleet.app import FleetApp
-from setui.ui.fleet.details import FleetDetailsScreen
-from setui.ui.fleet.view import EventLine, HeaderLine, VmLine
+from setui.ui.fleet.details import FleetDetailsScreen, details_text
+from setui.ui.fleet.view import EventLine, HeaderLine, VmLine, build_lines, line_text
+from setui.ui.format import Palette
+
+pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
 
 PATIENCE = 60.0
 
@@ -26,6 +30,17 @@ async def wait_for(pilot: Any, predicate: Callable[[], bool], what: str,
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await pilot.pause(0.05)
+
+
+def refresh_until(watcher: FleetWatcher, done: Callable[[Fleet], bool]) -> FleetUpdate:
+    """Refresh until the fleet is as ``done`` wants (Prometheus has scraped the stand-ins)."""
+    deadline = time.monotonic() + PATIENCE
+    while True:
+        update = watcher.refresh()
+        if update.fleet is not None and done(update.fleet):
+            return update
+        assert time.monotonic() < deadline, "the stand-ins' series never appeared"
+        time.sleep(0.2)
 
 
 def three_vms() -> list[VmSeries]:
@@ -154,15 +169,45 @@ def test_an_old_last_success_is_stale(prometheus: Callable[..., Prometheus],
     try:
         server = prometheus([stand_in.target])
         watcher = FleetWatcher(PrometheusClient(server.url), stale_after=stale_after)
-        deadline = time.monotonic() + PATIENCE
-        while True:
-            update = watcher.refresh()
-            if update.fleet is not None and len(update.fleet.vms) == 2:
-                break
-            assert time.monotonic() < deadline, "the stand-in's series never appeared"
-            time.sleep(0.2)
+        update = refresh_until(watcher, lambda fleet: len(fleet.vms) == 2)
         states = {vm.name: vm.state for vm in update.fleet.vms.values()}
         assert states == {"web-9": VmState.STALE, "web-8": VmState.WAITING}
         watcher.close()
     finally:
         stand_in.stop()
+
+
+def test_a_groups_event_is_one_series_per_agent_and_the_vms_without_one_are_counted(
+        prometheus: Callable[..., Prometheus]) -> None:
+    """Agents export an event once each, naming only their own VM and counting what it
+    lists: web-0 and web-1 report a Reboot of the 4 VMs of their set (2 of them have no
+    agent); web-1 also sees a Freeze of 2 neighbours, neither with an agent."""
+    soon = time.time() + 600
+    group = [VmSeries(name, vm_scale_set="web-vmss", events=[
+        {"eventID": "EV-SET-REBOOT", "value": soon, "resource": name,
+         "resources_listed": "4"}]) for name in ("web-0", "web-1")]
+    group[1].events.append({"eventID": "EV-NEIGHBOURS", "eventType": "Freeze",
+                            "value": soon, "resource": "", "this_vm": "false",
+                            "resources_listed": "2"})
+    stand_in = StandIn(lambda: exposition(group))
+    server = prometheus([stand_in.target])
+    watcher = FleetWatcher(PrometheusClient(server.url), stale_after=30)
+    try:
+        update = refresh_until(watcher, lambda fleet: len(fleet.events) == 2)
+    finally:
+        watcher.close()
+        stand_in.stop()
+    fleet = update.fleet
+    events = {e.event_id: e for e in fleet.events}
+    reboot, freeze = events["EV-SET-REBOOT"], events["EV-NEIGHBOURS"]
+    assert reboot.resources == ("web-0", "web-1") and len(reboot.reporters) == 2
+    assert (reboot.listed_count, reboot.without_agent) == (4, 2)
+    assert (freeze.resources, freeze.listed_count, freeze.without_agent) == ((), 2, 2)
+    now = datetime.fromtimestamp(fleet.at, tz=timezone.utc)
+    lines = {line.event.event_id: line for line in build_lines(fleet)
+             if isinstance(line, EventLine)}
+    assert "web-0, web-1 +2" in line_text(lines["EV-SET-REBOOT"], now, 140, Palette()).plain
+    assert "2 VMs, no agent" in line_text(lines["EV-NEIGHBOURS"], now, 140,
+                                                    Palette()).plain
+    details = details_text(lines["EV-SET-REBOOT"], fleet, now).plain
+    assert "4 VMs; 2 of them with no agent reporting it" in details

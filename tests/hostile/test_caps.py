@@ -62,6 +62,7 @@ def nasty_store(tmp_path: Path) -> Path:
     return data
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [
     ("audit", "--json"), ("audit", "export", "-"), ("history", "--json"),
     ("history", "--event", "EV-\\x9b\\u202e-\\ud800", "--json"), ("history", "show", "1",
@@ -74,6 +75,7 @@ def test_every_json_output_is_ascii(nasty_store: Path, args: tuple[str, ...]) ->
         json.loads(line)
 
 
+@pytest.mark.slow
 def test_undecodable_bytes_in_an_event_id_argument(nasty_store: Path) -> None:
     for args in (("history", "--event", b"EV-\xff\xfe"),
                  ("history", "--event", b"EV-\xff", "--json")):

@@ -21,7 +21,8 @@ from hostile_data import RAW_CONTROL, hostile_scenario_data, write_hostile_scena
 from children import SETUI
 from setui.emulator.server import Emulator
 
-pytestmark = pytest.mark.skipif(os.name != "posix", reason="SIGINT to a child is POSIX-only")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(os.name != "posix", reason="SIGINT to a child is POSIX-only")]
 
 
 def _env(tmp_path: Path) -> dict[str, str]:

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from children import SETUI, Lines, wait_until
 from dashboard import MakeDashboard, status
 from setui.emulator.clock import ManualClock
@@ -21,6 +23,7 @@ FREEZE = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"  # live-migration: at 60 s, 15 m
 PATIENCE = 60.0
 
 
+@pytest.mark.slow
 def test_a_freeze_that_ran_while_every_poll_failed_is_never_cancelled(tmp_path: Path) -> None:
     """The measured case: polls failing while this VM's Freeze started and completed.
     It left the document unseen: ``gone``, not certain, never ``cancelled``."""

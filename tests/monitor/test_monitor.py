@@ -14,9 +14,9 @@ from setui.emulator.scenario import load_scenario
 from setui.emulator.server import Emulator
 from setui.monitor import Monitor, MonitorUpdate
 from setui.store import Store
+from waiting import PATIENCE
 
 FREEZE = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
-PATIENCE = 30.0
 
 
 class BlockingStore(Store):

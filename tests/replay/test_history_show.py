@@ -8,8 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from setui.emulator.scenario import parse_scenario
 from setui.store import Store
+
+pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
 
 
 def setui(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
@@ -61,3 +65,69 @@ def test_a_window_that_opens_after_a_reschedule_starts_from_the_notbefore_then(
     freeze = events["Freeze"]
     assert (freeze.at, freeze.notice, freeze.reschedule) == (0, 290, ())
     assert freeze.cancel_at == 130
+
+
+HOSTILE_IDS = ("EV-\u202e-1", "EV-\u200b\u2066-2")
+HOSTILE = f"""
+name = "hostile"
+vm_name = "web-0"
+tail = 30
+
+[[events]]
+id = "{HOSTILE_IDS[0].encode("unicode_escape").decode()}"
+type = "Reboot"
+at = 2
+notice = "5m"
+resources = ["web-0\\u202e"]
+description = "Host \\u202emaintenance\\u0085 \\u2028 bell\\u0007"
+
+[[events]]
+id = "{HOSTILE_IDS[1].encode("unicode_escape").decode()}"
+type = "Freeze"
+at = 3
+notice = "4m"
+resources = ["web-1"]
+"""
+
+
+def test_an_exported_scenario_holds_no_raw_control_or_bidi_character(tmp_path: Path) -> None:
+    """The one escaping rule of every output (setui.textsafe) holds in the TOML too: what
+    it would escape is written as a TOML escape, so the file is safe to cat, and it still
+    plays the very same EventIds, resources and description."""
+    from recording import record_scenario
+    from setui.textsafe import printable
+
+    store = record_scenario(tmp_path / "setui.db", HOSTILE, seconds=20)
+    store.close()
+    done = setui("history", "export-scenario", "-", data_dir=tmp_path)
+    assert done.returncode == 0, done.stderr
+    unsafe = [c for c in done.stdout if c != "\n" and printable(c) != c]
+    assert unsafe == [], unsafe
+    assert "\\u202e" in done.stdout and "\\u0085" in done.stdout
+    events = parse_scenario(done.stdout).events
+    assert [e.id for e in events] == list(HOSTILE_IDS)
+    assert events[0].resources == ("web-0\u202e",)
+    assert events[0].description == "Host \u202emaintenance\u0085 \u2028 bell\u0007"
+
+
+def test_a_reschedule_is_told_once_in_the_diff(recorded: Store) -> None:
+    done = setui("history", "show", "5", "--diff", data_dir=recorded.path.parent)
+    assert done.returncode == 0, done.stderr
+    changes = done.stdout.split("The document:")[0]
+    moved = [line for line in changes.splitlines() if "NotBefore" in line]
+    assert moved == ["      NotBefore: 2026-11-24 03:04:20 UTC -> 2026-11-24 03:06:00 UTC"], moved
+    assert "rescheduled" in changes
+
+
+def test_export_leaves_an_existing_file_alone_without_force(recorded: Store,
+                                                            tmp_path: Path) -> None:
+    target = tmp_path / "incident.toml"
+    target.write_text("# someone's notes\n")
+    done = setui("history", "export-scenario", str(target), data_dir=recorded.path.parent)
+    assert done.returncode == 1
+    assert "already exists; nothing was written (--force replaces it)" in done.stderr
+    assert target.read_text() == "# someone's notes\n"
+    done = setui("history", "export-scenario", str(target), "--force",
+                 data_dir=recorded.path.parent)
+    assert done.returncode == 0, done.stderr
+    assert parse_scenario(target.read_text()).events

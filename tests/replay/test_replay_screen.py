@@ -6,8 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -15,6 +13,7 @@ import pytest
 from incident import HOLE
 from textual.app import App
 
+from dashboard import wait_for
 from recording import START
 from screenhost import ScreenApp
 from setui.config import Config
@@ -30,18 +29,10 @@ REBOOT = "A1B2C3D4-0000-4000-8000-000000000001"
 FREEZE = "A1B2C3D4-0000-4000-8000-000000000002"
 REDEPLOY = "A1B2C3D4-0000-4000-8000-000000000003"
 CONFIG = Config(vm_name="web-0")
-PATIENCE = 30.0
 
 
 def at(seconds: float) -> datetime:
     return START + timedelta(seconds=seconds)
-
-
-async def wait_for(pilot: Any, predicate: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + PATIENCE
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting for the replay"
-        await pilot.pause(0.02)
 
 
 def screen_text(app: App[Any]) -> str:
@@ -158,16 +149,9 @@ async def test_replay_at_80x24_keeps_the_label_the_moment_and_the_rows(
         assert "Play" in lines[-1] and "Approve" not in lines[-1]
 
 
-class HostApp(ScreenApp):
-    """The smallest host of the history screen, with setui's themes and a config."""
-
-    config = CONFIG
-    vm_name = "web-0"
-
-
 async def test_p_in_the_history_replays_that_incarnation(recorded: Store) -> None:
-    history = HistoryScreen(recorded)
-    app = HostApp(history)
+    history = HistoryScreen(recorded, config=CONFIG, vm_name="web-0")
+    app = ScreenApp(history)
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: len(history.records) == 9)
         # Newest first: 10, 8, 7, then 6 (a row saying nothing was recording may stand
@@ -186,6 +170,7 @@ async def test_p_in_the_history_replays_that_incarnation(recorded: Store) -> Non
         assert isinstance(replay, ReplayScreen)
         assert replay.moment == at(92)
         assert "REPLAY" in replay.query_one(StatusBar).plain()
+        assert "VM web-0" in replay.query_one(StatusBar).plain()  # the history's host's
         await pilot.press("q")  # back to the history, not out of the app
         await wait_for(pilot, lambda: app.screen is history)
 
@@ -201,6 +186,7 @@ async def test_without_a_record_the_replay_says_why_and_still_quits(tmp_path: An
         await wait_for(pilot, lambda: not app.is_running)
 
 
+@pytest.mark.slow
 def test_replay_refuses_a_backwards_window_in_words(tmp_path: Any) -> None:
     env = dict(os.environ, SETUI_DATA_DIR=str(tmp_path))
     done = subprocess.run([sys.executable, "-m", "setui.cli", "replay", "--from", "1h",
@@ -239,3 +225,45 @@ async def test_a_replay_quits_on_ctrl_c_and_says_the_size_it_needs(recorded: Sto
         await wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen))
         await pilot.press("ctrl+c")
         await wait_for(pilot, lambda: not app.is_running)
+
+
+async def test_without_a_vm_name_the_record_says_which_vm_it_is(recorded: Store) -> None:
+    app = ReplayApp(config=Config(), store=recorded, at=at(95))
+    async with app.run_test(size=(120, 36)) as pilot:
+        screen = await opened(app, pilot)
+        status = screen.query_one(StatusBar).plain()
+        assert "VM web-0" in status and "not known" not in status
+        table = screen.query_one(EventsTable)
+        assert table.cell_text(REBOOT, "resources").startswith("▲ web-0")
+
+
+async def test_the_status_line_says_what_the_record_says(recorded: Store) -> None:
+    app = ReplayApp(config=CONFIG, store=recorded, at=at(95))
+    async with app.run_test(size=(120, 36)) as pilot:
+        screen = await opened(app, pilot)
+        status = screen.query_one(StatusBar).plain()
+        assert "recorded live" in status
+        assert "STALE" not in status and "old" not in status and "ago" not in status
+        screen.go(at(HOLE[0] + 20))
+        await pilot.pause()
+        status = screen.query_one(StatusBar).plain()
+        assert "STALE" not in status
+        assert "last recorded answer 20s before" in status
+        assert "history NOT recorded" not in status  # a replay records nothing
+
+
+async def test_it_opens_on_the_first_incarnation_with_events(recorded: Store) -> None:
+    app = ReplayApp(config=CONFIG, store=recorded)
+    async with app.run_test(size=(120, 36)) as pilot:
+        screen = await opened(app, pilot)
+        assert screen.moment == at(10)  # the Reboot appeared; the record began empty at 0
+        assert REBOOT in screen.query_one(EventsTable).keys
+
+
+async def test_an_empty_moment_points_to_the_next_change(recorded: Store) -> None:
+    app = ReplayApp(config=CONFIG, store=recorded, at=at(0))
+    async with app.run_test(size=(120, 36)) as pilot:
+        await opened(app, pilot)
+        text = screen_text(app)
+        assert "Nothing scheduled here" in text
+        assert "→ next change, 03:00:10 UTC" in text

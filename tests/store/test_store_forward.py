@@ -111,7 +111,7 @@ def test_the_journal_binary_form_for_a_value_with_a_newline(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from setui import auditforward
 
-    monkeypatch.setattr(auditforward, "message", lambda record: "two\nlines")
+    monkeypatch.setattr(auditforward, "_line", lambda record: "two\nlines")
     raw = auditforward._journal({"seq": 1})
     assert b"MESSAGE\n" + struct.pack("<Q", 9) + b"two\nlines\n" in raw
     assert b"SYSLOG_IDENTIFIER=setui\n" in raw
@@ -179,3 +179,30 @@ def test_auto_is_nothing_where_neither_socket_exists(monkeypatch: pytest.MonkeyP
         assert parse_target(None) == auditforward.Target("syslog", str(tmp_path / "none2"))
     finally:
         sock.close()
+
+
+def test_auto_with_nowhere_to_send_marks_each_record_and_none_is_quiet(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from setui import auditforward
+
+    monkeypatch.setattr(auditforward, "JOURNAL_SOCKET", str(tmp_path / "none1"))
+    monkeypatch.setattr(auditforward, "SYSLOG_SOCKET", str(tmp_path / "none2"))
+    nowhere = "no copy leaves this VM (no journald, no /dev/log): set audit-forward"
+    with Store.open_dir(tmp_path / "auto", forward="auto") as store:
+        store.audit_append(entry())
+        assert store.forward_problem == nowhere
+        store.audit_append(entry("cancelled"))
+        assert store.unforwarded() == {1: nowhere, 2: nowhere}
+    # Once there is somewhere to send, the next record takes the marked ones with it.
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(tmp_path / "none2"))
+    sock.settimeout(10)
+    with sock, Store.open_dir(tmp_path / "auto", forward="auto") as store:
+        store.audit_append(entry("refused"))
+        assert store.unforwarded() == {}
+        assert [re.search(rb'seq="(\d+)"', sock.recv(65536)).group(1)  # type: ignore[union-attr]
+                for _ in range(3)] == [b"1", b"2", b"3"]
+    # Told to send nowhere, nothing is marked: that was the setting's choice.
+    with Store.open_dir(tmp_path / "none", forward="none") as store:
+        store.audit_append(entry())
+        assert store.forward_problem is None and store.unforwarded() == {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -12,6 +13,7 @@ from store_helpers import ENDPOINT, STORY, T0, doc, entry, event, play, raw
 
 from setui.core.tracker import Tracker
 from setui.store import Store
+from setui.store.db import DB_NAME, SCHEMA_VERSION
 
 
 def test_each_distinct_document_once_newest_first(store: Store) -> None:
@@ -227,3 +229,61 @@ def test_a_damaged_changes_column_does_not_break_listing(store: Store, bad: str)
     conn.execute("UPDATE incarnations SET changes_json = ?", (bad,))
     conn.close()
     assert [r.changes for r in store.history()] == [(), ()]
+
+
+def _without_vm_names(path: Path, version: int) -> None:
+    """The file as a setui from before VM names were kept (schema ``version``) left it."""
+    conn = sqlite3.connect(path)
+    conn.execute("ALTER TABLE incarnations DROP COLUMN vm_name")
+    conn.execute(f"PRAGMA user_version = {version}")
+    conn.commit()
+    conn.close()
+
+
+def test_each_incarnation_keeps_this_vms_name_once_known(store: Store) -> None:
+    store.record_document(STORY[0], seen_at=T0, endpoint=ENDPOINT)  # the name not yet known
+    store.record_document(STORY[1], seen_at=T0 + timedelta(minutes=1), endpoint=ENDPOINT,
+                          vm_name="vm-web-0")
+    later = Store(store.path)  # another writer touches #1 and knows the name
+    later.record_document(STORY[0], seen_at=T0 + timedelta(seconds=30), endpoint=ENDPOINT,
+                          vm_name="vm-web-0")
+    later.record_document(STORY[1], seen_at=T0 + timedelta(minutes=2), endpoint=ENDPOINT,
+                          vm_name="someone-else")  # the first name known stays
+    later.close()
+    assert [(r.incarnation, r.vm_name) for r in store.history()] == [
+        (2, "vm-web-0"), (1, "vm-web-0")]
+
+
+@pytest.mark.parametrize("version", [3, 4])
+def test_an_older_store_is_read_as_it_is_and_upgraded_by_a_writer(data_dir: Path,
+                                                                   version: int) -> None:
+    with Store.open_dir(data_dir) as store:
+        play(store, STORY[:2])
+    path = data_dir / DB_NAME
+    _without_vm_names(path, version)
+    with Store.open_dir(data_dir, readonly=True) as old:  # a reader never writes
+        assert [(r.incarnation, r.vm_name) for r in old.history()] == [(2, None), (1, None)]
+    with Store.open_dir(data_dir) as store:
+        store.record_document(STORY[2], seen_at=T0 + timedelta(minutes=5), endpoint=ENDPOINT,
+                              vm_name="vm-web-0")
+        assert [(r.incarnation, r.vm_name) for r in store.history()] == [
+            (3, "vm-web-0"), (2, None), (1, None)]
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    conn.close()
+
+
+def test_words_an_older_setui_stored_read_the_one_way(store: Store) -> None:
+    play(store, [doc(1, event("A-1")), doc(2, event("A-1", not_before="Tue, 14 May 2024 "
+                                                                      "11:00:00 GMT"))])
+    conn = raw(store.path)  # as an older setui wrote the reschedule's words
+    conn.execute("UPDATE incarnations SET changes_json = replace(changes_json, "
+                 "'2024-05-14 10:00:00 UTC -> 2024-05-14 11:00:00 UTC', "
+                 "'Tue, 14 May 2024 10:00:00 GMT -> Tue, 14 May 2024 11:00:00 GMT')")
+    assert conn.execute("SELECT count(*) FROM incarnations WHERE changes_json LIKE "
+                        "'%10:00:00 GMT -> Tue%'").fetchone()[0] == 1
+    conn.close()
+    [moved] = store.history(limit=1)[0].changes
+    assert moved.detail == "NotBefore 2024-05-14 10:00:00 UTC -> 2024-05-14 11:00:00 UTC"
+    assert [e.detail for e in store.event_story("A-1") if e.kind == "rescheduled"] == [
+        moved.detail]

@@ -16,6 +16,8 @@ from store_helpers import entry
 
 from setui.store import Store
 
+pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
+
 POSIX = os.name == "posix"
 
 # A writer as `setui watch` and a dashboard are: it polls the same documents (incarnations

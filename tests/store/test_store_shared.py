@@ -75,6 +75,7 @@ def run_as(uid: int, groups: list[int], *args: str,
                           env=full, capture_output=True, text=True, timeout=60, cwd="/")
 
 
+@pytest.mark.slow
 def test_every_operator_in_the_group_approves_into_one_chain(
         shared: Path, group: int, emulator: Emulator) -> None:
     first = run_as(65534, [group], "approve", "--endpoint", emulator.url, EVENT_ID, "--yes",
@@ -97,6 +98,7 @@ def test_every_operator_in_the_group_approves_into_one_chain(
             assert stat.S_IMODE(st.st_mode) == 0o660 and st.st_gid == group, path
 
 
+@pytest.mark.slow
 def test_an_operator_outside_the_group_cannot_use_it(shared: Path,
                                                      emulator: Emulator) -> None:
     done = run_as(65534, [], "approve", "--endpoint", emulator.url, EVENT_ID, "--yes",

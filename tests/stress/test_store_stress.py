@@ -100,6 +100,7 @@ def _full_disk() -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (128 * 1024, 128 * 1024))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.name != "posix", reason="RLIMIT_FSIZE is POSIX")
 def test_watch_on_a_full_disk_says_so_and_keeps_watching(tmp_path: Path) -> None:
     from setui.emulator.scenario import load_scenario
@@ -126,6 +127,7 @@ def test_watch_on_a_full_disk_says_so_and_keeps_watching(tmp_path: Path) -> None
     assert "cannot record the history" in err and "disk may be full" in err, err
 
 
+@pytest.mark.slow
 def test_watch_in_a_read_only_data_dir_says_so_and_keeps_watching(
         unwritable: tuple[Path, Any], tmp_path: Path) -> None:
     from permissions import lock_up
@@ -153,6 +155,7 @@ def test_watch_in_a_read_only_data_dir_says_so_and_keeps_watching(
     assert str(data) in err  # where, so the operator can fix it
 
 
+@pytest.mark.slow
 def test_approve_with_a_read_only_data_dir_is_refused_and_nothing_is_sent(
         unwritable: tuple[Path, Any], tmp_path: Path) -> None:
     from permissions import lock_up

@@ -5,6 +5,7 @@ themes, hostile text, and the emulator going away and coming back. Snapshots at 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -25,7 +26,7 @@ from dashboard import (
     status,
     table,
 )
-from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, CANCELLED, REFUSED
+from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, DISMISSED, REFUSED
 from setui.ui.screens.confirm import ConfirmationModal
 from setui.ui.screens.details import DetailsScreen
 from setui.ui.screens.main import MainScreen
@@ -68,7 +69,7 @@ async def test_events_most_urgent_first_with_this_vm_marked(make_dashboard: Make
         # Another VM's event: no alarm symbol, only the time.
         assert t.cell_text(third, "countdown") == "T-2:30"
         assert t.cell_text(third, "resources") == "web-1"
-        assert t.cell_text(fourth, "impact") == "none"
+        assert t.cell_text(fourth, "impact") == "moves host"  # DurationInSeconds 0
         assert t.cell_text(first, "utc") == "10:05:10"
         assert t.cell_text(first, "local") == "11:05:10"
         text = status(d)
@@ -142,6 +143,24 @@ async def test_empty_document_says_so(make_dashboard: MakeDashboard) -> None:
         assert "No scheduled events." in text
         assert "Incarnation 1, unchanged since 10:00:05 UTC" in text
         assert not table(d).display
+
+
+async def test_an_empty_document_is_old_news_while_the_service_does_not_answer(
+        make_dashboard: MakeDashboard) -> None:
+    """"No scheduled events ... unchanged since" was said while the service was
+    unreachable: all that is known then is the last answer, and how old it is."""
+    d = make_dashboard(at=5)
+    async with d.app.run_test(size=NARROW) as pilot:
+        await start(d, pilot)
+        d.emulator.stop()
+        await d.wait_for(pilot, lambda: "✖ unreachable" in status(d))
+        d.app.main_screen.refresh_view()
+        await pilot.pause()
+        text = " ".join(screen_text(d).split())
+        assert "unchanged since" not in text
+        assert re.search(r"No scheduled events in the last answer \(incarnation 1, at "
+                         r"10:00:05 UTC, [^)]+ old\)\.", text), text
+        assert "The service is unreachable now: events may have been scheduled since." in text
 
 
 async def test_gone_events_stay_greyed_on_the_timeline(make_dashboard: MakeDashboard) -> None:
@@ -285,12 +304,12 @@ async def test_other_vms_warn_and_need_yes_typed(make_dashboard: MakeDashboard) 
         assert dialog.has_class("loud")
         await pilot.press("enter", "y", "enter", "n")  # "y" alone is not "yes"
         await d.wait_for(pilot, lambda: isinstance(d.app.screen, MainScreen))
-        await d.wait_for(pilot, lambda: d.audit_actions() == [CANCELLED])
+        await d.wait_for(pilot, lambda: d.audit_actions() == [DISMISSED])
         assert d.posts() == []
         dialog = await open_dialog(d, pilot)
         await pilot.press("y", "e", "s", "enter")
         await d.wait_for(pilot, lambda: len(d.posts()) == 1)
-        await d.wait_for(pilot, lambda: d.audit_actions() == [CANCELLED, APPROVE_ATTEMPT,
+        await d.wait_for(pilot, lambda: d.audit_actions() == [DISMISSED, APPROVE_ATTEMPT,
                                                               APPROVE_OUTCOME])
         await pilot.pause()
         assert table(d).cell_text(freeze.event_id, "approved") == "✓ 10:05:00"
@@ -309,7 +328,7 @@ async def test_approve_cancelled_sends_nothing_and_records_the_cancel(
         await open_dialog(d, pilot)
         await pilot.press("escape")
         await d.wait_for(pilot, lambda: isinstance(d.app.screen, MainScreen))
-        await d.wait_for(pilot, lambda: d.audit_actions() == [CANCELLED, CANCELLED]
+        await d.wait_for(pilot, lambda: d.audit_actions() == [DISMISSED, DISMISSED]
                          and any("nothing was sent" in n for n in d.notices()))
         assert d.posts() == []
 
@@ -338,7 +357,7 @@ async def test_only_y_after_the_guard_approves(make_dashboard: MakeDashboard) ->
         await pilot.press("x", "a", "space", "Y", "j", "tab", "1", "enter")
         assert d.app.screen is dialog
         await pilot.press("n")
-        await d.wait_for(pilot, lambda: d.audit_actions() == [CANCELLED, CANCELLED])
+        await d.wait_for(pilot, lambda: d.audit_actions() == [DISMISSED, DISMISSED])
         assert d.posts() == []
 
 
@@ -690,6 +709,26 @@ def test_snapshot_history(make_dashboard: MakeDashboard, snap_compare: Any,
     async def run_before(pilot: Any) -> None:
         await advance(pilot)
         await pilot.press("h")
+        await pilot.pause()
+
+    assert snap_compare(d.app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", [NARROW, (60, 20)], ids=["80x24", "60x20"])
+def test_snapshot_notices(make_dashboard: MakeDashboard, snap_compare: Any,
+                          size: tuple[int, int]) -> None:
+    """The notice line above the keys: a loud one and a long one, the dashboard moved up
+    to make room, nothing drawn over it."""
+    d, advance = _snapshot_app(make_dashboard)
+
+    async def run_before(pilot: Any) -> None:
+        await advance(pilot)
+        d.app.notify("Reboot for this VM has started.", title="Event started",
+                     severity="error", timeout=600, markup=False)
+        d.app.notify("Incarnation 14, 4 events (2 for this VM): nothing new. The service "
+                     "answered in 3 ms; the next poll is in 1 s.",
+                     title="Poll: the service answered", timeout=600, markup=False)
+        await pilot.pause()
         await pilot.pause()
 
     assert snap_compare(d.app, terminal_size=size, run_before=run_before)

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from textual import events
+from textual.widgets import Static
 
 from dashboard import (
     NARROW,
@@ -21,7 +22,7 @@ from dashboard import (
 )
 from setui.core.backoff import Backoff
 from setui.emulator.faults import Faults
-from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, CANCELLED, REFUSED
+from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, DISMISSED, REFUSED
 from setui.ui.screens.confirm import ConfirmationModal
 from setui.ui.screens.main import MainScreen
 from setui.ui.widgets.summary import EventSummary
@@ -87,7 +88,7 @@ async def test_a_change_under_the_open_dialog_is_never_posted(
         assert refused is not None and refused.action == REFUSED
         assert refused.event["EventType"] == "Freeze"  # the snapshot that was confirmed
         await pilot.press("n")
-        await d.wait_for(pilot, lambda: d.audit_actions() == [REFUSED, CANCELLED])
+        await d.wait_for(pilot, lambda: d.audit_actions() == [REFUSED, DISMISSED])
         assert d.posts() == []
         # Asked again and confirmed, it is the Redeploy that is approved, and recorded so.
         await open_dialog(d, pilot)
@@ -122,8 +123,32 @@ async def test_ctrl_c_cancels_and_pasted_text_never_approves(
         assert d.app.screen is dialog
         await pilot.press("ctrl+c")
         await d.wait_for(pilot, lambda: isinstance(d.app.screen, MainScreen))
-        await d.wait_for(pilot, lambda: d.audit_actions() == [CANCELLED])
+        await d.wait_for(pilot, lambda: d.audit_actions() == [DISMISSED])
         assert d.app.is_running and d.posts() == []
+
+
+async def test_y_then_enter_where_yes_must_be_typed_says_what_is_missing(
+        make_dashboard: MakeDashboard) -> None:
+    """A dialog that asks for "yes" typed (the event also starts for web-1): y then Enter
+    approved nothing and said nothing. It says now that the word is not complete, and
+    the rest of it still confirms."""
+    d = make_dashboard()
+    pinned(d, 70, event(["web-0", "web-1"]))
+    async with d.app.run_test(size=NARROW) as pilot:
+        await ready(d, pilot, 70)
+        dialog = await open_dialog(d, pilot)
+        assert dialog.prompt.typed
+        note = dialog.query_one("#dialog-note", Static)
+        await pilot.press("y", "enter")
+        await pilot.pause()
+        assert d.app.screen is dialog and d.posts() == []
+        said = note.visual.plain  # type: ignore[attr-defined]
+        assert "“y” is not “yes”" in said and "Enter" in said, said
+        await pilot.press("enter")  # Enter again: still nothing, still said
+        await pilot.pause()
+        assert d.app.screen is dialog and "“y” is not “yes”" in note.visual.plain  # type: ignore[attr-defined]
+        await pilot.press("e", "s", "enter")
+        await d.wait_for(pilot, lambda: len(d.posts()) == 1)
 
 
 async def check_the_dialog_is_whole(d: Any, size: tuple[int, int]) -> None:
@@ -132,7 +157,7 @@ async def check_the_dialog_is_whole(d: Any, size: tuple[int, int]) -> None:
     pinned(d, 80, many)
     async with d.app.run_test(size=size) as pilot:
         await ready(d, pilot, 80)
-        for i in range(4):  # the connection flaps: toasts arrive before and after
+        for i in range(4):  # the connection flaps: notices arrive before and after
             d.app.notify(f"before {i}", markup=False)
         await pilot.pause()
         dialog = await open_dialog(d, pilot)
@@ -140,7 +165,7 @@ async def check_the_dialog_is_whole(d: Any, size: tuple[int, int]) -> None:
             d.app.notify(f"while {i}", markup=False)
         await pilot.pause()
         await pilot.pause()
-        assert not d.app._notifications  # every toast waits for the dialog
+        assert "while 3" not in screen_text(d)  # no notice over the dialog
         screen = dialog.region
         for part in ("top", "starts", "who", "keys"):
             region = dialog.query_one(f"#dialog-{part}").region
@@ -154,16 +179,15 @@ async def check_the_dialog_is_whole(d: Any, size: tuple[int, int]) -> None:
         assert scroll.virtual_size.height > scroll.size.height  # the description scrolls
         await pilot.press("escape")
         await d.wait_for(pilot, lambda: isinstance(d.app.screen, MainScreen))
-        # The held toasts show once it closed (the newest few, as ever).
-        await d.wait_for(pilot, lambda: "while 3" in [n.message for n in
-                                                      d.app._notifications])
+        # The notices that waited show once it closed (the newest few, as ever).
+        await d.wait_for(pilot, lambda: "while 3" in screen_text(d))
 
 
-async def test_the_dialog_is_whole_at_60x20_with_toasts(make_dashboard: MakeDashboard) -> None:
+async def test_the_dialog_is_whole_at_60x20_with_notices(make_dashboard: MakeDashboard) -> None:
     await check_the_dialog_is_whole(make_dashboard(), (60, 20))
 
 
-async def test_the_dialog_is_whole_at_80x24_with_toasts(make_dashboard: MakeDashboard) -> None:
+async def test_the_dialog_is_whole_at_80x24_with_notices(make_dashboard: MakeDashboard) -> None:
     await check_the_dialog_is_whole(make_dashboard(), NARROW)
 
 
@@ -249,7 +273,7 @@ async def test_a_change_before_a_retry_is_never_posted_and_is_shown(
         assert outcome.details["ending"] == "changed"
         assert outcome.event["EventType"] == "Freeze"  # what was confirmed
         await pilot.press("n")
-        await d.wait_for(pilot, lambda: CANCELLED in d.audit_actions())
+        await d.wait_for(pilot, lambda: DISMISSED in d.audit_actions())
         assert len(d.posts()) == 1
 
 

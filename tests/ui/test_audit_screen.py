@@ -13,7 +13,8 @@ import pytest
 from textual.app import App
 from textual.widgets import DataTable, Static
 
-from screenhost import ScreenApp
+from dashboard import wait_for
+from screenhost import ScreenApp, assert_not_wrapped, drawn_after
 from setui.store import (
     APPROVE_ATTEMPT,
     APPROVE_OUTCOME,
@@ -29,6 +30,8 @@ ENDPOINT = "http://127.0.0.1:8099"
 T0 = datetime(2024, 5, 14, 9, 30, tzinfo=timezone.utc)
 WHO = {"user": "oncall", "ssh_client": "10.0.0.5", "host": "vm-web-0"}
 GUID = "3f2a9c1e-5b7d-4e21-9a0f-6c1d2e3f4a5b"
+LONG = "Host maintenance " + "x" * 150 + " END"  # wider than the screen
+VERIFYING = "Verifying the audit chain…"
 SNAPSHOT = {"EventId": "A-1", "EventType": "Reboot", "EventStatus": "Scheduled",
             "Resources": ["vm-web-0"], "NotBefore": "Tue, 14 May 2024 10:00:00 GMT"}
 
@@ -74,6 +77,14 @@ def screen_text(app: App[None]) -> str:
     return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
 
 
+async def opened(screen: AuditScreen, pilot: Any) -> None:
+    """Until the chain is verified and the records are shown: both are read on the
+    store's thread, so one turn of the loop is not always enough."""
+    await wait_for(pilot, lambda: shown_text(banner(screen)) not in ("", VERIFYING)
+                   and not screen._loading)
+    await pilot.pause()
+
+
 def rows(screen: AuditScreen) -> list[list[str]]:
     table = screen.query_one(DataTable)
     return [[str(cell) for cell in table.get_row_at(i)] for i in range(table.row_count)]
@@ -86,7 +97,7 @@ async def test_chain_ok_and_paired_rows_newest_first(store: Store) -> None:
     approve(store, 4, event_id=GUID, status=400, error="400 Bad Request")
     screen = AuditScreen(store)
     async with ScreenApp(screen).run_test(size=(120, 36)) as pilot:
-        await pilot.pause()
+        await opened(screen, pilot)
         assert shown_text(banner(screen)) == "✓ Audit chain ok, 6 records verified"
         assert banner(screen).has_class("ok") and not banner(screen).has_class("alarm")
         assert shown_text(status(screen)) == (
@@ -97,7 +108,8 @@ async def test_chain_ok_and_paired_rows_newest_first(store: Store) -> None:
         assert [row[0] for row in shown] == ["05-14 09:34:00", "05-14 09:33:00",
                                              "05-14 09:32:00", "05-14 09:31:00"]
         assert [screen.rows[i].record.seq for i in range(4)] == [5, 4, 3, 1]
-        assert [row[1].split()[0] for row in shown] == ["approve", "refused", "cancelled",
+        # An older record's "cancelled" (a dismissed dialog) reads as what it was.
+        assert [row[1].split()[0] for row in shown] == ["approve", "refused", "dismissed",
                                                         "approve"]
         assert shown[0][1].startswith("approve × FAILED 400")
         assert shown[3][1] == "approve ✓ 200 · 42 ms"
@@ -111,7 +123,9 @@ async def test_who_and_event_fit_in_80_columns(store: Store) -> None:
     screen = AuditScreen(store)
     app = ScreenApp(screen)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
+        await opened(screen, pilot)
+        # the rows are in the table; the screen shows them at its next repaint
+        await wait_for(pilot, lambda: "05-14 09:31:00" in screen_text(app))
         text = screen_text(app)
         assert "When (UTC)" in text and "Who" in text and "Event" in text
         row = next(line for line in text.splitlines() if "05-14 09:31:00" in line)
@@ -126,7 +140,7 @@ async def test_one_record_one_row_in_words(store: Store) -> None:
     log(store, 1, "cancelled")
     screen = AuditScreen(store)
     async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
+        await opened(screen, pilot)
         assert shown_text(banner(screen)) == "✓ Audit chain ok, 1 record verified"
         assert shown_text(status(screen)) == "1 row. Enter: details."
 
@@ -135,7 +149,7 @@ async def test_attempt_without_outcome_says_so(store: Store) -> None:
     log(store, 1, "approve-attempt", details={"sudo_user": "alice"})
     screen = AuditScreen(store)
     async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
+        await opened(screen, pilot)
         assert "outcome unknown" in rows(screen)[0][1]
         await pilot.press("enter")
         await pilot.pause()
@@ -149,7 +163,7 @@ async def test_enter_shows_every_field(store: Store) -> None:
     screen = AuditScreen(store)
     app = ScreenApp(screen)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
+        await opened(screen, pilot)
         await pilot.press("enter")
         await pilot.pause()
         assert isinstance(app.screen, DetailScreen)
@@ -168,7 +182,7 @@ async def test_tampered_chain_is_loud_and_in_words(store: Store) -> None:
     tamper(store)
     screen = AuditScreen(store)
     async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
+        await opened(screen, pilot)
         assert shown_text(banner(screen)) == (
             "!! TAMPERED: record 1 was altered (its content does not match its hash). "
             "Records from there on cannot be trusted.")
@@ -180,15 +194,15 @@ async def test_r_verifies_again(store: Store) -> None:
     approve(store, 1)
     screen = AuditScreen(store)
     async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
+        await opened(screen, pilot)
         assert banner(screen).has_class("ok")
         tamper(store)  # while the screen is open
         log(store, 2, "cancelled", event_id="B-2")
         await pilot.press("r")
-        await pilot.pause()
+        await opened(screen, pilot)
         assert shown_text(banner(screen)).startswith("!! TAMPERED: record 1 was altered")
         assert banner(screen).has_class("alarm") and not banner(screen).has_class("ok")
-        assert rows(screen)[0][1] == "cancelled"  # reloaded too
+        assert rows(screen)[0][1] == "dismissed"  # reloaded too
 
 
 def tamper(store: Store) -> None:
@@ -209,7 +223,7 @@ async def test_hostile_identity_and_ids_are_literal(store: Store) -> None:
     screen = AuditScreen(store)
     app = ScreenApp(screen)
     async with app.run_test(size=(120, 36)) as pilot:
-        await pilot.pause()
+        await opened(screen, pilot)
         shown = rows(screen)
         assert "[red]root[/red]" in shown[0][2]
         assert shown[0][1].startswith("refused × [link=x]no[/")  # cut; whole in the details
@@ -227,7 +241,7 @@ async def test_hostile_identity_and_ids_are_literal(store: Store) -> None:
 async def test_empty_log(store: Store) -> None:
     screen = AuditScreen(store)
     async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
+        await opened(screen, pilot)
         assert "chain ok, 0 records" in shown_text(banner(screen))
         assert "No approvals recorded yet" in shown_text(
             screen.query_one("#audit-status", Static))
@@ -238,7 +252,7 @@ async def test_empty_log(store: Store) -> None:
 async def test_no_store() -> None:
     screen = AuditScreen(None, problem="the data directory is read-only")
     async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
+        await opened(screen, pilot)
         text = shown_text(banner(screen))
         assert "not available" in text and "read-only" in text
         await pilot.press("enter", "r")
@@ -253,7 +267,7 @@ async def test_store_errors_are_shown(store: Store, monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(store, "audit", broken)
     screen = AuditScreen(store)
     async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
+        await opened(screen, pilot)
         assert "database is locked" in shown_text(banner(screen))
         assert banner(screen).has_class("alarm")
         assert "Could not read the audit log" in shown_text(
@@ -265,15 +279,15 @@ async def test_more_records_load_at_the_end(store: Store) -> None:
         log(store, minute, "cancelled", event_id=f"E-{minute}")
     screen = AuditScreen(store, page_size=3)
     async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
+        await opened(screen, pilot)
         assert len(rows(screen)) == 3
         assert shown_text(status(screen)).startswith(
             "The newest 3 rows; older ones load at the end of the list.")
         await pilot.press("G")
-        await pilot.pause()
+        await opened(screen, pilot)
         assert len(rows(screen)) == 6
         await pilot.press("G")
-        await pilot.pause()
+        await opened(screen, pilot)
         assert [row[3] for row in rows(screen)] == [f"Reboot E-{m}" for m in range(6, -1, -1)]
         assert shown_text(status(screen)) == "7 rows. Enter: details."
 
@@ -281,7 +295,7 @@ async def test_more_records_load_at_the_end(store: Store) -> None:
 async def test_vim_keys_hidden_and_footer_keys(store: Store) -> None:
     screen = AuditScreen(store)
     async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
+        await opened(screen, pilot)
         shown = {b.binding.key for b in screen.active_bindings.values() if b.binding.show}
         assert {"escape", "enter"} <= shown
         assert not {"j", "k", "g", "G"} & shown
@@ -304,8 +318,21 @@ async def test_a_missing_witness_is_noted_not_called_tampering(store: Store,
     witness.unlink()
     screen = AuditScreen(store)
     async with ScreenApp(screen).run_test(size=(120, 36)) as pilot:
-        await pilot.pause()
+        await opened(screen, pilot)
         text = shown_text(banner(screen))
         assert text.startswith("✓ Audit chain ok, 2 records verified; note: ")
         assert "witness" in text
         assert banner(screen).has_class("ok")
+
+
+async def test_the_event_as_shown_is_never_wrapped(store: Store) -> None:
+    """The record's event, as JSON, one line per line: it scrolls sideways."""
+    log(store, 1, "cancelled", event={**SNAPSHOT, "Description": LONG})
+    async with ScreenApp(AuditScreen(store)).run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, DetailScreen))
+        await pilot.pause()
+        assert_not_wrapped(drawn_after(pilot.app, "event as shown"),
+                           '"Description": "Host maintenance xxx', " END")
+        assert pilot.app.screen.query_one("#detail-scroll").max_scroll_x > 0

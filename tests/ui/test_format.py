@@ -20,8 +20,8 @@ from setui.ui.format import (
     resources_summary,
     safe,
     sort_key,
+    stamp,
     time_of_day,
-    utc_and_local,
 )
 
 NOW = datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc)
@@ -99,6 +99,21 @@ def test_impact(duration: int | None, text: str) -> None:
     assert impact(ev(duration=duration)) == text
 
 
+@pytest.mark.parametrize(("kind", "text"), [
+    ("Redeploy", "moves host"), ("Preempt", "deleted"), ("Terminate", "deleted"),
+    ("Freeze", "none"), ("Reboot", "none"),
+])
+def test_no_impact_expected_is_not_none_for_an_event_that_moves_or_deletes_the_vm(
+        kind: str, text: str) -> None:
+    """DurationInSeconds 0 says no interruption is expected; a Redeploy still moves the
+    VM to another host (its temporary disk is lost), a Preempt or Terminate deletes it:
+    "none" would say the opposite. The documents' words go with it where there is room."""
+    event = ev(duration=0, kind=kind)
+    assert impact(event) == text
+    if kind == "Redeploy":
+        assert event.effect == "moved to another host; temporary disks lost"
+
+
 def test_resources_summary_marks_this_vm() -> None:
     assert resources_summary(["web-0", "web-1", "web-2"], "web-0") == "▲ web-0 +2"
     assert resources_summary(["WEB-0"], "web-0") == "▲ WEB-0"
@@ -131,7 +146,7 @@ def test_time_of_day_same_day_and_other_days() -> None:
 def test_local_time(monkeypatch: pytest.MonkeyPatch) -> None:
     # The conftest fixes TZ=Europe/Amsterdam: UTC+1 in November.
     assert time_of_day(NOW, NOW, None) == "11:00:00"
-    assert utc_and_local(NOW, NOW) == "Sun 22 Nov 2026 10:00:00 UTC (11:00:00 CET)"
+    assert stamp(NOW) == "2026-11-22 10:00:00 UTC (11:00:00 CET)"
 
 
 def test_age_is_calm() -> None:

@@ -6,11 +6,16 @@ added to a screen without a line in ``help.md`` fails here.
 
 from __future__ import annotations
 
+import asyncio
+from importlib import resources
 from typing import Any
 
+import pytest
 from textual.binding import Binding, BindingType
 from textual.widgets import Markdown
 
+from dashboard import wait_for
+from screenhost import ScreenApp
 from setui.ui.app import SetuiApp
 from setui.ui.replay_app import ReplayApp
 from setui.ui.screens.audit import AuditScreen
@@ -143,3 +148,44 @@ async def test_rendered_help_shows_every_key(make_dashboard: MakeDashboard) -> N
             assert sign in rendered
         await pilot.press("escape")
         await d.wait_for(pilot, lambda: isinstance(d.app.screen, MainScreen))
+
+
+def _help_lines(text: str) -> list[str]:
+    """The help as the Markdown widget draws it, every section on one tall screen."""
+    async def render() -> list[str]:
+        screen = HelpScreen(text)
+        app = ScreenApp(screen)
+        last = [line.lstrip("#").strip() for line in text.splitlines()
+                if line.startswith("#")][-1]
+
+        def lines() -> list[str]:
+            return [strip.text.rstrip() for strip in app.screen._compositor.render_strips()]
+
+        async with app.run_test(size=(110, 400)) as pilot:
+            # Laid out once the last heading is on the screen.
+            await wait_for(pilot, lambda: any(last in line for line in lines()))
+            await pilot.pause()
+            return lines()
+
+    return asyncio.run(render())
+
+
+@pytest.mark.parametrize("source", ["dashboard", "fleet"])
+def test_the_help_shows_no_markdown_table_syntax(source: str) -> None:
+    """A table row that Markdown does not take for a table (no header row, no blank line
+    before it) is drawn as its source: ``| `sign` | meaning |``. Every table must render
+    as one, in the dashboard's help and in the fleet view's."""
+    text = help_text() if source == "dashboard" else (
+        resources.files("setui.ui.fleet").joinpath("help.md").read_text(encoding="utf-8"))
+    rows = sum(1 for line in text.splitlines() if line.startswith("|"))
+    assert rows > 5  # there are tables to render
+    lines = _help_lines(text)
+    raw = [line for line in lines if "|" in line]
+    assert raw == [], "drawn as Markdown source:\n" + "\n".join(raw)
+    # Every cell of every table is on the screen: the tables rendered, with their text.
+    shown = "\n".join(lines)
+    for line in text.splitlines():
+        if line.startswith("|") and not line.startswith("|---"):
+            for cell in line.strip("|").split("|"):
+                words = cell.replace("`", "").replace("**", "").split()
+                assert all(word in shown for word in words), (line, words)

@@ -28,10 +28,10 @@ from dashboard import (
     table,
     wait_for,
 )
-from setui.ui.app import MAX_TOASTS
 from setui.ui.screens.confirm import ConfirmationModal
 from setui.ui.screens.main import MainScreen, share_height
 from setui.ui.widgets.events import EventsTable
+from setui.ui.widgets.notices import MAX_NOTICES, NoticeLine
 from setui.ui.widgets.status import StatusBar
 from setui.ui.widgets.summary import EventSummary
 from setui.ui.widgets.timeline import Timeline
@@ -101,16 +101,17 @@ async def test_a_failed_approval_gives_its_reason_under_the_table(
         assert "refused: the audit log cannot" in summary
 
 
-# -- toasts and the bell ------------------------------------------------------------------------
-async def test_at_most_two_toasts_cover_the_dashboard(make_dashboard: MakeDashboard) -> None:
+# -- notices and the bell -----------------------------------------------------------------------
+async def test_at_most_two_notices_take_room_from_the_dashboard(
+        make_dashboard: MakeDashboard) -> None:
     d = make_dashboard()
     async with d.app.run_test(size=NARROW) as pilot:
         await start(d, pilot)
         for i in range(6):
             d.app.notify(f"notice {i}", markup=False)
         await pilot.pause()
-        shown = [n.message for n in d.app._notifications]
-        assert shown == [f"notice {i}" for i in range(6 - MAX_TOASTS, 6)]
+        shown = d.app.main_screen.query_one(NoticeLine).plain().splitlines()
+        assert shown == [f"notice {i}" for i in range(6 - MAX_NOTICES, 6)]
         assert [f"notice {i}" for i in range(6)] == list(d.app.notices)[-6:]
 
 
@@ -314,7 +315,7 @@ class Terminal:
 @pytest.mark.parametrize("size", [WIDE, NARROW], ids=["120x36", "80x24"])
 async def test_the_terminal_shows_the_screen_after_a_minute_of_partial_repaints(
         make_dashboard: MakeDashboard, size: tuple[int, int]) -> None:
-    """Only changed cells are sent (setui.ui.widgets.repaint, ChangedLines, the table's
+    """Only changed cells are sent (setui.ui.compat.install, ChangedLines, the table's
     cells): after a minute of ticks, events starting and leaving, what the terminal
     shows must still be exactly what the app would draw from scratch."""
     d = make_dashboard(at=280)
@@ -475,7 +476,10 @@ async def test_a_failing_store_is_still_offered_every_new_incarnation(
         await start(d, pilot)
         monkeypatch.setattr(d.store, "record_document", failing)
         await d.advance(pilot, 40)  # several incarnations, many polls of each
-        await pilot.pause(0.5)
+        # Five more answers of the last document: each a chance to try it again.
+        polled = len(d.gets())
+        await d.wait_for(pilot, lambda: len(d.gets()) >= polled + 5)
+        await d.wait_for(pilot, lambda: len(set(tried)) >= 2)
         # Repeats of a document wait for the back-off; a new incarnation never does.
         assert len(set(tried)) >= 2, tried
         assert len(tried) == len(set(tried)), tried

@@ -12,12 +12,15 @@ import subprocess
 import termios
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from children import SETUI
+from dashboard import WIDE, MakeDashboard, start
 
-pytestmark = pytest.mark.skipif(os.name != "posix", reason="a pty is POSIX-only")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(os.name != "posix", reason="a pty is POSIX-only")]
 
 PATIENCE = 60.0
 SGR = re.compile(rb"\x1b\[([0-9;:]*)m")
@@ -91,3 +94,59 @@ def test_without_no_color_the_same_run_has_colour(tmp_path: Path) -> None:
     # The check above can fail: the same reading finds the colours of a normal run.
     out = _run_in_a_pty(tmp_path)
     assert any(_colour_parameters(s) for s in SGR.findall(out))
+
+
+# -- the same attributes whatever the theme -----------------------------------------------------
+Attributes = tuple[str, bool, bool, bool, bool, bool]  # the character; bold, dim, italic,
+# underline, reverse
+
+
+def _drawn(app: Any) -> list[list[Attributes]]:
+    """Each cell of the screen as it reaches the terminal (the app's line filters are
+    applied when widgets render): its character and its attributes."""
+    rows = []
+    for strip in app.screen._compositor.render_strips():
+        row: list[Attributes] = []
+        for text, style, control in strip:
+            if control:
+                continue
+            assert style is None or (style.color is None and style.bgcolor is None), style
+            flags = (False,) * 5 if style is None else (
+                bool(style.bold), bool(style.dim), bool(style.italic), bool(style.underline),
+                bool(style.reverse))
+            row += [(char, *flags) for char in text]
+        rows.append(row)
+    return rows
+
+
+async def _dashboard_in(make_dashboard: MakeDashboard, theme: str) -> list[list[Attributes]]:
+    d = make_dashboard(shown_endpoint=True)
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        d.app.theme = theme
+        await d.wait_for(pilot, lambda: d.app.theme == theme)
+        await pilot.pause()
+        d.app.main_screen.refresh_view()
+        await pilot.pause()
+        return _drawn(d.app)
+
+
+@pytest.mark.parametrize("theme", ["setui-dark", "setui-light", "setui-amber"])
+async def test_no_color_draws_the_attributes_of_the_mono_theme_in_every_theme(
+        make_dashboard: MakeDashboard, monkeypatch: pytest.MonkeyPatch, theme: str) -> None:
+    """Under NO_COLOR no colour reaches the terminal, so a theme's colours cannot say
+    anything: the selection must still be reverse and a neighbour's row dim, as the help
+    says, whatever the theme. The attributes drawn are the mono theme's, cell by cell."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    mono = await _dashboard_in(make_dashboard, "setui-mono")
+    # The reference says what the help promises: the selected row (this VM's Freeze, the
+    # first) is reverse, and a neighbour's row (web-1's Freeze, the third) is dim.
+    text = ["".join(cell[0] for cell in row) for row in mono]
+    selected = next(i for i, line in enumerate(text) if "▲ web-0 +1" in line)
+    neighbour = next(i for i, line in enumerate(text) if line.rstrip().endswith("web-1"))
+    assert all(cell[5] for cell in mono[selected][:40]), text[selected]
+    assert all(cell[2] for cell in mono[neighbour][1:40] if cell[0] != " "), text[neighbour]
+    drawn = await _dashboard_in(make_dashboard, theme)
+    assert ["".join(cell[0] for cell in row) for row in drawn] == text
+    for y, (want, got) in enumerate(zip(mono, drawn, strict=True)):
+        assert got == want, f"line {y} {text[y]!r} differs in {theme}"

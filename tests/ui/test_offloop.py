@@ -11,8 +11,7 @@ from textual.widgets import DataTable, Static
 from dashboard import MakeDashboard, start
 from setui.ui.screens.audit import AuditScreen
 from setui.ui.screens.history import HistoryScreen
-
-PATIENCE = 30.0
+from waiting import PATIENCE
 
 
 def hold(store: Any, name: str) -> threading.Event:

@@ -19,11 +19,11 @@ from textual.widgets import DataTable
 from setui.core.health import ConnectionState, Health, PollResult
 from setui.core.model import parse_document
 from setui.core.tracker import Tracker
+from setui.ui import compat
 from setui.ui.format import Palette, Urgency
 from setui.ui.messages import ApprovalNote, PollUpdate, Session
 from setui.ui.screens.confirm import Prompt, approval_prompt
 from setui.ui.screens.details import describe_event, raw_json
-from setui.ui.widgets import repaint
 from setui.ui.widgets.events import EventsTable, Row, columns_for, tier_for
 from setui.ui.widgets.lines import ChangedLines, changed_span, same_shape
 from setui.ui.widgets.status import StatusView, status_lines
@@ -119,6 +119,43 @@ def test_status_is_cut_to_the_width() -> None:
         state=ConnectionState.UNREACHABLE, last_error="y" * 500))
     for line in status_lines(long, 80, PALETTE):
         assert line.cell_len <= 80
+
+
+SEPARATOR = re.compile(r" {1,2}· {1,2}")
+
+
+@pytest.mark.parametrize("values", [
+    {"recorder": "history: only while open"},
+    {"recorder": "recorder: pid 4242", "this_vm_only": True, "filter_text": "web", "hidden": 3},
+    {"health": Health(state=ConnectionState.STALE, clock_skew=-12.0),
+     "last_seen": NOW - timedelta(seconds=75), "recorder": "history: only while open"},
+    {"health": Health(state=ConnectionState.RETRYING, next_attempt_in=12.0,
+                      last_error="the service answered 500"),
+     "store_problem": "the disk is full", "incarnation": 12345,
+     "last_seen": NOW - timedelta(seconds=80)},
+    {"health": Health(), "last_seen": None, "incarnation": None},
+])
+def test_status_parts_are_whole_at_every_width(values: dict[str, Any]) -> None:
+    """At 60 columns the second line ended "history: only while open" as "his…": a part
+    is shown whole, in a shorter form, or not at all, and never a word cut short. What
+    hides rows, staleness and a history not recorded stay at any width the dashboard
+    runs at (60 columns, 58 inside the padding)."""
+    wide = status_lines(view(**values), 300, PALETTE)[1].plain
+    long_parts = SEPARATOR.split(wide)
+    for width in range(58, 200):
+        second = status_lines(view(**values), width, PALETTE)[1]
+        assert second.cell_len <= width
+        text = second.plain.rstrip()
+        assert "…" not in text, (width, text)
+        for part in SEPARATOR.split(text):
+            # Each part is one of the wide line's, or a shorter form of one: the words
+            # it starts with (a symbol, STALE, history, the filter) are the same.
+            assert any(part == whole or part.split()[0] == whole.split()[0]
+                       or part.split()[0].rstrip(".:") in whole
+                       for whole in long_parts), (width, part)
+        for kept in ("hidden", "STALE", "NOT recorded"):
+            if kept in wide:
+                assert kept in text, (width, kept, text)
 
 
 # -- the timeline -----------------------------------------------------------------------------
@@ -387,11 +424,13 @@ async def test_characters_changed_in_place_render_as_textual_renders_them() -> N
 
 async def test_a_partial_repaint_writes_only_the_cells_asked_for() -> None:
     """Textual writes a dirty span from the widget's left edge (Textualize/textual#5625);
-    with repaint installed a tick of the clock sends its one changed digit."""
+    with compat installed (as a setui app does at start) a tick of the clock sends its
+    one changed digit."""
     app = LinesApp()
     writes: list[str] = []
+    assert compat.install()
     async with app.run_test(size=(60, 6)) as pilot:
-        assert repaint.installed()  # the widget installed it on mount
+        assert compat.installed()
         original = app._display
 
         def display(screen: Any, renderable: Any) -> None:
@@ -415,9 +454,9 @@ async def test_a_partial_repaint_writes_only_the_cells_asked_for() -> None:
 
 def test_a_cut_never_splits_a_double_width_character() -> None:
     line = strip(("ab日本cd", ""))
-    assert repaint.whole_cells(line, 3, 4) == (2, 4)  # 日 is cells 2-3
-    assert repaint.whole_cells(line, 4, 5) == (4, 6)  # 本 is cells 4-5
-    assert repaint.whole_cells(line, 6, 7) == (6, 7)
+    assert compat.whole_cells(line, 3, 4) == (2, 4)  # 日 is cells 2-3
+    assert compat.whole_cells(line, 4, 5) == (4, 6)  # 本 is cells 4-5
+    assert compat.whole_cells(line, 6, 7) == (6, 7)
 
 
 # -- the summary, the dialog, the details ----------------------------------------------------
@@ -428,7 +467,7 @@ def test_summary_lines() -> None:
                                                           note, PALETTE, 200))
     assert first == ("› Reboot  Scheduled  for web-0 (this VM), web-1  approved 10:00:00 by "
                      "oncall  source Platform  impact 15 s")
-    assert second == ("NotBefore Sun 22 Nov 2026 10:10:00 UTC (11:10:00 CET)  "
+    assert second == ("NotBefore 2026-11-22 10:10:00 UTC (11:10:00 CET)  "
                       "“Planned maintenance”")
 
 
@@ -455,7 +494,7 @@ def test_approval_prompt_for_this_vm_only() -> None:
     assert prompt.title == "Approve this Reboot now?"
     assert not prompt.loud and not prompt.typed  # one key, y, approves it
     text = prompt.body.plain
-    assert "NotBefore   Sun 22 Nov 2026 10:10:00 UTC (11:10:00 CET), T-10:00" in text
+    assert "NotBefore   2026-11-22 10:10:00 UTC (11:10:00 CET), T-10:00" in text
     assert "Approving lets Azure start this now instead of waiting for NotBefore." in text
     assert prompt.starts.plain == "It will start for:  web-0 (this VM)"
     assert prompt.who.plain == "Recorded in the audit log as:  oncall on vm"

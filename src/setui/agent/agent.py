@@ -1,39 +1,38 @@
 """The agent: the monitor's updates in, the policy's steps out, each once.
 
-For every event the first matching rule is decided once and kept (step ``match``); then
-its steps run in order: ``prepare`` (a hook), ``approve`` (through the one Approver, so
-the audit log says ``policy:RULE (setui agent, uid N)`` and carries the hook outcomes),
-and ``recover`` (a hook, once the event has completed or gone). Each step's state is in
-the store *before* it acts, so a restarted agent neither repeats what finished nor
-blindly reruns what a dead agent left running (that is marked interrupted and told).
-At most one task works on an event at a time: never two hooks for one event at once.
-A hold, set by a person from the dashboard, stops any step from starting.
+For every event the first matching rule is decided once and kept (step ``match``; a rule
+that names this VM waits for its name); then its steps run in order, each after the
+event is matched against its rule again (agent.acting): ``prepare`` (a hook),
+``approve`` (through the one Approver, so the audit log says ``policy:RULE (setui agent,
+uid N)`` and carries the hook outcomes), and ``recover`` (a hook, once the event has
+completed or gone). Each step's state is in the store *before* it acts, so a restarted
+agent neither repeats what finished nor blindly reruns what a dead agent left running
+(that is marked interrupted and told); a clean stop waits a bounded time for a step
+under way, then interrupts it and tells. At most one task works on an event at a time:
+never two hooks for one event at once. A hold, set by a person from the dashboard, stops
+any step from starting. What it says and tells, its errors included, is agent.telling's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import socket
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from setui.agent.acting import Acting, actor_label
+from setui.agent.errors import AgentErrors
 from setui.agent.plan import MATCH, plan_of
 from setui.agent.policy import Policy, Rule
-from setui.agent.rules import first_match
+from setui.agent.rules import NameUnknown, first_match
+from setui.agent.telling import MEANS
 from setui.core.model import Event, format_not_before
 from setui.core.tracker import ChangeKind
-from setui.store.agent import (
-    DONE,
-    FAILED,
-    INTERRUPTED,
-    RUNNING,
-    SKIPPED,
-    AgentLog,
-    Step,
-)
+from setui.snapshot import Confirmed
+from setui.store.agent import DONE, FAILED, INTERRUPTED, RUNNING, SKIPPED, AgentLog, Step
+from setui.store.records import event_snapshot
 
 if TYPE_CHECKING:
     from setui.agent.metrics import AgentMetrics
@@ -42,29 +41,25 @@ if TYPE_CHECKING:
     from setui.monitor import Monitor, MonitorUpdate
     from setui.store import Store
 
-__all__ = ["Agent", "actor_label"]
+__all__ = ["STOP_GRACE", "Agent", "actor_label"]  # actor_label: the audit log's, re-exported
 
 _T = TypeVar("_T")
+# How long a clean stop waits for a hook or an approval under way: under the unit's
+# TimeoutStopSec (30 s), with room for killing the hook (5 s), telling and closing.
+STOP_GRACE = 20.0
 _ENDED = (ChangeKind.COMPLETED, ChangeKind.CANCELLED, ChangeKind.GONE)
 _TOLD = (ChangeKind.RESCHEDULED, ChangeKind.STARTED, *_ENDED)
-# Told even by a rule that does not notify: a person must know the agent could not act.
-_ALWAYS_TOLD = frozenset({"hook failed", "approval failed", "interrupted"})
 
 
-def actor_label(rule: str, uid: int | None = None) -> str:
-    """The audit log's actor for the agent's approvals under ``rule``."""
-    uid = uid if uid is not None else (os.getuid() if hasattr(os, "getuid") else -1)
-    return f"policy:{rule} (setui agent, uid {uid})"
-
-
-class Agent:
+class Agent(Acting):
     """Consumes :class:`MonitorUpdate` s (``await agent.handle(update)``) and acts."""
 
     def __init__(self, *, policy: Policy, monitor: Monitor, client: ImdsClient,
-                 store: Store | None, vm_name: str, dry_run: bool,
+                 store: Store | None, vm_name: str | None, dry_run: bool,
                  say: Callable[[dict[str, Any]], None],
                  notifier: Notifier | None = None,
-                 metrics: AgentMetrics | None = None) -> None:
+                 metrics: AgentMetrics | None = None,
+                 errors: AgentErrors | None = None) -> None:
         self.policy = policy
         self.monitor = monitor
         self.client = client
@@ -76,16 +71,24 @@ class Agent:
         self.metrics = metrics
         self.log = AgentLog(store, monitor.endpoint) if store is not None else None
         self.notifier = notifier
+        self.errors = errors or AgentErrors()
         self.rules = {rule.name: rule for rule in policy.rules}
         self.rule_of: dict[str, Rule] = {}
         self.steps: dict[tuple[str, str], Step] = {}
         self.ended: set[str] = set()
         self.last_seen: dict[str, Event] = {}
+        # Each event as its rule last matched it: what an approval is bound to, and what
+        # a change is told against.
+        self.matched: dict[str, Confirmed] = {}
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self.held: set[str] = set()
+        # Events whose rule cannot be decided yet: a rule that names this VM comes first,
+        # and its name is not known (event -> that rule's name).
+        self.waiting: dict[str, str] = {}
         self._looked_up: set[str] = set()
         self._said: set[tuple[str, str]] = set()  # dry run: each "would" said once
         self._interrupted: list[Step] = []
+        self.stopping = False  # a clean stop is under way: no step starts any more
         self._idle = False
         self._timed = any(rule.not_before_within is not None for rule in policy.rules)
         self._host = socket.gethostname() or "unknown"
@@ -93,14 +96,18 @@ class Agent:
     # -- the store, on its thread ---------------------------------------------------------
     async def _db(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         recorder = self.monitor.recorder
-        if recorder is not None:
+        # Stopping, the recorder's thread may have ended already (the monitor stops when
+        # the signal reaches it): a thread of the pool's, then.
+        if recorder is not None and not recorder.closed:
             return await recorder.call(fn, *args, **kwargs)
         return await asyncio.to_thread(fn, *args, **kwargs)
 
-    def _record(self, kind: str, event_id: str | None, *, rule: str | None = None,
-                step: str | None = None, state: str | None = None, detail: str = "") -> None:
-        self.say({"time": self.monitor.now(), "agent": kind, "event_id": event_id,
-                  "rule": rule, "step": step, "state": state, "detail": detail})
+    def name_learned(self, vm_name: str) -> None:
+        """This VM's name is known at last: the rules that wait for it are decided, and
+        the steps that wait for it may start, at the next poll."""
+        self.vm_name = vm_name
+        self.monitor.vm_name = vm_name
+        self._idle = False
 
     async def start(self) -> None:
         """Take up where a previous agent stopped: what it left running is interrupted."""
@@ -117,21 +124,60 @@ class Agent:
             self._record("interrupted", step.event_id, rule=step.rule, step=step.step,
                          state=INTERRUPTED, detail="the agent stopped while this ran; it is "
                          "not run again (whether it finished is not known)")
-            if self.metrics is not None and step.step != "approve":
-                self.metrics.hook_runs.labels(hook=step.step, outcome="interrupted").inc()
+            self._count_interrupted(step.step)
         self._interrupted = left  # told once the first document says what the events are
 
-    async def stop(self) -> None:
-        for task in list(self.tasks.values()):
+    async def stop(self, grace: float = STOP_GRACE) -> None:
+        """A clean stop: no step starts any more; a hook or an approval under way may end
+        by itself within ``grace`` seconds (and is recorded as usual); what still runs
+        then is interrupted (a hook killed with its process group), and that is kept,
+        said, told and counted. The messages due are sent before the notifier stops."""
+        self.stopping = True
+        busy = {i: t for i, t in self.tasks.items() if not t.done()}
+        if busy:
+            for step in self._running(busy):
+                self._record("stopping", step.event_id, rule=step.rule, step=step.step,
+                             state=RUNNING, detail=f"waiting up to {grace:g} s for "
+                             f"{step.step} to end by itself before stopping")
+            with contextlib.suppress(asyncio.CancelledError):  # cancelled: no more waiting
+                await asyncio.wait(busy.values(), timeout=grace)
+        left = {i: t for i, t in busy.items() if not t.done()}
+        cut = self._running(left)
+        for task in left.values():
             task.cancel()
-        for task in list(self.tasks.values()):
+        for task in left.values():
             with contextlib.suppress(BaseException):
                 await task
+        for step in cut:
+            await self._cut(step, grace)
         if self.notifier is not None:
             await asyncio.to_thread(self.notifier.stop)
 
+    def _running(self, tasks: dict[str, asyncio.Task[None]]) -> list[Step]:
+        return [s for (event_id, _), s in self.steps.items()
+                if event_id in tasks and s.state == RUNNING]
+
     # -- each poll ------------------------------------------------------------------------
     async def handle(self, update: MonitorUpdate) -> None:
+        """One poll's update: acted on, and never the end of the agent (an error is said,
+        once a minute if it repeats, and tried again at the next poll)."""
+        result = update.result
+        # The connection's own lines say each change of it; a minute of failing polls is
+        # an error state all the same, told like any other.
+        if result.error is not None:
+            self.error("reading the events", result.error.message or str(result.error),
+                       quiet=True)
+        elif result.fresh:
+            self.fine("reading the events")
+        try:
+            await self._handle(update)
+        except Exception as exc:  # a store that fails, or a bug
+            self.error("the agent's work", f"{type(exc).__name__}: {exc}")
+        else:
+            self.fine("the agent's work")
+        self._errors_due()
+
+    async def _handle(self, update: MonitorUpdate) -> None:
         result = update.result
         document = result.document
         if self.metrics is not None:
@@ -157,10 +203,12 @@ class Agent:
             if change.kind in _ENDED:
                 self.ended.add(event_id)
             if change.kind in _TOLD and not change.initial:
+                # Only part of the message's key, never shown: kept in the service's form
+                # so a restart after an upgrade does not send the same news again.
                 extra = format_not_before(change.event.not_before) \
                     if change.kind is ChangeKind.RESCHEDULED and change.event else ""
                 self._notify(change.event, event_id, rule.name, change.kind.value,
-                             change.detail, extra=extra)
+                             change.detail or MEANS[change.kind], extra=extra)
         await self._advance()
         if result.changes:
             self._forget({e.event_id for e in document.events})
@@ -171,16 +219,19 @@ class Agent:
             and not any(not t.done() for t in self.tasks.values()) \
             and not (self._timed and any(e.event_id not in self.rule_of
                                          for e in document.events))
+        self.waiting = {i: r for i, r in self.waiting.items() if i in ids}
 
     def _forget(self, current: set[str]) -> None:
         """Drop what is kept in memory of events that left and need nothing more: a
         long-running agent's memory is bounded by the document, not by its past (the
         store still has it all, and is asked again if such an event comes back)."""
+        if self.vm_name is None:
+            return  # every step waits for this VM's name: none is done yet
         for event_id in [i for i in self.rule_of if i not in current]:
             task = self.tasks.get(event_id)
             if (task is not None and not task.done()) or self._next(event_id) is not None:
                 continue
-            for table in (self.rule_of, self.last_seen, self.tasks):
+            for table in (self.rule_of, self.last_seen, self.tasks, self.matched):
                 table.pop(event_id, None)  # type: ignore[attr-defined]
             self.ended.discard(event_id)
             self._looked_up.discard(event_id)
@@ -199,8 +250,7 @@ class Agent:
         self._looked_up.update(new)
         keeps = self.log is not None and not self.dry_run
         pending = [(event, rule) for event in events if event.event_id not in self.rule_of
-                   and (rule := first_match(self.policy.rules, event, vm_name=self.vm_name,
-                                            now=now)) is not None]
+                   and (rule := self._decide(event, now)) is not None]
         approval_ids = list(dict.fromkeys(ids)) \
             if approvals and self.metrics is not None and self.store is not None else []
 
@@ -244,8 +294,11 @@ class Agent:
             known = self.rules.get(row.rule)
             if row.step == MATCH and known is not None:
                 self.rule_of[row.event_id] = known
+        incarnation = self._incarnation()
         for event, rule, plan in decided:
             self.rule_of[event.event_id] = rule
+            self.matched[event.event_id] = Confirmed(event.event_id, event_snapshot(event),
+                                                     incarnation)
             self.steps[(event.event_id, MATCH)] = Step(event.event_id, MATCH, rule.name, DONE,
                                                        plan, None, now)
             self._record("matched", event.event_id, rule=rule.name, step=MATCH, state=DONE,
@@ -256,6 +309,21 @@ class Agent:
             self.metrics.set_approved_by(approved)
         if failed is not None:
             raise failed
+
+    def _decide(self, event: Event, now: datetime) -> Rule | None:
+        """The rule the event falls under; None also while that waits for this VM's name
+        (said once per event)."""
+        try:
+            rule = first_match(self.policy.rules, event, vm_name=self.vm_name, now=now)
+        except NameUnknown as wait:
+            if event.event_id not in self.waiting:
+                self.waiting[event.event_id] = wait.rule.name
+                self._record("waiting", event.event_id, rule=wait.rule.name, step=MATCH,
+                             detail="waiting for this VM's name (not known yet): the rule "
+                                    "names this VM")
+            return None
+        self.waiting.pop(event.event_id, None)
+        return rule
 
     async def _set(self, event_id: str, step: str, rule: Rule, state: str, detail: str = "",
                    started: datetime | None = None) -> None:
@@ -273,8 +341,8 @@ class Agent:
         due = [i for i, rule in self.rule_of.items()
                if rule.acts and self._next(i) is not None
                and (i not in self.tasks or self.tasks[i].done())]
-        if not due:
-            return
+        if not due or (self.log is None and not self.dry_run):
+            return  # no audit log, nothing done: the agent observes (and said so)
         if self.log is not None:
             try:
                 self.held = await self._db(self.log.held, due)
@@ -293,6 +361,12 @@ class Agent:
         """The next step for the event: (step, None) to take it, (step, reason) to skip
         it, or None when there is nothing to do now."""
         rule = self.rule_of[event_id]
+        if self.stopping:
+            return None
+        if self.vm_name is None:
+            return None  # a hook is told this VM's name, the approver checks against it
+        if self._state(event_id, MATCH) == SKIPPED:
+            return None  # its rule no longer matches: nothing more without a person
         if event_id in self.ended:
             if rule.recover is not None and self._state(event_id, "recover") is None:
                 return "recover", None
@@ -337,10 +411,13 @@ class Agent:
                     await self._set(event_id, step, rule, SKIPPED, skip)
                     self._record("skipped", event_id, rule=rule.name, step=step,
                                  state=SKIPPED, detail=skip)
+                elif (changed := self._recheck(event_id, rule)) is not None:
+                    await self._unmatched(event_id, rule, step, *changed)
                 elif self.dry_run:
+                    words = await self._would(event_id, rule, step)
                     await self._set(event_id, step, rule, DONE, "dry run")
                     self._record("would", event_id, rule=rule.name, step=step,
-                                 detail=f"dry run: would {self._words(rule, step)}")
+                                 detail=f"dry run: would {words}")
                 elif self.log is not None and await self._db(self.log.held, [event_id]):
                     self.held.add(event_id)
                     return
@@ -348,154 +425,9 @@ class Agent:
                     await self._approve(event_id, rule)
                 else:
                     await self._hook(event_id, rule, step)
+                self.fine(f"the steps of event {event_id}")
                 current = None
-        except asyncio.CancelledError:
-            # Stopped mid-step: say so now rather than leave the next agent to find out.
-            if current is not None and self._state(event_id, current) == RUNNING \
-                    and self.log is not None and not self.dry_run:
-                with contextlib.suppress(Exception):
-                    self.log.set_step(event_id, current, rule=rule.name, state=INTERRUPTED,
-                                      at=self.monitor.now(),
-                                      detail="the agent was stopped while this ran")
-            raise
         except Exception as exc:  # a store that fails: said, and tried again next poll
-            self._record("error", event_id, rule=rule.name, step=current,
-                         detail=f"{type(exc).__name__}: {exc}")
+            self.error(f"the steps of event {event_id}", f"{type(exc).__name__}: {exc}",
+                       event_id=event_id, rule=rule.name, step=current)
 
-    @staticmethod
-    def _words(rule: Rule, step: str) -> str:
-        if step == "approve":
-            return "approve"
-        hook = rule.prepare if step == "prepare" else rule.recover
-        return f"run {step} '{hook.text if hook else '?'}'"
-
-    async def _hook(self, event_id: str, rule: Rule, step: str) -> None:
-        # Here, not at the top: an agent whose policy runs no hook never loads subprocess.
-        from setui.agent.hooks import hook_environment, hook_input, run_hook
-
-        hook = rule.prepare if step == "prepare" else rule.recover
-        assert hook is not None and self.log is not None
-        event = self.last_seen.get(event_id)
-        if event is None:
-            return
-        document = self.monitor.state.document
-        incarnation = document.incarnation if document is not None else 0
-        now = self.monitor.now()
-        run_id = await self._db(self.log.hook_started, event_id, step, rule=rule.name,
-                                command=hook.text, at=now)
-        detail = f"{step} '{hook.name}'"
-        await self._set(event_id, step, rule, RUNNING, detail, started=now)
-        self._record("running", event_id, rule=rule.name, step=step, state=RUNNING,
-                     detail=hook.text)
-        kw = {"step": step, "rule": rule.name, "incarnation": incarnation,
-              "vm_name": self.vm_name}
-        result = await run_hook(hook, env=hook_environment(event, **kw),
-                                stdin=hook_input(event, **kw))
-        await self._db(self.log.hook_ended, run_id, at=self.monitor.now(),
-                       exit_status=result.exit_status, timed_out=result.timed_out,
-                       output=result.output if result.error is None else result.error)
-        state = DONE if result.ok else FAILED
-        await self._set(event_id, step, rule, state, f"{detail} {result.describe()}")
-        outcome = "ok" if result.ok else ("timeout" if result.timed_out else (
-            "error" if result.error is not None else "failed"))
-        if self.metrics is not None:
-            self.metrics.hook_runs.labels(hook=step, outcome=outcome).inc()
-        self._record("finished" if result.ok else "failed", event_id, rule=rule.name,
-                     step=step, state=state, detail=f"{hook.text}: {result.describe()}")
-        if not result.ok:
-            self._notify(event, event_id, rule.name, "hook failed",
-                         f"{step} hook '{hook.name}' {result.describe()}"
-                         + ("; the event is not approved" if step == "prepare" else ""),
-                         extra=step)
-
-    async def _approve(self, event_id: str, rule: Rule) -> None:
-        from setui.approval import Approver  # loaded by the first approval, not at start
-        from setui.identity import Identity
-
-        assert self.log is not None and self.store is not None
-        document = self.monitor.state.document  # the snapshot the decision is made on
-        already = await self._db(self.store.approvals, [event_id])
-        if already:
-            record = next(iter(already.values()))
-            await self._set(event_id, "approve", rule, DONE,
-                            f"already approved by {record.user}")
-            self._record("skipped", event_id, rule=rule.name, step="approve", state=DONE,
-                         detail=f"already approved by {record.user}")
-            return
-        runs = await self._db(self.log.hook_runs, event_id)
-        hooks = [{"step": r.step, "command": r.command[:200], "exit_status": r.exit_status,
-                  "timed_out": r.timed_out} for r in runs]
-        await self._set(event_id, "approve", rule, RUNNING, "approve",
-                        started=self.monitor.now())
-        actor = actor_label(rule.name)
-        approver = Approver(self.client, self.store, endpoint=self.endpoint,
-                            identity=Identity(user=actor, ssh_client=None, host=self._host),
-                            vm_name=self.vm_name,
-                            details={"agent": {"rule": rule.name, "hooks": hooks}})
-        # An event that reaches other VMs is approved only by a rule that says so
-        # (other_vms = true): the approver refuses it otherwise, as it does for a person.
-        outcome = (await approver.approve(
-            [event_id], document, allow_other_vms=rule.other_vms is True))[0]
-        state = DONE if outcome.approved else FAILED
-        await self._set(event_id, "approve", rule, state, outcome.message)
-        if self.metrics is not None:
-            kind = "approved" if outcome.approved else (
-                "refused" if outcome.refused else "failed")
-            self.metrics.approvals.labels(outcome=kind, actor_kind="policy").inc()
-        self._record("approved" if outcome.approved else "failed", event_id,
-                     rule=rule.name, step="approve", state=state,
-                     detail=f"{outcome.message} (as {actor})")
-        event = self.last_seen.get(event_id)
-        if outcome.approved:
-            self.monitor.note_approved(event_id)
-            self._notify(event, event_id, rule.name, "approved", f"approved as {actor}")
-            if self.metrics is not None:
-                await self._refresh_approvals([event_id, *self._current_ids()])
-        else:
-            self._notify(event, event_id, rule.name, "approval failed", outcome.message)
-
-    def _current_ids(self) -> list[str]:
-        document = self.monitor.state.document
-        return [e.event_id for e in document.events] if document is not None else []
-
-    async def _refresh_approvals(self, ids: list[str]) -> None:
-        assert self.metrics is not None and self.store is not None
-        try:
-            found = await self._db(self.store.approvals, list(dict.fromkeys(ids)))
-        except Exception:
-            return
-        self.metrics.set_approved_by({i: r.user for i, r in found.items()})
-
-    # -- notifications --------------------------------------------------------------------
-    def _notify(self, event: Event | None, event_id: str, rule_name: str, change: str,
-                detail: str, *, extra: str = "") -> None:
-        rule = self.rules.get(rule_name)
-        if not ((rule is not None and rule.notify) or change in _ALWAYS_TOLD):
-            return
-        if not self.policy.urls:
-            return
-        from setui.agent.notify import Message, render
-
-        fields = {
-            "change": change, "event_id": event_id,
-            "event_type": event.event_type.value if event else "unknown",
-            "status": event.status.value if event else "unknown",
-            "not_before": format_not_before(event.not_before) if event else "",
-            "resources": ", ".join(event.resources) if event else "unknown",
-            "this_vm": "yes" if event and event.affects(self.vm_name) else "no",
-            "vm_name": self.vm_name, "rule": rule_name, "detail": detail,
-            "source": event.source.value if event and event.source else "unknown",
-            "duration": "" if event is None or event.duration is None else event.duration,
-            "incarnation": (self.monitor.state.document.incarnation
-                            if self.monitor.state.document is not None else ""),
-        }
-        key = "|".join((self.endpoint, event_id, change, extra))
-        message = Message(key, event_id, change, render(self.policy.title, fields),
-                          render(self.policy.body, fields))
-        if self.dry_run or self.notifier is None:
-            if (key, "notify") not in self._said:
-                self._said.add((key, "notify"))
-                self._record("would", event_id, rule=rule_name, step="notify",
-                             detail=f"dry run: would notify: {message.title}")
-            return
-        self.notifier.submit(message)

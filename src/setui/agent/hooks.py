@@ -1,8 +1,9 @@
 """Running a hook: one command, the event in its environment and on its stdin, a time limit.
 
-The command is run without a shell (the policy gives its words), in a process group of
-its own so that a timeout ends the whole tree it started, with a bounded share of its
-output kept (the last ``MAX_OUTPUT`` characters: where the error usually is).
+The command is checked first (agent.trust: only what root or the agent's user could have
+written is run), then run without a shell (the policy gives its words), in a process
+group of its own so that a timeout ends the whole tree it started, with a bounded share
+of its output kept (the last ``MAX_OUTPUT`` characters: where the error usually is).
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from setui.agent.policy import Hook
-from setui.core.model import Event, format_not_before
+from setui.agent.trust import untrusted
+from setui.core.model import Event
+from setui.core.timefmt import iso
 from setui.store.agent import MAX_OUTPUT
 from setui.store.records import event_snapshot
 
@@ -57,7 +60,7 @@ def hook_environment(event: Event, *, step: str, rule: str, incarnation: int,
         "SETUI_EVENT_TYPE": event.event_type.value,
         "SETUI_EVENT_STATUS": event.status.value,
         "SETUI_EVENT_SOURCE": event.source.value if event.source is not None else "",
-        "SETUI_NOT_BEFORE": format_not_before(event.not_before),
+        "SETUI_NOT_BEFORE": iso(event.not_before) or "",
         "SETUI_RESOURCES": " ".join(event.resources),
         "SETUI_THIS_VM": "true" if event.affects(vm_name) else "false",
         "SETUI_VM_NAME": vm_name,
@@ -84,6 +87,11 @@ async def run_hook(hook: Hook, *, env: dict[str, str], stdin: bytes) -> HookResu
     """Run ``hook`` to its end or its timeout; never raises but CancelledError (then the
     process group is killed too)."""
     started = time.monotonic()
+    # Checked again now, not only at start: the file or a directory above it may have
+    # changed hands since.
+    problem = untrusted(hook.argv[0])
+    if problem is not None:
+        return HookResult(None, False, "", error=f"refused: {problem}")
     try:
         process = await asyncio.create_subprocess_exec(
             *hook.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,

@@ -1,10 +1,11 @@
 """Prometheus metrics: an HTTP endpoint and/or a node_exporter textfile.
 
-The names are a contract (README, "Run it as an agent"): ``setui
-fleet`` queries them, and where they mean the same they are webdevops' exporter's
-``azure_scheduledevent_*``. The per-event series are made at scrape time from the
-current document, so an event that left the document leaves no series behind: the
-cardinality is bounded by what the service lists now.
+The names are a contract (docs/metrics.md, setui.metricnames): ``setui fleet`` queries
+them, and where they mean the same they are webdevops' exporter's
+``azure_scheduledevent_*`` (but one series per event, not one per listed VM). The
+per-event series are made at scrape time from the current document, so an event that
+left the document leaves no series behind: the cardinality is bounded by what the
+service lists now.
 
 A poll costs the agent next to nothing here: it counts in plain integers and keeps a
 reference to the document. The work is done at scrape time, and only for what changed:
@@ -15,8 +16,7 @@ not change renders just the counters and the time of the last good answer.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
+import itertools
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -27,24 +27,25 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
-from setui.agent.rules import same_vm
+from setui.agent.scrape import MetricsServer
 from setui.atomicfile import write_atomically
-from setui.core.model import Document
+from setui.core.model import Document, Event, is_this_vm
+from setui.metricnames import EVENT_LABELS, EVENT_METRIC, IDENTITY_LABELS, INFO_METRIC
 
 __all__ = ["IDENTITY_LABELS", "AgentMetrics", "label", "parse_listen"]
 
-IDENTITY_LABELS = ("vm_name", "vm_scale_set", "placement_group", "resource_group",
-                   "subscription_id", "zone")
 # IMDS compute metadata field of each identity label.
 COMPUTE_FIELD = {"vm_scale_set": "vmScaleSetName", "placement_group": "placementGroupId",
                  "resource_group": "resourceGroupName", "subscription_id": "subscriptionId",
                  "zone": "zone"}
-EVENT_LABELS = ("eventID", "eventType", "eventStatus", "eventSource", "resourceType",
-                "resource", "notBefore", "this_vm", "approved_by")
 MAX_LABEL = 128
-MAX_REQUEST = 16 * 1024  # bytes of a scrape's request line and headers
-REQUEST_TIMEOUT = 10.0
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
+# The label values the counters are made with at start (docs/metrics.md): a value not
+# listed here still counts, but its series appears only at its first increment.
+APPROVAL_OUTCOMES = ("approved", "refused", "failed")
+ACTOR_KINDS = ("policy",)
+HOOKS = ("prepare", "recover")
+HOOK_OUTCOMES = ("ok", "failed", "timeout", "error", "interrupted")
+NOTIFICATION_OUTCOMES = ("sent", "failed")
 _EOF = b"# EOF\n"  # OpenMetrics' last line: once, at the end of the whole exposition
 
 disable_created_metrics()  # *_created series double the output for nothing here
@@ -75,6 +76,21 @@ def _same_document(a: Document | None, b: Document | None) -> bool:
     return a is b or (a is not None and b is not None and a == b and a.raw == b.raw)
 
 
+def _event_labels(event: Event, vm_name: str, approved_by: str) -> tuple[str, ...]:
+    """An event's labels (EVENT_LABELS' order). One series per event, whatever it lists:
+    its ``resource`` is this VM when listed (``this_vm="true"``), else empty; the others
+    are counted in ``resources_listed``, not named, so a group of N VMs that all see an
+    event of all of them export N series for it, not N x N."""
+    mine = next((r for r in event.resources if is_this_vm(r, vm_name)), "")
+    raw_not_before = event.raw.get("NotBefore", "")
+    return (label(event.event_id), label(event.event_type.value), label(event.status.value),
+            label(event.source.value if event.source else ""), "virtualMachine",
+            label(mine),
+            label(raw_not_before if isinstance(raw_not_before, str) else ""),
+            "true" if mine else "false", label(approved_by),
+            str(len(dict.fromkeys(event.resources))))
+
+
 class _Current(Collector):
     """The per-VM gauges drawn from the current document and the approvals: rendered
     once per change of either (see :meth:`AgentMetrics.exposition`), not per scrape."""
@@ -94,28 +110,21 @@ class _Current(Collector):
             incarnation.add_metric(ids, document.incarnation)
         yield incarnation
         events = GaugeMetricFamily(
-            "azure_scheduledevent_event",
-            "A current scheduled event, one series per resource; value: NotBefore as Unix "
-            "seconds (0 when empty)", labels=[*names, *EVENT_LABELS])
+            EVENT_METRIC,
+            "A current scheduled event, one series per event: resource is this VM when the "
+            "event lists it; value: NotBefore as Unix seconds (0 when empty)",
+            labels=[*names, *EVENT_LABELS])
         if document is not None:
             seen: set[tuple[str, ...]] = set()
             for event in document.events:
-                value = event.not_before.timestamp() if event.not_before else 0.0
-                raw_not_before = event.raw.get("NotBefore", "")
-                for resource in event.resources or ("",):
-                    values = (*ids, label(event.event_id), label(event.event_type.value),
-                              label(event.status.value),
-                              label(event.source.value if event.source else ""),
-                              "virtualMachine", label(resource),
-                              label(raw_not_before if isinstance(raw_not_before, str) else ""),
-                              "true" if resource and same_vm(resource, owner.vm_name)
-                              else "false",
-                              label(approved_by.get(event.event_id, "")))
-                    if values not in seen:
-                        seen.add(values)
-                        events.add_metric(list(values), value)
+                values = (*ids, *_event_labels(event, owner.vm_name,
+                                               approved_by.get(event.event_id, "")))
+                if values not in seen:  # a repeated EventId with the same labels
+                    seen.add(values)
+                    events.add_metric(list(values), event.not_before.timestamp()
+                                      if event.not_before else 0.0)
         yield events
-        info = GaugeMetricFamily("setui_vm_info", "This VM's identity and setui's version",
+        info = GaugeMetricFamily(INFO_METRIC, "This VM's identity and setui's version",
                                  labels=[*names, "location", "version"])
         info.add_metric([*ids, label(owner.location), label(owner.version)], 1)
         yield info
@@ -151,64 +160,12 @@ class _Polling(Collector):
         yield last
 
 
-class _Scrape(asyncio.Protocol):
-    """One connection: a bounded request head within a bounded time, one answer, close.
-
-    A protocol rather than asyncio's streams: no task, reader, writer or timeout object
-    per scrape, only the callbacks the loop makes anyway. The head is small and comes in
-    one piece in practice; anything else (more than MAX_REQUEST bytes, too slow, a
-    client that closes first) is closed without a word."""
-
-    def __init__(self, metrics: AgentMetrics) -> None:
-        self.metrics = metrics
-        self.head: bytes | None = b""  # None once answered
-        self.transport: asyncio.Transport | None = None
-        self.timer: asyncio.TimerHandle | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        self.timer = asyncio.get_running_loop().call_later(REQUEST_TIMEOUT, self._close)
-
-    def data_received(self, data: bytes) -> None:
-        if self.head is None or self.transport is None:
-            return  # answered: the rest of what a client sends is not read
-        self.head += data
-        end = self.head.find(b"\r\n\r\n")
-        if end < 0 and len(self.head) <= MAX_REQUEST:
-            return
-        head, self.head = self.head, None
-        if 0 <= end <= MAX_REQUEST:
-            self.transport.write(self.metrics.answer(head[:end]))
-        self._close()
-
-    def eof_received(self) -> bool:
-        self._close()
-        return False
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-        self.transport = None
-
-    def _close(self) -> None:
-        """Close once what was written is sent (a transport flushes before it closes)."""
-        if self.timer is not None:
-            self.timer.cancel()
-        if self.transport is not None:
-            self.transport.close()
-
-
 class AgentMetrics:
     """The agent's metrics; ``observe()`` from the agent's loop, scrapes from anywhere."""
 
-    def __init__(self, *, vm_name: str, compute: Mapping[str, str] | None, version: str
-                 ) -> None:
-        compute = compute or {}
-        self.vm_name = vm_name
-        self.identity_values = [label(vm_name)] + [
-            label(compute.get(COMPUTE_FIELD[name], "")) for name in IDENTITY_LABELS[1:]]
-        self.location = compute.get("location", "")
+    def __init__(self, *, vm_name: str | None, compute: Mapping[str, str] | None,
+                 version: str) -> None:
+        self.set_identity(vm_name, compute)
         self.version = version
         # What a poll leaves, read at scrape time (a textfile is written on a worker
         # thread: each value is one reference, replaced whole, never changed in place).
@@ -224,14 +181,20 @@ class AgentMetrics:
         self._described.register(_Current(self))
         self._live = CollectorRegistry(auto_describe=True)
         self._live.register(_Polling(self))
-        self._rendered: dict[str, tuple[Document | None, Mapping[str, str], bytes]] = {}
         self.approvals = Counter("setui_approvals", "Approvals by outcome and kind of actor",
                                  ["outcome", "actor_kind"], registry=self._live)
         self.hook_runs = Counter("setui_hook_runs", "Hook runs by hook and outcome",
                                  ["hook", "outcome"], registry=self._live)
         self.notifications = Counter("setui_notifications", "Notifications by outcome",
                                      ["outcome"], registry=self._live)
-        self._server: asyncio.Server | None = None
+        # Every known series at 0 from the start: a counter first seen at 1 has no
+        # increase, and an alert on increase() would miss the first failure.
+        for counter, values in ((self.approvals, (APPROVAL_OUTCOMES, ACTOR_KINDS)),
+                                (self.hook_runs, (HOOKS, HOOK_OUTCOMES)),
+                                (self.notifications, (NOTIFICATION_OUTCOMES,))):
+            for labels in itertools.product(*values):
+                counter.labels(*labels)
+        self._server: MetricsServer | None = None
         self._lock = threading.Lock()
 
     def observe(self, document: Document | None, *, fresh: bool, error_kind: str | None,
@@ -247,6 +210,16 @@ class AgentMetrics:
         if fresh:
             self.last_success = wall if wall is not None else time.time()
         self.document = document
+
+    def set_identity(self, vm_name: str | None, compute: Mapping[str, str] | None) -> None:
+        """This VM's identity labels: "" for what is not known yet, and set again when
+        IMDS answers later (the series then carry the learned values)."""
+        compute = compute or {}
+        self.vm_name = vm_name
+        self.identity_values = [label(vm_name)] + [
+            label(compute.get(COMPUTE_FIELD[name], "")) for name in IDENTITY_LABELS[1:]]
+        self.location = compute.get("location", "")
+        self._rendered: dict[str, tuple[Document | None, Mapping[str, str], bytes]] = {}
 
     def set_approved_by(self, approved_by: Mapping[str, str]) -> None:
         if dict(approved_by) != dict(self.approved_by):
@@ -271,36 +244,12 @@ class AgentMetrics:
         return described + encoder(self._live), content_type
 
     async def serve(self, host: str, port: int) -> tuple[str, int]:
-        """Answer scrapes on ``host:port`` (0: a free port) from the caller's event loop;
-        the address it listens on. No thread of its own: nothing wakes between scrapes,
-        and a scrape (well under a millisecond) reads one consistent state."""
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: _Scrape(self), host, port)
-        bound = self._server.sockets[0].getsockname()
-        return str(bound[0]), int(bound[1])
-
-    def answer(self, head: bytes) -> bytes:
-        """The whole HTTP response to a request's head (its lines, without the blank
-        line that ends it): the metrics for ``GET /metrics``, a short refusal otherwise."""
-        lines = head.decode("latin-1").split("\r\n")
-        method, _, rest = lines[0].partition(" ")
-        path = rest.partition(" ")[0].partition("?")[0]
-        body, content_type = b"", "text/plain; charset=utf-8"
-        if method not in ("GET", "HEAD"):
-            status = 405
-        elif path not in ("/metrics", "/"):
-            status = 404
-        else:
-            status = 200
-            accept = next((value.strip() for name, _, value in
-                           (line.partition(":") for line in lines[1:])
-                           if name.strip().lower() == "accept"), "")
-            body, content_type = self.exposition(accept)
-        if status != 200:
-            body = f"{_REASONS[status]}: metrics are at /metrics\n".encode()
-        return (f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: {content_type}\r\n"
-                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode("latin-1")
-                + (body if method != "HEAD" else b""))
+        """Answer scrapes on ``host:port`` (0: a free port) from the caller's event loop,
+        bounded (see :mod:`setui.agent.scrape`); the address it listens on. No thread of
+        its own: nothing wakes between scrapes, and a scrape (well under a millisecond)
+        reads one consistent state."""
+        self._server = MetricsServer(self.exposition)
+        return await self._server.start(host, port)
 
     def text(self) -> bytes:
         """The exposition in Prometheus' text format (the textfile's)."""
@@ -316,6 +265,4 @@ class AgentMetrics:
     async def aclose(self) -> None:
         server, self._server = self._server, None
         if server is not None:
-            server.close()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(server.wait_closed(), 5.0)
+            await server.aclose()

@@ -94,7 +94,8 @@ class Notifier:
         self._inbox.put(message)
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop after what is being sent now; pending messages stay for the next agent."""
+        """Stop once each message due now has had a try (a stop's own "interrupted" among
+        them), within ``timeout``; what is still pending stays for the next agent."""
         self._inbox.put(None)
         if self._thread is not None:
             self._thread.join(timeout)
@@ -117,6 +118,7 @@ class Notifier:
             except queue.Empty:
                 item = False  # type: ignore[assignment]
             if item is None:
+                self._last_tries(due)
                 return
             if item:
                 if self._keep(item):
@@ -128,6 +130,13 @@ class Notifier:
                 if retry is not None:
                     heapq.heappush(due, (time.monotonic() + retry, next(order), message,
                                          attempts + 1))
+
+    def _last_tries(self, due: list[tuple[float, int, Message, int]]) -> None:
+        """Stopping: one try for each message due by now, oldest first."""
+        now = time.monotonic()
+        for when, _, message, attempts in sorted(due):
+            if when <= now:
+                self._attempt(message, attempts)
 
     def _keep(self, message: Message) -> bool:
         """Store the message; False when it was stored (so sent or queued) before."""

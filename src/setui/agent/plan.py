@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from setui.agent.policy import Rule
-from setui.store.agent import RUNNING, Step
+from setui.core.timefmt import clock
+from setui.store.agent import RUNNING, SKIPPED, Step
 
 __all__ = ["MATCH", "STEPS", "plan_of", "plan_text"]
 
@@ -37,17 +38,16 @@ def plan_of(rule: Rule) -> str:
     return ", ".join(pieces) or "observe"
 
 
-def _clock(seconds: float) -> str:
-    seconds = max(0, int(seconds))
-    hours, rest = divmod(seconds, 3600)
-    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
-
-
 def plan_text(steps: Sequence[Step], *, now: datetime, held: bool = False) -> str:
     """The event's plan with each step's state in place; "" when no rule matched it."""
     match = next((s for s in steps if s.step == MATCH), None)
     if match is None:
         return ""
+    if match.state == SKIPPED:  # the event changed under its rule: the agent let go of it
+        done = ", ".join(f"{s.step} {s.state}" for s in steps if s.step in STEPS)
+        text = (f"rule {match.rule} {match.detail}" + (f"; {done}" if done else "")
+                + "; nothing more without a person")
+        return f"HELD by a person; {text}" if held else text
     rows = {s.step: s for s in steps}
     pieces = []
     for piece in match.detail.split(", "):
@@ -56,7 +56,7 @@ def plan_text(steps: Sequence[Step], *, now: datetime, held: bool = False) -> st
         if row is None or name not in STEPS:
             pieces.append(piece)
         elif row.state == RUNNING and row.started is not None:
-            pieces.append(f"{piece} running {_clock((now - row.started).total_seconds())}")
+            pieces.append(f"{piece} running {clock((now - row.started).total_seconds())}")
         else:
             pieces.append(f"{name} {row.state}")
     text = f"rule {match.rule}: " + ", ".join(pieces)

@@ -7,6 +7,7 @@ a misspelt one (``aprove``) is an error, never silently ignored.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import string
@@ -21,8 +22,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-__all__ = ["APPROVE_MODES", "TEMPLATE_FIELDS", "Hook", "Policy", "PolicyError", "Rule",
-           "load_policy", "parse_policy"]
+__all__ = ["APPROVE_MODES", "DEFAULT_NAME", "TEMPLATE_FIELDS", "Hook", "Policy", "PolicyError",
+           "Rule", "default_policy", "load_policy", "parse_policy"]
 
 APPROVE_MODES = ("never", "now", "after-prepare", "before-not-before")
 EVENT_TYPES = ("Freeze", "Reboot", "Redeploy", "Preempt", "Terminate")
@@ -34,6 +35,7 @@ DEFAULT_TITLE = "setui: $event_type $change on $vm_name"
 DEFAULT_BODY = ("Event $event_id ($event_type, $status, source $source) $change: $detail. "
                 "NotBefore $not_before; resources $resources; rule $rule.")
 DEFAULT_TIMEOUT = 300.0
+DEFAULT_NAME = "policy.toml"  # the policy used when none is named: beside the config file
 MAX_TIMEOUT = 24 * 3600.0
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _TOP = {"rule", "notify", "hooks"}
@@ -110,6 +112,12 @@ class Policy:
     def acts(self) -> bool:
         return any(rule.acts for rule in self.rules)
 
+    def hooks(self) -> list[tuple[Rule, str, Hook]]:
+        """Every hook the policy runs: (its rule, its step, the hook)."""
+        return [(rule, step, hook) for rule in self.rules
+                for step, hook in (("prepare", rule.prepare), ("recover", rule.recover))
+                if hook is not None]
+
 
 class _Lines:
     """Finds the line of a key in the file, for messages (tomllib gives none)."""
@@ -138,6 +146,13 @@ class _Lines:
             if pattern.match(line):
                 return number
         return self.table(header, index) if header else None
+
+
+def default_policy(config_file: Path) -> Path:
+    """The policy read when neither ``--policy`` nor ``policy =`` names one: beside the
+    config file (``/etc/setui/policy.toml`` under the units, whose config is
+    ``/etc/setui/config.toml``). It may be absent: then the agent only observes."""
+    return config_file.parent / DEFAULT_NAME
 
 
 def load_policy(path: Path) -> Policy:
@@ -295,6 +310,10 @@ class _Parser:
                     isinstance(a, str) and a for a in argv):
                 raise self.fail(at(key), f"rule {name!r}: {key} must be a command: a string "
                                          "or a list of strings")
+            if not os.path.isabs(argv[0]):
+                # Found through PATH, it could be anyone's: the agent checks what it runs.
+                raise self.fail(at(key), f"rule {name!r}: {key} must name its command by "
+                                         f"its absolute path, not {argv[0]!r}")
             return Hook(tuple(argv), timeout)
 
         resource = raw.get("resource")

@@ -14,20 +14,25 @@ import contextlib
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from setui import __version__
-from setui.commands.common import EXIT_FAILED, EXIT_USAGE, iso
+from setui.commands.common import EXIT_FAILED, EXIT_USAGE, iso, when
 from setui.commands.watch import change_record, connection_record, format_record
 from setui.config import Config
-from setui.session import run_until_stopped
+from setui.session import ThisVm, run_until_stopped, until_answered
 from setui.systemd import ERR, INFO, NOTICE, WARNING, Notifier, for_journal, under_journal
 from setui.textsafe import printable
 
 if TYPE_CHECKING:
+    from setui.agent.agent import Agent
+    from setui.agent.lock import AgentLock
     from setui.agent.metrics import AgentMetrics
     from setui.agent.policy import Policy
+    from setui.api.serve import Api
+    from setui.core.client import ImdsClient
 
 __all__ = ["add_arguments", "agent_line", "run"]
 
@@ -38,8 +43,9 @@ TEXTFILE_EVERY = 15.0  # seconds between textfile rewrites when nothing changed
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", metavar="FILE", type=Path, default=None,
-                        help="the policy (TOML); default: `policy` in the config file; "
-                             "without one the agent only observes")
+                        help="the policy (TOML); default: `policy` in the config file, else "
+                             "policy.toml beside the config file; without one the agent "
+                             "only observes")
     parser.add_argument("--dry-run", action="store_true",
                         help="decide and say what would be done; post nothing, run no hook, "
                              "send nothing")
@@ -48,14 +54,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "port 0 picks a free one); off by default")
     parser.add_argument("--metrics-file", metavar="PATH", type=Path, default=None,
                         help="also write the metrics to this node_exporter textfile (*.prom)")
+    parser.add_argument("--stop-grace", metavar="SECONDS", type=float, default=None,
+                        help="how long a clean stop (SIGTERM) waits for a hook or an "
+                             "approval under way before it interrupts it (default 20; keep "
+                             "it under the unit's TimeoutStopSec)")
     parser.add_argument("--json", action="store_true",
                         help="one JSON object per line: watch's change records, and agent "
                              "records with the key \"agent\"")
+    parser.add_argument("--socket", metavar="PATH", type=Path, default=None,
+                        help="serve the local API there (docs/api.md); default: `socket` in "
+                             "the config, env SETUI_SOCKET, else /run/setui/api.sock when "
+                             "/run/setui exists")
 
 
 def agent_line(record: dict[str, Any], *, with_time: bool = True) -> str:
     """An agent record as one human line; every value made printable."""
-    parts = [iso(record["time"]) or "-"] if with_time else []
+    parts = [when(record["time"])] if with_time else []
     parts.append("agent")
     parts.append(f"{printable(record['agent'], 20):<11}")
     if record["event_id"]:
@@ -91,8 +105,8 @@ class _Output:
         if self.as_json:
             self._write(json.dumps({**record, "time": iso(record["time"])}, ensure_ascii=True))
         elif self.journal:
-            priority = WARNING if record["agent"] in ("failed", "interrupted", "error") \
-                else NOTICE
+            priority = WARNING if record["agent"] in ("failed", "interrupted", "error",
+                                                      "unmatched") else NOTICE
             self._write(for_journal(agent_line(record, with_time=False), priority))
         else:
             self._write(agent_line(record))
@@ -105,17 +119,39 @@ def _say(err: IO[str], line: str, journal: bool, priority: int) -> None:
 
 async def agent(config: Config, policy: Policy, *, dry_run: bool,
                 metrics_at: tuple[str, int] | None, metrics_file: Path | None,
-                as_json: bool, out: IO[str], err: IO[str]) -> int:
-    from setui.agent.agent import Agent
+                as_json: bool, out: IO[str], err: IO[str], policy_path: Path | None = None,
+                config_file: Path | None = None, stop_grace: float | None = None) -> int:
+    from setui.agent.agent import STOP_GRACE, Agent
+    from setui.agent.lock import Held
     from setui.agent.metrics import AgentMetrics
     from setui.agent.notify import Notifier as Sender
+    from setui.api.serve import open_socket, start_api
+    from setui.api.socketfile import SocketError, choose_socket
     from setui.monitor import Monitor
-    from setui.session import make_client, open_store, resolve_vm_name
+    from setui.session import make_client, open_store
+    from setui.store import default_data_dir
     from setui.store.agent import AgentLog
 
     systemd = Notifier.from_env()
     journal = under_journal(err)
     output = _Output(out, as_json, under_journal(out))
+    data_dir = config.data_dir or default_data_dir()
+    socket_path, no_socket = choose_socket(config.socket)
+    try:
+        lock = _lock(data_dir, socket_path, err, journal)
+    except Held as exc:
+        _say(err, f"setui agent: {exc}", journal, ERR)
+        return EXIT_USAGE
+    try:
+        bound = await asyncio.to_thread(open_socket, socket_path, data_dir) \
+            if socket_path is not None else None
+    except SocketError as exc:
+        _say(err, f"setui agent: {exc}", journal, ERR)
+        if lock is not None:
+            lock.release()
+        return EXIT_USAGE
+    if no_socket:
+        _say(err, f"setui agent: {no_socket}", journal, NOTICE)
     store, problem = open_store(config)
     if problem:
         _say(err, f"setui agent: not recording, and not acting: {problem}", journal, WARNING)
@@ -124,8 +160,14 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
              journal, WARNING)
     client = make_client(config)
     metrics: AgentMetrics | None = None
+    api: Api | None = None
+    this_vm = ThisVm(config.vm_name)
     try:
-        vm_name = await resolve_vm_name(client, config)
+        await this_vm.learn(client, tries=1)  # then again off the polling's path
+        vm_name = this_vm.name
+        if this_vm.source == "IMDS":
+            _say(err, f"setui agent: {this_vm}", journal, INFO)
+        # The rest of its identity, for the metrics' labels: asked again later if need be.
         compute = await client.compute()
         metrics = AgentMetrics(vm_name=vm_name, compute=compute, version=__version__)
         if metrics_at is not None:
@@ -142,8 +184,10 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
             if full is not None:
                 _say(err, f"setui agent: cannot record history: {full}", journal, ERR)
                 systemd.status(f"NOT recording history: {brief}")
+                worker.error("recording the history", full, quiet=True)
             else:
                 _say(err, "setui agent: recording history again", journal, NOTICE)
+                worker.fine("recording the history")
 
         monitor = Monitor(client, endpoint=config.endpoint, interval=config.interval,
                           store=store, vm_name=vm_name, command="setui agent",
@@ -159,10 +203,25 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
                        store=store,
                        vm_name=vm_name, dry_run=dry_run, say=output.agent, notifier=sender,
                        metrics=metrics)
+        learning = asyncio.ensure_future(_learn_identity(
+            this_vm, compute, client, worker, metrics,
+            lambda line, priority: _say(err, line, journal, priority), systemd))
         output.change(connection_record(monitor.health(), monitor.now()))
-        systemd.ready(f"agent: {len(policy.rules)} rule(s){' (dry run)' if dry_run else ''}")
+        systemd.ready(f"agent: {len(policy.rules)} rule(s){' (dry run)' if dry_run else ''}"
+                      + ("" if vm_name else "; waiting for this VM's name"))
         pinger = asyncio.ensure_future(systemd.keep_alive())
         await worker.start()
+        # What the event loop itself reports (a server that cannot accept, a callback that
+        # failed) joins the agent's errors: once a minute with a count, not a traceback
+        # each time.
+        asyncio.get_running_loop().set_exception_handler(
+            lambda loop, context: worker.error("the event loop", _loop_error(context)))
+        if bound is not None:
+            api = await start_api(bound, worker, config=config, config_file=config_file,
+                                  policy_path=policy_path, store_problem=problem,
+                                  compute=compute, since=lock.since if lock else None,
+                                  say=lambda line: _say(err, line, journal, NOTICE))
+            bound = None  # the API owns it now
         updates = monitor.updates()
         last_state = monitor.health().state
         written_at = 0.0
@@ -174,53 +233,138 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
                     output.change(connection_record(result.health, monitor.now()))
                     systemd.status(f"connection {last_state.value}")
                 for change in result.changes:
-                    output.change(change_record(change, vm_name))
+                    output.change(change_record(change, this_vm.name))
                 await worker.handle(update)
+                if api is not None:
+                    api.publish(update)
                 if metrics_file is not None and (
                         result.changes or time.monotonic() - written_at >= TEXTFILE_EVERY):
                     written_at = time.monotonic()
-                    await _write_textfile(metrics, metrics_file, err, journal)
+                    await _write_textfile(metrics, metrics_file, worker)
         finally:
             pinger.cancel()
+            learning.cancel()
             systemd.stopping()
-            await worker.stop()
+            if api is not None:
+                await api.aclose()
+            await worker.stop(STOP_GRACE if stop_grace is None else stop_grace)
             await updates.aclose()
             await monitor.aclose()
             if metrics_file is not None:  # the last state, not one up to 15 s old
-                await _write_textfile(metrics, metrics_file, err, journal)
+                await _write_textfile(metrics, metrics_file, worker)
             systemd.close()
     finally:
+        if bound is not None:  # made, never served
+            bound.remove()
+            bound.sock.close()
         if metrics is not None:
             await metrics.aclose()
         await client.aclose()
         if store is not None:
             store.close()
+        if lock is not None:
+            lock.release()
     return 0
 
 
-async def _write_textfile(metrics: AgentMetrics, path: Path, err: IO[str],
-                          journal: bool) -> None:
+def _lock(data_dir: Path, socket_path: Path | None, err: IO[str], journal: bool
+          ) -> AgentLock | None:
+    """One agent per store: the lock, or None when the directory cannot hold one (the
+    store cannot be opened there either, and says why). Held when another agent has it."""
+    from setui.agent.lock import AgentLock, LockError
+    from setui.core.clock import utc_now
+
+    try:
+        return AgentLock.take(data_dir, since=utc_now(), socket=socket_path)
+    except LockError as exc:
+        _say(err, f"setui agent: cannot take the agent's lock: {exc}", journal, WARNING)
+        return None
+
+
+async def _learn_identity(this_vm: ThisVm, compute: dict[str, str] | None,
+                          client: ImdsClient, worker: Agent, metrics: AgentMetrics,
+                          say: Callable[[str, int], None], systemd: Notifier) -> None:
+    """Off the polling's path: this VM's name until IMDS gives it (the rules that name this
+    VM wait for it), then the rest of its identity for the metrics' labels, if the first
+    question did not get it (``compute``)."""
+    if this_vm.name is None:
+        say("setui agent: this VM's name is not known yet (IMDS did not give it): rules "
+            "that name this VM wait, and no step starts, until it is; asking again", WARNING)
+        systemd.status("waiting for this VM's name")
+        name = await this_vm.learn(client)
+        assert name is not None
+        worker.name_learned(name)
+        say(f"setui agent: {this_vm}", NOTICE)
+        systemd.status(f"this VM is {name}")
+    if compute is None:
+        compute = await until_answered(client.compute)
+    metrics.set_identity(this_vm.name, compute)
+
+
+async def _write_textfile(metrics: AgentMetrics, path: Path, worker: Agent) -> None:
     try:
         await asyncio.to_thread(metrics.write_textfile, path)
     except OSError as exc:
-        _say(err, f"setui agent: cannot write {printable(str(path))}: "
-                  f"{exc.strerror or exc}", journal, ERR)
+        worker.error("writing the metrics textfile",
+                     f"cannot write {printable(str(path))}: {exc.strerror or exc}")
+    else:
+        worker.fine("writing the metrics textfile")
 
 
-def _load(args: argparse.Namespace, config: Config, err: IO[str]) -> Policy | None:
-    from setui.agent.policy import Policy, PolicyError, load_policy
+def _loop_error(context: dict[str, Any]) -> str:
+    """What the event loop reports, in one line: its message and the exception's."""
+    exc = context.get("exception")
+    text = str(context.get("message") or "unexpected error")
+    return f"{text}: {type(exc).__name__}: {exc}" if exc is not None else text
 
+
+def _load(args: argparse.Namespace, config: Config, err: IO[str]
+          ) -> tuple[Policy, Path | None] | None:
+    """The policy, checked whole, with every file it depends on written only by root or
+    this agent's user, and where it was read (None: there was none); None when it is
+    refused (said on ``err``). A policy that was named
+    must exist; the default one (beside the config file) may be absent: then the agent
+    only observes."""
+    from setui.agent.policy import Policy, PolicyError, default_policy, load_policy
+    from setui.agent.trust import untrusted
+    from setui.config import default_config_path
+
+    config_file = Path(getattr(args, "config", None) or default_config_path()).absolute()
     path = args.policy if args.policy is not None else config.policy
+    chosen_by = [] if args.policy is not None else [
+        ("the config file that names the policy", config_file)]
     if path is None:
-        return Policy()
+        path, chosen_by = default_policy(config_file), []
+        if not path.exists() and not path.is_symlink():
+            print(f"setui agent: no policy ({printable(str(path), 300)} does not exist): "
+                  "observing only", file=err)
+            return Policy(), None
+    path = Path(path).expanduser().absolute()
+
+    def refuse(files: list[tuple[str, Path]]) -> bool:
+        """Say why each file could be someone else's; True when the run must stop."""
+        problems = [f"{what}: {problem}" for what, file in files
+                    if (problem := untrusted(file)) is not None]
+        for problem in problems:
+            head = "a real run would refuse to start" if args.dry_run else \
+                "refusing to start"
+            print(f"setui agent: {head}: {printable(problem, 600)}", file=err)
+        return bool(problems) and not args.dry_run
+
+    # A policy that is not there is said by the reading below, in plainer words.
+    if refuse([*chosen_by, *([("the policy", path)] if path.exists() else [])]):
+        return None
     try:
-        policy = load_policy(Path(path).expanduser())
+        policy = load_policy(path)
     except PolicyError as exc:
         print(f"setui agent: policy refused: {printable(str(exc), 600)}", file=err)
         return None
+    if refuse([(f"the {step} hook of rule {rule.name}", Path(hook.argv[0]))
+               for rule, step, hook in policy.hooks()]):
+        return None
     for note in policy.notes:
         print(f"setui agent: note: {note}", file=err)
-    return policy
+    return policy, path
 
 
 def run(args: argparse.Namespace) -> int:
@@ -237,8 +381,12 @@ def run(args: argparse.Namespace) -> int:
     from setui.agent.metrics import parse_listen
 
     config: Config = args.config_resolved
-    policy = _load(args, config, sys.stderr)
-    if policy is None:
+    loaded = _load(args, config, sys.stderr)
+    if loaded is None:
+        return EXIT_USAGE
+    policy, policy_path = loaded
+    if args.stop_grace is not None and not (0 <= args.stop_grace <= 3600):
+        print("setui agent: --stop-grace must be seconds from 0 to 3600", file=sys.stderr)
         return EXIT_USAGE
     metrics_at = None
     if args.metrics is not None:
@@ -256,6 +404,7 @@ def run(args: argparse.Namespace) -> int:
         return run_until_stopped(agent(
             config, policy, dry_run=args.dry_run, metrics_at=metrics_at,
             metrics_file=args.metrics_file, as_json=args.json, out=sys.stdout,
-            err=sys.stderr))
+            err=sys.stderr, policy_path=policy_path,
+            config_file=getattr(args, "config", None), stop_grace=args.stop_grace))
     except KeyboardInterrupt:
         return 0

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import socket
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,8 +26,10 @@ from typing import IO, TYPE_CHECKING
 from setui.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, data_dir
 from setui.core.clock import ServiceClock, utc_now
 from setui.core.errors import ImdsError
-from setui.core.model import Document, Event, format_not_before, is_this_vm
+from setui.core.model import Document, Event, is_this_vm
+from setui.core.timefmt import signed_countdown, stamp
 from setui.identity import Identity
+from setui.session import ONE_SHOT_TRIES, ThisVm
 from setui.textsafe import printable, some_names
 
 if TYPE_CHECKING:  # sqlite3 and httpx load only when approving, not for `setui --version`
@@ -73,6 +74,7 @@ class ApproveRequest:
     audit_forward: str | None = None  # None: SETUI_AUDIT_FORWARD, else auto
     allow_other_vms: bool = False
     again: bool = False
+    store_timeout: float | None = None  # SQLite's busy wait; None: the store's own
 
 
 def run(args: argparse.Namespace) -> int:
@@ -104,19 +106,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 # -- the preview -------------------------------------------------------------------------------
-def _in(moment: datetime | None, now: datetime) -> str:
+def _not_before(moment: datetime | None, now: datetime) -> str:
+    """NotBefore as every front end writes it, and the countdown to it (core.timefmt)."""
     if moment is None:
-        return ""
-    seconds = (moment - now).total_seconds()
-    if seconds <= 0:
-        return " (passed)"
-    if seconds < 120:
-        return f" (in {seconds:.0f} s)"
-    if seconds < 7200:
-        return f" (in {seconds / 60:.0f} min)"
-    if seconds < 172800:
-        return f" (in {seconds / 3600:.1f} h)"
-    return f" (in {seconds / 86400:.1f} days)"
+        return "(none)"
+    return f"{stamp(moment)}, {signed_countdown((moment - now).total_seconds())}"
 
 
 def preview(event: Event, vm_name: str | None, now: datetime) -> list[str]:
@@ -125,8 +119,7 @@ def preview(event: Event, vm_name: str | None, now: datetime) -> list[str]:
     lines = [
         f"  type         {printable(event.event_type.value, 40)}{source}",
         f"  status       {printable(event.status.value, 40)}",
-        f"  NotBefore    {format_not_before(event.not_before) or '(none)'}"
-        f"{_in(event.not_before, now)}",
+        f"  NotBefore    {_not_before(event.not_before, now)}",
         f"  impact       {printable(event.impact, 20)}",
     ]
     shown = [printable(r, 80) + (" (this VM)" if is_this_vm(r, vm_name) else "")
@@ -198,9 +191,10 @@ async def approve_command(request: ApproveRequest, *, stdin: IO[str] | None, out
 def _open_store(request: ApproveRequest) -> tuple[Store | None, str | None]:
     from setui.store import Store, StoreError
 
+    wait = {} if request.store_timeout is None else {"timeout": request.store_timeout}
     try:
         return Store.open_dir(request.data_dir, history_days=request.history_days,
-                              forward=request.audit_forward), None
+                              forward=request.audit_forward, **wait), None
     except StoreError as exc:
         return None, str(exc)
 
@@ -226,7 +220,8 @@ def _record_history(store: Store | None, approver: Approver, document: Document 
     if store is None or store.readonly or document is None or approver.store_error:
         return
     try:
-        store.record_document(document, seen_at=seen_at, endpoint=endpoint)
+        store.record_document(document, seen_at=seen_at, endpoint=endpoint,
+                              vm_name=approver.vm_name)
     except StoreError as exc:
         err.write(f"setui approve: not recorded in the history: {exc}\n")
 
@@ -270,7 +265,7 @@ def _resolve(ids: tuple[str, ...], document: Document | None, store: Store | Non
             full.append(typed)
             continue
         if found.event_id is None:
-            err.write(f"setui approve: {printable(found.problem, 600)}. Nothing was "
+            err.write(f"setui approve: {printable(found.problem, 600)} Nothing was "
                       "approved; `setui events` lists the current events.\n")
             return None
         full.append(found.event_id)
@@ -290,7 +285,10 @@ async def _decide(request: ApproveRequest, typed: tuple[str, ...], client: ImdsC
     if resolved is None:
         return EXIT_FAILED
     ids = tuple(dict.fromkeys(resolved))
-    vm_name = request.vm_name or await client.vm_name() or socket.gethostname()
+    this_vm = ThisVm(request.vm_name)
+    vm_name = await this_vm.learn(client, tries=ONE_SHOT_TRIES)
+    if vm_name is None:  # then every event reaches beyond this VM, as far as setui knows
+        err.write(f"setui approve: {this_vm}\n")
     approver.vm_name = vm_name
     # --yes approves only what concerns this VM alone, unless the operator opted in;
     # asked interactively, such an event needs the word "yes".

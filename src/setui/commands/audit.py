@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
@@ -24,6 +23,7 @@ from setui.commands.common import (
     open_readonly,
     positive_int,
     when,
+    would_overwrite,
 )
 from setui.textsafe import printable
 
@@ -59,8 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             epilog=PROVES)
     verify.add_argument("--against", metavar="FILE", type=Path, default=None,
                         help="a copy of the log from off this VM, JSON lines (`audit "
-                             "export`, `journalctl -o json`) or RFC 5424 lines: name every "
-                             "record that differs")
+                             "export`, `journalctl -o json`) or lines holding setui's "
+                             "[setui@32473 ...] element (a collector's, syslog's): name "
+                             "every record that differs (see docs/audit.md)")
     add_storage_options(verify)
     export = sub.add_parser("export", help="write the whole log as JSON lines",
                             description="Write every audit record, oldest first, as one "
@@ -90,13 +91,14 @@ def audit_command(args: argparse.Namespace, *, out: IO[str], err: IO[str]) -> in
             return _empty(command, args, out, err)
         with store:
             if command == "verify":
-                code = _verify(store.verify_audit(), bool(getattr(args, "json", False)), out)
+                code = _verify(store.verify_audit(), bool(getattr(args, "json", False)), out,
+                               store.unforwarded())
                 against = getattr(args, "against", None)
                 if against is not None:
                     code = max(code, _against(store, against, out, err))
                 return code
             if command == "export":
-                if _would_overwrite(args, err):
+                if would_overwrite(args, err, "setui audit export"):
                     return EXIT_FAILED
                 return _export(store.audit(oldest_first=True), store.verify_audit(),
                                args.file, out, err)
@@ -118,7 +120,7 @@ def _empty(command: str | None, args: argparse.Namespace, out: IO[str],
             return EXIT_FAILED
         return _verify(VerifyResult(ok=True, count=0), bool(getattr(args, "json", False)), out)
     if command == "export":
-        if _would_overwrite(args, err):
+        if would_overwrite(args, err, "setui audit export"):
             return EXIT_FAILED
         return _export([], VerifyResult(ok=True, count=0), args.file, out, err)
     if not getattr(args, "json", False):
@@ -129,7 +131,7 @@ def _empty(command: str | None, args: argparse.Namespace, out: IO[str],
 # -- words -----------------------------------------------------------------------------------
 def who(record: AuditRecord) -> str:
     """``alice from 10.0.0.5 on vm-web-0``, as the dialog showed it, safe to print."""
-    from setui.identity import describe_actor
+    from setui.actor import describe_actor
 
     details = record.details if isinstance(record.details, dict) else {}
     safe = {key: printable(str(value), 64) for key, value in details.items()
@@ -143,7 +145,7 @@ def who(record: AuditRecord) -> str:
 
 def describe(record: AuditRecord) -> str:
     """What the record says happened, in words."""
-    from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, CANCELLED, REFUSED, UNKNOWN
+    from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, DISMISSALS, REFUSED, UNKNOWN
 
     if record.action == APPROVE_ATTEMPT:
         text = "approval sent"
@@ -160,10 +162,12 @@ def describe(record: AuditRecord) -> str:
             status = f"HTTP {record.status}: " if record.status else ""
             return f"FAILED {status}{printable(record.error, 300)}{latency}{ref}"
         return f"approved, HTTP {record.status}{latency}{ref}"
-    if record.action == CANCELLED:
-        return "cancelled by the operator"
+    if record.action in DISMISSALS:
+        return "dismissed by the operator: nothing was sent"
     if record.action == REFUSED:
         return f"refused by setui: {printable(record.error or '', 300)}"
+    if record.error:  # the agent's own records say why in it (agent-unmatched)
+        return f"{printable(record.action, 40)}: {printable(record.error, 300)}"
     return printable(record.action, 40)
 
 
@@ -187,6 +191,8 @@ def _chain_line(result: VerifyResult) -> str:
 # -- commands --------------------------------------------------------------------------------
 def _list(records: list[AuditRecord], result: VerifyResult, as_json: bool,
           out: IO[str], unsent: dict[int, str] | None = None) -> int:
+    from setui.store import action_word
+
     unsent = unsent or {}
     if as_json:
         for record in records:
@@ -199,30 +205,42 @@ def _list(records: list[AuditRecord], result: VerifyResult, as_json: bool,
         out.write("The audit log is empty: no approval has been attempted here yet.\n")
     for record in records:
         mark = "  [NOT FORWARDED]" if record.seq in unsent else ""
-        out.write(f"#{record.seq:<5} {when(record.time)}  {printable(record.action, 20):<16} "
+        out.write(f"#{record.seq:<5} {when(record.time)}  "
+                  f"{printable(action_word(record.action), 20):<16} "
                   f"{_event_text(record)}  {describe(record)}  by {who(record)}{mark}\n")
     out.write(_chain_line(result) + "\n")
     if unsent:
-        seqs = sorted(unsent)
-        listed = ", ".join(str(s) for s in seqs[:20]) + (", ..." if len(seqs) > 20 else "")
-        out.write(f"not forwarded off this VM: record{'s' if len(seqs) != 1 else ''} "
-                  f"{listed} ({printable(unsent[seqs[-1]], 300)}); setui sends them again "
-                  "with the next record\n")
+        out.write(_unsent_line(unsent))
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
-def _verify(result: VerifyResult, as_json: bool, out: IO[str]) -> int:
+def _unsent_line(unsent: dict[int, str]) -> str:
+    """Which records never left the VM, and why (the newest reason): a log with no copy
+    elsewhere proves no more than its chain."""
+    seqs = sorted(unsent)
+    listed = ", ".join(str(s) for s in seqs[:20]) + (", ..." if len(seqs) > 20 else "")
+    return (f"not forwarded off this VM: record{'s' if len(seqs) != 1 else ''} {listed} "
+            f"({printable(unsent[seqs[-1]], 300)}); setui sends them again with the next "
+            "record\n")
+
+
+def _verify(result: VerifyResult, as_json: bool, out: IO[str],
+            unsent: dict[int, str] | None = None) -> int:
+    unsent = unsent or {}
     if as_json:
         out.write(json.dumps({
             "ok": result.ok, "count": result.count, "first_bad": result.first_bad,
             "problem": result.problem or None, "head_seq": result.head_seq,
-            "head_hash": result.head_hash, "warning": result.warning or None}) + "\n")
+            "head_hash": result.head_hash, "warning": result.warning or None,
+            "not_forwarded": {str(seq): why for seq, why in sorted(unsent.items())}}) + "\n")
     elif result.ok:
         out.write(f"{result}\n")
         if result.head_seq is not None:
             out.write(f"head: record {result.head_seq}, sha256 {result.head_hash}\n")
         if result.warning:
             out.write(f"WARNING: {printable(result.warning, 500)}\n")
+        if unsent:
+            out.write(_unsent_line(unsent))
     else:
         out.write(f"TAMPERED: {printable(result.problem, 500)}\n")
         if result.first_bad is not None:
@@ -254,16 +272,18 @@ def _against(store: Store, path: Path, out: IO[str], err: IO[str]) -> int:
         return EXIT_FAILED
     if not result.checked:
         err.write(f"setui audit verify: {name} holds no setui audit record (expected JSON "
-                  "lines from `setui audit export` or `journalctl -o json`, or RFC 5424 "
-                  "lines)\n")
+                  "lines from `setui audit export` or `journalctl -o json`, or lines holding "
+                  "the [setui@32473 ...] element; the message text alone is never read)\n")
         return EXIT_FAILED
     if result.ok:
         out.write(f"against {name}: the {result.checked} records of the copy match the log")
     else:
         out.write(f"against {name}: {len(result.differences)} of the records differ "
                   f"(the copy has {result.checked}):\n")
-        for line in result.differences:
-            out.write(f"  {printable(line, 600)}\n")
+        for difference in result.differences:
+            out.write(f"  {printable(difference.text, 600)}\n")
+            for version in difference.versions:
+                out.write(f"    {printable(version, 600)}\n")
         out.write("The log was changed after the copy was taken, or the copy is not this "
                   "log's")
     if result.newer:
@@ -274,19 +294,6 @@ def _against(store: Store, path: Path, out: IO[str], err: IO[str]) -> int:
         out.write(f"({result.unreadable} line{'s' if result.unreadable != 1 else ''} of the "
                   "copy hold no setui record and were skipped)\n")
     return EXIT_OK if result.ok else EXIT_FAILED
-
-
-def _would_overwrite(args: argparse.Namespace, err: IO[str]) -> bool:
-    """An export replaces its file whole: a wrong name must not silently destroy another
-    export (or anything else) already there. Says why when it refuses."""
-    target = args.file
-    if target == "-" or getattr(args, "force", False):
-        return False
-    if not os.path.lexists(target):
-        return False
-    err.write(f"setui audit export: {printable(target, 300)} already exists; nothing was "
-              "written (--force replaces it)\n")
-    return True
 
 
 def _export(records: list[AuditRecord], result: VerifyResult, target: str, out: IO[str],

@@ -8,20 +8,22 @@ store at module level: sqlite3 loads only when a command runs, not for ``setui -
 from __future__ import annotations
 
 import argparse
+import os
 import re
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
-from setui.core.model import MAX_INCARNATION
-from setui.core.timefmt import stamp
+from setui.core.model import MAX_INCARNATION, Document
+from setui.core.timefmt import iso, stamp
 from setui.textsafe import printable
 
 if TYPE_CHECKING:
     from setui.store import Store
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "add_storage_options", "data_dir", "iso",
-           "open_readonly", "positive_int", "when", "whole_number"]
+           "open_readonly", "positive_int", "record_reading", "when", "whole_number",
+           "would_overwrite"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -30,13 +32,6 @@ def when(moment: datetime | None) -> str:
     """``2024-05-14 09:30:00 UTC``: UTC alone, to the second, at a fixed width for the
     lists (:func:`setui.core.timefmt.stamp`)."""
     return stamp(moment, local=False)
-
-
-def iso(moment: datetime | None) -> str | None:
-    """ISO 8601 UTC with microseconds, for ``--json``."""
-    if moment is None:
-        return None
-    return moment.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
 
 
 def data_dir(args: argparse.Namespace) -> Path | None:
@@ -55,6 +50,36 @@ def open_readonly(args: argparse.Namespace) -> Store | None:
         return Store.open_dir(directory, readonly=True)
     except NothingRecorded:
         return None
+
+
+def record_reading(args: argparse.Namespace, document: Document, *, seen_at: datetime,
+                   endpoint: str, vm_name: str | None) -> str | None:
+    """Keep what a one-shot command read in the history: its sighting is a recording
+    session of one moment (core.holes), so no hole is claimed where it looked. Returns
+    why it could not, in words; never raises (the command's own work is done)."""
+    from setui.store import Store, StoreError
+
+    config = getattr(args, "config_resolved", None)
+    try:
+        with Store.open_dir(data_dir(args), history_days=getattr(config, "history_days", 90),
+                            forward=getattr(config, "audit_forward", None)) as store:
+            store.record_document(document, seen_at=seen_at, endpoint=endpoint,
+                                  vm_name=vm_name)
+    except StoreError as exc:
+        return exc.message
+    return None
+
+
+def would_overwrite(args: argparse.Namespace, err: IO[str], command: str) -> bool:
+    """An export replaces its file (``args.file``) whole: a wrong name must not silently
+    destroy another export, or anything else, already there; ``--force`` says it may.
+    Says why when it refuses (``command``: who says it)."""
+    target = args.file
+    if target == "-" or getattr(args, "force", False) or not os.path.lexists(target):
+        return False
+    err.write(f"{command}: {printable(target, 300)} already exists; nothing was written "
+              "(--force replaces it)\n")
+    return True
 
 
 def whole_number(text: str) -> int:
@@ -79,9 +104,9 @@ def positive_int(text: str) -> int:
     return value
 
 
-def add_storage_options(parser: argparse.ArgumentParser) -> None:
+def add_storage_options(parser: argparse.ArgumentParser, *, json: bool = True) -> None:
     """The common options again, on a sub-command, so they may follow it; SUPPRESS keeps
-    a value given before the sub-command."""
+    a value given before the sub-command. ``json``: the sub-command also writes JSON."""
     parser.add_argument("--data-dir", metavar="DIR", type=Path, default=argparse.SUPPRESS,
                         help="where history and the audit log live (env SETUI_DATA_DIR)")
     parser.add_argument("--endpoint", metavar="URL", default=argparse.SUPPRESS,
@@ -90,5 +115,6 @@ def add_storage_options(parser: argparse.ArgumentParser) -> None:
                         help=argparse.SUPPRESS)
     parser.add_argument("--config", metavar="FILE", type=Path, default=argparse.SUPPRESS,
                         help=argparse.SUPPRESS)
-    parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                        help="JSON with stable keys")
+    if json:
+        parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                            help="JSON with stable keys")

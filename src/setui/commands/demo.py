@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import signal
 import sys
 import tempfile
 from dataclasses import replace
@@ -16,6 +17,22 @@ from pathlib import Path
 from setui.config import Config
 
 __all__ = ["run"]
+
+
+class _HungUp(SystemExit):
+    """The terminal closed (SIGHUP): end as on Ctrl-C, so the temporary directory goes."""
+
+
+def _end_on_hangup() -> None:
+    """SIGHUP would end the demo without unwinding, leaving its temporary directory
+    behind; unless it is ignored (nohup: the user's choice, kept)."""
+    if not hasattr(signal, "SIGHUP") or signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+        return
+
+    def hung_up(signum: int, frame: object) -> None:
+        raise _HungUp(128 + signum)
+
+    signal.signal(signal.SIGHUP, hung_up)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
     explicit_dir = getattr(args, "data_dir", None)
     with tempfile.TemporaryDirectory(prefix="setui-demo-") as scratch:
         data_dir = Path(explicit_dir) if explicit_dir else Path(scratch)
+        _end_on_hangup()
         with Emulator(scenario, speed=args.speed) as emulator:
             # The emulator's own api-version checks apply; the real endpoint is never used.
             demo_config = replace(config, endpoint=emulator.url, data_dir=data_dir)

@@ -4,8 +4,9 @@ What an operator runs before ``setui approve`` (full EventIds to copy, countdown
 events are this VM's, which were approved from here and by whom, and which were sent an
 approval whose outcome is unknown) and what scripts read.
 One GET; the countdowns are counted on the service's clock (its Date header), as every
-other front end counts them. Exit 0 with the list (empty included), 1 when the document
-cannot be read.
+other front end counts them. What it read goes into the history, as ``approve``'s reading
+does, so the history knows this moment was seen. Exit 0 with the list (empty included),
+1 when the document cannot be read.
 """
 
 from __future__ import annotations
@@ -13,17 +14,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import socket
 import sys
 from collections.abc import Callable
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any
 
-from setui.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, iso, open_readonly, when
+from setui.commands.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    iso,
+    open_readonly,
+    record_reading,
+    when,
+)
 from setui.core.clock import ServiceClock, utc_now
 from setui.core.model import Event, is_this_vm
 from setui.core.order import sort_key
 from setui.core.timefmt import signed_countdown
+from setui.session import ONE_SHOT_TRIES, ThisVm
 from setui.store.records import APPROVED, UNKNOWN
 from setui.textsafe import printable
 
@@ -38,8 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true",
                         help="one JSON object (ASCII, stable keys) instead of a table")
     parser.add_argument("--vm-name", metavar="NAME", default=argparse.SUPPRESS,
-                        help="this VM's name in Resources (default: asked from IMDS, "
-                             "else the host name)")
+                        help="this VM's name in Resources (default: asked from IMDS; "
+                             "not known if it does not answer)")
 
 
 def countdown(moment: datetime | None, now: datetime) -> str:
@@ -64,7 +73,7 @@ def event_json(event: Event, vm_name: str | None, now: datetime,
         "status": event.status.value,
         "not_before": iso(event.not_before),
         "seconds_to_not_before": seconds,
-        "this_vm": event.affects(vm_name),
+        "this_vm": event.affects(vm_name) if vm_name else None,  # not known: null
         "resources": list(event.resources),
         "source": event.source.value if event.source is not None else None,
         "duration": event.duration,
@@ -119,7 +128,8 @@ def _table(events: list[Event], vm_name: str | None, now: datetime,
         rows.append((printable(event.event_id, 80), printable(event.event_type.value, 16),
                      printable(event.status.value, 16),
                      when(event.not_before) if event.not_before else "-",
-                     countdown(event.not_before, now), "yes" if event.affects(vm_name) else "-",
+                     countdown(event.not_before, now),
+                     "?" if not vm_name else "yes" if event.affects(vm_name) else "-",
                      approved, resources or "(none listed)"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
     return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
@@ -156,11 +166,15 @@ async def list_events(args: argparse.Namespace, *, out: IO[str], err: IO[str],
         service = ServiceClock(wall=wall)
         service.observe(result.server_date, result.received_mono)
         now = service.now()
-        vm_name = (getattr(args, "vm_name", None) or getattr(config, "vm_name", None)
-                   or await client.vm_name() or socket.gethostname())
+        this_vm = ThisVm(getattr(args, "vm_name", None) or getattr(config, "vm_name", None))
+        vm_name = await this_vm.learn(client, tries=ONE_SHOT_TRIES)
     finally:
         await client.aclose()
     events = sorted(document.events, key=lambda e: sort_key(e, vm_name))
+    problem = record_reading(args, document, seen_at=now, endpoint=client.endpoint,
+                             vm_name=vm_name)
+    if problem is not None:
+        err.write(f"setui events: not recorded in the history: {printable(problem, 300)}\n")
     approvals = _approvals(args, [e.event_id for e in events], err)
     if getattr(args, "json", False):
         out.write(json.dumps({
@@ -170,7 +184,8 @@ async def list_events(args: argparse.Namespace, *, out: IO[str], err: IO[str],
                        for e in events]}, ensure_ascii=True) + "\n")
         return EXIT_OK
     out.write(f"Incarnation {document.incarnation} at {when(now)}, "
-              f"{printable(client.endpoint, 100)}; this VM: {printable(vm_name, 80)}\n")
+              f"{printable(client.endpoint, 100)}; "
+              f"{f'this VM: {printable(vm_name, 80)}' if vm_name else this_vm}\n")
     if not events:
         out.write("No scheduled events.\n")
         return EXIT_OK

@@ -48,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from setui.fleet import PrometheusAuth, check_prometheus_url
+    from setui.fleet import PrometheusAuth, check_credentials_safe, check_prometheus_url
 
     config: Config = args.config_resolved
     url = args.prometheus or config.prometheus
@@ -63,6 +63,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     auth = PrometheusAuth(token=config.prometheus_token, user=config.prometheus_user,
                           password=config.prometheus_password)
+    try:
+        check_credentials_safe(url, auth)
+    except ValueError as exc:
+        print(f"setui fleet: {exc}", file=sys.stderr)
+        return 2
     from setui.commands.dashboard import open_fleet
 
     return open_fleet(config, url=url, auth=auth, refresh=args.refresh,

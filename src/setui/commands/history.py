@@ -26,16 +26,24 @@ from setui.commands.common import (
     positive_int,
     when,
     whole_number,
+    would_overwrite,
 )
 from setui.core.clock import utc_now
-from setui.core.diff import ABSENT, DocumentDiff, EventDiff, diff_documents
+from setui.core.diff import (
+    DocumentDiff,
+    EventDiff,
+    diff_documents,
+    field_time,
+    machine_value,
+    shown_value,
+)
 from setui.core.holes import Hole, with_holes
 from setui.core.model import MAX_INCARNATION, DocumentError, parse_iso
-from setui.core.timefmt import duration
+from setui.core.timefmt import duration, stamp
 from setui.textsafe import printable
 
 if TYPE_CHECKING:  # sqlite3 loads only when a command runs, not for `setui --version`
-    from setui.store import IncarnationRecord, Store, StoryEntry
+    from setui.store import ChangeRecord, IncarnationRecord, Store, StoryEntry
 
 __all__ = ["add_arguments", "history_command", "incarnation_number", "parse_since", "run"]
 
@@ -105,14 +113,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                     "--scenario FILE` or `setui emulator --scenario FILE`.")
     export.add_argument("file", metavar="FILE", help="where to write (.toml); - for standard "
                         "output")
+    export.add_argument("--force", action="store_true",
+                        help="replace FILE if it exists (without it, an existing file is "
+                             "left alone and the export refused)")
     export.add_argument("--from", dest="since", type=parse_since, metavar="TIME",
                         help="from TIME: 2h, 30m, 7d ago, or an ISO 8601 time in UTC")
     export.add_argument("--to", dest="until", type=parse_since, metavar="TIME",
                         help="up to TIME (default: the end of the record)")
     export.add_argument("--vm-name", metavar="NAME", default=argparse.SUPPRESS,
                         help="this VM's name in the scenario (default: the configured one, "
-                             "else the first resource)")
-    add_storage_options(export)
+                             "else the one the record keeps, else the first resource)")
+    add_storage_options(export, json=False)  # it writes a scenario file, never JSON
 
 
 def run(args: argparse.Namespace) -> int:
@@ -158,7 +169,13 @@ def history_command(args: argparse.Namespace, *, out: IO[str], err: IO[str]) -> 
 
 # -- the list ------------------------------------------------------------------------------
 def change_json(record: IncarnationRecord) -> list[dict[str, Any]]:
-    return [c.to_json() for c in record.changes]
+    return [{**c.to_json(), "not_before": iso(stored_time(c.not_before))}
+            for c in record.changes]
+
+
+def stored_time(not_before: str) -> datetime | None:
+    """A NotBefore as the store keeps it (the service's text, "" once started), read."""
+    return field_time("NotBefore", not_before)
 
 
 def record_json(record: IncarnationRecord) -> dict[str, Any]:
@@ -169,55 +186,61 @@ def record_json(record: IncarnationRecord) -> dict[str, Any]:
     }
 
 
-def hole_json(start: datetime, end: datetime) -> dict[str, Any]:
-    """A hole as ``--json`` gives it: its own keys, so no reader takes it for a record."""
-    return {"not_recording_from": iso(start), "not_recording_until": iso(end),
-            "seconds": round((end - start).total_seconds())}
+def hole_json(hole: Hole) -> dict[str, Any]:
+    """A hole as ``--json`` gives it: its own keys, so no reader takes it for a record.
+    An open one (nothing records now) runs until the moment the command ran."""
+    return {"not_recording_from": iso(hole.start), "not_recording_until": iso(hole.end),
+            "seconds": round(hole.seconds), "open": hole.open, "endpoint": hole.endpoint}
 
 
-def _with_holes(store: Store, records: list[IncarnationRecord]
-                ) -> Iterator[IncarnationRecord | Hole]:
-    """The records, newest first, with the holes when nothing was recording among them."""
-    if not records:
-        return iter(())
-    endpoints = {r.endpoint for r in records}
-    holes = store.holes(endpoint=records[0].endpoint if len(endpoints) == 1 else None,
-                        since=records[-1].first_seen, until=utc_now())
-    return with_holes(records, holes)
+def _with_holes(store: Store, records: list[IncarnationRecord], since: datetime | None,
+                complete: bool) -> Iterator[IncarnationRecord | Hole]:
+    """The records, newest first, with the record's holes among them (core.holes): the
+    same holes whatever is listed, each whole."""
+    holes = [hole for endpoint in sorted({r.endpoint for r in records})
+             for hole in store.holes(endpoint=endpoint) if hole.overlaps(since, None)]
+    return with_holes(records, holes, complete=complete)
 
 
 def _list(store: Store, limit: int, since: datetime | None, as_json: bool,
           out: IO[str]) -> int:
     records = store.history(limit=limit, since=since)
+    # Fewer than asked: the list reaches back to --since or to the start of the record.
+    complete = len(records) < limit
     if as_json:
-        for item in _with_holes(store, records):
-            data = hole_json(*item) if isinstance(item, tuple) else record_json(item)
+        for item in _with_holes(store, records, since, complete) if records else ():
+            data = hole_json(item) if isinstance(item, Hole) else record_json(item)
             out.write(json.dumps(data, ensure_ascii=True) + "\n")
         return EXIT_OK
     if not records:
         out.write("No incarnations recorded" + (" in that time" if since else "") + ".\n")
         return EXIT_OK
-    endpoints = {r.endpoint for r in records}
+    several = len({r.endpoint for r in records}) > 1
     out.write(f"{'first seen':<23} {'incarnation':>11}  what changed\n")
-    for item in _with_holes(store, records):
-        if isinstance(item, tuple):
-            out.write(_hole_line(*item))
-            continue
-        line = f"{when(item.first_seen):<23} {item.incarnation:>11}  "
-        line += printable(item.summary, 300)
-        if len(endpoints) > 1:
+    for item in _with_holes(store, records, since, complete):
+        if isinstance(item, Hole):
+            line = hole_line(item)
+        else:
+            line = f"{when(item.first_seen):<23} {item.incarnation:>11}  "
+            line += printable(item.summary, 300)
+        if several:
             line += f"  [{printable(item.endpoint, 80)}]"
         out.write(line + "\n")
-    if len(records) == limit:
+    if not complete:
         out.write(f"(the {limit} newest; --limit N for more)\n")
     return EXIT_OK
 
 
-def _hole_line(start: datetime, end: datetime) -> str:
-    """A hole in the record: whatever happened then was not seen."""
-    length = duration((end - start).total_seconds())
-    return (f"{when(start):<23} {'-':>11}  -- nothing was recording until {when(end)} "
-            f"({length}): changes in that time were not seen --\n")
+def hole_line(hole: Hole) -> str:
+    """A hole in the record, as the list writes it: whatever happened then was not seen."""
+    length = duration(hole.seconds)
+    if hole.open:
+        words = (f"-- nothing has recorded since then ({length} until now): changes since "
+                 "were not seen --")
+    else:
+        words = (f"-- nothing was recording until {when(hole.end)} ({length}): changes in "
+                 "that time were not seen --")
+    return f"{when(hole.start):<23} {'-':>11}  {words}"
 
 
 # -- one event's life ------------------------------------------------------------------------
@@ -235,7 +258,9 @@ def story_words(entry: StoryEntry) -> str:
         if entry.status == "Started":
             words = "first seen, already Started (no notice)"
         else:
-            words = f"first seen: {entry.status or '?'}, NotBefore {entry.not_before or 'none'}"
+            moment = stored_time(entry.not_before)
+            shown = stamp(moment, local=False) if moment is not None else "none"
+            words = f"first seen: {entry.status or '?'}, NotBefore {shown}"
         if entry.initial:
             words += " (already in the document when recording began)"
         return words
@@ -259,7 +284,7 @@ def story_json(entry: StoryEntry) -> dict[str, Any]:
     return {
         "time": iso(entry.time), "kind": entry.kind, "event_id": entry.event_id,
         "incarnation": entry.incarnation, "event_type": entry.event_type,
-        "status": entry.status, "not_before": entry.not_before or None,
+        "status": entry.status, "not_before": iso(stored_time(entry.not_before)),
         "detail": entry.detail or None, "source": entry.source,
         "audit_seq": entry.audit_seq, "endpoint": entry.endpoint, "initial": entry.initial,
         "words": story_words(entry),
@@ -319,7 +344,7 @@ def _diff_json(diff: DocumentDiff) -> list[dict[str, Any]]:
     """The core's diff as ``--json`` gives it: fields sorted by name, ``[old, new]`` with
     null for a field one side lacks (the text output says which was absent)."""
     return [{"event_id": item.event_id, "change": item.change,
-             "fields": {name: [None if old is ABSENT else old, None if new is ABSENT else new]
+             "fields": {name: [machine_value(name, old), machine_value(name, new)]
                         for name, (old, new) in sorted(item.fields.items())}}
             for item in diff.events]
 
@@ -363,33 +388,43 @@ def _show(store: Store, number: int, with_diff: bool, as_json: bool, out: IO[str
 
 def _write_diff(record: IncarnationRecord, previous: IncarnationRecord | None,
                 diff: Sequence[EventDiff], out: IO[str]) -> None:
+    """What changed, one entry per event: what the history told of it, then its fields
+    side by side (a reschedule is told once: by its NotBefore's two values)."""
     out.write("\n")
     if previous is None:
         out.write("No earlier incarnation is recorded: every event is new.\n")
     else:
         out.write(f"Changes since incarnation {previous.incarnation} "
                   f"(first seen {when(previous.first_seen)}):\n")
+    told: dict[str | None, list[ChangeRecord]] = {}
     for change in record.changes:
-        what = " ".join(printable(x, 80) for x in (change.event_type, change.event_id) if x)
-        line = f"  {change.kind:<11} {what}"
-        if change.detail:
-            line += f"  {printable(change.detail, 300)}"
-        out.write(line.rstrip() + "\n")
-    if not diff:
+        told.setdefault(change.event_id, []).append(change)
+    for change in told.pop(None, []):  # about the document itself
+        out.write(f"  ! {change.kind:<11} {printable(change.detail, 300)}".rstrip() + "\n")
+    items = {item.event_id: item for item in diff}
+    for event_id in [*told, *(i for i in items if i not in told)]:
+        changes, item = told.get(event_id, []), items.get(event_id)
+        kinds = ", ".join(dict.fromkeys(c.kind for c in changes)) or (item.change if item
+                                                                      else "")
+        kind = next((c.event_type for c in changes if c.event_type), None) \
+            or (str(item.event.event_type) if item else "")
+        mark = _MARKS[item.change] if item else " "
+        out.write(f"  {mark} {kinds:<11} "
+                  + " ".join(printable(x, 80) for x in (kind, event_id) if x) + "\n")
+        fields = sorted(item.fields.items()) if item else []
+        for change in changes:
+            if change.detail and not (fields and change.kind in _SAID_BY_FIELDS):
+                out.write(f"      {printable(change.detail, 300)}\n")
+        for name, (old, new) in fields:
+            out.write(f"      {printable(name, 40)}: {printable(shown_value(name, old), 200)} "
+                      f"-> {printable(shown_value(name, new), 200)}\n")
+    if not diff and not record.changes:
         out.write("  no event was added, removed or changed\n")
-    for item in diff:
-        mark = _MARKS[item.change]
-        out.write(f"  {mark} {item.change:<8} {printable(item.event_id, 80)}\n")
-        for name, (old, new) in sorted(item.fields.items()):
-            out.write(f"      {printable(name, 40)}: {printable(_value(old), 200)} -> "
-                      f"{printable(_value(new), 200)}\n")
 
 
 _MARKS = {"added": "+", "removed": "-", "changed": "~"}
-
-
-def _value(value: Any) -> str:
-    return "(absent)" if value is ABSENT else json.dumps(value, ensure_ascii=False)
+# Changes whose words only restate fields that the diff shows side by side.
+_SAID_BY_FIELDS = frozenset({"rescheduled", "changed"})
 
 
 # -- the record as a scenario ----------------------------------------------------------------
@@ -406,6 +441,8 @@ def _export_scenario(store: Store, args: argparse.Namespace, out: IO[str],
     if since is not None and until is not None and since > until:
         err.write("setui history export-scenario: --from is after --to\n")
         return EXIT_USAGE
+    if would_overwrite(args, err, "setui history export-scenario"):
+        return EXIT_FAILED
     recording = load_recording(store, since=since, until=until)
     if recording is None:
         err.write("setui history export-scenario: nothing was recorded in that time\n")
@@ -416,7 +453,8 @@ def _export_scenario(store: Store, args: argparse.Namespace, out: IO[str],
     config = getattr(args, "config_resolved", None)
     try:
         text = scenario_text(report, name=name, vm_name=getattr(args, "vm_name", None)
-                             or getattr(config, "vm_name", None))
+                             or getattr(config, "vm_name", None)
+                             or recording.vm_name_at(recording.end))
     except ScenarioError as exc:
         err.write(f"setui history export-scenario: the record cannot be played: {exc}\n")
         return EXIT_FAILED

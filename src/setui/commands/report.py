@@ -71,7 +71,11 @@ def report_command(args: argparse.Namespace, *, out: IO[str], err: IO[str]) -> i
 
 
 # -- Markdown --------------------------------------------------------------------------------
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+# What makes markup inside a line: emphasis, code, links and images (their brackets:
+# parentheses alone are none), HTML and autolinks, tables, strikethrough, a heading's
+# closing #s. Nothing here starts a line, so list and heading markers are not needed;
+# escaping more only shows backslashes where the report is read as text.
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>#|~])")
 
 
 def md(text: object, limit: int = 200) -> str:
@@ -176,8 +180,9 @@ def markdown(report: Report) -> str:
     else:
         lines.append("- **Holes in the record** (nothing was recording; what changed then "
                      "was not seen):")
-        lines += [f"  - {stamp(a)} to {stamp(b)} ({duration((b - a).total_seconds())})"
-                  for a, b in report.holes]
+        lines += [f"  - {stamp(h.start)} to "
+                  f"{'now' if h.open else stamp(h.end)} ({duration(h.seconds)})"
+                  for h in report.holes]
     lines.append("")
     for event in report.events:
         lines += _event_md(event)
@@ -203,10 +208,13 @@ def _event_json(event: EventReport) -> dict[str, Any]:
                          "from": iso(m.old), "to": iso(m.new)} for m in event.reschedules],
         "approvals": [_act_json(a) for a in event.acts if a.kind != "refused"],
         "refusals": [_act_json(a) for a in event.acts if a.kind == "refused"],
-        "started_at": iso(event.started_at), "started_certain": event.started_certain,
+        # A certainty only about what happened: null beside a start or a fate not seen.
+        "started_at": iso(event.started_at),
+        "started_certain": event.started_certain if event.started_at is not None else None,
         "started_before_not_before_seconds": event.start_vs_not_before,
         "gone_at": iso(event.gone_at), "fate": event.fate,
-        "fate_certain": event.fate_certain, "fate_detail": event.fate_detail or None,
+        "fate_certain": event.fate_certain if event.fate is not None else None,
+        "fate_detail": event.fate_detail or None,
     }
 
 
@@ -216,6 +224,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "endpoint": report.endpoint, "from": iso(report.start), "to": iso(report.end),
         "incarnations": list(report.incarnations),
         "holes_known": report.sessions_known,
-        "holes": [{"from": iso(a), "to": iso(b)} for a, b in report.holes],
+        "holes": [{"from": iso(h.start), "to": iso(h.end), "open": h.open}
+                  for h in report.holes],
         "events": [_event_json(e) for e in report.events],
     }

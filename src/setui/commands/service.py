@@ -25,15 +25,22 @@ from setui import __version__
 from setui.commands.common import EXIT_FAILED, EXIT_OK
 from setui.textsafe import printable
 
-__all__ = ["AGENT_UNIT_NAME", "UNIT_DIR", "UNIT_NAME", "UnitError", "add_arguments",
-           "exec_start_word", "install", "render_unit", "run", "template", "unit_problems"]
+__all__ = ["AGENT_UNIT_NAME", "UNIT_CONFIG", "UNIT_DIR", "UNIT_NAME", "UnitError",
+           "add_arguments", "exec_start_word", "install", "policy_problems", "render_unit", "run",
+           "template", "unit_problems"]
 
 UNIT_NAME = "setui-recorder.service"
 AGENT_UNIT_NAME = "setui-agent.service"  # `setui agent` instead of `setui watch`
 UNIT_DIR = Path("/etc/systemd/system")
-# Hidden from a system service by ProtectHome=, and usually not readable by the user the
-# service runs as: an interpreter or a setui installed there cannot be run by the unit.
-_HOMES = (PurePosixPath("/home"), PurePosixPath("/root"), PurePosixPath("/run/user"))
+# What the units cannot see: ProtectHome= hides the home directories (usually not
+# readable by the service's own user anyway), PrivateTmp= gives it a /tmp and /var/tmp of
+# its own. An interpreter, a setui, a policy or a hook there cannot be used by the unit.
+_HIDDEN = tuple((PurePosixPath(top), why) for top, why in (
+    ("/home", "ProtectHome="), ("/root", "ProtectHome="), ("/run/user", "ProtectHome="),
+    ("/tmp", "PrivateTmp=: it has a /tmp of its own"),
+    ("/var/tmp", "PrivateTmp=: it has a /var/tmp of its own")))
+# The units' config file (Environment=SETUI_CONFIG=): the agent's policy is found from it.
+UNIT_CONFIG = Path("/etc/setui/config.toml")
 # An ExecStart= word that systemd takes as it is: anything else is quoted.
 _PLAIN_WORD = re.compile(r"[A-Za-z0-9/._+,:@=%-]+")
 _EXEC_LINE = re.compile(r"^ExecStart=(\S+) (-m setui\.cli .*)$", re.MULTILINE)
@@ -60,8 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                      "(root is then not required; systemctl still runs)")
     for sub in (print_parser, install_parser):
         sub.add_argument("--agent", action="store_true",
-                         help=f"{AGENT_UNIT_NAME} (runs `setui agent` with "
-                              "/etc/setui/policy.toml) instead of the recorder")
+                         help=f"{AGENT_UNIT_NAME} (runs `setui agent`, with the policy "
+                              "/etc/setui/policy.toml if it exists) instead of the recorder")
 
 
 def template(name: str = UNIT_NAME) -> str:
@@ -111,26 +118,56 @@ def render_unit(python: str | None = None, name: str = UNIT_NAME) -> str:
 
 
 def unit_problems(python: str | None = None, package: Path | None = None) -> list[str]:
-    """Why the unit could not run this installation, if it could not: an interpreter or
-    a setui package inside a home directory is hidden from the service."""
+    """Why the unit could not run this installation, if it could not: an interpreter or a
+    setui package where the service cannot see it (a home directory, /tmp)."""
     interpreter = sys.executable if python is None else python
     if package is None:
         import setui
 
         package = Path(setui.__file__).parent
     # The venv's own path and the interpreter it links to: both must be reachable.
-    candidates = [("Python", Path(interpreter)), ("Python", Path(interpreter).resolve()),
-                  ("setui package", package.resolve())]
+    return _hidden([("Python setui runs from", Path(interpreter)),
+                    ("Python setui runs from", Path(interpreter).resolve()),
+                    ("setui package", package.resolve())])
+
+
+def policy_problems(config: Path = UNIT_CONFIG) -> list[str]:
+    """What the agent's unit could not see of the policy it would read (named in
+    ``config``, else beside it) and of that policy's hooks."""
+    return _hidden(_policy_files(config))
+
+
+def _hidden(candidates: list[tuple[str, Path]]) -> list[str]:
     problems: list[str] = []
     seen: set[Path] = set()
     for what, path in candidates:
-        home = next((h for h in _HOMES if PurePosixPath(path).is_relative_to(h)), None)
-        if home is not None and path not in seen:
+        hidden = next(((top, why) for top, why in _HIDDEN
+                       if PurePosixPath(path).is_relative_to(top)), None)
+        if hidden is not None and path not in seen:
             seen.add(path)
-            problems.append(f"the {what} setui runs from, {printable(str(path))}, is under "
-                            f"{home}, which the service cannot see (ProtectHome=, and it "
-                            "runs as a user of its own)")
+            top, why = hidden
+            problems.append(f"the {what}, {printable(str(path))}, is under {top}, which the "
+                            f"service cannot see ({why}, and it runs as a user of its own)")
     return problems
+
+
+def _policy_files(config: Path) -> list[tuple[str, Path]]:
+    """The policy the agent's unit would read, and its hooks; none when it cannot be read
+    (the agent itself says why when it starts)."""
+    from setui.agent.policy import PolicyError, default_policy, load_policy
+    from setui.config import ConfigError, load_config
+
+    try:
+        named = load_config(config, environ={}).policy if config.exists() else None
+    except ConfigError:
+        return []
+    path = named or default_policy(config)
+    try:
+        policy = load_policy(path)
+    except PolicyError:
+        return [("policy", path)]
+    return [("policy", path)] + [(f"{step} hook of rule {rule.name}", Path(hook.argv[0]))
+                                 for rule, step, hook in policy.hooks()]
 
 
 def _say(stream: IO[str], text: str) -> None:
@@ -194,6 +231,8 @@ def install(*, now: bool, unit_dir: Path | None, out: IO[str], err: IO[str],
                   "install --global setui`) and run its `setui service install`; or adapt "
                   "`setui service print` by hand.")
         return EXIT_FAILED
+    for problem in policy_problems() if name == AGENT_UNIT_NAME else []:
+        _say(err, f"setui: warning: {problem}")
     systemctl = shutil.which("systemctl")
     if systemctl is None:
         _say(err, "setui: systemctl was not found on PATH: this system does not seem to "
@@ -239,7 +278,8 @@ def run(args: argparse.Namespace) -> int:
         except UnitError as exc:
             _say(sys.stderr, f"setui: {exc}")
             return EXIT_FAILED
-        for problem in unit_problems():
+        for problem in unit_problems() + (policy_problems() if name == AGENT_UNIT_NAME
+                                          else []):
             _say(sys.stderr, f"setui: warning: {problem}")
         sys.stdout.write(text)
         sys.stdout.flush()

@@ -11,18 +11,22 @@ import contextlib
 import gc
 import json
 import sys
-from datetime import datetime, timezone
-from typing import IO, Any
+from collections.abc import Callable
+from datetime import datetime
+from typing import IO, TYPE_CHECKING, Any
 
 from setui.config import Config
 from setui.core.health import ConnectionState, Health, PollResult
 from setui.core.model import Document, Event, parse_iso
-from setui.core.timefmt import signed_countdown, stamp
+from setui.core.timefmt import iso, signed_countdown, stamp
 from setui.core.tracker import Change
 from setui.monitor import Monitor
-from setui.session import make_client, open_store, resolve_vm_name, run_until_stopped
+from setui.session import ThisVm, make_client, open_store, run_until_stopped
 from setui.systemd import ERR, INFO, NOTICE, WARNING, Notifier, for_journal, under_journal
 from setui.textsafe import printable
+
+if TYPE_CHECKING:
+    from setui.core.client import ImdsClient
 
 __all__ = ["RECORD_KEYS", "add_arguments", "change_record", "connection_record",
            "format_record", "line_countdown", "run"]
@@ -57,25 +61,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options live in cli.py; kept for symmetry with the other commands."""
 
 
-def _iso(when: datetime | None) -> str | None:
-    if when is None:
-        return None
-    return when.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
-
-
 def change_record(change: Change, vm_name: str | None) -> dict[str, Any]:
     """The stable JSON shape of one change (``--json``)."""
     event: Event | None = change.event
     return _record_of(
-        time=_iso(change.seen_at),
+        time=iso(change.seen_at),
         incarnation=change.incarnation,
         change=change.kind.value,
         event_id=event.event_id if event else None,
         event_type=event.event_type.value if event else None,
         status=event.status.value if event else None,
-        not_before=_iso(event.not_before) if event else None,
+        not_before=iso(event.not_before) if event else None,
         resources=list(event.resources) if event else [],
-        this_vm=event.affects(vm_name) if event else False,
+        # Not known while this VM's name is not: null rather than a guess.
+        this_vm=(event.affects(vm_name) if vm_name else None) if event else False,
         source=event.source.value if event and event.source else None,
         duration=event.duration if event else None,
         description=event.description if event else None,
@@ -89,7 +88,7 @@ def change_record(change: Change, vm_name: str | None) -> dict[str, Any]:
 def connection_record(health: Health, when: datetime) -> dict[str, Any]:
     """The stable JSON shape of a connection state change: the same keys as a change."""
     return _record_of(
-        time=_iso(when),
+        time=iso(when),
         change="connection",
         state=health.state.value,
         error=health.last_error,
@@ -226,11 +225,18 @@ async def watch(config: Config, *, as_json: bool, record: bool, out: IO[str],
             _say(err, "setui: recording history again", journal, NOTICE)
 
     client = make_client(config)
+    this_vm = ThisVm(config.vm_name)
+    learning: asyncio.Future[None] | None = None
     try:
-        vm_name = await resolve_vm_name(client, config)
+        await this_vm.learn(client, tries=1)  # the first answer's lines know it, mostly
         monitor = Monitor(client, endpoint=config.endpoint, interval=config.interval,
-                          store=store, record=record, vm_name=vm_name, command="setui watch",
-                          on_store_problem=store_problem)
+                          store=store, record=record, vm_name=this_vm.name,
+                          command="setui watch", on_store_problem=store_problem)
+        if this_vm.name is None:
+            learning = asyncio.ensure_future(_learn_vm_name(
+                this_vm, client, monitor, lambda line: _say(err, line, journal, NOTICE)))
+        elif this_vm.source == "IMDS":
+            _say(err, f"setui: {this_vm}", journal, INFO)
         last_state: tuple[ConnectionState, str | None] | None = (monitor.health().state, None)
         printer.emit(connection_record(monitor.health(), monitor.now()))
         # Ready before the first answer: the first call can take two minutes, longer
@@ -254,7 +260,7 @@ async def watch(config: Config, *, as_json: bool, record: bool, out: IO[str],
                                             monitor.recorder is not None
                                             and monitor.recorder.problem is None))
                 for change in result.changes:
-                    printer.emit(change_record(change, vm_name))
+                    printer.emit(change_record(change, this_vm.name))
                 if not frozen:
                     frozen = True
                     # Start-up's objects (modules, classes, the monitor) live as long as
@@ -263,6 +269,8 @@ async def watch(config: Config, *, as_json: bool, record: bool, out: IO[str],
                     gc.freeze()
         finally:
             pinger.cancel()
+            if learning is not None:
+                learning.cancel()
             notifier.stopping()
             # Every queued write reaches the store, and the session is closed, before
             # the store is.
@@ -274,6 +282,17 @@ async def watch(config: Config, *, as_json: bool, record: bool, out: IO[str],
         if store is not None:
             store.close()
     return 0
+
+
+async def _learn_vm_name(this_vm: ThisVm, client: ImdsClient, monitor: Monitor,
+                        say: Callable[[str], None]) -> None:
+    """Off the polling's path: ask IMDS for this VM's name until it answers, then tell the
+    monitor and say where the name came from."""
+    say("setui: this VM's name is not known yet (IMDS did not give it): events are not "
+        "marked as this VM's until it is; asking again")
+    if await this_vm.learn(client) is not None:
+        monitor.vm_name = this_vm.name
+        say(f"setui: {this_vm}")
 
 
 def _say(err: IO[str], line: str, journal: bool, priority: int) -> None:

@@ -20,7 +20,7 @@ import math
 import random as _random
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -30,6 +30,7 @@ from urllib.parse import quote
 import httpx
 
 from setui import __version__
+from setui.apiversions import PREVIEW_API_VERSION
 from setui.core.backoff import Backoff, parse_http_date, parse_retry_after
 from setui.core.endpoint import (
     DEFAULT_API_VERSION,
@@ -62,7 +63,6 @@ __all__ = [
     "ImdsClient", "check_api_version", "check_endpoint",
 ]
 
-PREVIEW_API_VERSION = "2017-03-01"  # its approval body also carries DocumentIncarnation
 NAME_API_VERSION = "2021-02-01"
 EVENTS_PATH = "/metadata/scheduledevents"
 COMPUTE_PATH = "/metadata/instance/compute"
@@ -164,7 +164,8 @@ class ImdsClient:
                  transport: httpx.AsyncBaseTransport | None = None,
                  rate: float = 4.0, burst: int = 3, mono: Callable[[], float] = time.monotonic,
                  random: Callable[[], float] = _random.random,
-                 backoff: Backoff | None = None) -> None:
+                 backoff: Backoff | None = None,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         for name, value in (("timeout", timeout), ("enabling_timeout", enabling_timeout)):
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a positive number of seconds, got {value}")
@@ -181,7 +182,8 @@ class ImdsClient:
         self.max_body = max_body
         self.first_call_pending = True  # until the first answer to a GET of the events
         self._mono = mono
-        self._bucket = TokenBucket(rate, burst, mono=mono)
+        # The rate limit waits on ``mono`` with ``sleep``: tests pass fake ones together.
+        self._bucket = TokenBucket(rate, burst, mono=mono, sleep=sleep)
         self._backoff = backoff or Backoff(base=0.5, cap=10.0, random=random)
         self._etag: str | None = None
         if transport is None and self.endpoint.startswith("http://"):
@@ -191,7 +193,7 @@ class ImdsClient:
             # makes by itself, so a slow pace or a backoff does not mean a new TCP
             # connection per poll; one the server closed meanwhile is noticed before it
             # is used or, in a race, retried once by _request.
-            transport = PlainTransport(keepalive_expiry=KEEPALIVE_EXPIRY)
+            transport = PlainTransport(keepalive_expiry=KEEPALIVE_EXPIRY, mono=mono)
         elif transport is None:
             # https (a proxy or test endpoint): httpx's own transport, TLS included.
             transport = httpx.AsyncHTTPTransport(

@@ -2,18 +2,23 @@
 
 The tracker tells an event's life as polls see it; this answers a reviewer's question
 about two incarnations side by side, on the raw fields as the service sent them. ``setui
-history show --diff`` and the dashboard's history screen both print this one answer.
+history show --diff`` and the dashboard's history screen both print this one answer,
+each value as :func:`shown_value` writes it.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
-from setui.core.model import Document, Event
+from setui.core.model import Document, Event, parse_not_before
+from setui.core.timefmt import iso, stamp
 
-__all__ = ["ABSENT", "DocumentDiff", "EventDiff", "diff_documents", "first_by_id"]
+__all__ = ["ABSENT", "DocumentDiff", "EventDiff", "diff_documents", "field_time",
+           "first_by_id", "machine_value", "shown_value"]
 
 
 class _Absent:
@@ -80,6 +85,39 @@ def diff_documents(current: Document, previous: Document | None) -> DocumentDiff
     found.extend(EventDiff("removed", old, old, {})
                  for event_id, old in before.items() if event_id not in after)
     return DocumentDiff(tuple(found), tuple(unchanged), len(current.events) - len(after))
+
+
+# The raw fields the service writes as times.
+_TIME_FIELDS = frozenset({"NotBefore"})
+
+
+def field_time(name: str, value: Any) -> datetime | None:
+    """A raw field that holds a time (NotBefore), read as the parser reads it; None for
+    any other field, an empty one (started) or one that cannot be read (shown as sent)."""
+    if name not in _TIME_FIELDS or not isinstance(value, str) or not value:
+        return None
+    try:
+        return parse_not_before(value)
+    except ValueError:
+        return None
+
+
+def shown_value(name: str, value: Any) -> str:
+    """A raw field's value for people: a time the one way (core.timefmt), anything else as
+    JSON, ``(absent)`` where the event lacks the field."""
+    if value is ABSENT:
+        return "(absent)"
+    moment = field_time(name, value)
+    return stamp(moment, local=False) if moment is not None else json.dumps(
+        value, ensure_ascii=False)
+
+
+def machine_value(name: str, value: Any) -> Any:
+    """A raw field's value for ``--json``: a time as ISO 8601 UTC, null where absent."""
+    if value is ABSENT:
+        return None
+    moment = field_time(name, value)
+    return iso(moment) if moment is not None else value
 
 
 def _fields(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:

@@ -25,7 +25,7 @@ class Resolution:
 
     typed: str
     event_id: str | None
-    problem: str | None = None
+    problem: str | None = None  # whole sentences: a caller may add its own after it
 
 
 def _distinct(ids: Iterable[str]) -> list[str]:
@@ -36,7 +36,8 @@ def _distinct(ids: Iterable[str]) -> list[str]:
 
 
 def _did_you_mean(typed: str, ids: list[str], matching: list[str]) -> str:
-    """The ids ``typed`` may have meant: those it starts, else the nearest (a typo)."""
+    """The end of the sentence: the ids ``typed`` may have meant (those it starts, else
+    the nearest: a typo) as a question, or a full stop."""
     pool = matching
     if not pool:
         width = max(len(typed), MIN_PREFIX)
@@ -45,7 +46,7 @@ def _did_you_mean(typed: str, ids: list[str], matching: list[str]) -> str:
                                          cutoff=0.75)
         pool = [heads[h] for h in near]
     if not pool:
-        return ""
+        return "."
     shown = ", ".join(pool[:_SUGGESTED])
     more = f" and {len(pool) - _SUGGESTED} more" if len(pool) > _SUGGESTED else ""
     return f"; did you mean {shown}{more}?"

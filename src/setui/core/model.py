@@ -32,6 +32,7 @@ __all__ = [
     "EventType",
     "format_not_before",
     "is_this_vm",
+    "json_depth",
     "parse_document",
     "parse_iso",
     "parse_not_before",
@@ -135,12 +136,33 @@ class Event:
 
     @property
     def impact(self) -> str:
-        """Expected impact in words: ``0`` and ``-1`` mean different things."""
+        """Expected impact in words: ``0`` and ``-1`` mean different things, and ``0`` (no
+        interruption expected) is not "none" for an event that moves or deletes the VM."""
         if self.duration is None or self.duration < 0:
             return "unknown"
         if self.duration == 0:
-            return "none"
+            return _LASTING.get(self.event_type, "none")
         return _format_seconds(self.duration)
+
+    @property
+    def effect(self) -> str | None:
+        """What the event type does to the VM, in the service documents' words; None
+        for a type they do not describe."""
+        return _EFFECTS.get(self.event_type)
+
+
+# What each type does, as the service's documents say it.
+_EFFECTS = {
+    EventType.FREEZE: "paused a few seconds; memory and open files kept",
+    EventType.REBOOT: "restarted; temporary memory lost",
+    EventType.REDEPLOY: "moved to another host; temporary disks lost",
+    EventType.PREEMPT: "spot VM deleted; temporary disks lost",
+    EventType.TERMINATE: "VM deleted",
+}
+# The types whose effect no DurationInSeconds undoes (a Reboot may turn out a Freeze,
+# the documents say, so its 0 is taken at its word): said instead of "none".
+_LASTING = {EventType.REDEPLOY: "moves host", EventType.PREEMPT: "deleted",
+            EventType.TERMINATE: "deleted"}
 
 
 def _vm_key(name: str) -> str:
@@ -293,14 +315,14 @@ def _document_depth(data: Any) -> int:
     an event 3, its Resources of strings 4) and only what else is there is walked: a
     document of 1,000 events costs about half a millisecond, not a scan of its text."""
     if not isinstance(data, dict):
-        return _value_depth(data)
+        return json_depth(data)
     deepest = 1
     for key, value in data.items():
         if key == "Events" and isinstance(value, list):
             deepest = max(deepest, 2)
             for event in value:
                 if not isinstance(event, dict):
-                    deepest = max(deepest, 2 + _value_depth(event))
+                    deepest = max(deepest, 2 + json_depth(event))
                     continue
                 deepest = max(deepest, 3)
                 for name, field in event.items():
@@ -310,25 +332,26 @@ def _document_depth(data: Any) -> int:
                             isinstance(r, str) for r in field):
                         depth = 4
                     else:
-                        depth = 3 + _value_depth(field)
+                        depth = 3 + json_depth(field)
                     deepest = max(deepest, depth)
                     if deepest > MAX_DEPTH:
                         return deepest
         elif isinstance(value, (dict, list)):
-            deepest = max(deepest, 1 + _value_depth(value))
+            deepest = max(deepest, 1 + json_depth(value))
         if deepest > MAX_DEPTH:
             return deepest
     return deepest
 
 
-def _value_depth(value: Any) -> int:
-    """How deep decoded JSON nests, without recursion."""
+def json_depth(value: Any, limit: int = MAX_DEPTH) -> int:
+    """How deep decoded JSON nests, without recursion; once past ``limit``, the walk
+    stops and says a depth past it."""
     deepest = 0
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
         if isinstance(item, (dict, list)):
-            if depth > MAX_DEPTH:
+            if depth > limit:
                 return depth
             deepest = max(deepest, depth)
             children = item.values() if isinstance(item, dict) else item

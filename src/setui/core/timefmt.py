@@ -1,10 +1,18 @@
-"""The one way setui writes time, for every front end (dashboard, details, history,
-audit, watch, report).
+"""The one way setui writes time, for every front end (dashboard, details, dialogs,
+history, audit, watch, events, approve, the agent, the report).
 
-- countdowns: ``T-9:58``, ``T-1:02:03``, ``T-1d 09h`` (a clock face under a day);
+For people:
+
 - clock times: UTC, with the local time beside them only when the zone differs:
-  ``2026-11-24 03:12:05 UTC (04:12:05 CET)``;
+  ``2026-11-24 03:12:05 UTC (04:12:05 CET)`` (:func:`stamp`); a time of day
+  ``03:12:05`` where the heading or the words say UTC and the day is known, and in a
+  narrow cell on another day ``Nov 24 03:12`` (:func:`time_of_day`);
+- countdowns: ``T-9:58``, ``T-1:02:03``, ``T-1d 09h`` (a clock face under a day);
 - durations: ``42s``, ``3m 05s``, ``2h 05m``, ``1d 09h``.
+
+For machines (JSON, the hooks' environment): ISO 8601 in UTC with ``Z`` (:func:`iso`).
+Never the service's RFC 1123 (``Wed, 25 Nov 2026 19:01:03 GMT``): that is the document's
+own text, shown only as the document.
 
 Lines that are read in columns or by machines-and-people alike (``setui watch``, the
 ``history`` and ``audit`` lists) give the UTC time alone, at a fixed width; what people
@@ -15,11 +23,12 @@ functions, no clock of their own: the caller says what "now" is.
 from __future__ import annotations
 
 import math
+import re
 from datetime import datetime, timezone, tzinfo
+from email.utils import parsedate_to_datetime
 
-__all__ = ["age", "clock", "countdown", "duration", "local_beside", "local_differs",
-           "signed_countdown", "stamp", "time_of_day", "utc_and_local", "utc_time",
-           "zone_name"]
+__all__ = ["age", "clock", "countdown", "duration", "iso", "local_beside", "local_differs",
+           "restate", "signed_countdown", "stamp", "time_of_day", "utc_time", "zone_name"]
 
 
 def _parts(whole_seconds: int) -> tuple[int, int, int, int]:
@@ -118,17 +127,28 @@ def time_of_day(moment: datetime, now: datetime, tz: tzinfo | None = timezone.ut
     return here.strftime("%b %d %H:%M")
 
 
-def utc_and_local(moment: datetime, now: datetime | None = None) -> str:
-    """``Sun 22 Nov 2026 10:14:32 UTC (11:14:32 CET)``: for details and dialogs."""
-    del now  # the day is always written: a notice may be days ahead
-    utc = moment.astimezone(timezone.utc)
-    return utc.strftime("%a %d %b %Y %H:%M:%S UTC") + _local_short(moment)
+def iso(moment: datetime | None) -> str | None:
+    """``2026-11-24T03:12:05Z`` (with microseconds when it has them): for machines."""
+    if moment is None:
+        return None
+    return moment.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
 
 
-def _local_short(moment: datetime) -> str:
-    if not local_differs(moment):
-        return ""
-    utc = moment.astimezone(timezone.utc)
-    local = moment.astimezone()
-    shown = local.strftime("%H:%M:%S" if local.date() == utc.date() else "%a %d %b %H:%M:%S")
-    return f" ({shown} {zone_name(local)})"
+# The service's own form, as setui's words once carried it (stored history from before).
+_RFC_1123 = re.compile(r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} [A-Z][a-z]{2} \d{4} "
+                       r"\d{2}:\d{2}:\d{2} GMT\b")
+
+
+def restate(text: str) -> str:
+    """setui's own words with any RFC 1123 time in them written the one way (stamp,
+    UTC alone): what a history recorded by an older setui says, read today."""
+    if "GMT" not in text:
+        return text
+
+    def one(match: re.Match[str]) -> str:
+        try:
+            return stamp(parsedate_to_datetime(match.group(0)), local=False)
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return match.group(0)
+
+    return _RFC_1123.sub(one, text)

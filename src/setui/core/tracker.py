@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
 
-from setui.core.model import Document, Event, format_not_before
-from setui.core.timefmt import duration
+from setui.core.model import Document, Event
+from setui.core.timefmt import duration, stamp
 
 __all__ = ["Change", "ChangeKind", "Tracker", "early_start", "summarize"]
 
@@ -210,14 +210,14 @@ def _compare(before: Event, after: Event, incarnation: int, seen_at: datetime, g
         ahead = early_start(before, seen_at)
         if ahead is not None:
             notes.append(f"started {'at least ' if gap else ''}{duration(ahead)} before its "
-                         f"NotBefore {format_not_before(before.not_before)}")
+                         f"NotBefore {_time(before.not_before)}")
         changes.append(Change(ChangeKind.STARTED, incarnation, seen_at, after, before,
                               detail="; ".join(notes), certain=not gap, missed=missed))
     elif before.not_before != after.not_before and not (before.is_started or after.is_started):
         changes.append(Change(
             ChangeKind.RESCHEDULED, incarnation, seen_at, after, before,
-            detail=f"NotBefore {format_not_before(before.not_before) or 'none'} -> "
-                   f"{format_not_before(after.not_before) or 'none'}", missed=missed,
+            detail=f"NotBefore {_time(before.not_before)} -> {_time(after.not_before)}",
+            missed=missed,
         ))
     moved = [
         name for name in _COMPARED
@@ -250,9 +250,14 @@ def _describe(name: str, before: Event, after: Event) -> str:
     if name in ("description", "resources"):
         return f"{_LABELS[name]} changed"
     if name == "not_before":
-        old, new = format_not_before(before.not_before), format_not_before(after.not_before)
-        return f"NotBefore {old or 'none'} -> {new or 'none'}"
+        return f"NotBefore {_time(before.not_before)} -> {_time(after.not_before)}"
     return f"{_LABELS[name]} {getattr(before, name)} -> {getattr(after, name)}"
+
+
+def _time(moment: datetime | None) -> str:
+    """A NotBefore in a change's words: the one way times are written (UTC alone, as the
+    words are stored and read anywhere), or "none" once started."""
+    return stamp(moment, local=False) if moment is not None else "none"
 
 
 def summarize(changes: Iterable[Change]) -> str:

@@ -7,7 +7,6 @@ start it with ``--port 0`` and read where it listens; everything else is a log o
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import math
 import signal
 import sys
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from setui.emulator.faults import Faults, parse_faults
 from setui.emulator.scenario import ScenarioError, builtin_scenarios, load_scenario
+from setui.loopback import is_loopback
 
 if TYPE_CHECKING:
     from setui.emulator.server import Emulator
@@ -57,16 +57,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--speed", type=float, default=1.0, metavar="X",
                         help="run the scenario X times faster than real time (default 1)")
     parser.add_argument("--vm-name", metavar="NAME",
-                        help="name answered by /metadata/instance/compute/name "
-                             "(default: the scenario's vm_name)")
+                        help="this VM's name: answered by /metadata/instance/compute/name "
+                             "and put in place of the scenario's vm_name in every event's "
+                             "Resources (default: the scenario's vm_name)")
     for flag, field, what in _IDENTITY_FLAGS:
         parser.add_argument(flag, metavar=what.split()[0].upper(), dest=field.lower(),
                             help=f"{what}, served as compute metadata {field} (default \"\")")
     parser.add_argument("--faults", metavar="SPEC", default="",
                         help="inject faults, e.g. 'first-delay=5,500=0.1,seed=1' "
                              "(keys: first-delay, 400, 404, 410, 429, 500, 503, "
-                             "approve-CODE, notjson, notdoc, truncate, hang, retry-after, "
-                             "slow, big, trickle, idle-close, idle-drop, skew, seed)")
+                             "approve-CODE, compute-CODE, notjson, notdoc, truncate, hang, "
+                             "retry-after, slow, big, trickle, idle-close, idle-drop, skew, "
+                             "seed)")
     parser.add_argument("--etag", action="store_true",
                         help="send ETag and answer 304 to a matching If-None-Match")
     parser.add_argument("--list-scenarios", action="store_true",
@@ -110,7 +112,7 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | No
     log(f"serving scenario {scenario.name!r} ({scenario.source}) at speed {args.speed:g}, "
         f"vm {emulator.vm_name!r}, faults {emulator.faults.describe()}"
         + (", ETag on" if args.etag else ""))
-    if not _is_loopback(args.host):
+    if not is_loopback(args.host):
         log(f"warning: listening on {args.host}, reachable from other machines")
     stop = stop or threading.Event()
     restore = _install_signal_handlers(stop)
@@ -138,15 +140,6 @@ def _check(args: argparse.Namespace) -> tuple[str, Faults | None]:
     except ValueError as exc:
         return f"--faults: {exc}", None
     return "", faults
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _watch(emulator: Emulator, stop: threading.Event, log: Callable[[str], None]) -> None:

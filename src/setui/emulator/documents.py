@@ -1,8 +1,11 @@
 """How an events document looks on the wire, per api-version.
 
-Older versions get the fields they had (``Description`` from 2019-04-01,
-``EventSource`` from 2019-08-01, ``DurationInSeconds`` from 2020-07-01); the 2017
-preview writes NotBefore in ISO 8601 and IaaS resource names with a leading underscore.
+Each version is served what it carries (:mod:`setui.apiversions`): the fields it had
+(``Description`` from 2019-04-01, ``EventSource`` from 2019-08-01, ``DurationInSeconds``
+from 2020-07-01), and only the event types it can carry (no ``Preempt`` before 2017-11-01,
+no ``Terminate`` before 2019-01-01: such an event is left out of that version's document,
+whose incarnation is still the service's). The 2017 preview writes NotBefore in ISO 8601
+and IaaS resource names with a leading underscore.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from collections.abc import Callable, Iterator
 from email.utils import formatdate
 from typing import Any
 
+from setui.apiversions import KNOWN_API_VERSIONS, PREVIEW_API_VERSION, carries
 from setui.emulator.timeline import EventState
 
 __all__ = [
@@ -26,15 +30,13 @@ __all__ = [
     "not_a_document",
     "render_document",
     "render_event",
+    "served",
 ]
 
-API_VERSIONS = ("2017-03-01", "2017-08-01", "2017-11-01", "2019-01-01", "2019-04-01",
-                "2019-08-01", "2020-07-01")
+API_VERSIONS = KNOWN_API_VERSIONS
 # What IMDS lists in "newest-versions" when the api-version is missing or unknown.
 NEWEST_VERSIONS = list(reversed(API_VERSIONS[-3:]))
-_ADDED = {"Description": "2019-04-01", "EventSource": "2019-08-01",
-          "DurationInSeconds": "2020-07-01"}
-PREVIEW = "2017-03-01"
+PREVIEW = PREVIEW_API_VERSION
 
 
 def http_date(posix: float) -> str:
@@ -68,10 +70,14 @@ def render_event(event: EventState, api_version: str, not_before: int | None) ->
         "EventSource": spec.source,
         "DurationInSeconds": spec.duration,
     }
-    for name, since in _ADDED.items():
-        if api_version < since:  # ISO dates compare as strings
-            del doc[name]
+    for name in [name for name in doc if not carries(api_version, name)]:
+        del doc[name]
     return doc
+
+
+def served(events: list[EventState], api_version: str) -> list[EventState]:
+    """The events ``api_version`` can carry: the others are not in its document."""
+    return [e for e in events if carries(api_version, e.spec.type)]
 
 
 def render_document(incarnation: int, events: list[EventState], api_version: str,
@@ -80,7 +86,7 @@ def render_document(incarnation: int, events: list[EventState], api_version: str
         "DocumentIncarnation": incarnation,
         "Events": [render_event(e, api_version,
                                 None if e.not_before is None else not_before(e.not_before))
-                   for e in events],
+                   for e in served(events, api_version)],
     }
 
 

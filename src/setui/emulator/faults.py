@@ -13,6 +13,9 @@ A spec is comma-separated ``key=value`` pairs, for example
 ``truncate=P``     Content-Length promises more than is sent; the connection is closed
 ``hang=P``         the request is read and never answered (until the emulator stops)
 ``approve-CODE=P`` a POST (approval) answers CODE instead, with probability P
+``compute-CODE=P`` a GET of the compute metadata (the VM's name and identity) answers
+                   CODE instead, with probability P (``compute-503=1``: this VM's name
+                   cannot be learned until the faults change)
 ``retry-after=S``  sent as ``Retry-After`` with 429 and 503
 ``slow=S``         every answer waits S real seconds
 ``big=MB``         every GET answers a valid-looking JSON document of MB megabytes (10^6 B)
@@ -48,6 +51,7 @@ class Faults:
     first_delay: float = 0.0
     statuses: dict[int, float] = field(default_factory=dict)  # GET status -> share
     approve_statuses: dict[int, float] = field(default_factory=dict)  # POST status -> share
+    compute_statuses: dict[int, float] = field(default_factory=dict)  # compute GET -> share
     notjson: float = 0.0
     notdoc: float = 0.0
     truncate: float = 0.0
@@ -62,7 +66,8 @@ class Faults:
     seed: int | None = None
 
     def __post_init__(self) -> None:
-        for name, table in (("", self.statuses), ("approve-", self.approve_statuses)):
+        for name, table in (("", self.statuses), ("approve-", self.approve_statuses),
+                            ("compute-", self.compute_statuses)):
             for code, share in table.items():
                 if code not in FAULT_STATUSES:
                     raise ValueError(f"{name}{code}: cannot inject status {code} (choose from "
@@ -87,6 +92,8 @@ class Faults:
                              "one answer, so together they must be at most 1")
         if sum(self.approve_statuses.values()) > 1 + 1e-9:
             raise ValueError("the approve-CODE shares add up to more than 1")
+        if sum(self.compute_statuses.values()) > 1 + 1e-9:
+            raise ValueError("the compute-CODE shares add up to more than 1")
 
     def rng(self) -> random.Random:
         return random.Random(self.seed)
@@ -99,9 +106,10 @@ class Faults:
         return _pick(rng, shares)
 
     def draw_post(self, rng: random.Random) -> int | None:
-        picked = _pick(rng, [("status", code, share)
-                             for code, share in sorted(self.approve_statuses.items())])
-        return None if picked is None else picked[1]
+        return _draw_status(rng, self.approve_statuses)
+
+    def draw_compute(self, rng: random.Random) -> int | None:
+        return _draw_status(rng, self.compute_statuses)
 
     def describe(self) -> str:
         """The spec back, for logs."""
@@ -112,8 +120,9 @@ class Faults:
                 continue
             if f.name == "statuses":
                 parts += [f"{code}={share:g}" for code, share in sorted(value.items())]
-            elif f.name == "approve_statuses":
-                parts += [f"approve-{code}={share:g}" for code, share in sorted(value.items())]
+            elif f.name in ("approve_statuses", "compute_statuses"):
+                prefix = f.name.split("_")[0]
+                parts += [f"{prefix}-{code}={share:g}" for code, share in sorted(value.items())]
             else:
                 key = "big" if f.name == "big_mb" else f.name.replace("_", "-")
                 parts.append(f"{key}={value:g}")
@@ -123,6 +132,11 @@ class Faults:
 def _check_share(name: str, share: float) -> None:
     if not (isinstance(share, int | float) and 0 <= share <= 1):
         raise ValueError(f"{name}: a share is a probability from 0 to 1, got {share}")
+
+
+def _draw_status(rng: random.Random, shares: dict[int, float]) -> int | None:
+    picked = _pick(rng, [("status", code, share) for code, share in sorted(shares.items())])
+    return None if picked is None else picked[1]
 
 
 def _pick(rng: random.Random, shares: list[tuple[str, int, float]]) -> tuple[str, int] | None:
@@ -147,6 +161,7 @@ def parse_faults(spec: str) -> Faults:
     values: dict[str, object] = {}
     statuses: dict[int, float] = {}
     approve: dict[int, float] = {}
+    compute: dict[int, float] = {}
     for raw in spec.split(","):
         item = raw.strip()
         if not item:
@@ -156,12 +171,12 @@ def parse_faults(spec: str) -> Faults:
         if not sep or not text:
             raise ValueError(f"{item!r}: expected key=value, like 500=0.1 or first-delay=5")
         if key in _SECONDS or key in _SHARES or key == "seed" or key.isdigit() \
-                or key.startswith("approve-"):
+                or key.startswith(("approve-", "compute-")):
             pass
         else:
             raise ValueError(f"{key!r}: unknown fault (known: first-delay, 400, 404, 410, 429, "
-                             "500, 503, approve-CODE, notjson, notdoc, truncate, hang, "
-                             "retry-after, slow, big, trickle, idle-close, idle-drop, skew, "
+                             "500, 503, approve-CODE, compute-CODE, notjson, notdoc, truncate, "
+                             "hang, retry-after, slow, big, trickle, idle-close, idle-drop, skew, "
                              "seed)")
         if key == "seed":
             try:
@@ -175,13 +190,14 @@ def parse_faults(spec: str) -> Faults:
             raise ValueError(f"{key}: expected a number, got {text!r}") from None
         if key.isdigit():
             statuses[int(key)] = number
-        elif key.startswith("approve-"):
-            code = key.removeprefix("approve-")
+        elif key.startswith(("approve-", "compute-")):
+            prefix, _, code = key.partition("-")
             if not code.isdigit():
-                raise ValueError(f"{key!r}: expected approve-CODE, like approve-500=0.5")
-            approve[int(code)] = number
+                raise ValueError(f"{key!r}: expected {prefix}-CODE, like {prefix}-500=0.5")
+            (approve if prefix == "approve" else compute)[int(code)] = number
         elif key in _SHARES:
             values[key] = number
         else:
             values[_SECONDS[key]] = number
-    return Faults(statuses=statuses, approve_statuses=approve, **values)  # type: ignore[arg-type]
+    return Faults(statuses=statuses, approve_statuses=approve, compute_statuses=compute,
+                  **values)  # type: ignore[arg-type]

@@ -48,7 +48,7 @@ import math
 import re
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -175,6 +175,16 @@ class Scenario:
 
     def loop_length(self) -> float:
         return self.length if self.length is not None else max(self.natural_end(), 1.0)
+
+    def renamed(self, vm_name: str) -> Scenario:
+        """The scenario played by a VM called ``vm_name``: its own name replaced wherever
+        the scenario names it (its events' Resources too, or a rehearsal's ``this_vm``
+        rules would never match). Names compare without regard to case, as Azure's do."""
+        own = self.vm_name.casefold()
+        events = tuple(replace(spec, resources=tuple(
+            vm_name if name.casefold() == own else name for name in spec.resources))
+            for spec in self.events)
+        return replace(self, vm_name=vm_name, events=events)
 
 
 def natural_start(spec: EventSpec) -> float:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import socket
 import threading
 import time
@@ -34,6 +33,7 @@ from setui.emulator.wire import (
     read_request,
     write_reply,
 )
+from setui.listening import listen
 
 __all__ = ["EVENTS_PATH", "NAME_PATH", "Emulator", "ManualClock", "RecordedRequest"]
 
@@ -187,7 +187,7 @@ class Emulator:
     # leaves a client waiting forever. Here every accepted socket is ours to close.
     def _run(self, ready: threading.Event, failure: list[BaseException]) -> None:
         try:
-            listener = _listen(self.host, self.port)
+            listener = listen(self.host, self.port)
         except OSError as exc:
             failure.append(OSError(exc.errno, f"emulator cannot listen on "
                                               f"{self.host}:{self.port}: {exc.strerror}"))
@@ -321,24 +321,6 @@ class Emulator:
             if reply.close or reply.truncate:
                 return
             answered_at = time.monotonic()
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    """A non-blocking listening socket; on POSIX it can take the port of a stopped
-    emulator at once (SO_REUSEADDR), which is what restart() needs."""
-    family, kind, proto, _, address = socket.getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
-    listener = socket.socket(family, kind, proto)
-    try:
-        if os.name == "posix":
-            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(address)
-        listener.listen(128)
-        listener.setblocking(False)
-    except OSError:
-        listener.close()
-        raise
-    return listener
 
 
 def _plain_error(exc: HttpError) -> Reply:

@@ -24,6 +24,7 @@ from setui.emulator.documents import (
     http_date,
     not_a_document,
     render_document,
+    served,
 )
 from setui.emulator.faults import Faults
 from setui.emulator.scenario import Scenario
@@ -56,10 +57,12 @@ class Service:
                  identity: dict[str, str] | None = None) -> None:
         if not (math.isfinite(speed) and speed > 0):
             raise ValueError(f"speed must be a positive number, got {speed}")
+        if vm_name:
+            scenario = scenario.renamed(vm_name)
         self.scenario = scenario
         self.clock = clock
         self.speed = speed
-        self.vm_name = vm_name or scenario.vm_name
+        self.vm_name = scenario.vm_name
         # The rest of the compute metadata (vmScaleSetName, zone...): "" when not given.
         self.identity = {name: str((identity or {}).get(name) or "")
                          for name in COMPUTE_FIELDS if name != "name"}
@@ -151,9 +154,14 @@ class Service:
         problem = self._bad_request(request)
         if problem is not None:
             return problem
-        if request.path == NAME_PATH:
-            return self._name(request)
         if request.path.startswith(COMPUTE_PATH):
+            code = self.faults.draw_compute(self._rng)
+            if code is not None:
+                reply = _error(code, _FAULT_MESSAGES[code])
+                reply.note = "fault"
+                return reply
+            if request.path == NAME_PATH:
+                return self._name(request)
             return self._compute(request)
         if request.method == "POST":
             return self._approve(request)
@@ -254,7 +262,12 @@ class Service:
                       if isinstance(e, dict)}
             unknown = [i for i in ids if i.lower() not in listed]
         else:
-            unknown = self.timeline.approve(ids, self.scenario_time(request.time))
+            # An event this version is not shown is not in its document: not approvable.
+            t = self.scenario_time(request.time)
+            shown = {e.event_id.lower()
+                     for e in served(self.timeline.state(t), request.query["api-version"])}
+            unknown = [i for i in ids if i.lower() not in shown] \
+                or self.timeline.approve(ids, t)
         if unknown:
             return _error(400, f"Bad request. No such event in the current document: "
                           f"{', '.join(unknown)}")

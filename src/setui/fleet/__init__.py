@@ -10,6 +10,7 @@ from setui.fleet.prometheus import (
     PrometheusAuth,
     PrometheusClient,
     PrometheusError,
+    check_credentials_safe,
     check_prometheus_url,
 )
 from setui.fleet.watcher import FleetUpdate, FleetWatcher, LinkState
@@ -29,5 +30,6 @@ __all__ = [
     "PrometheusError",
     "VmKey",
     "VmState",
+    "check_credentials_safe",
     "check_prometheus_url",
 ]

@@ -8,7 +8,9 @@ made printable where it is shown; nothing here guesses what a missing value woul
 An event is listed once however many VMs report it (every VM of an availability set sees
 its neighbours' events): its resources, statuses, approvers and reporters are merged, and
 every series is kept for the details. Its group is its reporters' group: the scale set,
-else the placement group, else the resource group.
+else the placement group, else the resource group. Each agent names only its own VM in
+an event's ``resource`` and counts what the event lists in ``resources_listed``: the
+difference is the listed VMs no agent reports it for.
 """
 
 from __future__ import annotations
@@ -24,8 +26,16 @@ from itertools import islice
 from typing import Any, NamedTuple
 
 from setui.fleet.gcpause import gc_paused
+from setui.metricnames import (
+    EVENT_LABELS,
+    EVENT_METRIC,
+    IDENTITY_LABELS,
+    NOT_REPORTED_METRIC,
+    SUCCESS_METRIC,
+)
 
 __all__ = [
+    "EVENT_LABELS",
     "EVENT_METRIC",
     "IDENTITY_LABELS",
     "SUCCESS_METRIC",
@@ -39,12 +49,6 @@ __all__ = [
     "group_of",
 ]
 
-EVENT_METRIC = "azure_scheduledevent_event"
-SUCCESS_METRIC = "setui_last_success_timestamp_seconds"
-IDENTITY_LABELS = ("vm_name", "vm_scale_set", "placement_group", "resource_group",
-                   "subscription_id", "zone")
-EVENT_LABELS = ("eventID", "eventType", "eventStatus", "eventSource", "resourceType",
-                "resource", "notBefore", "this_vm", "approved_by")
 LABEL_LIMIT = 128  # the agent bounds its labels to this; a relabelling Prometheus may not
 MAX_SERIES = 500_000  # more is not a fleet this view can show; the rest is counted
 MAX_SERIES_KEPT = 64  # series of one event kept for its details
@@ -142,6 +146,20 @@ class FleetEvent(NamedTuple):
     group: Group
     series: tuple[Mapping[str, str], ...]  # kept for the details, at most MAX_SERIES_KEPT
     stale: bool = False  # every VM reporting it has stopped answering: its news is old
+    listed: int = 0  # VMs the event lists, as its reporters count them (0: not said)
+
+    @property
+    def listed_count(self) -> int:
+        """How many VMs it lists: the reporters' count, or the names known when no
+        reporter counts them (an agent older than the resources_listed label)."""
+        return max(self.listed, len(self.resources))
+
+    @property
+    def without_agent(self) -> int:
+        """Listed VMs that no agent in the answer reports it for: no agent, a stopped
+        one, or one not scraped. Their names are in the document on any VM that lists
+        the event; each agent names only its own VM."""
+        return self.listed_count - len(self.resources)
 
     @property
     def not_before(self) -> datetime | None:
@@ -184,6 +202,9 @@ class Fleet:
     events: tuple[FleetEvent, ...]
     dropped: int = 0  # series over MAX_SERIES, not read
     ignored: int = 0  # series without the labels of the contract
+    # Prometheus remembers VMs that stopped reporting (the shipped recording rule): those
+    # that stopped before this view opened are listed. Without it, only those it saw go.
+    remembers: bool = False
 
     def problem_vms(self) -> tuple[FleetVm, ...]:
         """VMs whose agents are not known to be answering, most recently reported first."""
@@ -254,7 +275,9 @@ class FleetBuilder:
         first: dict[str, _Row] = {}  # each event's first series
         more: dict[str, list[_Row]] = {}  # every series of an event with more than one
         ids_of: dict[VmKey, list[str]] = {}
+        last_seen: dict[VmKey, tuple[float, Mapping[str, str]]] = {}  # stopped reporting
         ignored = 0
+        remembers = False
         samples = iter(result)
         for sample in islice(samples, MAX_SERIES):
             if not isinstance(sample, dict) or not isinstance(raw := sample.get("metric"), dict):
@@ -265,7 +288,10 @@ class FleetBuilder:
             ident = (get("subscription_id", ""), get("resource_group", ""),
                      get("vm_name", ""))
             if not ident[2]:
-                ignored += 1
+                if get("__name__") == NOT_REPORTED_METRIC:  # the rule's own mark
+                    remembers = True
+                else:
+                    ignored += 1
                 continue
             key = keys.get(ident)
             if key is None:
@@ -286,6 +312,11 @@ class FleetBuilder:
                 value = _value(sample)
                 if value is not None:
                     success[key] = max(value, success.get(key, 0.0))
+            elif name == NOT_REPORTED_METRIC:
+                value = _value(sample)
+                if value is not None and value > last_seen.get(key, (0.0,))[0]:
+                    last_seen[key] = (value, labels)
+                continue  # not a VM reporting now
             else:
                 ignored += 1
                 continue
@@ -295,23 +326,38 @@ class FleetBuilder:
         groups: dict[tuple[str, str, str], Group] = {}
         vms = {key: self._vm(key, labels, success.get(key), at, ids_of.get(key, ()), groups)
                for key, labels in vm_labels.items()}
-        self._remember(vms, at)
+        departed = {key: self._gone(key, labels, min(since, at), groups)
+                    for key, (since, labels) in last_seen.items() if key not in vms}
+        self._remember(vms, departed)
         everyone = dict(self._seen)
         everyone.update(vms)
         ones: dict[Any, tuple[Any]] = {}
         events = [_event(event_id, row, more.get(event_id), vms, ones)
                   for event_id, row in first.items()]
         events.sort(key=FleetEvent.sort_key)
-        return Fleet(at, everyone, tuple(events), dropped, ignored)
+        return Fleet(at, everyone, tuple(events), dropped, ignored, remembers)
 
-    def _vm(self, key: VmKey, labels: Mapping[str, str], last: float | None, at: float,
-            event_ids: Iterable[str], groups: dict[tuple[str, str, str], Group]) -> FleetVm:
+    @staticmethod
+    def _group(labels: Mapping[str, str], groups: dict[tuple[str, str, str], Group]) -> Group:
         get = labels.get
         where = (get("vm_scale_set", ""), get("placement_group", ""),
                  get("resource_group", ""))
         group = groups.get(where)
         if group is None:  # one Group per group, not one per VM
             group = groups[where] = group_of(labels)
+        return group
+
+    def _gone(self, key: VmKey, labels: Mapping[str, str], since: float,
+              groups: dict[tuple[str, str, str], Group]) -> FleetVm:
+        """A VM Prometheus remembers but does not scrape now: not reported since its last
+        scrape; what it said of IMDS and its events then is not known here."""
+        return FleetVm(key, labels, self._group(labels, groups), VmState.GONE, None, since,
+                       labels.get("instance", ""), labels.get("job", ""))
+
+    def _vm(self, key: VmKey, labels: Mapping[str, str], last: float | None, at: float,
+            event_ids: Iterable[str], groups: dict[tuple[str, str, str], Group]) -> FleetVm:
+        get = labels.get
+        group = self._group(labels, groups)
         if last is None:
             state = VmState.UNKNOWN
         elif last <= 0:
@@ -323,10 +369,15 @@ class FleetBuilder:
         return FleetVm(key, labels, group, state, last, at, get("instance", ""),
                        get("job", ""), tuple(dict.fromkeys(event_ids)))
 
-    def _remember(self, vms: Mapping[VmKey, FleetVm], at: float) -> None:
+    def _remember(self, vms: Mapping[VmKey, FleetVm], departed: Mapping[VmKey, FleetVm]
+                  ) -> None:
+        """What this session saw of a VM beats what Prometheus remembers of it (its last
+        good answer, its events): a departed VM is added only when not seen here."""
         for key, vm in self._seen.items():
             if key not in vms and vm.state is not VmState.GONE:
                 self._seen[key] = vm._replace(state=VmState.GONE)
+        for key, vm in departed.items():
+            self._seen.setdefault(key, vm)
         self._seen.update(vms)
         if len(self._seen) > MAX_REMEMBERED:
             oldest = sorted(self._seen.values(), key=lambda vm: vm.reported_at)
@@ -354,6 +405,7 @@ def _event(event_id: str, row: _Row, rows: list[_Row] | None,
         group = vm.group if vm is not None else NO_GROUP
         stale = vm is None or vm.state is not VmState.LIVE
         series: tuple[Mapping[str, str], ...] = (first,)
+        listed = _count(get("resources_listed", ""))
     else:
         statuses = tuple(dict.fromkeys(labels.get("eventStatus", "") for _, labels, _ in rows))
         resources = tuple(dict.fromkeys(r for _, labels, _ in rows
@@ -367,7 +419,13 @@ def _event(event_id: str, row: _Row, rows: list[_Row] | None,
         group = groups.most_common(1)[0][0] if groups else NO_GROUP
         stale = all(key not in vms or not vms[key].state.healthy for key in reporters)
         series = tuple(row[1] for row in rows[:MAX_SERIES_KEPT])
+        listed = max(map(_count, {labels.get("resources_listed", "") for _, labels, _ in rows}))
     # Positional: keywords cost a third of the making, thirty thousand times a refresh.
     return FleetEvent(event_id, first.get("eventType", ""), statuses,
                       first.get("eventSource", ""), lowest, first.get("notBefore", ""),
-                      resources, approvers, reporters, group, series, stale)
+                      resources, approvers, reporters, group, series, stale, listed)
+
+
+def _count(text: str) -> int:
+    """A count label (``resources_listed``) as a number; 0 when absent or not one."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else 0

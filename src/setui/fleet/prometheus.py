@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -22,6 +23,8 @@ import httpx
 
 from setui import __version__
 from setui.fleet.gcpause import gc_paused
+from setui.loopback import is_loopback
+from setui.metricnames import EVENT_METRIC, NOT_REPORTED_METRIC, SUCCESS_METRIC
 from setui.textsafe import printable
 
 __all__ = [
@@ -31,13 +34,17 @@ __all__ = [
     "PrometheusAuth",
     "PrometheusClient",
     "PrometheusError",
+    "check_credentials_safe",
     "check_prometheus_url",
 ]
 
-# The contract with `setui agent`: every current event's series and every VM's last good
-# answer from IMDS, in one query (docs: CONTRACT, "the fleet view queries these").
-QUERY = '{__name__=~"azure_scheduledevent_event|setui_last_success_timestamp_seconds"}'
-MAX_BODY = 256 * 1024 * 1024  # 10,000 VMs x 3 events is about 20 MB of JSON
+# One query, a selector and nothing to compute (docs/metrics.md, "What setui fleet asks"):
+# every current event's series, every VM's last good answer from IMDS, and the VMs not
+# scraped now with since when (the shipped recording rule, and whether it is there).
+QUERY = f'{{__name__=~"{EVENT_METRIC}|{SUCCESS_METRIC}|{NOT_REPORTED_METRIC}"}}'
+MAX_BODY = 256 * 1024 * 1024  # decoded; 10,000 VMs x 3 events is about 20 MB of JSON
+STEP = 1024 * 1024  # decoded bytes made at a time, at most
+ACCEPT_ENCODING = "gzip"  # Prometheus compresses with it; nothing else is decoded here
 TIMEOUT = 30.0  # seconds for the whole answer; a large fleet's query takes a while
 
 
@@ -73,6 +80,11 @@ class PrometheusAuth:
             return "bearer token"
         return f"user {printable(self.user, 40)}" if self.user else "no credentials"
 
+    @property
+    def kind(self) -> str:
+        """What is secret in it, in words."""
+        return "bearer token" if self.token else "password" if self.password else "nothing"
+
 
 @dataclass(frozen=True)
 class Answer:
@@ -102,6 +114,17 @@ def check_prometheus_url(text: str) -> str:
     return text.rstrip("/")
 
 
+def check_credentials_safe(url: str, auth: PrometheusAuth) -> None:
+    """Refuse to send a bearer token or a password in clear text: over plain ``http://``
+    they go only to this machine's loopback. Raises ValueError with what to do."""
+    parts = urlsplit(url)
+    if parts.scheme != "http" or auth.kind == "nothing" or is_loopback(parts.hostname or ""):
+        return
+    raise ValueError(f"the {auth.kind} would cross the network in clear text to "
+                     f"{printable(parts.hostname, 100)} over plain http://: use https:// "
+                     "(plain http carries credentials only to this machine's loopback)")
+
+
 class PrometheusClient:
     """``query(promql)`` against one Prometheus; one pooled connection, closed by
     :meth:`close`. Proxies from the environment are honoured: unlike IMDS, a remote
@@ -112,13 +135,17 @@ class PrometheusClient:
                  transport: httpx.BaseTransport | None = None) -> None:
         self.url = check_prometheus_url(url)
         self.auth = auth or PrometheusAuth()
+        check_credentials_safe(self.url, self.auth)
         self.max_body = max_body
+        # A proxy from the environment would see plain http's credentials: none then.
+        private = self.url.startswith("http://") and self.auth.kind != "nothing"
         self._http = httpx.Client(
-            transport=transport, timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
+            transport=transport, trust_env=not private,
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
             follow_redirects=False, auth=self.auth.basic(),
             limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
             headers={"User-Agent": f"setui/{__version__}", "Accept": "application/json",
-                     **self.auth.headers()})
+                     "Accept-Encoding": ACCEPT_ENCODING, **self.auth.headers()})
 
     def close(self) -> None:
         self._http.close()
@@ -151,19 +178,59 @@ class PrometheusClient:
         return _answer(status, body, self.url)
 
     def _read(self, response: httpx.Response) -> bytes:
+        """The body, decompressed here while it streams, stopped at :attr:`max_body`
+        decoded bytes. httpx would decompress each network chunk whole before anyone
+        could count it: one 64 KB chunk of a gzip bomb is 64 MB, and a 600 KB answer
+        once took 3.5 GB."""
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_body:
             raise PrometheusError("bad answer", f"the answer is {int(declared)} bytes, over "
                                   f"the {self.max_body} this view reads")
+        encoding = response.headers.get("content-encoding", "").strip().lower()
+        inflate = _decompressor(encoding)
         chunks: list[bytes] = []
-        size = 0
-        for chunk in response.iter_bytes():
-            size += len(chunk)
-            if size > self.max_body:
-                raise PrometheusError("bad answer", f"the answer is over the {self.max_body} "
-                                      "bytes this view reads")
-            chunks.append(chunk)
+        size = raw = 0
+        try:
+            for chunk in response.iter_raw():
+                raw += len(chunk)
+                while chunk:
+                    if inflate is None:
+                        piece, chunk = chunk, b""
+                    else:
+                        piece = inflate.decompress(chunk, min(self.max_body - size + 1, STEP))
+                        chunk = inflate.unconsumed_tail
+                    size += len(piece)
+                    if size > self.max_body:
+                        raise PrometheusError("bad answer", _too_large(
+                            self.max_body, encoding if inflate is not None else "", raw))
+                    chunks.append(piece)
+            if inflate is not None and not inflate.eof:
+                raise PrometheusError("bad answer", f"the answer's {encoding} stream is cut "
+                                      "short")
+        except zlib.error as exc:
+            raise PrometheusError("bad answer", f"the answer's {encoding} is damaged: "
+                                  f"{printable(str(exc), 100)}") from None
         return b"".join(chunks)
+
+
+def _decompressor(encoding: str) -> Any:
+    """A zlib decompressor for the one Content-Encoding the client asks for (gzip) or
+    deflate; None for none. Anything else, stacked encodings included, is refused."""
+    if encoding in ("", "identity"):
+        return None
+    if encoding in ("gzip", "x-gzip"):
+        return zlib.decompressobj(16 + zlib.MAX_WBITS)
+    if encoding == "deflate":
+        return zlib.decompressobj()
+    raise PrometheusError("bad answer", f"the answer is encoded as {printable(encoding, 60)!r}"
+                          f"; this view asks for {ACCEPT_ENCODING} and decodes nothing else")
+
+
+def _too_large(cap: int, encoding: str, raw: int) -> str:
+    if not encoding:
+        return f"the answer is over the {cap} bytes this view reads"
+    return (f"the answer decompresses to more than the {cap} bytes this view reads "
+            f"({raw} bytes of {encoding} read so far): stopped there")
 
 
 def _answer(status: int, body: bytes, url: str) -> Answer:

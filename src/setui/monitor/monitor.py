@@ -126,7 +126,7 @@ class Monitor:
                     result = await self._with_approvals(result)
                 announce, before = self.state.apply(result)
                 if self.recorder is not None:
-                    self.recorder.submit(result, previous)
+                    self.recorder.submit(result, previous, self.vm_name)
                 yield MonitorUpdate(result, tuple(announce), before)
         finally:
             if self.recorder is not None:

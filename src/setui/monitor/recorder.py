@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from setui.core.health import PollResult
 from setui.core.model import Document
-from setui.store.store import RECORDER_BEAT, TOUCH_INTERVAL
+from setui.store.store import RECORDER_BEAT, RUNNING_WITHIN, TOUCH_INTERVAL
 
 if TYPE_CHECKING:
     from setui.store import RecorderSpan, Store
@@ -30,10 +30,9 @@ if TYPE_CHECKING:
 __all__ = ["BEAT_SECONDS", "STORE_RETRY_SECONDS", "Recorder", "brief_store_problem"]
 
 _T = TypeVar("_T")
-# The session's row says "still recording" this often; a session whose last beat is
-# older than RUNNING_WITHIN has stopped (or died) as far as anyone can tell.
+# The session's row says "still recording" this often (store.RUNNING_WITHIN: how long
+# after its last beat a session counts as running).
 BEAT_SECONDS = RECORDER_BEAT.total_seconds()
-RUNNING_WITHIN = 2.5 * RECORDER_BEAT
 # After the store failed, unchanged documents wait this long before the next try (a new
 # incarnation is always tried: the history must not miss it).
 STORE_RETRY_SECONDS = 30.0
@@ -75,8 +74,14 @@ class Recorder:
         self._retry_at: float | None = None
         self._beat_at: float | None = None
         self._beat_seen: datetime | None = None  # the service time of the last beat
+        self._begun = False  # the first answer has set the session's start
         self._written_at: float | None = None  # when an unchanged document last went out
         self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        """Stopped: its thread takes no more work."""
+        return self._closed
 
     # -- on the store thread ---------------------------------------------------------------
     async def call(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
@@ -107,11 +112,13 @@ class Recorder:
                 await self.call(self.store.recorder_beat, self.session_id, at, stopped=True)
         await asyncio.to_thread(self._executor.shutdown, wait=True)
 
-    def submit(self, result: PollResult, previous: Document | None) -> None:
+    def submit(self, result: PollResult, previous: Document | None,
+               vm_name: str | None = None) -> None:
         """Record ``result``'s document (a fresh answer); returns at once.
 
         ``previous`` is the document the poller had just before this one: the store
-        takes the poller's changes as the story only when that is the one it holds."""
+        takes the poller's changes as the story only when that is the one it holds.
+        ``vm_name``: this VM's name, once known, kept with the incarnation."""
         document = result.document
         if self._closed or document is None or not result.fresh:
             return
@@ -126,7 +133,7 @@ class Recorder:
         if not wait and self._pending < MAX_QUEUED:
             self._pending += 1
             self._written_at = now
-            future = self._executor.submit(self._write, result, document, previous)
+            future = self._executor.submit(self._write, result, document, previous, vm_name)
             future.add_done_callback(self._done_soon(asyncio.get_running_loop()))
         self._maybe_beat(now, result)
 
@@ -137,6 +144,13 @@ class Recorder:
         seen = result.seen_at
         if self.session_id is None or self._beat_at is None or seen is None:
             return
+        if not self._begun:
+            # The session starts with its first answer, in the record's clock.
+            self._begun = True
+            self._beat_at, self._beat_seen = now, seen
+            begun = self._executor.submit(self._beat, seen, begins=True)
+            begun.add_done_callback(self._done_soon(asyncio.get_running_loop(), count=False))
+            return
         if now - self._beat_at >= BEAT_SECONDS or (
                 self._beat_seen is not None
                 and (seen - self._beat_seen).total_seconds() >= BEAT_SECONDS):
@@ -145,19 +159,20 @@ class Recorder:
             beat = self._executor.submit(self._beat, result.seen_at)
             beat.add_done_callback(self._done_soon(asyncio.get_running_loop(), count=False))
 
-    def _write(self, result: PollResult, document: Document, previous: Document | None
-               ) -> bool:
+    def _write(self, result: PollResult, document: Document, previous: Document | None,
+               vm_name: str | None) -> bool:
         from setui.store.history import content_hash
 
         assert result.seen_at is not None
         after = (previous.incarnation, content_hash(previous)) if previous is not None else None
         return self.store.record_document(
             document, seen_at=result.seen_at, endpoint=self.endpoint, changes=result.changes,
-            gap=result.gap, after=after, clock_skew=result.health.clock_skew)
+            gap=result.gap, after=after, clock_skew=result.health.clock_skew,
+            vm_name=vm_name)
 
-    def _beat(self, at: datetime) -> list[RecorderSpan]:
+    def _beat(self, at: datetime, *, begins: bool = False) -> list[RecorderSpan]:
         assert self.session_id is not None
-        self.store.recorder_beat(self.session_id, at)
+        self.store.recorder_beat(self.session_id, at, begins=begins)
         return self._others(at)
 
     def _others(self, at: datetime) -> list[RecorderSpan]:

@@ -18,6 +18,7 @@ from datetime import datetime
 from setui.core.timefmt import duration as duration_text
 from setui.emulator.scenario import MAX_SECONDS, parse_scenario
 from setui.monitor.report import EventReport, Report
+from setui.textsafe import needs_escape, printable
 
 __all__ = ["APPROVAL_DELAY", "DEFAULT_DURATION", "default_duration", "scenario_text"]
 
@@ -26,10 +27,19 @@ DEFAULT_DURATION = 10.0  # the emulator's impact when DurationInSeconds is -1 or
 
 
 def _string(text: str) -> str:
-    """A TOML basic string: JSON's escapes, which TOML shares, plus DEL; a lone surrogate
-    (valid in a JSON escape, not in TOML) is written as its escape."""
+    """A TOML basic string: JSON's escapes, which TOML shares, and a TOML escape for every
+    character the rest of setui's output escapes (:func:`setui.textsafe.needs_escape`:
+    controls, bidi overrides, line separators), so the file is safe to show and still
+    plays the same text. A lone surrogate (valid in a JSON escape, not in TOML) is
+    written as the text of its escape."""
     clean = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return json.dumps(clean, ensure_ascii=False).replace("\x7f", "\\u007f")
+    return "".join(_toml_escape(c) if needs_escape(c) else c
+                   for c in json.dumps(clean, ensure_ascii=False))
+
+
+def _toml_escape(char: str) -> str:
+    code = ord(char)
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def _seconds(moment: datetime, t0: datetime) -> float:
@@ -126,13 +136,14 @@ def scenario_text(report: Report, *, name: str, vm_name: str | None) -> str:
     events = [e for e in report.events if e.event is not None]
     vm = vm_name or next((r for e in events for r in e.resources), None) or "vm-0"
     lines = [
-        f"# Exported by `setui history export-scenario` from {report.endpoint}",
+        f"# Exported by `setui history export-scenario` from {printable(report.endpoint, 300)}",
         f"# Times are seconds from {t0:%Y-%m-%d %H:%M:%S} UTC, where the window opens.",
     ]
     if report.holes:
         lines.append("# The record has holes (nothing was recording); this plays them as if "
                      "nothing was missed:")
-        lines += [f"#   {a:%Y-%m-%d %H:%M:%S} to {b:%H:%M:%S} UTC" for a, b in report.holes]
+        lines += [f"#   {h.start:%Y-%m-%d %H:%M:%S} to {h.end:%H:%M:%S} UTC"
+                  for h in report.holes]
     lines += [
         f"name = {_string(name)}",
         f"description = {_string(f'recorded {t0:%Y-%m-%d %H:%M} UTC, {len(events)} events')}",

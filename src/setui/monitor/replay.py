@@ -16,9 +16,11 @@ from datetime import datetime
 from functools import cached_property
 
 from setui.core.health import ConnectionState, Health
+from setui.core.holes import Hole
 from setui.core.model import Document, DocumentError, Event
 from setui.core.tracker import Change, ChangeKind
 from setui.monitor.state import MonitorState
+from setui.store.endpoints import endpoint_column
 from setui.store.records import AuditRecord, ChangeRecord, IncarnationRecord
 from setui.store.store import TOUCH_INTERVAL, Store
 
@@ -33,18 +35,19 @@ class Moment:
 
     at: datetime
     index: int | None  # the incarnation current then, by position in the recording
-    hole: tuple[datetime, datetime] | None  # nothing was recording then, from .. to
+    hole: Hole | None  # nothing was recording then
     audit: tuple[AuditRecord, ...]  # the audit records up to then, oldest first
 
 
 @dataclass(frozen=True)
 class Recording:
-    """One endpoint's record, oldest first: incarnations, audit records, holes."""
+    """One endpoint's record, oldest first: incarnations, audit records, holes (each
+    whole, as the store tells them: core.holes)."""
 
     endpoint: str
     records: tuple[IncarnationRecord, ...]
     audit: tuple[AuditRecord, ...]
-    holes: tuple[tuple[datetime, datetime], ...]
+    holes: tuple[Hole, ...]
     sessions_known: bool  # recording sessions were kept: holes can be told
     start: datetime
     end: datetime
@@ -83,10 +86,28 @@ class Recording:
     def clamp(self, at: datetime) -> datetime:
         return min(max(at, self.start), self.end)
 
-    def hole_at(self, at: datetime) -> tuple[datetime, datetime] | None:
-        for start, end in self.holes:
-            if start <= at < end:
-                return start, end
+    def opening(self) -> datetime:
+        """Where a replay opens by default: the first incarnation from ``start`` on that
+        has events (an empty one would show nothing), else ``start``."""
+        first = self.index_at(self.start)
+        for position in range(first if first is not None else 0, len(self.records)):
+            document = self.document(position)
+            if document is not None and document.events:
+                return max(self.records[position].first_seen, self.start)
+        return self.start
+
+    def vm_name_at(self, at: datetime) -> str | None:
+        """This VM's name as the record keeps it: the incarnation's current at ``at``, else
+        the newest the record knows (None: not known, as in a store older than that)."""
+        index = self.index_at(at)
+        if index is not None and self.records[index].vm_name:
+            return self.records[index].vm_name
+        return next((r.vm_name for r in reversed(self.records) if r.vm_name), None)
+
+    def hole_at(self, at: datetime) -> Hole | None:
+        for hole in self.holes:
+            if hole.holds(at):
+                return hole
         if not self.sessions_known:
             # A store from before recording sessions were kept: past a document's last
             # sighting (touched at least once a minute while polled) nothing is known.
@@ -96,7 +117,7 @@ class Recording:
                 following = (self.records[index + 1].first_seen
                              if index + 1 < len(self.records) else self.end)
                 if at > last + 2 * TOUCH_INTERVAL:
-                    return last, following
+                    return Hole(last, following, endpoint=self.endpoint)
         return None
 
     def moment(self, at: datetime) -> Moment:
@@ -132,7 +153,7 @@ class Recording:
             state.last_seen = None
             return state
         if hole is not None:
-            seen = min(max(hole[0], record.first_seen), at)
+            seen = min(max(hole.start, record.first_seen), at)
             state.last_seen = seen
             state.health = Health(state=ConnectionState.STALE, last_success=seen,
                                   first_call_pending=False, clock_skew=record.clock_skew,
@@ -186,8 +207,10 @@ def load_recording(store: Store, *, since: datetime | None = None,
         records = [r for r in records if r.first_seen <= until]
     if not records:
         return None
+    # The audit log keeps each endpoint as the approval wrote it; the history, keyed.
     audit = tuple(r for r in store.audit(oldest_first=True)
-                  if r.endpoint == endpoint and (until is None or r.time <= until))
+                  if endpoint_column(r.endpoint) == endpoint
+                  and (until is None or r.time <= until))
     first = records[0].first_seen
     sessions = store.recorders(endpoint=endpoint)
     # A document's last sighting moves at most once a minute; the sessions say how far
@@ -196,7 +219,7 @@ def load_recording(store: Store, *, since: datetime | None = None,
     end = until if until is not None else max(last, audit[-1].time if audit else last)
     start = max(since, first) if since is not None else first
     start = min(start, end)
-    holes = store.holes(endpoint=endpoint, since=first, until=end) if sessions else []
+    holes = [h for h in store.holes(endpoint=endpoint) if h.overlaps(first, end)]
     return Recording(endpoint, tuple(records), audit, tuple(holes), bool(sessions),
                      start, end, tuple(_parsed(r) for r in records))
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from setui.core.holes import Hole
 from setui.core.model import DocumentError, Event
 from setui.monitor.replay import Recording
 from setui.monitor.state import MonitorState
@@ -88,7 +89,7 @@ class Report:
     start: datetime
     end: datetime
     incarnations: tuple[int, ...]
-    holes: tuple[tuple[datetime, datetime], ...]
+    holes: tuple[Hole, ...]  # each whole, also where it reaches past the report
     sessions_known: bool
     events: tuple[EventReport, ...]
 
@@ -141,8 +142,7 @@ def build_report(recording: Recording, *, since: datetime | None = None,
     chosen = [r for r in events.values()
               if r.first_seen <= end and (r.gone_at is None or r.gone_at >= start)]
     chosen.sort(key=lambda r: (r.first_seen, r.event_id))
-    holes = tuple((max(a, start), min(b, end)) for a, b in recording.holes
-                  if b > start and a < end)
+    holes = tuple(h for h in recording.holes if h.overlaps(start, end))
     incarnations = tuple(r.incarnation for r in recording.records
                          if start <= r.first_seen <= end)
     return Report(recording.endpoint, start, end, incarnations, holes,

@@ -12,6 +12,8 @@ from setui.store.records import (
     APPROVE_OUTCOME,
     APPROVED,
     CANCELLED,
+    DISMISSALS,
+    DISMISSED,
     FAILED,
     REFUSED,
     UNKNOWN,
@@ -21,6 +23,7 @@ from setui.store.records import (
     IncarnationRecord,
     StoryEntry,
     VerifyResult,
+    action_word,
     event_snapshot,
 )
 from setui.store.store import Store
@@ -32,6 +35,8 @@ __all__ = [
     "APPROVE_OUTCOME",
     "CANCELLED",
     "DB_NAME",
+    "DISMISSALS",
+    "DISMISSED",
     "FAILED",
     "REFUSED",
     "UNKNOWN",
@@ -44,6 +49,7 @@ __all__ = [
     "StoreError",
     "StoryEntry",
     "VerifyResult",
+    "action_word",
     "default_data_dir",
     "event_snapshot",
 ]

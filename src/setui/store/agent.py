@@ -14,16 +14,40 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from setui.store.endpoints import endpoint_column
 from setui.store.history import clean_text
-from setui.store.records import AuditEntry, from_db_time, to_db_time
+from setui.store.records import (
+    DONE,
+    FAILED,
+    FINISHED,
+    INTERRUPTED,
+    PLANNED,
+    RUNNING,
+    SKIPPED,
+    WAITING,
+    AuditEntry,
+    Step,
+    from_db_time,
+    to_db_time,
+)
 
 if TYPE_CHECKING:
     from setui.store.store import Store
 
+# The step and its states are values (store.records), re-exported for the agent's callers.
 __all__ = [
+    "DONE",
+    "FAILED",
+    "FINISHED",
     "HOLD",
+    "INTERRUPTED",
     "MAX_OUTPUT",
+    "PLANNED",
     "RELEASE",
+    "RUNNING",
+    "SKIPPED",
+    "UNMATCHED",
+    "WAITING",
     "AgentLog",
     "HookRun",
     "Notification",
@@ -33,31 +57,11 @@ __all__ = [
 # Audit actions of a person holding or releasing the agent's automation for an event.
 HOLD = "agent-hold"
 RELEASE = "agent-release"
+# The agent's own: an event changed so that its rule no longer matches, and the agent
+# took no more steps for it.
+UNMATCHED = "agent-unmatched"
 MAX_OUTPUT = 16 * 1024  # characters of a hook's output kept in the store
 MAX_DETAIL = 1000
-
-# A step's states. "running" is also what a dead agent leaves behind.
-PLANNED, WAITING, RUNNING, DONE, FAILED, INTERRUPTED, SKIPPED = (
-    "planned", "waiting", "running", "done", "failed", "interrupted", "skipped")
-FINISHED = frozenset({DONE, FAILED, INTERRUPTED, SKIPPED})
-
-
-@dataclass(frozen=True)
-class Step:
-    """One piece of the agent's work on one event: prepare, approve or recover."""
-
-    event_id: str
-    step: str
-    rule: str
-    state: str
-    detail: str
-    started: datetime | None
-    updated: datetime
-
-    @property
-    def finished(self) -> bool:
-        return self.state in FINISHED
-
 
 @dataclass(frozen=True)
 class HookRun:
@@ -98,7 +102,7 @@ class AgentLog:
 
     def __init__(self, store: Store, endpoint: str) -> None:
         self.store = store
-        self.endpoint = clean_text(endpoint)
+        self.endpoint = endpoint_column(endpoint)  # one spelling (store.endpoints)
 
     # -- steps ----------------------------------------------------------------------------
     def steps(self, event_ids: Sequence[str] | None = None) -> list[Step]:

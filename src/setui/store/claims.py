@@ -21,8 +21,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from setui.core.timefmt import stamp
 from setui.store.db import StoreError
-from setui.store.history import clean_text
+from setui.store.endpoints import SQL_FUNCTION, endpoint_column
 from setui.store.records import (
     APPROVE_ATTEMPT,
     APPROVE_OUTCOME,
@@ -57,7 +58,7 @@ class Claim:
         """In words, for a refusal and a prompt; the names come from the audit log,
         which setui wrote, and are escaped again by whoever prints them."""
         who = self.user + (f" from {self.ssh_client}" if self.ssh_client else "")
-        said = f"by {who} on {self.host} at {self.time:%Y-%m-%d %H:%M:%S} UTC " \
+        said = f"by {who} on {self.host} at {stamp(self.time, local=False)} " \
                f"(audit record {self.record_seq})"
         if not self.unknown:
             return f"already approved {said}"
@@ -79,13 +80,13 @@ _SQL = (
     "SELECT a.seq, a.time, a.os_user, a.host, a.ssh_client, a.event_id, o.seq, o.status, "
     "o.error, o.details_json FROM audit a LEFT JOIN audit o ON o.attempt_seq = a.seq "
     "AND o.action = ? WHERE a.action = ? AND a.event_id = ? COLLATE NOCASE "
-    "AND a.endpoint = ? ORDER BY a.seq DESC")
+    f"AND {SQL_FUNCTION}(a.endpoint) = ? ORDER BY a.seq DESC")
 
 
 def find(conn: sqlite3.Connection, event_id: str, endpoint: str) -> Claim | None:
     """The approval that claims ``event_id`` at ``endpoint``, if one does."""
     rows = conn.execute(_SQL, (APPROVE_OUTCOME, APPROVE_ATTEMPT, event_id,
-                               clean_text(endpoint)))
+                               endpoint_column(endpoint)))
     for seq, time, user, host, ssh, stored_id, out_seq, status, error, details in rows:
         result = UNKNOWN if out_seq is None else approval_result(
             status if isinstance(status, int) else None, error, _details(details))

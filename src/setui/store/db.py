@@ -15,9 +15,11 @@ import shutil
 import sqlite3
 import tempfile
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
+from setui.store import endpoints
 from setui.store.place import (
     check_dir,
     check_file,
@@ -41,7 +43,7 @@ __all__ = [
 ]
 
 DB_NAME = "setui.db"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 5
 APPLICATION_ID = 0x53455455  # "SETU": marks the file as setui's, so we never write elsewhere
 
 
@@ -196,8 +198,17 @@ CREATE TABLE agent_holds (
 );
 """
 
+# Version 5: this VM's name (as in Resources) with each incarnation, as the writer knew
+# it, so a replay marks this VM's events without being told its name. Rows written
+# before it have none: not known.
+_SCHEMA_V5 = """
+ALTER TABLE incarnations ADD COLUMN vm_name TEXT;
+"""
+
 # Schema version N -> N+1. Each runs in the transaction that also sets user_version.
-_MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1, 1: _SCHEMA_V2, 2: _SCHEMA_V3}
+# Version 4: every endpoint keyed as one spelling (store.endpoints), no new tables.
+_MIGRATIONS: dict[int, str | Callable[[sqlite3.Connection], None]] = {
+    0: _SCHEMA_V1, 1: _SCHEMA_V2, 2: _SCHEMA_V3, 3: endpoints.rewrite, 4: _SCHEMA_V5}
 
 
 def describe_error(exc: BaseException, path: Path, doing: str, timeout: float = 5.0) -> str:
@@ -335,6 +346,7 @@ def _open(target: str, timeout: float,
     try:
         conn.execute(f"PRAGMA busy_timeout = {max(0, int(timeout * 1000))}")
         conn.execute("PRAGMA synchronous = FULL")
+        endpoints.register(conn)
     except BaseException:
         conn.close()
         raise
@@ -467,8 +479,12 @@ def _check_schema(conn: sqlite3.Connection, path: Path, *, readonly: bool) -> No
                                  "write into it. Choose another --data-dir", path=path)
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         while version < SCHEMA_VERSION:
-            for statement in _statements(_MIGRATIONS[version]):
-                conn.execute(statement)
+            step = _MIGRATIONS[version]
+            if callable(step):
+                step(conn)
+            else:
+                for statement in _statements(step):
+                    conn.execute(statement)
             version += 1
             conn.execute(f"PRAGMA user_version = {version}")
         for statement in _statements(_GUARDS):
@@ -483,16 +499,29 @@ def _check_schema(conn: sqlite3.Connection, path: Path, *, readonly: bool) -> No
 def _read_older(conn: sqlite3.Connection, version: int) -> None:
     """Let a read-only open of an older schema answer today's queries: temporary objects
     (which live outside the read-only file) stand in for what later versions added."""
+    # Before version 4 the endpoints were stored as written: every table that has rows is
+    # read through a view that keys them (store.endpoints). Before version 5 no
+    # incarnation kept this VM's name: not known.
+    keyed = version < 4
+    extra = (", NULL AS clock_skew" if version < 2 else "") + \
+        (", NULL AS vm_name" if version < 5 else "")
+    if keyed:
+        endpoints.keyed_view(conn, "incarnations", extra)
+    else:
+        conn.execute(f"CREATE TEMP VIEW incarnations AS SELECT *{extra} FROM main.incarnations")
     if version < 2:
-        conn.execute("CREATE TEMP VIEW incarnations AS SELECT *, NULL AS clock_skew "
-                     "FROM main.incarnations")
         conn.execute("CREATE TEMP TABLE recorders (id INTEGER PRIMARY KEY, endpoint TEXT, "
                      "pid INTEGER, host TEXT, command TEXT, started TEXT, last_beat TEXT, "
                      "stopped TEXT)")
+    elif keyed:
+        endpoints.keyed_view(conn, "recorders")
     if version < 3:  # no agent ever wrote here: its tables are empty
         for statement in _statements(_SCHEMA_V3):
             if statement.startswith("CREATE TABLE"):
                 conn.execute(statement.replace("CREATE TABLE", "CREATE TEMP TABLE", 1))
+    elif keyed:
+        for table in ("agent_steps", "agent_hook_runs", "agent_notifications", "agent_holds"):
+            endpoints.keyed_view(conn, table)
 
 
 def _normal_sql(text: str) -> str:

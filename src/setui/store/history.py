@@ -15,10 +15,12 @@ import json
 import math
 import sqlite3
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from setui.core.model import Document, DocumentError, format_not_before, parse_document
+from setui.core.timefmt import restate, stamp
 from setui.core.tracker import Change, ChangeKind, Tracker, summarize
 from setui.store.records import (
     ChangeRecord,
@@ -32,7 +34,8 @@ __all__ = ["clean_text", "content_hash", "event_story", "find_incarnation", "ins
            "previous", "prune", "query_history", "stored_json"]
 
 _COLUMNS = ("id, endpoint, incarnation, content_hash, first_seen, last_seen, raw_json, "
-            "changes_json, summary, clock_skew")
+            "changes_json, summary, clock_skew, vm_name")
+_NAME_LIMIT = 200  # a VM name is at most 64 characters in Azure: more is not a name
 
 
 def clean_text(text: str) -> str:
@@ -107,8 +110,8 @@ def _derive(conn: sqlite3.Connection, doc: Document, seen_at: datetime, endpoint
         why = "; ".join(w for w in (gap, "the document seen before this one was not recorded")
                         if w)
     else:
-        why = (f"nothing was recording between {row[4][:19].replace('T', ' ')} UTC and "
-               f"{to_db_time(seen_at)[:19].replace('T', ' ')} UTC")
+        why = (f"nothing was recording between {stamp(from_db_time(row[4]), local=False)} "
+               f"and {stamp(seen_at, local=False)}")
     leaving = [e.event_id for e in previous.events if doc.event(e.event_id) is None]
     return tracker.update(doc, seen_at, gap=why, approved=approved_ids(conn, leaving)), False
 
@@ -131,11 +134,13 @@ def _gone_kinds() -> tuple[str, ...]:
 def insert_or_touch(conn: sqlite3.Connection, doc: Document, *, seen_at: datetime,
                     endpoint: str, changes: Sequence[Change], digest: str | None = None,
                     gap: str | None = None, after: tuple[int, str] | None = None,
-                    clock_skew: float | None = None) -> bool:
-    """Record one sighting of ``doc`` in its own transaction; True if the row is new."""
+                    clock_skew: float | None = None, vm_name: str | None = None) -> bool:
+    """Record one sighting of ``doc`` in its own transaction; True if the row is new.
+    ``vm_name``: this VM's name as the writer knows it (kept once known)."""
     digest = digest or content_hash(doc)
     when = to_db_time(seen_at)
     endpoint = clean_text(endpoint)
+    name = clean_text(vm_name)[:_NAME_LIMIT] if vm_name else None
     conn.execute("BEGIN IMMEDIATE")
     try:
         row = conn.execute(
@@ -144,7 +149,8 @@ def insert_or_touch(conn: sqlite3.Connection, doc: Document, *, seen_at: datetim
         if row is not None:
             conn.execute(
                 "UPDATE incarnations SET last_seen = max(last_seen, ?), "
-                "first_seen = min(first_seen, ?) WHERE id = ?", (when, when, row[0]))
+                "first_seen = min(first_seen, ?), vm_name = coalesce(vm_name, ?) "
+                "WHERE id = ?", (when, when, name, row[0]))
             conn.execute("COMMIT")
             return False
         derived, first = _derive(conn, doc, seen_at, endpoint, changes, gap, after)
@@ -158,12 +164,12 @@ def insert_or_touch(conn: sqlite3.Connection, doc: Document, *, seen_at: datetim
         # row since the SELECT; the upsert is the belt to those braces.
         conn.execute(
             "INSERT INTO incarnations (endpoint, incarnation, content_hash, first_seen, "
-            "last_seen, raw_json, changes_json, summary, clock_skew) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "last_seen, raw_json, changes_json, summary, clock_skew, vm_name) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (endpoint, incarnation, content_hash) DO UPDATE SET "
             "last_seen = max(last_seen, excluded.last_seen)",
             (endpoint, doc.incarnation, digest, when, when, raw_json,
-             stored_json([r.to_json() for r in records]), summary, _skew(clock_skew)))
+             stored_json([r.to_json() for r in records]), summary, _skew(clock_skew), name))
         row_id = conn.execute(
             "SELECT id FROM incarnations WHERE endpoint = ? AND incarnation = ? "
             "AND content_hash = ?", (endpoint, doc.incarnation, digest)).fetchone()[0]
@@ -256,7 +262,8 @@ def _rollback(conn: sqlite3.Connection) -> None:
 
 def _record(row: Sequence[Any]) -> IncarnationRecord:
     try:
-        changes = tuple(ChangeRecord.from_json(c) for c in json.loads(row[7]))
+        # Words an older setui stored with the service's RFC 1123 times, read the one way.
+        changes = tuple(_restated(ChangeRecord.from_json(c)) for c in json.loads(row[7]))
     except (ValueError, TypeError, AttributeError):
         changes = ()
     return IncarnationRecord(
@@ -264,7 +271,13 @@ def _record(row: Sequence[Any]) -> IncarnationRecord:
         first_seen=from_db_time(row[4]), last_seen=from_db_time(row[5]), raw_json=row[6],
         changes=changes, summary=row[8], row_id=int(row[0]),
         clock_skew=float(row[9]) if isinstance(row[9], (int, float)) else None,
+        vm_name=row[10] if isinstance(row[10], str) and row[10] else None,
     )
+
+
+def _restated(change: ChangeRecord) -> ChangeRecord:
+    detail = restate(change.detail)
+    return change if detail is change.detail else replace(change, detail=detail)
 
 
 def query_history(conn: sqlite3.Connection, *, limit: int | None, since: datetime | None,
@@ -331,8 +344,8 @@ def event_story(conn: sqlite3.Connection, event_id: str) -> list[StoryEntry]:
         "WHERE ec.event_id = ? ORDER BY i.first_seen, i.id, ec.position", (event_id,))
     story: list[StoryEntry] = []
     for row in rows:
-        record = _record(row[:10])
-        position = int(row[10])
+        record = _record(row[:11])
+        position = int(row[11])
         if position >= len(record.changes):
             continue
         change = record.changes[position]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import platformdirs
 
-__all__ = ["SHARED_DIR", "SHARED_DIR_MODE", "SHARED_FILE_MODE", "check_dir",
+__all__ = ["AGENT_LOCK", "SHARED_DIR", "SHARED_DIR_MODE", "SHARED_FILE_MODE", "check_dir",
            "check_file", "default_data_dir", "file_mode", "foreign_entries", "is_shared",
            "make_dirs", "open_nofollow", "read_nofollow", "usable_shared"]
 
@@ -28,6 +28,7 @@ SHARED_DIR = Path("/var/lib/setui")
 SHARED_DIR_MODE = 0o2770  # setgid: files created inside keep the group
 SHARED_FILE_MODE = 0o660
 PRIVATE_FILE_MODE = 0o600
+AGENT_LOCK = "agent.lock"  # one agent per store (setui.agent.lock)
 
 
 def _error(message: str, path: Path) -> Exception:
@@ -186,9 +187,9 @@ def read_nofollow(path: Path, limit: int = 4096) -> bytes:
 
 def foreign_entries(directory: Path, db_name: str) -> list[str]:
     """Names in ``directory`` that setui did not put there (its database, the database's
-    -wal/-shm/-journal, the witness and their temporary files)."""
+    -wal/-shm/-journal, the witness and their temporary files, the agent's lock)."""
     ours = (db_name, f"{db_name}-wal", f"{db_name}-shm", f"{db_name}-journal",
-            f"{db_name}.audit-head")
+            f"{db_name}.audit-head", AGENT_LOCK)
     out = []
     with contextlib.suppress(OSError):
         for name in sorted(os.listdir(directory)):

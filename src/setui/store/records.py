@@ -25,6 +25,8 @@ __all__ = [
     "APPROVE_ATTEMPT",
     "APPROVE_OUTCOME",
     "CANCELLED",
+    "DISMISSALS",
+    "DISMISSED",
     "FAILED",
     "REFUSED",
     "UNKNOWN",
@@ -33,8 +35,10 @@ __all__ = [
     "ChangeRecord",
     "IncarnationRecord",
     "RecorderSpan",
+    "Step",
     "StoryEntry",
     "VerifyResult",
+    "action_word",
     "approval_result",
     "event_snapshot",
     "from_db_time",
@@ -44,9 +48,13 @@ __all__ = [
 
 APPROVE_ATTEMPT = "approve-attempt"
 APPROVE_OUTCOME = "approve-outcome"
+DISMISSED = "dismissed"  # the operator said no in the dialog or at the prompt
+# The word older records gave a dismissal; kept in them (they are under the hash chain)
+# and read as DISMISSED, never written again: it read like Azure cancelling the event.
 CANCELLED = "cancelled"
+DISMISSALS = (DISMISSED, CANCELLED)
 REFUSED = "refused"
-ACTIONS = (APPROVE_ATTEMPT, APPROVE_OUTCOME, CANCELLED, REFUSED)
+ACTIONS = (APPROVE_ATTEMPT, APPROVE_OUTCOME, DISMISSED, CANCELLED, REFUSED)
 # What became of an approval: the service accepted it; it did not (no try can have
 # arrived, or every answer said no); or nobody knows (a try may have arrived and no
 # answer says what the service made of it: a timeout, a connection lost after the
@@ -54,6 +62,11 @@ ACTIONS = (APPROVE_ATTEMPT, APPROVE_OUTCOME, CANCELLED, REFUSED)
 APPROVED, FAILED, UNKNOWN = "approved", "failed", "unknown"
 
 _DB_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+def action_word(action: str) -> str:
+    """An audit action as readers show it: an older record's "cancelled" is "dismissed"."""
+    return DISMISSED if action in DISMISSALS else action
 
 
 def utc(moment: datetime) -> datetime:
@@ -154,6 +167,9 @@ class IncarnationRecord:
     # Service clock minus this VM's when first seen (seconds; None: not measured, or a
     # store from before it was kept). Times above are in the service's clock when off.
     clock_skew: float | None = None
+    # This VM's name as the writer knew it (None: not known, or a store from before it
+    # was kept): whose events are "this VM's" in a replay.
+    vm_name: str | None = None
 
     def document(self) -> Document:
         """The stored document, parsed again (raises DocumentError if it cannot be)."""
@@ -305,3 +321,26 @@ class VerifyResult:
         if self.ok:
             return f"ok, {self.count} record{'s' if self.count != 1 else ''}"
         return self.problem
+
+
+# A step's states. "running" is also what a dead agent leaves behind.
+PLANNED, WAITING, RUNNING, DONE, FAILED, INTERRUPTED, SKIPPED = (
+    "planned", "waiting", "running", "done", "failed", "interrupted", "skipped")
+FINISHED = frozenset({DONE, FAILED, INTERRUPTED, SKIPPED})
+
+
+@dataclass(frozen=True)
+class Step:
+    """One piece of the agent's work on one event: prepare, approve or recover."""
+
+    event_id: str
+    step: str
+    rule: str
+    state: str
+    detail: str
+    started: datetime | None
+    updated: datetime
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINISHED

@@ -19,8 +19,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from setui.actor import describe_actor
 from setui.auditforward import Forwarder
 from setui.core.clock import utc_now
+from setui.core.holes import Hole, find_holes
 from setui.core.model import Document, DocumentError, parse_document
 from setui.core.tracker import Change
 from setui.store import audit as audit_log
@@ -36,12 +38,13 @@ from setui.store.db import (
     prepare_file,
     trigger_problem,
 )
+from setui.store.endpoints import endpoint_column
 from setui.store.place import foreign_entries
 from setui.store.records import (
     APPROVE_ATTEMPT,
     APPROVE_OUTCOME,
     APPROVED,
-    CANCELLED,
+    DISMISSALS,
     REFUSED,
     UNKNOWN,
     AuditEntry,
@@ -61,8 +64,11 @@ __all__ = ["Store"]
 # An unchanged document bumps its row's last_seen at most this often: a day of polling
 # once a second is at most 1,440 small updates and no new rows.
 TOUCH_INTERVAL = timedelta(seconds=60)
-# A recording session notes that it still runs this often (monitor.recorder.BEAT_SECONDS).
+# A recording session notes that it still runs this often (monitor.recorder.BEAT_SECONDS);
+# one whose last beat is older than RUNNING_WITHIN has stopped (or died) as far as anyone
+# can tell.
 RECORDER_BEAT = timedelta(seconds=60)
+RUNNING_WITHIN = 2.5 * RECORDER_BEAT
 # The meta keys noting audit records that did not leave the VM: unsent:<seq, 12 digits>.
 _UNSENT = "unsent:"
 # Retention runs at most this often, when a new incarnation is recorded.
@@ -197,7 +203,7 @@ class Store:
     def record_document(self, doc: Document, *, seen_at: datetime, endpoint: str,
                         changes: Sequence[Change] = (), gap: str | None = None,
                         after: tuple[int, str] | None = None,
-                        clock_skew: float | None = None) -> bool:
+                        clock_skew: float | None = None, vm_name: str | None = None) -> bool:
         """Record one sighting of ``doc``; True when it is a new incarnation row.
 
         Idempotent per (endpoint, incarnation, content): a repeat only moves last_seen,
@@ -206,8 +212,10 @@ class Store:
         its incarnation and :func:`content_hash`, ``gap`` None or the gap the caller's
         tracker already told); otherwise they are derived against the stored one across
         a gap, so every writer tells the same story and none claims continuity it lacks.
+        ``vm_name``: this VM's name in Resources, kept with the incarnation.
         """
         seen_at = utc(seen_at)
+        endpoint = endpoint_column(endpoint)
         with self._using("record the history", write=True) as conn:
             touched = self._touched.get(endpoint)
             # Polled once a second, the same document comes back again and again: a dict
@@ -221,7 +229,7 @@ class Store:
                 digest = hist.content_hash(doc)
             new = hist.insert_or_touch(conn, doc, seen_at=seen_at, endpoint=endpoint,
                                        changes=changes, digest=digest, gap=gap, after=after,
-                                       clock_skew=clock_skew)
+                                       clock_skew=clock_skew, vm_name=vm_name)
             self._touched[endpoint] = _Touched(doc.incarnation, doc.raw, digest, seen_at)
             if new and self.history_days is not None and (
                     self._last_prune is None or seen_at - self._last_prune >= PRUNE_INTERVAL):
@@ -236,14 +244,14 @@ class Store:
         # Ids from the command line or the network may hold lone surrogates (undecodable
         # bytes, \ud800 in JSON): the store keeps them escaped, so look them up so.
         event_id = None if event_id is None else hist.clean_text(event_id)
-        endpoint = None if endpoint is None else hist.clean_text(endpoint)
+        endpoint = None if endpoint is None else endpoint_column(endpoint)
         with self._using("read the history") as conn:
             return hist.query_history(conn, limit=limit, since=since, endpoint=endpoint,
                                       event_id=event_id, before=before)
 
     def incarnation(self, number: int, *, endpoint: str | None = None) -> IncarnationRecord | None:
         """The most recently seen document with that incarnation number."""
-        endpoint = None if endpoint is None else hist.clean_text(endpoint)
+        endpoint = None if endpoint is None else endpoint_column(endpoint)
         with self._using("read the history") as conn:
             return hist.find_incarnation(conn, number, endpoint)
 
@@ -276,7 +284,7 @@ class Store:
         with self._using("read the history") as conn:
             row = conn.execute(
                 "SELECT raw_json, content_hash FROM incarnations WHERE endpoint = ? "
-                "ORDER BY first_seen DESC, id DESC LIMIT 1", (hist.clean_text(endpoint),)
+                "ORDER BY first_seen DESC, id DESC LIMIT 1", (endpoint_column(endpoint),)
             ).fetchone()
         if row is None:
             return None
@@ -313,14 +321,22 @@ class Store:
             cursor = conn.execute(
                 "INSERT INTO recorders (endpoint, pid, host, command, started, last_beat) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
-                (hist.clean_text(endpoint), pid, hist.clean_text(host)[:200],
+                (endpoint_column(endpoint), pid, hist.clean_text(host)[:200],
                  hist.clean_text(command)[:200], when, when))
             return int(cursor.lastrowid or 0)
 
-    def recorder_beat(self, recorder_id: int, at: datetime, *, stopped: bool = False) -> None:
-        """The session was still recording at ``at`` (and stops there, if ``stopped``)."""
+    def recorder_beat(self, recorder_id: int, at: datetime, *, stopped: bool = False,
+                      begins: bool = False) -> None:
+        """The session was still recording at ``at`` (and stops there, if ``stopped``).
+        ``begins``: its first answer came at ``at``, which is where it starts; it was
+        opened before the service told its time, in this machine's clock, which may not
+        be the record's."""
         when = to_db_time(at)
         with self._using("note the recording session", write=True) as conn:
+            if begins:
+                conn.execute("UPDATE recorders SET started = ?, last_beat = ? WHERE id = ?",
+                             (when, when, recorder_id))
+                return
             conn.execute(
                 "UPDATE recorders SET last_beat = max(last_beat, ?), stopped = "
                 "CASE WHEN ? THEN ? ELSE stopped END WHERE id = ?",
@@ -332,7 +348,7 @@ class Store:
         where, args = [], []
         if endpoint is not None:
             where.append("endpoint = ?")
-            args.append(hist.clean_text(endpoint))
+            args.append(endpoint_column(endpoint))
         if since is not None:
             where.append("coalesce(stopped, last_beat) >= ?")
             args.append(to_db_time(since))
@@ -344,25 +360,29 @@ class Store:
                                  from_db_time(r[6]), from_db_time(r[7]) if r[7] else None)
                     for r in conn.execute(sql, args)]
 
-    def holes(self, *, endpoint: str | None, since: datetime, until: datetime,
-              ) -> list[tuple[datetime, datetime]]:
-        """When nothing was recording, oldest first, between ``since`` and ``until``.
+    def holes(self, *, endpoint: str, now: datetime | None = None) -> list[Hole]:
+        """When nothing recorded ``endpoint``, oldest first, each hole whole: a property
+        of the record (core.holes), the same whoever asks about which stretch of it.
 
-        Only from the first recording session on: a store from before sessions were
-        kept cannot say. A session that died counts up to its last beat."""
+        An open hole (nothing records now) runs to ``now``, by default this machine's
+        clock restated in the record's (the newest incarnation's clock skew)."""
+        endpoint = hist.clean_text(endpoint)
         spans = self.recorders(endpoint=endpoint)
-        if not spans:
-            return []
-        holes: list[tuple[datetime, datetime]] = []
-        covered = max(spans[0].started, utc(since))
-        for span in spans:
-            if span.started > covered:
-                holes.append((covered, span.started))
-            covered = max(covered, span.end)
-        if covered < utc(until) and not any(s.stopped is None and s.end >= utc(until)
-                                            - 2.5 * RECORDER_BEAT for s in spans):
-            holes.append((covered, utc(until)))
-        return [(a, b) for a, b in holes if b > max(a, utc(since))]
+        with self._using("read the history") as conn:
+            sightings = [(from_db_time(a), from_db_time(b)) for a, b in conn.execute(
+                "SELECT first_seen, last_seen FROM incarnations WHERE endpoint = ?",
+                (endpoint,))]
+            if now is None:
+                row = conn.execute(
+                    "SELECT clock_skew FROM incarnations WHERE endpoint = ? "
+                    "ORDER BY first_seen DESC, id DESC LIMIT 1", (endpoint,)).fetchone()
+                skew = row[0] if row is not None and isinstance(row[0], (int, float)) else 0
+                now = utc_now() + timedelta(seconds=skew)
+        now = utc(now)
+        # A session still running covers up to now: it beats only once a RECORDER_BEAT.
+        covered = [(s.started, max(s.end, now) if s.stopped is None
+                    and s.end >= now - RUNNING_WITHIN else s.end) for s in spans]
+        return find_holes(covered, sightings, now=now, endpoint=endpoint)
 
     # -- audit ----------------------------------------------------------------------------
     def audit_append(self, entry: AuditEntry) -> AuditRecord:
@@ -514,10 +534,8 @@ def _has_schema(path: Path) -> bool:
 
 
 def _who(record: AuditRecord) -> str:
-    who = record.user
-    if record.ssh_client:
-        who += f" from {record.ssh_client}"
-    return f"{who} on {record.host}"
+    return describe_actor(record.user, record.ssh_client, record.host,
+                          record.details if isinstance(record.details, dict) else {})
 
 
 def _audit_story(record: AuditRecord) -> StoryEntry:
@@ -541,8 +559,8 @@ def _audit_story(record: AuditRecord) -> StoryEntry:
             detail = f"the approval failed: {record.error}"
         if record.latency_ms is not None:
             detail += f" in {record.latency_ms:.0f} ms"
-    elif record.action == CANCELLED:
-        detail = f"operator {_who(record)} cancelled the approval dialog, nothing sent"
+    elif record.action in DISMISSALS:
+        detail = f"operator {_who(record)} dismissed the approval dialog, nothing sent"
     elif record.action == REFUSED:
         detail = (f"approval by operator {_who(record)} refused by setui, nothing sent: "
                   f"{record.error or 'no reason'}")

@@ -21,10 +21,12 @@ from typing import TYPE_CHECKING, ClassVar
 from textual.app import SystemCommand
 from textual.binding import Binding, BindingType
 from textual.command import CommandPalette
-from textual.notifications import Notify, SeverityLevel
+from textual.message import Message
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.worker import Worker
 
+from setui.apiversions import limits
 from setui.approval import Approver
 from setui.config import Config, ConfigError, save_setting
 from setui.core.clock import utc_now
@@ -32,9 +34,9 @@ from setui.core.health import Health
 from setui.core.poller import Poller
 from setui.identity import Identity
 from setui.monitor import Monitor
-from setui.session import resolve_vm_name
+from setui.session import ThisVm
 from setui.ui.agentwindow import AgentWindow
-from setui.ui.approving import MAX_TOASTS, Approvals
+from setui.ui.approving import Approvals
 from setui.ui.format import (
     Palette,
     announcement,
@@ -43,11 +45,8 @@ from setui.ui.format import (
     poll_report,
     safe,
 )
-from setui.ui.messages import PollUpdate, Session
-from setui.ui.screens.confirm import (
-    GUARD_SECONDS,
-    ConfirmationModal,
-)
+from setui.ui.messages import EventRequest, PollUpdate, Session
+from setui.ui.screens.confirm import GUARD_SECONDS
 from setui.ui.screens.details import details_screen
 from setui.ui.screens.help import HelpScreen
 from setui.ui.screens.main import MainScreen
@@ -58,12 +57,13 @@ from setui.ui.themes import (
     theme_provider,
     variable_defaults,
 )
+from setui.ui.widgets.notices import Noticed
 
 if TYPE_CHECKING:
     from setui.core.client import ImdsClient
     from setui.store import Store
 
-__all__ = ["MAX_TOASTS", "SetuiApp"]
+__all__ = ["SetuiApp"]
 
 
 
@@ -72,6 +72,7 @@ class SetuiApp(Approvals, TerminalApp):
 
     CSS_PATH = "app.tcss"
     TITLE = "setui"
+    replay_label: str | None = None  # live: no REPLAY badge
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),  # Ctrl+C too: see TerminalApp
@@ -105,12 +106,10 @@ class SetuiApp(Approvals, TerminalApp):
         self.notices: deque[str] = deque(maxlen=500)  # "title: message", oldest first
         self.monitor = self._monitor()
         self._poll_worker: Worker[None] | None = None
-        self.main_screen = MainScreen(zoom=zoom, read_only=config.read_only)
+        self.main_screen = MainScreen(self, zoom=zoom, read_only=config.read_only, mono=mono)
         self._said_read_only = False
         # Where read-only came from (the option, the config file), when the caller knows.
         self._read_only_why = read_only_why
-        # Toasts waiting for the approval dialog to close: nothing may cover it.
-        self._held: list[tuple[str, str, SeverityLevel, float | None, bool]] = []
         self.approver = Approver(client, store, endpoint=config.endpoint, identity=self.identity,
                                  read_only=config.read_only, store_problem=store_problem,
                                  wall=self.now)
@@ -185,6 +184,9 @@ class SetuiApp(Approvals, TerminalApp):
             self.run_worker(self._find_vm_name(), group="vm-name", exit_on_error=False)
         self.set_interval(1.0, self._refresh, name="tick")
         self._check_size()
+        lacks = limits(self.client.api_version)
+        if lacks is not None:  # the commands say it on stderr (cli.py)
+            self.notify(lacks, severity="warning", timeout=30, markup=False)
         if self.store is None:
             self.notify(f"No history or audit log: {self.store_status}. Approvals are refused "
                         "until the audit log can be written.", severity="warning",
@@ -246,7 +248,9 @@ class SetuiApp(Approvals, TerminalApp):
                         markup=False)
 
     async def _find_vm_name(self) -> None:
-        self.vm_name = await resolve_vm_name(self.client, self.config)
+        """Ask IMDS until it names this VM (awaits only: the loop never blocks); until
+        then the status line says the name is not known."""
+        self.vm_name = await ThisVm(None).learn(self.client)
         self.monitor.vm_name = self.vm_name
         self._refresh()
 
@@ -284,7 +288,7 @@ class SetuiApp(Approvals, TerminalApp):
         if message.previous_state is not None:
             said.append(connection_announcement(message.previous_state, self.session.health))
         item = combine([s for s in said if s is not None])
-        if item is not None:  # one toast per answer, however much changed in it
+        if item is not None:  # one notice per answer, however much changed in it
             self.notify(item.text, title=item.title, markup=False, timeout=10 if item.mine
                         else 4, severity=item.severity)  # type: ignore[arg-type]
         if self._report_poll:  # r asked: this is its answer (or the one it was folded in)
@@ -316,32 +320,47 @@ class SetuiApp(Approvals, TerminalApp):
     def notify(self, message: str, *, title: str = "",
                severity: SeverityLevel = "information", timeout: float | None = None,
                markup: bool = True) -> None:
-        """Every notice is also kept in :attr:`notices`: a toast may be gone before anyone
-        reads it."""
+        """The dashboard's news, on its notice line and never over any screen (see
+        setui.ui.widgets.notices); every notice is also kept in :attr:`notices`, as one
+        may be gone before anyone reads it."""
         self.notices.append(f"{title}: {message}" if title else message)
-        if any(isinstance(s, ConfirmationModal) for s in self.screen_stack):
-            self._held.append((message, title, severity, timeout, markup))
-            return  # the dialog must stay readable: shown when it closes
-        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+        self.main_screen.show_news(message, title=title, severity=severity, timeout=timeout,
+                                   markup=markup)
 
-    def show_toast(self, message: str, *, title: str, severity: SeverityLevel,
-                   timeout: float | None, markup: bool) -> None:
-        """A toast, without keeping it in :attr:`notices` again (a held one is there)."""
-        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+    def clear_notifications(self) -> None:
+        """Textual's, and the notices on the dashboard's notice line."""
+        super().clear_notifications()
+        self.main_screen.clear_notices()
 
-    def _on_notify(self, event: Notify) -> None:
-        super()._on_notify(event)
-        # At 80x24 every toast hides rows: the newest few stay, older ones go at once.
-        excess = list(self._notifications)[:-MAX_TOASTS]
-        for old in excess:
-            self._unnotify(old, refresh=False)
-        if excess:
-            self._refresh_notifications()
+    def on_noticed(self, message: Noticed) -> None:
+        """A screen answered a key with a notice of its own: kept with the rest."""
+        self.notices.append(message.text)
+
+    # -- what the screens ask -----------------------------------------------------------------
+    # (setui.ui.messages: ApprovalRequested, HoldRequested, DetailsRequested, ...)
+    def on_approval_requested(self, message: EventRequest) -> None:
+        self.request_approval(message.event_id)
+
+    def on_hold_requested(self, message: EventRequest) -> None:
+        self.toggle_hold(message.event_id)
+
+    def on_details_requested(self, message: EventRequest) -> None:
+        self.open_details(message.event_id)
+
+    def on_poll_requested(self, _message: Message) -> None:
+        self.poll_now()
+
+    def on_history_requested(self, _message: Message) -> None:
+        self.action_history()
+
+    def on_audit_requested(self, _message: Message) -> None:
+        self.action_audit()
 
     # -- other screens ----------------------------------------------------------------------
     def open_details(self, event_id: str) -> None:
-        screen = details_screen(event_id, self.session, vm_name=self.vm_name, now=self.now(),
-                                store=self.store, store_problem=self.store_status)
+        screen = details_screen(event_id, self.session, vm_name=lambda: self.vm_name,
+                                clock=self.now, store=self.store,
+                                store_problem=self.store_status)
         if screen is not None:
             self.push_screen(screen)
 
@@ -351,7 +370,8 @@ class SetuiApp(Approvals, TerminalApp):
     def action_history(self) -> None:
         from setui.ui.screens.history import HistoryScreen
 
-        self.push_screen(HistoryScreen(self.store, self.store_problem))
+        self.push_screen(HistoryScreen(self.store, self.store_problem, clock=self.now,
+                                       config=self.config, vm_name=self.vm_name))
 
     def action_audit(self) -> None:
         from setui.ui.screens.audit import AuditScreen

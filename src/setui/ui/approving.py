@@ -6,9 +6,10 @@ that snapshot (:class:`setui.snapshot.Confirmed`); the :class:`~setui.approval.A
 reads the document once more before the POST, and before each retry, and sends nothing
 for anything else; an approval worth asking again (the event changed, before the first
 send or a retry, or another approval claims it) opens the dialog again on the event as
-it is now. Toasts wait while a dialog is open. While the service fails, each try is
-shown on the row; quitting with an approval in flight asks first and says on exit what
-became of it. Nothing here waits on SQLite or HTTP on the event loop.
+it is now. Notices never cover the dialog: they wait on the dashboard's notice line
+(setui.ui.widgets.notices). While the service fails, each try is shown on the row;
+quitting with an approval in flight asks first and says on exit what became of it.
+Nothing here waits on SQLite or HTTP on the event loop.
 """
 
 from __future__ import annotations
@@ -36,9 +37,7 @@ if TYPE_CHECKING:
     from setui.identity import Identity
     from setui.monitor import Monitor
 
-__all__ = ["MAX_TOASTS", "Approvals"]
-
-MAX_TOASTS = 2  # notifications on screen at once
+__all__ = ["Approvals"]
 
 
 class Approvals:
@@ -55,14 +54,11 @@ class Approvals:
     _mono: Callable[[], float]
     _said_read_only: bool
     _read_only_why: str | None
-    _held: list[tuple[str, str, SeverityLevel, float | None, bool]]
 
     if TYPE_CHECKING:  # the App's own, as the mixin uses them
         def notify(self, message: str, *, title: str = "",
                    severity: SeverityLevel = "information", timeout: float | None = None,
                    markup: bool = True) -> None: ...
-        def show_toast(self, message: str, *, title: str, severity: SeverityLevel,
-                       timeout: float | None, markup: bool) -> None: ...
         def now(self) -> datetime: ...
         def health(self) -> Health: ...
         def _refresh(self) -> None: ...
@@ -71,11 +67,8 @@ class Approvals:
         def call_from_thread(self, *args: Any, **kwargs: Any) -> Any: ...
         def push_screen(self, *args: Any, **kwargs: Any) -> Any: ...
         def exit(self, *args: Any, **kwargs: Any) -> None: ...
-        def _unnotify(self, *args: Any, **kwargs: Any) -> None: ...
-        def _refresh_notifications(self) -> None: ...
         screen_stack: list[Any]
         screen: Any
-        _notifications: Any
 
     # -- approvals --------------------------------------------------------------------------
     def request_approval(self, event_id: str) -> None:
@@ -133,23 +126,8 @@ class Approvals:
 
     def _push_dialog(self, dialog: ConfirmationModal, then: Callable[[bool | None], None],
                      ) -> None:
-        """Push a dialog that no toast covers: the toasts on screen and any that arrive
-        while it is open wait, and show once it closes."""
-        for shown in list(self._notifications):
-            self._held.append((shown.message, shown.title, shown.severity, shown.timeout,
-                               shown.markup))
-            self._unnotify(shown, refresh=False)
-        self._refresh_notifications()
-
-        def closed(answer: bool | None) -> None:
-            then(answer)
-            if not any(isinstance(s, ConfirmationModal) for s in self.screen_stack):
-                held, self._held = self._held, []
-                for message, title, severity, timeout, markup in held[-MAX_TOASTS:]:
-                    self.show_toast(message, title=title, severity=severity,
-                                    timeout=timeout, markup=markup)
-
-        self.push_screen(dialog, callback=closed)
+        """Push a dialog; ``then`` gets its answer."""
+        self.push_screen(dialog, callback=then)
 
     def _record_refusal(self, event_id: str, document: Document | None, reason: str) -> None:
         """On a thread: the audit record of a refusal, then its note on the row."""

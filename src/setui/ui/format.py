@@ -20,7 +20,7 @@ from setui.core import timefmt
 from setui.core.health import ConnectionState, Health, PollResult
 from setui.core.model import Event, is_this_vm
 from setui.core.order import sort_key
-from setui.core.timefmt import age, time_of_day, utc_and_local, utc_time, zone_name
+from setui.core.timefmt import age, stamp, time_of_day, utc_time, zone_name
 from setui.core.timefmt import clock as duration_text
 from setui.core.tracker import Change, ChangeKind
 from setui.textsafe import printable
@@ -46,8 +46,8 @@ __all__ = [
     "resources_summary",
     "safe",
     "sort_key",
+    "stamp",
     "time_of_day",
-    "utc_and_local",
     "zone_name",
 ]
 
@@ -309,12 +309,12 @@ def combine(items: Sequence[Announcement]) -> Announcement | None:
 
 
 def poll_report(result: PollResult, vm_name: str | None) -> Announcement:
-    """What the poll ``r`` asked for answered, in one toast: the document it got, or why
+    """What the poll ``r`` asked for answered, in one notice: the document it got, or why
     there was none and when the next try is."""
     if result.error is not None or not result.fresh:
         why = safe(result.health.last_error or "no answer", 200)
         wait = result.health.next_attempt_in
-        # In the title: a toast shows a few lines, and the reason can be long.
+        # In the title: a notice shows a few lines, and the reason can be long.
         then = (f"next try in {max(0, round(wait))} s" if wait is not None
                 else "trying again")
         return Announcement(f"Poll: no answer, {then}", f"{why}.", "warning", False)

@@ -1,8 +1,10 @@
-"""What a screen may ask of the app that hosts it: a small read-only view, not the class.
+"""What a screen reads of the app that hosts it: a small read-only view, not the class.
 
-Screens cast ``self.app`` to :class:`DashboardHost` instead of importing ``ui/app.py``,
-so the app and its screens do not import each other, and a screen can be tested with
-any host that offers these few things.
+The main screen is given a :class:`DashboardHost` (the live app is one, a replay's
+:class:`~setui.ui.screens.replay.ReplayView` another) instead of importing ``ui/app.py``
+or reaching for ``self.app``: the app and its screens do not import each other, and a
+screen can be tested with any host that offers these few things. What a screen asks of
+the app goes up as a message (setui.ui.messages), never through this view.
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ class DashboardHost(Protocol):
     demo: bool
 
     @property
+    def replay_label(self) -> str | None:
+        """The REPLAY badge (with the day) of a replay; None on the live dashboard."""
+
+    @property
     def store_status(self) -> str | None:
         """Why the history is not being recorded, or None when it is."""
 
@@ -46,17 +52,5 @@ class DashboardHost(Protocol):
     def stale(self) -> bool:
         """Whether the document shown is older than "live" allows."""
 
-    def request_approval(self, event_id: str) -> None: ...
-
     def agent_plan(self, event_id: str | None) -> str:
         """What `setui agent` plans and does for the event ("" when nothing)."""
-
-    def toggle_hold(self, event_id: str) -> None: ...
-
-    def open_details(self, event_id: str) -> None: ...
-
-    def poll_now(self) -> None: ...
-
-    def action_history(self) -> None: ...
-
-    def action_audit(self) -> None: ...

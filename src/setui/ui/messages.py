@@ -1,9 +1,11 @@
-"""What flows from the monitor to the dashboard, and the session record it reads.
+"""What flows between the monitor, the app and the screens, and the session record.
 
-``PollUpdate`` carries one :class:`PollResult` that the monitor has already folded into
-the state; a burst of them collapses into the newest (``can_replace``) unless the older
-one carries changes. :class:`Session` is the monitor's state (each event's life so far,
-the events that are gone, kept greyed on the timeline) plus the approvals made here.
+The requests a screen posts up when a key asks the app for something (approve, hold,
+details, poll, history, audit): the screen never calls the app. ``PollUpdate`` carries
+one :class:`PollResult` that the monitor has already folded into the state; a burst of
+them collapses into the newest (``can_replace``) unless the older one carries changes.
+:class:`Session` is the monitor's state (each event's life so far, the events that are
+gone, kept greyed on the timeline) plus the approvals made here.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from setui.core.model import Document
 from setui.core.tracker import Change
 from setui.monitor.state import EventLife, GoneEvent, MonitorState
 
-__all__ = ["ApprovalDone", "ApprovalNote", "EventLife", "GoneEvent", "PollUpdate", "Session"]
+__all__ = ["ApprovalDone", "ApprovalNote", "ApprovalRequested", "AuditRequested",
+           "DetailsRequested", "EventLife", "EventRequest", "GoneEvent", "HistoryRequested",
+           "HoldRequested", "PollRequested", "PollUpdate", "Session"]
 
 
 class PollUpdate(Message):
@@ -40,6 +44,39 @@ class PollUpdate(Message):
             return False
         older, newer = message.result.document, self.result.document
         return older is None or (newer is not None and older.incarnation == newer.incarnation)
+
+
+class EventRequest(Message):
+    """A key on a screen asks the app to act on an event; the app that hosts the screen
+    answers it (a replay answers it otherwise, or not at all)."""
+
+    def __init__(self, event_id: str) -> None:
+        super().__init__()
+        self.event_id = event_id
+
+
+class ApprovalRequested(EventRequest):
+    """``a``: approve this event (the app refuses with the reason, or asks first)."""
+
+
+class HoldRequested(EventRequest):
+    """``H``: hold or release `setui agent` for this event."""
+
+
+class DetailsRequested(EventRequest):
+    """``Enter``/``d``: open this event's details."""
+
+
+class PollRequested(Message):
+    """``r``: ask the service now."""
+
+
+class HistoryRequested(Message):
+    """``h``: open the history."""
+
+
+class AuditRequested(Message):
+    """``l``: open the audit log."""
 
 
 class ApprovalDone(Message):

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from textual.binding import Binding, BindingType
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
 from setui.ui.format import Palette, safe
@@ -61,6 +62,12 @@ class ReplayApp(TerminalApp):
         if problems:
             self.notify("\n".join(safe(p, 300) for p in problems), title="Theme problems",
                         severity="warning", timeout=15, markup=False)
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
+        """On the replay's notice line, never over it (see setui.ui.widgets.notices)."""
+        self.replay_screen.show_news(message, title=title, severity=severity, timeout=timeout,
+                                     markup=markup)
 
     def _restyle(self) -> None:
         self.palette = Palette.from_variables(self.get_css_variables())

@@ -1,22 +1,26 @@
 """What every setui app does the same way in a terminal, whatever it shows.
 
-The live dashboard and the replay are different apps over the same screens; an operator
-expects both to quit on Ctrl+C, to send no colour at all under NO_COLOR, and to say
-plainly when the terminal is too small. One base class keeps those rules in one place.
+The live dashboard, the replay and the fleet view are different apps; an operator
+expects each to quit on Ctrl+C, to send no colour at all under NO_COLOR, and to say
+plainly when the terminal is too small. One base class keeps those rules in one place,
+and installs Textual's workarounds (setui.ui.compat) when the app starts.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.events import Resize
-from textual.filter import Monochrome, NoColor
+from textual.filter import LineFilter
 from textual.geometry import Size
 
-from setui.ui.nocolor import WithoutColor
+from setui.ui import compat
+from setui.ui.nocolor import WithoutColor, no_color_styles
 from setui.ui.screens.small import TooSmallScreen, too_small
+from setui.ui.themes import MONO_THEME
 
 __all__ = ["TerminalApp"]
 
@@ -33,9 +37,25 @@ class TerminalApp(App[None]):
 
     def __init__(self) -> None:
         super().__init__()
-        if self.no_color:  # Textual's own filter still sends greys (38;5;244) or defaults
-            self._filters = [f for f in self._filters
-                             if not isinstance(f, (Monochrome, NoColor))] + [WithoutColor()]
+        compat.install()  # only the cells a repaint asked for reach the terminal
+        self._without_color: tuple[LineFilter, ...] = (WithoutColor(),)
+
+    def get_line_filters(self) -> Sequence[LineFilter]:
+        """Under NO_COLOR, the one filter that drops every colour and keeps every attribute
+        (see :mod:`setui.ui.nocolor`): Textual's own sends greys, and its truecolor filter
+        turns dim into a blended colour, which leaves nothing once colour is dropped."""
+        if self.no_color:
+            return self._without_color
+        return super().get_line_filters()
+
+    def get_css_variables(self) -> dict[str, str]:
+        """Under NO_COLOR, every theme's text styles are the mono theme's: its colours
+        never reach the terminal, so its attributes are all that can tell things apart,
+        and they must say what the help says (the selection reverse, a neighbour dim)."""
+        variables = super().get_css_variables()
+        if self.no_color:
+            variables.update(no_color_styles(self.get_theme(MONO_THEME)))
+        return variables
 
     def on_resize(self, event: Resize) -> None:
         self._check_size(event.size)  # self.size follows a moment later

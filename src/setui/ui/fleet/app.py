@@ -281,7 +281,8 @@ class FleetApp(TerminalApp):
 
     @on(FleetTable.Chosen)
     def _chosen(self, message: FleetTable.Chosen) -> None:
-        if self.update.fleet is None:
+        fleet = self.update.fleet
+        if fleet is None:
             return
-        self.push_screen(FleetDetailsScreen(details_text(message.line, self.update.fleet,
-                                                         self.now())))
+        line = message.line
+        self.push_screen(FleetDetailsScreen(lambda: details_text(line, fleet, self.now())))

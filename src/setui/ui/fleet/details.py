@@ -4,7 +4,7 @@ here: the fleet view is read-only."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import ClassVar
 
@@ -38,6 +38,16 @@ def _labels(labels: Mapping[str, str]) -> str:
                      if k != "__name__")
 
 
+def _listed(event: FleetEvent) -> str:
+    total, missing = event.listed_count, event.without_agent
+    text = f"{total} VM{'s' * (total != 1)}"
+    if missing:
+        text += (f"; {missing} of them with no agent reporting it (none, stopped, or not "
+                 "scraped): each agent names only its own VM, so their names are in the "
+                 "document on any VM that lists it (setui events there)")
+    return text
+
+
 def _event_text(event: FleetEvent, fleet: Fleet, now: datetime) -> Text:
     text = Text()
     text.append(f"Event {safe(event.event_id, 128)}\n\n", style="bold")
@@ -48,7 +58,9 @@ def _event_text(event: FleetEvent, fleet: Fleet, now: datetime) -> Text:
         ("NotBefore", safe(event.not_before_text, 60) or "none"),
         ("countdown", event_countdown(event, now).label()),
         ("group", safe(event.group.label, 80)),
-        ("resources", ", ".join(safe(r, 64) for r in event.resources) or "none listed"),
+        ("resources", ", ".join(safe(r, 64) for r in event.resources)
+         or ("none listed" if not event.listed_count else "none has an agent reporting it")),
+        ("listed", _listed(event)),
         ("approved by", ", ".join(safe(a, 64) for a in event.approved_by)
          or "nobody, as far as the reporting agents' audit logs know"),
     ]
@@ -61,7 +73,7 @@ def _event_text(event: FleetEvent, fleet: Fleet, now: datetime) -> Text:
     text.append("\nReported by\n", style="bold")
     for key in event.reporters:
         vm = fleet.vms.get(key)
-        state = vm_words(vm, fleet.at) if vm is not None else "unknown"
+        state = vm_words(vm, now.timestamp()) if vm is not None else "unknown"
         text.append(f"  {safe(key.vm_name, 64)}  ({state})\n")
     text.append("\nTo approve it, run on one of its VMs ", style="bold")
     affected = [r for r in event.resources][:5]
@@ -75,11 +87,11 @@ def _event_text(event: FleetEvent, fleet: Fleet, now: datetime) -> Text:
     return text
 
 
-def _vm_text(vm: FleetVm, fleet: Fleet) -> Text:
+def _vm_text(vm: FleetVm, now: datetime) -> Text:
     text = Text()
     text.append(f"VM {safe(vm.name, 128)}\n\n", style="bold")
     rows = [
-        ("agent", vm_words(vm, fleet.at)),
+        ("agent", vm_words(vm, now.timestamp())),
         ("group", safe(vm.group.label, 80)),
         *((name, safe(value, 128) or "(empty)") for name, value in vm.identity.items()),
         ("last success", utc(vm.last_success) if vm.last_success else "never / not exported"),
@@ -101,7 +113,7 @@ def details_text(line: Line, fleet: Fleet, now: datetime) -> Text:
     if isinstance(line, EventLine):
         return _event_text(line.event, fleet, now)
     if isinstance(line, VmLine):
-        return _vm_text(line.vm, fleet)
+        return _vm_text(line.vm, now)
     return Text(f"{safe(line.group.label, 80)}: choose an event or a VM.")
 
 
@@ -113,9 +125,10 @@ class FleetDetailsScreen(ModalScreen[None]):
         Binding("k", "scroll(-1)", "Up", show=False),
     ]
 
-    def __init__(self, body: Text) -> None:
+    def __init__(self, body: Callable[[], Text]) -> None:
         super().__init__()
-        self.body = body
+        self._draw = body
+        self.body = body()
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="details"):
@@ -125,6 +138,14 @@ class FleetDetailsScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         self.query_one("#details", VerticalScroll).focus()
+        self.set_interval(1.0, self._tick, name="details-tick")
+
+    def _tick(self) -> None:
+        """Drawn again every second: the countdown and the ages move with the clock."""
+        body = self._draw()
+        if body.plain != self.body.plain:
+            self.body = body
+            self.query_one("#details-body", Static).update(body)
 
     def action_close(self) -> None:
         self.dismiss()

@@ -79,6 +79,9 @@ def status_lines(view: FleetStatusView, width: int, palette: Palette) -> list[Te
         parts.append((f"{len(fleet.events)} events", ""))
         if fleet.dropped:
             parts.append((f"{fleet.dropped} series not read (too many)", palette.urgent))
+        if not fleet.remembers:
+            parts.append(("VMs down before this opened: unknown (no setui recording rule)",
+                          palette.muted))
     for text, part_style in parts:
         second.append("  ·  ", style=palette.muted)
         second.append(text, style=part_style)

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import math
 import shlex
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import NamedTuple
 
 from rich.text import Text
 
+from setui.core.timefmt import time_of_day
 from setui.fleet.model import Fleet, FleetEvent, FleetVm, Group, VmState
 from setui.ui.format import (
     CRITICAL_SECONDS,
@@ -39,6 +40,7 @@ __all__ = [
     "event_countdown",
     "haystack",
     "line_text",
+    "resources_text",
     "vm_words",
 ]
 
@@ -145,8 +147,9 @@ def event_countdown(event: FleetEvent, now: datetime) -> Countdown:
 def vm_words(vm: FleetVm, now: float) -> str:
     """What is known of a VM's agent, in words; never more than is known."""
     if vm.state is VmState.GONE:
-        return (f"not reported for {age(now - vm.reported_at)}: its agent, or the scrape "
-                "of it, stopped; its events now are unknown")
+        return (f"not reported since {_since(vm.reported_at, now)} ("
+                f"{age(now - vm.reported_at)}): its agent, or the scrape of it, stopped; its "
+                "events now are unknown")
     if vm.state is VmState.STALE and vm.last_success:
         return (f"stale: its agent's last good answer from IMDS is "
                 f"{age(now - vm.last_success)} old")
@@ -167,14 +170,31 @@ def _cell(text: str, width: int) -> str:
     return text.ljust(width)
 
 
-def _names(names: Iterable[str], limit: int) -> str:
-    shown = list(names)
-    if not shown:
-        return "none listed"
-    text = ", ".join(safe(n, 40) for n in shown)
-    if len(text) <= limit or len(shown) == 1:
-        return text
-    return f"{safe(shown[0], max(limit - 8, 4))} +{len(shown) - 1}"
+def resources_text(event: FleetEvent, limit: int) -> str:
+    """The VMs an event lists, in at most ``limit`` characters: as many names as fit, then
+    ``+N`` for the rest, those no agent names included; ``3 VMs, no agent`` when no
+    reporter lists itself (it fits the narrow layout's 20 columns)."""
+    names = [safe(name, 40) for name in event.resources]
+    total = event.listed_count
+    if not names:
+        if not total:
+            return "none listed"
+        return f"{total} VM{'s' * (total != 1)}, no agent"
+    shown: list[str] = []
+    for index, name in enumerate(names):
+        rest = total - index - 1
+        tail = f" +{rest}" if rest else ""
+        candidate = ", ".join([*shown, name])
+        if len(candidate) + len(tail) > limit and shown:
+            break
+        shown.append(name)
+    rest = total - len(shown)
+    return ", ".join(shown) + (f" +{rest}" if rest else "")
+
+
+# The event line's columns: countdown, type, status (wide), resources, approvers, EventId.
+_COUNTDOWN, _APPROVED, _EVENT_ID = 14, 14, 36  # an EventId is a GUID: 36 characters
+_WIDE = 100  # from here on the status has a column
 
 
 def line_text(line: Line, now: datetime, width: int, palette: Palette) -> Text:
@@ -196,25 +216,38 @@ def line_text(line: Line, now: datetime, width: int, palette: Palette) -> Text:
         event = line.event
         count = event_countdown(event, now)
         style = palette.secondary if event.stale else palette.for_urgency(count.urgency)
-        narrow = width < 100
+        narrow = width < _WIDE
+        kind = 10 if narrow else 12
+        # Wide, the resources take what the others leave (at least 20), so a GUID EventId
+        # is whole from 113 columns on: at 120 it was cut beside a half-empty cell.
+        others = 2 + _COUNTDOWN + 1 + kind + 1 + 10 + 1 + 1 + _APPROVED + 1 + _EVENT_ID
+        room = 20 if narrow else max(20, width - others)
         text = Text("  ")
-        text.append(_cell(count.label(), 14), style=style)
+        text.append(_cell(count.label(), _COUNTDOWN), style=style)
         text.append(" ")
-        text.append(_cell(safe(event.event_type, 12), 10 if narrow else 12))
+        text.append(_cell(safe(event.event_type, 12), kind))
         text.append(" ")
         if not narrow:
             text.append(_cell(safe(event.status, 12), 10))
             text.append(" ")
-        room = 20 if narrow else 30
-        text.append(_cell(_names(event.resources, room), room), style="bold")
+        text.append(_cell(resources_text(event, room), room), style="bold")
         text.append(" ")
         approved = ("✓ " + ", ".join(safe(a, 24) for a in event.approved_by)
                     if event.approved_by else "")
-        text.append(_cell(approved, 12 if narrow else 20), style=palette.ok)
+        text.append(_cell(approved, _APPROVED if not narrow else 12), style=palette.ok)
         text.append(" ")
         text.append(safe(event.event_id, 64), style=palette.muted)
     text.truncate(width, overflow="ellipsis")
     return text
+
+
+def _since(seconds: float, now: float) -> str:
+    """``10:14:32 UTC`` the same day as ``now``, else ``Nov 29 10:14 UTC``."""
+    try:
+        moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
+        return time_of_day(moment, datetime.fromtimestamp(now, tz=timezone.utc)) + " UTC"
+    except (OverflowError, OSError, ValueError):
+        return "an unknown time"
 
 
 def approve_command(event: FleetEvent) -> str:

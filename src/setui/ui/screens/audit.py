@@ -18,7 +18,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Static
 
 from setui.core.timefmt import stamp
-from setui.store.records import UNKNOWN
+from setui.store.records import UNKNOWN, action_word
 from setui.textsafe import printable
 from setui.ui.screens.history import DetailScreen, local_and_utc, pretty_json
 from setui.ui.screens.listing import TableNavigation
@@ -130,7 +130,7 @@ def _outcome_text(row: AuditRow, limit: int | None = 40) -> Text:
 
 def _action_text(row: AuditRow) -> str:
     action = row.record.action
-    return "approve" if action in (_ATTEMPT, _OUTCOME) else _safe(action, 20)
+    return "approve" if action in (_ATTEMPT, _OUTCOME) else _safe(action_word(action), 20)
 
 
 def _who(record: AuditRecord, *, short: bool = False) -> str:

@@ -13,7 +13,6 @@ below; under 60x20 the dialog says it needs more room and approves nothing.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,82 +21,23 @@ from typing import ClassVar
 
 from rich.text import Text
 from textual import events
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
-from textual.screen import ModalScreen, Screen
-from textual.widgets import Footer, Static
+from textual.screen import ModalScreen
+from textual.widgets import Static
 
 from setui.core.model import Event
-from setui.ui.format import countdown, impact, is_this_vm, safe, utc_and_local, utc_time
+from setui.ui import compat
+from setui.ui.format import countdown, impact, is_this_vm, safe, stamp, utc_time
 from setui.ui.messages import ApprovalNote
 from setui.ui.widgets import heap
 
-__all__ = ["GUARD_SECONDS", "MIN_SIZE", "ConfirmationModal", "Prompt", "approval_prompt",
-           "forget_rendered_widgets", "hold_footers"]
+__all__ = ["GUARD_SECONDS", "MIN_SIZE", "ConfirmationModal", "Prompt", "approval_prompt"]
 
 GUARD_SECONDS = 0.5
 MIN_SIZE = (60, 20)  # below this the dialog cannot show what is approved: it says so
 _NAMES_SHOWN = 20  # resources named in the dialog; the rest are counted
-
-
-_HELD = "_setui_footer_held"
-
-
-def _shown_bindings(footer: Footer, screen: Screen[object]) -> tuple[object, ...]:
-    """What a Footer composes from: the screen's shown bindings, as Footer.compose
-    reads them, and whether it shows the command palette's key."""
-    app = footer.app
-    shown = tuple((binding.key, binding.action, binding.description, binding.group, enabled,
-                   tooltip, app.get_key_display(binding))
-                  for _node, binding, enabled, tooltip in screen.active_bindings.values()
-                  if binding.show)
-    return shown, footer.show_command_palette
-
-
-def hold_footers(app: App[object]) -> None:
-    """Let the Footers of the screens below recompose only when their keys change.
-
-    Textual 8.2.8's Footer recomposes whenever its screen's bindings are refreshed, and
-    a screen refreshes them each time it resumes: every dialog closed rebuilt the
-    dashboard's Footer (30-40 ms on the event loop, in the way of the approval's POST),
-    and each rebuilt FooterKey stays alive in a watcher list that is never pruned (about
-    4,000 objects per dialog, lengthening every later full garbage collection; see
-    bench/upstream/footer_leak.py). Here each Footer's subscription to its screen's
-    bindings is replaced, once, by one that recomposes only when the keys it would show
-    differ from the ones it shows.
-    """
-    for screen in app.screen_stack:
-        for footer in screen.query(Footer):
-            if getattr(footer, _HELD, False) or not footer.is_running:
-                continue
-            shown = {"now": _shown_bindings(footer, screen)}
-
-            def bindings_changed(changed: Screen[object], footer: Footer = footer,
-                                 shown: dict[str, object] = shown) -> None:
-                wanted = _shown_bindings(footer, changed)
-                if wanted == shown["now"]:
-                    return  # the same keys: the Footer stays as it is
-                shown["now"] = wanted
-                footer.bindings_changed(changed)
-
-            screen.bindings_updated_signal.unsubscribe(footer)
-            screen.bindings_updated_signal.subscribe(footer, bindings_changed)
-            setattr(footer, _HELD, True)
-
-
-def forget_rendered_widgets() -> None:
-    """Let a closed dialog's widgets go.
-
-    Textual 8.2.8 caches ``StylesCache.get_inner_outer`` with ``lru_cache(1024)`` on the
-    method, so the cache keeps every widget's StylesCache (and the lines it rendered)
-    alive, up to 1,024 of them: each dialog left its widgets behind that way. The cache
-    only saves blending two colours; it is emptied when a dialog closes.
-    """
-    with contextlib.suppress(ImportError, AttributeError):
-        from textual._styles_cache import StylesCache
-
-        StylesCache.get_inner_outer.cache_clear()
 
 
 @dataclass(frozen=True)
@@ -209,7 +149,6 @@ class ConfirmationModal(ModalScreen[bool]):
 
     def on_mount(self) -> None:
         self._opened = self._mono()
-        hold_footers(self.app)
         # Normally done once the dashboard drew its first frame; if not, before the
         # first approval rather than never (see setui.ui.widgets.heap).
         self.call_after_refresh(heap.freeze_heap_once)
@@ -219,7 +158,7 @@ class ConfirmationModal(ModalScreen[bool]):
             self.set_interval(1.0, self._update)
 
     def on_unmount(self) -> None:
-        forget_rendered_widgets()
+        compat.forget_rendered_widgets()
 
     def on_resize(self) -> None:
         self._fit()
@@ -285,8 +224,17 @@ class ConfirmationModal(ModalScreen[bool]):
             return
         if event.key == "enter":
             event.stop()
-            if self._typed.lower() == "yes" and not self._too_small and not self._early():
-                self.dismiss(True)
+            if self._too_small:
+                return
+            if self._typed.lower() == "yes":
+                if not self._early():
+                    self.dismiss(True)
+                return
+            # Enter with less than the word: say so, or it looks like a key that failed.
+            # Short enough for the 56 columns a 60-column screen leaves the note.
+            typed = f"“{self._typed}” is not “yes”" if self._typed else "Nothing typed yet"
+            self.query_one("#dialog-note", Static).update(Text(
+                f"{typed}: type the whole word yes, then Enter.", style="bold"))
         elif event.key == "backspace":
             event.stop()
             self._typed = self._typed[:-1]
@@ -359,9 +307,10 @@ def approval_prompt(event: Event, *, vm_name: str | None, identity: str, now: da
          + (f", source {safe(event.source, 20)}" if event.source is not None else ""))
     line("EventId", safe(event.event_id, 80))
     if event.not_before is not None:
-        line("NotBefore", f"{utc_and_local(event.not_before, now)}"
+        line("NotBefore", f"{stamp(event.not_before)}"
                           + (f", {countdown(event, now).text}" if present else ""))
-    line("Impact", impact(event))
+    effect = f" ({event.effect})" if event.effect else ""  # what the documents say it does
+    line("Impact", impact(event) + effect)
     if len(event.resources) > 1:
         line("Resources", f"{len(event.resources)}: "
              + ", ".join(safe(r, 60) for r in event.resources[:_NAMES_SHOWN * 5]))

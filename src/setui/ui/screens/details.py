@@ -15,24 +15,25 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, ClassVar, cast
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.console import Console
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
+from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from setui.core.clock import utc_now
 from setui.core.model import Event
 from setui.core.timefmt import stamp
 from setui.textsafe import printable
-from setui.ui.format import countdown, impact, is_this_vm, safe, utc_and_local
+from setui.ui.format import countdown, impact, is_this_vm, safe
 from setui.ui.messages import ApprovalNote, EventLife, GoneEvent, Session
 from setui.ui.screens.offloop import query_store
 from setui.ui.widgets.keys import KeyBar
+from setui.ui.widgets.notices import NoticeLine, Notices, give_notice
 
 if TYPE_CHECKING:
     from setui.store import Store, StoryEntry
@@ -80,7 +81,7 @@ def describe_event(event: Event, *, vm_name: str | None, now: datetime, present:
         out.append("\n")
     out.append("Fields\n", style="bold underline")
     field("EventId", safe(event.event_id, 200))
-    field("EventType", safe(event.event_type, 60) + ("" if event.event_type.known
+    field("EventType", safe(event.event_type, 60) + (f"  ({event.effect})" if event.effect
                                                      else "  (a type setui does not know)"))
     status = safe(event.status, 60) + ("" if event.status.known
                                        else "  (a status setui does not know)")
@@ -89,7 +90,7 @@ def describe_event(event: Event, *, vm_name: str | None, now: datetime, present:
                                    started_exact=life.started_exact if life else True).label()
     field("EventStatus", status)
     if event.not_before is not None:
-        text = utc_and_local(event.not_before, now)
+        text = stamp(event.not_before)
         if present and not event.is_started:
             text += f"  {countdown(event, now).label()}"
         field("NotBefore", text)
@@ -335,16 +336,15 @@ class DetailsScreen(ModalScreen[None]):
         Binding("k", "scroll(-1)", "Up", show=False),
     ]
 
-    def __init__(self, details: EventDetails, *, vm_name: str | None = None,
-                 now: datetime | None = None,
-                 clock: Callable[[], datetime] | None = None) -> None:
+    def __init__(self, details: EventDetails, *, vm_name: Callable[[], str | None],
+                 clock: Callable[[], datetime]) -> None:
         super().__init__()
         self.details = details
-        self._clock = clock  # a replay's cursor; None: the app's clock
-        self._vm_name = vm_name
-        self._now = now
+        self._clock = clock  # the dashboard's clock, or a replay's cursor
+        self._vm_name = vm_name  # the host's: it may be learned while the screen is open
         self.showing_raw = False
         self._view: DetailsView | None = None
+        self.notices = Notices()  # what c (copy) says, on the screen's notice line
 
     def compose(self) -> ComposeResult:
         # Built here, not on mount: the body is there as soon as the screen is.
@@ -352,6 +352,7 @@ class DetailsScreen(ModalScreen[None]):
         yield Static(self._view.title, id="details-title")
         with VerticalScroll(id="details"):
             yield Static(self._view.body, id="details-body")
+        yield NoticeLine(self.notices)
         yield KeyBar()
 
     def on_mount(self) -> None:
@@ -363,16 +364,11 @@ class DetailsScreen(ModalScreen[None]):
         self.refresh_details()
 
     def now(self) -> datetime:
-        """The app's clock when it has one (setui's does), so tests and the dashboard
-        agree on every countdown."""
-        clock = self._clock or getattr(self.app, "now", None)
-        if callable(clock):
-            return cast(datetime, clock())
-        return self._now or utc_now()
+        """The host's clock, so the details and the dashboard agree on every countdown."""
+        return self._clock()
 
     def _build(self, width: int | None) -> DetailsView:
-        vm_name = getattr(self.app, "vm_name", None) or self._vm_name
-        return self.details.view(now=self.now(), vm_name=vm_name, width=width)
+        return self.details.view(now=self.now(), vm_name=self._vm_name(), width=width)
 
     def refresh_details(self) -> None:
         """Rebuild for the current time and document; redraw only what changed, so the
@@ -408,6 +404,14 @@ class DetailsScreen(ModalScreen[None]):
             self.refresh_details()
 
         query_store(self, read, done, failed, group="details-story")
+
+    def notify(self, message: str, *, title: str = "",
+               severity: SeverityLevel = "information", timeout: float | None = None,
+               markup: bool = True) -> None:
+        """An answer to a key on this screen: on its notice line, never over the
+        details."""
+        give_notice(self, self.notices, message, title=title, severity=severity,
+                    timeout=timeout, markup=markup, own=True)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "raw":
@@ -462,13 +466,13 @@ class DetailsScreen(ModalScreen[None]):
         self.query_one("#details", VerticalScroll).scroll_relative(y=lines, animate=False)
 
 
-def details_screen(event_id: str, session: Session, *, vm_name: str | None, now: datetime,
-                   store: Store | None, store_problem: str | None,
-                   clock: Callable[[], datetime] | None = None) -> DetailsScreen | None:
+def details_screen(event_id: str, session: Session, *, vm_name: Callable[[], str | None],
+                   clock: Callable[[], datetime], store: Store | None,
+                   store_problem: str | None) -> DetailsScreen | None:
     """The details of an event in the document, or of one gone this session; None for
     an event this session does not know."""
     details = EventDetails(event_id, session, store=store,
                            store_problem=store_problem if store is None else None)
     if details.find()[0] is None:
         return None
-    return DetailsScreen(details, vm_name=vm_name, now=now, clock=clock)
+    return DetailsScreen(details, vm_name=vm_name, clock=clock)

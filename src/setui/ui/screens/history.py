@@ -10,7 +10,7 @@ never markup) with control characters neutralised.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -25,8 +25,8 @@ from textual.widgets import DataTable, Static
 
 from setui.config import Config
 from setui.core.clock import utc_now
-from setui.core.diff import ABSENT
 from setui.core.diff import diff_documents as compare_documents
+from setui.core.diff import shown_value
 from setui.core.holes import Hole, with_holes
 from setui.core.model import Document, DocumentError, Event
 from setui.core.timefmt import local_beside, stamp
@@ -35,6 +35,7 @@ from setui.ui.screens.listing import TableNavigation
 from setui.ui.screens.offloop import query_store
 from setui.ui.screens.replay import ReplayScreen
 from setui.ui.widgets.keys import KeyBar
+from setui.ui.widgets.page import Page, raw
 
 if TYPE_CHECKING:
     from setui.store import IncarnationRecord, Store
@@ -99,10 +100,6 @@ def _when(moment: datetime) -> str:
     return stamp(moment)
 
 
-def _json_value(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
-
-
 def _field_order(raw: Mapping[str, Any]) -> list[str]:
     known = [name for name in _FIELDS if name in raw]
     return known + sorted(k for k in raw if k not in _FIELDS and k != "EventId")
@@ -130,7 +127,7 @@ def diff_documents(current: Document, previous: Document | None,
         _event_heading(out, item.event)
         for name in _field_order(item.event.raw):
             out.append(f"    {name}: ")
-            out.append(printable(_json_value(item.event.raw[name]), 300) + "\n")
+            out.append(printable(shown_value(name, item.event.raw[name]), 300) + "\n")
     for item in removed:
         out.append("- removed  ", style=styles.removed)
         _event_heading(out, item.event)
@@ -142,9 +139,9 @@ def diff_documents(current: Document, previous: Document | None,
         for name in _field_order(item.fields):
             was, now = item.fields[name]
             out.append(f"    {name}: ")
-            out.append(printable(_shown(was), 200))
+            out.append(printable(shown_value(name, was), 200))
             out.append(" -> ", style="bold")
-            out.append(printable(_shown(now), 200) + "\n")
+            out.append(printable(shown_value(name, now), 200) + "\n")
     if same:
         out.append(f"= unchanged: {len(same)} event{'s' if len(same) != 1 else ''} ")
         out.append(printable(", ".join(e.event_id for e in same), 400) + "\n")
@@ -153,10 +150,6 @@ def diff_documents(current: Document, previous: Document | None,
         out.append(f"! {extra} duplicate EventId entr{'ies' if extra > 1 else 'y'} in this "
                    "document; the first of each is compared\n", style="bold")
     return out
-
-
-def _shown(value: Any) -> str:
-    return "(absent)" if value is ABSENT else _json_value(value)
 
 
 def _event_heading(out: Text, event: Event) -> None:
@@ -174,7 +167,7 @@ def pretty_json(raw_json: str, max_lines: int = RAW_LINES) -> Text:
         lines = raw_json.splitlines()
     out = Text()
     for line in lines[:max_lines]:
-        out.append(printable(line, 2000) + "\n")
+        out.append_text(raw(printable(line, 2000)))
     if len(lines) > max_lines:
         out.append(f"... {len(lines) - max_lines} more lines (setui history shows all)\n",
                    style="italic")
@@ -239,7 +232,7 @@ class DetailScreen(Screen[None]):
     ]
     DEFAULT_CSS = """
     DetailScreen #detail-title { height: 1; background: $panel; text-style: bold; padding: 0 1; }
-    DetailScreen #detail-scroll { padding: 0 1; }
+    DetailScreen #detail-scroll { padding: 0 1; overflow-x: auto; }
     """
 
     def __init__(self, title: str, body: Text) -> None:
@@ -250,11 +243,14 @@ class DetailScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(Text(self._title), id="detail-title")
         with VerticalScroll(id="detail-scroll"):
-            yield Static(self._body, id="detail-body")
+            yield Page(self._body, id="detail-body")
         yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#detail-scroll", VerticalScroll).focus()
+
+    def on_resize(self) -> None:
+        self.query_one(Page).refresh(layout=True)  # the prose wraps at the new width
 
     def action_back(self) -> None:
         self.dismiss()
@@ -285,19 +281,18 @@ class IncarnationScreen(DetailScreen):
         self.record = record
 
 
-def _page(store: Store, size: int, last: IncarnationRecord | None, until: datetime | None
+def _page(store: Store, size: int, last: IncarnationRecord | None, now: datetime
           ) -> tuple[list[IncarnationRecord], list[Hole]]:
-    """One page of records, and the holes between its oldest record and ``until`` (the page
-    before it, now, or None: its newest record): on the store's thread, never on the loop."""
+    """One page of records, and the record's holes from its oldest record up to the page
+    before it (whose holes were listed with it): on the store's thread, never on the loop.
+    ``now``: the host's time, where a hole still open ends."""
     page = list(store.history(limit=size, before=last))
     if not page:
         return page, []
-    endpoints = {r.endpoint for r in page}
-    until = until if until is not None else max(r.last_seen for r in page)
-    holes = store.holes(endpoint=page[0].endpoint if len(endpoints) == 1 else None,
-                        since=page[-1].first_seen, until=until)
-    # Only this page's stretch: a hole after it was listed with the page before.
-    return page, [(start, min(end, until)) for start, end in holes if start < until]
+    holes = [hole for endpoint in sorted({r.endpoint for r in page})
+             for hole in store.holes(endpoint=endpoint, now=now)
+             if last is None or hole.start < last.first_seen]
+    return page, holes
 
 
 class HistoryScreen(TableNavigation):
@@ -322,11 +317,15 @@ class HistoryScreen(TableNavigation):
     """
 
     def __init__(self, store: Store | None, problem: str | None = None,
-                 page_size: int = PAGE) -> None:
+                 page_size: int = PAGE, *, clock: Callable[[], datetime] = utc_now,
+                 config: Config | None = None, vm_name: str | None = None) -> None:
         super().__init__()
         self.store = store
+        self._clock = clock  # the host's time (the service's): where an open hole ends
         self.problem = problem
         self.page_size = page_size
+        self._config = config or Config()  # for a replay (p): the endpoint, the theme
+        self._vm_name = vm_name or self._config.vm_name
         self.records: list[IncarnationRecord] = []
         # The table's rows in order: records, and the holes when nothing was recording.
         self.rows: list[IncarnationRecord | Hole] = []
@@ -378,13 +377,8 @@ class HistoryScreen(TableNavigation):
         if not self.records:
             self._say("Loading the history…")
         store, size = self.store, self.page_size
-        last = self.records[-1] if self.records else None
-        # The first page's holes run up to now, unless the dashboard hosting this screen
-        # is recording right now: then up to the newest record (its own session covers the
-        # rest, whatever its last beat says).
-        recording = getattr(self.app, "store_status", "") is None
-        until = last.first_seen if last is not None else None if recording else utc_now()
-        query_store(self, lambda: _page(store, size, last, until),
+        last, now = (self.records[-1] if self.records else None), self._clock()
+        query_store(self, lambda: _page(store, size, last, now),
                     self._add_page, self._page_failed, group="history-page")
 
     def _page_failed(self, message: str) -> None:
@@ -396,15 +390,14 @@ class HistoryScreen(TableNavigation):
         self._loading = False
         self.exhausted = len(page) < self.page_size
         table = self.query_one(DataTable)
-        for item in with_holes(page, holes):
-            if isinstance(item, tuple):
-                start, end = item
-                utc, local = local_and_utc(start)
+        for item in with_holes(page, holes, complete=self.exhausted):
+            if isinstance(item, Hole):
+                utc, local = local_and_utc(item.start)
+                until = "until now" if item.open else f"to {stamp(item.end, local=False)}"
                 table.add_row(Text(utc), *([Text(local)] if self.local_column else []),
                               Text("-", justify="right"),
-                              Text(f"not recording from {stamp(start, local=False)} to "
-                                   f"{stamp(end, local=False)}: changes then were not seen",
-                                   style="italic"),
+                              Text(f"not recording from {stamp(item.start, local=False)} "
+                                   f"{until}: changes then were not seen", style="italic"),
                               key=f"hole-{len(self.rows)}")
             else:
                 utc, local = local_and_utc(item.first_seen)
@@ -444,7 +437,7 @@ class HistoryScreen(TableNavigation):
         if not 0 <= table.cursor_row < len(self.rows):
             return None
         row = self.rows[table.cursor_row]
-        return None if isinstance(row, tuple) else row  # a hole has nothing to open
+        return None if isinstance(row, Hole) else row  # a hole has nothing to open
 
     def action_open(self) -> None:
         record = self._selected()
@@ -464,8 +457,6 @@ class HistoryScreen(TableNavigation):
         record = self._selected()
         if record is None:
             return
-        config = getattr(self.app, "config", None)
-        config = config if isinstance(config, Config) else Config()
         self.app.push_screen(ReplayScreen(
-            self.store, config, vm_name=getattr(self.app, "vm_name", None) or config.vm_name,
-            at=record.first_seen, endpoint=record.endpoint, store_problem=self.problem))
+            self.store, self._config, vm_name=self._vm_name, at=record.first_seen,
+            endpoint=record.endpoint, store_problem=self.problem))

@@ -1,16 +1,20 @@
 """The dashboard screen: status line, events table, selected event, timeline, footer.
 
-The screen holds only view state (the filter, this-VM-only, the selection); the app
-holds the session. :meth:`MainScreen.refresh_view` recomputes every text from the
-session and the clock, and each widget repaints only what changed, so calling it once a
-second costs next to nothing when nothing happens.
+The screen holds only view state (the filter and this-VM-only, reactives it watches;
+the selection); the session is its host's, a read-only view (:class:`DashboardHost`) it
+is given, never the app class. What a key asks of the app (approve, hold, details,
+poll, history, audit) goes up as a message (setui.ui.messages), so the live dashboard
+and a replay answer the same screen each in its own way.
+:meth:`MainScreen.refresh_view` recomputes every text from the session and the clock,
+and each widget repaints only what changed, so calling it once a second costs next to
+nothing when nothing happens.
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, ClassVar
 
@@ -18,6 +22,8 @@ from rich.text import Text
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
+from textual.notifications import SeverityLevel
+from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
@@ -35,11 +41,22 @@ from setui.ui.format import (
     safe,
     sort_key,
     time_of_day,
+    utc_time,
 )
-from setui.ui.messages import ApprovalNote, Session
+from setui.ui.messages import (
+    ApprovalNote,
+    ApprovalRequested,
+    AuditRequested,
+    DetailsRequested,
+    HistoryRequested,
+    HoldRequested,
+    PollRequested,
+    Session,
+)
 from setui.ui.themes import MONO_THEME
 from setui.ui.widgets.events import EventsTable, Row, columns_for, tier_for
 from setui.ui.widgets.keys import KeyBar
+from setui.ui.widgets.notices import NoticeLine, Notices, give_notice
 from setui.ui.widgets.status import StatusBar, StatusView
 from setui.ui.widgets.summary import EventSummary
 from setui.ui.widgets.timeline import ZOOMS, Lane, Timeline
@@ -86,8 +103,7 @@ def _approval_cell(note: ApprovalNote | None, tier: str, now: datetime) -> Text:
     if note.approved:
         if tier == "narrow":
             return Text(approved_label(note.at, note.user, short=True), style="bold")
-        when = note.at.astimezone(timezone.utc).strftime("%H:%M:%S")
-        return Text(f"{when} by {safe(note.user, 10)}", style="bold")
+        return Text(f"{utc_time(note.at)} by {safe(note.user, 10)}", style="bold")
     if note.unknown:  # a try may have arrived: not "failed", and not approved either
         if tier == "narrow":
             return Text("? unknown", style="bold")
@@ -176,7 +192,10 @@ class MainScreen(Screen[None]):
     """The dashboard."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
+        # One key, two bindings: check_action offers the one that applies. Read-only,
+        # a is not shown, and pressing it says why.
         Binding("a", "approve", "Approve"),
+        Binding("a", "approve_read_only", "Approve", show=False),
         Binding("d", "details", "Details", key_display="⏎"),
         Binding("enter", "details", "Details", show=False),
         Binding("slash", "filter", "Filter"),
@@ -195,20 +214,29 @@ class MainScreen(Screen[None]):
         Binding("escape", "clear_filter", "Clear filter"),
     ]
 
-    def __init__(self, *, zoom: int | None = None, read_only: bool = False) -> None:
+    # What hides rows; the view and the keys follow them however they are set.
+    filter_text: reactive[str] = reactive("", init=False, bindings=True)
+    this_vm_only: reactive[bool] = reactive(False, init=False, bindings=True)
+
+    def __init__(self, host: DashboardHost, *, zoom: int | None = None,
+                 read_only: bool = False, mono: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
-        self.read_only = read_only
-        if read_only:  # approvals are off: no key for them in the footer
-            self._bindings.key_to_bindings["a"] = [
-                replace(b, show=False) for b in self._bindings.key_to_bindings.get("a", [])]
+        self._host = host
+        self.notices = Notices(mono)  # shown on this screen's notice line
+        self.read_only = read_only  # approvals are off: no key for them (check_action)
         self._zoom = zoom  # the timeline's first zoom level (ZOOMS), None: its default
-        self.this_vm_only = False
-        self.filter_text = ""
         self._tier: str | None = None
 
     @property
     def setui(self) -> DashboardHost:
-        return self.app  # type: ignore[return-value]
+        """The dashboard's state, as this screen reads it."""
+        return self._host
+
+    def watch_filter_text(self) -> None:
+        self.refresh_view()
+
+    def watch_this_vm_only(self) -> None:
+        self.refresh_view()
 
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")
@@ -218,6 +246,7 @@ class MainScreen(Screen[None]):
         yield Timeline(id="timeline")
         yield Input(placeholder="filter: type, status, EventId, resource, description…",
                     id="filter")
+        yield NoticeLine(self.notices)
         yield KeyBar()
 
     def on_mount(self) -> None:
@@ -229,8 +258,8 @@ class MainScreen(Screen[None]):
     # -- the view ---------------------------------------------------------------------------
     def visible_events(self) -> tuple[list[Event], int]:
         """The events to show, most urgent first, and how many the filters hid."""
-        app = self.setui
-        document = app.session.document
+        host = self.setui
+        document = host.session.document
         if document is None:
             return [], 0
         seen: set[str] = set()
@@ -242,8 +271,8 @@ class MainScreen(Screen[None]):
         shown = [e for e in events if self._keep(e)]
 
         def key(event: Event) -> tuple[object, ...]:
-            life = app.session.lives.get(event.event_id)
-            return sort_key(event, app.vm_name, started_at=life.started_at if life else None,
+            life = host.session.lives.get(event.event_id)
+            return sort_key(event, host.vm_name, started_at=life.started_at if life else None,
                             first_seen=life.first_seen if life else None)
 
         return sorted(shown, key=key), len(events) - len(shown)
@@ -261,20 +290,21 @@ class MainScreen(Screen[None]):
             self._refresh_view()
 
     def _refresh_view(self) -> None:
-        app = self.setui
-        now = app.now()
-        palette = app.palette
-        session = app.session
-        tier = tier_for(self.size.width or app.size.width)
+        host = self.setui
+        now = host.now()
+        palette = host.palette
+        session = host.session
+        width = self.size.width or self.app.size.width
+        tier = tier_for(width)
         events, hidden = self.visible_events()
         table = self.query_one(EventsTable)
-        health = app.health()
+        health = host.health()
         columns = columns_for(tier, local=local_differs(now))
-        if (self.size.width or app.size.width) < _ROOM_FOR_NOT_BEFORE:
+        if width < _ROOM_FOR_NOT_BEFORE:
             # The countdown says when; NotBefore itself is in the summary's second line.
             columns = [c for c in columns if c[0] != "utc"]
-        table.sync(columns, build_rows(events, session, app.vm_name, now, palette,
-                                       tier, stale=app.stale()))
+        table.sync(columns, build_rows(events, session, host.vm_name, now, palette,
+                                       tier, stale=host.stale()))
         empty = self.query_one("#empty", Static)
         table.display = bool(events)
         empty.display = not events
@@ -286,24 +316,24 @@ class MainScreen(Screen[None]):
         document = session.document
         event = document.event(selected) if document is not None and selected else None
         self._mark_selection(table, event, now)
-        self.query_one(EventSummary).show(event, app.vm_name, now,
+        self.query_one(EventSummary).show(event, host.vm_name, now,
                                           session.approvals.get(selected or ""), palette,
-                                          agent=app.agent_plan(selected) if event else "")
+                                          agent=host.agent_plan(selected) if event else "")
         status = self.query_one(StatusBar)
         status.show(StatusView(
-            now=now, endpoint=app.config.endpoint, health=health,
-            vm_name=app.vm_name, demo=app.demo, read_only=app.config.read_only,
+            now=now, endpoint=host.config.endpoint, health=health,
+            vm_name=host.vm_name, demo=host.demo, read_only=host.config.read_only,
             incarnation=document.incarnation if document is not None else None,
-            last_seen=session.last_seen, store_problem=app.store_status,
+            last_seen=session.last_seen, store_problem=host.store_status,
             filter_text=self.filter_text, this_vm_only=self.this_vm_only,
-            hidden=hidden, recorder=app.recorder_note,
-            replay=getattr(app, "replay_label", None)), palette)
-        lanes = build_lanes(events, session, app.vm_name, now, selected, self._keep)
+            hidden=hidden, recorder=host.recorder_note,
+            replay=host.replay_label), palette)
+        lanes = build_lanes(events, session, host.vm_name, now, selected, self._keep)
         box = self.query_one("#filter", Input)
-        height = self.size.height or app.size.height
+        height = self.size.height or self.app.size.height
         table_lines, lane_lines = share_height(
             height - (status.lines + _SUMMARY_LINES + _TIMELINE_FRAME + _FOOTER_LINES
-                      + (1 if box.display else 0)),
+                      + (1 if box.display else 0) + self.query_one(NoticeLine).lines),
             rows=len(events), lanes=len(lanes))
         timeline = self.query_one(Timeline)
         timeline.show(lanes, now, palette, max_lanes=lane_lines)
@@ -326,6 +356,8 @@ class MainScreen(Screen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "clear_filter":  # nothing to clear: Escape is not offered
             return self._filtering()
+        if action in ("approve", "approve_read_only"):
+            return self.read_only == (action == "approve_read_only")
         return True
 
     def _filtering(self) -> bool:
@@ -355,6 +387,11 @@ class MainScreen(Screen[None]):
                 why.append(f"filter “{safe(self.filter_text, 40)}” (Escape clears it)")
             return Text(f"No events to show: {hidden} hidden by {' and '.join(why)}.",
                         style="bold")
+        health = self.setui.health()
+        if health.state is not ConnectionState.LIVE and session.last_seen is not None:
+            # Not "unchanged": nothing is known since the last answer, and how old it is.
+            return self._old_news(session.document.incarnation, session.last_seen,
+                                  health.state, now)
         text = Text("No scheduled events.\n", style="bold")
         since = session.incarnation_since
         line = f"Incarnation {session.document.incarnation}"
@@ -368,6 +405,42 @@ class MainScreen(Screen[None]):
                      f"{time_of_day(last.at, now)} UTC.")
         text.append(line)
         return text
+
+    def _old_news(self, incarnation: int, seen: datetime, state: ConnectionState,
+                  now: datetime) -> Text:
+        """An empty document that is not live: the last answer, its age, and why newer
+        news may be missing."""
+        old = age(max(0.0, (now - seen).total_seconds()))
+        text = Text(f"No scheduled events in the last answer (incarnation {incarnation}, "
+                    f"at {time_of_day(seen, now)} UTC, {old} old).\n", style="bold")
+        why = ("Nothing was recording then" if self.setui.replay_label
+               else f"The service is {state.value} now")
+        text.append(f"{why}: events may have been scheduled since.")
+        return text
+
+    # -- notices ----------------------------------------------------------------------------
+    def notify(self, message: str, *, title: str = "",
+               severity: SeverityLevel = "information", timeout: float | None = None,
+               markup: bool = True) -> None:
+        """An answer to a key on this screen: on its notice line, never over it."""
+        give_notice(self, self.notices, message, title=title, severity=severity,
+                    timeout=timeout, markup=markup, own=True)
+
+    def show_news(self, message: str, *, title: str = "",
+                  severity: SeverityLevel = "information", timeout: float | None = None,
+                  markup: bool = True) -> None:
+        """The dashboard's news: on the notice line, waiting there while another screen
+        is on top (its time counts from when it is seen)."""
+        give_notice(self, self.notices, message, title=title, severity=severity,
+                    timeout=timeout, markup=markup, own=False)
+
+    def clear_notices(self) -> None:
+        self.notices.clear()
+        with contextlib.suppress(NoMatches):
+            self.query_one(NoticeLine).show()
+
+    def on_notice_line_resized(self) -> None:
+        self.refresh_view()  # the table and the timeline share what the notices leave
 
     # -- events -----------------------------------------------------------------------------
     def on_resize(self) -> None:
@@ -383,8 +456,6 @@ class MainScreen(Screen[None]):
 
     def on_input_changed(self, event: Input.Changed) -> None:
         self.filter_text = event.value.strip()
-        self.refresh_bindings()
-        self.refresh_view()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
@@ -421,24 +492,30 @@ class MainScreen(Screen[None]):
     def _selected(self) -> str | None:
         return self.query_one(EventsTable).selected_key
 
-    def action_approve(self) -> None:
+    def _selected_or_say(self) -> str | None:
         selected = self._selected()
         if selected is None:
             self.notify("No event is selected.", severity="warning", markup=False)
-            return
-        self.setui.request_approval(selected)
+        return selected
+
+    def action_approve(self) -> None:
+        selected = self._selected_or_say()
+        if selected is not None:
+            self.post_message(ApprovalRequested(selected))
+
+    def action_approve_read_only(self) -> None:
+        """``a`` in a read-only dashboard: the app says why nothing is approved."""
+        self.action_approve()
 
     def action_hold(self) -> None:
-        selected = self._selected()
-        if selected is None:
-            self.notify("No event is selected.", severity="warning", markup=False)
-            return
-        self.setui.toggle_hold(selected)
+        selected = self._selected_or_say()
+        if selected is not None:
+            self.post_message(HoldRequested(selected))
 
     def action_details(self) -> None:
         selected = self._selected()
         if selected is not None:
-            self.setui.open_details(selected)
+            self.post_message(DetailsRequested(selected))
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
@@ -455,7 +532,6 @@ class MainScreen(Screen[None]):
         self.filter_text = ""
         self.refresh_bindings()
         self.query_one(EventsTable).focus()
-        self.refresh_view()
 
     def action_this_vm(self) -> None:
         vm_name = self.setui.vm_name
@@ -465,16 +541,15 @@ class MainScreen(Screen[None]):
         self.this_vm_only = not self.this_vm_only
         self.notify(f"Showing only the events that affect {safe(vm_name, 40)}."
                     if self.this_vm_only else "Showing all events.", timeout=3, markup=False)
-        self.refresh_view()
 
     def action_poll_now(self) -> None:
-        self.setui.poll_now()
+        self.post_message(PollRequested())
 
     def action_history(self) -> None:
-        self.setui.action_history()
+        self.post_message(HistoryRequested())
 
     def action_audit(self) -> None:
-        self.setui.action_audit()
+        self.post_message(AuditRequested())
 
     def action_zoom_in(self) -> None:
         if self.query_one(Timeline).zoom_in():

@@ -17,20 +17,18 @@ from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual.binding import Binding, BindingType
+from textual.message import Message
 
 from setui.core.health import ConnectionState, Health
 from setui.monitor.replay import Moment, Recording, load_recording
 from setui.store.records import APPROVE_OUTCOME, APPROVED, REFUSED, UNKNOWN, AuditRecord
 from setui.ui.format import Palette, time_of_day
-from setui.ui.messages import ApprovalNote, Session
+from setui.ui.messages import ApprovalNote, EventRequest, Session
 from setui.ui.screens.details import details_screen
 from setui.ui.screens.main import MainScreen
 from setui.ui.screens.offloop import query_store
 
 if TYPE_CHECKING:
-    from textual.app import App
-    from textual.geometry import Size
-
     from setui.config import Config
     from setui.store import Store
 
@@ -65,9 +63,8 @@ def approval_notes(records: tuple[AuditRecord, ...]) -> list[ApprovalNote]:
 
 @dataclass
 class ReplayView:
-    """What the main screen asks of its host, answered from the record at the cursor."""
+    """What the main screen reads of its host, answered from the record at the cursor."""
 
-    app: App[object]
     config: Config
     vm_name: str | None
     demo: bool = False
@@ -77,17 +74,7 @@ class ReplayView:
     speed: int = 0  # 0: paused
     loaded: bool = False
     problem: str | None = None
-
-    @property
-    def palette(self) -> Palette:
-        palette = getattr(self.app, "palette", None)
-        if isinstance(palette, Palette):
-            return palette
-        return Palette.from_variables(self.app.get_css_variables())
-
-    @property
-    def size(self) -> Size:
-        return self.app.size
+    palette: Palette = field(default_factory=Palette)  # the app's theme, kept by the screen
 
     @property
     def replay_label(self) -> str:
@@ -101,10 +88,13 @@ class ReplayView:
         if self.problem:
             return self.problem
         if self.moment is not None and self.moment.hole is not None:
-            start, end = self.moment.hole
+            hole = self.moment.hole
             now = self.now()
-            return (f"nothing was recording from {time_of_day(start, now)} to "
-                    f"{time_of_day(end, now)} UTC: what changed then was not seen")
+            if hole.open:
+                return (f"nothing has recorded since {time_of_day(hole.start, now)} UTC: "
+                        "what changed since was not seen")
+            return (f"nothing was recording from {time_of_day(hole.start, now)} to "
+                    f"{time_of_day(hole.end, now)} UTC: what changed then was not seen")
         return None
 
     @property
@@ -125,37 +115,10 @@ class ReplayView:
     def stale(self) -> bool:
         return self.session.health.state is not ConnectionState.LIVE
 
-    def request_approval(self, event_id: str) -> None:
-        del event_id
-        self.app.notify("A replay cannot approve: it shows the past.", severity="warning",
-                        markup=False)
-
-    def open_details(self, event_id: str) -> None:
-        screen = details_screen(event_id, self.session, vm_name=self.vm_name, now=self.now(),
-                                store=None, store_problem="a replay tells the life up to its "
-                                "moment only; `setui history --event ID` has all of it",
-                                clock=self.now)
-        if screen is not None:
-            self.app.push_screen(screen)
-
-    def poll_now(self) -> None:
-        """A replay does not poll."""
-
     def agent_plan(self, event_id: str | None) -> str:
         """The agent's plan is now, not the moment's: a replay does not show it."""
         del event_id
         return ""
-
-    def toggle_hold(self, event_id: str) -> None:
-        del event_id
-        self.app.notify("A replay cannot hold the agent: it shows the past.",
-                        severity="warning", markup=False)
-
-    def action_history(self) -> None:
-        """Not from a replay: it would show what came after the moment."""
-
-    def action_audit(self) -> None:
-        """Not from a replay, for the same reason."""
 
 
 class ReplayScreen(MainScreen, inherit_bindings=False):
@@ -188,23 +151,57 @@ class ReplayScreen(MainScreen, inherit_bindings=False):
                  at: datetime | None = None, endpoint: str | None = None,
                  store_problem: str | None = None,
                  mono: Callable[[], float] = time.monotonic) -> None:
-        super().__init__()
+        view = ReplayView(config, vm_name)
+        super().__init__(view)
+        self._view = view
+        self._vm_name = vm_name  # as given (--vm-name); else the record's, at the cursor
         self._store = store
-        self._config = config
-        self._vm_name = vm_name
         self._range = (since, until, endpoint)
         self._wanted = at
         self._store_problem = store_problem
         self._mono = mono
-        self._view: ReplayView | None = None
         self.recording: Recording | None = None
         self._played_at: float | None = None
 
     @property
     def setui(self) -> ReplayView:  # type: ignore[override]
-        if self._view is None:
-            self._view = ReplayView(self.app, self._config, self._vm_name)
         return self._view
+
+    def refresh_view(self) -> None:
+        if self.is_mounted:  # in the theme of the app it is shown in
+            self._view.palette = Palette.from_variables(self.app.theme_variables)
+        super().refresh_view()
+
+    # -- what the main screen's keys ask (setui.ui.messages): a replay answers them itself,
+    # never the app it is shown in --------------------------------------------------------
+    def on_approval_requested(self, message: EventRequest) -> None:
+        message.stop()
+        self.notify("A replay cannot approve: it shows the past.", severity="warning",
+                    markup=False)
+
+    def on_hold_requested(self, message: EventRequest) -> None:
+        message.stop()
+        self.notify("A replay cannot hold the agent: it shows the past.",
+                    severity="warning", markup=False)
+
+    def on_details_requested(self, message: EventRequest) -> None:
+        message.stop()
+        view = self._view
+        screen = details_screen(message.event_id, view.session, vm_name=lambda: view.vm_name,
+                                clock=view.now, store=None,
+                                store_problem="a replay tells the life up to its moment "
+                                "only; `setui history --event ID` has all of it")
+        if screen is not None:
+            self.app.push_screen(screen)
+
+    def on_poll_requested(self, message: Message) -> None:
+        message.stop()  # a replay does not poll
+
+    def on_history_requested(self, message: Message) -> None:
+        message.stop()  # not from a replay: it would show what came after the moment
+
+    def on_audit_requested(self, message: Message) -> None:
+        message.stop()  # not from a replay, for the same reason
 
     @property
     def moment(self) -> datetime | None:
@@ -241,7 +238,9 @@ class ReplayScreen(MainScreen, inherit_bindings=False):
         # The status line names the endpoint the record is of, not the configured one.
         view.config = replace(view.config, endpoint=recording.endpoint)
         at = self._wanted
-        self.go(recording.clamp(at) if at is not None else recording.start)
+        if at is None:  # --from is a moment asked for; without it, the first events
+            at = recording.start if self._range[0] is not None else recording.opening()
+        self.go(recording.clamp(at))
 
     def go(self, at: datetime) -> None:
         """Put the cursor at ``at`` and draw the dashboard as it was then."""
@@ -256,6 +255,7 @@ class ReplayScreen(MainScreen, inherit_bindings=False):
         for note in approval_notes(moment.audit):
             session.note_approval(note)
         view.session, view.moment, view.at = session, moment, at
+        view.vm_name = self._vm_name or recording.vm_name_at(at)
         self.refresh_view()
 
     def _empty_text(self, hidden: int, now: datetime) -> Text:
@@ -265,6 +265,12 @@ class ReplayScreen(MainScreen, inherit_bindings=False):
                 return Text("Reading the record…", style="bold")
             return Text(view.problem or "Nothing was recorded before this moment.",
                         style="bold")
+        if not view.session.document.events and self.recording is not None:
+            text = Text("Nothing scheduled here.\n", style="bold")
+            following = self.recording.step(now, 1)
+            text.append(f"→ next change, {time_of_day(following, now)} UTC" if following > now
+                        else "Nothing changed after this in the record.")
+            return text
         return super()._empty_text(hidden, now)
 
     # -- the cursor -------------------------------------------------------------------------

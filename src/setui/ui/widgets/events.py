@@ -14,29 +14,30 @@ the style tree and nine cache look-ups a row, ~0.5 ms), :class:`EventsTable` kee
 row's line and each cell's segments until they change, so a tick renders one cell per
 row and joins the row again.
 
-Both rely on DataTable's internals as textual 8.2 has them (``_data``, its render
-caches, ``_render_cell``); :meth:`EventsTable._fast_path` checks for them once and the
-table falls back to DataTable's own ways when they are not there.
+Both rely on DataTable's internals as textual 8.2 has them, reached only through
+:mod:`setui.ui.compat` (which says why, and what was measured); :meth:`EventsTable._fast_path`
+checks for them once and the table falls back to DataTable's own ways when they are not
+there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
-from textual._segment_tools import line_crop
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.widgets import DataTable
-from textual.widgets.data_table import ColumnKey, RowKey
+from textual.widgets.data_table import ColumnKey
 
-from setui.ui.widgets import heap, repaint
+from setui.ui import compat
+from setui.ui.widgets import heap
 
 __all__ = ["COLUMNS", "EventsTable", "Row", "columns_for", "tier_for"]
 
@@ -183,7 +184,6 @@ class EventsTable(DataTable[Text]):
         self.cells_rendered = 0  # cells rendered for a line (for tests)
 
     def on_mount(self) -> None:
-        repaint.install()  # only the changed cells reach the terminal
         # The dashboard is up once this table has drawn: its heap leaves the collector.
         self.call_after_refresh(heap.freeze_heap_once)
 
@@ -238,10 +238,9 @@ class EventsTable(DataTable[Text]):
                 self.update_cell(change.row, change.column, change.after,
                                  update_width=change.column in resized)
             return
-        data = self._data
         versions = self._versions
         for change in changed:
-            data[RowKey(change.row)][ColumnKey(change.column)] = change.after
+            compat.put_cell(self, change.row, change.column, change.after)
             where = (change.row, change.column)
             versions[where] = versions.get(where, 0) + 1
         self._forget_rendering({(change.row, change.column) for change in changed})
@@ -295,36 +294,19 @@ class EventsTable(DataTable[Text]):
         the line cache use (textual 8.2), and the table is as this module builds it; if
         not, DataTable's own update_cell and render_line do it the slow, sure way."""
         if self._fast is None:
-            caches = ("_cell_render_cache", "_row_render_cache", "_row_renderable_cache",
-                      "_line_cache")
-            self._fast = (isinstance(getattr(self, "_data", None), dict)
-                          and all(hasattr(getattr(self, name, None), "discard")
-                                  for name in caches)
-                          and all(hasattr(self, name) for name in (
-                              "_y_offsets", "_render_cell", "_get_styles_to_render_cell",
-                              "_show_hover_cursor", "_pseudo_class_state", "_update_count")))
+            self._fast = compat.table_internals(self)
         return (self._fast and self.cursor_type == "row" and not self.zebra_stripes
                 and not self.fixed_rows and not self.fixed_columns
-                and not self._labelled_row_exists)
+                and not compat.labelled_rows(self))
 
     def _forget_rendering(self, cells: set[tuple[str, str]]) -> None:
-        """Drop what DataTable rendered of these cells and of the lines that hold them,
-        and nothing else. Its caches are keyed as in textual 8.2's _data_table.py:
-        cells by (row key, column key, ...), rows by (row key, ...), row renderables by
-        (update count, row index), lines by (y, ...) with the header at y 0."""
+        """Drop what DataTable rendered of these cells and of the lines that hold them
+        (the header is line 0), and nothing else."""
         rows = {row for row, _ in cells}
         indexes = {self._keys.index(row) for row in rows}
         header = self.header_height if self.show_header else 0
         ys = {index + header for index in indexes}  # every row is one line high
-
-        def drop(cache: Any, stale: Callable[[tuple[Any, ...]], bool]) -> None:
-            for key in [key for key in cache.keys() if stale(key)]:  # noqa: SIM118 (no __iter__)
-                cache.discard(key)
-
-        drop(self._cell_render_cache, lambda key: (key[0], key[1]) in cells)
-        drop(self._row_render_cache, lambda key: key[0] in rows)
-        drop(self._row_renderable_cache, lambda key: key[1] in indexes)
-        drop(self._line_cache, lambda key: key[0] in ys)
+        compat.forget_rendered(self, cells, rows, indexes, ys)
 
     # -- lines ---------------------------------------------------------------------------------
     def render_lines(self, crop: Region) -> list[Strip]:
@@ -364,12 +346,13 @@ class EventsTable(DataTable[Text]):
         return strip
 
     def _current_frame(self) -> _Frame:
+        show_hover, pseudo, update_count = compat.table_state(self)
         return _Frame(
             base_style=self.rich_style, width=self.size.width, scroll_x=self.scroll_offset.x,
             widths=tuple(column.get_render_width(self) for column in self.ordered_columns),
             cursor_row=self.cursor_coordinate.row, hover_row=self.hover_coordinate.row,
-            show_cursor=self.show_cursor, show_hover=self._show_hover_cursor,
-            pseudo=self._pseudo_class_state, update_count=self._update_count)
+            show_cursor=self.show_cursor, show_hover=show_hover, pseudo=pseudo,
+            update_count=update_count)
 
     def _render_row(self, row: str, index: int, frame: _Frame) -> Strip:
         """One row's line, as DataTable's _render_line_in_row and _render_line make it
@@ -394,23 +377,23 @@ class EventsTable(DataTable[Text]):
                 if cached is not None:
                     segments = _same_shape(cached[1], cached[0], text, self.cell_padding)
                 if segments is None:
-                    segments = self._render_cell(index, column_index, base_style,
-                                                 frame.widths[column_index], cursor=cursor,
-                                                 hover=hover)[0]
+                    segments = compat.render_cell(self, index, column_index, base_style,
+                                                  frame.widths[column_index], cursor=cursor,
+                                                  hover=hover)
                     self.cells_rendered += 1
                     # Kept here, not in DataTable's cell cache: that one then holds only
                     # what DataTable renders itself (the header), and stays small to purge.
-                    self._cell_render_cache.discard(
-                        (RowKey(row), ColumnKey(column), base_style, cursor, hover,
-                         frame.show_hover, frame.update_count, frame.pseudo))
+                    compat.discard_cell_render(
+                        self, (row, column, base_style, cursor, hover, frame.show_hover,
+                               frame.update_count, frame.pseudo))
                 if state not in states and len(states) >= _STATES_KEPT:
                     del states[next(iter(states))]  # the oldest
                 states[state] = (text, segments)
             cells.append(segments)
         # What is right of the last column takes the row's highlight, as in DataTable.
-        extend_style, _ = self._get_styles_to_render_cell(
-            False, False, False, hover, cursor, frame.show_cursor, frame.show_hover,
-            False, False)
+        extend_style = compat.row_end_style(self, hover=hover, cursor=cursor,
+                                            show_cursor=frame.show_cursor,
+                                            show_hover=frame.show_hover)
         extend_style = (base_style + extend_style
                         + Style.from_meta({"row": index, "column": 0, "out_of_bounds": True}))
         table_width = sum(frame.widths)
@@ -419,8 +402,8 @@ class EventsTable(DataTable[Text]):
         segments.append(Segment(" " * remaining, extend_style))
         if frame.scroll_x == 0 and table_width <= frame.width:  # exactly the width: as is
             return Strip(segments, frame.width).simplify()
-        line = line_crop(segments, frame.scroll_x, frame.scroll_x + frame.width, frame.width)
-        return Strip(line).adjust_cell_length(frame.width, base_style).simplify()
+        line = Strip(segments).crop(frame.scroll_x, frame.scroll_x + frame.width)
+        return line.adjust_cell_length(frame.width, base_style).simplify()
 
     def _rebuild(self, columns: list[tuple[str, str]], rows: Sequence[Row]) -> None:
         selected = self.selected_key

@@ -19,7 +19,8 @@ from textual.binding import Binding
 from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import Footer
-from textual.widgets._footer import FooterKey
+
+from setui.ui.compat import FooterKey
 
 __all__ = ["ESSENTIAL", "KeyBar", "Shown", "fit_keys"]
 
@@ -64,6 +65,7 @@ class KeyBar(Footer):
     def __init__(self) -> None:
         super().__init__(compact=True)
         self._fitted: tuple[object, ...] | None = None  # what the bar shows now
+        self._ready = False  # the screen's bindings have been told once (as Footer waits)
 
     def _keys(self) -> list[Shown]:
         shown: dict[str, Shown] = {}
@@ -102,7 +104,7 @@ class KeyBar(Footer):
         return (*keys, palette is not None and palette[1])
 
     def compose(self) -> ComposeResult:
-        if not self._bindings_ready:
+        if not self._ready:
             return
         keys, palette = self._layout()
         self._fitted = self._signature(keys, palette)
@@ -127,7 +129,7 @@ class KeyBar(Footer):
         return True
 
     def on_resize(self, event: Resize) -> None:
-        if self._bindings_ready and self._changed():
+        if self._ready and self._changed():
             self.call_after_refresh(self.recompose)
 
     def bindings_changed(self, screen: Screen[object]) -> None:
@@ -135,7 +137,7 @@ class KeyBar(Footer):
         bindings often (each filter keystroke, each dialog closed), and a recomposed
         bar costs tens of milliseconds on the event loop."""
         # Footer.bindings_changed, but for the check of what changed.
-        self._bindings_ready = True
+        self._ready = True
         if not screen.app.app_focus or not self.is_attached or screen is not self.screen:
             return
         if self._changed():

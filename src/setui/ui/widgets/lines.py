@@ -5,7 +5,8 @@ ticking note on the timeline or an "approving… 3 s" rewrote every line of the 
 second, and over SSH that is most of what the dashboard writes. :class:`ChangedLines`
 keeps each line rendered (exactly as ``Static`` would render it) and, given new lines,
 compares them cell by cell with what is on the screen and marks only the changed span of
-each line for repainting: a tick of ``10:00:01`` to ``10:00:02`` costs one cell.
+each line for repainting: a tick of ``10:00:01`` to ``10:00:02`` costs one cell (and
+one cell is what reaches the terminal, with :func:`setui.ui.compat.install`).
 """
 
 from __future__ import annotations
@@ -20,8 +21,6 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.visual import Visual, visualize
 from textual.widget import Widget
-
-from setui.ui.widgets import repaint
 
 __all__ = ["ChangedLines", "changed_span", "left_and_right", "same_shape"]
 
@@ -150,9 +149,6 @@ class ChangedLines(Widget):
         self._texts: list[Text] = []
         self._strips: list[Strip | None] = []
         self._rendered_for: tuple[int, object] | None = None  # (width, visual style)
-
-    def on_mount(self) -> None:
-        repaint.install()  # only the changed cells reach the terminal
 
     # -- what the screen shows ------------------------------------------------------------
     def set_lines(self, lines: Sequence[Text]) -> bool:

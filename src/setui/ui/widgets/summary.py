@@ -15,7 +15,7 @@ from setui.ui.format import (
     impact,
     is_this_vm,
     safe,
-    utc_and_local,
+    stamp,
 )
 from setui.ui.messages import ApprovalNote
 from setui.ui.widgets.lines import ChangedLines
@@ -82,7 +82,7 @@ def summary_lines(event: Event | None, vm_name: str | None, now: datetime,
     if agent:
         second.append(f"agent: {safe(agent, 200)}  ", style="bold")
     if event.not_before is not None:
-        second.append(f"NotBefore {utc_and_local(event.not_before, now)}  ")
+        second.append(f"NotBefore {stamp(event.not_before)}  ")
     if event.description:
         second.append("“" + safe(event.description, 400) + "”", style=palette.muted)
     for line in (first, second):

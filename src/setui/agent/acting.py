@@ -1,0 +1,285 @@
+"""The agent's steps themselves: a hook run, an approval, and what comes before each.
+
+A mixin of :class:`setui.agent.agent.Agent`, which decides what is due and when. Before
+every step the event is matched against its rule again (a rule decided on a 5 s Freeze
+must not approve the 900 s Reboot it became): one that no longer matches gets no step
+now or later, and a person is told. A hook is run with the event in its environment; an
+approval goes through the one :class:`~setui.approval.Approver`, bound to the event as
+its rule last matched it, with the policy as the actor. A dry run makes the same checks
+(the approver's refusals, an earlier approval, a hook's owner) and says what it would do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from setui.agent.plan import MATCH
+from setui.agent.rules import mismatch
+from setui.agent.telling import Telling
+from setui.core.model import Event
+from setui.snapshot import Confirmed, changes_between, find_event
+from setui.store.agent import DONE, FAILED, INTERRUPTED, RUNNING, SKIPPED, UNMATCHED, Step
+from setui.store.records import AuditEntry, event_snapshot
+
+if TYPE_CHECKING:
+    from setui.agent.metrics import AgentMetrics
+    from setui.agent.policy import Rule
+    from setui.approval import Approver
+    from setui.core.client import ImdsClient
+    from setui.store import Store
+    from setui.store.agent import AgentLog
+
+__all__ = ["Acting", "actor_label"]
+
+_T = TypeVar("_T")
+
+
+def actor_label(rule: str, uid: int | None = None) -> str:
+    """The audit log's actor for the agent's approvals under ``rule``."""
+    uid = uid if uid is not None else (os.getuid() if hasattr(os, "getuid") else -1)
+    return f"policy:{rule} (setui agent, uid {uid})"
+
+
+class Acting(Telling):
+    """The agent's steps (see the module docstring)."""
+
+    # What the agent provides (set in Agent.__init__).
+    client: ImdsClient
+    store: Store | None
+    log: AgentLog | None
+    metrics: AgentMetrics | None
+    rule_of: dict[str, Rule]
+    steps: dict[tuple[str, str], Step]
+    ended: set[str]
+    last_seen: dict[str, Event]
+    matched: dict[str, Confirmed]
+    _host: str
+
+    if TYPE_CHECKING:  # the agent's own, as the steps use them
+        async def _db(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T: ...
+        async def _set(self, event_id: str, step: str, rule: Rule, state: str,
+                       detail: str = "", started: datetime | None = None) -> None: ...
+
+    def _incarnation(self) -> int:
+        document = self.monitor.state.document
+        return document.incarnation if document is not None else 0
+
+    def _recheck(self, event_id: str, rule: Rule) -> tuple[str, list[str]] | None:
+        """Before each step: why the event, as it is now, no longer matches its rule, and
+        what changed since the rule last matched it; None when it still matches (then
+        that is the version an approval is bound to)."""
+        event = find_event(self.monitor.state.document, event_id) \
+            if event_id not in self.ended else None
+        event = event or self.last_seen.get(event_id)
+        if event is None:
+            return None
+        # The NotBefore window is about the approach: a started or ended event has none.
+        window = event.is_scheduled and event_id not in self.ended
+        why = mismatch(rule, event, vm_name=self.vm_name, now=self.monitor.now(),
+                       window=window)
+        now = event_snapshot(event)
+        if why is None:
+            self.matched[event_id] = Confirmed(event.event_id, now, self._incarnation())
+            return None
+        seen = self.matched.get(event_id)
+        return why, changes_between(seen.snapshot, now) if seen is not None else []
+
+    async def _unmatched(self, event_id: str, rule: Rule, step: str, why: str,
+                         changes: list[str]) -> None:
+        """The event changed under its rule: no step now or later without a person (not
+        under another rule either), and that is kept, printed, told and audit-logged."""
+        detail = f"no longer matches: {why}" + (f" ({'; '.join(changes)})" if changes else "")
+        told = f"rule {rule.name} {detail}; {step} not done, and nothing more without a person"
+        event = find_event(self.monitor.state.document, event_id) or self.last_seen.get(event_id)
+        if self.dry_run:
+            self._record("would", event_id, rule=rule.name, step=step,
+                         detail=f"dry run: would take no step: {told}")
+            self._notify(event, event_id, rule.name, "event changed", told, extra=step)
+            await self._set(event_id, MATCH, rule, SKIPPED, detail)
+            return
+        assert self.store is not None
+        seen = self.matched.get(event_id)
+        entry = AuditEntry(
+            action=UNMATCHED, time=self.monitor.now(), user=actor_label(rule.name),
+            host=self._host, endpoint=self.endpoint, event_id=event_id,
+            event=event_snapshot(event) if event is not None else None,
+            incarnation=self._incarnation(), error=told,
+            details={"agent": {"rule": rule.name, "step": step, "changes": changes,
+                               "matched": dict(seen.snapshot) if seen else None}})
+        await self._set(event_id, MATCH, rule, SKIPPED, detail)
+        await self._db(self.store.audit_append, entry)
+        self._record("unmatched", event_id, rule=rule.name, step=step, state=SKIPPED,
+                     detail=told)
+        self._notify(event, event_id, rule.name, "event changed", told, extra=step)
+
+    async def _would(self, event_id: str, rule: Rule, step: str) -> str:
+        """What a real run would do now, in words, after the same checks (nothing is
+        posted, run or written)."""
+        if step != "approve":
+            from setui.agent.trust import untrusted
+
+            hook = rule.prepare if step == "prepare" else rule.recover
+            assert hook is not None
+            problem = untrusted(hook.argv[0])
+            if problem is not None:
+                return f"refuse to run {step} '{hook.text}': {problem}"
+            return f"run {step} '{hook.text}'"
+        reason = await self._already(event_id)
+        if reason is None:
+            approver = self._approver(rule)
+            reason = approver.refusal(event_id, self.monitor.state.document,
+                                      allow_other_vms=rule.other_vms is True)
+            if reason is None and self.store is not None:
+                claim = await self._db(approver.claim, event_id)
+                reason = claim.describe() if claim is not None else \
+                    await self._db(self.store.approval_integrity)
+        return "approve" if reason is None else f"be refused: {reason}"
+
+    async def _already(self, event_id: str) -> str | None:
+        """Who approved the event already (from this VM's audit log), in words."""
+        if self.store is None:
+            return None
+        found = await self._db(self.store.approvals, [event_id])
+        record = next(iter(found.values()), None)
+        return None if record is None else f"already approved by {record.user}"
+
+    def _approver(self, rule: Rule, hooks: list[dict[str, Any]] | None = None) -> Approver:
+        from setui.approval import Approver  # loaded by the first approval, not at start
+        from setui.identity import Identity
+
+        details: dict[str, Any] = {"rule": rule.name}
+        if hooks is not None:
+            details["hooks"] = hooks
+        # An event that reaches other VMs is approved only by a rule that says so: the
+        # approver refuses it otherwise, as it does for a person, in the policy's words.
+        return Approver(self.client, self.store, endpoint=self.endpoint,
+                        identity=Identity(user=actor_label(rule.name), ssh_client=None,
+                                          host=self._host),
+                        vm_name=self.vm_name, details={"agent": details},
+                        consent=f"other_vms = true in the rule (rule {rule.name} does not "
+                                "say it)")
+
+    async def _hook(self, event_id: str, rule: Rule, step: str) -> None:
+        # Here, not at the top: an agent whose policy runs no hook never loads subprocess.
+        from setui.agent.hooks import hook_environment, hook_input, run_hook
+
+        hook = rule.prepare if step == "prepare" else rule.recover
+        assert hook is not None and self.log is not None
+        event = self.last_seen.get(event_id)
+        if event is None:
+            return
+        document = self.monitor.state.document
+        incarnation = document.incarnation if document is not None else 0
+        now = self.monitor.now()
+        run_id = await self._db(self.log.hook_started, event_id, step, rule=rule.name,
+                                command=hook.text, at=now)
+        detail = f"{step} '{hook.name}'"
+        await self._set(event_id, step, rule, RUNNING, detail, started=now)
+        self._record("running", event_id, rule=rule.name, step=step, state=RUNNING,
+                     detail=hook.text)
+        assert self.vm_name is not None  # no step before it is known (_next)
+        kw = {"step": step, "rule": rule.name, "incarnation": incarnation,
+              "vm_name": self.vm_name}
+        try:
+            result = await run_hook(hook, env=hook_environment(event, **kw),
+                                    stdin=hook_input(event, **kw))
+        except asyncio.CancelledError:  # a stop: the hook was killed; its run ends here
+            with contextlib.suppress(Exception):
+                await self._db(self.log.hook_ended, run_id, at=self.monitor.now(),
+                               exit_status=None, timed_out=False,
+                               output="killed: the agent stopped while it ran")
+            raise
+        await self._db(self.log.hook_ended, run_id, at=self.monitor.now(),
+                       exit_status=result.exit_status, timed_out=result.timed_out,
+                       output=result.output if result.error is None else result.error)
+        state = DONE if result.ok else FAILED
+        await self._set(event_id, step, rule, state, f"{detail} {result.describe()}")
+        outcome = "ok" if result.ok else ("timeout" if result.timed_out else (
+            "error" if result.error is not None else "failed"))
+        if self.metrics is not None:
+            self.metrics.hook_runs.labels(hook=step, outcome=outcome).inc()
+        self._record("finished" if result.ok else "failed", event_id, rule=rule.name,
+                     step=step, state=state, detail=f"{hook.text}: {result.describe()}")
+        if not result.ok:
+            self._notify(event, event_id, rule.name, "hook failed",
+                         f"{step} hook '{hook.name}' {result.describe()}"
+                         + ("; the event is not approved" if step == "prepare" else ""),
+                         extra=step)
+
+    async def _approve(self, event_id: str, rule: Rule) -> None:
+        assert self.log is not None and self.store is not None
+        already = await self._already(event_id)
+        if already is not None:
+            await self._set(event_id, "approve", rule, DONE, already)
+            self._record("skipped", event_id, rule=rule.name, step="approve", state=DONE,
+                         detail=already)
+            return
+        runs = await self._db(self.log.hook_runs, event_id)
+        hooks = [{"step": r.step, "command": r.command[:200], "exit_status": r.exit_status,
+                  "timed_out": r.timed_out} for r in runs]
+        await self._set(event_id, "approve", rule, RUNNING, "approve",
+                        started=self.monitor.now())
+        actor = actor_label(rule.name)
+        # Bound to the event as its rule last matched it (just now, in _recheck): if the
+        # service's document says otherwise when it is read again, nothing is sent.
+        outcome = (await self._approver(rule, hooks).approve(
+            [event_id], self.monitor.state.document,
+            confirmed_as={event_id: self.matched[event_id]},
+            allow_other_vms=rule.other_vms is True))[0]
+        state = DONE if outcome.approved else FAILED
+        await self._set(event_id, "approve", rule, state, outcome.message)
+        if self.metrics is not None:
+            kind = "approved" if outcome.approved else (
+                "refused" if outcome.refused else "failed")
+            self.metrics.approvals.labels(outcome=kind, actor_kind="policy").inc()
+        self._record("approved" if outcome.approved else "failed", event_id,
+                     rule=rule.name, step="approve", state=state,
+                     detail=f"{outcome.message} (as {actor})")
+        event = self.last_seen.get(event_id)
+        if outcome.approved:
+            self.monitor.note_approved(event_id)
+            self._notify(event, event_id, rule.name, "approved", f"approved as {actor}")
+            if self.metrics is not None:
+                await self._refresh_approvals([event_id, *self._current_ids()])
+        else:
+            self._notify(event, event_id, rule.name, "approval failed", outcome.message)
+
+    def _current_ids(self) -> list[str]:
+        document = self.monitor.state.document
+        return [e.event_id for e in document.events] if document is not None else []
+
+    async def _refresh_approvals(self, ids: list[str]) -> None:
+        assert self.metrics is not None and self.store is not None
+        try:
+            found = await self._db(self.store.approvals, list(dict.fromkeys(ids)))
+        except Exception:
+            return
+        self.metrics.set_approved_by({i: r.user for i, r in found.items()})
+
+    async def _cut(self, step: Step, grace: float) -> None:
+        """A step the stop interrupted: marked (not run again), said, told, counted."""
+        rule = self.rules.get(step.rule)
+        detail = (f"{step.step} was interrupted: the agent stopped while it ran (waited "
+                  f"{grace:g} s); it is not run again")
+        if rule is not None and not self.dry_run:
+            with contextlib.suppress(Exception):  # the next agent finds it running, then
+                await self._set(step.event_id, step.step, rule, INTERRUPTED, detail)
+        self._record("interrupted", step.event_id, rule=step.rule, step=step.step,
+                     state=INTERRUPTED, detail=detail)
+        self._count_interrupted(step.step)
+        self._notify(self.last_seen.get(step.event_id), step.event_id, step.rule,
+                     "interrupted", detail, extra=step.step)
+
+    def _count_interrupted(self, step: str) -> None:
+        if self.metrics is None:
+            return
+        if step == "approve":
+            self.metrics.approvals.labels(outcome="interrupted", actor_kind="policy").inc()
+        else:
+            self.metrics.hook_runs.labels(hook=step, outcome="interrupted").inc()
+

@@ -1,0 +1,108 @@
+"""The agent's errors, said without flooding and told when they last.
+
+A failure that repeats (a store that cannot be written, a textfile that cannot be
+replaced, the event loop's own complaints) once printed a line per poll: thousands of
+lines that bury the first one. Here each kind of error is said at once the first time,
+then once per ``window`` (a minute) with how many more there were. A kind that keeps
+failing for a window is an error state: told once (the agent notifies through the
+policy's URLs), and told again when it works again: when the caller says so, or after
+two windows without an error of it. Kinds that already speak for themselves (the
+connection's state, the history's recording) are only tracked.
+
+Plain state, no I/O: the agent prints and notifies what it returns. ``state`` is what a
+client of the agent could be shown.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+__all__ = ["WINDOW", "AgentErrors", "Due", "Failing"]
+
+WINDOW = 60.0  # seconds between two lines of one kind of error, and before it is told
+
+
+@dataclass
+class Failing:
+    """A kind of error under way: since when, how often, what it said last."""
+
+    kind: str
+    since: float  # the monotonic clock's
+    last: str
+    last_at: float
+    count: int = 1
+    unsaid: int = 0  # errors since the last line about it
+    said_at: float | None = None
+    told: bool = False  # the error state was told (notified)
+    quiet: bool = False  # its caller says it: its end is said only if it was told
+
+    def lasted(self, now: float) -> float:
+        return now - self.since
+
+
+@dataclass(frozen=True)
+class Due:
+    """What a turn of the loop owes: lines with counts, error states to tell, and error
+    states that are over."""
+
+    lines: tuple[str, ...] = ()
+    tell: tuple[Failing, ...] = ()
+    over: tuple[Failing, ...] = ()
+
+
+class AgentErrors:
+    """``failed()`` and ``ok()`` as things happen; ``due()`` at every turn of the loop."""
+
+    def __init__(self, *, window: float = WINDOW,
+                 mono: Callable[[], float] = time.monotonic) -> None:
+        self.window = window
+        self.mono = mono
+        self.state: dict[str, Failing] = {}
+
+    def failed(self, kind: str, message: str, *, quiet: bool = False) -> str | None:
+        """One error of ``kind``; the line to print now, or None when it is counted for
+        later (``quiet``: the caller said it its own way)."""
+        now = self.mono()
+        failing = self.state.get(kind)
+        if failing is None:
+            self.state[kind] = Failing(kind, now, message, now, said_at=now, quiet=quiet)
+            return None if quiet else message
+        failing.count += 1
+        failing.last, failing.last_at = message, now
+        if quiet:
+            return None
+        if failing.said_at is None or now - failing.said_at >= self.window:
+            return self._say(failing, now)
+        failing.unsaid += 1
+        return None
+
+    def ok(self, kind: str) -> Failing | None:
+        """``kind`` works again; what it was, when it was failing."""
+        return self.state.pop(kind, None)
+
+    def due(self) -> Due:
+        """The lines owed (a count, once a window), the error states to tell now (a window
+        long, not told yet), and those over (two windows without an error)."""
+        now = self.mono()
+        lines: list[str] = []
+        tell: list[Failing] = []
+        over: list[Failing] = []
+        for failing in list(self.state.values()):
+            if failing.unsaid and failing.said_at is not None \
+                    and now - failing.said_at >= self.window:
+                lines.append(self._say(failing, now))
+            if now - failing.last_at >= 2 * self.window:
+                over.append(self.state.pop(failing.kind))
+            elif not failing.told and failing.lasted(now) >= self.window:
+                failing.told = True
+                tell.append(failing)
+        return Due(tuple(lines), tuple(tell), tuple(over))
+
+    def _say(self, failing: Failing, now: float) -> str:
+        more, failing.unsaid, failing.said_at = failing.unsaid, 0, now
+        if not more:
+            return failing.last
+        return (f"{failing.last} (and {more} more time{'s' if more != 1 else ''} since the "
+                f"last line about it)")

@@ -1,0 +1,166 @@
+"""What the agent says and tells: its lines, and its messages to people.
+
+A mixin of :class:`setui.agent.agent.Agent`, kept apart so the agent's own module is the
+order of its work. One line per decision or step goes to ``say`` (printed by ``setui
+agent``); a message goes through the notifier, in the policy's templates, under a key
+that makes it once (kept in the store before it is sent). A rule's events are told when
+it says ``notify``; what a person must know is told whatever it says: a hook or an
+approval that failed, a step interrupted, an event that changed under its rule, and the
+agent's own error states (agent.errors: a kind of error that lasts a minute, and its end).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from setui.agent.errors import AgentErrors, Failing
+from setui.core.endpoint import endpoint_key
+from setui.core.model import Event
+from setui.core.timefmt import duration, stamp
+from setui.core.tracker import ChangeKind
+from setui.textsafe import printable
+
+if TYPE_CHECKING:
+    from setui.agent.notify import Message, Notifier
+    from setui.agent.policy import Policy, Rule
+    from setui.monitor import Monitor
+
+__all__ = ["ALWAYS_TOLD", "MEANS", "Telling"]
+
+# Told even by a rule that does not notify: a person must know the agent could not act.
+ALWAYS_TOLD = frozenset({"hook failed", "approval failed", "interrupted", "event changed"})
+# A lifecycle change in words, for $detail when the change carries none of its own (the
+# templates read "$change: $detail.", which must never say "completed: .").
+MEANS = {
+    ChangeKind.RESCHEDULED: "its NotBefore moved",
+    ChangeKind.STARTED: "it has started",
+    ChangeKind.COMPLETED: "it has ended (it left the document after it started)",
+    ChangeKind.CANCELLED: "Azure cancelled it (it left the document before it started)",
+    ChangeKind.GONE: "it left the document",
+}
+
+
+class Telling:
+    """The agent's lines and messages (see the module docstring)."""
+
+    # What the agent provides (set in Agent.__init__).
+    policy: Policy
+    rules: dict[str, Rule]
+    monitor: Monitor
+    endpoint: str
+    vm_name: str | None
+    dry_run: bool
+    notifier: Notifier | None
+    say: Callable[[dict[str, Any]], None]
+    errors: AgentErrors
+    _said: set[tuple[str, str]]
+
+    def _record(self, kind: str, event_id: str | None, *, rule: str | None = None,
+                step: str | None = None, state: str | None = None, detail: str = "") -> None:
+        self.say({"time": self.monitor.now(), "agent": kind, "event_id": event_id,
+                  "rule": rule, "step": step, "state": state, "detail": detail})
+
+    # -- events -----------------------------------------------------------------------------
+    def _notify(self, event: Event | None, event_id: str, rule_name: str, change: str,
+                detail: str, *, extra: str = "") -> None:
+        rule = self.rules.get(rule_name)
+        if not ((rule is not None and rule.notify) or change in ALWAYS_TOLD):
+            return
+        fields = {
+            "change": change, "event_id": event_id,
+            "event_type": event.event_type.value if event else "unknown",
+            "status": event.status.value if event else "unknown",
+            "not_before": stamp(event.not_before, local=False) if event else "",
+            "resources": ", ".join(event.resources) if event else "unknown",
+            "this_vm": "not known" if not self.vm_name else (
+                "yes" if event and event.affects(self.vm_name) else "no"),
+            "vm_name": self._vm(), "rule": rule_name, "detail": detail,
+            "source": event.source.value if event and event.source else "unknown",
+            "duration": "" if event is None or event.duration is None else event.duration,
+            "incarnation": self._incarnation_text(),
+        }
+        # The endpoint's one spelling: a restart that writes it otherwise sends nothing twice.
+        self._send("|".join((endpoint_key(self.endpoint), event_id, change, extra)), event_id,
+                   change, fields, rule_name=rule_name)
+
+    def _vm(self) -> str:
+        return self.vm_name or "(this VM's name is not known yet)"
+
+    def _incarnation_text(self) -> str:
+        document = self.monitor.state.document
+        return str(document.incarnation) if document is not None else ""
+
+    def _send(self, key: str, event_id: str, change: str, fields: dict[str, object], *,
+              rule_name: str | None, body: str | None = None) -> None:
+        """The message in the policy's templates (``body``: instead of its body), handed
+        to the notifier; in a dry run, said once instead."""
+        if not self.policy.urls:
+            return
+        from setui.agent.notify import Message, render
+
+        message = Message(key, event_id, change, render(self.policy.title, fields),
+                          body if body is not None else render(self.policy.body, fields))
+        if self.dry_run or self.notifier is None:
+            self._would_send(key, event_id, rule_name, message)
+            return
+        self.notifier.submit(message)
+
+    def _would_send(self, key: str, event_id: str, rule_name: str | None,
+                    message: Message) -> None:
+        if (key, "notify") not in self._said:
+            self._said.add((key, "notify"))
+            self._record("would", event_id or None, rule=rule_name, step="notify",
+                         detail=f"dry run: would notify: {message.title}")
+
+    # -- the agent's own errors -------------------------------------------------------------
+    def error(self, kind: str, message: str, *, event_id: str | None = None,
+              rule: str | None = None, step: str | None = None, quiet: bool = False) -> None:
+        """An error of ``kind``: said now, or counted and said with the count later
+        (``quiet``: the caller has said it already its own way)."""
+        line = self.errors.failed(kind, printable(message, 400), quiet=quiet)
+        if line is not None:
+            self._record("error", event_id, rule=rule, step=step, detail=line)
+
+    def fine(self, kind: str) -> None:
+        """``kind`` works again: said, and told if its error state was."""
+        failing = self.errors.ok(kind)
+        if failing is not None:
+            self._over(failing)
+
+    def _errors_due(self) -> None:
+        """At each turn: the counts owed, the error states a minute long, those over."""
+        due = self.errors.due()
+        for line in due.lines:
+            self._record("error", None, detail=line)
+        now = self.errors.mono()
+        for failing in due.tell:
+            detail = (f"{failing.kind} failing for {duration(failing.lasted(now))} "
+                      f"({failing.count} error{'s' if failing.count != 1 else ''}): "
+                      f"{failing.last}")
+            self._record("error", None, detail=f"{detail}; telling people")
+            self._tell_self("error", failing, detail)
+        for failing in due.over:
+            self._over(failing)
+
+    def _over(self, failing: Failing) -> None:
+        if failing.quiet and not failing.told:
+            return  # its caller said it failed, and says it works again
+        detail = (f"{failing.kind} works again after {failing.count} "
+                  f"error{'s' if failing.count != 1 else ''}")
+        self._record("recovered", None, detail=detail)
+        if failing.told:
+            self._tell_self("recovered", failing, detail)
+
+    def _tell_self(self, change: str, failing: Failing, detail: str) -> None:
+        """A message about the agent itself: the policy's title, and a body of its own
+        (the body template speaks of an event)."""
+        fields: dict[str, object] = {name: "" for name in (
+            "event_id", "status", "not_before", "resources", "this_vm", "rule", "source",
+            "duration")}
+        fields.update({"change": change, "event_type": "agent", "vm_name": self._vm(),
+                       "detail": detail, "incarnation": self._incarnation_text()})
+        key = "|".join((endpoint_key(self.endpoint), "agent", change, failing.kind,
+                        str(failing.since)))
+        self._send(key, "", f"agent {change}", fields, rule_name=None,
+                   body=f"setui agent on {self._vm()}: {detail}")

@@ -1,0 +1,528 @@
+"""What front ends use to talk to the agent: connect, ask, approve, subscribe.
+
+The client trusts the agent no more than it trusts IMDS: every frame is bounded
+(:data:`~setui.api.protocol.MAX_ANSWER`) and read through the codec, which refuses what
+is not what it should be, so a broken or impostor agent costs a front end an error in
+words, never a crash. Before anything is sent, the kernel says who serves the socket
+(``SO_PEERCRED``): only root or this very user is taken for the agent, so a socket
+someone else put in the way is refused. Nothing here reaches the store's write paths,
+the approver or the agent (an import contract says so).
+
+:class:`AgentClient` is synchronous, for commands and threads: one request at a time,
+each with a deadline. :class:`Subscription` is the async stream of pushes a live view
+consumes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import grp
+import itertools
+import os
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from setui.api.codec import (
+    AgentState,
+    Hello,
+    Plan,
+    RecordingParts,
+    decode_audit,
+    decode_health,
+    decode_hello,
+    decode_holes,
+    decode_incarnation,
+    decode_outcome,
+    decode_plan,
+    decode_progress,
+    decode_recording,
+    decode_state,
+    decode_story,
+    decode_verify,
+    encode_confirmed,
+)
+from setui.api.peer import credentials
+from setui.api.protocol import (
+    BAD_REQUEST,
+    ERROR_CODES,
+    FORBIDDEN,
+    INTERNAL,
+    MAX_ANSWER,
+    UNAVAILABLE,
+    Answer,
+    Fields,
+    Frames,
+    ProtocolError,
+    decode_frame,
+    encode_frame,
+    parse_answer,
+    time_text,
+)
+from setui.core.health import Health
+from setui.core.holes import Hole
+from setui.outcome import ApprovalOutcome, Progress
+from setui.snapshot import Confirmed
+from setui.store.records import AuditRecord, IncarnationRecord, StoryEntry, VerifyResult
+from setui.textsafe import printable
+
+__all__ = ["CONNECT_TIMEOUT", "DEFAULT_SOCKET", "AgentClient", "ApiError", "HoldAnswer",
+           "NoAgent", "PlanPush", "StatePush", "Subscription", "Tick"]
+
+DEFAULT_SOCKET = Path("/run/setui/api.sock")
+CONNECT_TIMEOUT = 1.0  # connect and hello: an agent that takes longer is not answering
+QUERY_TIMEOUT = 60.0  # seconds without a frame before a query is given up
+# An approval retries within 70 s (core.client.APPROVAL_DEADLINE) and reports each try.
+APPROVE_TIMEOUT = 120.0
+SILENCE = 30.0  # a subscription hears a tick every 5 s; this long without one: gone
+_READ = 256 * 1024
+
+
+class ApiError(Exception):
+    """The agent refused, failed or could not be reached; ``message`` is for people."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class NoAgent(ApiError):
+    """Nothing answers at the socket: a front end runs standalone."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(UNAVAILABLE, message)
+
+
+def _group_name(path: Path) -> str:
+    """The group that may reach the socket: its own, or its directory's when that is
+    what keeps this user out."""
+    for place in (path, path.parent):
+        try:
+            return grp.getgrgid(os.stat(place).st_gid).gr_name
+        except OSError:
+            continue
+        except KeyError:
+            break
+    return "setui"
+
+
+def _connect(path: Path, timeout: float) -> socket.socket:
+    """A connected socket to the agent, whose server the kernel vouches for."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    shown = printable(str(path), 200)
+    try:
+        sock.connect(str(path))
+        server = credentials(sock)
+    except (FileNotFoundError, NotADirectoryError):
+        sock.close()
+        raise NoAgent(f"no agent at {shown}") from None
+    except ConnectionRefusedError:
+        sock.close()
+        raise NoAgent(f"no agent at {shown} (a socket is left there; nothing answers)") \
+            from None
+    except PermissionError:
+        sock.close()
+        raise ApiError(FORBIDDEN, f"cannot reach the agent at {shown}: you are not in group "
+                                  f"{printable(_group_name(path), 40)}") from None
+    except TimeoutError:
+        sock.close()
+        raise NoAgent(f"the agent at {shown} did not answer within {timeout:g} s") from None
+    except OSError as exc:
+        sock.close()
+        raise NoAgent(f"cannot reach the agent at {shown}: {exc.strerror or exc}") from None
+    if server.uid not in (0, os.getuid()):
+        sock.close()
+        raise ApiError(FORBIDDEN, f"the socket at {shown} is served by uid {server.uid}, "
+                                  "neither root nor you: it is not setui's agent")
+    return sock
+
+
+def _error(answer: Answer) -> ApiError:
+    body = answer.body
+    code = body.text("code", limit=40)
+    return ApiError(code if code in ERROR_CODES else INTERNAL,
+                    body.text("message", limit=4000))
+
+
+def _broken(exc: ProtocolError) -> ApiError:
+    return ApiError(BAD_REQUEST, f"the agent sent something unreadable: {exc.message}")
+
+
+@dataclass(frozen=True)
+class HoldAnswer:
+    event_id: str  # as the document spells it
+    held: bool
+    running: str | None  # the step the agent was already running, if any: it goes on
+
+
+def _failed(exc: OSError) -> ApiError:
+    return ApiError(UNAVAILABLE, f"the connection to the agent failed: "
+                                 f"{exc.strerror or exc}")
+
+
+class _Inbox:
+    """What the agent sent, as frames: the one rule both readers follow."""
+
+    def __init__(self) -> None:
+        self._frames = Frames(MAX_ANSWER)
+        self._ready: list[bytes] = []
+
+    def __bool__(self) -> bool:
+        return bool(self._ready)
+
+    def add(self, data: bytes) -> None:
+        """Bytes read; an empty read is the agent closing."""
+        if not data:
+            raise ApiError(UNAVAILABLE, "the agent closed the connection")
+        frames, error = self._frames.feed(data)
+        self._ready.extend(frames)
+        if error is not None and not self._ready:
+            raise _broken(error)
+
+    def take(self) -> Answer:
+        try:
+            return parse_answer(decode_frame(self._ready.pop(0)))
+        except ProtocolError as exc:
+            raise _broken(exc) from None
+
+
+class _Frames:
+    """Answers from a blocking socket, each within a deadline."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self._inbox = _Inbox()
+
+    def next(self, deadline: float) -> Answer:
+        while not self._inbox:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ApiError(UNAVAILABLE, "the agent did not answer in time")
+            self.sock.settimeout(remaining)
+            try:
+                data = self.sock.recv(_READ)
+            except TimeoutError:
+                raise ApiError(UNAVAILABLE, "the agent did not answer in time") from None
+            except OSError as exc:
+                raise _failed(exc) from None
+            self._inbox.add(data)
+        return self._inbox.take()
+
+
+class AgentClient:
+    """A blocking connection to the agent: one request at a time, each with a deadline."""
+
+    def __init__(self, frames: _Frames, hello: Hello, path: Path) -> None:
+        self.path = path
+        self.hello = hello
+        self._frames = frames
+        self._sock = frames.sock
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+
+    @classmethod
+    def connect(cls, path: Path = DEFAULT_SOCKET, *,
+                timeout: float = CONNECT_TIMEOUT) -> AgentClient:
+        """Connect and read the hello within ``timeout``; :class:`NoAgent` when nothing
+        answers, :class:`ApiError` when something does but is not a usable agent."""
+        sock = _connect(path, timeout)
+        frames = _Frames(sock)
+        try:
+            answer = frames.next(time.monotonic() + timeout)
+            if answer.kind == "error":
+                raise _error(answer)
+            if answer.kind != "hello":
+                raise ApiError(BAD_REQUEST, "the agent did not begin with a hello")
+            return cls(frames, decode_hello(answer.body), path)
+        except ProtocolError as exc:
+            sock.close()
+            raise _broken(exc) from None
+        except BaseException:
+            sock.close()
+            raise
+
+    def close(self, *, bye: bool = True) -> None:
+        if bye:
+            with contextlib.suppress(OSError):
+                self._sock.sendall(encode_frame({"id": 0, "op": "bye"}))
+        with contextlib.suppress(OSError):
+            self._sock.close()
+
+    def __enter__(self) -> AgentClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def request(self, op: str, *, timeout: float = QUERY_TIMEOUT,
+                progress: Callable[[Fields], None] | None = None,
+                **args: Any) -> Fields:
+        """Send one request; its ``ok`` body. ``timeout``: the longest silence allowed
+        between two frames of the answer. ApiError for the agent's error answer."""
+        with self._lock:
+            request_id = next(self._ids)
+            try:
+                self._sock.sendall(encode_frame({"id": request_id, "op": op, **args}))
+            except OSError as exc:
+                raise _failed(exc) from None
+            try:
+                while True:
+                    answer = self._frames.next(time.monotonic() + timeout)
+                    if answer.kind == "push" or (answer.id is not None
+                                                 and answer.id != request_id):
+                        continue  # not this request's
+                    if answer.kind == "error":
+                        raise _error(answer)
+                    if answer.kind == "progress":
+                        if progress is not None:
+                            progress(answer.body)
+                        continue
+                    if answer.kind == "ok":
+                        return answer.body
+                    raise ApiError(BAD_REQUEST, f"the agent sent a {answer.kind} in answer")
+            except ProtocolError as exc:
+                raise _broken(exc) from None
+
+    def _read(self, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except ProtocolError as exc:
+            raise _broken(exc) from None
+
+    # -- the ops --------------------------------------------------------------------------
+    def state(self) -> tuple[AgentState, Plan]:
+        body = self.request("state")
+        return self._read(lambda: (decode_state(body.fields("state"), time.monotonic()),
+                                   decode_plan(body.fields("plan"))))
+
+    def history(self, *, limit: int = 50, since: datetime | None = None,
+                endpoint: str | None = None, event_id: str | None = None,
+                before: IncarnationRecord | None = None) -> list[IncarnationRecord]:
+        args: dict[str, Any] = {"limit": limit, "since": time_text(since),
+                                "endpoint": endpoint, "event_id": event_id}
+        if before is not None:
+            args["before"] = {"first_seen": time_text(before.first_seen),
+                              "row_id": before.row_id}
+        body = self.request("history", **args)
+        return self._read(lambda: [decode_incarnation(Fields(r, f"records[{i}]"))
+                                   for i, r in enumerate(body.items("records", limit=limit))])
+
+    def incarnation(self, number: int, *, endpoint: str | None = None
+                    ) -> IncarnationRecord | None:
+        body = self.request("incarnation", number=number, endpoint=endpoint)
+        return self._read(lambda: None if not body.has("record")
+                          else decode_incarnation(body.fields("record")))
+
+    def previous(self, record: IncarnationRecord) -> IncarnationRecord | None:
+        body = self.request("previous", endpoint=record.endpoint,
+                            first_seen=time_text(record.first_seen), row_id=record.row_id)
+        return self._read(lambda: None if not body.has("record")
+                          else decode_incarnation(body.fields("record")))
+
+    def event_story(self, event_id: str) -> list[StoryEntry]:
+        body = self.request("event_story", event_id=event_id)
+        return self._read(lambda: [decode_story(Fields(e, f"story[{i}]")) for i, e in
+                                   enumerate(body.items("story", limit=1_000_000))])
+
+    def holes(self, *, endpoint: str, now: datetime | None = None) -> tuple[Hole, ...]:
+        """When nothing recorded ``endpoint``, oldest first, each whole (core.holes)."""
+        body = self.request("holes", endpoint=endpoint, now=time_text(now))
+        return self._read(lambda: decode_holes(body))
+
+    def audit(self, *, limit: int = 100, oldest_first: bool = False
+              ) -> tuple[list[AuditRecord], dict[int, str], str | None]:
+        """Records, the ones that did not leave the VM (seq -> why), and why the log is
+        shorter than its witness says (None if it is not)."""
+        body = self.request("audit", limit=limit, oldest_first=oldest_first)
+
+        def read() -> tuple[list[AuditRecord], dict[int, str], str | None]:
+            records = [decode_audit(Fields(r, f"records[{i}]"))
+                       for i, r in enumerate(body.items("records", limit=limit))]
+            unforwarded = body.fields("unforwarded", optional=True)
+            told = {}
+            for key in (unforwarded.data if unforwarded is not None else {}):
+                if not key.isdigit() or len(key) > 19:
+                    raise ProtocolError(BAD_REQUEST, "unforwarded: keys must be numbers")
+                told[int(key)] = unforwarded.text(key, limit=4000)
+            return records, told, body.text("missing", limit=4000, optional=True)
+        return self._read(read)
+
+    def verify_audit(self) -> tuple[VerifyResult, str | None]:
+        body = self.request("verify_audit", timeout=300.0)
+        return self._read(lambda: (decode_verify(body.fields("result")),
+                                   body.text("missing", limit=4000, optional=True)))
+
+    def recording(self, *, since: datetime | None = None, until: datetime | None = None,
+                  endpoint: str | None = None) -> RecordingParts | None:
+        body = self.request("recording", since=time_text(since), until=time_text(until),
+                            endpoint=endpoint, timeout=300.0)
+        return self._read(lambda: None if not body.has("recording")
+                          else decode_recording(body.fields("recording")))
+
+    def approve(self, event_ids: Sequence[str], confirmed: Mapping[str, Confirmed], *,
+                allow_other_vms: bool = False, again: bool = False,
+                progress: Callable[[Progress], None] | None = None,
+                ) -> list[ApprovalOutcome]:
+        """Approve in the agent, bound to what the operator confirmed; ``progress`` hears
+        of each failed try. The agent acts as who the kernel says this process is."""
+        def heard(body: Fields) -> None:
+            if progress is not None:
+                progress(self._read(lambda: decode_progress(body)))
+
+        body = self.request("approve", timeout=APPROVE_TIMEOUT, progress=heard,
+                            event_ids=list(event_ids),
+                            confirmed={i: encode_confirmed(c) for i, c in confirmed.items()},
+                            allow_other_vms=allow_other_vms, again=again)
+        return self._read(lambda: [decode_outcome(Fields(o, f"outcomes[{i}]")) for i, o in
+                                   enumerate(body.items("outcomes", limit=len(event_ids)))])
+
+    def dismiss(self, event_ids: Sequence[str]) -> bool:
+        """Record that the operator said no; whether it was recorded."""
+        body = self.request("dismiss", event_ids=list(event_ids))
+        return self._read(lambda: body.flag("recorded"))
+
+    def hold(self, event_id: str) -> HoldAnswer:
+        return self._hold("hold", event_id)
+
+    def release(self, event_id: str) -> HoldAnswer:
+        return self._hold("release", event_id)
+
+    def _hold(self, op: str, event_id: str) -> HoldAnswer:
+        body = self.request(op, event_id=event_id)
+        return self._read(lambda: HoldAnswer(body.text("event_id", limit=1000),
+                                             body.flag("held"),
+                                             body.text("running", limit=40, optional=True)))
+
+
+# -- the subscription ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class StatePush:
+    state: AgentState
+
+
+@dataclass(frozen=True)
+class PlanPush:
+    plan: Plan
+
+
+@dataclass(frozen=True)
+class Tick:
+    """Nothing changed; the agent is alive, and this is its clock and connection."""
+
+    now: datetime
+    health: Health
+
+
+def _push(answer: Answer) -> StatePush | PlanPush | Tick | None:
+    """A push decoded; None for one this version does not know (ignored, as the version
+    rule says)."""
+    body, mono = answer.body, time.monotonic()
+    if answer.push == "state":
+        return StatePush(decode_state(body.fields("state"), mono))
+    if answer.push == "plan":
+        return PlanPush(decode_plan(body.fields("plan")))
+    if answer.push == "tick":
+        return Tick(body.time("now"), decode_health(body.fields("health"), mono))
+    return None
+
+
+class _StreamFrames:
+    """Answers from an asyncio stream, each within a silence it may not exceed."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self.reader = reader
+        self._inbox = _Inbox()
+
+    async def next(self, timeout: float) -> Answer:
+        while not self._inbox:
+            try:
+                data = await asyncio.wait_for(self.reader.read(_READ), timeout)
+            except asyncio.TimeoutError:
+                raise ApiError(UNAVAILABLE, f"the agent said nothing for {timeout:g} s") \
+                    from None
+            except OSError as exc:
+                raise _failed(exc) from None
+            self._inbox.add(data)
+        return self._inbox.take()
+
+    async def expect(self, kind: str, timeout: float) -> Fields:
+        answer = await self.next(timeout)
+        if answer.kind == "error":
+            raise _error(answer)
+        if answer.kind != kind:
+            raise ApiError(BAD_REQUEST, f"the agent sent a {answer.kind}, not a {kind}")
+        return answer.body
+
+
+class Subscription:
+    """``sub = await Subscription.open(path)``: ``sub.state`` and ``sub.plan`` as they
+    are now, then ``async for push in sub`` until the agent goes (ApiError then)."""
+
+    def __init__(self, frames: _StreamFrames, writer: asyncio.StreamWriter, hello: Hello,
+                 state: AgentState, plan: Plan) -> None:
+        self.hello = hello
+        self.state = state
+        self.plan = plan
+        self._frames = frames
+        self._writer = writer
+
+    @classmethod
+    async def open(cls, path: Path = DEFAULT_SOCKET, *,
+                   timeout: float = CONNECT_TIMEOUT) -> Subscription:
+        sock = await asyncio.to_thread(_connect, path, timeout)
+        sock.setblocking(False)
+        reader, writer = await asyncio.open_unix_connection(sock=sock, limit=_READ)
+        frames = _StreamFrames(reader)
+        try:
+            hello = await frames.expect("hello", timeout)
+            writer.write(encode_frame({"id": 1, "op": "subscribe"}))
+            ok = await frames.expect("ok", max(timeout, 10.0))
+            mono = time.monotonic()
+            return cls(frames, writer, decode_hello(hello),
+                       decode_state(ok.fields("state"), mono), decode_plan(ok.fields("plan")))
+        except ProtocolError as exc:
+            writer.close()
+            raise _broken(exc) from None
+        except BaseException:
+            writer.close()
+            raise
+
+    async def next(self) -> StatePush | PlanPush | Tick:
+        """The next push; ApiError when the agent goes or sends what it must not."""
+        while True:
+            answer = await self._frames.next(SILENCE)
+            if answer.kind == "error":
+                raise _error(answer)
+            if answer.kind != "push":
+                continue
+            try:
+                push = _push(answer)
+            except ProtocolError as exc:
+                raise _broken(exc) from None
+            if isinstance(push, StatePush):
+                self.state = push.state
+            elif isinstance(push, PlanPush):
+                self.plan = push.plan
+            if push is not None:
+                return push
+
+    def __aiter__(self) -> AsyncIterator[StatePush | PlanPush | Tick]:
+        return self._pushes()
+
+    async def _pushes(self) -> AsyncIterator[StatePush | PlanPush | Tick]:
+        while True:
+            yield await self.next()
+
+    async def aclose(self) -> None:
+        with contextlib.suppress(Exception):
+            self._writer.write(encode_frame({"id": 2, "op": "bye"}))
+            self._writer.close()
+            await asyncio.wait_for(self._writer.wait_closed(), 1.0)

@@ -1,0 +1,124 @@
+"""The agent's API, started and stopped: what ``setui agent`` calls, and no more.
+
+It makes the socket (setui.api.socketfile), resolves who may approve on a thread (names
+may ask the network), starts the server, and reads the approvers again on SIGHUP (only
+them: the policy is read once, at start).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from setui.api.codec import AgentInfo
+from setui.api.peer import Authority
+from setui.api.protocol import API_VERSION
+from setui.api.queries import Queries
+from setui.api.server import ApiServer
+from setui.api.socketfile import BoundSocket, bind_socket
+from setui.api.source import AgentSource
+from setui.config import Config, ConfigError, load_config
+from setui.core.clock import utc_now
+from setui.textsafe import printable
+
+if TYPE_CHECKING:
+    from setui.agent.agent import Agent
+    from setui.monitor import MonitorUpdate
+
+__all__ = ["Api", "open_socket", "start_api"]
+
+
+@dataclass
+class Api:
+    """The running API: ``publish`` each update, ``aclose`` at the end."""
+
+    server: ApiServer
+    bound: BoundSocket
+
+    def publish(self, update: MonitorUpdate) -> None:
+        self.server.publish(update)
+
+    async def aclose(self) -> None:
+        with contextlib.suppress(NotImplementedError, RuntimeError, AttributeError):
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
+        try:
+            await self.server.aclose()
+        finally:
+            self.bound.remove()
+            self.bound.sock.close()
+
+
+def open_socket(path: Path, data_dir: Path) -> BoundSocket:
+    """The socket made at ``path`` with the data directory's group, listening but not yet
+    served (made early: a second agent is refused before it reads or writes anything).
+    Blocking (it asks an old socket whether anyone answers); SocketError in words."""
+    try:
+        group: int | None = os.stat(data_dir).st_gid
+    except OSError:
+        group = None
+    return bind_socket(path, group=group)
+
+
+async def start_api(bound: BoundSocket, agent: Agent, *, config: Config,
+                    config_file: Path | None, policy_path: Path | None,
+                    store_problem: str | None, compute: Mapping[str, str] | None,
+                    since: datetime | None, say: Callable[[str], None]) -> Api:
+    """Serve ``agent`` on ``bound`` (closed and removed if that fails). ``since``: when
+    the agent took its lock; ``compute``: this VM's compute metadata (its vmId)."""
+    path = bound.path
+    store = agent.store
+    info = AgentInfo(pid=os.getpid(), since=since or utc_now(), vm_name=agent.vm_name,
+                     vm_id=(compute or {}).get("vmId"), endpoint=config.endpoint,
+                     data_dir=str(store.path.parent) if store is not None else None,
+                     policy=str(policy_path) if policy_path is not None else None,
+                     dry_run=agent.dry_run)
+    source = AgentSource(monitor=agent.monitor, agent=agent, client=agent.client,
+                         store=store, info=info, host=socket.gethostname() or "unknown",
+                         store_problem=store_problem)
+    try:
+        authority = await asyncio.to_thread(Authority, config.approvers)
+        server = ApiServer(source, authority=authority, queries=Queries(
+            store.path if store is not None else None, store_problem), say=say)
+        await server.serve(bound.sock)
+    except BaseException:
+        bound.remove()
+        bound.sock.close()
+        raise
+    if bound.note:
+        say(f"setui agent: {bound.note}")
+    for note in authority.notes:
+        say(f"setui agent: approvers: {note}")
+    say(f"setui agent: API (version {API_VERSION}) at {printable(str(path), 200)}; "
+        f"may approve: {authority.describe()}")
+    _reload_on_hangup(server, config_file, say)
+    return Api(server, bound)
+
+
+def _reload_on_hangup(server: ApiServer, config_file: Path | None,
+                      say: Callable[[str], None]) -> None:
+    def reload() -> Authority:
+        return Authority(load_config(config_file).approvers)
+
+    async def reloading() -> None:
+        try:
+            authority = await asyncio.to_thread(reload)
+        except ConfigError as exc:
+            say(f"setui agent: SIGHUP: the config is refused, so who may approve is "
+                f"unchanged: {exc}")
+            return
+        server.reload(authority)
+        for note in authority.notes:
+            say(f"setui agent: approvers: {note}")
+        say(f"setui agent: SIGHUP: may approve: {authority.describe()}")
+
+    with contextlib.suppress(NotImplementedError, RuntimeError, AttributeError):
+        asyncio.get_running_loop().add_signal_handler(
+            signal.SIGHUP, lambda: asyncio.ensure_future(reloading()))

@@ -1,0 +1,25 @@
+"""The metric contract between ``setui agent`` (which exports) and ``setui fleet`` (which
+reads through Prometheus): the names and labels both sides use, in one place. What each
+means is in docs/metrics.md; a change here is a change of that contract.
+"""
+
+from __future__ import annotations
+
+__all__ = ["EVENT_LABELS", "EVENT_METRIC", "IDENTITY_LABELS", "INFO_METRIC",
+           "NOT_REPORTED_METRIC", "SUCCESS_METRIC"]
+
+# On every per-VM series: the VM's identity from IMDS compute metadata.
+IDENTITY_LABELS = ("vm_name", "vm_scale_set", "placement_group", "resource_group",
+                   "subscription_id", "zone")
+# One series per current event this VM's document lists.
+EVENT_METRIC = "azure_scheduledevent_event"
+EVENT_LABELS = ("eventID", "eventType", "eventStatus", "eventSource", "resourceType",
+                "resource", "notBefore", "this_vm", "approved_by", "resources_listed")
+# Unix time of the agent's last good answer from IMDS.
+SUCCESS_METRIC = "setui_last_success_timestamp_seconds"
+# The VM's identity, the agent's version: 1 while the agent is scraped.
+INFO_METRIC = "setui_vm_info"
+# Recorded by the shipped rules (contrib/prometheus/setui-rules.yml): each agent not
+# scraped now, valued when it last was; and one series without labels (0), so that an
+# answer says whether the Prometheus has the rule at all.
+NOT_REPORTED_METRIC = "setui:vm_not_reported_since_timestamp_seconds"

@@ -1,0 +1,250 @@
+"""Every use of Textual's private API, in one place, each with why.
+
+setui is written against Textual's public API. Where a measured problem could not be
+solved with it, the private name it needed is used here and nowhere else, with what it
+fixes, what was measured, and the upstream report or a reproduction beside it. Textual
+is pinned to the minor version these were written for (``textual~=8.2.8`` in
+pyproject.toml); ``make test-textual-latest`` runs the UI tests against the newest
+release, and every workaround checks that the internals it needs are there and falls
+back to Textual's own behaviour when they are not.
+
+The workarounds:
+
+* :func:`install`: partial repaints cropped at both ends (``ChopsUpdate``). Installed
+  explicitly, once, when a setui app starts (:class:`setui.ui.shell.TerminalApp`), not
+  as a side effect of a widget mounting.
+* the events table's cell updates (:func:`table_internals` and the functions after it).
+* ``FooterKey``: the Footer's key widget, for the key bar (at the imports).
+* :func:`forget_rendered_widgets`: a closed dialog's widgets let go.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from rich.cells import cell_len
+from rich.console import Console
+from rich.control import Control
+from rich.segment import Segment
+from rich.style import Style
+from textual.strip import Strip
+from textual.widgets import DataTable
+
+# The key bar: Textual exports Footer but not the key widget it composes (FooterKey, in
+# textual.widgets._footer in 8.2.8). setui.ui.widgets.keys composes the same widgets, so
+# its key bar looks, clicks and is styled like the Footer, with whole keys at any width.
+from textual.widgets._footer import FooterKey
+from textual.widgets.data_table import ColumnKey, RowKey
+
+__all__ = [
+    "FooterKey",
+    "discard_cell_render",
+    "forget_rendered",
+    "forget_rendered_widgets",
+    "install",
+    "installed",
+    "put_cell",
+    "render_cell",
+    "row_end_style",
+    "table_internals",
+    "table_state",
+    "whole_cells",
+]
+
+
+# -- partial repaints ------------------------------------------------------------------------
+_MARK = "_setui_crops_span_start"
+
+
+def whole_cells(strip: Strip, start: int, stop: int) -> tuple[int, int]:
+    """``[start, stop)`` widened so it does not cut a double-width character in two
+    (half of one written alone would blank the other half on the terminal)."""
+    if strip.text.isascii():
+        return start, stop
+    position = 0
+    for text, _style, control in strip:
+        if control:
+            continue
+        for char in text:
+            width = cell_len(char)
+            if width == 2:
+                if position < start < position + 2:
+                    start = position
+                if position < stop < position + 2:
+                    stop = position + 2
+            position += width
+            if position >= stop:
+                return start, stop
+    return start, stop
+
+
+def _render_segments(self: Any, console: Console) -> str:
+    """``ChopsUpdate.render_segments`` of textual 8.2.8, cropped at ``x1`` as well."""
+    sequences: list[str] = []
+    append = sequences.append
+    move_to = Control.move_to
+    chops = self.chops
+    chop_ends = self.chop_ends
+    last_y = self.spans[-1][0]
+    for y, x1, x2 in self.spans:
+        line = chops[y]
+        ends = chop_ends[y]
+        for end, (x, strip) in zip(ends, line.items(), strict=False):
+            if strip is None or x >= x2 or end <= x1:
+                continue
+            if x1 <= x and end <= x2:  # the whole chop is in the span
+                append(move_to(x, y).segment.text)
+                append(strip.render(console))
+                continue
+            start, stop = whole_cells(strip, max(x1 - x, 0), min(end, x2) - x)
+            append(move_to(x + start, y).segment.text)
+            append(strip.crop(start, stop).render(console))
+        if y != last_y:
+            append("\n")
+    return "".join(sequences)
+
+
+def installed() -> bool:
+    """Whether partial updates are cropped at the start of their spans."""
+    from textual._compositor import ChopsUpdate
+
+    return bool(getattr(ChopsUpdate.render_segments, _MARK, False))
+
+
+def install() -> bool:
+    """Write only the cells a refresh asked for, not everything left of them.
+
+    Fixes: Textual (8.2.8) turns a refreshed region into terminal output with
+    ``ChopsUpdate.render_segments``, which writes each widget's part of a line from the
+    widget's left edge up to the end of the dirty span (Textualize/textual#5625, closed
+    without a change): a clock digit at column 194 rewrote the whole status line, a
+    countdown cell the table row up to it, a note at a lane's right end the whole lane.
+
+    Measured: that was most of the 5-50 KB/s the dashboard wrote every second; with it
+    cropped, 389-579 B/s idle in a maintenance window at 80x24 and 200x60
+    (bench/RESULTS.md). tests/ui/test_widgets.py checks that a clock tick writes its one
+    digit, tests/ui/test_layout.py that a minute of partial repaints leaves the terminal
+    showing exactly the screen.
+
+    The method is replaced by the same loop, cropped at the start of the span as well
+    (widened to whole double-width characters). Once per process; False, and nothing
+    changed, when this Textual's ``ChopsUpdate`` is not the one this was written for.
+    """
+    from textual._compositor import ChopsUpdate
+
+    if installed():
+        return True
+    original = ChopsUpdate.render_segments
+    init = getattr(ChopsUpdate.__init__, "__code__", None)
+    if init is None or init.co_varnames[1:4] != ("chops", "spans", "chop_ends"):
+        return False
+
+    def render_segments(self: Any, console: Console) -> str:
+        if not self.spans:
+            return original(self, console)
+        return _render_segments(self, console)
+
+    render_segments.__doc__ = _render_segments.__doc__
+    setattr(render_segments, _MARK, True)
+    ChopsUpdate.render_segments = render_segments  # type: ignore[method-assign]
+    return True
+
+
+# -- the events table ------------------------------------------------------------------------
+# Fixes: DataTable.update_cell repaints the whole table and throws away every rendered cell
+# (it clears all four render caches: Textualize/textual#3551 put that back after a
+# regression; #1483 notes the caches cannot be invalidated per cell), and a repainted row
+# is rendered again cell by cell (two walks of the style tree and nine cache look-ups a
+# row, ~0.5 ms). Measured: ten ticking countdowns cost ~5.5 ms a second and rewrote every
+# row; updated in place, 0.66 ms for ten changed rows. setui.ui.widgets.events keeps its
+# own rendered rows and cells and needs DataTable's as textual 8.2 has them: these
+# functions. tests/ui/test_widgets.py compares every line with what DataTable draws for
+# the same state, so a Textual that renders otherwise fails there.
+
+_CACHES = ("_cell_render_cache", "_row_render_cache", "_row_renderable_cache", "_line_cache")
+_NEEDED = ("_y_offsets", "_render_cell", "_get_styles_to_render_cell", "_show_hover_cursor",
+           "_pseudo_class_state", "_update_count", "_labelled_row_exists")
+
+
+def table_internals(table: DataTable[Any]) -> bool:
+    """Whether this Textual's DataTable has what the functions below use (textual 8.2);
+    if not, the events table uses DataTable's own update_cell and render_line."""
+    return (isinstance(getattr(table, "_data", None), dict)
+            and all(hasattr(getattr(table, name, None), "discard") for name in _CACHES)
+            and all(hasattr(table, name) for name in _NEEDED))
+
+
+def labelled_rows(table: DataTable[Any]) -> bool:
+    """Whether any row has a label (the in-place paths draw no row labels)."""
+    return bool(table._labelled_row_exists)
+
+
+def put_cell(table: DataTable[Any], row: str, column: str, value: object) -> None:
+    """Set a cell's value without update_cell's repaint of everything."""
+    table._data[RowKey(row)][ColumnKey(column)] = value
+
+
+def forget_rendered(table: DataTable[Any], cells: set[tuple[str, str]],
+                    rows: set[str], indexes: set[int], ys: set[int]) -> None:
+    """Drop what DataTable rendered of these cells and of the lines that hold them, and
+    nothing else. Its caches are keyed as in textual 8.2's _data_table.py: cells by (row
+    key, column key, ...), rows by (row key, ...), row renderables by (update count, row
+    index), lines by (y, ...)."""
+
+    def drop(cache: Any, stale: Callable[[tuple[Any, ...]], bool]) -> None:
+        for key in [key for key in cache.keys() if stale(key)]:  # noqa: SIM118 (no __iter__)
+            cache.discard(key)
+
+    drop(table._cell_render_cache, lambda key: (key[0], key[1]) in cells)
+    drop(table._row_render_cache, lambda key: key[0] in rows)
+    drop(table._row_renderable_cache, lambda key: key[1] in indexes)
+    drop(table._line_cache, lambda key: key[0] in ys)
+
+
+def table_state(table: DataTable[Any]) -> tuple[bool, object, int]:
+    """What every rendered line depends on beyond the public state: whether the hover
+    cursor shows, the pseudo classes, and the count of updates."""
+    return table._show_hover_cursor, table._pseudo_class_state, table._update_count
+
+
+def render_cell(table: DataTable[Any], row_index: int, column_index: int, base_style: Style,
+                width: int, *, cursor: bool, hover: bool) -> list[Segment]:
+    """One cell's segments, as DataTable renders them."""
+    return table._render_cell(row_index, column_index, base_style, width, cursor=cursor,
+                              hover=hover)[0]
+
+
+def discard_cell_render(table: DataTable[Any], key: Iterable[object]) -> None:
+    """Drop DataTable's own copy of a cell's render (the events table keeps its own)."""
+    row, column, *rest = key
+    table._cell_render_cache.discard((RowKey(str(row)), ColumnKey(str(column)), *rest))
+
+
+def row_end_style(table: DataTable[Any], *, hover: bool, cursor: bool, show_cursor: bool,
+                  show_hover: bool) -> Style:
+    """The style of the space right of the last column, as DataTable gives it."""
+    style, _ = table._get_styles_to_render_cell(False, False, False, hover, cursor,
+                                                show_cursor, show_hover, False, False)
+    return style
+
+
+# -- dialogs ---------------------------------------------------------------------------------
+def forget_rendered_widgets() -> None:
+    """Let a closed dialog's widgets go.
+
+    Fixes: Textual 8.2.8 caches ``StylesCache.get_inner_outer`` with ``lru_cache(1024)``
+    on the method, so the cache keeps every widget's StylesCache (and the lines it
+    rendered) alive, up to 1,024 of them (Textualize/textual#6665): each dialog left its
+    widgets behind that way. Measured: with the Footer's leak (#6666), about 4,000 objects
+    a dialog, lengthening every later full collection until one landed between an
+    approval's y and its POST (bench/upstream/footer_leak.py reproduces both;
+    tests/ui/test_layout.py checks a closed dialog's lines are let go). The cache only
+    saves blending two colours; it is emptied when a dialog closes.
+    """
+    try:
+        from textual._styles_cache import StylesCache
+
+        StylesCache.get_inner_outer.cache_clear()
+    except (ImportError, AttributeError):
+        return

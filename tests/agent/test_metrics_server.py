@@ -1,0 +1,202 @@
+"""The metrics endpoint under clients that hold connections open: a real agent with a
+limit of 128 open files, 200 idle connections kept open (each reopened when the agent
+drops it), and the agent still polls, runs its hook, approves, and says little; and the
+endpoint's cap and deadlines on their own."""
+
+from __future__ import annotations
+
+import selectors
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from agent_helpers import USER_REBOOT, agent_env, metrics_url, posts, stop, write_policy
+
+from children import SETUI, Lines, wait_until
+from setui.emulator.scenario import parse_scenario
+from setui.emulator.server import Emulator
+
+IDLE = 200
+FILES = 128
+
+# The agents' tests' User Reboot, appearing 8 s in: after the idle connections are open.
+LATE_REBOOT = USER_REBOOT.replace("\nat = 0\n", "\nat = 8\n")
+
+POLICY = """
+[[rule]]
+name = "drain"
+this_vm = true
+prepare = "{hook}"
+approve = "after-prepare"
+"""
+
+
+class IdleClients:
+    """``count`` connections that send nothing; one the agent closes is opened again (at
+    most every half second each), as a careless or hostile client would."""
+
+    def __init__(self, port: int, count: int) -> None:
+        self.port = port
+        self.count = count
+        self.opened = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _connect(self) -> socket.socket | None:
+        sock = socket.socket()
+        sock.setblocking(False)
+        try:
+            sock.connect_ex(("127.0.0.1", self.port))
+        except OSError:
+            sock.close()
+            return None
+        self.opened += 1
+        return sock
+
+    def _run(self) -> None:
+        selector = selectors.DefaultSelector()
+        due: list[float] = []
+        for _ in range(self.count):
+            sock = self._connect()
+            if sock is not None:
+                selector.register(sock, selectors.EVENT_READ)
+            else:
+                due.append(time.monotonic() + 0.5)
+        while not self._stop.is_set():
+            for key, _ in selector.select(0.1):
+                sock = key.fileobj
+                assert isinstance(sock, socket.socket)
+                try:
+                    data = sock.recv(4096)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    data = b""
+                if not data:  # closed by the agent: open another later
+                    selector.unregister(sock)
+                    sock.close()
+                    due.append(time.monotonic() + 0.5)
+            now = time.monotonic()
+            for when in [d for d in due if d <= now]:
+                due.remove(when)
+                sock = self._connect()
+                if sock is not None:
+                    selector.register(sock, selectors.EVENT_READ)
+                else:
+                    due.append(now + 0.5)
+        for key in list(selector.get_map().values()):
+            key.fileobj.close()  # type: ignore[union-attr]
+        selector.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+@pytest.fixture
+def late_emulator() -> Iterator[Emulator]:
+    assert "\nat = 8\n" in LATE_REBOOT
+    emu = Emulator(parse_scenario(LATE_REBOOT), speed=1.0)
+    emu.start()
+    yield emu
+    emu.stop()
+
+
+@pytest.mark.slow  # a real agent, real time
+def test_idle_connections_do_not_starve_the_agent(tmp_path: Path, late_emulator: Emulator,
+                                                  hook: Path) -> None:
+    policy = write_policy(tmp_path, POLICY.format(hook=hook))
+    proc = subprocess.Popen(
+        ["prlimit", f"--nofile={FILES}:{FILES}", "--", *SETUI, "agent", "--endpoint",
+         late_emulator.url, "--interval", "0.2", "--json", "--policy", str(policy),
+         "--metrics", "127.0.0.1:0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
+        env=agent_env(tmp_path))
+    lines = Lines(proc)
+    clients: IdleClients | None = None
+    errors: list[str] = []
+    try:
+        url = metrics_url(proc)
+        assert proc.stderr is not None
+        stderr = proc.stderr
+        threading.Thread(target=lambda: errors.extend(stderr), daemon=True).start()
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        clients = IdleClients(port, IDLE)
+        wait_until(lambda: clients.opened >= IDLE, 30, "the idle connections to open")
+        gets = len(late_emulator.requests)
+        # Polls go on: 20 more at 0.2 s apart, with every connection still held.
+        wait_until(lambda: len(late_emulator.requests) >= gets + 20, 60,
+                   "polls to go on while the idle connections are held")
+        # The event appears, the hook runs and the approval is posted, all while held.
+        wait_until(lambda: posts(late_emulator), 90,
+                   "the approval to be posted while the idle connections are held")
+        assert (tmp_path / "runs").read_text().startswith("prepare ")
+        assert proc.poll() is None
+        failed = [line for line in lines.seen if '"unreachable"' in line
+                  or "Too many open files" in line]
+        assert not failed, failed[:5]
+    finally:
+        if clients is not None:
+            clients.close()
+    # Once the idle clients are gone, a scrape is answered again.
+    wait_until(lambda: _scrape(url), 30, "a scrape to be answered once they are gone")
+    assert stop(proc) == 0
+    text = "".join(errors)
+    assert len(text) < 4000, text[:2000]
+    assert "Traceback" not in text and "Too many open files" not in text, text[:2000]
+
+
+def _scrape(url: str) -> bool:
+    try:
+        return "setui_polls_total" in httpx.get(url, timeout=5).text
+    except httpx.HTTPError:
+        return False
+
+
+async def test_past_the_cap_a_client_waits_and_an_idle_one_is_dropped_at_its_deadline(
+        ) -> None:
+    """One slot: an idle client holds it until its head deadline, the next one waits
+    (in the kernel's backlog) and is then answered; a client that never reads a large
+    answer is aborted after the send deadline, and its slot is free again."""
+    import asyncio
+
+    from setui.agent.scrape import MetricsServer
+
+    big = b"x" * (32 << 20)  # more than the socket buffers hold
+
+    def exposition(accept: str) -> tuple[bytes, str]:
+        return (big if accept == "big" else b"setui_up 1\n"), "text/plain"
+
+    server = MetricsServer(exposition, max_connections=1, head_timeout=0.5,
+                           send_timeout=0.5)
+    host, port = await server.start("127.0.0.1", 0)
+    try:
+        idle_reader, idle = await asyncio.open_connection(host, port)
+        reader, writer = await asyncio.open_connection(host, port)
+        writer.write(b"GET /metrics HTTP/1.1\r\n\r\n")
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(), 30)
+        assert answer.startswith(b"HTTP/1.1 200 OK") and answer.endswith(b"setui_up 1\n")
+        # The idle one was dropped, without a word, at its deadline.
+        assert await asyncio.wait_for(idle_reader.read(), 30) == b""
+        writer.close()
+        idle.close()
+        # A client that asks for a large answer and never reads it.
+        _, hog = await asyncio.open_connection(host, port)
+        hog.write(b"GET /metrics HTTP/1.1\r\nAccept: big\r\n\r\n")
+        await hog.drain()
+        deadline = asyncio.get_running_loop().time() + 30
+        while server.open == 0 and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
+        while server.open and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
+        assert server.open == 0, "the unread answer's connection was never dropped"
+        hog.close()
+    finally:
+        await server.aclose()

@@ -1,0 +1,217 @@
+"""The agent runs only what root could have written (sshd's StrictModes): a policy, a hook
+or a directory above them that an unprivileged user owns or can write makes a root agent
+refuse to start (exit 2, naming the file and why), and a hook that changed hands after
+start is not run. The unprivileged user is a real one (nobody, uid 65534): the files are
+given to it with chown, as root (the tests run as root, as the agent may); nobody's own
+processes could not reach pytest's root-only temporary directories to write them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from agent_helpers import (
+    EVENT_ID,
+    agent_env,
+    agent_said,
+    posts,
+    start_agent,
+    stop,
+    write_policy,
+)
+
+from children import SETUI
+from setui.agent.trust import untrusted
+from setui.core.clock import utc_now
+from setui.emulator.server import Emulator
+from setui.store import Store
+from setui.store.agent import HOLD, RELEASE, AgentLog
+from setui.store.records import AuditEntry
+
+NOBODY = 65534
+pytestmark = pytest.mark.skipif(
+    os.name != "posix" or os.geteuid() != 0,
+    reason="needs root: to give files to another user, and to be the agent that must refuse")
+
+# What the hook does if it is ever run: say as whom.
+HOOK = '#!/bin/sh\nid -u > "$HOOK_DIR/ran-as"\n'
+
+
+def _setup(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """etc/ (root, 0755) holding policy.toml and hooks/prepare.sh, all root's and 0755/0644."""
+    etc = tmp_path / "etc"
+    hooks = etc / "hooks"
+    hooks.mkdir(parents=True)
+    etc.chmod(0o755)
+    hooks.chmod(0o755)
+    hook = hooks / "prepare.sh"
+    hook.write_text(HOOK)
+    hook.chmod(0o755)
+    policy = etc / "policy.toml"
+    policy.write_text(f'[[rule]]\nname = "drain"\nprepare = "{hook}"\n'
+                      'approve = "after-prepare"\n')
+    policy.chmod(0o644)
+    return etc, policy, hook
+
+
+def _policy_owned(etc: Path, policy: Path, hook: Path) -> tuple[Path, str]:
+    os.chown(policy, NOBODY, NOBODY)
+    return policy, f"the policy: {policy}: owned by uid {NOBODY} (nobody)"
+
+
+def _hook_owned(etc: Path, policy: Path, hook: Path) -> tuple[Path, str]:
+    os.chown(hook, NOBODY, NOBODY)
+    return policy, f"the prepare hook of rule drain: {hook}: owned by uid {NOBODY} (nobody)"
+
+
+def _directory_owned(etc: Path, policy: Path, hook: Path) -> tuple[Path, str]:
+    os.chown(hook.parent, NOBODY, NOBODY)  # nobody could put another file in its place
+    return policy, (f"the prepare hook of rule drain: {hook}: the directory {hook.parent} "
+                    f"is owned by uid {NOBODY} (nobody)")
+
+
+def _hook_writable(etc: Path, policy: Path, hook: Path) -> tuple[Path, str]:
+    hook.chmod(0o757)
+    return policy, f"{hook}: writable by group or others (mode 0757)"
+
+
+def _directory_writable(etc: Path, policy: Path, hook: Path) -> tuple[Path, str]:
+    etc.chmod(0o775)
+    return policy, f"the policy: {policy}: the directory {etc} is writable by group or others"
+
+
+def _linked(etc: Path, policy: Path, hook: Path) -> tuple[Path, str]:
+    # A link in a sticky directory (as /tmp is) belongs to whoever made it.
+    public = etc / "public"
+    public.mkdir()
+    public.chmod(0o1777)
+    link = public / "policy.toml"
+    link.symlink_to(policy)
+    os.lchown(link, NOBODY, NOBODY)
+    return link, f"the symbolic link {link} is owned by uid {NOBODY} (nobody)"
+
+
+@pytest.mark.parametrize("spoil", [_policy_owned, _hook_owned, _directory_owned,
+                                   _hook_writable, _directory_writable, _linked])
+@pytest.mark.slow
+def test_a_root_agent_refuses_to_start_on_what_another_user_could_change(
+        tmp_path: Path, spoil: Callable[[Path, Path, Path], tuple[Path, str]]) -> None:
+    etc, policy, hook = _setup(tmp_path)
+    named, why = spoil(etc, policy, hook)
+    done = subprocess.run([*SETUI, "agent", "--endpoint", "http://127.0.0.1:9", "--policy",
+                           str(named)], capture_output=True, text=True, timeout=60,
+                          env=agent_env(tmp_path))
+    assert done.returncode == 2, done.stderr
+    assert "setui agent: refusing to start: " in done.stderr
+    assert why in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "ran-as").exists()
+
+
+@pytest.mark.slow
+def test_the_same_for_a_policy_named_in_a_config_file(tmp_path: Path) -> None:
+    _, policy, _ = _setup(tmp_path)
+    config = tmp_path / "config.toml"
+    config.write_text(f'policy = "{policy}"\n')
+    env = agent_env(tmp_path, SETUI_CONFIG=str(config))
+    command = [*SETUI, "agent", "--endpoint", "http://127.0.0.1:9"]
+    os.chown(policy, NOBODY, NOBODY)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 2
+    assert f"the policy: {policy}: owned by uid {NOBODY} (nobody)" in done.stderr
+    # And the config file itself decides which policy runs: it is held to the same rule.
+    os.chown(policy, 0, 0)
+    os.chown(config, NOBODY, NOBODY)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 2
+    assert (f"the config file that names the policy: {config}: owned by uid {NOBODY} "
+            "(nobody)") in done.stderr
+
+
+@pytest.mark.slow
+def test_a_hook_the_user_rewrote_is_never_run_as_root(tmp_path: Path) -> None:
+    # What was reproduced: the user's own hook, run by a root agent, said uid=0.
+    _, policy, hook = _setup(tmp_path)
+    hook.write_text(f"#!/bin/sh\nid > {tmp_path}/ran-as\n")
+    os.chown(hook, NOBODY, NOBODY)
+    done = subprocess.run([*SETUI, "agent", "--endpoint", "http://127.0.0.1:9", "--policy",
+                           str(policy)], capture_output=True, text=True, timeout=60,
+                          env=agent_env(tmp_path))
+    assert done.returncode == 2 and str(hook) in done.stderr
+    assert not (tmp_path / "ran-as").exists()
+
+
+@pytest.mark.slow
+def test_a_dry_run_says_what_a_real_run_would_refuse_and_goes_on(
+        tmp_path: Path, emulator: Emulator) -> None:
+    _, policy, hook = _setup(tmp_path)
+    os.chown(hook, NOBODY, NOBODY)
+    proc, lines = start_agent(emulator.url, tmp_path, "--policy", str(policy), "--dry-run")
+    try:
+        lines.until(agent_said("would", "prepare"), 30, "the dry run to go on")
+    finally:
+        assert stop(proc) == 0
+    errors = proc.stderr.read() if proc.stderr else ""
+    assert f"a real run would refuse to start: the prepare hook of rule drain: {hook}" \
+        in errors
+
+
+@pytest.mark.slow
+def test_a_hook_that_changed_hands_after_start_is_refused_when_its_turn_comes(
+        tmp_path: Path, emulator: Emulator) -> None:
+    _, policy, hook = _setup(tmp_path)
+    policy.write_text(f'[[rule]]\nname = "drain"\nevent_source = "User"\nprepare = "{hook}"\n'
+                      'approve = "after-prepare"\n')
+    person = "oncall"
+
+    def hold(action: str) -> None:
+        entry = AuditEntry(action=action, time=utc_now(), user=person, host="vm",
+                           endpoint=emulator.url, event_id=EVENT_ID)
+        with Store.open_dir(tmp_path / "data") as store:
+            AgentLog(store, emulator.url).set_hold(EVENT_ID, held=action == HOLD,
+                                                   entry=entry)
+
+    hold(HOLD)  # so the agent starts (its check passes) and waits
+    proc, lines = start_agent(emulator.url, tmp_path, "--policy", str(policy))
+    try:
+        lines.until(agent_said("matched"), 30, "the rule to match")
+        os.chown(hook, NOBODY, NOBODY)
+        hold(RELEASE)
+        failed = lines.until(agent_said("failed", "prepare"), 30, "the refused hook")
+        lines.until(agent_said("skipped", "approve"), 30, "no approval")
+    finally:
+        assert stop(proc) == 0
+    assert f"refused: {hook}: owned by uid {NOBODY} (nobody)" in failed
+    assert not (tmp_path / "ran-as").exists()
+    assert posts(emulator) == []
+
+
+def test_what_the_check_follows(tmp_path: Path) -> None:
+    # A sticky directory owned by root passes to an entry root owns (as /tmp/x does).
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    mine = sticky / "mine"
+    mine.write_text("x")
+    mine.chmod(0o644)
+    assert untrusted(mine) is None
+    theirs = sticky / "theirs"
+    theirs.write_text("x")
+    os.chown(theirs, NOBODY, NOBODY)
+    assert "owned by uid 65534" in (untrusted(theirs) or "")
+    # Not sticky: group or others may replace anything in it.
+    open_dir = tmp_path / "open"
+    open_dir.mkdir()
+    open_dir.chmod(0o777)
+    (open_dir / "f").write_text("x")
+    assert "is writable by group or others" in (untrusted(open_dir / "f") or "")
+    # A link is followed: what it points to is checked, and where the link itself lives.
+    link = tmp_path / "link"
+    link.symlink_to(open_dir / "f")
+    assert f"the directory {open_dir} is writable" in (untrusted(link) or "")
+    assert "not an absolute path" in (untrusted("relative/hook") or "")
+    assert "cannot be checked" in (untrusted(tmp_path / "missing") or "")
+    assert untrusted(write_policy(tmp_path, "")) is None
