@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from agent_helpers import agent_said, start_agent, stop, write_policy
 
 from scripted import Answer, ScriptedImds, document, event
 from setui.store import APPROVE_OUTCOME, Store
+
+pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
 
 MINE = "F02C2EDE-3B1C-4D5E-9F00-0123456789AB"
 SHORT_FREEZE = """

@@ -12,9 +12,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from children import SETUI, wait_until
 from scripted import Answer, Hang, ScriptedImds, document, event
 from setui.store import APPROVE_OUTCOME, Store
+
+pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
 
 MINE = "F02C2EDE-3B1C-4D5E-9F00-0123456789AB"
 ELEVEN = ["web-0", *(f"web-{i}" for i in range(1, 11))]
