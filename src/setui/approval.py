@@ -40,7 +40,7 @@ from setui.core.clock import utc_now
 from setui.core.errors import BadDocument, ImdsError
 from setui.core.model import Document, parse_not_before
 from setui.identity import Identity
-from setui.outcome import ApprovalOutcome, Progress
+from setui.outcome import HELD, ApprovalOutcome, Progress
 from setui.snapshot import (
     Confirmed,
     Difference,
@@ -460,9 +460,13 @@ class Approver:
             if tries.elapsed + wait > self.deadline:
                 return _End("gave-up", f"gave up after {tries.said()}")
             if progress is not None:
+                # A held try sent nothing: the failed read is why, not an answer to a POST.
+                held = tries.log[-1].get("held")
                 for seen in ready.values():
-                    progress(Progress(seen.event_id, tries.count, error.message or str(error),
-                                      wait, error.status, error.kind))
+                    progress(Progress(seen.event_id, tries.count,
+                                      held or error.message or str(error), wait,
+                                      None if held else error.status,
+                                      HELD if held else error.kind))
             if (why := self._past_not_before(ready, wait)) is not None:
                 return _End("stopped", f"stopped after {tries.said()}: {why}")
             await asyncio.sleep(wait)

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ApprovalOutcome", "Progress"]
+__all__ = ["HELD", "ApprovalOutcome", "Progress"]
+
+# A Progress of this kind: the try sent nothing, as the event could not be checked first
+# (the document could not be read again); its last_error says why.
+HELD = "held"
 
 
 @dataclass(frozen=True)
@@ -42,4 +46,4 @@ class Progress:
     last_error: str
     next_in: float  # seconds to the next try
     status: int | None = None  # the HTTP status of the last try, if it had one
-    kind: str = "error"  # what failed: "unreachable", "timeout", "server", ...
+    kind: str = "error"  # what failed: "unreachable", "timeout", "server", ..., or HELD

@@ -25,6 +25,7 @@ from textual.notifications import SeverityLevel
 
 from setui.approval import Approver, Confirmed, Progress, changes_between, find_event
 from setui.core.health import ConnectionState, Health
+from setui.outcome import HELD
 from setui.store import event_snapshot
 from setui.textsafe import printable
 from setui.ui.format import age, safe
@@ -181,7 +182,8 @@ class Approvals:
         status = progress.status
         self.session.approvals[progress.event_id] = replace(
             note, attempt=progress.attempt,
-            last_error=f"HTTP {status}" if status else safe(progress.kind, 20),
+            last_error=f"HTTP {status}" if status else "held, not sent"
+            if progress.kind == HELD else safe(progress.kind, 20),
             next_at=self.now() + timedelta(seconds=progress.next_in))
         self._refresh()
 
