@@ -3,6 +3,7 @@ send was: a real `setui agent` against the scripted metadata service on loopback
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -46,3 +47,27 @@ def test_a_retry_after_the_event_changed_is_not_sent(scripted: ScriptedImds,
         outcome = next(r for r in store.audit() if r.action == APPROVE_OUTCOME)
     assert outcome.details["ending"] == "changed"
     assert outcome.event["EventType"] == "Freeze"
+
+def test_a_dry_run_reads_the_document_again_as_the_real_run_would(
+        scripted: ScriptedImds, tmp_path: Path) -> None:
+    """The rule matches the Freeze the agent polled; when the approval is checked, the
+    service says it is now a Redeploy of eleven VMs. The real run reads the document
+    again before it sends and would refuse: the dry run says so, not "would approve"."""
+    scripted.serve(document(7, event(MINE, ["web-0"])))
+    eleven = ["web-0", *(f"web-{i}" for i in range(1, 11))]
+    # The agent's first poll sees the Freeze; the next read of the events is the check's
+    # (no second poll comes within the interval).
+    scripted.on_gets(Answer(200), Answer(200, then=document(8, event(MINE, eleven,
+                                                                     kind="Redeploy"))))
+    policy = write_policy(tmp_path, SHORT_FREEZE)
+    proc, lines = start_agent(scripted.url, tmp_path, "--policy", str(policy),
+                              "--vm-name", "web-0", "--dry-run", "--interval", "300")
+    try:
+        said = json.loads(lines.until(agent_said("would", "approve"), 60, "the dry run"))
+    finally:
+        assert stop(proc) == 0
+    assert said["detail"].startswith(f"dry run: would be refused: event {MINE} changed "
+                                     "since it was shown (incarnation 7 -> 8): type: "
+                                     "Freeze -> Redeploy"), said
+    assert len(scripted.gets()) == 2 and scripted.posts() == []
+

@@ -6,7 +6,8 @@ must not approve the 900 s Reboot it became): one that no longer matches gets no
 now or later, and a person is told. A hook is run with the event in its environment; an
 approval goes through the one :class:`~setui.approval.Approver`, bound to the event as
 its rule last matched it, with the policy as the actor. A dry run makes the same checks
-(the approver's refusals, an earlier approval, a hook's owner) and says what it would do.
+(an earlier approval, :meth:`~setui.approval.Approver.check` bound as the approval would
+be, a claim, a hook's owner) and says what it would do.
 """
 
 from __future__ import annotations
@@ -132,12 +133,17 @@ class Acting(Telling):
         reason = await self._already(event_id)
         if reason is None:
             approver = self._approver(rule)
-            reason = approver.refusal(event_id, self.monitor.state.document,
-                                      allow_other_vms=rule.other_vms is True)
-            if reason is None and self.store is not None:
+            # What the real run's approve checks before it sends, the document read again
+            # and the store's integrity included, bound as it would be (the event as its
+            # rule last matched it, just now in _recheck); then what the claim would find.
+            [verdict] = await approver.check(
+                [event_id], self.monitor.state.document,
+                confirmed_as={event_id: self.matched[event_id]},
+                allow_other_vms=rule.other_vms is True)
+            reason = verdict.reason
+            if reason is None:
                 claim = await self._db(approver.claim, event_id)
-                reason = claim.describe() if claim is not None else \
-                    await self._db(self.store.approval_integrity)
+                reason = claim.describe() if claim is not None else None
         return "approve" if reason is None else f"be refused: {reason}"
 
     async def _already(self, event_id: str) -> str | None:
