@@ -5,9 +5,10 @@ every step the event is matched against its rule again (a rule decided on a 5 s 
 must not approve the 900 s Reboot it became): one that no longer matches gets no step
 now or later, and a person is told. A hook is run with the event in its environment; an
 approval goes through the one :class:`~setui.approval.Approver`, bound to the event as
-its rule last matched it, with the policy as the actor. A dry run makes the same checks
-(an earlier approval, :meth:`~setui.approval.Approver.check` bound as the approval would
-be, a claim, a hook's owner) and says what it would do.
+its rule last matched it, with the policy as the actor; one whose outcome is unknown (a
+POST may have arrived) is said, told and counted so, never as failed. A dry run makes the
+same checks (an earlier approval, :meth:`~setui.approval.Approver.check` bound as the
+approval would be, a claim, a hook's owner) and says what it would do.
 """
 
 from __future__ import annotations
@@ -24,8 +25,17 @@ from setui.agent.rules import mismatch
 from setui.agent.telling import Telling
 from setui.core.model import Event
 from setui.snapshot import Confirmed, changes_between, find_event
-from setui.store.agent import DONE, FAILED, INTERRUPTED, RUNNING, SKIPPED, UNMATCHED, Step
-from setui.store.records import AuditEntry, event_snapshot
+from setui.store.agent import (
+    DONE,
+    FAILED,
+    INTERRUPTED,
+    RUNNING,
+    SKIPPED,
+    UNKNOWN,
+    UNMATCHED,
+    Step,
+)
+from setui.store.records import APPROVED, AuditEntry, event_snapshot
 
 if TYPE_CHECKING:
     from setui.agent.metrics import AgentMetrics
@@ -237,14 +247,15 @@ class Acting(Telling):
             [event_id], self.monitor.state.document,
             confirmed_as={event_id: self.matched[event_id]},
             allow_other_vms=rule.other_vms is True))[0]
-        state = DONE if outcome.approved else FAILED
+        # A POST that may have arrived is neither approved nor failed: said so everywhere,
+        # and the event stays claimed (nothing is sent for it again without a person).
+        result = APPROVED if outcome.approved else UNKNOWN if outcome.unknown else FAILED
+        state = DONE if outcome.approved else result
         await self._set(event_id, "approve", rule, state, outcome.message)
         if self.metrics is not None:
-            kind = "approved" if outcome.approved else (
-                "refused" if outcome.refused else "failed")
+            kind = "refused" if outcome.refused else result
             self.metrics.approvals.labels(outcome=kind, actor_kind="policy").inc()
-        self._record("approved" if outcome.approved else "failed", event_id,
-                     rule=rule.name, step="approve", state=state,
+        self._record(result, event_id, rule=rule.name, step="approve", state=state,
                      detail=f"{outcome.message} (as {actor})")
         event = self.last_seen.get(event_id)
         if outcome.approved:
@@ -253,7 +264,8 @@ class Acting(Telling):
             if self.metrics is not None:
                 await self._refresh_approvals([event_id, *self._current_ids()])
         else:
-            self._notify(event, event_id, rule.name, "approval failed", outcome.message)
+            change = "approval outcome unknown" if result == UNKNOWN else "approval failed"
+            self._notify(event, event_id, rule.name, change, outcome.message)
 
     def _current_ids(self) -> list[str]:
         document = self.monitor.state.document

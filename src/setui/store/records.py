@@ -323,10 +323,12 @@ class VerifyResult:
         return self.problem
 
 
-# A step's states. "running" is also what a dead agent leaves behind.
-PLANNED, WAITING, RUNNING, DONE, FAILED, INTERRUPTED, SKIPPED = (
-    "planned", "waiting", "running", "done", "failed", "interrupted", "skipped")
-FINISHED = frozenset({DONE, FAILED, INTERRUPTED, SKIPPED})
+# A step's states. "running" is also what a dead agent leaves behind. A step that failed
+# is FAILED, and an approval whose POST may have arrived UNKNOWN: the words of what an
+# approval came to (above), which a step's state says in the same sense.
+PLANNED, WAITING, RUNNING, DONE, INTERRUPTED, SKIPPED = (
+    "planned", "waiting", "running", "done", "interrupted", "skipped")
+FINISHED = frozenset({DONE, FAILED, UNKNOWN, INTERRUPTED, SKIPPED})
 
 
 @dataclass(frozen=True)
