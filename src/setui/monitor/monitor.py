@@ -20,6 +20,7 @@ from setui.core.clock import ServiceClock, utc_now
 from setui.core.health import ConnectionState, Health, PollResult
 from setui.core.model import Document
 from setui.core.poller import Poller
+from setui.core.timefmt import utc_time
 from setui.core.tracker import Change, ChangeKind, Tracker
 from setui.monitor.recorder import Recorder
 from setui.monitor.state import MonitorState
@@ -190,7 +191,7 @@ def _approved_by(record: AuditRecord | None) -> str:
     """Who started an event early, as far as this VM's audit log can tell."""
     if record is None:
         return "approved by another VM or by Azure"
-    when = f"{record.time:%H:%M:%S} UTC"
+    when = f"{utc_time(record.time)} UTC"
     if record.result == APPROVED:
         return f"approved by {record.user} at {when}"
     return f"approval by {record.user} at {when}, outcome unknown: it may be what started it"
