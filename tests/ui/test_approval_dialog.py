@@ -5,6 +5,8 @@ accident, and an approval that keeps failing is visible, bounded and never lost.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,7 +14,9 @@ from textual import events
 from textual.widgets import Static
 
 from dashboard import (
+    IDENTITY,
     NARROW,
+    Dashboard,
     MakeDashboard,
     open_dialog,
     screen_text,
@@ -20,9 +24,15 @@ from dashboard import (
     start,
     table,
 )
+from scripted import Answer, Drop, ScriptedImds
+from scripted import document as scripted_document
+from scripted import event as scripted_event
+from setui.config import Config
 from setui.core.backoff import Backoff
+from setui.core.client import ImdsClient
 from setui.emulator.faults import Faults
-from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, DISMISSED, REFUSED
+from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, DISMISSED, REFUSED, Store
+from setui.ui.app import SetuiApp
 from setui.ui.screens.confirm import ConfirmationModal
 from setui.ui.screens.main import MainScreen
 from setui.ui.widgets.summary import EventSummary
@@ -342,3 +352,44 @@ def test_read_only_says_where_it_came_from(tmp_path: Any, monkeypatch: Any) -> N
     config.write_text("read-only = true\n", encoding="utf-8")
     monkeypatch.setenv("SETUI_CONFIG", str(config))
     assert why([]) == "read-only = true in the config file"
+
+
+@pytest.fixture
+def scripted_dashboard(tmp_path: Path, scripted: ScriptedImds) -> Iterator[Dashboard]:
+    """The dashboard against the scripted service, for a sequence the emulator cannot
+    make: a POST read and its connection dropped, then an answer to the retry."""
+    scripted.serve(scripted_document(7, scripted_event(MINE, ["web-0"])))
+    with Store.open_dir(tmp_path / "data") as store:
+        app = SetuiApp(client=ImdsClient(scripted.url, rate=50.0, burst=20,
+                                         backoff=Backoff(base=0.02, cap=0.05)),
+                       config=Config(endpoint=scripted.url, data_dir=tmp_path / "data",
+                                     interval=0.2, bell=True),
+                       store=store, identity=IDENTITY)
+        # No emulator and no manual clock: the scripted service answers in real time.
+        yield Dashboard(app, None, None, store, 0.0)  # type: ignore[arg-type]
+
+
+async def test_an_approval_that_may_have_arrived_is_shown_and_noticed_as_unknown(
+        scripted: ScriptedImds, scripted_dashboard: Dashboard) -> None:
+    """The first POST is read and its connection closed unanswered; the retry is
+    answered 400. Neither approved nor failed: the row says "? unknown" and the notice
+    line says the outcome is unknown, marked as a warning."""
+    d = scripted_dashboard
+    scripted.on_posts(Drop(), Answer(400))
+    async with d.app.run_test(size=NARROW) as pilot:
+        # The service's clock is the real one here: wait for its row, not a moment.
+        await d.wait_for(pilot, lambda: d.app.vm_name == "web-0"
+                         and table(d).select_key(MINE))
+        d.app.confirm_guard = 0.0
+        await open_dialog(d, pilot)
+        await pilot.press("y")
+        note = lambda: d.app.session.approvals.get(MINE)  # noqa: E731
+        await d.wait_for(pilot, lambda: note() is not None and not note().pending)
+        assert note().unknown and not note().approved
+        assert table(d).cell_text(MINE, "approved") == "? unknown"
+        said = next(n for n in d.notices() if n.startswith("Outcome unknown: "))
+        assert "try 1 of 2 may have reached the service" in said
+        # On the notice line, as a warning in words, not colour alone.
+        await d.wait_for(pilot, lambda: "! Outcome unknown: try 1 of 2 may have"
+                         in " ".join(screen_text(d).split()))
+    assert len(scripted.posts()) == 2

@@ -223,9 +223,10 @@ class Approvals:
                 text = (f"{said[:1].upper()}{said[1:]}. Azure may start it now, for every VM "
                         "it lists.")
                 self.notify(safe(text, 300), title="Approved", timeout=8, markup=False)
-            elif note.unknown:
-                self.notify(safe(note.message, 300), title="Outcome unknown",
-                            severity="warning", timeout=15, markup=False)
+            elif note.unknown:  # the title says it: the message need not say it twice
+                said = note.message.removeprefix("outcome unknown: ")
+                self.notify(safe(said, 300), title="Outcome unknown", severity="warning",
+                            timeout=15, markup=False)
             else:
                 self.notify(safe(note.message, 300), title="Not approved", severity="error",
                             timeout=15, markup=False)
