@@ -6,13 +6,14 @@ import functools
 import json
 import sqlite3
 from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from setui.approval import ApprovalOutcome, Approver
+from setui.approval import ApprovalOutcome, Approver, confirmed
 from setui.core.client import ApprovalResult, FetchResult, ImdsClient
 from setui.core.model import Document
 from setui.emulator.faults import Faults
@@ -281,7 +282,6 @@ def test_outcome_shape_is_the_agreed_one() -> None:
         "ask_again", "changes", "unknown"}
 
 
-
 async def test_check_is_a_dry_run_that_writes_and_sends_nothing(
         client: ImdsClient, store: Store, emulator: Emulator) -> None:
     """What approve would decide, for the agent's --dry-run: the same checks, the
@@ -298,3 +298,24 @@ async def test_check_is_a_dry_run_that_writes_and_sends_nothing(
     assert posts(emulator) == [] and store.audit() == []
     # The operator's read, and one more by the first check (the second refused before).
     assert len([r for r in emulator.requests if r.method == "GET"]) == 2
+
+
+async def test_a_send_held_back_for_other_vms_names_the_approvers_consent(
+        client: ImdsClient, store: Store) -> None:
+    """The still-as-shown rule (snapshot.difference) says what would accept an event of
+    other VMs in the approver's own words, as its refusal does: the agent's rule key, not
+    the command line's flag. Here the event was confirmed as it is (WestNO_1 too) while
+    the caller's document showed it for this VM alone: the re-read holds it back."""
+    document = await current(client)
+    seen = confirmed(document, EVENT_ID)
+    assert seen is not None
+    alone = replace(document, events=tuple(
+        replace(e, resources=("WestNO_0",)) for e in document.events))
+    words = "other_vms = true in the rule (rule r does not say it)"
+    agents = Approver(client, store, endpoint="http://imds", identity=WHO,
+                      vm_name="WestNO_0", consent=words)
+    [held] = await agents.check([EVENT_ID], alone, confirmed_as={EVENT_ID: seen})
+    assert held.reason == f"it also starts for 1 other VM: WestNO_1; it needs {words}"
+    plain = Approver(client, store, endpoint="http://imds", identity=WHO, vm_name="WestNO_0")
+    [held] = await plain.check([EVENT_ID], alone, confirmed_as={EVENT_ID: seen})
+    assert held.reason is not None and held.reason.endswith("it needs --allow-other-vms")
