@@ -14,9 +14,12 @@ from typing import Any
 import pytest
 
 from permissions import obey_permissions
+from scripted import scripted
 from setui.emulator.clock import ManualClock
 from setui.emulator.scenario import Scenario, load_scenario
 from setui.emulator.server import Emulator
+
+__all__ = ["scripted"]  # the scripted metadata service (tests/scripted.py), for every test
 
 
 @pytest.fixture(autouse=True)

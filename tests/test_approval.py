@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import sqlite3
 from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from setui.approval import ApprovalOutcome, Approver
+from setui.approval import ApprovalOutcome, Approver, confirmed
 from setui.core.client import ApprovalResult, FetchResult, ImdsClient
 from setui.core.model import Document
 from setui.emulator.faults import Faults
@@ -113,6 +113,8 @@ class SpyClient:
         self.real = real
         self.path = path
         self.api_version = real.api_version
+        self.timeout = real.timeout
+        self.approval_retry = real.approval_retry
         self.seen_before_post: list[tuple[str, str]] = []
 
     async def fetch(self) -> FetchResult:
@@ -236,42 +238,13 @@ async def test_cancel_is_recorded(client: ImdsClient, store: Store,
     assert posts(emulator) == []
 
 
-class HangingClient:
-    """A POST that never comes back; ``posting`` is set once it is under way."""
-
-    api_version = "2020-07-01"
-
-    def __init__(self, real: ImdsClient) -> None:
-        self.posting = asyncio.Event()
-        self.fetch = real.fetch
-
-    async def approve(self, event_ids: Sequence[str], *, incarnation: int | None = None,
-                      **_: Any) -> ApprovalResult:
-        self.posting.set()
-        await asyncio.Event().wait()  # never set
-        raise AssertionError("unreachable")
-
-
-async def test_interrupted_mid_post_says_the_outcome_is_unknown(
-        client: ImdsClient, store: Store) -> None:
-    document = await current(client)
-    hanging = HangingClient(client)
-    task = asyncio.ensure_future(approver(hanging, store).approve([EVENT_ID], document))
-    await asyncio.wait_for(hanging.posting.wait(), timeout=30)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    outcome, attempt = store.audit()
-    assert outcome.attempt_seq == attempt.seq
-    assert "may or may not have arrived" in (outcome.error or "")
-    assert store.verify_audit().ok
-
-
 class BrokenClient:
     api_version = "2020-07-01"
 
     def __init__(self, real: ImdsClient) -> None:
         self.fetch = real.fetch
+        self.timeout = real.timeout
+        self.approval_retry = real.approval_retry
 
     async def approve(self, event_ids: Sequence[str], *, incarnation: int | None = None,
                       **_: Any) -> ApprovalResult:
@@ -280,10 +253,14 @@ class BrokenClient:
 
 async def test_an_unexpected_error_is_an_outcome_not_a_crash(client: ImdsClient,
                                                              store: Store) -> None:
+    """Nobody knows what left before setui's own failure: the outcome is unknown."""
     [outcome] = await approver(BrokenClient(client), store).approve([EVENT_ID],
                                                               await current(client))
-    assert not outcome.approved and "RuntimeError: boom" in outcome.message
-    assert store.audit()[0].error == "RuntimeError: boom"
+    assert not outcome.approved and outcome.unknown
+    assert "RuntimeError: boom" in outcome.message
+    record = store.audit()[0]
+    assert "RuntimeError: boom" in (record.error or "")
+    assert record.details["outcome"] == "unknown" and record.details["ending"] == "failed"
 
 
 def test_identity_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -302,5 +279,43 @@ def test_identity_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_outcome_shape_is_the_agreed_one() -> None:
     assert set(ApprovalOutcome.__dataclass_fields__) == {
         "event_id", "approved", "refused", "status", "message", "latency", "record_seq",
-        "ask_again", "changes"}
+        "ask_again", "changes", "unknown"}
 
+
+async def test_check_is_a_dry_run_that_writes_and_sends_nothing(
+        client: ImdsClient, store: Store, emulator: Emulator) -> None:
+    """What approve would decide, for the agent's --dry-run: the same checks, the
+    document read once more, and nothing recorded or posted."""
+    document = await current(client)
+    who = approver(client, store)
+    [ready, unknown] = await who.check([EVENT_ID, "NOT-AN-EVENT"], document,
+                                       allow_other_vms=True)
+    assert ready.reason is None and ready.seen is not None
+    assert ready.seen.snapshot["EventType"] == "Freeze"
+    assert unknown.reason is not None and "is not in the current document" in unknown.reason
+    [beyond] = await who.check([EVENT_ID], document)  # WestNO_1 too, not allowed
+    assert beyond.reason is not None and "add --allow-other-vms" in beyond.reason
+    assert posts(emulator) == [] and store.audit() == []
+    # The operator's read, and one more by the first check (the second refused before).
+    assert len([r for r in emulator.requests if r.method == "GET"]) == 2
+
+
+async def test_a_send_held_back_for_other_vms_names_the_approvers_consent(
+        client: ImdsClient, store: Store) -> None:
+    """The still-as-shown rule (snapshot.difference) says what would accept an event of
+    other VMs in the approver's own words, as its refusal does: the agent's rule key, not
+    the command line's flag. Here the event was confirmed as it is (WestNO_1 too) while
+    the caller's document showed it for this VM alone: the re-read holds it back."""
+    document = await current(client)
+    seen = confirmed(document, EVENT_ID)
+    assert seen is not None
+    alone = replace(document, events=tuple(
+        replace(e, resources=("WestNO_0",)) for e in document.events))
+    words = "other_vms = true in the rule (rule r does not say it)"
+    agents = Approver(client, store, endpoint="http://imds", identity=WHO,
+                      vm_name="WestNO_0", consent=words)
+    [held] = await agents.check([EVENT_ID], alone, confirmed_as={EVENT_ID: seen})
+    assert held.reason == f"it also starts for 1 other VM: WestNO_1; it needs {words}"
+    plain = Approver(client, store, endpoint="http://imds", identity=WHO, vm_name="WestNO_0")
+    [held] = await plain.check([EVENT_ID], alone, confirmed_as={EVENT_ID: seen})
+    assert held.reason is not None and held.reason.endswith("it needs --allow-other-vms")

@@ -1,4 +1,4 @@
-"""The one path to an approval, for ``setui approve`` and the dashboard alike.
+"""The one path to an approval, for ``setui approve``, the dashboard and the agent alike.
 
 Approving starts maintenance, for every VM in the event's Resources: it is setui's one
 destructive action. So the order is fixed: refuse what must not be approved (and record
@@ -6,33 +6,47 @@ the refusal), commit an attempt record to the audit log, and only then POST; aft
 append the outcome. If the attempt cannot be committed, nothing is sent.
 
 What is approved is what the operator was shown: the confirmation binds to a snapshot of
-the event (:class:`Confirmed`), and the document is read once more just before the POST.
-An event that changed, started, left or is no longer alone under its EventId is refused,
-with what changed field by field. The attempt record is appended only if no earlier
-approval of the event (by any process on this VM) claims it, in the same transaction
-(store.claims). While the service fails, the POST is retried only while the event is
-still Scheduled, present and before its NotBefore, and each try is reported.
+the event (:class:`Confirmed`), and every send is held against it, the first and each
+retry alike: just before it the document is read once more (a real GET), and an event
+that changed, started, left or is no longer alone under its EventId is not sent for,
+with what changed field by field (:func:`setui.snapshot.difference`, the one home of
+that rule). Before the first send that is a refusal; before a retry it ends the tries, and
+the outcome says how (``details.ending``). The attempt record is appended only if no
+earlier approval of the event (by any process on this VM) claims it, in the same
+transaction (store.claims). While the service fails, the POST is tried again as the
+service asks (:meth:`ImdsClient.approval_retry`) for up to 70 s, never past NotBefore.
+
+What an approval came to is told as far as it is known (setui.tries): approved,
+failed, or unknown when a try may have arrived and no answer says what became of it
+(a timeout, a connection lost after the request left, an interruption mid-request). An
+unknown approval keeps its claim: nothing is sent for it again without ``again``.
+
+:meth:`Approver.check` makes every check made before the first send, and writes and
+sends nothing: a dry run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from setui.core.backoff import APPROVAL_DEADLINE
 from setui.core.clock import utc_now
-from setui.core.errors import ImdsError
+from setui.core.errors import BadDocument, ImdsError
 from setui.core.model import Document, parse_not_before
 from setui.identity import Identity
-from setui.outcome import ApprovalOutcome, Progress
+from setui.outcome import HELD, ApprovalOutcome, Progress
 from setui.snapshot import (
     Confirmed,
+    Difference,
     changes_between,
     confirmed,
+    difference,
     find_event,
     other_vms,
     repeated,
@@ -40,23 +54,47 @@ from setui.snapshot import (
 from setui.store import (
     APPROVE_ATTEMPT,
     APPROVE_OUTCOME,
+    APPROVED,
     DISMISSED,
+    FAILED,
     REFUSED,
+    UNKNOWN,
     AuditEntry,
-    AuditRecord,
     Store,
     StoreError,
     event_snapshot,
 )
 from setui.store.claims import AlreadyClaimed, Claim
-from setui.textsafe import printable
+from setui.tries import Tries, unread
 
 if TYPE_CHECKING:
     from setui.core.client import ImdsClient
 
 # The outcome's values and the snapshot's rules, re-exported: callers import them from here.
-__all__ = ["ApprovalOutcome", "Approver", "Confirmed", "Progress", "changes_between",
-           "confirmed", "find_event", "other_vms", "repeated"]
+__all__ = ["ApprovalOutcome", "Approver", "Confirmed", "Progress", "Verdict",
+           "changes_between", "confirmed", "find_event", "other_vms", "repeated"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the checks before a send say of one EventId: ``reason`` None, it may go."""
+
+    event_id: str
+    reason: str | None
+    seen: Confirmed | None = None  # the snapshot it is held against: what would be approved
+    changes: tuple[str, ...] = ()  # what changed since, field by field
+    document: Document | None = None  # the document it was judged by
+
+
+@dataclass(frozen=True)
+class _End:
+    """How the tries of an approval ended (its ``details.ending``), why the last try was
+    the last in words ("" when its own failure says it all), and the events whose
+    difference ended them."""
+
+    ending: str
+    why: str = ""
+    differs: Mapping[str, Difference] = field(default_factory=dict)
 
 
 def _ms(seconds: float | None) -> str:
@@ -70,7 +108,8 @@ class Approver:
                  identity: Identity | None = None, read_only: bool = False,
                  store_problem: str | None = None, vm_name: str | None = None,
                  wall: Callable[[], datetime] = utc_now,
-                 details: dict[str, Any] | None = None, consent: str | None = None) -> None:
+                 details: dict[str, Any] | None = None, consent: str | None = None,
+                 deadline: float = APPROVAL_DEADLINE) -> None:
         self.client = client
         self.store = store
         self.endpoint = endpoint
@@ -86,9 +125,10 @@ class Approver:
         self.consent = consent
         # The last failure to write the audit log, for callers that show or act on it.
         self.store_error: str | None = None
-        # The document read just before the last POST (or refusal): what an operator
+        # The document read just before the last send (or refusal): what an operator
         # asked again is shown.
         self.last_read: Document | None = None
+        self.deadline = deadline  # seconds an approval is tried for, from its first try
 
     # -- checks ---------------------------------------------------------------------------
     def refusal(self, event_id: str, document: Document | None, *,
@@ -188,26 +228,26 @@ class Approver:
         except StoreError:
             return None  # cannot tell here; the approval itself checks again, or refuses
 
-    # -- the approval ---------------------------------------------------------------------
-    async def approve(self, event_ids: Sequence[str], document: Document | None, *,
-                      confirmed_as: Mapping[str, Confirmed] | None = None,
-                      allow_other_vms: bool = False, again: bool = False,
-                      progress: Callable[[Progress], None] | None = None,
-                      current: Callable[[], Document | None] | None = None,
-                      ) -> list[ApprovalOutcome]:
-        """Refuse, re-read the document, record, POST once for all the rest, record the
-        outcomes.
+    # -- the checks before a send ----------------------------------------------------------
+    async def check(self, event_ids: Sequence[str], document: Document | None, *,
+                    confirmed_as: Mapping[str, Confirmed] | None = None,
+                    allow_other_vms: bool = False) -> list[Verdict]:
+        """What :meth:`approve` would decide about each id now, writing and sending
+        nothing (a dry run): the refusals, the document read once more, each event held
+        against what was confirmed, and the store's own check. Whether an earlier
+        approval claims the event is settled only as the attempt is written; :meth:`claim`
+        tells of one."""
+        verdicts, damaged = await self._judge(list(dict.fromkeys(event_ids)), document,
+                                              confirmed_as, allow_other_vms)
+        if damaged is None:
+            return verdicts
+        return [v if v.reason is not None else replace(v, reason=damaged) for v in verdicts]
 
-        ``allow_other_vms``: the operator explicitly accepted that the event reaches
-        beyond this VM (typed "yes", or --allow-other-vms); otherwise such an event is
-        refused. ``confirmed_as``: the snapshots the operator confirmed (default: the events as in
-        ``document``); the document is read once more just before the POST and any
-        difference refuses. ``again``: approve even what an earlier approval claims.
-        ``progress`` hears of each failed try; ``current`` gives the newest document
-        known (the dashboard's), to stop retrying once the event started or left.
-        """
-        ids = list(dict.fromkeys(event_ids))
-        results: dict[str, ApprovalOutcome] = {}
+    async def _judge(self, ids: list[str], document: Document | None,
+                     confirmed_as: Mapping[str, Confirmed] | None, allow_other_vms: bool,
+                     ) -> tuple[list[Verdict], str | None]:
+        """Each id's verdict, and why the store may take no approval (None: it may)."""
+        verdicts: dict[str, Verdict] = {}
         going: list[str] = []
         resolved: set[str] = set()
         for event_id in ids:
@@ -221,13 +261,10 @@ class Approver:
                     resolved.add(event.event_id)
                     going.append(event_id)
                     continue
-            # On a thread: SQLite may wait for another writer, and the caller's loop
-            # (the dashboard's) must not.
-            refused = await asyncio.to_thread(self.record_refusal, [event_id], document, reason)
-            results[event_id] = refused[0]
+            verdicts[event_id] = Verdict(event_id, reason, document=document)
+        damaged: str | None = None
         if going:
             assert document is not None and self.store is not None
-            shown = {i: (confirmed_as or {}).get(i) or confirmed(document, i) for i in going}
             # The store's check (on a thread) while the document is read again: both stand
             # between the operator's key and the POST, neither needs the other.
             # Handed to the executor now, not a loop turn later as to_thread would.
@@ -237,70 +274,80 @@ class Approver:
                 latest, problem = await self._reread()
             finally:
                 damaged = await checking
-            ready: dict[str, Confirmed] = {}
             for event_id in going:
-                seen = shown[event_id]
+                seen = (confirmed_as or {}).get(event_id) or confirmed(document, event_id)
                 assert seen is not None
-                why, changes = self._still_as_shown(seen, latest, problem, allow_other_vms)
-                if why is None:
-                    ready[event_id] = seen
+                if latest is None:
+                    verdicts[event_id] = Verdict(event_id, f"{unread(problem)}, so nothing "
+                                                 "was sent", seen, document=document)
                     continue
-                results[event_id] = (await asyncio.to_thread(partial(
-                    self.record_refusal, [event_id], latest or document, why,
-                    ask_again=bool(changes), changes=changes, seen=seen)))[0]
-            if ready:
-                for outcome in await self._post(ready, self.store, again, progress, current,
-                                                damaged):
-                    results[outcome.event_id] = outcome
-        return [results[i] for i in ids]
+                differs = self._difference(seen, latest, allow_other_vms)
+                verdicts[event_id] = Verdict(event_id, None, seen, document=latest) \
+                    if differs is None else Verdict(event_id, differs.reason, seen,
+                                                    differs.changes, latest)
+        return [verdicts[i] for i in ids], damaged
 
-    async def _reread(self) -> tuple[Document | None, str | None]:
-        """The document as the service has it now: one GET, never a cached 304."""
+    def _difference(self, seen: Confirmed, latest: Document,
+                    allow_other_vms: bool) -> Difference | None:
+        """Why ``seen`` may not be sent for as ``latest`` has it, in this approver's
+        words for the consent an event beyond this VM needs."""
+        return difference(seen, latest, vm_name=self.vm_name,
+                          allow_other_vms=allow_other_vms, consent=self.consent)
+
+    async def _reread(self) -> tuple[Document | None, ImdsError | None]:
+        """The document as the service has it now: one GET, never a cached 304; or why
+        it could not be read."""
         forget = getattr(self.client, "forget_etag", None)
         if forget is not None:
             forget()
         try:
             document = (await self.client.fetch()).document
         except ImdsError as exc:
-            return None, exc.message or str(exc)
+            return None, exc
         if document is None:
-            return None, "the service answered without a document"
+            return None, BadDocument("the service answered without a document")
         self.last_read = document
         return document, None
 
-    def _still_as_shown(self, seen: Confirmed, latest: Document | None, problem: str | None,
-                        allow_other_vms: bool) -> tuple[str | None, list[str]]:
-        """Why the event may not be approved as confirmed, and what changed, if it may not."""
-        if latest is None:
-            return (f"the document could not be read again just before sending "
-                    f"({printable(problem, 200)}), so nothing was sent"), []
-        count = repeated(latest, seen.event_id)
-        if count == 0:
-            return (f"event {seen.event_id} left the document (incarnation "
-                    f"{latest.incarnation}) since it was shown: it may have started and "
-                    "ended, or been cancelled"), []
-        event = find_event(latest, seen.event_id)
-        assert event is not None
-        now = event_snapshot(event)
-        changes = changes_between(seen.snapshot, now)
-        if count > 1:
-            return (f"EventId {seen.event_id} now appears {count} times in the document "
-                    f"(incarnation {latest.incarnation})"), changes
-        if changes:
-            return (f"event {seen.event_id} changed since it was shown (incarnation "
-                    f"{seen.incarnation} -> {latest.incarnation}): " + "; ".join(changes),
-                    changes)
-        if event.is_started:
-            return f"event {seen.event_id} has already started", []
-        if not allow_other_vms:
-            beyond = other_vms(event, self.vm_name)
-            if beyond is not None:
-                return f"{beyond}; it needs {self.consent or '--allow-other-vms'}", []
-        return None, []
+    # -- the approval ---------------------------------------------------------------------
+    async def approve(self, event_ids: Sequence[str], document: Document | None, *,
+                      confirmed_as: Mapping[str, Confirmed] | None = None,
+                      allow_other_vms: bool = False, again: bool = False,
+                      progress: Callable[[Progress], None] | None = None,
+                      ) -> list[ApprovalOutcome]:
+        """Check (as :meth:`check`), record, POST once for all that may go, check again
+        before each retry, record the outcomes.
+
+        ``allow_other_vms``: the operator explicitly accepted that the event reaches
+        beyond this VM (typed "yes", or --allow-other-vms); otherwise such an event is
+        refused. ``confirmed_as``: the snapshots the operator confirmed (default: the
+        events as in ``document``). ``again``: approve even what an earlier approval
+        claims. ``progress`` hears of each failed try before the wait for the next.
+        """
+        ids = list(dict.fromkeys(event_ids))
+        verdicts, damaged = await self._judge(ids, document, confirmed_as, allow_other_vms)
+        results: dict[str, ApprovalOutcome] = {}
+        ready: dict[str, Confirmed] = {}
+        for verdict in verdicts:
+            if verdict.reason is None:
+                assert verdict.seen is not None
+                ready[verdict.event_id] = verdict.seen
+                continue
+            # On a thread: SQLite may wait for another writer, and the caller's loop
+            # (the dashboard's) must not.
+            results[verdict.event_id] = (await asyncio.to_thread(partial(
+                self.record_refusal, [verdict.event_id], verdict.document, verdict.reason,
+                ask_again=bool(verdict.changes), changes=verdict.changes,
+                seen=verdict.seen)))[0]
+        if ready:
+            assert self.store is not None
+            for outcome in await self._post(ready, self.store, again, allow_other_vms,
+                                            progress, damaged):
+                results[outcome.event_id] = outcome
+        return [results[i] for i in ids]
 
     async def _post(self, ready: Mapping[str, Confirmed], store: Store, again: bool,
-                    progress: Callable[[Progress], None] | None,
-                    current: Callable[[], Document | None] | None,
+                    allow_other_vms: bool, progress: Callable[[Progress], None] | None,
                     damaged: str | None) -> list[ApprovalOutcome]:
         """``damaged``: why the store may take no approval (its check, just made), or None."""
         ids = list(ready)
@@ -329,42 +376,109 @@ class Approver:
             return [ApprovalOutcome(i, False, True, None, f"refused: {reason}", None, None)
                     for i in ids]
 
-        def outcome(i: str, attempt: AuditRecord, **fields: Any) -> AuditEntry:
-            return self._entry(APPROVE_OUTCOME, i, None, snapshot=ready[i].snapshot,
-                               incarnation=ready[i].incarnation, attempt_seq=attempt.seq,
-                               **fields)
+        def outcomes(end: _End) -> list[AuditEntry]:
+            error, status = tries.told(end.why), tries.recorded_status()
+            details = tries.details(end.ending)
+            if tries.result() != APPROVED:
+                details["kind"] = tries.log[-1].get("kind", "held")
+            return [self._entry(APPROVE_OUTCOME, i, None, snapshot=ready[i].snapshot,
+                                incarnation=ready[i].incarnation, attempt_seq=attempt.seq,
+                                status=status, error=error, latency=tries.latency,
+                                details=details)
+                    for i, attempt in zip(ids, attempts, strict=True)]
 
-        started = time.monotonic()
+        tries = Tries()
         try:
-            status, error, latency, extra = await self._send(
-                wire_ids, incarnation, self._retrying(ready, progress, current))
+            end = await self._tries(ready, wire_ids, incarnation, allow_other_vms, progress,
+                                    tries)
         except asyncio.CancelledError:
-            # Stopped mid-request: it may or may not have reached the service. Say so in
-            # the log (best effort), then let the cancellation go on.
-            with contextlib.suppress(StoreError):  # on this thread: being cancelled
-                store.audit_extend([outcome(
-                    i, a, error="interrupted before the service answered: the request may "
-                                "or may not have arrived", latency=time.monotonic() - started,
-                    details={"ending": "interrupted"})
-                    for i, a in zip(ids, attempts, strict=True)])
+            # Stopped from outside: say in the log what became of it (best effort, on
+            # this thread: being cancelled), then let the cancellation go on.
+            tries.interrupted()
+            stopped = _End("interrupted", f"interrupted after {tries.said()}")
+            with contextlib.suppress(StoreError):
+                store.audit_extend(outcomes(stopped))
             raise
-        approved = error is None
         try:
-            outcomes = await asyncio.to_thread(store.audit_extend, [
-                outcome(i, a, status=status, error=error, latency=latency, details=extra)
-                for i, a in zip(ids, attempts, strict=True)])
-            seqs = [o.seq for o in outcomes]
+            seqs = [o.seq for o in await asyncio.to_thread(store.audit_extend, outcomes(end))]
             note = ""
         except StoreError as exc:
             self.store_error = str(exc)
             seqs = [a.seq for a in attempts]
             note = f" (the outcome could not be added to the audit log: {exc})"
-        if approved:
-            message = f"approved: the service answered HTTP {status}{_ms(latency)}"
+        result = tries.result()
+        if result == APPROVED:
+            message = f"approved: the service answered HTTP {tries.status}" \
+                      f"{_ms(tries.latency)}" + (f", at try {tries.count}"
+                                                 if tries.count > 1 else "")
         else:
-            message = f"not approved: {error}"
-        return [ApprovalOutcome(i, approved, False, status, message + note, latency, seq)
-                for i, seq in zip(ids, seqs, strict=True)]
+            told = tries.told(end.why)
+            message = (told or "") if result == UNKNOWN else f"not approved: {told}"
+        return [ApprovalOutcome(i, result == APPROVED, False, tries.recorded_status(),
+                                message + note, tries.latency, seq,
+                                ask_again=bool(changes), changes=changes,
+                                unknown=result == UNKNOWN)
+                for i, seq in zip(ids, seqs, strict=True)
+                for changes in [end.differs[i].changes if i in end.differs else ()]]
+
+    async def _tries(self, ready: Mapping[str, Confirmed], wire_ids: list[str],
+                     incarnation: int, allow_other_vms: bool,
+                     progress: Callable[[Progress], None] | None, tries: Tries) -> _End:
+        """Send; while the service asks for another try, wait, check as before the first
+        send, and send again. Every failure is an outcome: raises only CancelledError."""
+        while True:
+            error: ImdsError | None = None
+            if tries.count:  # a retry: a new send, checked as the first was
+                latest, error = await self._reread()
+                if latest is None:
+                    tries.held(f"not sent: {unread(error)}")
+                else:
+                    differs = {i: d for i, seen in ready.items() if (d := self._difference(
+                        seen, latest, allow_other_vms)) is not None}
+                    if differs:
+                        first = next(iter(differs.values()))
+                        return _End(first.kind, f"stopped after {tries.said()}: "
+                                    f"{first.reason}; nothing more was sent", differs)
+            if error is None:
+                timeout = min(self.client.timeout, max(self.deadline - tries.elapsed, 0.05))
+                tries.sending()
+                try:
+                    answer = await self.client.approve(wire_ids, incarnation=incarnation,
+                                                       timeout=timeout)
+                except ImdsError as exc:
+                    tries.failed(exc)
+                    error = exc
+                except Exception as exc:  # a bug or an unexpected library error: recorded
+                    tries.failed(exc)
+                    return _End(FAILED)
+                else:
+                    tries.accepted(answer.status, answer.latency)
+                    return _End(APPROVED)
+            wait = self.client.approval_retry(tries.count, error)
+            if wait is None:
+                return _End(FAILED if tries.log[-1].get("held") is None else "unverified")
+            if tries.elapsed + wait > self.deadline:
+                return _End("gave-up", f"gave up after {tries.said()}")
+            if progress is not None:
+                # A held try sent nothing: the failed read is why, not an answer to a POST.
+                held = tries.log[-1].get("held")
+                for seen in ready.values():
+                    progress(Progress(seen.event_id, tries.count,
+                                      held or error.message or str(error), wait,
+                                      None if held else error.status,
+                                      HELD if held else error.kind))
+            if (why := self._past_not_before(ready, wait)) is not None:
+                return _End("stopped", f"stopped after {tries.said()}: {why}")
+            await asyncio.sleep(wait)
+
+    def _past_not_before(self, ready: Mapping[str, Confirmed], wait: float) -> str | None:
+        """Why another try would be pointless: NotBefore passes before it (Azure starts
+        the event by itself then)."""
+        for seen in ready.values():
+            not_before = parse_not_before(str(seen.snapshot.get("NotBefore") or ""))
+            if not_before is not None and self.wall() + timedelta(seconds=wait) >= not_before:
+                return "its NotBefore passes before the next try: Azure starts it then anyway"
+        return None
 
     def _claimed(self, event_id: str, seen: Confirmed, exc: AlreadyClaimed) -> ApprovalOutcome:
         """An earlier approval claims the event: refused, recorded, and worth asking again."""
@@ -382,57 +496,3 @@ class Approver:
         return ApprovalOutcome(event_id, False, True, None, f"refused: {reason}", None, seq,
                                ask_again=True)
 
-    def _retrying(self, ready: Mapping[str, Confirmed],
-                  progress: Callable[[Progress], None] | None,
-                  current: Callable[[], Document | None] | None,
-                  ) -> Callable[[int, ImdsError, float], str | None]:
-        """The client's hook between tries: report, and say when to stop trying."""
-
-        def on_retry(attempt: int, error: ImdsError, wait: float) -> str | None:
-            for seen in ready.values():
-                if progress is not None:
-                    progress(Progress(seen.event_id, attempt, error.message or str(error),
-                                      wait, error.status, error.kind))
-            for seen in ready.values():
-                why = self._stop_reason(seen, current() if current is not None else None,
-                                        wait)
-                if why is not None:
-                    return why
-            return None
-
-        return on_retry
-
-    def _stop_reason(self, seen: Confirmed, document: Document | None,
-                     wait: float) -> str | None:
-        """Why another try would be pointless or wrong: the event started, left, or its
-        NotBefore passes before the next try (Azure starts it by itself then)."""
-        if document is not None:
-            event = find_event(document, seen.event_id)
-            if event is None:
-                return "the event left the document"
-            if event.is_started:
-                return "the event has started"
-        not_before = parse_not_before(str(seen.snapshot.get("NotBefore") or ""))
-        if not_before is not None and self.wall() + timedelta(seconds=wait) >= not_before:
-            return "its NotBefore passes before the next try: Azure starts it then anyway"
-        return None
-
-    async def _send(self, ids: list[str], incarnation: int,
-                    on_retry: Callable[[int, ImdsError, float], str | None],
-                    ) -> tuple[int | None, str | None, float | None, dict[str, Any]]:
-        """POST; (status, error or None, latency, details with the ending). Raises only
-        CancelledError: every failure is an outcome to record."""
-        started = time.monotonic()
-        try:
-            result = await self.client.approve(ids, incarnation=incarnation,
-                                               on_retry=on_retry)
-        except ImdsError as exc:
-            ending = getattr(exc, "ending", None) or "failed"
-            return exc.status, exc.message or str(exc), time.monotonic() - started, {
-                "kind": exc.kind, "ending": ending}
-        except Exception as exc:  # a bug or an unexpected library error: record, not crash
-            return None, f"{type(exc).__name__}: {exc}", time.monotonic() - started, {
-                "ending": "failed"}
-        return result.status, None, result.latency, {
-            "attempts": result.attempts, "elapsed_ms": round(result.elapsed * 1000, 1),
-            "ending": "approved"}

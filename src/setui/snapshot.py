@@ -2,8 +2,10 @@
 
 One home for the rules every front end asks before and after a confirmation: which
 event an id names in a document, whether the id is listed more than once, whether the
-event reaches beyond this VM (then it needs an explicit yes), and what changed between
-the snapshot confirmed and the event as it is now, field by field, in words.
+event reaches beyond this VM (then it needs an explicit yes), what changed between the
+snapshot confirmed and the event as it is now, field by field, in words, and whether it
+is still as shown (:func:`difference`): asked before every send of an approval, the
+first and each retry.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from setui.core.model import Document, Event, is_this_vm
 from setui.store.records import event_snapshot
 from setui.textsafe import printable, some_names
 
-__all__ = ["Confirmed", "changes_between", "confirmed", "find_event", "other_vms",
-           "repeated"]
+__all__ = ["Confirmed", "Difference", "changes_between", "confirmed", "difference",
+           "find_event", "other_vms", "repeated"]
 
 # The fields an operator confirms, in the order a change is told.
 _FIELDS = (("EventType", "type"), ("EventStatus", "status"), ("Resources", "resources"),
@@ -91,3 +93,48 @@ def changes_between(before: Mapping[str, Any], after: Mapping[str, Any]) -> list
     """What differs between two snapshots, field by field, in words."""
     return [f"{label}: {_value(key, before.get(key))} -> {_value(key, after.get(key))}"
             for key, label in _FIELDS if before.get(key) != after.get(key)]
+
+
+@dataclass(frozen=True)
+class Difference:
+    """Why an event is not as the operator confirmed it. ``kind`` names it (it is how a
+    retry's tries end in the record): changed, started, left, repeated, other-vms."""
+
+    kind: str
+    reason: str
+    changes: tuple[str, ...] = ()  # field by field, when fields changed
+
+
+def difference(seen: Confirmed, latest: Document, *, vm_name: str | None,
+               allow_other_vms: bool, consent: str | None = None) -> Difference | None:
+    """Why the event confirmed as ``seen`` may not be approved as it stands in
+    ``latest``: it left, its EventId is no longer alone, a field changed, it started,
+    or it reaches beyond this VM unallowed. None when it is still as shown.
+    ``consent``: what accepts an event that reaches other VMs, in the approver's words
+    (default: the command line's --allow-other-vms)."""
+    count = repeated(latest, seen.event_id)
+    if count == 0:
+        return Difference("left", f"event {seen.event_id} left the document (incarnation "
+                                  f"{latest.incarnation}) since it was shown: it may have "
+                                  "started and ended, or been cancelled")
+    event = find_event(latest, seen.event_id)
+    assert event is not None
+    changes = tuple(changes_between(seen.snapshot, event_snapshot(event)))
+    if count > 1:
+        return Difference("repeated", f"EventId {seen.event_id} now appears {count} times in "
+                                      f"the document (incarnation {latest.incarnation})",
+                          changes)
+    since = f"since it was shown (incarnation {seen.incarnation} -> {latest.incarnation})"
+    if event.is_started:
+        return Difference("started", f"event {seen.event_id} has started {since}: "
+                          + "; ".join(changes) if changes else
+                          f"event {seen.event_id} has already started", changes)
+    if changes:
+        return Difference("changed", f"event {seen.event_id} changed {since}: "
+                          + "; ".join(changes), changes)
+    if not allow_other_vms:
+        beyond = other_vms(event, vm_name)
+        if beyond is not None:
+            return Difference("other-vms",
+                              f"{beyond}; it needs {consent or '--allow-other-vms'}")
+    return None

@@ -181,6 +181,10 @@ def test_the_other_values_read_back_as_they_were() -> None:
     outcome = ApprovalOutcome("E1", False, True, None, "refused: changed", None, 7,
                               ask_again=True, changes=("NotBefore: a -> b",))
     assert decode_outcome(_through_wire(encode_outcome(outcome))) == outcome
+    # A try may have arrived: neither approved nor failed, and it must reach a client so.
+    unknown = ApprovalOutcome("E1", False, False, None, "outcome unknown: try 1 of 1 may "
+                              "have reached the service (timed out)", 0.5, 8, unknown=True)
+    assert decode_outcome(_through_wire(encode_outcome(unknown))) == unknown
     progress = Progress("E1", 2, "HTTP 503", 1.5, 503, "server")
     assert decode_progress(_through_wire(encode_progress(progress))) == progress
     plan = Plan((Step("E1", "prepare", "drain", "running", "prepare 'drain'", T0, T0),),

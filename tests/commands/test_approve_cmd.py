@@ -204,9 +204,9 @@ def test_document_changed_while_deciding_is_refused(emulator: Emulator, clock: M
     rest, err = proc.communicate("yes\n", timeout=30)
     out = shown + rest
     assert proc.returncode == 1, out + err
-    assert "changed since it was shown (incarnation 2 -> 3)" in out
+    assert "has started since it was shown (incarnation 2 -> 3)" in out
     assert "status: Scheduled -> Started" in out
-    assert "Nothing was sent for the events above" in out
+    assert "The events above were not approved as confirmed" in out
     assert "has already started" in out  # shown again as it is now: nothing to ask
     assert posts(emulator) == []
     assert [r.action for r in audit(data_dir)] == ["refused", "refused"]

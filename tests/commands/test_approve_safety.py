@@ -121,7 +121,7 @@ def test_six_concurrent_approvals_post_at_most_once(emulator: Emulator,
     assert len(posts(emulator)) <= 1 and len(approved) == len(posts(emulator)) == 1, results
     for code, out, _err in results:
         if code != 0:
-            assert "already approved by" in out or "already sent by" in out, out
+            assert "already approved by" in out or "may already have been sent by" in out, out
     records = audit(data_dir)
     assert [r.action for r in records].count("approve-attempt") == 1
     assert [r.action for r in records].count("refused") == 5
@@ -164,7 +164,8 @@ def test_a_prefix_posts_the_full_id_and_events_lists_it(emulator: Emulator,
     assert sorted(first) == sorted([
         "event_id", "event_type", "status", "not_before", "seconds_to_not_before", "this_vm",
         "resources", "source", "duration", "description", "approved_by", "approved_at",
-        "approved_record"])
+        "approved_record", "approval_outcome"])
+    assert first["approval_outcome"] == "approved"
     table = setui(emulator, "events", data_dir=data_dir)
     assert table.returncode == 0 and MINE in table.stdout and OTHER in table.stdout
     assert "web-0 (this VM), web-1" in table.stdout

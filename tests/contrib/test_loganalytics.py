@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from children import SETUI
+from scripted import Drop, ScriptedImds, document, event
 from setui.auditforward import rfc5424
 from setui.emulator.scenario import load_scenario
 from setui.emulator.server import Emulator
@@ -67,12 +68,23 @@ def journal_lines(tmp_path: Path) -> tuple[list[str], str, list[str]]:
         {"id": E4, "type": "Redeploy", "at": 2, "notice": "2d", "duration": -1,
          "resources": ["web-9"]},
     ]}))
+    with Emulator(load_scenario(str(scenario))) as emulator:
+        return watched_approval(tmp_path, emulator.url, E1, "--allow-other-vms",
+                                shown=E4, told="approved by", approved=True)
+
+
+def watched_approval(tmp_path: Path, url: str, event_id: str, *more: str, shown: str,
+                     told: str, approved: bool) -> tuple[list[str], str, list[str]]:
+    """``setui watch`` under a journal stream while ``setui approve EVENT --yes`` (once
+    ``shown`` is in the watch's lines) forwards its records to a UDP syslog collector;
+    until the watch says ``told``. The watch's lines as SyslogMessage holds them, the
+    approver's account, the forwarded records (attempt and outcome, RFC 5424)."""
     out = tmp_path / "journal.txt"
     data = tmp_path / "data"
-    with out.open("w") as stream, Emulator(load_scenario(str(scenario))) as emulator:
+    with out.open("w") as stream:
         stat = os.fstat(stream.fileno())
         env = {**os.environ, "JOURNAL_STREAM": f"{stat.st_dev}:{stat.st_ino}"}
-        common = ["--endpoint", emulator.url, "--data-dir", str(data), "--vm-name", "web-0"]
+        common = ["--endpoint", url, "--data-dir", str(data), "--vm-name", "web-0"]
         watch = subprocess.Popen([*SETUI, "watch", *common, "--interval", "0.2"], env=env,
                                  stdout=stream, stderr=subprocess.PIPE, text=True,
                                  stdin=subprocess.DEVNULL)
@@ -82,20 +94,20 @@ def journal_lines(tmp_path: Path) -> tuple[list[str], str, list[str]]:
         forward = {**os.environ,
                    "SETUI_AUDIT_FORWARD": f"udp://127.0.0.1:{collector.getsockname()[1]}"}
         try:
-            wait_for_text(out, E4, "the events' appeared lines")
-            approve = subprocess.run([*SETUI, "approve", E1, "--yes", "--allow-other-vms", *common],
+            wait_for_text(out, shown, "the events' appeared lines")
+            approve = subprocess.run([*SETUI, "approve", event_id, "--yes", *more, *common],
                                      capture_output=True, text=True, timeout=PATIENCE,
                                      stdin=subprocess.DEVNULL, env=forward)
-            assert approve.returncode == 0, approve.stdout + approve.stderr
-            wait_for_text(out, "approved by", "the started line with its approver")
+            assert (approve.returncode == 0) == approved, approve.stdout + approve.stderr
+            wait_for_text(out, told, "the started line with its approver")
             records = [collector.recv(65536).decode() for _ in range(2)]  # attempt, outcome
         finally:
             collector.close()
             watch.terminate()
             watch.communicate(timeout=PATIENCE)
-        audit = subprocess.run([*SETUI, "audit", "--json", "--data-dir", str(data)],
-                               capture_output=True,
-                               text=True, timeout=PATIENCE, stdin=subprocess.DEVNULL)
+    audit = subprocess.run([*SETUI, "audit", "--json", "--data-dir", str(data)],
+                           capture_output=True,
+                           text=True, timeout=PATIENCE, stdin=subprocess.DEVNULL)
     user = next(record["user"] for record in map(json.loads, audit.stdout.splitlines())
                 if record["action"] == "approve-outcome")
     # journald takes the "<N>" priority off: SyslogMessage is the rest of the line.
@@ -152,21 +164,18 @@ def test_the_queries_read_the_lines_setui_writes(tmp_path: Path) -> None:
     started = next(m for m in lines if extract(line, 1, m) == "started")
     assert extract(line, 6, started) == E1 and extract(line, 2, started) == "-"
 
-    # approvals-by-operator.kql, over the forwarded records: as the collector got them
-    # (RFC 5424, structured data first) and as the message alone.
+    # approvals-by-operator.kql, over the forwarded records.
+    read = outcomes_forwarded(records)
+    assert set(read) == {f"{form} {action}" for form in ("rfc5424", "message")
+                         for action in ("approve-attempt", "approve-outcome")}, records
     found = patterns("approvals-by-operator.kql")
     record, person = found["record"], found["person"]
-    for form in (records, [r[r.index("setui audit record"):] for r in records]):
-        outcomes = {extract(record, 2, m): m for m in form}
-        assert set(outcomes) == {"approve-attempt", "approve-outcome"}, form
-        done = outcomes["approve-outcome"]
-        assert extract(record, 3, done) == E1
-        assert extract(record, 6, done) == "accepted: HTTP 200"
-        assert extract(record, 5, done) and re.fullmatch(r"[0-9a-f]{64}",
-                                                         extract(record, 7, done))
-        actor = extract(record, 4, done)
-        operator = extract(person, 2, actor) or extract(person, 1, actor)
-        assert operator == user or actor.startswith(f"{user} (login {operator}")
+    for form in ("rfc5424", "message"):
+        done = read[f"{form} approve-outcome"]
+        assert done["event_id"] == E1 and done["outcome"] == "accepted: HTTP 200"
+        assert done["host"] and re.fullmatch(r"[0-9a-f]{64}", done["hash"])
+        operator = extract(person, 2, done["actor"]) or extract(person, 1, done["actor"])
+        assert operator == user or done["actor"].startswith(f"{user} (login {operator}")
 
     # An EventId holding a whole message of its own (the structured data comes first) is
     # never read as the record: the message is read from where the structured data ends.
@@ -178,13 +187,56 @@ def test_the_queries_read_the_lines_setui_writes(tmp_path: Path) -> None:
     assert "mallory" not in extract(record, 4, hostile)
 
     # approvals-seen-starting.kql, over the watch's lines
+    assert seen_starting(lines) == {(user, "Approvals"): {E1}}, lines
+
+
+def outcomes_forwarded(records: list[str]) -> dict[str, dict[str, str]]:
+    """approvals-by-operator.kql's `record` over the forwarded records, as the collector
+    got them (RFC 5424, structured data first) and as the message alone: each form's
+    records by action, their groups by name."""
+    record = patterns("approvals-by-operator.kql")["record"]
+    names = ("seq", "action", "event_id", "actor", "host", "outcome", "hash")
+    read: dict[str, dict[str, str]] = {}
+    for form, lines in (("rfc5424", records),
+                        ("message", [r[r.index("setui audit record"):] for r in records])):
+        for line in lines:
+            groups = {name: extract(record, i, line) for i, name in enumerate(names, 1)}
+            read[f"{form} {groups['action']}"] = groups
+    return read
+
+
+def seen_starting(lines: list[str]) -> dict[tuple[str, str], set[str]]:
+    """approvals-seen-starting.kql redone: the EventIds counted under each operator, as
+    Approvals or as Unknown."""
     found = patterns("approvals-seen-starting.kql")
-    by_operator: dict[str, set[str]] = defaultdict(set)
+    counted: dict[tuple[str, str], set[str]] = defaultdict(set)
     for message in lines:
         if extract(found["line"], 1, message) != "started":
             continue
         if not extract(found["approval"], 1, message):
             continue
-        operator = extract(found["approval"], 2, message) or "(another VM or Azure)"
-        by_operator[operator].add(extract(found["line"], 6, message))
-    assert by_operator == {user: {E1}}, lines
+        unsure = extract(found["approval"], 4, message)
+        operator = extract(found["approval"], 2, message) or unsure or "(another VM or Azure)"
+        counted[(operator, "Unknown" if unsure else "Approvals")].add(
+            extract(found["line"], 6, message))
+    return counted
+
+
+def test_an_approval_of_unknown_outcome_is_counted_as_unknown(
+        tmp_path: Path, scripted: ScriptedImds) -> None:
+    """The POST is read, the event starts, and the connection is closed unanswered: the
+    approval may be what started it. Both queries count it as Unknown, never as an
+    approval nor as a failure."""
+    scripted.serve(document(7, event(E1, ["web-0"])))
+    scripted.on_posts(Drop(then=document(8, event(E1, ["web-0"], status="Started"))))
+    lines, user, records = watched_approval(
+        tmp_path, scripted.url, E1, shown=E1, approved=False,
+        told="outcome unknown: it may be what started it")
+    assert seen_starting(lines) == {(user, "Unknown"): {E1}}, lines
+    read = outcomes_forwarded(records)
+    for form in ("rfc5424", "message"):
+        outcome = read[f"{form} approve-outcome"]
+        assert outcome["event_id"] == E1, read
+        assert outcome["outcome"].startswith("outcome unknown: try 1 of 1 may have reached "
+                                             "the service ("), read
+        assert re.fullmatch(r"[0-9a-f]{64}", outcome["hash"]), read

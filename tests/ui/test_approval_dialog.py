@@ -5,6 +5,8 @@ accident, and an approval that keeps failing is visible, bounded and never lost.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,7 +14,9 @@ from textual import events
 from textual.widgets import Static
 
 from dashboard import (
+    IDENTITY,
     NARROW,
+    Dashboard,
     MakeDashboard,
     open_dialog,
     screen_text,
@@ -20,8 +24,15 @@ from dashboard import (
     start,
     table,
 )
+from scripted import Answer, Drop, ScriptedImds
+from scripted import document as scripted_document
+from scripted import event as scripted_event
+from setui.config import Config
+from setui.core.backoff import Backoff
+from setui.core.client import ImdsClient
 from setui.emulator.faults import Faults
-from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, DISMISSED, REFUSED
+from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, DISMISSED, REFUSED, Store
+from setui.ui.app import SetuiApp
 from setui.ui.screens.confirm import ConfirmationModal
 from setui.ui.screens.main import MainScreen
 from setui.ui.widgets.summary import EventSummary
@@ -55,6 +66,14 @@ def dialog_of(d: Any) -> ConfirmationModal | None:
     return screen if isinstance(screen, ConfirmationModal) else None
 
 
+async def asked_again(d: Any, pilot: Any, first: ConfirmationModal) -> ConfirmationModal:
+    """The dialog opened again after ``first`` was answered."""
+    await d.wait_for(pilot, lambda: dialog_of(d) is not None and dialog_of(d) is not first)
+    again = dialog_of(d)
+    assert again is not None
+    return again
+
+
 async def test_a_change_under_the_open_dialog_is_never_posted(
         make_dashboard: MakeDashboard) -> None:
     """The issue's tmux check: "Freeze, this VM only" on screen; the service turns the
@@ -68,9 +87,7 @@ async def test_a_change_under_the_open_dialog_is_never_posted(
         eleven = ["web-0", *(f"web-{i}" for i in range(1, 11))]
         pinned(d, 51, event(eleven, kind="Redeploy"))
         await pilot.press("y")  # within the dialog's refresh: the dashboard has not seen it
-        await d.wait_for(pilot, lambda: dialog_of(d) is not None and dialog_of(d) is not first)
-        again = dialog_of(d)
-        assert again is not None
+        again = await asked_again(d, pilot, first)
         text = again.plain()
         assert "It changed since you confirmed, so nothing was sent" in text
         assert "type: Freeze -> Redeploy" in text
@@ -225,12 +242,49 @@ async def test_an_approval_against_a_failing_service_shows_its_tries_and_stops(
         pinned(d, 101, event(["web-0"], status="Started"))
         await d.wait_for(pilot, lambda: not note().pending, timeout=60)
         outcome = next(r for r in d.store.audit() if r.action == APPROVE_OUTCOME)
-        assert "approval stopped after" in outcome.error and "the event has started" \
-            in outcome.error
-        assert outcome.details["ending"] == "stopped"
-        assert any("approval stopped after" in n for n in d.notices())
+        assert "approval stopped after" in outcome.error and "has started since it was " \
+            "shown" in outcome.error and "nothing more was sent" in outcome.error
+        assert outcome.details["ending"] == "started"
+        # Shown as it is now, as before a first send: started, so a yes is refused.
+        await d.wait_for(pilot, lambda: dialog_of(d) is not None)
+        text = dialog_of(d).plain()
+        assert "It changed before a retry, so no retry was sent" in text
+        assert "This event has started" in text
+        await pilot.press("n")
         assert all(json.loads(p.body) == {"StartRequests": [{"EventId": MINE}]}
                    for p in d.posts())
+
+
+async def test_a_change_before_a_retry_is_never_posted_and_is_shown(
+        make_dashboard: MakeDashboard) -> None:
+    """Confirmed; the first POST is answered 503 and, while setui waits to try again, the
+    Freeze of this VM becomes a Redeploy of eleven VMs: the retry is not sent, and the
+    dialog opens again on the change, as before the first send."""
+    d = make_dashboard(client_options={"backoff": Backoff(base=4.0, cap=4.0)})  # 2-4 s
+    pinned(d, 130, event(["web-0"]))
+    async with d.app.run_test(size=NARROW) as pilot:
+        await ready(d, pilot, 130)
+        d.emulator.set_faults(Faults(approve_statuses={503: 1.0}))
+        first = await open_dialog(d, pilot)
+        await pilot.press("y")
+        await d.wait_for(pilot, lambda: len(d.posts()) == 1)
+        d.emulator.set_faults(None)  # a retry would now be accepted
+        eleven = ["web-0", *(f"web-{i}" for i in range(1, 11))]
+        pinned(d, 131, event(eleven, kind="Redeploy"))
+        note = lambda: d.app.session.approvals.get(MINE)  # noqa: E731
+        await d.wait_for(pilot, lambda: not note().pending, timeout=60)
+        assert len(d.posts()) == 1
+        again = await asked_again(d, pilot, first)
+        text = again.plain()
+        assert "It changed before a retry, so no retry was sent" in text
+        assert "type: Freeze -> Redeploy" in text
+        assert again.prompt.typed  # other VMs now: "yes" must be typed
+        outcome = next(r for r in d.store.audit() if r.action == APPROVE_OUTCOME)
+        assert outcome.details["ending"] == "changed"
+        assert outcome.event["EventType"] == "Freeze"  # what was confirmed
+        await pilot.press("n")
+        await d.wait_for(pilot, lambda: DISMISSED in d.audit_actions())
+        assert len(d.posts()) == 1
 
 
 async def test_quitting_with_an_approval_in_flight_asks_and_says_its_state(
@@ -258,7 +312,10 @@ async def test_quitting_with_an_approval_in_flight_asks_and_says_its_state(
     assert f"setui quit while approving {MINE} (approving… attempt" in said
     assert "may or may not have reached the service" in said
     outcome = next(r for r in d.store.audit() if r.action == APPROVE_OUTCOME)
-    assert "may or may not have arrived" in (outcome.error or "")
+    assert outcome.details["ending"] == "interrupted"
+    # Quit while a try was under way, it may have arrived; between tries, none can have.
+    maybe = any(t.get("may_have_arrived") for t in outcome.details["tries"])
+    assert outcome.details["outcome"] == ("unknown" if maybe else "failed")
 
 
 async def test_a_second_approval_asks_again_with_who_approved(
@@ -295,3 +352,44 @@ def test_read_only_says_where_it_came_from(tmp_path: Any, monkeypatch: Any) -> N
     config.write_text("read-only = true\n", encoding="utf-8")
     monkeypatch.setenv("SETUI_CONFIG", str(config))
     assert why([]) == "read-only = true in the config file"
+
+
+@pytest.fixture
+def scripted_dashboard(tmp_path: Path, scripted: ScriptedImds) -> Iterator[Dashboard]:
+    """The dashboard against the scripted service, for a sequence the emulator cannot
+    make: a POST read and its connection dropped, then an answer to the retry."""
+    scripted.serve(scripted_document(7, scripted_event(MINE, ["web-0"])))
+    with Store.open_dir(tmp_path / "data") as store:
+        app = SetuiApp(client=ImdsClient(scripted.url, rate=50.0, burst=20,
+                                         backoff=Backoff(base=0.02, cap=0.05)),
+                       config=Config(endpoint=scripted.url, data_dir=tmp_path / "data",
+                                     interval=0.2, bell=True),
+                       store=store, identity=IDENTITY)
+        # No emulator and no manual clock: the scripted service answers in real time.
+        yield Dashboard(app, None, None, store, 0.0)  # type: ignore[arg-type]
+
+
+async def test_an_approval_that_may_have_arrived_is_shown_and_noticed_as_unknown(
+        scripted: ScriptedImds, scripted_dashboard: Dashboard) -> None:
+    """The first POST is read and its connection closed unanswered; the retry is
+    answered 400. Neither approved nor failed: the row says "? unknown" and the notice
+    line says the outcome is unknown, marked as a warning."""
+    d = scripted_dashboard
+    scripted.on_posts(Drop(), Answer(400))
+    async with d.app.run_test(size=NARROW) as pilot:
+        # The service's clock is the real one here: wait for its row, not a moment.
+        await d.wait_for(pilot, lambda: d.app.vm_name == "web-0"
+                         and table(d).select_key(MINE))
+        d.app.confirm_guard = 0.0
+        await open_dialog(d, pilot)
+        await pilot.press("y")
+        note = lambda: d.app.session.approvals.get(MINE)  # noqa: E731
+        await d.wait_for(pilot, lambda: note() is not None and not note().pending)
+        assert note().unknown and not note().approved
+        assert table(d).cell_text(MINE, "approved") == "? unknown"
+        said = next(n for n in d.notices() if n.startswith("Outcome unknown: "))
+        assert "try 1 of 2 may have reached the service" in said
+        # On the notice line, as a warning in words, not colour alone.
+        await d.wait_for(pilot, lambda: "! Outcome unknown: try 1 of 2 may have"
+                         in " ".join(screen_text(d).split()))
+    assert len(scripted.posts()) == 2

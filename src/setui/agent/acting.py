@@ -5,8 +5,10 @@ every step the event is matched against its rule again (a rule decided on a 5 s 
 must not approve the 900 s Reboot it became): one that no longer matches gets no step
 now or later, and a person is told. A hook is run with the event in its environment; an
 approval goes through the one :class:`~setui.approval.Approver`, bound to the event as
-its rule last matched it, with the policy as the actor. A dry run makes the same checks
-(the approver's refusals, an earlier approval, a hook's owner) and says what it would do.
+its rule last matched it, with the policy as the actor; one whose outcome is unknown (a
+POST may have arrived) is said, told and counted so, never as failed. A dry run makes the
+same checks (an earlier approval, :meth:`~setui.approval.Approver.check` bound as the
+approval would be, a claim, a hook's owner) and says what it would do.
 """
 
 from __future__ import annotations
@@ -24,8 +26,17 @@ from setui.agent.rules import mismatch
 from setui.agent.telling import Telling
 from setui.core.model import Event
 from setui.snapshot import Confirmed, changes_between, find_event
-from setui.store.agent import DONE, FAILED, INTERRUPTED, RUNNING, SKIPPED, UNMATCHED, Step
-from setui.store.records import AuditEntry, event_snapshot
+from setui.store.agent import (
+    DONE,
+    FAILED,
+    INTERRUPTED,
+    RUNNING,
+    SKIPPED,
+    UNKNOWN,
+    UNMATCHED,
+    Step,
+)
+from setui.store.records import APPROVED, AuditEntry, event_snapshot
 
 if TYPE_CHECKING:
     from setui.agent.metrics import AgentMetrics
@@ -142,12 +153,17 @@ class Acting(Telling):
         reason = await self._already(event_id)
         if reason is None:
             approver = self._approver(rule)
-            reason = approver.refusal(event_id, self.monitor.state.document,
-                                      allow_other_vms=rule.other_vms is True)
-            if reason is None and self.store is not None:
+            # What the real run's approve checks before it sends, the document read again
+            # and the store's integrity included, bound as it would be (the event as its
+            # rule last matched it, just now in _recheck); then what the claim would find.
+            [verdict] = await approver.check(
+                [event_id], self.monitor.state.document,
+                confirmed_as={event_id: self.matched[event_id]},
+                allow_other_vms=rule.other_vms is True)
+            reason = verdict.reason
+            if reason is None:
                 claim = await self._db(approver.claim, event_id)
-                reason = claim.describe() if claim is not None else \
-                    await self._db(self.store.approval_integrity)
+                reason = claim.describe() if claim is not None else None
         event = self.last_seen.get(event_id)
         if reason is None and rule.max_unavailable is not None and event is not None:
             held = await self._budget_words(event, rule)
@@ -270,16 +286,16 @@ class Acting(Telling):
         outcome = (await self._approver(rule, hooks).approve(
             [event_id], self.monitor.state.document,
             confirmed_as={event_id: self.matched[event_id]},
-            allow_other_vms=rule.other_vms is True,
-            current=lambda: self.monitor.state.document))[0]
-        state = DONE if outcome.approved else FAILED
+            allow_other_vms=rule.other_vms is True))[0]
+        # A POST that may have arrived is neither approved nor failed: said so everywhere,
+        # and the event stays claimed (nothing is sent for it again without a person).
+        result = APPROVED if outcome.approved else UNKNOWN if outcome.unknown else FAILED
+        state = DONE if outcome.approved else result
         await self._set(event_id, "approve", rule, state, outcome.message)
         if self.metrics is not None:
-            kind = "approved" if outcome.approved else (
-                "refused" if outcome.refused else "failed")
+            kind = "refused" if outcome.refused else result
             self.metrics.approvals.labels(outcome=kind, actor_kind="policy").inc()
-        self._record("approved" if outcome.approved else "failed", event_id,
-                     rule=rule.name, step="approve", state=state,
+        self._record(result, event_id, rule=rule.name, step="approve", state=state,
                      detail=f"{outcome.message} (as {actor})")
         event = self.last_seen.get(event_id)
         if outcome.approved:
@@ -288,7 +304,8 @@ class Acting(Telling):
             if self.metrics is not None:
                 await self._refresh_approvals([event_id, *self._current_ids()])
         else:
-            self._notify(event, event_id, rule.name, "approval failed", outcome.message)
+            change = "approval outcome unknown" if result == UNKNOWN else "approval failed"
+            self._notify(event, event_id, rule.name, change, outcome.message)
 
     def _current_ids(self) -> list[str]:
         document = self.monitor.state.document

@@ -48,7 +48,7 @@ COMPUTE_FIELD = {"vm_scale_set": "vmScaleSetName", "placement_group": "placement
 MAX_LABEL = 128
 # The label values the counters are made with at start (docs/metrics.md): a value not
 # listed here still counts, but its series appears only at its first increment.
-APPROVAL_OUTCOMES = ("approved", "refused", "failed")
+APPROVAL_OUTCOMES = ("approved", "refused", "failed", "unknown")
 ACTOR_KINDS = ("policy",)
 HOOKS = ("prepare", "recover")
 HOOK_OUTCOMES = ("ok", "failed", "timeout", "deadline", "error", "interrupted")

@@ -29,8 +29,8 @@ if TYPE_CHECKING:
 __all__ = ["ALWAYS_TOLD", "MEANS", "Telling"]
 
 # Told even by a rule that does not notify: a person must know the agent could not act.
-ALWAYS_TOLD = frozenset({"hook failed", "hook not run", "approval failed", "interrupted",
-                         "event changed"})
+ALWAYS_TOLD = frozenset({"hook failed", "hook not run", "approval failed",
+                         "approval outcome unknown", "interrupted", "event changed"})
 # A lifecycle change in words, for $detail when the change carries none of its own (the
 # templates read "$change: $detail.", which must never say "completed: .").
 MEANS = {

@@ -520,7 +520,8 @@ def encode_outcome(outcome: ApprovalOutcome) -> dict[str, Any]:
     return {"event_id": outcome.event_id, "approved": outcome.approved,
             "refused": outcome.refused, "status": outcome.status, "message": outcome.message,
             "latency": outcome.latency, "record_seq": outcome.record_seq,
-            "ask_again": outcome.ask_again, "changes": list(outcome.changes)}
+            "ask_again": outcome.ask_again, "changes": list(outcome.changes),
+            "unknown": outcome.unknown}
 
 
 def decode_outcome(fields: Fields) -> ApprovalOutcome:
@@ -531,7 +532,8 @@ def decode_outcome(fields: Fields) -> ApprovalOutcome:
         message=fields.text("message"), latency=fields.number("latency", optional=True),
         record_seq=fields.integer("record_seq", high=MAX_INT, optional=True),
         ask_again=fields.flag("ask_again"),
-        changes=fields.texts("changes", limit=100, each=SHORT, optional=True) or ())
+        changes=fields.texts("changes", limit=100, each=SHORT, optional=True) or (),
+        unknown=fields.flag("unknown"))
 
 
 def encode_progress(progress: Progress) -> dict[str, Any]:

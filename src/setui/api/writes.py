@@ -93,7 +93,12 @@ class Writes:
         return Approver(source.client, source.store, endpoint=source.endpoint,
                         identity=conn.peer.identity(source.host), vm_name=source.vm_name,
                         store_problem=source.store_problem,
-                        details={**conn.peer.details(), "op": op})
+                        details={**conn.peer.details(), "op": op},
+                        # The client's own words for it differ (a flag, a typed yes): the
+                        # refusal names what every client has.
+                        consent="the operator's explicit yes to the other VMs "
+                                "(allow_other_vms: setui approve --allow-other-vms, or "
+                                "typing yes in the dashboard)")
 
     async def _allowed(self, conn: Connection, op: str, ids: list[str]) -> None:
         """Raise ``forbidden`` (after recording it) unless the client may do ``op``."""
@@ -130,8 +135,7 @@ class Writes:
 
         outcomes = await self._approver(conn, "approve").approve(
             ids, monitor.state.document, confirmed_as=confirmed,
-            allow_other_vms=allow_other_vms, again=again, progress=progress,
-            current=lambda: monitor.state.document)
+            allow_other_vms=allow_other_vms, again=again, progress=progress)
         for outcome in outcomes:
             if outcome.approved:
                 monitor.note_approved(outcome.event_id)

@@ -106,8 +106,8 @@ class _Output:
         if self.as_json:
             self._write(json.dumps({**record, "time": iso(record["time"])}, ensure_ascii=True))
         elif self.journal:
-            priority = WARNING if record["agent"] in ("failed", "interrupted", "error",
-                                                      "unmatched") else NOTICE
+            priority = WARNING if record["agent"] in ("failed", "unknown", "interrupted",
+                                                      "error", "unmatched") else NOTICE
             self._write(for_journal(agent_line(record, with_time=False), priority))
         else:
             self._write(agent_line(record))

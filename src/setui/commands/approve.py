@@ -5,9 +5,10 @@ not only this one, so a loud warning names the others. Without ``--yes`` the ope
 answers ``Approve? [y/N]``; anything but yes (an empty line, end of input, Ctrl-C) is no,
 and is recorded as a cancel. An event that lists other VMs, or not this one, asks for
 the word "yes", and ``--yes`` alone refuses it (``--allow-other-vms``). What is posted is
-what was shown: the Approver re-reads the document just before the POST, and a change
-is shown and asked again. Exit status: 0 all approved, 1 refused or failed, 2 usage,
-3 declined by the operator.
+what was shown: the Approver re-reads the document just before the POST and before each
+retry, and a change is shown and asked again (with ``--yes``: named, exit 1). Exit
+status: 0 all approved, 1 refused, failed or of unknown outcome, 2 usage, 3 declined by
+the operator.
 """
 
 from __future__ import annotations
@@ -97,6 +98,10 @@ def run(args: argparse.Namespace) -> int:
         return asyncio.run(approve_command(request, stdin=sys.stdin, out=sys.stdout,
                                            err=sys.stderr))
     except KeyboardInterrupt:
+        # A POST under way may still arrive: the audit log has what became of it.
+        sys.stderr.write("setui approve: interrupted. `setui audit` says what was sent, if "
+                         "anything, and what became of it; `setui events` whether the "
+                         "event started.\n")
         return EXIT_FAILED
 
 
@@ -343,12 +348,16 @@ async def _decide(request: ApproveRequest, typed: tuple[str, ...], client: ImdsC
                       "(it is sent again with the next record; `setui audit` marks it)\n")
         retry = [o for o in outcomes if o.ask_again]
         if request.yes or not retry:
-            return _report(outcomes, out)
+            code = _report(outcomes, out)
+            if request.yes and any(o.refused and o.ask_again and not o.changes
+                                   for o in outcomes):  # an earlier approval claims it
+                out.write("--again sends anyway.\n")
+            return code
         # What was confirmed is not what would be approved now: say what changed (or who
         # approved it already), show the events as they are, and ask again.
         _report(outcomes, out)
-        out.write("Nothing was sent for the events above; they are shown again as they "
-                  "are now.\n\n")
+        out.write("The events above were not approved as confirmed; they are shown again "
+                  "as they are now.\n\n")
         document, problem = await _fetch(client, ServiceClock(wall=now))
         if document is None:
             err.write(f"setui approve: cannot read the events document: "
@@ -390,4 +399,8 @@ def _report(outcomes: list[ApprovalOutcome], out: IO[str]) -> int:
     if any(o.approved for o in outcomes):
         out.write("An approved event may still wait for other VMs or tenants on the host; "
                   "watch for it to become Started.\n")
+    if any(o.unknown for o in outcomes):
+        out.write("An approval of unknown outcome may have reached the service: `setui "
+                  "events` shows whether the event started; it stays claimed, and only "
+                  "--again sends it again.\n")
     return EXIT_OK if outcomes and all(o.approved for o in outcomes) else EXIT_FAILED

@@ -145,7 +145,7 @@ def who(record: AuditRecord) -> str:
 
 def describe(record: AuditRecord) -> str:
     """What the record says happened, in words."""
-    from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, DISMISSALS, REFUSED
+    from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, DISMISSALS, REFUSED, UNKNOWN
 
     if record.action == APPROVE_ATTEMPT:
         text = "approval sent"
@@ -155,6 +155,9 @@ def describe(record: AuditRecord) -> str:
     if record.action == APPROVE_OUTCOME:
         latency = "" if record.latency_ms is None else f" in {record.latency_ms:.0f} ms"
         ref = f" (attempt #{record.attempt_seq})" if record.attempt_seq else ""
+        if record.result == UNKNOWN:
+            said = (record.error or "").removeprefix("outcome unknown: ")
+            return f"OUTCOME UNKNOWN: {printable(said, 300)}{ref}"
         if record.error:
             status = f"HTTP {record.status}: " if record.status else ""
             return f"FAILED {status}{printable(record.error, 300)}{latency}{ref}"

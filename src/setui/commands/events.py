@@ -1,7 +1,8 @@
 """``setui events [--json]``: the current events, once, most urgent first.
 
 What an operator runs before ``setui approve`` (full EventIds to copy, countdowns, which
-events are this VM's, which were approved from here and by whom) and what scripts read.
+events are this VM's, which were approved from here and by whom, and which were sent an
+approval whose outcome is unknown) and what scripts read.
 One GET; the countdowns are counted on the service's clock (its Date header), as every
 other front end counts them. What it read goes into the history, as ``approve``'s reading
 does, so the history knows this moment was seen. Exit 0 with the list (empty included),
@@ -32,6 +33,7 @@ from setui.core.model import Event, is_this_vm
 from setui.core.order import sort_key
 from setui.core.timefmt import signed_countdown
 from setui.session import ONE_SHOT_TRIES, ThisVm
+from setui.store.records import APPROVED, UNKNOWN
 from setui.textsafe import printable
 
 if TYPE_CHECKING:
@@ -58,9 +60,13 @@ def countdown(moment: datetime | None, now: datetime) -> str:
 
 def event_json(event: Event, vm_name: str | None, now: datetime,
                approval: AuditRecord | None) -> dict[str, Any]:
-    """One event for ``--json``: always the same keys."""
+    """One event for ``--json``: always the same keys. ``approval``: as
+    ``Store.approvals(unknown=True)`` gives it; ``approved_*`` only for an accepted one."""
     seconds = None if event.not_before is None else round(
         (event.not_before - now).total_seconds(), 1)
+    outcome = _outcome(approval)
+    if outcome != APPROVED:
+        approval = None
     return {
         "event_id": event.event_id,
         "event_type": event.event_type.value,
@@ -75,7 +81,16 @@ def event_json(event: Event, vm_name: str | None, now: datetime,
         "approved_by": approval.user if approval is not None else None,
         "approved_at": iso(approval.time) if approval is not None else None,
         "approved_record": approval.seq if approval is not None else None,
+        "approval_outcome": outcome,
     }
+
+
+def _outcome(approval: AuditRecord | None) -> str | None:
+    """"approved", "unknown" (sent, and nobody knows what the service made of it), or
+    None when no approval from this VM stands."""
+    if approval is None:
+        return None
+    return APPROVED if approval.result == APPROVED else UNKNOWN
 
 
 def _approvals(args: argparse.Namespace, ids: list[str], err: IO[str],
@@ -88,7 +103,7 @@ def _approvals(args: argparse.Namespace, ids: list[str], err: IO[str],
         if store is None:
             return {}
         with store:
-            return store.approvals(ids)
+            return store.approvals(ids, unknown=True)
     except StoreError as exc:
         err.write(f"setui events: who approved what is not known: "
                   f"{printable(exc.message, 300)}\n")
@@ -102,8 +117,10 @@ def _table(events: list[Event], vm_name: str | None, now: datetime,
     rows = [header]
     for event in events:
         approval = approvals.get(event.event_id)
-        approved = (f"{when(approval.time)} by {printable(approval.user, 24)}"
-                    if approval is not None else "-")
+        approved = "-" if approval is None else \
+            f"{when(approval.time)} by {printable(approval.user, 24)}"
+        if _outcome(approval) == UNKNOWN:
+            approved = f"approval outcome unknown: sent {approved}"
         names = [printable(r, 40) + (" (this VM)" if is_this_vm(r, vm_name) else "")
                  for r in event.resources]
         resources = ", ".join(names[:6]) + (f" and {len(names) - 6} more"

@@ -16,7 +16,12 @@ from typing import Literal
 
 from setui.core.clock import utc_now
 
-__all__ = ["MAX_RETRY_AFTER", "Backoff", "parse_http_date", "parse_retry_after"]
+__all__ = ["APPROVAL_DEADLINE", "MAX_RETRY_AFTER", "Backoff", "parse_http_date",
+           "parse_retry_after"]
+
+# The longest an approval is tried for, from its first try: the service documents 410 as
+# "retry after some time, for up to 70 seconds".
+APPROVAL_DEADLINE = 70.0
 
 # A Retry-After beyond this is treated as this: a misbehaving proxy saying "come back
 # tomorrow" must not silence the dashboard for a day.

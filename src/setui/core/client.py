@@ -4,8 +4,11 @@ Everything the service documents about talking to it lives here: ``Metadata: tru
 on every request, never a proxy (the address is link-local), the enabling delay of the
 first call, approvals, and its status codes. Every failure leaves as one of the typed
 errors of :mod:`setui.core.errors` whose message is written for the operator; no
-httpx exception escapes. ``fetch`` makes one attempt (the poller owns the pacing);
-``approve`` retries what the service says to retry, within a deadline.
+httpx exception escapes. ``fetch`` and ``approve`` each make one attempt: the poller
+owns the pacing of the one, the Approver the retries of the other (a retry is a new
+send, to be checked as the first was), and :meth:`ImdsClient.approval_retry` says what
+the service asks to retry and when. A failure tells whether the request may have
+arrived (``ImdsError.may_have_arrived``): refused before a byte left, it cannot have.
 """
 
 from __future__ import annotations
@@ -67,7 +70,9 @@ NAME_PATH = f"{COMPUTE_PATH}/name"
 ENABLING_TIMEOUT = 150.0  # the first call enables the feature: up to two minutes, documented
 REQUEST_TIMEOUT = 5.0
 NAME_TIMEOUT = 2.0  # the VM name is a nicety; startup must not wait long for it
-APPROVAL_DEADLINE = 70.0  # 410 means "retry for up to 70 seconds"
+# What an approval is tried again after: no connection, no answer in time, and what the
+# service documents as "retry after some time" (410, 429, 5xx). Never 400.
+_APPROVAL_RETRIED = (Unreachable, RequestTimeout, Gone, RateLimited, ServerError)
 MAX_BODY_BYTES = 4 * 1024 * 1024  # real documents are a few KB
 # Longer than any wait between polls: the slow pace (10 s), the backoff cap (30 s) and
 # the longest Retry-After obeyed (backoff.MAX_RETRY_AFTER, 120 s).
@@ -99,14 +104,11 @@ class FetchResult:
 
 @dataclass(frozen=True)
 class ApprovalResult:
-    """An accepted approval. ``latency`` is that of the successful attempt alone;
-    ``elapsed`` is the whole call, waits for the rate limit and retries included."""
+    """An accepted approval; ``latency`` from sending the request to its answer."""
 
     event_ids: tuple[str, ...]
     status: int
     latency: float
-    attempts: int
-    elapsed: float = 0.0
 
 
 @dataclass
@@ -125,17 +127,32 @@ class _Progress:
     """How far an exchange got, so a failure can say where it stopped."""
 
     head: bool = False
+    status: int | None = None  # the answer's, once its head arrived
     received: int = 0
     declared: int | None = None
     # Whether the request went out on a pooled keep-alive connection; cleared when the
     # transport reports opening a new one (a transport that reports nothing counts as
     # reused, which only allows the one retry below).
     reused: bool = True
+    # Whether the request has begun to leave: False while a new connection is being
+    # made, True once its bytes go out; None when the transport tells nothing of it, so
+    # that it may have left.
+    sending: bool | None = None
 
     async def trace(self, event: str, info: dict[str, Any]) -> None:
-        """httpcore's trace hook: ``connection.connect_tcp.started`` and the like."""
+        """httpcore's trace hook: ``connection.connect_tcp.started`` and the like (both
+        transports name the steps so)."""
         if event.startswith("connection.connect_"):
             self.reused = False
+            if self.sending is None:
+                self.sending = False
+        elif event.endswith(".send_request_headers.started"):
+            self.sending = True
+
+    def may_have_arrived(self) -> bool:
+        """Whether a failure now leaves the request perhaps received: it had begun to
+        leave (or nothing says it had not) and no answer came back."""
+        return self.sending is not False and not self.head
 
 
 class ImdsClient:
@@ -226,52 +243,37 @@ class ImdsClient:
         self._etag = None
 
     async def approve(self, event_ids: Sequence[str], *, incarnation: int | None = None,
-                      deadline: float = APPROVAL_DEADLINE,
-                      on_retry: Callable[[int, ImdsError, float], str | None] | None = None,
-                      ) -> ApprovalResult:
-        """POST StartRequests for ``event_ids``; retries connection failures, timeouts,
-        410, 429 (after its Retry-After) and 5xx within ``deadline`` seconds, never 400.
-
-        ``on_retry(attempt, error, wait)`` hears of each failed try before the wait; a
-        reason it returns stops the retries (the error raised then has ``ending``
-        "stopped" and says why)."""
+                      timeout: float | None = None) -> ApprovalResult:
+        """POST StartRequests for ``event_ids``: one try, within ``timeout`` (default the
+        client's). Raises ImdsError only; see :meth:`approval_retry` for another try."""
         ids = _event_ids(event_ids)
         body: dict[str, object] = {"StartRequests": [{"EventId": i} for i in ids]}
         if self.api_version == PREVIEW_API_VERSION and incarnation is not None:
             body = {"DocumentIncarnation": incarnation, **body}
-        content = json.dumps(body).encode()
-        start = self._mono()
-        attempt = 0
-        while True:
-            attempt += 1
-            remaining = deadline - (self._mono() - start)
-            try:
-                answer = await self._request(
-                    "POST", self.url, headers={"Content-Type": "application/json"},
-                    content=content, timeout=min(self.timeout, max(remaining, 0.05)),
-                    limit=MAX_REASON_BODY, strict=False)
-                if 200 <= answer.status < 300:
-                    return ApprovalResult(tuple(ids), answer.status, answer.done - answer.sent,
-                                          attempt, self._mono() - start)
-                error = self._status_error(answer)
-            except ImdsError as exc:
-                error = exc
-            if not isinstance(error, (Unreachable, RequestTimeout, Gone, RateLimited,
-                                      ServerError)):
-                raise error
-            wait = self._backoff.delay(attempt, error.retry_after)
-            elapsed = self._mono() - start
-            tries = f"{attempt} attempt{'s' if attempt > 1 else ''} in {elapsed:.1f} s"
-            if elapsed + wait > deadline:
-                raise _ended(type(error)(
-                    f"{error.message} (approval gave up after {tries})",
-                    status=error.status, retry_after=error.retry_after), "gave-up") from error
-            stop = on_retry(attempt, error, wait) if on_retry is not None else None
-            if stop:
-                raise _ended(type(error)(
-                    f"{error.message} (approval stopped after {tries}: {stop})",
-                    status=error.status, retry_after=error.retry_after), "stopped") from error
-            await asyncio.sleep(wait)
+        started = self._mono()
+        try:
+            answer = await self._request(
+                "POST", self.url, headers={"Content-Type": "application/json"},
+                content=json.dumps(body).encode(), timeout=timeout or self.timeout,
+                limit=MAX_REASON_BODY, strict=False)
+        except BadDocument as exc:
+            if exc.status is not None and 200 <= exc.status < 300:
+                # Accepted: the answer's body carries nothing an approval needs.
+                return ApprovalResult(tuple(ids), exc.status, self._mono() - started)
+            raise
+        if 200 <= answer.status < 300:
+            return ApprovalResult(tuple(ids), answer.status, answer.done - answer.sent)
+        raise self._status_error(answer)
+
+    def approval_retry(self, attempt: int, error: ImdsError) -> float | None:
+        """Seconds to wait before trying an approval again, its try number ``attempt``
+        having failed with ``error``; None when another try cannot help (400 and other
+        answers the service does not ask to retry). A Retry-After is obeyed. Within
+        :data:`setui.core.backoff.APPROVAL_DEADLINE` of the first try, which the caller
+        keeps."""
+        if not isinstance(error, _APPROVAL_RETRIED):
+            return None
+        return self._backoff.delay(attempt, error.retry_after)
 
     async def vm_name(self) -> str | None:
         """This VM's name from IMDS compute metadata; None on any failure, never raises."""
@@ -347,25 +349,31 @@ class ImdsClient:
                 progress))
         except ImdsError:
             raise
+        # Connecting failed: not a byte of the request left.
         except httpx.ConnectTimeout as exc:
             raise Unreachable(f"nothing answers at {self.endpoint} — is this an Azure VM? "
                               f"(no connection within {_secs(min(timeout, self.timeout))} s)"
                               ) from exc
-        except (asyncio.TimeoutError, httpx.TimeoutException) as exc:
-            raise self._timeout(timeout, first, progress) from exc
         except httpx.ConnectError as exc:
             raise Unreachable(f"nothing answers at {self.endpoint} — is this an Azure VM? "
                               f"({_os_reason(exc)})") from exc
+        # From here on the request may have left, and then arrived.
+        except (asyncio.TimeoutError, httpx.TimeoutException) as exc:
+            raise _sent(self._timeout(timeout, first, progress), progress) from exc
         except httpx.RemoteProtocolError as exc:
             if progress.head:  # the body was cut off mid-way
-                raise BadDocument(f"the answer was cut off: {_cut_off(progress)}") from exc
-            raise Unreachable(f"the connection to {self.endpoint} closed before any answer "
-                              f"({_clean(str(exc)) or 'disconnected'})") from exc
+                raise BadDocument(f"the answer was cut off: {_cut_off(progress)}",
+                                  status=progress.status) from exc
+            raise _sent(Unreachable(f"the connection to {self.endpoint} closed before any "
+                                    f"answer ({_clean(str(exc)) or 'disconnected'})"),
+                        progress) from exc
         except (httpx.HTTPError, httpx.StreamError, httpx.InvalidURL, OSError) as exc:
             reason = _os_reason(exc)
             if isinstance(exc, (httpx.TransportError, OSError)):
-                raise Unreachable(f"cannot talk to {self.endpoint}: {reason}") from exc
-            raise ImdsError(f"request to {self.endpoint} failed: {reason}") from exc
+                raise _sent(Unreachable(f"cannot talk to {self.endpoint}: {reason}"),
+                            progress) from exc
+            raise _sent(ImdsError(f"request to {self.endpoint} failed: {reason}"),
+                        progress) from exc
 
     async def _send(self, method: str, url: str, headers: dict[str, str], content: bytes | None,
                     timeout: float, limit: int, strict: bool, enables: bool,
@@ -390,6 +398,7 @@ class ImdsClient:
         response.request = request
         head = self._mono()
         progress.head = True
+        progress.status = response.status_code
         if enables:
             self.first_call_pending = False
         try:
@@ -506,9 +515,9 @@ def _cut_off(progress: _Progress) -> str:
     return f"the connection closed after {progress.received}{of} bytes"
 
 
-def _ended(error: ImdsError, ending: str) -> ImdsError:
-    """Tag an approval's last error with how the retries ended, for the audit log."""
-    error.ending = ending
+def _sent(error: ImdsError, progress: _Progress) -> ImdsError:
+    """``error``, saying whether its request may have arrived regardless."""
+    error.may_have_arrived = progress.may_have_arrived()
     return error
 
 

@@ -26,9 +26,10 @@ class ImdsError(Exception):
 
     kind = "error"
     retryable = False
-    # How an approval's retries ended, for the one that raised it: "gave-up" (out of
-    # time), "stopped" (no point trying again), else None.
-    ending: str | None = None
+    # Whether the request may have reached the service although no answer says so: its
+    # bytes had begun to leave when the connection failed or the time ran out. A POST
+    # that failed so may have approved its events; one refused before a byte left cannot.
+    may_have_arrived = False
 
     def __init__(self, message: str, *, status: int | None = None,
                  retry_after: float | None = None) -> None:

@@ -140,6 +140,9 @@ class PlainTransport(httpx.AsyncBaseTransport):
             raise httpx.ConnectError("the transport is closed", request=request)
         timeouts = request.extensions.get("timeout", {})
         connection = self._take_idle() or await self._connect(request, timeouts.get("connect"))
+        trace = request.extensions.get("trace")
+        if trace is not None:  # from here on the request may reach the server (httpcore's name)
+            await trace("http11.send_request_headers.started", {"request": request})
         try:
             await self._send(connection, request, timeouts.get("write"))
             read = timeouts.get("read")

@@ -13,19 +13,22 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
 from setui.core.clock import ServiceClock, utc_now
 from setui.core.health import ConnectionState, Health, PollResult
 from setui.core.model import Document
 from setui.core.poller import Poller
+from setui.core.timefmt import utc_time
 from setui.core.tracker import Change, ChangeKind, Tracker
 from setui.monitor.recorder import Recorder
 from setui.monitor.state import MonitorState
+from setui.store.records import APPROVED
 
 if TYPE_CHECKING:
     from setui.core.client import ImdsClient
-    from setui.store import Store
+    from setui.store import AuditRecord, Store
 
 __all__ = ["URGENT_WINDOW", "Monitor", "MonitorUpdate"]
 
@@ -147,28 +150,28 @@ class Monitor:
             self.poller.tracker = Tracker(baseline=baseline[0])
 
     async def _with_approvals(self, result: PollResult) -> PollResult:
-        """Say who approved an event that started early, and that an event which vanished
-        unseen was approved (so it probably ran), from the audit log: an approval made
-        by another setui process is there too."""
+        """Say who approved an event that started early (or sent an approval whose outcome
+        is unknown: it may be what started it), and that an event which vanished unseen
+        was approved (so it probably ran), from the audit log: an approval made by
+        another setui process is there too."""
         wanted = [c for c in result.changes if c.event_id and (
             (c.kind is ChangeKind.STARTED and "before its NotBefore" in c.detail)
             or (c.kind is ChangeKind.GONE and "it was approved" not in c.detail))]
         if not wanted or self.store is None:
             return result
         try:
-            found = await self._store_call(self.store.approvals,
-                                           [c.event_id for c in wanted if c.event_id])
+            found = await self._store_call(partial(
+                self.store.approvals, [c.event_id for c in wanted if c.event_id],
+                unknown=True))
         except Exception:
             return result
-        self._approved.update(found)
+        self._approved.update(i for i, r in found.items() if r.result == APPROVED)
         changes = []
         for change in result.changes:
             record = found.get(change.event_id or "") if change in wanted else None
             if change in wanted and change.kind is ChangeKind.STARTED:
-                who = (f"approved by {record.user} at {record.time:%H:%M:%S} UTC"
-                       if record is not None else "approved by another VM or by Azure")
-                change = replace(change, detail=f"{change.detail}; {who}")
-            elif record is not None:
+                change = replace(change, detail=f"{change.detail}; {_approved_by(record)}")
+            elif record is not None and record.result == APPROVED:
                 head = change.detail.rsplit("; ", 1)[0]
                 change = replace(change, detail=f"{head}; it was approved: it probably ran")
             changes.append(change)
@@ -182,3 +185,13 @@ class Monitor:
     async def aclose(self) -> None:
         if self.recorder is not None:
             await self.recorder.stop(self.now())
+
+
+def _approved_by(record: AuditRecord | None) -> str:
+    """Who started an event early, as far as this VM's audit log can tell."""
+    if record is None:
+        return "approved by another VM or by Azure"
+    when = f"{utc_time(record.time)} UTC"
+    if record.result == APPROVED:
+        return f"approved by {record.user} at {when}"
+    return f"approval by {record.user} at {when}, outcome unknown: it may be what started it"

@@ -16,7 +16,15 @@ from setui.core.holes import Hole
 from setui.core.model import DocumentError, Event
 from setui.monitor.replay import Recording
 from setui.monitor.state import MonitorState
-from setui.store.records import APPROVE_ATTEMPT, APPROVE_OUTCOME, REFUSED, AuditRecord
+from setui.store.records import (
+    APPROVE_ATTEMPT,
+    APPROVE_OUTCOME,
+    APPROVED,
+    FAILED,
+    REFUSED,
+    UNKNOWN,
+    AuditRecord,
+)
 
 __all__ = ["Act", "EventReport", "Report", "Reschedule", "build_report"]
 
@@ -34,7 +42,7 @@ class Act:
     """An operator's act from the audit log: an approval's outcome, or a refusal."""
 
     at: datetime
-    kind: str  # "approved", "approval failed", "refused"
+    kind: str  # "approved", "approval failed", "approval outcome unknown", "refused"
     user: str
     ssh_client: str | None
     host: str
@@ -141,6 +149,10 @@ def build_report(recording: Recording, *, since: datetime | None = None,
                   recording.sessions_known, tuple(chosen))
 
 
+# An approval's outcome (store.records) as the report names its act.
+_ACTS = {APPROVED: "approved", FAILED: "approval failed", UNKNOWN: "approval outcome unknown"}
+
+
 def _add_acts(events: dict[str, EventReport], audit: tuple[AuditRecord, ...],
               end: datetime) -> None:
     attempts = {r.seq: r for r in audit if r.action == APPROVE_ATTEMPT}
@@ -150,18 +162,16 @@ def _add_acts(events: dict[str, EventReport], audit: tuple[AuditRecord, ...],
             continue
         if record.action == APPROVE_OUTCOME:
             attempt = attempts.get(record.attempt_seq or -1) or record
-            ok = record.error is None and record.status is not None \
-                and 200 <= record.status < 300
             detail = (f"HTTP {record.status}" if record.error is None
                       else f"{record.error}")
-            report.acts.append(Act(record.time, "approved" if ok else "approval failed",
-                                   attempt.user, attempt.ssh_client, attempt.host, detail,
-                                   record.seq))
+            report.acts.append(Act(record.time, _ACTS[record.result or FAILED], attempt.user,
+                                   attempt.ssh_client, attempt.host, detail, record.seq))
         elif record.action == REFUSED:
             report.acts.append(Act(record.time, "refused", record.user, record.ssh_client,
                                    record.host, record.error or "no reason", record.seq))
         elif record.action == APPROVE_ATTEMPT and record.outcome_unknown:
-            report.acts.append(Act(record.time, "approval sent, outcome unknown",
-                                   record.user, record.ssh_client, record.host,
-                                   "setui stopped before recording the answer", record.seq))
+            report.acts.append(Act(record.time, _ACTS[UNKNOWN], record.user,
+                                   record.ssh_client, record.host,
+                                   "sent; setui stopped before recording the answer",
+                                   record.seq))
 

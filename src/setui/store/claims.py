@@ -6,13 +6,16 @@ which approval, so the claim needs no table of its own that could disagree with 
 attempt, so of six processes approving one event at once the first appends its attempt
 and the other five, serialised behind it, find that attempt and append nothing.
 
-An event is claimed by its newest attempt that the service accepted, or that has no
-outcome yet (in flight in another process, or a process that stopped before recording
-it: whether the service got it is not known). A failed attempt claims nothing.
+An event is claimed by its newest attempt that the service accepted, or whose outcome
+is unknown: recorded so (a try timed out, or was cut off or interrupted, after its
+request left), or not recorded at all (in flight in another process, or a process that
+stopped before recording it). A failed attempt claims nothing: none of its tries can
+have approved the event.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,7 +24,14 @@ from datetime import datetime
 from setui.core.timefmt import stamp
 from setui.store.db import StoreError
 from setui.store.endpoints import SQL_FUNCTION, endpoint_column
-from setui.store.records import APPROVE_ATTEMPT, APPROVE_OUTCOME, from_db_time
+from setui.store.records import (
+    APPROVE_ATTEMPT,
+    APPROVE_OUTCOME,
+    FAILED,
+    UNKNOWN,
+    approval_result,
+    from_db_time,
+)
 
 __all__ = ["AlreadyClaimed", "Claim", "check", "find"]
 
@@ -36,24 +46,26 @@ class Claim:
     ssh_client: str | None
     time: datetime
     attempt_seq: int
-    outcome_seq: int | None  # None: no outcome recorded (in flight, or unknown)
+    outcome_seq: int | None  # None: no outcome recorded (in flight, or setui stopped)
+    unknown: bool  # whether the service may or may not have it (else: it accepted it)
 
     @property
     def record_seq(self) -> int:
-        """The record to cite: the accepted outcome, else the attempt."""
+        """The record to cite: the outcome, else the attempt."""
         return self.outcome_seq if self.outcome_seq is not None else self.attempt_seq
 
     def describe(self) -> str:
         """In words, for a refusal and a prompt; the names come from the audit log,
         which setui wrote, and are escaped again by whoever prints them."""
         who = self.user + (f" from {self.ssh_client}" if self.ssh_client else "")
-        when = stamp(self.time, local=False)
+        said = f"by {who} on {self.host} at {stamp(self.time, local=False)} " \
+               f"(audit record {self.record_seq})"
+        if not self.unknown:
+            return f"already approved {said}"
         if self.outcome_seq is not None:
-            return (f"already approved by {who} on {self.host} at {when} "
-                    f"(audit record {self.record_seq})")
-        return (f"already sent by {who} on {self.host} at {when} (audit record "
-                f"{self.record_seq}), and no outcome is recorded: it is in flight, or its "
-                "outcome is unknown")
+            return f"may already have been sent {said}: its outcome is unknown"
+        return (f"may already have been sent {said}: no outcome is recorded, so it is in "
+                "flight, or setui stopped before writing it down")
 
 
 class AlreadyClaimed(StoreError):
@@ -66,26 +78,37 @@ class AlreadyClaimed(StoreError):
 
 _SQL = (
     "SELECT a.seq, a.time, a.os_user, a.host, a.ssh_client, a.event_id, o.seq, o.status, "
-    "o.error FROM audit a LEFT JOIN audit o ON o.attempt_seq = a.seq AND o.action = ? "
-    f"WHERE a.action = ? AND a.event_id = ? COLLATE NOCASE AND {SQL_FUNCTION}(a.endpoint) = ? "
-    "ORDER BY a.seq DESC")
+    "o.error, o.details_json FROM audit a LEFT JOIN audit o ON o.attempt_seq = a.seq "
+    "AND o.action = ? WHERE a.action = ? AND a.event_id = ? COLLATE NOCASE "
+    f"AND {SQL_FUNCTION}(a.endpoint) = ? ORDER BY a.seq DESC")
 
 
 def find(conn: sqlite3.Connection, event_id: str, endpoint: str) -> Claim | None:
     """The approval that claims ``event_id`` at ``endpoint``, if one does."""
     rows = conn.execute(_SQL, (APPROVE_OUTCOME, APPROVE_ATTEMPT, event_id,
                                endpoint_column(endpoint)))
-    for seq, time, user, host, ssh, stored_id, out_seq, status, error in rows:
-        accepted = out_seq is not None and error is None and status is not None \
-            and 200 <= int(status) < 300
-        if out_seq is None or accepted:
-            try:
-                when = from_db_time(str(time))
-            except ValueError:
-                continue  # a damaged record claims nothing; verify reports it
-            return Claim(str(stored_id), str(user), str(host), ssh, when, int(seq),
-                         int(out_seq) if out_seq is not None else None)
+    for seq, time, user, host, ssh, stored_id, out_seq, status, error, details in rows:
+        result = UNKNOWN if out_seq is None else approval_result(
+            status if isinstance(status, int) else None, error, _details(details))
+        if result == FAILED:
+            continue
+        try:
+            when = from_db_time(str(time))
+        except ValueError:
+            continue  # a damaged record claims nothing; verify reports it
+        return Claim(str(stored_id), str(user), str(host), ssh, when, int(seq),
+                     int(out_seq) if out_seq is not None else None,
+                     unknown=result == UNKNOWN)
     return None
+
+
+def _details(text: object) -> dict[str, object]:
+    """An outcome's details; unreadable ones read as none (verify reports the record)."""
+    try:
+        value = json.loads(str(text))
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def check(conn: sqlite3.Connection, event_ids: Sequence[str], endpoint: str) -> None:

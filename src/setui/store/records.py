@@ -21,12 +21,15 @@ from setui.core.model import (
 
 __all__ = [
     "ACTIONS",
+    "APPROVED",
     "APPROVE_ATTEMPT",
     "APPROVE_OUTCOME",
     "CANCELLED",
     "DISMISSALS",
     "DISMISSED",
+    "FAILED",
     "REFUSED",
+    "UNKNOWN",
     "AuditEntry",
     "AuditRecord",
     "ChangeRecord",
@@ -36,6 +39,7 @@ __all__ = [
     "StoryEntry",
     "VerifyResult",
     "action_word",
+    "approval_result",
     "event_snapshot",
     "from_db_time",
     "to_db_time",
@@ -51,6 +55,11 @@ CANCELLED = "cancelled"
 DISMISSALS = (DISMISSED, CANCELLED)
 REFUSED = "refused"
 ACTIONS = (APPROVE_ATTEMPT, APPROVE_OUTCOME, DISMISSED, CANCELLED, REFUSED)
+# What became of an approval: the service accepted it; it did not (no try can have
+# arrived, or every answer said no); or nobody knows (a try may have arrived and no
+# answer says what the service made of it: a timeout, a connection lost after the
+# request left, an interruption mid-request).
+APPROVED, FAILED, UNKNOWN = "approved", "failed", "unknown"
 
 _DB_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
 
@@ -185,6 +194,18 @@ class StoryEntry:
     initial: bool = False
 
 
+def approval_result(status: int | None, error: str | None,
+                    details: Mapping[str, Any]) -> str:
+    """What an approve-outcome record says became of its approval: :data:`APPROVED`,
+    :data:`FAILED` or :data:`UNKNOWN`. The one reading of an outcome; records written
+    before the outcome was kept in ``details`` are read by their status and error."""
+    said = details.get("outcome")
+    if said in (APPROVED, FAILED, UNKNOWN):
+        return str(said)
+    return APPROVED if error is None and status is not None and 200 <= status < 300 \
+        else FAILED
+
+
 def event_snapshot(event: Event) -> dict[str, Any]:
     """The event as an operator saw it, under the service's own field names."""
     return {
@@ -256,7 +277,17 @@ class AuditRecord:
 
     @property
     def outcome_unknown(self) -> bool:
+        """An attempt with no outcome anywhere in the log: setui stopped between the
+        POST and writing the answer down (or it is in flight in another process)."""
         return self.action == APPROVE_ATTEMPT and self.has_outcome is False
+
+    @property
+    def result(self) -> str | None:
+        """What became of the approval this record tells of (:func:`approval_result`;
+        an attempt without an outcome is unknown); None for any other record."""
+        if self.action == APPROVE_OUTCOME:
+            return approval_result(self.status, self.error, self.details)
+        return UNKNOWN if self.outcome_unknown else None
 
     def to_json(self) -> dict[str, Any]:
         """Every field with stable keys, as ``setui audit --json`` and ``export`` write it."""
@@ -292,10 +323,12 @@ class VerifyResult:
         return self.problem
 
 
-# A step's states. "running" is also what a dead agent leaves behind.
-PLANNED, WAITING, RUNNING, DONE, FAILED, INTERRUPTED, SKIPPED = (
-    "planned", "waiting", "running", "done", "failed", "interrupted", "skipped")
-FINISHED = frozenset({DONE, FAILED, INTERRUPTED, SKIPPED})
+# A step's states. "running" is also what a dead agent leaves behind. A step that failed
+# is FAILED, and an approval whose POST may have arrived UNKNOWN: the words of what an
+# approval came to (above), which a step's state says in the same sense.
+PLANNED, WAITING, RUNNING, DONE, INTERRUPTED, SKIPPED = (
+    "planned", "waiting", "running", "done", "interrupted", "skipped")
+FINISHED = frozenset({DONE, FAILED, UNKNOWN, INTERRUPTED, SKIPPED})
 
 
 @dataclass(frozen=True)

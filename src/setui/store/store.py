@@ -43,8 +43,10 @@ from setui.store.place import foreign_entries
 from setui.store.records import (
     APPROVE_ATTEMPT,
     APPROVE_OUTCOME,
+    APPROVED,
     DISMISSALS,
     REFUSED,
+    UNKNOWN,
     AuditEntry,
     AuditRecord,
     IncarnationRecord,
@@ -291,16 +293,23 @@ class Store:
         except (DocumentError, ValueError):
             return None
 
-    def approvals(self, event_ids: Sequence[str]) -> dict[str, AuditRecord]:
-        """The newest accepted approval of each of ``event_ids`` that has one."""
+    def approvals(self, event_ids: Sequence[str], *,
+                  unknown: bool = False) -> dict[str, AuditRecord]:
+        """The newest accepted approval (its outcome record) of each of ``event_ids``
+        that has one. With ``unknown``, for the others the newest approval whose outcome
+        is unknown, as its attempt record (who sent it, and when): the one whose
+        ``result`` is not APPROVED."""
         with self._using("read the audit log") as conn:
             found: dict[str, AuditRecord] = {}
             for event_id in event_ids:
-                for record in reversed(audit_log.for_event(conn, hist.clean_text(event_id))):
-                    if record.action == APPROVE_OUTCOME and record.error is None \
-                            and record.status is not None and 200 <= record.status < 300:
-                        found[event_id] = record
-                        break
+                records = audit_log.for_event(conn, hist.clean_text(event_id))
+                record = next((r for r in reversed(records) if r.result == APPROVED), None)
+                if record is None and unknown:
+                    attempts = {r.seq: r for r in records if r.action == APPROVE_ATTEMPT}
+                    record = next((attempts.get(r.attempt_seq or -1, r)
+                                   for r in reversed(records) if r.result == UNKNOWN), None)
+                if record is not None:
+                    found[event_id] = record
             return found
 
     # -- recording sessions ---------------------------------------------------------------
@@ -542,10 +551,12 @@ def _audit_story(record: AuditRecord) -> StoryEntry:
         if record.outcome_unknown:
             detail += " (outcome unknown: setui stopped before recording it)"
     elif record.action == APPROVE_OUTCOME:
-        if record.error:
-            detail = f"the approval failed: {record.error}"
-        else:
+        if record.result == APPROVED:
             detail = f"the service accepted the approval: HTTP {record.status}"
+        elif record.result == UNKNOWN:
+            detail = f"the approval's outcome is unknown: {record.error}"
+        else:
+            detail = f"the approval failed: {record.error}"
         if record.latency_ms is not None:
             detail += f" in {record.latency_ms:.0f} ms"
     elif record.action in DISMISSALS:

@@ -3,12 +3,13 @@
 A mixin of :class:`setui.ui.app.SetuiApp`, kept apart so the app stays a thin shell.
 The dialog shows the event as it is when ``a`` is pressed and the confirmation binds to
 that snapshot (:class:`setui.snapshot.Confirmed`); the :class:`~setui.approval.Approver`
-reads the document once more before the POST and refuses anything else, and a refusal
-worth asking again (the event changed, or another approval claims it) opens the dialog
-again on the event as it is now. Notices never cover the dialog: they wait on the
-dashboard's notice line (setui.ui.widgets.notices). While the service fails, each try
-is shown on the row; quitting with an approval in flight asks first and says on exit
-what became of it. Nothing here waits on SQLite or HTTP on the event loop.
+reads the document once more before the POST, and before each retry, and sends nothing
+for anything else; an approval worth asking again (the event changed, before the first
+send or a retry, or another approval claims it) opens the dialog again on the event as
+it is now. Notices never cover the dialog: they wait on the dashboard's notice line
+(setui.ui.widgets.notices). While the service fails, each try is shown on the row;
+quitting with an approval in flight asks first and says on exit what became of it.
+Nothing here waits on SQLite or HTTP on the event loop.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from textual.notifications import SeverityLevel
 
 from setui.approval import Approver, Confirmed, Progress, changes_between, find_event
 from setui.core.health import ConnectionState, Health
+from setui.outcome import HELD
 from setui.store import event_snapshot
 from setui.textsafe import printable
 from setui.ui.format import age, safe
@@ -98,9 +100,10 @@ class Approvals:
         self._ask(event, document.incarnation)
 
     def _ask(self, event: Event, incarnation: int, *, changes: tuple[str, ...] = (),
-             claimed: str | None = None) -> None:
+             claimed: str | None = None, retried: bool = False) -> None:
         """Show the dialog for ``event`` as it is now: the confirmation binds to this
-        snapshot, whatever the document does while the dialog is open."""
+        snapshot, whatever the document does while the dialog is open. ``retried``: the
+        change was found before a retry (a try had gone), not before the first send."""
         seen = Confirmed(event.event_id, event_snapshot(event), incarnation)
         again = claimed is not None
 
@@ -109,12 +112,14 @@ class Approvals:
             if document is None or document.incarnation < incarnation:
                 # The dashboard has not caught up with what the approver read: that
                 # read is the newest known.
-                return self._prompt(event, changes=changes, claimed=claimed)
+                return self._prompt(event, changes=changes, claimed=claimed,
+                                    retried=retried)
             current = find_event(document, event.event_id)
             moved = tuple(changes_between(seen.snapshot, event_snapshot(current))) \
                 if current is not None else ()
             return self._prompt(event, present=current is not None,
-                                changes=moved or changes, claimed=claimed)
+                                changes=moved or changes, claimed=claimed,
+                                retried=retried and not moved)
 
         self._push_dialog(ConfirmationModal(prompt(), guard=self.confirm_guard,
                                             mono=self._mono, refresh=prompt),
@@ -133,11 +138,11 @@ class Approvals:
         self.post_message(ApprovalDone(notes, announce=False))
 
     def _prompt(self, event: Event, present: bool = True, changes: tuple[str, ...] = (),
-                claimed: str | None = None) -> Prompt:
+                claimed: str | None = None, retried: bool = False) -> Prompt:
         return approval_prompt(event, vm_name=self.vm_name, identity=self.identity.label,
                                now=self.now(), previous=self.session.approvals.get(
                                    event.event_id), present=present, stale=self._staleness(),
-                               changes=changes, claimed=claimed)
+                               changes=changes, claimed=claimed, retried=retried)
 
     def _staleness(self) -> str | None:
         """Why what the dialog shows may not be what the service says now, if it may not."""
@@ -177,7 +182,8 @@ class Approvals:
         status = progress.status
         self.session.approvals[progress.event_id] = replace(
             note, attempt=progress.attempt,
-            last_error=f"HTTP {status}" if status else safe(progress.kind, 20),
+            last_error=f"HTTP {status}" if status else "held, not sent"
+            if progress.kind == HELD else safe(progress.kind, 20),
             next_at=self.now() + timedelta(seconds=progress.next_in))
         self._refresh()
 
@@ -189,8 +195,7 @@ class Approvals:
         try:
             outcomes = await self.approver.approve(
                 [event_id], self.session.document, confirmed_as={event_id: seen},
-                allow_other_vms=True, again=again, progress=self._progress,
-                current=lambda: self.session.document)
+                allow_other_vms=True, again=again, progress=self._progress)
         except Exception as exc:  # a bug must not leave the row saying "approving…"
             self.post_message(ApprovalDone([ApprovalNote(
                 event_id, self.now(), self.identity.user,
@@ -199,16 +204,16 @@ class Approvals:
             return
         self.post_message(ApprovalDone([
             ApprovalNote(o.event_id, self.now(), self.identity.user, approved=o.approved,
-                         refused=o.refused, message=o.message) for o in outcomes],
-            ask_again=[(o.event_id, o.changes, o.message) for o in outcomes if o.ask_again],
-            document=self.approver.last_read))
+                         refused=o.refused, unknown=o.unknown, message=o.message)
+            for o in outcomes],
+            ask_again=[o for o in outcomes if o.ask_again], document=self.approver.last_read))
         for outcome in outcomes:
             if outcome.approved:
                 self.monitor.note_approved(outcome.event_id)
         self.monitor.poll_now()
 
     def on_approval_done(self, message: ApprovalDone) -> None:
-        asking = {event_id for event_id, _, _ in message.ask_again}
+        asking = {outcome.event_id for outcome in message.ask_again}
         for note in message.notes:
             self.session.note_approval(note)
             if not message.announce or note.event_id in asking:
@@ -218,19 +223,26 @@ class Approvals:
                 text = (f"{said[:1].upper()}{said[1:]}. Azure may start it now, for every VM "
                         "it lists.")
                 self.notify(safe(text, 300), title="Approved", timeout=8, markup=False)
+            elif note.unknown:  # the title says it: the message need not say it twice
+                said = note.message.removeprefix("outcome unknown: ")
+                self.notify(safe(said, 300), title="Outcome unknown", severity="warning",
+                            timeout=15, markup=False)
             else:
                 self.notify(safe(note.message, 300), title="Not approved", severity="error",
                             timeout=15, markup=False)
         self._refresh()
         # What was confirmed is not what would be approved now (it changed, or another
-        # approval claims it): nothing was sent; show it as it is and ask again.
+        # approval claims it): nothing (more) was sent; show it as it is and ask again.
+        # A try that may have arrived is said too: a yes then sends again knowingly.
         document = message.document or self.session.document
-        for event_id, changes, said in message.ask_again:
-            event = find_event(document, event_id)
+        for outcome in message.ask_again:
+            event = find_event(document, outcome.event_id)
             if event is None or document is None:
                 continue
-            claimed = None if changes else said.removeprefix("refused: ")
-            self._ask(event, document.incarnation, changes=changes, claimed=claimed)
+            claimed = outcome.message if outcome.unknown else None if outcome.changes \
+                else outcome.message.removeprefix("refused: ")
+            self._ask(event, document.incarnation, changes=outcome.changes, claimed=claimed,
+                      retried=not outcome.refused)
 
     def in_flight(self) -> list[ApprovalNote]:
         """The approvals still under way."""
@@ -252,8 +264,9 @@ class Approvals:
         body = Text()
         for note in self.in_flight():
             body.append(f"{safe(note.event_id, 40)}: {safe(note.in_flight(now), 120)}\n")
-        body.append("\nQuitting stops it: the request may or may not reach the service, "
-                    "and the audit log records that its outcome is unknown.")
+        body.append("\nQuitting stops it: a request under way may or may not reach the "
+                    "service. The audit log records the outcome as unknown if a try may have "
+                    "arrived, as failed if none can have.")
         self._push_dialog(ConfirmationModal(
             Prompt("An approval is in flight. Quit anyway?", body), yes="quit",
             no="stay", guard=self.confirm_guard, mono=self._mono), self._quit_confirmed)
@@ -263,8 +276,9 @@ class Approvals:
             return
         now = self.now()
         lines = [f"setui quit while approving {printable(n.event_id, 80)} "
-                 f"({printable(n.in_flight(now), 120)}): the request may or may not have "
-                 "reached the service; the audit log records the outcome as unknown. "
-                 "`setui events` shows whether it started; `setui audit` what was recorded."
+                 f"({printable(n.in_flight(now), 120)}): a request under way may or may not "
+                 "have reached the service; the audit log records what is known of it "
+                 "(unknown if a try may have arrived). `setui events` shows whether it "
+                 "started; `setui audit` what was recorded."
                  for n in self.in_flight()]
         self.exit(message="\n".join(lines) or None)

@@ -15,6 +15,7 @@ from datetime import datetime
 
 from textual.message import Message
 
+from setui.approval import ApprovalOutcome
 from setui.core.health import ConnectionState, PollResult
 from setui.core.model import Document
 from setui.core.tracker import Change
@@ -83,13 +84,13 @@ class ApprovalDone(Message):
     False: the operator was already told (a refusal is said before it is recorded)."""
 
     def __init__(self, notes: list[ApprovalNote], *, announce: bool = True,
-                 ask_again: list[tuple[str, tuple[str, ...], str]] | None = None,
+                 ask_again: list[ApprovalOutcome] | None = None,
                  document: Document | None = None) -> None:
         super().__init__()
         self.notes = notes
         self.announce = announce
-        # (EventId, what changed, the refusal) of approvals to be asked again, and the
-        # document the approver read just before it refused them.
+        # The approvals to be asked again (what was confirmed is not what would be
+        # approved now), and the document the approver read last before it stopped them.
         self.ask_again = ask_again or []
         self.document = document
 
@@ -104,6 +105,7 @@ class ApprovalNote:
     approved: bool = False
     refused: bool = False
     pending: bool = False
+    unknown: bool = False  # a try may have reached the service: neither approved nor failed
     message: str = ""
     # While the service fails: the try that failed last, why, and when the next one is.
     attempt: int = 0
@@ -132,9 +134,10 @@ class Session(MonitorState):
     approvals: dict[str, ApprovalNote] = field(default_factory=dict)
 
     def note_approval(self, note: ApprovalNote) -> None:
-        """Remember the latest approval note; a refusal does not hide an approval."""
+        """Remember the latest approval note; a refusal does not hide an approval, nor
+        one whose outcome is unknown."""
         current = self.approvals.get(note.event_id)
-        if note.refused and current is not None and current.approved:
+        if note.refused and current is not None and (current.approved or current.unknown):
             return
         self.approvals[note.event_id] = note
         life = self.lives.get(note.event_id)

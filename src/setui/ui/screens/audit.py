@@ -18,7 +18,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Static
 
 from setui.core.timefmt import stamp
-from setui.store.records import action_word
+from setui.store.records import UNKNOWN, action_word
 from setui.textsafe import printable
 from setui.ui.screens.history import DetailScreen, local_and_utc, pretty_json
 from setui.ui.screens.listing import TableNavigation
@@ -118,6 +118,8 @@ def _outcome_text(row: AuditRow, limit: int | None = 40) -> Text:
     latency = _latency(getattr(record, "latency", None))
     if latency:
         parts.append(latency)
+    if getattr(record, "result", None) == UNKNOWN:  # a try may have arrived: not a failure
+        return Text(printable("? " + " · ".join(parts), limit), style="bold")
     ok = not error and (status is None or str(status).startswith("2"))
     if not ok:
         text = "× " + ("FAILED " if record.action == _OUTCOME else "") + " · ".join(parts)

@@ -261,20 +261,23 @@ def _names(names: list[str]) -> str:
 def approval_prompt(event: Event, *, vm_name: str | None, identity: str, now: datetime,
                     previous: ApprovalNote | None = None, present: bool = True,
                     stale: str | None = None, changes: tuple[str, ...] = (),
-                    claimed: str | None = None) -> Prompt:
+                    claimed: str | None = None, retried: bool = False) -> Prompt:
     """The approval dialog's prompt; loud, and asking for "yes" typed, when the event
     reaches beyond this VM.
 
     ``present=False``: the event left the document while the dialog was open.
     ``stale``: why the document shown may not be the service's current one.
-    ``changes``: what changed since the operator last confirmed (asked again).
+    ``changes``: what changed since the operator last confirmed (asked again);
+    ``retried``: found before a retry (a try had gone), not before the first send.
     ``claimed``: the earlier approval of this event, in words (asked again).
     """
     title = f"Approve this {safe(event.event_type, 24)} now?"
     top = Text()
     if changes:
-        top.append("!! It changed since you confirmed, so nothing was sent: "
-                   + "; ".join(safe(c, 160) for c in changes) + "\n", style="bold reverse")
+        held = "It changed before a retry, so no retry was sent" if retried else \
+            "It changed since you confirmed, so nothing was sent"
+        top.append(f"!! {held}: " + "; ".join(safe(c, 160) for c in changes) + "\n",
+                   style="bold reverse")
     if claimed:
         top.append(f"!! {safe(claimed, 300)}. Approve it again?\n", style="bold reverse")
     if not present or event.is_started:

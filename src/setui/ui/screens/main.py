@@ -104,6 +104,10 @@ def _approval_cell(note: ApprovalNote | None, tier: str, now: datetime) -> Text:
         if tier == "narrow":
             return Text(approved_label(note.at, note.user, short=True), style="bold")
         return Text(f"{utc_time(note.at)} by {safe(note.user, 10)}", style="bold")
+    if note.unknown:  # a try may have arrived: not "failed", and not approved either
+        if tier == "narrow":
+            return Text("? unknown", style="bold")
+        return Text(f"? unknown {note.at.astimezone(timezone.utc):%H:%M}", style="bold")
     if not note.refused:
         if tier == "narrow":  # the reason and the time are in the summary under the table
             return Text("✗ failed", style="bold")

@@ -21,7 +21,7 @@ from textual.message import Message
 
 from setui.core.health import ConnectionState, Health
 from setui.monitor.replay import Moment, Recording, load_recording
-from setui.store.records import APPROVE_OUTCOME, REFUSED, AuditRecord
+from setui.store.records import APPROVE_OUTCOME, APPROVED, REFUSED, UNKNOWN, AuditRecord
 from setui.ui.format import Palette, time_of_day
 from setui.ui.messages import ApprovalNote, EventRequest, Session
 from setui.ui.screens.details import details_screen
@@ -49,12 +49,12 @@ def approval_notes(records: tuple[AuditRecord, ...]) -> list[ApprovalNote]:
         if record.action == APPROVE_OUTCOME:
             attempt = attempts.get(record.attempt_seq or -1)
             user = attempt.user if attempt is not None else record.user
-            ok = record.error is None and record.status is not None \
-                and 200 <= record.status < 300
-            words = (f"approved by {user}: HTTP {record.status}" if ok
+            ok, unknown = record.result == APPROVED, record.result == UNKNOWN
+            words = (f"approved by {user}: HTTP {record.status}" if ok else
+                     f"approval by {user}, {record.error}" if unknown
                      else f"approval failed: {record.error or f'HTTP {record.status}'}")
             notes.append(ApprovalNote(record.event_id, record.time, user, approved=ok,
-                                      message=words))
+                                      unknown=unknown, message=words))
         elif record.action == REFUSED:
             notes.append(ApprovalNote(record.event_id, record.time, record.user, refused=True,
                                       message=f"refused by setui: {record.error or 'no reason'}"))

@@ -74,8 +74,10 @@ def summary_lines(event: Event | None, vm_name: str | None, now: datetime,
     first.append(f"  impact {impact(event)}")
     second = Text()
     if note is not None and failed:
-        # The row only has room for "✗ failed": the reason gets the line's start.
-        second.append(f"✗ not approved {note.at:%H:%M:%S}: {safe(note.message, 120)}  ",
+        # The row only has room for "✗ failed" (or "? unknown"): the reason gets the
+        # line's start.
+        said = "? approval" if note.unknown else "✗ not approved"
+        second.append(f"{said} {note.at:%H:%M:%S}: {safe(note.message, 120)}  ",
                       style=palette.urgent)
     if agent:
         second.append(f"agent: {safe(agent, 200)}  ", style="bold")

@@ -1,0 +1,115 @@
+"""The API's approve as a client hears it: each try's progress, a held retry included,
+and the outcome as far as it is known. The real server, Approver, IMDS client and
+AgentClient over a real socket, against the scripted metadata service (tests/scripted.py);
+the agent is stood in for by the parts the server reads, so that the approver's reads are
+the only GETs the script answers (the whole agent is served in test_api_agent.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import datetime, timezone
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from scripted import Answer, Drop, ScriptedImds, document, event
+from setui.api.client import AgentClient
+from setui.api.codec import AgentInfo
+from setui.api.peer import Authority
+from setui.api.queries import Queries
+from setui.api.server import ApiServer
+from setui.api.socketfile import bind_socket
+from setui.api.source import AgentSource
+from setui.core.backoff import Backoff
+from setui.core.client import ImdsClient
+from setui.core.model import parse_document
+from setui.monitor.state import MonitorState
+from setui.outcome import HELD, ApprovalOutcome, Progress
+from setui.snapshot import confirmed
+from setui.store import APPROVE_OUTCOME, Store
+
+MINE = "F02C2EDE-3B1C-4D5E-9F00-0123456789AB"
+T0 = datetime(2026, 11, 25, 19, 0, tzinfo=timezone.utc)
+SHOWN = document(7, event(MINE, ["web-0"]))
+
+@pytest.fixture
+async def approve_through_api(tmp_path: Path, scripted: ScriptedImds,
+                              ) -> AsyncIterator[tuple[Any, Store]]:
+    """A server in this loop over a real socket; ``approve()`` approves MINE through a
+    real client on a thread, as confirmed from the document shown, and returns the
+    outcome and the progress frames heard."""
+    scripted.serve(SHOWN)
+    store = Store.open_dir(tmp_path / "data")
+    client = ImdsClient(scripted.url, timeout=10.0, enabling_timeout=10.0,
+                        backoff=Backoff(base=0.02, cap=0.05), rate=100, burst=100)
+    shown = parse_document(SHOWN)
+    monitor = SimpleNamespace(state=MonitorState(document=shown), now=lambda: T0,
+                              interval=1.0, recorder=None, endpoint=scripted.url,
+                              vm_name="web-0", note_approved=lambda event_id: None,
+                              poll_now=lambda: None)
+    agent = SimpleNamespace(steps={}, held=set(), log=None, vm_name="web-0")
+    info = AgentInfo(1, T0, "web-0", None, scripted.url, None, None, False)
+    source = AgentSource(monitor=monitor, agent=agent, client=client,  # type: ignore[arg-type]
+                         store=store, info=info, host="vm-web-0")
+    server = ApiServer(source, authority=Authority([]), queries=Queries(store.path),
+                       say=print)
+    bound = bind_socket(tmp_path / "api.sock", group=None)
+    await server.serve(bound.sock)
+
+    def run() -> tuple[ApprovalOutcome, list[Progress]]:
+        heard: list[Progress] = []
+        with AgentClient.connect(tmp_path / "api.sock", timeout=10) as api:
+            seen = confirmed(shown, MINE)
+            assert seen is not None
+            [outcome] = api.approve([MINE], {MINE: seen}, progress=heard.append)
+        return outcome, heard
+
+    async def approve() -> tuple[ApprovalOutcome, list[Progress]]:
+        return await asyncio.to_thread(run)
+
+    yield approve, store
+    await server.aclose()
+    await client.aclose()
+    bound.remove()
+    bound.sock.close()
+    store.close()
+
+
+def outcome_record(store: Store) -> Any:
+    return next(r for r in store.audit() if r.action == APPROVE_OUTCOME)
+
+
+async def test_each_try_reaches_the_client_a_held_retry_as_held(
+        scripted: ScriptedImds, approve_through_api: tuple[Any, Store]) -> None:
+    """The first POST is answered 503; the read before the retry fails, so that try is
+    held (nothing sent); the next read passes and the POST is approved. The client hears
+    both failed tries, the held one as held, and the outcome."""
+    approve, store = approve_through_api
+    scripted.on_posts(Answer(503))
+    scripted.on_gets(Answer(200), Answer(500), Answer(200))  # before tries 1, 2 and 3
+    outcome, heard = await approve()
+    assert outcome.approved and outcome.message.endswith(", at try 3")
+    assert [(p.attempt, p.status, p.kind) for p in heard] == [
+        (1, 503, "server-error"), (2, None, HELD)]
+    assert heard[1].last_error.startswith("not sent: the document could not be read again")
+    assert len(scripted.posts()) == 2
+    tries = outcome_record(store).details["tries"]
+    assert [t["status"] for t in tries] == [503, None, 200] and "held" in tries[1]
+
+
+async def test_an_outcome_nobody_knows_reaches_the_client_as_unknown(
+        scripted: ScriptedImds, approve_through_api: tuple[Any, Store]) -> None:
+    """The first POST is read and its connection closed unanswered (it may have
+    arrived); the retry is answered 400. Not approved, and not failed either."""
+    approve, store = approve_through_api
+    scripted.on_posts(Drop(), Answer(400))
+    outcome, heard = await approve()
+    assert outcome.unknown and not outcome.approved and not outcome.refused
+    assert outcome.message.startswith("outcome unknown: try 1 of 2 may have reached the "
+                                      "service")
+    assert [p.attempt for p in heard] == [1]
+    assert outcome_record(store).details["outcome"] == "unknown"
+    assert store.claim(MINE, scripted.url) is not None  # nothing is sent again without again
