@@ -13,19 +13,18 @@ from __future__ import annotations
 import grp
 import json
 import os
-import pwd
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from hypothesis import strategies as st
 
+from accounts import Account, made_accounts, needs_accounts
 from children import SETUI, Lines, wait_until
 from setui.api.client import AgentClient, ApiError
 from setui.emulator.scenario import parse_scenario
@@ -62,53 +61,16 @@ APPROVERS_GROUP = "setui"
 USERS = {"alice": (OPS_GROUP, APPROVERS_GROUP), "bob": (OPS_GROUP, APPROVERS_GROUP),
          "carol": (OPS_GROUP,), "mallory": (OPS_GROUP,), "eve": (OPS_GROUP,)}
 
-needs_root = pytest.mark.skipif(
-    os.name != "posix" or os.geteuid() != 0 or shutil.which("setpriv") is None
-    or shutil.which("useradd") is None,
-    reason="needs root, setpriv and useradd to run clients as other users")
-
-
-@dataclass(frozen=True)
-class Account:
-    name: str
-    uid: int
-    gid: int
-
-
-def _run(*argv: str) -> None:
-    subprocess.run(argv, check=True, capture_output=True, timeout=60)
+needs_root = needs_accounts
 
 
 @pytest.fixture(scope="session")
 def accounts() -> Iterator[dict[str, Account]]:
     """sapi-alice and sapi-bob (in setui), sapi-carol, sapi-mallory and sapi-eve (not),
     all in sapi-ops; made for this session, and removed after it with what it made."""
-    made_groups, made_users = [], []
-    for group in (OPS_GROUP, APPROVERS_GROUP):
-        try:
-            grp.getgrnam(group)
-        except KeyError:
-            _run("groupadd", "--system", group)
-            made_groups.append(group)
-    found: dict[str, Account] = {}
-    try:
-        for short, groups in USERS.items():
-            name = f"sapi-{short}"
-            try:
-                pwd.getpwnam(name)
-            except KeyError:
-                _run("useradd", "--system", "--no-create-home", "--shell",
-                     "/usr/sbin/nologin", "--gid", groups[0], "--groups", ",".join(groups),
-                     name)
-                made_users.append(name)
-            entry = pwd.getpwnam(name)
-            found[short] = Account(name, entry.pw_uid, entry.pw_gid)
-        yield found
-    finally:
-        for name in made_users:
-            subprocess.run(["userdel", name], capture_output=True, timeout=60)
-        for group in made_groups:
-            subprocess.run(["groupdel", group], capture_output=True, timeout=60)
+    with made_accounts({f"sapi-{short}": groups for short, groups in USERS.items()},
+                       (OPS_GROUP, APPROVERS_GROUP)) as made:
+        yield {name.removeprefix("sapi-"): account for name, account in made.items()}
 
 
 @pytest.fixture
