@@ -138,8 +138,9 @@ def check_dir(directory: Path, *, write: bool) -> os.stat_result:
         return st
     mode = stat.S_IMODE(st.st_mode)
     mine = os.geteuid()
-    if st.st_uid == 0 and mode & 0o020 and not mode & 0o002:
-        # Any member could have rewritten any record, and could again.
+    if st.st_uid == 0 and mode & 0o020 and not mode & 0o002 \
+            and (mode & stat.S_ISGID or _holds_store(directory)):
+        # The old shared mode (2770): any member could have rewritten any record.
         raise _error(f"{directory} is writable by its group (mode {mode:o}): a shared "
                      "writable store, which setui no longer writes. `sudo setui service "
                      "install` makes it the agent's store (root writes it, the group reads "
