@@ -22,7 +22,7 @@ from typing import IO
 
 from setui.atomicfile import write_atomically
 from setui.install.group import GroupError, ensure_group
-from setui.install.layout import GROUP, Layout
+from setui.install.layout import GROUP, Layout, shown
 from setui.install.takeover import StorePlan, TakeoverError, busy, carry_out, plan_store
 from setui.install.unit import (
     AGENT_UNIT,
@@ -33,7 +33,6 @@ from setui.install.unit import (
     unit_problems,
 )
 from setui.store.place import AGENT_DIR_MODE, AGENT_FILE_MODE
-from setui.textsafe import printable
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "Systemctl", "install"]
 
@@ -74,17 +73,13 @@ class Systemctl:
             return False
 
 
-def _shown(path: Path) -> str:
-    return printable(str(path), 300)
-
-
-def _refusal(layout: Layout, err: IO[str]) -> str | None:
+def _refusal(layout: Layout) -> str | None:
     """Why nothing can be installed here at all, or None."""
     if not sys.platform.startswith("linux"):
         return (f"systemd units are for Linux; this is {sys.platform}. Run `setui agent` "
                 "under this system's own service manager instead.")
     if os.geteuid() != 0:
-        where = "" if layout.host else f" (under {_shown(layout.root)} too: it sets owners)"
+        where = "" if layout.host else f" (under {shown(layout.root)} too: it sets owners)"
         return ("installing the service makes the group setui, /var/lib/setui and the unit, "
                 f"and runs systemctl, which needs root{where}. Run it with sudo, naming "
                 "this setui (sudo does not keep your PATH):\n"
@@ -103,7 +98,7 @@ def install(layout: Layout, *, now: bool, out: IO[str], err: IO[str],
         _say(err, f"setui: {text}")
         return EXIT_FAILED
 
-    refused = _refusal(layout, err)
+    refused = _refusal(layout)
     if refused is not None:
         return fail(refused)
     try:
@@ -130,12 +125,12 @@ def install(layout: Layout, *, now: bool, out: IO[str], err: IO[str],
     if not layout.host:
         systemctl = None
     if layout.host and not layout.unit_dir.is_dir():
-        return fail(f"cannot install the service: {_shown(layout.unit_dir)} is not a "
+        return fail(f"cannot install the service: {shown(layout.unit_dir)} is not a "
                     "directory")
     try:
         gid, made = ensure_group(layout, GROUP)
         say(f"{'made' if made else 'found'} the group {GROUP} (gid {gid})"
-            + (f" in {_shown(layout.group_file)}" if not layout.host else ""))
+            + (f" in {shown(layout.group_file)}" if not layout.host else ""))
         plan = plan_store(layout, gid, GROUP)
     except (GroupError, TakeoverError) as exc:
         return fail(f"not installing the service: {exc}")
@@ -202,7 +197,7 @@ def _take_store(plan: StorePlan, say: Callable[[str], None],
             return fail(f"taking over the store failed: {exc.strerror or exc}: "
                         f"{exc.filename}. What was done is said above; run install again")
     else:
-        say(f"unchanged: {_shown(plan.target)} ({plan.owner}, mode {AGENT_DIR_MODE:04o}; "
+        say(f"unchanged: {shown(plan.target)} ({plan.owner}, mode {AGENT_DIR_MODE:04o}; "
             f"its files {AGENT_FILE_MODE:04o})")
     for note in plan.notes:
         say(note)
@@ -217,11 +212,11 @@ def _config_dir(layout: Layout, say: Callable[[str], None], err: IO[str]) -> Non
     except FileNotFoundError:
         directory.mkdir(mode=0o755, parents=True)
         os.chmod(directory, 0o755)
-        say(f"made {_shown(directory)} (root, 0755): the config file config.toml and the "
+        say(f"made {shown(directory)} (root, 0755): the config file config.toml and the "
             "policy policy.toml go there, both optional")
         return
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0 or st.st_mode & 0o022:
-        _say(err, f"setui: warning: {_shown(directory)} is not a directory of root's that "
+        _say(err, f"setui: warning: {shown(directory)} is not a directory of root's that "
                   f"only root may write ({stat.filemode(st.st_mode)}, uid {st.st_uid}): "
                   "the agent refuses a policy there")
 
@@ -235,24 +230,24 @@ def _write_units(layout: Layout, text: str, systemctl: Systemctl | None, *, now:
         layout.unit_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
         changed = _write_unit(target, text)
     except OSError as exc:
-        return fail(f"cannot write {_shown(target)}: {exc.strerror or exc}")
-    say(f"{'wrote' if changed else 'unchanged:'} {_shown(target)}")
+        return fail(f"cannot write {shown(target)}: {exc.strerror or exc}")
+    say(f"{'wrote' if changed else 'unchanged:'} {shown(target)}")
     if os.path.lexists(layout.recorder_unit):
         try:
             os.unlink(layout.recorder_unit)
         except OSError as exc:
-            return fail(f"cannot remove {_shown(layout.recorder_unit)}: "
+            return fail(f"cannot remove {shown(layout.recorder_unit)}: "
                         f"{exc.strerror or exc}")
-        say(f"removed {_shown(layout.recorder_unit)}: its history is the agent's now")
+        say(f"removed {shown(layout.recorder_unit)}: its history is the agent's now")
     for unit, why in ((RECORDER_UNIT, "they no longer apply to anything"),
                       (AGENT_UNIT, "they still apply to the new unit: check that none sets "
                                    "User=, DynamicUser= or StateDirectory=")):
         drop_ins = layout.unit_dir / f"{unit}.d"
         if drop_ins.is_dir():
-            say(f"note: {_shown(drop_ins)} holds drop-ins, left as they are: {why}")
+            say(f"note: {shown(drop_ins)} holds drop-ins, left as they are: {why}")
     unit = AGENT_UNIT.removesuffix(".service")
     if systemctl is None:
-        say(f"(under {_shown(layout.root)}: no systemctl was run)")
+        say(f"(under {shown(layout.root)}: no systemctl was run)")
         return EXIT_OK
     if not systemctl("daemon-reload"):
         return EXIT_FAILED

@@ -9,13 +9,19 @@ from pathlib import Path, PurePosixPath
 from setui.api.peer import DEFAULT_GROUP
 from setui.install.unit import AGENT_UNIT, RECORDER_UNIT, UNIT_CONFIG, UNIT_DIR
 from setui.store.place import AGENT_STORE
+from setui.textsafe import printable
 
-__all__ = ["GROUP", "PRIVATE_STORE", "Layout"]
+__all__ = ["GROUP", "PRIVATE_STORE", "Layout", "shown"]
 
 GROUP = DEFAULT_GROUP  # the agent's group: who reads the store and may reach the socket
 # Where a DynamicUser= unit with StateDirectory=setui (the recorder, the agent before it
 # ran as root) kept its store; /var/lib/setui was a link to it.
 PRIVATE_STORE = Path("/var/lib/private/setui")
+
+
+def shown(path: Path) -> str:
+    """A path as the installer says it (made printable: a path is anyone's text)."""
+    return printable(str(path), 300)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from setui.install.layout import PRIVATE_STORE, Layout
+from setui.install.layout import PRIVATE_STORE, Layout, shown
 from setui.procinfo import holders
 from setui.store.place import AGENT_DIR_MODE, AGENT_FILE_MODE, DB_NAME, is_temporary, store_names
 from setui.textsafe import printable
@@ -63,10 +63,6 @@ class StorePlan:
         return [] if self.source is None else [self.source / name for name in self.files]
 
 
-def _shown(path: Path) -> str:
-    return printable(str(path), 300)
-
-
 def _owner(st: os.stat_result) -> str:
     return f"{st.st_uid}:{st.st_gid} {stat.S_IMODE(st.st_mode):04o}"
 
@@ -82,28 +78,28 @@ def _where_it_is(layout: Layout, plan: StorePlan) -> None:
     if st is not None and stat.S_ISLNK(st.st_mode):
         points = os.readlink(target)
         if points not in ("private/setui", str(PRIVATE_STORE)):
-            raise TakeoverError(f"{_shown(target)} is a symbolic link to {printable(points)}, "
+            raise TakeoverError(f"{shown(target)} is a symbolic link to {printable(points)}, "
                                 "not the link a DynamicUser= unit leaves: setui does not "
                                 "know that store. Move the link aside and run install again")
         plan.link = target
-        plan.changes.append(f"remove the link {_shown(target)} (to {printable(points)})")
+        plan.changes.append(f"remove the link {shown(target)} (to {printable(points)})")
         st = None
     elif st is not None and not stat.S_ISDIR(st.st_mode):
-        raise TakeoverError(f"{_shown(target)} exists and is not a directory: move it aside "
+        raise TakeoverError(f"{shown(target)} exists and is not a directory: move it aside "
                             "and run install again")
     if st is not None:
         plan.source = target
         if private_dir and os.path.lexists(private / DB_NAME):
             plan.notes.append(
-                f"a second history stays where it is, in {_shown(private)} (the recorder's, "
-                f"from before {_shown(target)} held one): read it with `sudo setui history "
+                f"a second history stays where it is, in {shown(private)} (the recorder's, "
+                f"from before {shown(target)} held one): read it with `sudo setui history "
                 f"--data-dir {PRIVATE_STORE}`")
     elif private_dir:
         plan.source = private
-        plan.changes.append(f"move {_shown(private)} to {_shown(target)} (the recorder's "
+        plan.changes.append(f"move {shown(private)} to {shown(target)} (the recorder's "
                             "history, whole)")
     else:
-        plan.changes.append(f"make {_shown(target)}")
+        plan.changes.append(f"make {shown(target)}")
 
 
 def _check_files(plan: StorePlan) -> None:
@@ -114,16 +110,16 @@ def _check_files(plan: StorePlan) -> None:
     for name in sorted(os.listdir(plan.source)):
         path = plan.source / name
         if name not in ours and not is_temporary(name, DB_NAME):
-            plan.notes.append(f"left as it was: {_shown(path)} (not one of setui's files)")
+            plan.notes.append(f"left as it was: {shown(path)} (not one of setui's files)")
             continue
         st = os.lstat(path)
         if not stat.S_ISREG(st.st_mode):
-            raise TakeoverError(f"{_shown(path)} is not a regular file (a symbolic link, a "
+            raise TakeoverError(f"{shown(path)} is not a regular file (a symbolic link, a "
                                 "directory or a device where setui keeps a file of its "
                                 "store): nothing was changed. Look at it, move it aside and "
                                 "run install again")
         if st.st_nlink != 1:
-            raise TakeoverError(f"{_shown(path)} has {st.st_nlink} names (hard links): "
+            raise TakeoverError(f"{shown(path)} has {st.st_nlink} names (hard links): "
                                 "whoever made another could write the agent's store "
                                 "through it: nothing was changed. Remove the other names "
                                 "and run install again")
@@ -144,14 +140,14 @@ def plan_store(layout: Layout, group: int, group_name: str) -> StorePlan:
     if plan.source is not None:
         st = os.lstat(plan.source)
         if (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) != (0, group, AGENT_DIR_MODE):
-            plan.changes.append(f"{_shown(layout.store)}: {plan.owner}, mode "
+            plan.changes.append(f"{shown(layout.store)}: {plan.owner}, mode "
                                 f"{AGENT_DIR_MODE:04o} (was {_owner(st)})")
     return plan
 
 
 def busy(plan: StorePlan) -> list[str]:
     """Who has the store's files open, in words: a takeover waits until no one has."""
-    return [f"pid {who.pid} ({printable(who.name, 40)}) has {_shown(path)} open"
+    return [f"pid {who.pid} ({printable(who.name, 40)}) has {shown(path)} open"
             for who, path in holders(plan.paths())]
 
 
@@ -160,29 +156,29 @@ def carry_out(plan: StorePlan, say: Callable[[str], None]) -> None:
     target = plan.target
     if plan.link is not None:
         os.unlink(plan.link)
-        say(f"removed the link {_shown(plan.link)}")
+        say(f"removed the link {shown(plan.link)}")
     if plan.source is None:
         target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
         os.mkdir(target, AGENT_DIR_MODE)
-        say(f"made {_shown(target)}")
+        say(f"made {shown(target)}")
     elif plan.source != target:
         try:
             os.rename(plan.source, target)
         except OSError as exc:
             if exc.errno == errno.EXDEV:
-                raise TakeoverError(f"cannot move {_shown(plan.source)} to {_shown(target)}: "
+                raise TakeoverError(f"cannot move {shown(plan.source)} to {shown(target)}: "
                                     "they are on different file systems. Move it yourself "
                                     "(with nothing running on it) and run install again") \
                     from None
             raise
-        say(f"moved {_shown(plan.source)} to {_shown(target)}")
+        say(f"moved {shown(plan.source)} to {shown(target)}")
     directory = os.open(target, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW)
     try:
         # The directory first: from now on no one but root can add, rename or remove a
         # name in it (a member of a shared store's group could, until now).
         os.fchown(directory, 0, plan.group)
         os.fchmod(directory, AGENT_DIR_MODE)
-        say(f"{_shown(target)}: {plan.owner}, mode {AGENT_DIR_MODE:04o}")
+        say(f"{shown(target)}: {plan.owner}, mode {AGENT_DIR_MODE:04o}")
         for name in plan.files:
             _take(directory, target / name, name, plan.group)
         if plan.files:
@@ -198,7 +194,7 @@ def _take(directory: int, path: Path, name: str, group: int) -> None:
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-            raise TakeoverError(f"{_shown(path)} changed while the store was taken over (it "
+            raise TakeoverError(f"{shown(path)} changed while the store was taken over (it "
                                 "is no longer a regular file of one name): the files before "
                                 "it in the list were taken over, it and those after were "
                                 "not. Look at it and run install again")
