@@ -57,8 +57,8 @@ class AgentLock:
         path = data_dir / LOCK_NAME
         try:
             make_dirs(data_dir)
-            shared = Sharing(check_dir(data_dir, write=True))
-            fd = open_nofollow(path, os.O_RDWR | os.O_CREAT, shared.mode)
+            sharing = Sharing(check_dir(data_dir, write=True))
+            fd = open_nofollow(path, os.O_RDWR | os.O_CREAT, sharing.mode)
         except StoreError as exc:
             raise LockError(str(exc)) from None
         except OSError as exc:
@@ -75,7 +75,7 @@ class AgentLock:
             raise LockError(f"cannot lock {printable(str(path), 200)}: "
                             f"{exc.strerror or exc}") from None
         with contextlib.suppress(OSError):  # who holds it: the store's readers may know
-            shared.apply(fd)
+            sharing.apply(fd)
         note = json.dumps({"pid": os.getpid(), "since": to_db_time(since),
                            "socket": None if socket is None else str(socket)})
         try:

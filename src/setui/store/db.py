@@ -268,7 +268,7 @@ def prepare_file(path: Path) -> Sharing:
     try:
         if not data_dir.exists():
             make_dirs(data_dir)
-        shared = Sharing(check_dir(data_dir, write=True))
+        sharing = Sharing(check_dir(data_dir, write=True))
         for name in (path.name, f"{path.name}-wal", f"{path.name}-shm",
                      f"{path.name}-journal"):
             check_file(data_dir / name, write=True)
@@ -279,15 +279,15 @@ def prepare_file(path: Path) -> Sharing:
         if not os.path.lexists(path):
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
             with contextlib.suppress(FileExistsError):  # another setui was quicker
-                fd = open_nofollow(path, flags, shared.mode)
+                fd = open_nofollow(path, flags, sharing.mode)
                 try:
-                    shared.apply(fd)
+                    sharing.apply(fd)
                 finally:
                     os.close(fd)
     except OSError as exc:
         raise StoreError(describe_error(exc, path, "create the history and audit log"),
                          path=path) from None
-    return shared
+    return sharing
 
 
 def connect(path: Path, *, timeout: float, readonly: bool) -> sqlite3.Connection:

@@ -10,8 +10,8 @@ read-only; approve through the agent"). The shared writable mode (2770, every me
 writing every record) is gone: setui writes no store a group can write.
 
 setui's files are opened without following symbolic links; what it creates is 0700
-(directories) and 0600 (files) whatever the umask, or 0640 with the directory's group
-where that group may read the directory.
+(directories) and 0600 (files) whatever the umask, or 0640 with the directory's group in
+a directory of root's that its group may read (the agent's store).
 """
 
 from __future__ import annotations
@@ -26,8 +26,7 @@ import platformdirs
 
 __all__ = ["AGENT_DIR_MODE", "AGENT_FILE_MODE", "AGENT_LOCK", "AGENT_STORE", "DB_NAME",
            "Sharing", "check_dir", "check_file", "default_data_dir", "foreign_entries",
-           "is_temporary", "make_dirs", "open_nofollow", "read_nofollow", "sharing",
-           "store_names"]
+           "is_temporary", "make_dirs", "open_nofollow", "read_nofollow", "store_names"]
 
 AGENT_STORE = Path("/var/lib/setui")  # the unit's StateDirectory=
 AGENT_DIR_MODE = 0o750  # root writes, group setui reads
@@ -66,11 +65,6 @@ class Sharing:
                 os.fchown(fd, -1, self.group)
             except PermissionError:
                 os.fchmod(fd, PRIVATE_FILE_MODE)
-
-
-def sharing(directory: Path) -> Sharing:
-    """The :class:`Sharing` of the files setui makes in ``directory``."""
-    return Sharing(os.stat(directory))
 
 
 def _readable(path: Path) -> bool:
