@@ -65,7 +65,7 @@ def test_an_empty_root_gets_the_group_the_directories_and_the_unit(
         "etc": ("d", 0, 0, 0o755),
         "etc/group": ("f", 0, 0, 0o644),
         "etc/group-": ("f", 0, 0, 0o644),  # groupadd's own backup
-        "etc/setui": ("d", 0, 0, 0o755),
+        "etc/setui": ("d", 0, 0, 0o700),
         "etc/systemd": ("d", 0, 0, 0o755),
         "etc/systemd/system": ("d", 0, 0, 0o755),
         unit: ("f", 0, 0, 0o644),

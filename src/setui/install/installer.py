@@ -38,6 +38,7 @@ __all__ = ["EXIT_FAILED", "EXIT_OK", "Systemctl", "install"]
 
 EXIT_OK, EXIT_FAILED = 0, 1
 _UNIT_MODE = 0o644
+_CONFIG_DIR_MODE = 0o700  # only the agent reads its config and policy
 
 
 def _say(stream: IO[str], text: str) -> None:
@@ -205,15 +206,17 @@ def _take_store(plan: StorePlan, say: Callable[[str], None],
 
 
 def _config_dir(layout: Layout, say: Callable[[str], None], err: IO[str]) -> None:
-    """/etc/setui, root's: the config file and the policy go there (both optional)."""
+    """/etc/setui, root's alone: the agent's config file and its policy go there (both
+    optional), and a policy's notification URLs carry their services' tokens."""
     directory = layout.config_dir
     try:
         st = os.lstat(directory)
     except FileNotFoundError:
-        directory.mkdir(mode=0o755, parents=True)
-        os.chmod(directory, 0o755)
-        say(f"made {shown(directory)} (root, 0755): the config file config.toml and the "
-            "policy policy.toml go there, both optional")
+        directory.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        directory.mkdir(mode=_CONFIG_DIR_MODE)
+        os.chmod(directory, _CONFIG_DIR_MODE)
+        say(f"made {shown(directory)} (root, {_CONFIG_DIR_MODE:04o}): the agent's config "
+            "file config.toml and its policy policy.toml go there, both optional")
         return
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0 or st.st_mode & 0o022:
         _say(err, f"setui: warning: {shown(directory)} is not a directory of root's that "
