@@ -111,16 +111,21 @@ async def wait_for(pilot: Any, predicate: Callable[[], bool],
 
 
 MakeDashboard = Callable[..., Dashboard]
+# What a member of group setui is told of the agent's store (setui.store.place).
+READ_ONLY_STORE = ("this is the agent's store (/var/lib/setui): read-only; approve through "
+                   "the agent")
 
 
 @pytest.fixture
 def make_dashboard(tmp_path: Path) -> Iterator[MakeDashboard]:
     """``make_dashboard(scenario="busy", at=300, **config)``; ``store=False`` runs without a
-    store; ``shown_endpoint=True`` shows the fixed SHOWN_ENDPOINT (for snapshots)."""
+    store, ``store="read-only"`` with one it may only read (the agent's, as a member of
+    its group has it); ``shown_endpoint=True`` shows the fixed SHOWN_ENDPOINT (for
+    snapshots)."""
     emulators: list[Emulator] = []
     stores: list[Store] = []
 
-    def make(scenario: str | Scenario = "busy", *, at: float = 300, store: bool = True,
+    def make(scenario: str | Scenario = "busy", *, at: float = 300, store: bool | str = True,
              demo: bool = True, shown_endpoint: bool = False, poll: bool = True,
              zoom: int | None = None, client_options: dict[str, Any] | None = None,
              **config: Any) -> Dashboard:
@@ -133,6 +138,11 @@ def make_dashboard(tmp_path: Path) -> Iterator[MakeDashboard]:
         clock.set(emulator.epoch + at)
         data = tmp_path / f"data{len(emulators)}"
         opened = Store.open_dir(data) if store else None
+        problem = None if store else "the test has no store"
+        if opened is not None and store == "read-only":
+            opened.close()  # made, then opened as its readers open it
+            opened = Store.open_dir(data, readonly=True)
+            problem = READ_ONLY_STORE
         if opened is not None:
             stores.append(opened)
         config.setdefault("interval", 0.2)
@@ -141,7 +151,7 @@ def make_dashboard(tmp_path: Path) -> Iterator[MakeDashboard]:
                           **config)
         client = ImdsClient(url, **{"rate": 50.0, "burst": 20, **(client_options or {})})
         app = SetuiApp(client=client, config=settings,
-                       store=opened, store_problem=None if store else "the test has no store",
+                       store=opened, store_problem=problem,
                        demo=demo, clock=lambda: datetime.fromtimestamp(clock(), timezone.utc),
                        identity=IDENTITY, poll=poll, zoom=zoom)
         return Dashboard(app, emulator, clock, opened, emulator.epoch)

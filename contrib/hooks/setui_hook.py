@@ -113,7 +113,8 @@ def deadline_from(environ: Mapping[str, str], now: datetime | None = None) -> De
     """The time left before the event, from what setui agent says, best first:
     SETUI_SECONDS_LEFT (counted in the service's clock), SETUI_DEADLINE (ISO 8601 UTC),
     SETUI_NOT_BEFORE (ISO 8601 UTC; RFC 1123, as the service writes it, from a setui before
-    times were written one way); the last two against this VM's clock. An empty value means the event has no NotBefore: it has started, no time is left.
+    times were written one way); the last two against this VM's clock. An empty value
+    means the event has no NotBefore: it has started, no time is left.
     """
     now = now or datetime.now(timezone.utc)
     for name, parse in (("SETUI_SECONDS_LEFT", _seconds), ("SETUI_DEADLINE", _iso),

@@ -11,19 +11,23 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 __all__ = ["write_atomically"]
 
 
 def write_atomically(path: Path, data: str | bytes, *, mode: int | None = None,
-                     newline: str = "\n", sync: bool = True) -> None:
+                     newline: str = "\n", sync: bool = True,
+                     made: Callable[[int], None] | None = None) -> None:
     """Replace ``path`` with ``data`` by renaming a complete temporary file over it.
 
     Owner-only unless ``mode`` says otherwise (``mkstemp`` makes it so: the audit log
     names people). ``newline``: how text's line ends are written (``""`` keeps them as
     given, for a user's own file). ``sync``: fsync the file and its directory so the
-    rename survives a crash; a file rewritten every few seconds may skip it."""
+    rename survives a crash; a file rewritten every few seconds may skip it. ``made``:
+    called with the file's descriptor before it takes the name (to set its mode and
+    group as its directory wants), so no one sees it otherwise."""
     directory = path.parent if str(path.parent) else Path(".")
     fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     try:
@@ -36,6 +40,8 @@ def write_atomically(path: Path, data: str | bytes, *, mode: int | None = None,
             handle.flush()
             if mode is not None and hasattr(os, "fchmod"):
                 os.fchmod(handle.fileno(), mode)
+            if made is not None:
+                made(handle.fileno())
             if sync:
                 os.fsync(handle.fileno())
         os.replace(temp, path)

@@ -237,9 +237,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         _command_module("fleet").add_arguments(fleet)
 
     service = commands.add_parser(
-        "service", help="a systemd unit that keeps a recorder running (print, install)",
-        description="The systemd unit that runs `setui watch` as a service, recording the "
-                    "history from boot to shutdown.")
+        "service", help="the agent as the VM's system service (print, install)",
+        description="The systemd unit that runs `setui agent` as the VM's one service: it "
+                    "records the history from boot to shutdown, keeps the audit log, serves "
+                    "the local API and acts by the policy.")
     if wanted("service"):
         _command_module("service").add_arguments(service)
     return parser

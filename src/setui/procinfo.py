@@ -25,10 +25,11 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["PROC", "SSHD_NAMES", "Connection", "Process", "address", "ancestors",
+__all__ = ["PROC", "SSHD_NAMES", "Connection", "Process", "address", "ancestors", "holders",
            "ssh_connections"]
 
 PROC = Path("/proc")
@@ -179,4 +180,43 @@ def ssh_connections(pid: int, proc: Path = PROC) -> list[Connection]:
         if inodes:
             table = _established(above.pid, proc)
             found += [table[i] for i in sorted(inodes) if i in table and table[i] not in found]
+    return found
+
+
+def holders(paths: Iterable[Path], proc: Path = PROC) -> list[tuple[Process, Path]]:
+    """The processes that have any of ``paths`` open, each with the file: told by what the
+    file is (device and inode), not by its name, so a file renamed since it was opened is
+    found too. Only the processes whose open files this process may read are seen (all of
+    them, for root)."""
+    wanted: dict[tuple[int, int], Path] = {}
+    for path in paths:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        wanted[(st.st_dev, st.st_ino)] = path
+    found: list[tuple[Process, Path]] = []
+    if not wanted:
+        return found
+    try:
+        pids = [int(name) for name in os.listdir(proc) if name.isdigit()]
+    except OSError:
+        return found
+    for pid in sorted(pids):
+        fds = proc / str(pid) / "fd"
+        try:
+            names = os.listdir(fds)
+        except OSError:
+            continue  # gone, or not ours to read
+        held = set()
+        for name in names:
+            try:
+                st = os.stat(fds / name)  # the open file itself, whatever its name now
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) in wanted:
+                held.add(wanted[(st.st_dev, st.st_ino)])
+        if held:
+            who = process(pid, proc) or Process(pid, 0, "?", -1, -1)
+            found += [(who, path) for path in sorted(held)]
     return found

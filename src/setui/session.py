@@ -31,13 +31,25 @@ def make_client(config: Config) -> ImdsClient:
     return ImdsClient(config.endpoint, config.api_version)
 
 
-def open_store(config: Config) -> tuple[Store | None, str | None]:
-    """The store, or None and the reason in words: setui keeps working without one."""
-    from setui.store import Store, StoreError
+def open_store(config: Config, *, or_read: bool = False) -> tuple[Store | None, str | None]:
+    """The store, or None and the reason in words: setui keeps working without one.
+
+    ``or_read``: a store this user may read but not write (the agent's) is opened to read,
+    with the reason it is not written: a dashboard then shows the history the agent keeps
+    and records nothing of its own beside it (its approvals are refused, in those words)."""
+    from setui.store import ReadOnlyStore, Store, StoreError
 
     try:
         return Store.open_dir(config.data_dir, history_days=config.history_days,
                               forward=config.audit_forward), None
+    except ReadOnlyStore as exc:
+        if not or_read:
+            return None, str(exc)
+        try:
+            return Store.open_dir(config.data_dir, readonly=True,
+                                  forward=config.audit_forward), str(exc)
+        except StoreError as again:
+            return None, f"{exc}; and it cannot be read either: {again}"
     except StoreError as exc:
         return None, str(exc)
 

@@ -1,9 +1,10 @@
-"""Talking to systemd when it runs the recorder: readiness, status, watchdog, journal.
+"""Talking to systemd when it runs setui: readiness, status, watchdog, journal.
 
-``setui watch`` runs as ``setui-recorder.service`` (``Type=notify``, ``WatchdogSec=``):
-systemd then waits for ``READY=1`` before it calls the unit started, shows ``STATUS=`` in
-``systemctl status``, and restarts the recorder when ``WATCHDOG=1`` stops arriving, so a
-hung recorder does not silently stop keeping the history. Everything here is the plain
+``setui agent`` runs as ``setui-agent.service`` (``Type=notify``, ``WatchdogSec=``), and
+``setui watch`` may run under a unit of its own: systemd then waits for ``READY=1`` before
+it calls the unit started, shows ``STATUS=`` in ``systemctl status``, and restarts the
+service when ``WATCHDOG=1`` stops arriving, so a hung one does not silently stop keeping
+the history. Everything here is the plain
 sd_notify(3) datagram protocol and the ``JOURNAL_STREAM`` convention of systemd.exec(5),
 spoken with the standard library: no libsystemd, no new dependency, nothing of the
 dashboard. Outside systemd (a terminal, a pipe, Windows) every call is a silent no-op.

@@ -1,6 +1,6 @@
-"""The shipped agent unit: `setui service print --agent` runs `setui agent` under the
-same hardening as the recorder, and systemd accepts it; without a policy it observes
-(as it says), and the warnings name what the unit could not see."""
+"""The shipped agent unit runs `setui agent` (`setui service print`), and systemd accepts
+it; without a policy it observes (as it says), and the warnings name what the unit could
+not see."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import pytest
 from agent_helpers import agent_env, start_agent, stop
 
 from children import SETUI
-from setui.commands import service
-from setui.commands.service import AGENT_UNIT_NAME, policy_problems, render_unit
 from setui.emulator.server import Emulator
+from setui.install import unit
+from setui.install.unit import AGENT_UNIT, policy_problems, render_unit
 
 
 def _values(text: str, key: str) -> list[str]:
@@ -25,30 +25,26 @@ def _values(text: str, key: str) -> list[str]:
 
 
 def test_the_agent_unit_runs_setui_agent_with_the_default_policy(tmp_path: Path) -> None:
-    text = render_unit("/opt/setui/bin/python", name=AGENT_UNIT_NAME)
+    text = render_unit("/opt/setui/bin/python")
     assert _values(text, "ExecStart") == [
         "/opt/setui/bin/python -m setui.cli agent --data-dir /var/lib/setui"]
     assert _values(text, "Environment") == ["SETUI_CONFIG=/etc/setui/config.toml"]
-    recorder = service.template()
-    for key in ("Type", "WatchdogSec", "DynamicUser", "StateDirectory", "ProtectSystem",
-                "NoNewPrivileges", "RestartPreventExitStatus", "SystemCallFilter"):
-        assert _values(text, key) == _values(recorder, key), key
     assert _values(text, "IPAddressDeny") == []  # notifications leave the VM
 
 
 @pytest.mark.slow
 def test_service_print_agent_and_systemd_analyze_verify(tmp_path: Path) -> None:
-    done = subprocess.run([*SETUI, "service", "print", "--agent"], capture_output=True,
+    done = subprocess.run([*SETUI, "service", "print"], capture_output=True,
                           text=True, timeout=60, env=agent_env(tmp_path))
     assert done.returncode == 0, done.stderr
     assert " -m setui.cli agent " in done.stdout
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
         pytest.skip("systemd-analyze is not installed (Debian: apt-get install systemd)")
-    unit = tmp_path / AGENT_UNIT_NAME
-    unit.write_text(done.stdout, encoding="utf-8")
-    checked = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True,
-                             timeout=120, check=False)
+    unit_file = tmp_path / AGENT_UNIT
+    unit_file.write_text(done.stdout, encoding="utf-8")
+    checked = subprocess.run([analyze, "verify", str(unit_file)], capture_output=True,
+                             text=True, timeout=120, check=False)
     assert checked.returncode == 0 and not checked.stderr.strip(), checked.stderr
 
 
@@ -57,7 +53,7 @@ def test_the_units_command_without_a_policy_observes_and_a_named_one_must_exist(
         tmp_path: Path, emulator: Emulator) -> None:
     # The unit's own command line, with its config in a directory holding no policy: it
     # must run (observing), not exit 2, which RestartPreventExitStatus=2 would never undo.
-    text = render_unit(sys.executable, name=AGENT_UNIT_NAME)
+    text = render_unit(sys.executable)
     argv = shlex.split(_values(text, "ExecStart")[0])
     assert argv[1:4] == ["-m", "setui.cli", "agent"]
     arguments = [a.replace("/var/lib/setui", str(tmp_path / "data")) for a in argv[4:]]
@@ -96,23 +92,23 @@ def test_the_default_policy_beside_the_config_file_is_the_one_used(
 @pytest.mark.slow
 def test_the_warnings_name_every_path_the_unit_cannot_see(tmp_path: Path) -> None:
     system = Path("/opt/setui/lib/setui")
-    in_tmp = service.unit_problems("/tmp/venv/bin/python", system)
+    in_tmp = unit.unit_problems("/tmp/venv/bin/python", system)
     assert len(in_tmp) == 1 and "/tmp/venv/bin/python, is under /tmp" in in_tmp[0]
     assert "PrivateTmp=" in in_tmp[0]
-    assert "/var/tmp" in service.unit_problems("/var/tmp/v/bin/python", system)[0]
+    assert "/var/tmp" in unit.unit_problems("/var/tmp/v/bin/python", system)[0]
     # The agent's unit: its policy (here in /tmp) and each hook it could not run.
     config = tmp_path / "config.toml"
     policy = tmp_path / "policy.toml"
-    policy.write_text('[[rule]]\nname = "drain"\nprepare = "/home/alice/drain"\n'
-                      'recover = "/opt/ok/undrain"\n')
+    policy.write_text('[[rule]]\nname = "drain"\nprepare = "/var/tmp/drain"\n'
+                      'recover = "/home/alice/undrain"\n')
     problems = policy_problems(config)
     assert len(problems) == 2, problems
     assert f"the policy, {policy}, is under /tmp" in problems[0]
-    assert "the prepare hook of rule drain, /home/alice/drain, is under /home" in problems[1]
-    assert "ProtectHome=" in problems[1]
+    assert "the prepare hook of rule drain, /var/tmp/drain, is under /var/tmp" in problems[1]
+    assert "PrivateTmp=" in problems[1]  # a home directory it sees (read-only): not named
     # Named in the config file instead: that one is checked.
-    config.write_text('policy = "/home/alice/policy.toml"\n')
-    assert "/home/alice/policy.toml, is under /home" in policy_problems(config)[0]
-    shown = subprocess.run([*SETUI, "service", "print", "--agent"], capture_output=True,
+    config.write_text('policy = "/var/tmp/policy.toml"\n')
+    assert "/var/tmp/policy.toml, is under /var/tmp" in policy_problems(config)[0]
+    shown = subprocess.run([*SETUI, "service", "print"], capture_output=True,
                            text=True, timeout=60, env=agent_env(tmp_path))
     assert shown.returncode == 0

@@ -10,24 +10,21 @@ real default group of approvers, made for the tests when the machine lacks it.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import grp
 import json
 import os
-import pwd
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from hypothesis import strategies as st
 
+from accounts import Account, made_accounts, needs_accounts
 from children import SETUI, Lines, wait_until
 from setui.api.client import AgentClient, ApiError
 from setui.emulator.scenario import parse_scenario
@@ -64,93 +61,16 @@ APPROVERS_GROUP = "setui"
 USERS = {"alice": (OPS_GROUP, APPROVERS_GROUP), "bob": (OPS_GROUP, APPROVERS_GROUP),
          "carol": (OPS_GROUP,), "mallory": (OPS_GROUP,), "eve": (OPS_GROUP,)}
 
-needs_root = pytest.mark.skipif(
-    os.name != "posix" or os.geteuid() != 0 or shutil.which("setpriv") is None
-    or shutil.which("useradd") is None,
-    reason="needs root, setpriv and useradd to run clients as other users")
-
-
-@dataclass(frozen=True)
-class Account:
-    name: str
-    uid: int
-    gid: int
-
-
-def _run(*argv: str) -> None:
-    subprocess.run(argv, check=True, capture_output=True, timeout=60)
-
-
-# The accounts are the machine's, shared by every test process at once (pytest-xdist's
-# workers, another checkout's suite): they are made by the first process that needs them and
-# removed by the last one to let go, counted in a file under a lock.
-_SHARED = Path(tempfile.gettempdir()) / "setui-test-accounts"
-
-
-@contextlib.contextmanager
-def _shared_state() -> Iterator[dict[str, list[object]]]:
-    """The accounts' shared record, read and written under an exclusive lock; holders
-    that died without letting go are forgotten."""
-    with open(f"{_SHARED}.lock", "a+") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            state = json.loads(Path(f"{_SHARED}.json").read_text())
-        except (OSError, ValueError):
-            state = {}
-        state = {"holders": [pid for pid in state.get("holders", []) if _alive(pid)],
-                 "groups": list(state.get("groups", [])), "users": list(state.get("users", []))}
-        yield state
-        Path(f"{_SHARED}.json").write_text(json.dumps(state))
-
-
-def _alive(pid: object) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+needs_root = needs_accounts
 
 
 @pytest.fixture(scope="session")
 def accounts() -> Iterator[dict[str, Account]]:
     """sapi-alice and sapi-bob (in setui), sapi-carol, sapi-mallory and sapi-eve (not),
-    all in sapi-ops; made by the first test process that needs them and removed, with what
-    was made for them, by the last one done with them."""
-    with _shared_state() as state:
-        for group in (OPS_GROUP, APPROVERS_GROUP):
-            try:
-                grp.getgrnam(group)
-            except KeyError:
-                _run("groupadd", "--system", group)
-                state["groups"].append(group)
-        found: dict[str, Account] = {}
-        for short, groups in USERS.items():
-            name = f"sapi-{short}"
-            try:
-                pwd.getpwnam(name)
-            except KeyError:
-                _run("useradd", "--system", "--no-create-home", "--shell",
-                     "/usr/sbin/nologin", "--gid", groups[0], "--groups", ",".join(groups),
-                     name)
-                state["users"].append(name)
-            entry = pwd.getpwnam(name)
-            found[short] = Account(name, entry.pw_uid, entry.pw_gid)
-        state["holders"].append(os.getpid())
-    try:
-        yield found
-    finally:
-        with _shared_state() as state:
-            state["holders"] = [pid for pid in state["holders"] if pid != os.getpid()]
-            if not state["holders"]:
-                for name in state["users"]:
-                    subprocess.run(["userdel", str(name)], capture_output=True, timeout=60)
-                for group in state["groups"]:
-                    subprocess.run(["groupdel", str(group)], capture_output=True, timeout=60)
-                state["users"], state["groups"] = [], []
+    all in sapi-ops; made by the first test process that needs them, removed by the last."""
+    with made_accounts({f"sapi-{short}": groups for short, groups in USERS.items()},
+                       (OPS_GROUP, APPROVERS_GROUP)) as made:
+        yield {name.removeprefix("sapi-"): account for name, account in made.items()}
 
 
 @pytest.fixture

@@ -427,6 +427,26 @@ async def test_without_an_audit_log_approval_is_refused(make_dashboard: MakeDash
         assert any("audit log cannot be written" in n for n in d.notices())
 
 
+async def test_over_the_agents_store_it_reads_records_nothing_and_says_why_it_approves_nothing(
+        make_dashboard: MakeDashboard) -> None:
+    """A member of group setui without the agent's socket: the store is the agent's to
+    write; the dashboard reads it, records nothing beside it, and refuses in its words."""
+    d = make_dashboard(store="read-only")
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        await d.advance(pilot, 20)
+        assert "history: the agent's, read-only" in status(d)
+        assert "NOT recorded" not in status(d)
+        await pilot.press("a")
+        await pilot.pause()
+        assert isinstance(d.app.screen, MainScreen)
+        assert d.posts() == []
+        assert any("this is the agent's store" in n and "approve through the agent" in n
+                   for n in d.notices())
+    assert d.store is not None and d.store.history(limit=None) == []
+    assert d.audit_actions() == []
+
+
 async def test_a_store_that_fails_is_shown_and_events_stay_live(
         make_dashboard: MakeDashboard) -> None:
     d = make_dashboard()

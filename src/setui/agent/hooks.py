@@ -13,11 +13,13 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from setui.agent.policy import Hook
+from setui.agent.runas import resolve
 from setui.agent.trust import untrusted
 from setui.core.model import Event
 from setui.core.timefmt import iso
@@ -93,13 +95,22 @@ async def run_hook(hook: Hook, *, env: dict[str, str], stdin: bytes,
     problem = untrusted(hook.argv[0])
     if problem is not None:
         return HookResult(None, False, "", error=f"refused: {problem}")
+    environment = {**os.environ, **_printable_env(env)}
+    as_user: dict[str, Any] = {}
+    if hook.run_as is not None:  # who the name means now, not when the policy was read
+        try:
+            account = await asyncio.to_thread(resolve, hook.run_as)
+        except LookupError as exc:
+            return HookResult(None, False, "", error=str(exc))
+        environment.update(account.environment())
+        as_user = account.spawn_arguments()
     try:
         process = await asyncio.create_subprocess_exec(
             *hook.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT, env={**os.environ, **_printable_env(env)},
-            start_new_session=True)
-    except OSError as exc:
-        return HookResult(None, False, "", error=exc.strerror or str(exc))
+            stderr=asyncio.subprocess.STDOUT, env=environment, start_new_session=True,
+            **as_user)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return HookResult(None, False, "", error=_start_error(exc, hook))
     kept = bytearray()
 
     async def feed() -> None:
@@ -133,6 +144,14 @@ async def run_hook(hook: Hook, *, env: dict[str, str], stdin: bytes,
         raise
     text = kept.decode("utf-8", "replace")[-MAX_OUTPUT:]
     return HookResult(status, timed_out, text, seconds=time.monotonic() - started)
+
+
+def _start_error(exc: BaseException, hook: Hook) -> str:
+    """Why the hook did not start, in words (as its ``run_as`` user, if it has one)."""
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    if hook.run_as is not None:
+        return f"{reason} (as {hook.run_as.text})"
+    return reason
 
 
 async def _stop(process: asyncio.subprocess.Process) -> None:

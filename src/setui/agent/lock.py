@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 
 from setui.store.db import StoreError
-from setui.store.place import AGENT_LOCK, check_dir, make_dirs, open_nofollow
+from setui.store.place import AGENT_LOCK, Sharing, check_dir, make_dirs, open_nofollow
 from setui.store.records import from_db_time, to_db_time
 from setui.textsafe import printable
 
@@ -57,8 +57,8 @@ class AgentLock:
         path = data_dir / LOCK_NAME
         try:
             make_dirs(data_dir)
-            check_dir(data_dir, write=True)
-            fd = open_nofollow(path, os.O_RDWR | os.O_CREAT)
+            sharing = Sharing(check_dir(data_dir, write=True))
+            fd = open_nofollow(path, os.O_RDWR | os.O_CREAT, sharing.mode)
         except StoreError as exc:
             raise LockError(str(exc)) from None
         except OSError as exc:
@@ -74,6 +74,8 @@ class AgentLock:
             os.close(fd)
             raise LockError(f"cannot lock {printable(str(path), 200)}: "
                             f"{exc.strerror or exc}") from None
+        with contextlib.suppress(OSError):  # who holds it: the store's readers may know
+            sharing.apply(fd)
         note = json.dumps({"pid": os.getpid(), "since": to_db_time(since),
                            "socket": None if socket is None else str(socket)})
         try:

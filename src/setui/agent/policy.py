@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from setui.agent.runas import RunAs, parse_run_as, refusal
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
@@ -48,7 +50,7 @@ _HOOKS = {"timeout"}
 _RULE = {"name", "event_type", "event_source", "this_vm", "other_vms", "min_duration",
          "max_duration", "not_before_within", "resource", "notify", "prepare", "approve",
          "approve_before", "recover", "timeout", "drain_before", "deadline_margin",
-         "max_unavailable", "group"}
+         "max_unavailable", "group", "run_as"}
 
 
 class PolicyError(Exception):
@@ -63,10 +65,12 @@ class PolicyError(Exception):
 
 @dataclass(frozen=True)
 class Hook:
-    """A command run for an event, with a time limit."""
+    """A command run for an event, with a time limit, as its rule's ``run_as`` (None:
+    as the agent's own user)."""
 
     argv: tuple[str, ...]
     timeout: float
+    run_as: RunAs | None = None
 
     @property
     def name(self) -> str:
@@ -103,6 +107,7 @@ class Rule:
     # agent approves early (None: no budget).
     max_unavailable: int | None = None
     group: str | None = None
+    run_as: RunAs | None = None
 
     @property
     def acts(self) -> bool:
@@ -271,6 +276,21 @@ class _Parser:
                             f"{MAX_TIMEOUT:g}")
         return float(value)
 
+    def run_as(self, raw: Mapping[str, Any], name: str, line: int | None) -> RunAs | None:
+        """``run_as``: well formed, a user (and group) this machine knows, and an agent
+        that can become them (root)."""
+        value = raw.get("run_as")
+        if value is None:
+            return None
+        run_as = parse_run_as(value)
+        if run_as is None:
+            raise self.fail(line, f"rule {name!r}: run_as must be \"USER\" or "
+                                  "\"USER:GROUP\" (names, as useradd takes them)")
+        problem = refusal(run_as)
+        if problem is not None:
+            raise self.fail(line, f"rule {name!r}: {problem}")
+        return run_as
+
     def rule(self, raw: object, index: int, default_timeout: float) -> Rule:
         line = self.lines.table("rule", index)
 
@@ -288,6 +308,7 @@ class _Parser:
             raise self.fail(at("name") or line, "every rule needs a name: letters, digits, "
                                                  "'_', '.', '-', at most 64")
         timeout = self.seconds(raw, "timeout", "rule", index, default_timeout)
+        run_as = self.run_as(raw, name, at("run_as"))
 
         def choice(key: str, allowed: tuple[str, ...]) -> frozenset[str] | None:
             value = raw.get(key)
@@ -331,7 +352,7 @@ class _Parser:
                 # Found through PATH, it could be anyone's: the agent checks what it runs.
                 raise self.fail(at(key), f"rule {name!r}: {key} must name its command by "
                                          f"its absolute path, not {argv[0]!r}")
-            return Hook(tuple(argv), timeout)
+            return Hook(tuple(argv), timeout, run_as)
 
         resource = raw.get("resource")
         if resource is not None and (not isinstance(resource, str) or not resource):
@@ -351,6 +372,9 @@ class _Parser:
         drain_before, deadline_margin, max_unavailable, group = self.timing_and_budget(
             raw, index, name, approve)
         prepare, recover = hook("prepare"), hook("recover")
+        if run_as is not None and prepare is None and recover is None:
+            raise self.fail(at("run_as"), f"rule {name!r}: run_as names who runs its hooks, "
+                                          "and it has none (prepare, recover)")
         if approve == "after-prepare" and prepare is None:
             raise self.fail(at("approve"), f"rule {name!r}: approve = \"after-prepare\" "
                                            "needs a prepare hook")
@@ -366,7 +390,7 @@ class _Parser:
                     prepare=prepare, approve=approve, approve_before=float(approve_before),
                     recover=recover, drain_before=drain_before,
                     deadline_margin=deadline_margin, max_unavailable=max_unavailable,
-                    group=group)
+                    group=group, run_as=run_as)
         if rule.min_duration is not None and rule.max_duration is not None \
                 and rule.min_duration > rule.max_duration:
             raise self.fail(at("max_duration"),

@@ -38,7 +38,8 @@ __all__ = ["add_arguments", "describe", "run", "who"]
 PROVES = (
     "What the hash chain proves: accidental damage, records removed from the end (against "
     "the witness file beside the database), and edits by anyone who cannot write the data "
-    "directory are detected. Someone who can write the data directory can rewrite the "
+    "directory are detected: in the agent's store (/var/lib/setui), everyone but root, "
+    "since group setui only reads it. Someone who can write the data directory can rewrite the "
     "whole log, chain, head and witness included, and verify will say ok: only a copy that "
     "left the VM (the forward to the journal, syslog or a collector, or an export kept "
     "elsewhere) proves otherwise, with `setui audit verify --against COPY`.")

@@ -53,7 +53,7 @@ def open_dashboard(config: Config, *, demo: bool = False, zoom: int | None = Non
     from setui.session import make_client, open_store
     from setui.ui.app import SetuiApp
 
-    store, problem = open_store(config)
+    store, problem = open_store(config, or_read=True)
     app = SetuiApp(client=make_client(config), config=config, store=store,
                    store_problem=problem, demo=demo, user_themes=config_dir() / "themes",
                    zoom=zoom, config_path=config_path or default_config_path(),

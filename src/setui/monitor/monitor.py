@@ -67,9 +67,10 @@ class Monitor:
         self._mono = mono
         self.clock = ServiceClock(wall=wall, mono=mono)
         self._approved: set[str] = set()
+        # A store opened to read (the agent's, which the agent records) is only read.
         self.recorder = Recorder(store, endpoint=endpoint, command=command, mono=mono,
                                  on_problem=on_store_problem) \
-            if store is not None and record else None
+            if store is not None and record and not store.readonly else None
         self.poller = self._poller(interval, Tracker())
 
     def _poller(self, interval: float, tracker: Tracker) -> Poller:

@@ -5,7 +5,7 @@ Standard library ``sqlite3`` only: no textual, no httpx, no setui.ui.
 
 from __future__ import annotations
 
-from setui.store.db import DB_NAME, NothingRecorded, StoreError, default_data_dir
+from setui.store.db import DB_NAME, NothingRecorded, ReadOnlyStore, StoreError, default_data_dir
 from setui.store.records import (
     ACTIONS,
     APPROVE_ATTEMPT,
@@ -45,6 +45,7 @@ __all__ = [
     "ChangeRecord",
     "IncarnationRecord",
     "NothingRecorded",
+    "ReadOnlyStore",
     "Store",
     "StoreError",
     "StoryEntry",

@@ -43,7 +43,7 @@ from typing import Any
 from setui.store.db import StoreError
 from setui.store.files import write_atomically
 from setui.store.history import clean_text, stored_json
-from setui.store.place import file_mode, read_nofollow
+from setui.store.place import Sharing, read_nofollow
 from setui.store.records import AuditEntry, AuditRecord, VerifyResult, from_db_time, to_db_time
 
 __all__ = ["GENESIS", "append", "chain_hash", "for_event", "listing", "read_witness",
@@ -293,7 +293,7 @@ def read_witness(path: Path) -> tuple[int, str] | None:
 
 
 def update_witness(conn: sqlite3.Connection, path: Path, seq: int, digest: str,
-                   *, shared: bool = False) -> str | None:
+                   *, sharing: Sharing | None = None) -> str | None:
     """Make the witness name record ``seq`` (just committed); why not, if it was not.
 
     Never raises: the records are committed already, and an exception would read as
@@ -315,7 +315,7 @@ def update_witness(conn: sqlite3.Connection, path: Path, seq: int, digest: str,
             if current[0] >= seq:
                 return None  # another setui appended after us and wrote a newer one
         write_atomically(path, json.dumps({"seq": seq, "hash": digest}) + "\n",
-                         mode=file_mode(shared))
+                         made=sharing.apply if sharing is not None else None)
     except (OSError, sqlite3.Error, OverflowError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
         return (f"cannot write the audit head witness {path}: {reason}. The record itself "

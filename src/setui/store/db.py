@@ -21,10 +21,11 @@ from urllib.parse import quote
 
 from setui.store import endpoints
 from setui.store.place import (
+    DB_NAME,
+    Sharing,
     check_dir,
     check_file,
     default_data_dir,
-    file_mode,
     make_dirs,
     open_nofollow,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "DB_NAME",
     "SCHEMA_VERSION",
     "NothingRecorded",
+    "ReadOnlyStore",
     "StoreError",
     "connect",
     "default_data_dir",
@@ -42,7 +44,6 @@ __all__ = [
     "trigger_problem",
 ]
 
-DB_NAME = "setui.db"
 SCHEMA_VERSION = 5
 APPLICATION_ID = 0x53455455  # "SETU": marks the file as setui's, so we never write elsewhere
 
@@ -54,6 +55,11 @@ class StoreError(Exception):
         super().__init__(message)
         self.message = message
         self.path = path
+
+
+class ReadOnlyStore(StoreError):
+    """A store this user may read but never write: the agent's (root writes it, its group
+    reads it). A front end reads it, and records and approves nothing there."""
 
 
 class NothingRecorded(StoreError):
@@ -249,39 +255,39 @@ def describe_error(exc: BaseException, path: Path, doing: str, timeout: float = 
     return f"cannot {doing} ({path}): {text}"
 
 
-def prepare_file(path: Path) -> bool:
+def prepare_file(path: Path) -> Sharing:
     """Make the data directory (0700, parents too) and an empty database file if missing,
-    after checking the directory may hold an audit log; True in the shared mode.
+    after checking the directory may hold an audit log; who reads what is made there.
 
-    The file is created by us rather than by SQLite so it is owner-only (0660 in the
-    shared mode) from its first byte, whatever the umask; SQLite gives its -wal and -shm
-    files the same mode as the database. Nothing here follows a symbolic link.
+    The file is created by us rather than by SQLite so it has its mode from its first byte
+    (0600, or 0640 with the directory's group in the agent's store), whatever the umask;
+    SQLite gives its -wal and -shm files the database's mode (and, as root, its owner and
+    group). Nothing here follows a symbolic link.
     """
     data_dir = path.parent
     try:
         if not data_dir.exists():
             make_dirs(data_dir)
-        shared = check_dir(data_dir, write=True)
+        sharing = Sharing(check_dir(data_dir, write=True))
         for name in (path.name, f"{path.name}-wal", f"{path.name}-shm",
                      f"{path.name}-journal"):
-            check_file(data_dir / name, write=True, shared=shared)
+            check_file(data_dir / name, write=True)
         # The witness is replaced by a rename, never written through; only a link in its
         # place is refused (anything else is a witness that cannot be written: a warning).
         if (data_dir / f"{path.name}.audit-head").is_symlink():
-            check_file(data_dir / f"{path.name}.audit-head", write=True, shared=shared)
+            check_file(data_dir / f"{path.name}.audit-head", write=True)
         if not os.path.lexists(path):
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
             with contextlib.suppress(FileExistsError):  # another setui was quicker
-                fd = open_nofollow(path, flags, file_mode(shared))
+                fd = open_nofollow(path, flags, sharing.mode)
                 try:
-                    if hasattr(os, "fchmod"):
-                        os.fchmod(fd, file_mode(shared))  # the umask may have taken bits
+                    sharing.apply(fd)
                 finally:
                     os.close(fd)
     except OSError as exc:
         raise StoreError(describe_error(exc, path, "create the history and audit log"),
                          path=path) from None
-    return shared
+    return sharing
 
 
 def connect(path: Path, *, timeout: float, readonly: bool) -> sqlite3.Connection:
@@ -296,13 +302,13 @@ def connect(path: Path, *, timeout: float, readonly: bool) -> sqlite3.Connection
             raise NothingRecorded(f"there is no setui database at {path} yet: nothing was "
                                   "recorded", path=path)
         check_dir(path.parent, write=False)
-        if not check_file(path, write=False, shared=False):
+        if not check_file(path, write=False):
             raise NothingRecorded(f"there is no setui database at {path} yet: nothing was "
                                   "recorded", path=path)
         return _connect_readonly(path, timeout)
     conn: sqlite3.Connection | None = None
     try:
-        check_file(path, write=False, shared=False)  # a directory, a link: refused in words
+        check_file(path, write=False)  # a directory, a link: refused in words
         _check_nofollow(path)
         conn = _open(_uri(path, "rw"), timeout)
         _refuse_foreign(conn, path)

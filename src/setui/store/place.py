@@ -1,13 +1,17 @@
 """Where the store lives, and whether that place can be trusted with an audit log.
 
 The audit log is only as good as its directory: whoever can write it can replace the
-database, plant a symbolic link that makes setui write elsewhere, or delete it all. So a
-directory is used for writing only when it is private (owned by this user or root, not
-writable by group or others) or the shared mode a team sets up on purpose
-(``/var/lib/setui``: owner root, group ``setui``, mode 2770, files 0660, every operator
-in the group). setui's files in it are opened without following symbolic links, and what
-setui creates is 0700 (directories) and 0600 (files) whatever the umask, or 0660 in the
-shared mode.
+database, plant a symbolic link that makes setui write elsewhere, or delete it all. So
+setui writes a store only in a directory it owns that no one else can write, and only
+files it owns. Its group may read: the agent's store (``/var/lib/setui``: owner root,
+group ``setui``, mode 0750, files 0640) is written by root, the agent, and read by the
+members of its group, for whom setui refuses to write it ("this is the agent's store:
+read-only; approve through the agent"). The shared writable mode (2770, every member
+writing every record) is gone: setui writes no store a group can write.
+
+setui's files are opened without following symbolic links; what it creates is 0700
+(directories) and 0600 (files) whatever the umask, or 0640 with the directory's group in
+a directory of root's that its group may read (the agent's store).
 """
 
 from __future__ import annotations
@@ -20,54 +24,69 @@ from pathlib import Path
 
 import platformdirs
 
-__all__ = ["AGENT_LOCK", "SHARED_DIR", "SHARED_DIR_MODE", "SHARED_FILE_MODE", "check_dir",
-           "check_file", "default_data_dir", "file_mode", "foreign_entries", "is_shared",
-           "make_dirs", "open_nofollow", "read_nofollow", "usable_shared"]
+__all__ = ["AGENT_DIR_MODE", "AGENT_FILE_MODE", "AGENT_LOCK", "AGENT_STORE", "DB_NAME",
+           "Sharing", "check_dir", "check_file", "default_data_dir", "foreign_entries",
+           "is_temporary", "make_dirs", "open_nofollow", "read_nofollow", "store_names"]
 
-SHARED_DIR = Path("/var/lib/setui")
-SHARED_DIR_MODE = 0o2770  # setgid: files created inside keep the group
-SHARED_FILE_MODE = 0o660
+AGENT_STORE = Path("/var/lib/setui")  # the unit's StateDirectory=
+AGENT_DIR_MODE = 0o750  # root writes, group setui reads
+AGENT_FILE_MODE = 0o640
 PRIVATE_FILE_MODE = 0o600
 AGENT_LOCK = "agent.lock"  # one agent per store (setui.agent.lock)
+DB_NAME = "setui.db"
 
 
-def _error(message: str, path: Path) -> Exception:
-    from setui.store.db import StoreError  # db imports this module
+def _error(message: str, path: Path, *, readable: bool = False) -> Exception:
+    from setui.store.db import ReadOnlyStore, StoreError  # db imports this module
 
-    return StoreError(message, path=path)
-
-
-def is_shared(st: os.stat_result) -> bool:
-    """The team's shared mode: a directory owned by root, mode exactly 2770."""
-    return (os.name == "posix" and stat.S_ISDIR(st.st_mode) and st.st_uid == 0
-            and stat.S_IMODE(st.st_mode) == SHARED_DIR_MODE)
+    return (ReadOnlyStore if readable else StoreError)(message, path=path)
 
 
-def _in_group(gid: int) -> bool:
-    return gid == os.getegid() or gid in os.getgroups()
+class Sharing:
+    """Who reads the files setui makes in a store directory: its owner alone (0600), or,
+    in a directory of root's that its group may read (the agent's store), that group too
+    (0640, the directory's group, whatever the writer's own group is). A user's own store
+    stays private whatever its directory's mode: the audit log names people."""
+
+    def __init__(self, directory: os.stat_result) -> None:
+        readable = os.name == "posix" and directory.st_uid == 0 and \
+            stat.S_IMODE(directory.st_mode) & 0o050 == 0o050
+        self.mode = AGENT_FILE_MODE if readable else PRIVATE_FILE_MODE
+        self.group: int | None = directory.st_gid if readable else None
+
+    def apply(self, fd: int) -> None:
+        """Give a file just made its mode (the umask may have taken bits) and group. A
+        group this user may not give leaves the file its owner's alone: never wider."""
+        if not hasattr(os, "fchmod"):
+            return
+        os.fchmod(fd, self.mode)
+        if self.group is not None and os.fstat(fd).st_gid != self.group:
+            try:
+                os.fchown(fd, -1, self.group)
+            except PermissionError:
+                os.fchmod(fd, PRIVATE_FILE_MODE)
 
 
-def usable_shared(path: Path = SHARED_DIR) -> bool:
-    """Whether ``path`` is a shared store this user may write (a member of its group)."""
-    if os.name != "posix":
-        return False
+def _readable(path: Path) -> bool:
     try:
-        st = os.stat(path)
+        return stat.S_ISDIR(os.stat(path).st_mode) and os.access(path, os.R_OK | os.X_OK)
     except OSError:
         return False
-    return is_shared(st) and (_in_group(st.st_gid) or os.geteuid() == 0) \
-        and os.access(path, os.W_OK | os.X_OK)
 
 
-def default_data_dir(shared: Path = SHARED_DIR) -> Path:
-    """``SETUI_DATA_DIR`` if set; else the shared store where it exists and this user may
-    write it (so every front end sees the recorder's history and every operator's
-    approvals); else the platform's per-user data directory."""
+def _holds_store(directory: Path) -> bool:
+    return any(os.path.lexists(directory / name) for name in (DB_NAME, AGENT_LOCK))
+
+
+def default_data_dir(agent_store: Path = AGENT_STORE) -> Path:
+    """``SETUI_DATA_DIR`` if set; else the agent's store where this user may read it (so
+    every front end reads the history the agent keeps, rather than start a private one
+    beside it; only root writes it); else the platform's per-user data directory."""
     env = os.environ.get("SETUI_DATA_DIR")
     if env:
         return Path(env).expanduser()
-    if usable_shared(shared):
-        return shared
+    if os.name == "posix" and _readable(agent_store):
+        return agent_store
     return Path(platformdirs.user_data_dir("setui", appauthor=False))
 
 
@@ -88,12 +107,13 @@ def make_dirs(directory: Path) -> None:
             os.chmod(path, 0o700, follow_symlinks=False)
 
 
-def check_dir(directory: Path, *, write: bool) -> bool:
-    """Refuse a data directory setui must not use; True when it is in the shared mode.
+def check_dir(directory: Path, *, write: bool) -> os.stat_result:
+    """Refuse a data directory setui must not use; its stat when it may.
 
-    Reading only needs a directory (an auditor reads another account's store); writing
-    also needs one nobody else can write, or the shared mode.
-    """
+    Reading only needs a directory (an auditor reads another account's store, a member of
+    group setui the agent's); writing also needs one this user owns and no one else can
+    write. :class:`~setui.store.db.ReadOnlyStore` when it is a store this user may read
+    but not write (the agent's)."""
     try:
         st = os.stat(directory)
     except FileNotFoundError:
@@ -108,26 +128,37 @@ def check_dir(directory: Path, *, write: bool) -> bool:
     if not os.access(directory, os.R_OK | os.X_OK):
         raise _error(f"cannot read the data directory {directory}: permission denied. "
                      "Check its permissions, or use --data-dir / SETUI_DATA_DIR", directory)
-    shared = is_shared(st)
-    if not write or os.name != "posix" or shared:
-        return shared
-    if st.st_uid not in (os.geteuid(), 0):
+    if not write or os.name != "posix":
+        return st
+    mode = stat.S_IMODE(st.st_mode)
+    mine = os.geteuid()
+    if st.st_uid == 0 and mode & 0o020 and not mode & 0o002 \
+            and (mode & stat.S_ISGID or _holds_store(directory)):
+        # The old shared mode (2770): any member could have rewritten any record.
+        raise _error(f"{directory} is writable by its group (mode {mode:o}): a shared "
+                     "writable store, which setui no longer writes. `sudo setui service "
+                     "install` makes it the agent's store (root writes it, the group reads "
+                     "it)", directory, readable=mine != 0)
+    if st.st_uid == 0 and mine != 0 and not mode & 0o022 and _holds_store(directory):
+        raise _error(f"this is the agent's store ({directory}): read-only; approve through "
+                     "the agent (only root writes it; `setui history`, `audit` and "
+                     "`report` read it)", directory, readable=True)
+    if st.st_uid != mine:
         raise _error(f"the data directory {directory} belongs to {_owner(st.st_uid)}, not to "
                      "you: its owner could replace the audit log under you. Use your own "
-                     "directory, or the shared mode (see `setui audit --help`)", directory)
-    if stat.S_IMODE(st.st_mode) & 0o022:
+                     "directory", directory)
+    if mode & 0o022:
         raise _error(f"the data directory {directory} is writable by "
-                     f"{'others' if st.st_mode & 0o002 else 'its group'} (mode "
-                     f"{stat.S_IMODE(st.st_mode):o}): anyone who can write it can replace "
-                     f"the audit log. Run `chmod 700 {directory}`, or set up the shared mode "
-                     "(owner root, group setui, mode 2770)", directory)
-    return False
+                     f"{'others' if mode & 0o002 else 'its group'} (mode {mode:o}): anyone "
+                     "who can write it can replace the audit log. Run `chmod 700 "
+                     f"{directory}`", directory)
+    return st
 
 
-def check_file(path: Path, *, write: bool, shared: bool) -> bool:
+def check_file(path: Path, *, write: bool) -> bool:
     """Refuse a symbolic link or anything but a regular file at ``path``; False if there is
-    nothing there. A writer also refuses a file others may write (private mode) or one
-    another account owns."""
+    nothing there. A writer also refuses a file another account owns, or one group or
+    others may write."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -142,22 +173,14 @@ def check_file(path: Path, *, write: bool, shared: bool) -> bool:
         what = "a setui database" if path.suffix == ".db" else "a setui file"
         raise _error(f"cannot use {path}: it is a {_kind(st)}, not {what}. Move it aside, "
                      "or choose another place with --data-dir or SETUI_DATA_DIR", path)
-    if write and os.name == "posix" and shared:
-        if stat.S_IMODE(st.st_mode) & 0o002:
-            raise _error(f"{path} is writable by users outside the shared store's group "
-                         f"(mode {stat.S_IMODE(st.st_mode):o}): run `chmod 660 {path}`", path)
-    elif write and os.name == "posix":
-        if st.st_uid not in (os.geteuid(), 0):
+    if write and os.name == "posix":
+        if st.st_uid != os.geteuid():
             raise _error(f"{path} belongs to {_owner(st.st_uid)}, not to you: setui writes "
                          "no audit log into a file another account controls", path)
         if stat.S_IMODE(st.st_mode) & 0o022:
             raise _error(f"{path} is writable by group or others (mode "
                          f"{stat.S_IMODE(st.st_mode):o}): run `chmod 600 {path}`", path)
     return True
-
-
-def file_mode(shared: bool) -> int:
-    return SHARED_FILE_MODE if shared else PRIVATE_FILE_MODE
 
 
 def open_nofollow(path: Path, flags: int, mode: int = PRIVATE_FILE_MODE) -> int:
@@ -185,15 +208,26 @@ def read_nofollow(path: Path, limit: int = 4096) -> bytes:
         os.close(fd)
 
 
-def foreign_entries(directory: Path, db_name: str) -> list[str]:
-    """Names in ``directory`` that setui did not put there (its database, the database's
-    -wal/-shm/-journal, the witness and their temporary files, the agent's lock)."""
-    ours = (db_name, f"{db_name}-wal", f"{db_name}-shm", f"{db_name}-journal",
+def store_names(db_name: str) -> tuple[str, ...]:
+    """The files a store is made of: its database, the database's -wal/-shm/-journal, the
+    audit head witness and the agent's lock (a store is moved or taken over whole)."""
+    return (db_name, f"{db_name}-wal", f"{db_name}-shm", f"{db_name}-journal",
             f"{db_name}.audit-head", AGENT_LOCK)
+
+
+def is_temporary(name: str, db_name: str) -> bool:
+    """A file setui was writing beside the database (a witness's temporary file)."""
+    return name.startswith(f".{db_name}.")
+
+
+def foreign_entries(directory: Path, db_name: str) -> list[str]:
+    """Names in ``directory`` that setui did not put there (anything but the files of
+    :func:`store_names` and their temporary files)."""
+    ours = store_names(db_name)
     out = []
     with contextlib.suppress(OSError):
         for name in sorted(os.listdir(directory)):
-            if name in ours or name.startswith(f".{db_name}."):
+            if name in ours or is_temporary(name, db_name):
                 continue
             out.append(name)
     return out

@@ -39,7 +39,7 @@ from setui.store.db import (
     trigger_problem,
 )
 from setui.store.endpoints import endpoint_column
-from setui.store.place import foreign_entries
+from setui.store.place import Sharing, foreign_entries
 from setui.store.records import (
     APPROVE_ATTEMPT,
     APPROVE_OUTCOME,
@@ -110,10 +110,11 @@ class Store:
         # 0 means "keep forever" in the config file; as a day count it would prune all.
         self.history_days = history_days if history_days and history_days > 0 else None
         self.readonly = readonly
-        self.shared = False
+        # Who reads the files made here (the witness): set when opened for writing.
+        self.sharing: Sharing | None = None
         if not readonly:
             self._refuse_lost_log()
-            self.shared = prepare_file(self.path)
+            self.sharing = prepare_file(self.path)
         try:
             self._conn: sqlite3.Connection | None = connect(self.path, timeout=timeout,
                                                             readonly=readonly)
@@ -402,7 +403,7 @@ class Store:
             # becomes of the witness, and a failure shows in verify.
             self.witness_problem = audit_log.update_witness(
                 conn, audit_log.witness_path(self.path), records[-1].seq, records[-1].hash,
-                shared=self.shared)
+                sharing=self.sharing)
             self.forward_problem = self._forward(conn, records)
             return records
 

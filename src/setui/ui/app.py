@@ -152,7 +152,9 @@ class SetuiApp(Approvals, TerminalApp):
         """Whether another recorder keeps the history while this dashboard is closed."""
         recorder = self.monitor.recorder
         if recorder is None:
-            return None
+            # A store it may only read is the agent's: the agent keeps its history.
+            readonly = self.store is not None and self.store.readonly
+            return "history: the agent's, read-only" if readonly else None
         if not recorder.others:
             return "history: only while open"  # no other recorder on this store
         other = recorder.others[-1]

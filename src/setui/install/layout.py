@@ -1,0 +1,70 @@
+"""Where the service's files go on a system whose root is ``root`` (``/``, or a test root
+or an image given with ``--root``): every path the installer touches is one of these."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from setui.api.peer import DEFAULT_GROUP
+from setui.install.unit import AGENT_UNIT, RECORDER_UNIT, UNIT_CONFIG, UNIT_DIR
+from setui.store.place import AGENT_STORE
+from setui.textsafe import printable
+
+__all__ = ["GROUP", "PRIVATE_STORE", "Layout", "shown"]
+
+GROUP = DEFAULT_GROUP  # the agent's group: who reads the store and may reach the socket
+# Where a DynamicUser= unit with StateDirectory=setui (the recorder, the agent before it
+# ran as root) kept its store; /var/lib/setui was a link to it.
+PRIVATE_STORE = Path("/var/lib/private/setui")
+
+
+def shown(path: Path) -> str:
+    """A path as the installer says it (made printable: a path is anyone's text)."""
+    return printable(str(path), 300)
+
+
+@dataclass(frozen=True)
+class Layout:
+    root: Path = Path("/")
+
+    @property
+    def host(self) -> bool:
+        """Whether this is the running system (systemctl and the group database apply)."""
+        return self.root == Path("/")
+
+    def within(self, path: Path) -> Path:
+        """The system's absolute ``path`` as it is under this root."""
+        return self.root.joinpath(*PurePosixPath(path).parts[1:])
+
+    @property
+    def unit_dir(self) -> Path:
+        return self.within(UNIT_DIR)
+
+    @property
+    def agent_unit(self) -> Path:
+        return self.unit_dir / AGENT_UNIT
+
+    @property
+    def recorder_unit(self) -> Path:
+        return self.unit_dir / RECORDER_UNIT
+
+    @property
+    def config_file(self) -> Path:
+        return self.within(UNIT_CONFIG)
+
+    @property
+    def config_dir(self) -> Path:
+        return self.config_file.parent
+
+    @property
+    def store(self) -> Path:
+        return self.within(AGENT_STORE)
+
+    @property
+    def private_store(self) -> Path:
+        return self.within(PRIVATE_STORE)
+
+    @property
+    def group_file(self) -> Path:
+        return self.within(Path("/etc/group"))
