@@ -70,8 +70,15 @@ def _holders() -> Iterator[dict[str, Any]]:
             state: dict[str, Any] = json.loads(_HOLDERS.read_text())
         except (OSError, ValueError):
             state = {}
+        if not isinstance(state, dict):
+            state = {}
+        # What is not an entry of this shape (a file of another form) is forgotten.
+        state = {key: entry for key, entry in state.items()
+                 if isinstance(entry, dict) and entry.get("kind") in ("user", "group")
+                 and isinstance(entry.get("name"), str) and isinstance(entry.get("pids"), list)}
         for entry in state.values():
-            entry["pids"] = [pid for pid in entry["pids"] if _alive(pid)]
+            entry["pids"] = [pid for pid in entry["pids"]
+                             if isinstance(pid, int) and pid > 0 and _alive(pid)]
         yield state
         _HOLDERS.write_text(json.dumps(state))
 
