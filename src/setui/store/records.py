@@ -26,6 +26,7 @@ __all__ = [
     "CANCELLED",
     "DISMISSALS",
     "DISMISSED",
+    "IMPACT_SOURCE",
     "REFUSED",
     "AuditEntry",
     "AuditRecord",
@@ -42,6 +43,8 @@ __all__ = [
     "utc",
 ]
 
+# A story line the agent measured (a stall or a boot tied to the event: core.impact).
+IMPACT_SOURCE = "measured"
 APPROVE_ATTEMPT = "approve-attempt"
 APPROVE_OUTCOME = "approve-outcome"
 DISMISSED = "dismissed"  # the operator said no in the dialog or at the prompt
@@ -135,6 +138,8 @@ class RecorderSpan:
     started: datetime
     last_beat: datetime
     stopped: datetime | None
+    boot_id: str | None = None  # the boot it ran in (None: not known, before schema 6)
+    measures: bool = False  # it kept the agent's heartbeat: stalls and boots were measured
 
     @property
     def end(self) -> datetime:
@@ -180,7 +185,7 @@ class StoryEntry:
     event_type: str | None = None
     status: str | None = None
     not_before: str = ""
-    source: str = "history"  # "history" or "audit"
+    source: str = "history"  # "history", "audit", or IMPACT_SOURCE (the agent measured it)
     audit_seq: int | None = None
     initial: bool = False
 
