@@ -122,8 +122,10 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
                 as_json: bool, out: IO[str], err: IO[str], policy_path: Path | None = None,
                 config_file: Path | None = None, stop_grace: float | None = None) -> int:
     from setui.agent.agent import STOP_GRACE, Agent
+    from setui.agent.impact import ImpactWatch
     from setui.agent.lock import Held
     from setui.agent.metrics import AgentMetrics
+    from setui.agent.notice import NoticeWatch
     from setui.agent.notify import Notifier as Sender
     from setui.api.serve import open_socket, start_api
     from setui.api.socketfile import SocketError, choose_socket
@@ -203,6 +205,9 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
                        store=store,
                        vm_name=vm_name, dry_run=dry_run, say=output.agent, notifier=sender,
                        metrics=metrics)
+        # What events did to this VM (a heartbeat, boots) and the notice they gave.
+        impacts = ImpactWatch(worker, metrics=metrics)
+        notices = NoticeWatch(worker, metrics=metrics, terminate=config.terminate_notice)
         learning = asyncio.ensure_future(_learn_identity(
             this_vm, compute, client, worker, metrics,
             lambda line, priority: _say(err, line, journal, priority), systemd))
@@ -211,6 +216,7 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
                       + ("" if vm_name else "; waiting for this VM's name"))
         pinger = asyncio.ensure_future(systemd.keep_alive())
         await worker.start()
+        impacts.start()
         # What the event loop itself reports (a server that cannot accept, a callback that
         # failed) joins the agent's errors: once a minute with a count, not a traceback
         # each time.
@@ -235,6 +241,8 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
                 for change in result.changes:
                     output.change(change_record(change, this_vm.name))
                 await worker.handle(update)
+                notices.handle(update)
+                await impacts.handle(update)
                 if api is not None:
                     api.publish(update)
                 if metrics_file is not None and (
@@ -242,6 +250,7 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
                     written_at = time.monotonic()
                     await _write_textfile(metrics, metrics_file, worker)
         finally:
+            impacts.stop()
             pinger.cancel()
             learning.cancel()
             systemd.stopping()
