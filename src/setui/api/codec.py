@@ -313,7 +313,7 @@ def encode_story(entry: StoryEntry) -> dict[str, Any]:
         "endpoint": entry.endpoint, "incarnation": entry.incarnation, "detail": entry.detail,
         "event_type": entry.event_type, "status": entry.status,
         "not_before": entry.not_before, "source": entry.source,
-        "audit_seq": entry.audit_seq, "initial": entry.initial,
+        "audit_seq": entry.audit_seq, "initial": entry.initial, "certain": entry.certain,
     }
 
 
@@ -329,7 +329,7 @@ def decode_story(fields: Fields) -> StoryEntry:
         not_before=fields.text("not_before", limit=200, optional=True) or "",
         source=fields.text("source", limit=40),
         audit_seq=fields.integer("audit_seq", high=MAX_INT, optional=True),
-        initial=fields.flag("initial"))
+        initial=fields.flag("initial"), certain=fields.flag("certain", True))
 
 
 def encode_verify(result: VerifyResult) -> dict[str, Any]:

@@ -20,10 +20,13 @@ from setui.core.model import Document, Event, EventType
 from setui.core.timefmt import duration, precise, stamp
 from setui.core.tracker import ChangeKind, Tracker
 
-__all__ = ["BOOT", "KINDS", "STALL", "Impact", "clocks_words", "impact_words", "tie"]
+__all__ = ["BOOT", "IMPACT_SOURCE", "KINDS", "STALL", "Impact", "clocks_words", "impact_words",
+           "tie"]
 
 STALL = "stall"
 BOOT = "boot"
+# The source of a story line the agent measured (store.records.StoryEntry.source).
+IMPACT_SOURCE = "measured"
 KINDS = (STALL, BOOT)
 # Which event a stall or a boot most likely is, when more than one could be: a pause is
 # what a Freeze does; a boot is what the others do.

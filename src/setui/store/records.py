@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from setui.core.impact import IMPACT_SOURCE
 from setui.core.model import (
     MAX_INCARNATION,
     Document,
@@ -43,8 +44,6 @@ __all__ = [
     "utc",
 ]
 
-# A story line the agent measured (a stall or a boot tied to the event: core.impact).
-IMPACT_SOURCE = "measured"
 APPROVE_ATTEMPT = "approve-attempt"
 APPROVE_OUTCOME = "approve-outcome"
 DISMISSED = "dismissed"  # the operator said no in the dialog or at the prompt
@@ -188,6 +187,7 @@ class StoryEntry:
     source: str = "history"  # "history", "audit", or IMPACT_SOURCE (the agent measured it)
     audit_seq: int | None = None
     initial: bool = False
+    certain: bool = True  # False: seen across a gap (core.tracker), so not when it happened
 
 
 def event_snapshot(event: Event) -> dict[str, Any]:
