@@ -70,6 +70,8 @@ def test_the_shipped_example_parses_into_the_documents_sample_and_a_drain() -> N
     ('[[rule]]\nname = "a"\nprepare = "drain \'oops"\n', 3, "prepare"),
     ('[[rule]]\nname = "a"\nrecover = ["undrain", "-v"]\n', 3,
      "recover must name its command by its absolute path, not 'undrain'"),
+    ('[notify]\nurls = []\nshort_notice = "yes"\n', 3,
+     "notify.short_notice must be true or false"),
 ])
 def test_a_bad_policy_is_refused_with_the_line_and_the_reason(
         text: str, line: int, reason: str) -> None:
@@ -78,6 +80,12 @@ def test_a_bad_policy_is_refused_with_the_line_and_the_reason(
     assert caught.value.line == line, str(caught.value)
     assert reason in str(caught.value)
     assert str(caught.value).startswith(f"policy.toml:{line}: ")
+
+
+def test_short_notice_is_told_unless_the_policy_says_not() -> None:
+    assert parse_policy("").short_notice is True
+    assert load_policy(EXAMPLE).short_notice is True
+    assert parse_policy("[notify]\nshort_notice = false\n").short_notice is False
 
 
 def test_conditions() -> None:

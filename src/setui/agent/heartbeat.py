@@ -39,11 +39,13 @@ def _boottime() -> float | None:
 
 @dataclass(frozen=True)
 class Reading:
-    """The three clocks at one tick (boottime None where the system has none)."""
+    """The three clocks at one tick (boottime None where the system has none), and what
+    the owner said was current then (``context``: a reference, taken as it is)."""
 
     mono: float
     wall: float
     boottime: float | None
+    context: object = None
 
 
 @dataclass(frozen=True)
@@ -73,19 +75,21 @@ class Heartbeat:
     """``start()`` the thread; ``on_stall`` hears of each stall; ``stop()`` ends it."""
 
     def __init__(self, on_stall: Callable[[Stall], None], *, interval: float = INTERVAL,
-                 threshold: float = THRESHOLD,
-                 read: Callable[[], Reading] | None = None) -> None:
+                 threshold: float = THRESHOLD, read: Callable[[], Reading] | None = None,
+                 context: Callable[[], object] | None = None) -> None:
         self.on_stall = on_stall
         self.interval = interval
         self.threshold = threshold
         self._read = read or self.clocks
+        # Read at each tick (one attribute: no lock, no copy), so a stall knows what was
+        # current at its last tick before, whatever the owner's loop did since.
+        self._context = context or (lambda: None)
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
         self.native_id: int | None = None  # the thread's id for the kernel (bench/)
 
-    @staticmethod
-    def clocks() -> Reading:
-        return Reading(time.monotonic(), time.time(), _boottime())
+    def clocks(self) -> Reading:
+        return Reading(time.monotonic(), time.time(), _boottime(), self._context())
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="setui-heartbeat", daemon=True)

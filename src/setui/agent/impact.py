@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -36,7 +35,6 @@ if TYPE_CHECKING:
 __all__ = ["IMPACT", "ImpactWatch"]
 
 IMPACT = "impact"  # the agent's line
-_KEPT = 16  # documents remembered with when they were current: a stall's "before"
 _PENDING = 64  # stalls waiting for a poll (a VM stopped again and again between polls)
 
 
@@ -57,9 +55,10 @@ class ImpactWatch:
         self.monitor = agent.monitor
         self.metrics = metrics
         self._mono = mono
-        self.heartbeat = heartbeat or Heartbeat(self._from_thread)
+        # Each tick notes the document current then: a stall's "before".
+        self.heartbeat = heartbeat or Heartbeat(
+            self._from_thread, context=lambda: self.monitor.state.document)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._documents: deque[tuple[float, Document | None]] = deque(maxlen=_KEPT)
         self._pending: list[_Pending] = []
         self._booted = False  # the boot was looked for (once, at the first answer)
 
@@ -79,15 +78,12 @@ class ImpactWatch:
 
     def stalled(self, stall: Stall) -> None:
         """A stall, on the loop: when it began in the record's clock, and the document
-        current then; tied at the next poll."""
+        current at its last tick before; tied at the next poll."""
         at = self.monitor.now() - timedelta(seconds=self._mono() - stall.before.mono)
-        before = self.monitor.state.document
-        for mono, document in reversed(self._documents):
-            if mono <= stall.before.mono:
-                before = document
-                break
+        before = stall.before.context
         if len(self._pending) < _PENDING:
-            self._pending.append(_Pending(stall, at, before))
+            self._pending.append(_Pending(stall, at, before if isinstance(before, Document)
+                                          else None))
 
     # -- each poll ----------------------------------------------------------------------------
     async def handle(self, update: MonitorUpdate) -> None:
@@ -95,7 +91,6 @@ class ImpactWatch:
         first answer, the boot is looked for."""
         now = self._mono()
         document = self.monitor.state.document
-        self._documents.append((now, document))
         due = [p for p in self._pending if p.stall.after.mono <= now]
         self._pending = [p for p in self._pending if p.stall.after.mono > now]
         try:

@@ -20,8 +20,8 @@ from setui.core.model import Document, Event, EventType
 from setui.core.timefmt import duration, precise, stamp
 from setui.core.tracker import ChangeKind, Tracker
 
-__all__ = ["BOOT", "IMPACT_SOURCE", "KINDS", "STALL", "Impact", "clocks_words", "impact_words",
-           "tie"]
+__all__ = ["AROUND", "BOOT", "IMPACT_SOURCE", "KINDS", "STALL", "STARTED", "Impact",
+           "clocks_words", "impact_words", "tie"]
 
 STALL = "stall"
 BOOT = "boot"
