@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import ROOT, Row, machine
 
-SUITES = ["parse_track", "store", "cold_start", "watch_cost", "agent_cost", "latency",
+SUITES = ["parse_track", "store", "cold_start", "watch_cost", "agent_cost", "heartbeat", "latency",
           "approval", "dashboard", "fleet"]
 
 

@@ -16,6 +16,9 @@ owner alone (``chmod 600``), or it is refused.
 ``history-days`` is how long the incarnation history is kept (default 90); ``0`` keeps
 it forever. The audit log is never pruned, whatever it says.
 
+``terminate-notice`` is the notice the scale set gives before a Terminate, in seconds (300
+to 900, default 300): what a Terminate's notice is measured against.
+
 ``socket`` (env ``SETUI_SOCKET``) is where the agent answers its local API, and
 ``approvers`` (a list of user names and ``%group`` names) narrows who may approve through
 it (docs/api.md).
@@ -44,12 +47,17 @@ from setui.core.endpoint import (
     check_api_version,
     check_endpoint,
 )
+from setui.core.notice import DEFAULT_TERMINATE_NOTICE
 from setui.core.pace import check_interval
 from setui.textsafe import printable
 
 __all__ = ["Config", "ConfigError", "config_dir", "default_config_path", "load_config",
            "save_setting"]
 
+
+
+# Azure lets a scale set give 5 to 15 minutes' notice before a Terminate.
+MIN_TERMINATE_NOTICE, MAX_TERMINATE_NOTICE = 300, 900
 
 
 class ConfigError(Exception):
@@ -84,6 +92,9 @@ class Config:
     # Never attach to the agent: poll IMDS and keep a store of this front end's own, as on
     # a machine without the agent (setui.session.attach).
     standalone: bool = False
+    # The scale set's notice before a Terminate (its notBeforeTimeout), seconds: what a
+    # Terminate's notice is held against (core.notice).
+    terminate_notice: int = DEFAULT_TERMINATE_NOTICE
 
     def with_overrides(self, **values: Any) -> Config:
         """Apply command-line values; ``None`` means "not given" and keeps the setting."""
@@ -121,6 +132,7 @@ _TYPES: Mapping[str, tuple[type, ...]] = {
     "socket": (str,),
     "approvers": (list,),
     "standalone": (bool,),
+    "terminate_notice": (int,),
 }
 
 
@@ -295,6 +307,10 @@ def _check(config: Config, source: str, origins: Mapping[str, str] | None = None
         if not isinstance(name, str) or not _APPROVER.fullmatch(name):
             raise ConfigError(f"{where('approvers')}: approvers must be user names and "
                               f"%group names, got {printable(repr(name), 80)}")
+    if not MIN_TERMINATE_NOTICE <= config.terminate_notice <= MAX_TERMINATE_NOTICE:
+        raise ConfigError(f"{where('terminate_notice')}: terminate-notice is the scale set's "
+                          "notice before a Terminate, in seconds: 300 to 900 (5 to 15 minutes), "
+                          f"got {config.terminate_notice}")
     if config.history_days < 0:
         raise ConfigError(f"{where('history_days')}: history-days must be a number of days, "
                           f"or 0 to keep the history forever; got {config.history_days}")

@@ -6,8 +6,8 @@ means is in docs/metrics.md; a change here is a change of that contract.
 from __future__ import annotations
 
 __all__ = ["BUSY_METRIC", "BUSY_REASONS", "EVENT_LABELS", "EVENT_METRIC", "IDENTITY_LABELS",
-           "INFO_METRIC", "NOT_REPORTED_METRIC", "SUCCESS_METRIC", "WAITING_METRIC",
-           "WAITING_REASONS"]
+           "IMPACT_LABELS", "IMPACT_METRIC", "INFO_METRIC", "NOT_REPORTED_METRIC",
+           "SUCCESS_METRIC", "WAITING_METRIC", "WAITING_REASONS"]
 
 # On every per-VM series: the VM's identity from IMDS compute metadata.
 IDENTITY_LABELS = ("vm_name", "vm_scale_set", "placement_group", "resource_group",
@@ -18,6 +18,11 @@ EVENT_LABELS = ("eventID", "eventType", "eventStatus", "eventSource", "resourceT
                 "resource", "notBefore", "this_vm", "approved_by", "resources_listed")
 # Unix time of the agent's last good answer from IMDS.
 SUCCESS_METRIC = "setui_last_success_timestamp_seconds"
+# The last stall or boot the agent measured on this VM (one series, replaced by the next):
+# what it was (stall, boot), the event it was tied to ("" for none), when (ISO 8601 UTC);
+# value: its length in seconds.
+IMPACT_METRIC = "setui_last_impact_seconds"
+IMPACT_LABELS = ("impact", "eventType", "eventID", "at")
 # The VM's identity, the agent's version: 1 while the agent is scraped.
 INFO_METRIC = "setui_vm_info"
 # Recorded by the shipped rules (contrib/prometheus/setui-rules.yml): each agent not

@@ -15,6 +15,7 @@ import pytest
 from agent_helpers import agent_env, write_policy
 
 from children import SETUI
+from oldstores import back_to
 from setui.agent.metrics import parse_listen
 from setui.emulator.server import Emulator
 from setui.store import Store
@@ -32,8 +33,7 @@ def test_a_version_2_store_gains_the_agents_tables_and_reads_without_them(
     conn = sqlite3.connect(path)
     for table in ("agent_steps", "agent_hook_runs", "agent_notifications", "agent_holds"):
         conn.execute(f"DROP TABLE {table}")
-    conn.execute("ALTER TABLE incarnations DROP COLUMN vm_name")  # schema 4's
-    conn.execute("PRAGMA user_version = 2")
+    back_to(conn, 2)
     conn.commit()
     conn.close()
     with Store.open_dir(tmp_path, readonly=True) as old:  # a reader of an older store

@@ -82,6 +82,8 @@ def test_the_shipped_example_parses_into_the_documents_sample_and_a_drain() -> N
      "group must be one of scale-set, placement-group, resource-group"),
     ('[[rule]]\nname = "a"\nmax_unavailable = 1\ngroup = "scale-set"\n', 3,
      "max_unavailable holds back approvals, and the rule approves never"),
+    ('[notify]\nurls = []\nshort_notice = "yes"\n', 3,
+     "notify.short_notice must be true or false"),
 ])
 def test_a_bad_policy_is_refused_with_the_line_and_the_reason(
         text: str, line: int, reason: str) -> None:
@@ -90,6 +92,12 @@ def test_a_bad_policy_is_refused_with_the_line_and_the_reason(
     assert caught.value.line == line, str(caught.value)
     assert reason in str(caught.value)
     assert str(caught.value).startswith(f"policy.toml:{line}: ")
+
+
+def test_short_notice_is_told_unless_the_policy_says_not() -> None:
+    assert parse_policy("").short_notice is True
+    assert load_policy(EXAMPLE).short_notice is True
+    assert parse_policy("[notify]\nshort_notice = false\n").short_notice is False
 
 
 def test_conditions() -> None:

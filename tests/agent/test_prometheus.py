@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -257,8 +258,46 @@ def test_every_known_counter_series_is_exported_at_0_from_the_start() -> None:
                for outcome in ("approved", "refused", "failed")]
     wanted += [f'setui_notifications_total{{outcome="{outcome}"}} 0.0'
                for outcome in ("sent", "failed")]
+    wanted += [f'setui_stalls_total{{announced="{announced}"}} 0.0'
+               for announced in ("true", "false")]
+    types = ("Freeze", "Reboot", "Redeploy", "Preempt", "Terminate", "other")
+    wanted += [f'setui_event_impact_seconds_count{{eventType="{kind}"}} 0.0'
+               for kind in (*types, "none")]
+    wanted += [f'setui_event_notice_seconds_count{{eventType="{kind}"}} 0.0' for kind in types]
     missing = [line for line in wanted if line not in text]
     assert not missing, missing
+    assert "setui_last_impact_seconds{" not in text  # nothing measured yet: no series
+
+
+def test_what_was_measured_is_counted_and_the_last_impact_shown() -> None:
+    from setui.agent.metrics import AgentMetrics
+    from setui.core.impact import BOOT, STALL, Impact
+
+    metrics = AgentMetrics(vm_name="vm-a", compute=None, version="0")
+    at = datetime(2026, 11, 25, 19, 22, 1, tzinfo=timezone.utc)
+    metrics.observe_impact(Impact(STALL, at, 4.8, event_id="E", event_type="Freeze"))
+    metrics.observe_impact(Impact(STALL, at + timedelta(minutes=1), 3.1))
+    metrics.observe_impact(Impact(STALL, at - timedelta(minutes=5), 0.0, wall_seconds=2.0))
+    metrics.observe_impact(Impact(BOOT, at - timedelta(hours=1), 133.0, event_id="R",
+                                  event_type="Hibernate"))
+    metrics.observe_notice("Freeze", 300.0)
+    metrics.observe_notice("Reboot", -4.0)  # first seen after its NotBefore: none
+    text = metrics.text().decode()
+    for line in ('setui_event_impact_seconds_count{eventType="Freeze"} 1.0',
+                 'setui_event_impact_seconds_sum{eventType="none"} 5.1',  # 3.1 + the wall's 2
+                 'setui_event_impact_seconds_count{eventType="other"} 1.0',
+                 'setui_stalls_total{announced="true"} 1.0',
+                 'setui_stalls_total{announced="false"} 2.0',
+                 'setui_event_notice_seconds_bucket{eventType="Freeze",le="300.0"} 1.0',
+                 'setui_event_notice_seconds_bucket{eventType="Freeze",le="120.0"} 0.0',
+                 'setui_event_notice_seconds_sum{eventType="Reboot"} 0.0'):
+        assert line in text, line
+    # The newest one, whichever order they were observed in; one series.
+    last = [line for line in text.splitlines()
+            if line.startswith("setui_last_impact_seconds{")]
+    assert len(last) == 1 and 'at="2026-11-25T19:23:01Z"' in last[0]
+    assert 'eventID=""' in last[0] and 'impact="stall"' in last[0]
+    assert last[0].endswith(" 3.1")
 
 
 # A User Reboot of this VM (its prepare is /bin/false) and a Freeze that also reaches

@@ -58,6 +58,8 @@ class VmSeries:
     zone: str = ""
     last_success: float | None = None  # None: now, at each scrape
     events: list[dict[str, str | float]] = field(default_factory=list)
+    # The last stall or boot its agent measured: the labels, plus ``value`` (seconds).
+    impact: dict[str, str | float] | None = None
 
     def identity(self) -> dict[str, str]:
         return {"vm_name": self.vm_name, "vm_scale_set": self.vm_scale_set,
@@ -86,6 +88,13 @@ def exposition(vms: Sequence[VmSeries], now: float | None = None) -> str:
     for vm in vms:
         last = now if vm.last_success is None else vm.last_success
         out.append(f"setui_last_success_timestamp_seconds{{{_labels(vm.identity())}}} {last}")
+    out.append("# TYPE setui_last_impact_seconds gauge")
+    for vm in vms:
+        if vm.impact is not None:
+            labels = {**vm.identity(), **{k: str(v) for k, v in vm.impact.items()
+                                          if k != "value"}}
+            out.append(f"setui_last_impact_seconds{{{_labels(labels)}}} "
+                       f"{float(vm.impact['value'])}")
     return "\n".join(out) + "\n"
 
 

@@ -211,3 +211,38 @@ def test_a_groups_event_is_one_series_per_agent_and_the_vms_without_one_are_coun
                                                     Palette()).plain
     details = details_text(lines["EV-SET-REBOOT"], fleet, now).plain
     assert "4 VMs; 2 of them with no agent reporting it" in details
+
+
+def test_what_each_agent_measured_is_in_the_details(prometheus: Callable[..., Prometheus]
+                                                    ) -> None:
+    """setui_last_impact_seconds through a real scrape: the VM's last stall in its details,
+    and in its event's; a stall with no event is said as such."""
+    freeze = {"eventID": "EV-FREEZE", "eventType": "Freeze", "eventStatus": "Started"}
+    vms = [VmSeries("web-0", vm_scale_set="web-vmss", events=[freeze], impact={
+               "impact": "stall", "eventType": "Freeze", "eventID": "EV-FREEZE",
+               "at": "2026-11-25T19:22:01.300000Z", "value": 4.8}),
+           VmSeries("web-1", vm_scale_set="web-vmss", impact={
+               "impact": "stall", "eventType": "", "eventID": "",
+               "at": "2026-11-25T19:40:12.700000Z", "value": 3.1})]
+    stand_in = StandIn(lambda: exposition(vms))
+    server = prometheus([stand_in.target])
+    watcher = FleetWatcher(PrometheusClient(server.url), stale_after=30)
+    try:
+        update = refresh_until(watcher, lambda fleet: sum(
+            vm.impact is not None for vm in fleet.vms.values()) == 2)
+    finally:
+        watcher.close()
+        stand_in.stop()
+    fleet = update.fleet
+    now = datetime.fromtimestamp(fleet.at, tz=timezone.utc)
+    lines = build_lines(fleet)
+    # A VM's own details (a line for a VM whose agent is in trouble: as after a reboot).
+    vm_text = {vm.name: details_text(VmLine(vm.group, vm), fleet, now).plain
+               for vm in fleet.vms.values()}
+    assert ("last impact     paused 4.8s at 2026-11-25T19:22:01.300000Z: Freeze EV-FREEZE"
+            in vm_text["web-0"])
+    assert "paused 3.1s at 2026-11-25T19:40:12.700000Z: no event announced" in vm_text["web-1"]
+    event = next(line for line in lines if isinstance(line, EventLine))
+    details = details_text(event, fleet, now).plain
+    assert "What it did, as each VM's agent measured it" in details
+    assert "web-0  paused 4.8s at" in details and "web-1  paused" not in details

@@ -54,13 +54,23 @@ def test_json_has_stable_keys_and_is_ascii(recorded: Store) -> None:
     assert done.stdout.isascii()
     data = json.loads(done.stdout)
     assert list(data) == ["endpoint", "from", "to", "incarnations", "holes_known", "holes",
-                          "events"]
+                          "events", "short_notice", "impacts_measured",
+                          "impacts_without_event"]
     reboot, freeze, redeploy = data["events"]
     assert list(reboot) == [
         "event_id", "event_type", "resources", "first_seen", "first_incarnation", "initial",
         "appeared_started", "not_before", "reschedules", "approvals", "refusals",
         "started_at", "started_certain", "started_before_not_before_seconds", "gone_at",
-        "fate", "fate_certain", "fate_detail"]
+        "fate", "fate_certain", "fate_detail", "notice", "impacts", "impact_measured"]
+    assert list(reboot["notice"]) == ["seconds", "to_started_seconds", "minimum_seconds",
+                                      "short", "appeared_started", "unknown", "words"]
+    assert (reboot["notice"]["seconds"], reboot["notice"]["minimum_seconds"]) == (300, 900)
+    assert reboot["notice"]["short"] is True and reboot["notice"]["to_started_seconds"] == 82
+    assert data["short_notice"] == [e["event_id"] for e in data["events"]]
+    # Nothing measured the incident: said as not known, never as "none".
+    assert (data["impacts_measured"], reboot["impacts"], reboot["impact_measured"]) == \
+        (False, [], False)
+    assert freeze["impact_measured"] is None  # it never started
     assert reboot["approvals"][0]["user"] == "alice"
     assert reboot["started_before_not_before_seconds"] == 218.0
     assert (freeze["fate"], freeze["fate_certain"]) == ("cancelled", True)

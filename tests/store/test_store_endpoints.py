@@ -15,6 +15,7 @@ from pathlib import Path
 
 from store_helpers import STORY, T0, doc, entry, event, play
 
+from oldstores import back_to
 from setui.store import AuditEntry, Store
 from setui.store.agent import AgentLog
 from setui.store.db import SCHEMA_VERSION
@@ -76,7 +77,7 @@ def older_store(path: Path) -> None:
     some of them twice over: what setui wrote before endpoints were keyed."""
     Store(path).close()
     conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("ALTER TABLE incarnations DROP COLUMN vm_name")  # schema 5's
+    back_to(conn, 3)
     raw = '{"DocumentIncarnation": 2, "Events": []}'
     rows = [  # (endpoint, incarnation, hash, first_seen, last_seen)
         (SPELLINGS[0], 1, "h1", "2024-05-14T09:30:00.000000Z", "2024-05-14T09:31:00.000000Z"),
@@ -111,7 +112,6 @@ def older_store(path: Path) -> None:
     conn.execute("INSERT INTO agent_hook_runs (endpoint, event_id, step, rule, command, "
                  "started) VALUES (?, 'A-1', 'prepare', 'r', 'true', "
                  "'2024-05-14T09:35:00.000000Z')", (SPELLINGS[2],))
-    conn.execute("PRAGMA user_version = 3")
     conn.close()
 
 

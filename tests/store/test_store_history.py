@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from store_helpers import ENDPOINT, STORY, T0, doc, entry, event, play, raw
 
+from oldstores import back_to
 from setui.core.tracker import Tracker
 from setui.store import Store
 from setui.store.db import DB_NAME, SCHEMA_VERSION
@@ -234,8 +235,7 @@ def test_a_damaged_changes_column_does_not_break_listing(store: Store, bad: str)
 def _without_vm_names(path: Path, version: int) -> None:
     """The file as a setui from before VM names were kept (schema ``version``) left it."""
     conn = sqlite3.connect(path)
-    conn.execute("ALTER TABLE incarnations DROP COLUMN vm_name")
-    conn.execute(f"PRAGMA user_version = {version}")
+    back_to(conn, version)
     conn.commit()
     conn.close()
 
@@ -269,7 +269,7 @@ def test_an_older_store_is_read_as_it_is_and_upgraded_by_a_writer(data_dir: Path
         assert [(r.incarnation, r.vm_name) for r in store.history()] == [
             (3, "vm-web-0"), (2, None), (1, None)]
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
     conn.close()
 
 

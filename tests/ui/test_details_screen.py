@@ -165,3 +165,36 @@ async def test_long_description_hangs_under_its_column(make_dashboard: MakeDashb
         shown = " ".join(line[20:].strip() for line in lines[first:first + 4])
         assert shown == LONG_DESCRIPTION
         assert all(len(line) <= width for line in lines[first:first + 4])
+
+
+async def test_the_notice_and_what_was_measured_are_shown(make_dashboard: MakeDashboard
+                                                           ) -> None:
+    """The busy scenario's Freeze appears at second 10 with 5 minutes' notice, while the
+    dashboard watches: less than the 15 documented. The agent measured its pause."""
+    from setui.core.impact import STALL, STARTED, Impact
+
+    d = make_dashboard(at=5)
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        await d.advance(pilot, 5)  # seen as it appears
+        event = freeze(d)
+        assert d.store is not None
+        d.store.record_impact(Impact(
+            STALL, d.now(), 4.8, d.app.config.endpoint, wall_seconds=4.8,
+            event_id=event.event_id, event_type="Freeze", announced=5, tie=STARTED))
+        screen = await open_details(d, pilot, event)
+        await d.wait_for(pilot, lambda: "the VM was paused 4.8s" in body(screen))
+        text = body(screen)
+        assert "Notice            5m 00s: LESS than the 15m 00s documented for a Freeze" in text
+        assert "Impact            Freeze, announced 5s: the VM was paused 4.8s at" in text
+
+
+async def test_an_event_there_before_the_dashboard_has_an_unknown_notice(
+        make_dashboard: MakeDashboard) -> None:
+    d = make_dashboard(at=300)  # everything in the first document it sees
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        screen = await open_details(d, pilot, freeze(d))
+        await d.wait_for(pilot, lambda: "no stall or boot recorded" in body(screen))
+        assert ("Notice            not known: it was already in the document when recording "
+                "began") in body(screen)

@@ -257,6 +257,9 @@ class CountingStore:
     def holes(self, **kwargs: Any) -> Any:
         return self.real.holes(**kwargs)
 
+    def impacts(self, **kwargs: Any) -> Any:
+        return self.real.impacts(**kwargs)
+
 
 async def test_opening_reads_one_page_only(store: Store) -> None:
     fill(store, [{"DocumentIncarnation": n, "Events": []} for n in range(1, 40)])

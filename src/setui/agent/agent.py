@@ -112,12 +112,7 @@ class Agent(Acting, Budgeting):
 
     # -- the store, on its thread ---------------------------------------------------------
     async def _db(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
-        recorder = self.monitor.recorder
-        # Stopping, the recorder's thread may have ended already (the monitor stops when
-        # the signal reaches it): a thread of the pool's, then.
-        if recorder is not None and not recorder.closed:
-            return await recorder.call(fn, *args, **kwargs)
-        return await asyncio.to_thread(fn, *args, **kwargs)
+        return await self.monitor.store_call(fn, *args, **kwargs)
 
     def name_learned(self, vm_name: str) -> None:
         """This VM's name is known at last: the rules that wait for it are decided, and

@@ -22,24 +22,28 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Counter, disable_created_metrics
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from setui.agent.scrape import MetricsServer
 from setui.atomicfile import write_atomically
-from setui.core.model import Document, Event, is_this_vm
+from setui.core.impact import STALL, Impact
+from setui.core.model import Document, Event, EventType, is_this_vm
+from setui.core.timefmt import iso
 from setui.metricnames import (
     BUSY_METRIC,
     EVENT_LABELS,
     EVENT_METRIC,
     IDENTITY_LABELS,
+    IMPACT_LABELS,
+    IMPACT_METRIC,
     INFO_METRIC,
     WAITING_METRIC,
 )
 
-__all__ = ["IDENTITY_LABELS", "AgentMetrics", "label", "parse_listen"]
+__all__ = ["IDENTITY_LABELS", "AgentMetrics", "label", "parse_listen", "type_label"]
 
 # IMDS compute metadata field of each identity label.
 COMPUTE_FIELD = {"vm_scale_set": "vmScaleSetName", "placement_group": "placementGroupId",
@@ -53,6 +57,17 @@ ACTOR_KINDS = ("policy",)
 HOOKS = ("prepare", "recover")
 HOOK_OUTCOMES = ("ok", "failed", "timeout", "deadline", "error", "interrupted")
 NOTIFICATION_OUTCOMES = ("sent", "failed")
+# The eventType of the measured series: the known types, "other" for a type setui does not
+# know (a label value per unknown word would let the service grow the series), and, for
+# an impact, "none" when no event was announced for it.
+EVENT_TYPES = (*(t.value for t in EventType), "other")
+IMPACT_TYPES = (*EVENT_TYPES, "none")
+ANNOUNCED = ("true", "false")
+# Seconds. Notice: around each documented minimum (Preempt 30 s, Terminate 5 to 15 min,
+# Redeploy 10 min, Freeze and Reboot 15 min) and up to the week a predicted hardware
+# failure is announced ahead. Impact: a Freeze's seconds to a Redeploy's minutes.
+NOTICE_BUCKETS = (30, 60, 120, 300, 600, 900, 1800, 3600, 21600, 86400, 604800)
+IMPACT_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 _EOF = b"# EOF\n"  # OpenMetrics' last line: once, at the end of the whole exposition
 
 disable_created_metrics()  # *_created series double the output for nothing here
@@ -62,6 +77,13 @@ def label(value: object) -> str:
     """A label value: printable (a control character becomes ``?``), at most 128."""
     text = "" if value is None else str(value)
     return "".join(c if c.isprintable() else "?" for c in text[:MAX_LABEL])
+
+
+def type_label(event_type: str | None) -> str:
+    """An eventType label of the measured series: known, ``other``, or ``none``."""
+    if event_type is None:
+        return "none"
+    return event_type if event_type in EVENT_TYPES else "other"
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -138,6 +160,15 @@ class _Current(Collector):
         build = GaugeMetricFamily("setui_build_info", "setui's version", labels=["version"])
         build.add_metric([label(owner.version)], 1)
         yield build
+        impact = GaugeMetricFamily(
+            IMPACT_METRIC, "The last stall or boot the agent measured on this VM: its kind, "
+            "the event it was tied to (empty: none announced), when; value: seconds",
+            labels=[*names, *IMPACT_LABELS])
+        last = owner.last_impact
+        if last is not None:
+            impact.add_metric([*ids, last.kind, label(last.event_type or ""),
+                               label(last.event_id or ""), iso(last.at) or ""], last.measured)
+        yield impact
 
 
 class _Polling(Collector):
@@ -201,6 +232,7 @@ class AgentMetrics:
         # thread: each value is one reference, replaced whole, never changed in place).
         self.document: Document | None = None
         self.approved_by: Mapping[str, str] = {}
+        self.last_impact: Impact | None = None  # the last stall or boot measured
         self.last_success = 0.0
         self.polls_ok = 0
         self.polls_failed = 0
@@ -220,13 +252,26 @@ class AgentMetrics:
                                  ["hook", "outcome"], registry=self._live)
         self.notifications = Counter("setui_notifications", "Notifications by outcome",
                                      ["outcome"], registry=self._live)
+        self.impacts = Histogram(
+            "setui_event_impact_seconds", "Stalls and boots of this VM the agent measured, "
+            "by the type of the event they were tied to (none: no event announced)",
+            ["eventType"], buckets=IMPACT_BUCKETS, registry=self._live)
+        self.stalls = Counter("setui_stalls", "Stalls of this VM over 0.5 s the agent's "
+                              "heartbeat saw, by whether an event was announced for them",
+                              ["announced"], registry=self._live)
+        self.notices = Histogram(
+            "setui_event_notice_seconds", "Notice of this VM's events: first seen to the "
+            "NotBefore first announced (0: appeared Started), when seen to appear",
+            ["eventType"], buckets=NOTICE_BUCKETS, registry=self._live)
         # Every known series at 0 from the start: a counter first seen at 1 has no
         # increase, and an alert on increase() would miss the first failure.
-        for counter, values in ((self.approvals, (APPROVAL_OUTCOMES, ACTOR_KINDS)),
-                                (self.hook_runs, (HOOKS, HOOK_OUTCOMES)),
-                                (self.notifications, (NOTIFICATION_OUTCOMES,))):
+        for metric, values in ((self.approvals, (APPROVAL_OUTCOMES, ACTOR_KINDS)),
+                               (self.hook_runs, (HOOKS, HOOK_OUTCOMES)),
+                               (self.notifications, (NOTIFICATION_OUTCOMES,)),
+                               (self.impacts, (IMPACT_TYPES,)), (self.stalls, (ANNOUNCED,)),
+                               (self.notices, (EVENT_TYPES,))):
             for labels in itertools.product(*values):
-                counter.labels(*labels)
+                metric.labels(*labels)
         self._server: MetricsServer | None = None
         self._lock = threading.Lock()
 
@@ -252,7 +297,20 @@ class AgentMetrics:
         self.identity_values = [label(vm_name)] + [
             label(compute.get(COMPUTE_FIELD[name], "")) for name in IDENTITY_LABELS[1:]]
         self.location = compute.get("location", "")
-        self._rendered: dict[str, tuple[Document | None, Mapping[str, str], bytes]] = {}
+        self._rendered: dict[str, tuple[Document | None, Mapping[str, str], Impact | None,
+                                        bytes]] = {}
+
+    def observe_impact(self, impact: Impact) -> None:
+        """A stall or a boot measured: counted, and the last one shown (replaced whole)."""
+        self.impacts.labels(type_label(impact.event_type)).observe(impact.measured)
+        if impact.kind == STALL:
+            self.stalls.labels("true" if impact.event_id else "false").inc()
+        if self.last_impact is None or impact.at >= self.last_impact.at:
+            self.last_impact = impact
+
+    def observe_notice(self, event_type: str, seconds: float) -> None:
+        """The notice an event of this VM was seen to give (0: none)."""
+        self.notices.labels(type_label(event_type)).observe(max(seconds, 0.0))
 
     @property
     def identity(self) -> dict[str, str]:
@@ -274,15 +332,16 @@ class AgentMetrics:
         approvals differ from those they were rendered from; the counters and the
         time of the last good answer are rendered every time."""
         encoder, content_type = choose_encoder(accept)
-        document, approved_by = self.document, self.approved_by
+        document, approved_by, impact = self.document, self.approved_by, self.last_impact
         kept = self._rendered.get(content_type)
-        if kept is not None and kept[1] is approved_by and _same_document(kept[0], document):
-            described = kept[2]
+        if kept is not None and kept[1] is approved_by and kept[2] is impact \
+                and _same_document(kept[0], document):
+            described = kept[3]
         else:
             described = encoder(self._described)
             if described.endswith(_EOF):  # OpenMetrics: one "# EOF", after the rest
                 described = described[:-len(_EOF)]
-            self._rendered[content_type] = (document, approved_by, described)
+            self._rendered[content_type] = (document, approved_by, impact, described)
         return described + encoder(self._live), content_type
 
     async def serve(self, host: str, port: int) -> tuple[str, int]:

@@ -45,7 +45,7 @@ DEFAULT_NAME = "policy.toml"  # the policy used when none is named: beside the c
 MAX_TIMEOUT = 24 * 3600.0
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _TOP = {"rule", "notify", "hooks"}
-_NOTIFY = {"urls", "title", "body", "retries"}
+_NOTIFY = {"urls", "title", "body", "retries", "short_notice"}
 _HOOKS = {"timeout"}
 _RULE = {"name", "event_type", "event_source", "this_vm", "other_vms", "min_duration",
          "max_duration", "not_before_within", "resource", "notify", "prepare", "approve",
@@ -122,6 +122,9 @@ class Policy:
     title: str = DEFAULT_TITLE
     body: str = DEFAULT_BODY
     retries: int = 5
+    # Tell when an event of this VM appears with less notice than documented, whatever
+    # its rule (agent.notice).
+    short_notice: bool = True
     source: str = "(no policy: observe only)"
     notes: tuple[str, ...] = field(default=(), compare=False)
 
@@ -224,6 +227,10 @@ class _Parser:
         if not isinstance(retries, int) or isinstance(retries, bool) or not 0 <= retries <= 20:
             raise self.fail(self.lines.key("retries", "notify"),
                             "notify.retries must be a whole number from 0 to 20")
+        short_notice = notify.get("short_notice", True)
+        if not isinstance(short_notice, bool):
+            raise self.fail(self.lines.key("short_notice", "notify"),
+                            "notify.short_notice must be true or false")
         raw_rules = data.get("rule", [])
         if not isinstance(raw_rules, list):
             raise self.fail(self.lines.key("rule"), "rule must be an array of tables: [[rule]]")
@@ -238,7 +245,7 @@ class _Parser:
         if any(rule.notify for rule in rules) and not urls:
             notes = ("rules say notify but notify.urls is empty: nothing will be sent",)
         return Policy(rules=rules, urls=tuple(urls), title=title, body=body, retries=retries,
-                      source=self.source, notes=notes)
+                      short_notice=short_notice, source=self.source, notes=notes)
 
     def table(self, data: Mapping[str, Any], name: str, known: set[str]) -> Mapping[str, Any]:
         value = data.get(name, {})

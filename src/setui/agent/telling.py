@@ -6,7 +6,9 @@ agent``); a message goes through the notifier, in the policy's templates, under 
 that makes it once (kept in the store before it is sent). A rule's events are told when
 it says ``notify``; what a person must know is told whatever it says: a hook or an
 approval that failed, a step interrupted, an event that changed under its rule, and the
-agent's own error states (agent.errors: a kind of error that lasts a minute, and its end).
+agent's own error states (agent.errors: a kind of error that lasts a minute, and its end);
+and, when the policy's ``[notify] short_notice`` says so, an event of this VM announced
+with less notice than documented (agent.notice).
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class Telling:
     notifier: Notifier | None
     say: Callable[[dict[str, Any]], None]
     errors: AgentErrors
+    rule_of: dict[str, Rule]
     _said: set[tuple[str, str]]
 
     def _record(self, kind: str, event_id: str | None, *, rule: str | None = None,
@@ -64,9 +67,9 @@ class Telling:
 
     # -- events -----------------------------------------------------------------------------
     def _notify(self, event: Event | None, event_id: str, rule_name: str, change: str,
-                detail: str, *, extra: str = "") -> None:
+                detail: str, *, extra: str = "", always: bool = False) -> None:
         rule = self.rules.get(rule_name)
-        if not ((rule is not None and rule.notify) or change in ALWAYS_TOLD):
+        if not (always or (rule is not None and rule.notify) or change in ALWAYS_TOLD):
             return
         fields = {
             "change": change, "event_id": event_id,
@@ -84,6 +87,16 @@ class Telling:
         # The endpoint's one spelling: a restart that writes it otherwise sends nothing twice.
         self._send("|".join((endpoint_key(self.endpoint), event_id, change, extra)), event_id,
                    change, fields, rule_name=rule_name)
+
+    def measured(self, kind: str, event: Event | None, event_id: str | None, detail: str, *,
+                 tell: bool = False) -> None:
+        """What the agent measured (agent.impact, agent.notice): said as a line; ``tell``:
+        told to people too, whatever the event's rule says, once (its key)."""
+        self._record(kind, event_id, detail=detail)
+        if tell and event_id:
+            rule = self.rule_of.get(event_id)
+            self._notify(event, event_id, rule.name if rule is not None else "none", kind,
+                         detail, always=True)
 
     def _vm(self) -> str:
         return self.vm_name or "(this VM's name is not known yet)"

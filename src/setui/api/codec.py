@@ -194,6 +194,8 @@ def _encode_life(life: EventLife) -> dict[str, Any]:
         "gone_incarnation": life.gone_incarnation, "fate": life.fate,
         "fate_certain": life.fate_certain, "not_before": time_text(life.not_before),
         "notes": [[time_text(at), text] for at, text in life.notes],
+        "announced": time_text(life.announced), "appeared_certain": life.appeared_certain,
+        "appeared_started": life.appeared_started,
     }
 
 
@@ -215,7 +217,10 @@ def _decode_life(fields: Fields) -> EventLife:
                                         optional=True),
         fate=fields.text("fate", limit=40, optional=True),
         fate_certain=fields.flag("fate_certain", True),
-        not_before=fields.time("not_before", optional=True), notes=notes)
+        not_before=fields.time("not_before", optional=True), notes=notes,
+        announced=fields.time("announced", optional=True),
+        appeared_certain=fields.flag("appeared_certain", False),
+        appeared_started=fields.flag("appeared_started", False))
 
 
 def _encode_gone(gone: GoneEvent) -> dict[str, Any]:
@@ -308,7 +313,7 @@ def encode_story(entry: StoryEntry) -> dict[str, Any]:
         "endpoint": entry.endpoint, "incarnation": entry.incarnation, "detail": entry.detail,
         "event_type": entry.event_type, "status": entry.status,
         "not_before": entry.not_before, "source": entry.source,
-        "audit_seq": entry.audit_seq, "initial": entry.initial,
+        "audit_seq": entry.audit_seq, "initial": entry.initial, "certain": entry.certain,
     }
 
 
@@ -324,7 +329,7 @@ def decode_story(fields: Fields) -> StoryEntry:
         not_before=fields.text("not_before", limit=200, optional=True) or "",
         source=fields.text("source", limit=40),
         audit_seq=fields.integer("audit_seq", high=MAX_INT, optional=True),
-        initial=fields.flag("initial"))
+        initial=fields.flag("initial"), certain=fields.flag("certain", True))
 
 
 def encode_verify(result: VerifyResult) -> dict[str, Any]:

@@ -126,8 +126,10 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
                 budget_from: tuple[str, PrometheusAuth] | None = None) -> int:
     from setui.agent.agent import STOP_GRACE, Agent
     from setui.agent.budget import TIMEOUT, BudgetClient
+    from setui.agent.impact import ImpactWatch
     from setui.agent.lock import Held
     from setui.agent.metrics import AgentMetrics
+    from setui.agent.notice import NoticeWatch
     from setui.agent.notify import Notifier as Sender
     from setui.agent.probe import Probe
     from setui.api.serve import open_socket, start_api
@@ -211,6 +213,9 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
             if not await _listen(probe.serve, health_at, "health probe",
                                  "/readyz (and /healthz)", err, journal):
                 return EXIT_FAILED
+        # What events did to this VM (a heartbeat, boots) and the notice they gave.
+        impacts = ImpactWatch(worker, metrics=metrics)
+        notices = NoticeWatch(worker, metrics=metrics, terminate=config.terminate_notice)
         learning = asyncio.ensure_future(_learn_identity(
             this_vm, compute, client, worker, metrics,
             lambda line, priority: _say(err, line, journal, priority), systemd))
@@ -219,6 +224,7 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
                       + ("" if vm_name else "; waiting for this VM's name"))
         pinger = asyncio.ensure_future(systemd.keep_alive())
         await worker.start()
+        impacts.start()
         # What the event loop itself reports (a server that cannot accept, a callback that
         # failed) joins the agent's errors: once a minute with a count, not a traceback
         # each time.
@@ -243,6 +249,8 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
                 for change in result.changes:
                     output.change(change_record(change, this_vm.name))
                 await worker.handle(update)
+                notices.handle(update)
+                await impacts.handle(update)
                 if api is not None:
                     api.publish(update)
                 if metrics_file is not None and (
@@ -250,6 +258,7 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
                     written_at = time.monotonic()
                     await _write_textfile(metrics, metrics_file, worker)
         finally:
+            impacts.stop()
             pinger.cancel()
             learning.cancel()
             systemd.stopping()

@@ -38,6 +38,7 @@ from setui.core.diff import (
     shown_value,
 )
 from setui.core.holes import Hole, with_holes
+from setui.core.impact import IMPACT_SOURCE, Impact, impact_words
 from setui.core.model import MAX_INCARNATION, DocumentError, parse_iso
 from setui.core.timefmt import duration, stamp
 from setui.textsafe import printable
@@ -194,12 +195,31 @@ def hole_json(hole: Hole) -> dict[str, Any]:
 
 
 def _with_holes(store: Store, records: list[IncarnationRecord], since: datetime | None,
-                complete: bool) -> Iterator[IncarnationRecord | Hole]:
+                complete: bool) -> Iterator[IncarnationRecord | Hole | Impact]:
     """The records, newest first, with the record's holes among them (core.holes): the
-    same holes whatever is listed, each whole."""
-    holes = [hole for endpoint in sorted({r.endpoint for r in records})
-             for hole in store.holes(endpoint=endpoint) if hole.overlaps(since, None)]
-    return with_holes(records, holes, complete=complete)
+    same holes whatever is listed, each whole; and the stalls and boots the agent
+    measured (core.impact), each where it happened."""
+    endpoints = sorted({r.endpoint for r in records})
+    marks: list[Hole | Impact] = [
+        hole for endpoint in endpoints
+        for hole in store.holes(endpoint=endpoint) if hole.overlaps(since, None)]
+    marks += [impact for endpoint in endpoints
+              for impact in store.impacts(endpoint=endpoint, since=since)]
+    marks.sort(key=lambda mark: mark.start)
+    return with_holes(records, marks, complete=complete)
+
+
+def impact_line(impact: Impact) -> str:
+    """A stall or a boot in the list, where it happened: measured by the agent."""
+    return f"{when(impact.at):<23} {'-':>11}  ** measured: {impact_words(impact, local=False)} **"
+
+
+def impact_record_json(impact: Impact) -> dict[str, Any]:
+    """A stall or a boot as ``--json`` lists it: keys of its own (``impact``, ``at``), so no
+    reader takes it for an incarnation or a hole."""
+    return {"impact": impact.kind, "at": iso(impact.at), "seconds": round(impact.measured, 3),
+            "event_id": impact.event_id, "event_type": impact.event_type,
+            "endpoint": impact.endpoint, "words": impact_words(impact, local=False)}
 
 
 def _list(store: Store, limit: int, since: datetime | None, as_json: bool,
@@ -209,7 +229,8 @@ def _list(store: Store, limit: int, since: datetime | None, as_json: bool,
     complete = len(records) < limit
     if as_json:
         for item in _with_holes(store, records, since, complete) if records else ():
-            data = hole_json(item) if isinstance(item, Hole) else record_json(item)
+            data = hole_json(item) if isinstance(item, Hole) else (
+                impact_record_json(item) if isinstance(item, Impact) else record_json(item))
             out.write(json.dumps(data, ensure_ascii=True) + "\n")
         return EXIT_OK
     if not records:
@@ -220,6 +241,8 @@ def _list(store: Store, limit: int, since: datetime | None, as_json: bool,
     for item in _with_holes(store, records, since, complete):
         if isinstance(item, Hole):
             line = hole_line(item)
+        elif isinstance(item, Impact):
+            line = impact_line(item)
         else:
             line = f"{when(item.first_seen):<23} {item.incarnation:>11}  "
             line += printable(item.summary, 300)
@@ -254,6 +277,8 @@ def story_words(entry: StoryEntry) -> str:
     detail = entry.detail
     if entry.source == "audit":
         return detail or f"audit record: {entry.kind}"
+    if entry.source == IMPACT_SOURCE:
+        return f"measured: {detail}"
     if entry.kind == "appeared":
         if entry.status == "Started":
             words = "first seen, already Started (no notice)"
@@ -324,7 +349,7 @@ def _story(store: Store, event_id: str, since: datetime | None, as_json: bool,
               + (f" ({printable(kinds[0], 20)})" if kinds else "") + "\n")
     for entry in story:
         number = f"#{entry.incarnation}" if entry.incarnation is not None else ""
-        marker = "audit" if entry.source == "audit" else number
+        marker = {"audit": "audit", IMPACT_SOURCE: "agent"}.get(entry.source, number)
         out.write(f"{when(entry.time):<23} {marker:>7}  {printable(story_words(entry), 300)}\n")
     return EXIT_OK
 

@@ -1,10 +1,12 @@
 """``setui report``: what happened to each event, as Markdown for a postmortem or JSON.
 
 Per event: its type and resources, when it was first seen, its NotBefore and every
-reschedule, who approved it and when (and how long after it appeared), when it started
-against its NotBefore, when it went and how sure that is, the refusals; and the holes in
-the record, when nothing was recording. Read-only. Text from the network or the audit
-log is made printable and its Markdown neutralised, so the report pastes as it is.
+reschedule, the notice it gave against the documented minimum, who approved it and when
+(and how long after it appeared), when it started against its NotBefore, what the agent
+measured of it (a stall, a boot), when it went and how sure that is, the refusals; the
+holes in the record, when nothing was recording; and the stalls and boots with no event.
+Read-only. Text from the network or the audit log is made printable and its Markdown
+neutralised, so the report pastes as it is.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 from setui.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, iso, open_readonly
 from setui.commands.history import parse_since
+from setui.core.impact import BOOT, STALL, Impact, clocks_words, impact_words
+from setui.core.notice import DEFAULT_TERMINATE_NOTICE, Notice, notice_words
 from setui.core.timefmt import duration, stamp
 from setui.textsafe import printable
 
@@ -62,7 +66,10 @@ def report_command(args: argparse.Namespace, *, out: IO[str], err: IO[str]) -> i
     if recording is None:
         err.write("setui report: nothing was recorded in that time\n")
         return EXIT_FAILED
-    report = build_report(recording, since=since, until=until)
+    config = getattr(args, "config_resolved", None)
+    report = build_report(recording, since=since, until=until,
+                          terminate_notice=getattr(config, "terminate_notice",
+                                                   DEFAULT_TERMINATE_NOTICE))
     if getattr(args, "format", "md") == "json":
         out.write(json.dumps(report_json(report), ensure_ascii=True, indent=2) + "\n")
     else:
@@ -147,6 +154,8 @@ def _event_md(event: EventReport) -> list[str]:
         lines.append(f"- **Rescheduled:** NotBefore {stamp(move.old, local=False)} -> "
                      f"{stamp(move.new, local=False)}, seen {stamp(move.seen_at)}, "
                      f"incarnation {move.incarnation}")
+    if event.notice is not None:
+        lines.append(f"- **Notice:** {md(notice_words(event.notice), 300)}")
     approvals = [a for a in event.acts if a.kind != "refused"]
     if not approvals:
         lines.append("- **Approved:** not by anyone through setui on this VM")
@@ -155,6 +164,13 @@ def _event_md(event: EventReport) -> list[str]:
                      f"{stamp(act.at)}, {_after(act.at, event.first_seen)} "
                      f"({md(act.detail, 200)}; audit #{act.seq})")
     lines.append(f"- **Started:** {_started(event)}")
+    lines += [f"- **Impact:** {md(impact_words(i), 300)} ({md(clocks_words(i), 200)})"
+              for i in event.impacts]
+    if not event.impacts and event.impact_measured is not None:
+        lines.append("- **Impact:** " + (
+            "none measured: no stall over 0.5s and no boot while the agent's heartbeat ran"
+            if event.impact_measured else
+            "not measured: no setui agent kept a heartbeat all the while it was under way"))
     lines.append(f"- **Went:** {_went(event)}")
     for act in (a for a in event.acts if a.kind == "refused"):
         lines.append(f"- **Refused:** approval by {_who(act)}, {stamp(act.at)}, refused by "
@@ -172,6 +188,20 @@ def markdown(report: Report) -> str:
     else:
         lines.append("- **Incarnations recorded:** none in that time")
     lines.append(f"- **Events:** {len(report.events)}")
+    short = report.short_notice
+    if short:
+        lines.append(f"- **Less notice than documented:** {len(short)} event"
+                     f"{'s' * (len(short) != 1)}: " + ", ".join(
+                         f"{md(e.event_type, 24)} {md(e.event_id, 80)}" for e in short))
+    if not report.measured:
+        lines.append("- **Stalls and boots:** not measured (no setui agent kept a heartbeat "
+                     "in that time)")
+    elif not report.unannounced:
+        lines.append("- **Stalls and boots with no event announced:** none measured")
+    else:
+        lines.append("- **Stalls and boots with no event announced:**")
+        lines += [f"  - {md(impact_words(i), 300)} ({md(clocks_words(i), 200)})"
+                  for i in report.unannounced]
     if not report.sessions_known:
         lines.append("- **Holes in the record:** not known (this store predates recording "
                      "sessions)")
@@ -198,6 +228,28 @@ def _act_json(act: Act) -> dict[str, Any]:
             "audit_seq": act.seq}
 
 
+def notice_json(notice: Notice | None) -> dict[str, Any] | None:
+    """An event's notice for machines: seconds, null where not known, and why."""
+    if notice is None:
+        return None
+    return {"seconds": notice.seconds, "to_started_seconds": notice.to_start,
+            "minimum_seconds": notice.minimum, "short": notice.short,
+            "appeared_started": notice.appeared_started, "unknown": notice.unknown,
+            "words": notice_words(notice)}
+
+
+def impact_json(impact: Impact) -> dict[str, Any]:
+    """A stall or a boot for machines; ``seconds``: the impact's length (core.impact)."""
+    return {"kind": impact.kind, "at": iso(impact.at), "seconds": impact.measured,
+            "monotonic_seconds": impact.seconds if impact.kind == STALL else None,
+            "wall_seconds": impact.wall_seconds, "boottime_seconds": impact.boottime_seconds,
+            "booted_at": iso(impact.booted_at), "first_poll": iso(impact.first_poll),
+            "last_poll_exact": impact.exact if impact.kind == BOOT else None,
+            "event_id": impact.event_id, "event_type": impact.event_type,
+            "announced_seconds": impact.announced, "tie": impact.tie,
+            "words": impact_words(impact, local=False)}
+
+
 def _event_json(event: EventReport) -> dict[str, Any]:
     return {
         "event_id": event.event_id, "event_type": event.event_type,
@@ -215,6 +267,9 @@ def _event_json(event: EventReport) -> dict[str, Any]:
         "gone_at": iso(event.gone_at), "fate": event.fate,
         "fate_certain": event.fate_certain if event.fate is not None else None,
         "fate_detail": event.fate_detail or None,
+        "notice": notice_json(event.notice),
+        "impacts": [impact_json(i) for i in event.impacts],
+        "impact_measured": event.impact_measured,
     }
 
 
@@ -227,4 +282,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "holes": [{"from": iso(h.start), "to": iso(h.end), "open": h.open}
                   for h in report.holes],
         "events": [_event_json(e) for e in report.events],
+        "short_notice": [e.event_id for e in report.short_notice],
+        "impacts_measured": report.measured,
+        "impacts_without_event": [impact_json(i) for i in report.unannounced],
     }

@@ -81,15 +81,22 @@ class _Seen(Protocol):
     def first_seen(self) -> datetime: ...
 
 
+class _Starts(Protocol):
+    @property
+    def start(self) -> datetime: ...
+
+
 _R = TypeVar("_R", bound=_Seen)
+_M = TypeVar("_M", bound=_Starts)
 
 
-def with_holes(records: Sequence[_R], holes: Sequence[Hole], *,
-               complete: bool) -> Iterator[_R | Hole]:
+def with_holes(records: Sequence[_R], holes: Sequence[_M], *,
+               complete: bool) -> Iterator[_R | _M]:
     """``records`` (newest first) with ``holes`` (oldest first) among them, each just
     above the newest record older than it. ``complete``: the records reach back to the
     start of what was asked, so holes older than all of them are listed last; otherwise
-    those lie beyond the list, as the records before it do."""
+    those lie beyond the list, as the records before it do. Anything with a ``start`` is
+    placed the same way: a stall or a boot (core.impact) too."""
     pending = sorted(holes, key=lambda hole: hole.start)
     for record in records:
         while pending and pending[-1].start >= record.first_seen:

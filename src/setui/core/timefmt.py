@@ -28,7 +28,8 @@ from datetime import datetime, timezone, tzinfo
 from email.utils import parsedate_to_datetime
 
 __all__ = ["age", "clock", "countdown", "duration", "iso", "local_beside", "local_differs",
-           "restate", "signed_countdown", "stamp", "time_of_day", "utc_time", "zone_name"]
+           "precise", "restate", "signed_countdown", "stamp", "time_of_day", "utc_time",
+           "zone_name"]
 
 
 def _parts(whole_seconds: int) -> tuple[int, int, int, int]:
@@ -72,6 +73,13 @@ def duration(seconds: float) -> str:
     return f"{secs}s"
 
 
+def precise(seconds: float) -> str:
+    """``4.8s`` under a minute (a pause is read to the tenth), else :func:`duration`."""
+    if abs(seconds) < 59.95:
+        return f"{seconds:.1f}s"
+    return duration(seconds)
+
+
 def age(seconds: float) -> str:
     """A calm age, a duration that does not flicker under two seconds: ``<2s``, ``14s``,
     ``3m 05s``."""
@@ -102,14 +110,17 @@ def local_beside(moment: datetime, *, with_date: bool = False) -> str:
     return f" ({shown} {zone_name(local)})"
 
 
-def stamp(moment: datetime | None, *, local: bool = True, date: bool = True) -> str:
+def stamp(moment: datetime | None, *, local: bool = True, date: bool = True,
+          tenths: bool = False) -> str:
     """``2026-11-24 03:12:05 UTC (04:12:05 CET)``; ``date=False``: ``03:12:05 UTC ...``;
-    ``local=False``: UTC alone. ``-`` for no moment."""
+    ``local=False``: UTC alone; ``tenths``: ``03:12:05.3 UTC``. ``-`` for no moment."""
     if moment is None:
         return "-"
     utc = moment.astimezone(timezone.utc)
-    text = utc.strftime("%Y-%m-%d %H:%M:%S UTC" if date else "%H:%M:%S UTC")
-    return text + (local_beside(moment) if local else "")
+    text = utc.strftime("%Y-%m-%d %H:%M:%S" if date else "%H:%M:%S")
+    if tenths:
+        text += f".{utc.microsecond // 100_000}"
+    return f"{text} UTC" + (local_beside(moment) if local else "")
 
 
 def utc_time(moment: datetime) -> str:

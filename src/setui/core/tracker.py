@@ -135,8 +135,10 @@ class Tracker:
             before = self._events.get(event_id)
             if before is None:
                 detail = "appeared already started" if event.is_started else ""
+                # Across a gap it may have appeared any time in it: when is not known.
                 changes.append(Change(ChangeKind.APPEARED, doc.incarnation, seen_at, event,
-                                      detail=detail, initial=first, missed=missed))
+                                      detail=detail, initial=first, certain=not why,
+                                      missed=missed))
             else:
                 changes.extend(_compare(before, event, doc.incarnation, seen_at, why, missed))
         if first and self._baseline:

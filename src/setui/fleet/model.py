@@ -30,6 +30,7 @@ from setui.metricnames import (
     EVENT_LABELS,
     EVENT_METRIC,
     IDENTITY_LABELS,
+    IMPACT_METRIC,
     NOT_REPORTED_METRIC,
     SUCCESS_METRIC,
     WAITING_METRIC,
@@ -43,6 +44,7 @@ __all__ = [
     "Fleet",
     "FleetBuilder",
     "FleetEvent",
+    "FleetImpact",
     "FleetVm",
     "Group",
     "VmKey",
@@ -107,6 +109,16 @@ def group_of(identity: Mapping[str, str]) -> Group:
 # FleetVm and FleetEvent are named tuples, not frozen dataclasses: as immutable, and made
 # four times faster (a frozen dataclass sets each field through object.__setattr__), which
 # is 50 ms of a 10,000-VM refresh.
+class FleetImpact(NamedTuple):
+    """The last stall or boot a VM's agent measured (``setui_last_impact_seconds``)."""
+
+    kind: str  # stall, boot
+    event_type: str  # "" when no event was announced for it
+    event_id: str
+    at: str  # ISO 8601 UTC, as exported
+    seconds: float
+
+
 class FleetVm(NamedTuple):
     """One VM as its agent's series describe it."""
 
@@ -120,6 +132,7 @@ class FleetVm(NamedTuple):
     job: str = ""
     event_ids: tuple[str, ...] = ()
     waiting: tuple[str, ...] = ()  # why its agent's early approvals wait (setui_agent_waiting)
+    impact: FleetImpact | None = None
 
     @property
     def name(self) -> str:
@@ -277,6 +290,7 @@ class FleetBuilder:
         first: dict[str, _Row] = {}  # each event's first series
         more: dict[str, list[_Row]] = {}  # every series of an event with more than one
         ids_of: dict[VmKey, list[str]] = {}
+        impacts: dict[VmKey, FleetImpact] = {}
         last_seen: dict[VmKey, tuple[float, Mapping[str, str]]] = {}  # stopped reporting
         waiting: dict[VmKey, list[str]] = {}
         ignored = 0
@@ -315,6 +329,11 @@ class FleetBuilder:
                 value = _value(sample)
                 if value is not None:
                     success[key] = max(value, success.get(key, 0.0))
+            elif name == IMPACT_METRIC:
+                value = _value(sample)
+                if value is not None:
+                    impacts[key] = FleetImpact(get("impact", ""), get("eventType", ""),
+                                               get("eventID", ""), get("at", ""), value)
             elif name == NOT_REPORTED_METRIC:
                 value = _value(sample)
                 if value is not None and value > last_seen.get(key, (0.0,))[0]:
@@ -332,7 +351,7 @@ class FleetBuilder:
         dropped = sum(1 for _ in samples)  # over MAX_SERIES: counted, not read
         groups: dict[tuple[str, str, str], Group] = {}
         vms = {key: self._vm(key, labels, success.get(key), at, ids_of.get(key, ()), groups,
-                             waiting.get(key, ()))
+                             waiting.get(key, ()), impacts.get(key))
                for key, labels in vm_labels.items()}
         departed = {key: self._gone(key, labels, min(since, at), groups)
                     for key, (since, labels) in last_seen.items() if key not in vms}
@@ -364,7 +383,7 @@ class FleetBuilder:
 
     def _vm(self, key: VmKey, labels: Mapping[str, str], last: float | None, at: float,
             event_ids: Iterable[str], groups: dict[tuple[str, str, str], Group],
-            waiting: Iterable[str] = ()) -> FleetVm:
+            waiting: Iterable[str] = (), impact: FleetImpact | None = None) -> FleetVm:
         get = labels.get
         group = self._group(labels, groups)
         if last is None:
@@ -377,7 +396,7 @@ class FleetBuilder:
             state = VmState.LIVE
         return FleetVm(key, labels, group, state, last, at, get("instance", ""),
                        get("job", ""), tuple(dict.fromkeys(event_ids)),
-                       tuple(sorted(set(waiting))))
+                       tuple(sorted(set(waiting))), impact)
 
     def _remember(self, vms: Mapping[VmKey, FleetVm], departed: Mapping[VmKey, FleetVm]
                   ) -> None:

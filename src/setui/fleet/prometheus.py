@@ -24,7 +24,13 @@ import httpx
 from setui import __version__
 from setui.fleet.gcpause import gc_paused
 from setui.loopback import is_loopback
-from setui.metricnames import EVENT_METRIC, NOT_REPORTED_METRIC, SUCCESS_METRIC, WAITING_METRIC
+from setui.metricnames import (
+    EVENT_METRIC,
+    IMPACT_METRIC,
+    NOT_REPORTED_METRIC,
+    SUCCESS_METRIC,
+    WAITING_METRIC,
+)
 from setui.textsafe import printable
 
 if TYPE_CHECKING:
@@ -43,11 +49,12 @@ __all__ = [
 ]
 
 # One query, a selector and nothing to compute (docs/metrics.md, "What setui fleet asks"):
-# every current event's series, every VM's last good answer from IMDS, the VMs not
-# scraped now with since when (the shipped recording rule, and whether it is there), and
-# the agents whose early approvals wait (a disruption budget; no series otherwise).
-QUERY = (f'{{__name__=~"{EVENT_METRIC}|{SUCCESS_METRIC}|{NOT_REPORTED_METRIC}'
-         f'|{WAITING_METRIC}"}}')
+# every current event's series, every VM's last good answer from IMDS, the last stall or
+# boot each agent measured, the VMs not scraped now with since when (the shipped recording
+# rule, and whether it is there), and the agents whose early approvals wait (a disruption
+# budget; no series otherwise).
+QUERY = (f'{{__name__=~"{EVENT_METRIC}|{SUCCESS_METRIC}|{IMPACT_METRIC}|'
+         f'{NOT_REPORTED_METRIC}|{WAITING_METRIC}"}}')
 MAX_BODY = 256 * 1024 * 1024  # decoded; 10,000 VMs x 3 events is about 20 MB of JSON
 STEP = 1024 * 1024  # decoded bytes made at a time, at most
 ACCEPT_ENCODING = "gzip"  # Prometheus compresses with it; nothing else is decoded here

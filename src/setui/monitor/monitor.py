@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from functools import partial
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from setui.core.clock import ServiceClock, utc_now
 from setui.core.health import ConnectionState, Health, PollResult
@@ -142,9 +142,9 @@ class Monitor:
             await self.recorder.start(self.now())
         baseline: tuple[Document, str] | None = None
         try:
-            baseline = await self._store_call(self.store.newest_document, self.endpoint)
+            baseline = await self.store_call(self.store.newest_document, self.endpoint)
             ids = [e.event_id for e in baseline[0].events] if baseline else []
-            self._approved.update(await self._store_call(self.store.approvals, ids))
+            self._approved.update(await self.store_call(self.store.approvals, ids))
         except Exception:  # a store that cannot say: start without a baseline
             baseline = None
         if baseline is not None and self.poller.tracker.incarnation is None:
@@ -161,7 +161,7 @@ class Monitor:
         if not wanted or self.store is None:
             return result
         try:
-            found = await self._store_call(partial(
+            found = await self.store_call(partial(
                 self.store.approvals, [c.event_id for c in wanted if c.event_id],
                 unknown=True))
         except Exception:
@@ -178,10 +178,13 @@ class Monitor:
             changes.append(change)
         return replace(result, changes=tuple(changes))
 
-    async def _store_call(self, fn: Callable[..., _T], *args: object) -> _T:
-        if self.recorder is not None:
-            return await self.recorder.call(fn, *args)
-        return await asyncio.to_thread(fn, *args)
+    async def store_call(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        """``fn`` run on the store's thread (one writer, in order), off the event loop.
+        Stopping, the recorder's thread may have ended already (the monitor stops when
+        the signal reaches it): a thread of the pool's, then."""
+        if self.recorder is not None and not self.recorder.closed:
+            return await self.recorder.call(fn, *args, **kwargs)
+        return await asyncio.to_thread(fn, *args, **kwargs)
 
     async def aclose(self) -> None:
         if self.recorder is not None:

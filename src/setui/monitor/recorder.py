@@ -20,6 +20,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from setui.boot import current_boot_id
 from setui.core.health import PollResult
 from setui.core.model import Document
 from setui.store.store import RECORDER_BEAT, RUNNING_WITHIN, TOUCH_INTERVAL
@@ -92,9 +93,7 @@ class Recorder:
     async def start(self, at: datetime) -> None:
         """Open the recording session (its row tells others a recorder runs)."""
         try:
-            self.session_id = await self.call(
-                self.store.recorder_start, endpoint=self.endpoint, pid=os.getpid(),
-                host=socket.gethostname(), command=self.command, at=at)
+            self.session_id = await self.call(self._open, at)
             self.others = await self.call(self._others, at)
         except Exception as exc:  # StoreError, or a store that cannot do it: say so
             self._failed(exc)
@@ -158,6 +157,13 @@ class Recorder:
             self._beat_seen = seen
             beat = self._executor.submit(self._beat, result.seen_at)
             beat.add_done_callback(self._done_soon(asyncio.get_running_loop(), count=False))
+
+    def _open(self, at: datetime) -> int:
+        # The boot it runs in, read here on the store's thread (a file in /proc): how a
+        # boot is found later (store.impacts).
+        return self.store.recorder_start(endpoint=self.endpoint, pid=os.getpid(),
+                                         host=socket.gethostname(), command=self.command,
+                                         at=at, boot_id=current_boot_id())
 
     def _write(self, result: PollResult, document: Document, previous: Document | None,
                vm_name: str | None) -> bool:

@@ -3,20 +3,22 @@
 A :class:`Recording` is read once (on a thread: it is SQLite) and then answers, for any
 moment, the state a live monitor would have held then: the document current at that
 moment, each event's life folded from the *stored* changes (so the gap rules the store
-applied hold in the replay too), the audit records up to then, and whether anything was
-recording at all. Nothing is guessed: in a hole the document is shown as the last one
-recorded, and said to be that.
+applied hold in the replay too) with what the agent measured of it, the audit records up
+to then, the stalls and boots just before, and whether anything was recording at all.
+Nothing is guessed: in a hole the document is shown as the last one recorded, and said to
+be that.
 """
 
 from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cached_property
 
 from setui.core.health import ConnectionState, Health
-from setui.core.holes import Hole
+from setui.core.holes import MIN_HOLE, Hole
+from setui.core.impact import Impact, impact_words
 from setui.core.model import Document, DocumentError, Event
 from setui.core.tracker import Change, ChangeKind
 from setui.monitor.state import MonitorState
@@ -24,9 +26,13 @@ from setui.store.endpoints import endpoint_column
 from setui.store.records import AuditRecord, ChangeRecord, IncarnationRecord
 from setui.store.store import TOUCH_INTERVAL, Store
 
-__all__ = ["Moment", "Recording", "load_recording"]
+__all__ = ["RECENT_IMPACT", "Moment", "Recording", "load_recording"]
 
 _LEFT = ("completed", "cancelled", "gone")
+
+
+# How long before a moment a stall or a boot is still told with it (the replay's line).
+RECENT_IMPACT = timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,8 @@ class Moment:
     index: int | None  # the incarnation current then, by position in the recording
     hole: Hole | None  # nothing was recording then
     audit: tuple[AuditRecord, ...]  # the audit records up to then, oldest first
+    # The stalls and boots measured up to RECENT_IMPACT before it, oldest first.
+    impacts: tuple[Impact, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -54,6 +62,10 @@ class Recording:
     # Each record's document, parsed once when read (None: unreadable), so moving the
     # cursor on the event loop only folds what is already in memory.
     documents: tuple[Document | None, ...] = ()
+    # What the agent measured (core.impact), oldest first, and when its heartbeat ran
+    # (the sessions that kept one): where nothing measured is "none", elsewhere unknown.
+    impacts: tuple[Impact, ...] = ()
+    measuring: tuple[tuple[datetime, datetime], ...] = ()
 
     def document(self, index: int) -> Document | None:
         if index < len(self.documents):
@@ -123,7 +135,18 @@ class Recording:
     def moment(self, at: datetime) -> Moment:
         stamp = [r.time for r in self.audit]
         upto = bisect.bisect_right(stamp, at)
-        return Moment(at, self.index_at(at), self.hole_at(at), self.audit[:upto])
+        recent = tuple(i for i in self.impacts if at - RECENT_IMPACT <= i.at <= at)
+        return Moment(at, self.index_at(at), self.hole_at(at), self.audit[:upto], recent)
+
+    def measured_over(self, start: datetime, end: datetime) -> bool:
+        """Whether the agent's heartbeat ran from ``start`` to ``end`` without a break
+        (so a stall or a boot then would be in the record)."""
+        covered = start
+        for begin, until in sorted(self.measuring):
+            if begin > covered + MIN_HOLE:
+                break
+            covered = max(covered, until)
+        return covered >= end
 
     def state_at(self, at: datetime, state: MonitorState | None = None) -> MonitorState:
         """The monitor state at ``at``, folded into ``state`` (a fresh one by default):
@@ -162,6 +185,10 @@ class Recording:
             state.last_seen = at
             state.health = Health(state=ConnectionState.LIVE, last_success=at,
                                   first_call_pending=False, clock_skew=record.clock_skew)
+        for impact in self.impacts:  # what was measured of each event, in its life
+            life = state.lives.get(impact.event_id or "")
+            if life is not None and impact.at <= at:
+                life.notes.append((impact.at, f"measured: {impact_words(impact, local=False)}"))
         for life in state.lives.values():
             life.notes.sort(key=lambda note: note[0])
         return state
@@ -220,8 +247,11 @@ def load_recording(store: Store, *, since: datetime | None = None,
     start = max(since, first) if since is not None else first
     start = min(start, end)
     holes = [h for h in store.holes(endpoint=endpoint) if h.overlaps(first, end)]
+    measured = store.impacts(endpoint=endpoint, until=until)
+    measuring = tuple((s.started, s.end) for s in sessions if s.measures)
     return Recording(endpoint, tuple(records), audit, tuple(holes), bool(sessions),
-                     start, end, tuple(_parsed(r) for r in records))
+                     start, end, tuple(_parsed(r) for r in records), tuple(measured),
+                     measuring)
 
 
 def _parsed(record: IncarnationRecord) -> Document | None:

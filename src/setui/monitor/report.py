@@ -4,7 +4,9 @@ Built from a :class:`~setui.monitor.replay.Recording`: the lives come from foldi
 stored changes into a :class:`MonitorState` (so "started" and "went" carry the same
 certainty as everywhere else: the gap rules were applied when the changes were stored),
 the reschedules from the stored changes, and the approvals and refusals from the audit
-log. Nothing is rendered here: ``setui report`` writes it as Markdown or JSON.
+log; each event's notice (core.notice) and what the agent measured of it (core.impact),
+and the stalls and boots with no event. Nothing is rendered here: ``setui report`` writes
+it as Markdown or JSON.
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from setui.core.holes import Hole
+from setui.core.holes import MIN_HOLE, Hole
+from setui.core.impact import Impact
 from setui.core.model import DocumentError, Event
+from setui.core.notice import DEFAULT_TERMINATE_NOTICE, Notice, measure_notice, unwatched
 from setui.monitor.replay import Recording
 from setui.monitor.state import MonitorState
 from setui.store.records import (
@@ -70,6 +74,12 @@ class EventReport:
     fate_certain: bool = True
     fate_detail: str = ""
     event: Event | None = field(default=None, repr=False)  # as first seen
+    appeared_certain: bool = True  # seen to appear as it happened, not across a gap
+    notice: Notice | None = None
+    impacts: list[Impact] = field(default_factory=list)  # what the agent measured of it
+    # Whether anything it did would have been measured: a stall or a boot tied to it, or
+    # the agent's heartbeat running while it was under way; None: it never started.
+    impact_measured: bool | None = None
 
     @property
     def approvals(self) -> list[Act]:
@@ -92,12 +102,20 @@ class Report:
     holes: tuple[Hole, ...]  # each whole, also where it reaches past the report
     sessions_known: bool
     events: tuple[EventReport, ...]
+    unannounced: tuple[Impact, ...] = ()  # stalls and boots with no event, in the window
+    measured: bool = False  # the agent's heartbeat ran at some time in the window
+
+    @property
+    def short_notice(self) -> tuple[EventReport, ...]:
+        """The events announced with less notice than documented."""
+        return tuple(e for e in self.events if e.notice is not None and e.notice.short)
 
 
 def build_report(recording: Recording, *, since: datetime | None = None,
-                 until: datetime | None = None) -> Report:
+                 until: datetime | None = None,
+                 terminate_notice: float = DEFAULT_TERMINATE_NOTICE) -> Report:
     """The report of the events whose life touched ``since`` .. ``until`` (default: the
-    whole record)."""
+    whole record); a Terminate's notice is held against ``terminate_notice``."""
     start = since or recording.records[0].first_seen
     end = until or recording.end
     state = recording.state_at(end, MonitorState())
@@ -120,7 +138,9 @@ def build_report(recording: Recording, *, since: datetime | None = None,
                     resources=tuple(event.resources), first_seen=record.first_seen,
                     first_incarnation=record.incarnation, initial=change.initial,
                     appeared_started=event.is_started, not_before=event.not_before,
-                    last_not_before=event.not_before, event=event)
+                    last_not_before=event.not_before, event=event,
+                    appeared_certain=change.kind == "appeared" and change.certain
+                    and not _after_hole(recording, record.first_seen))
             if change.kind == "rescheduled":
                 report.reschedules.append(Reschedule(record.first_seen, record.incarnation,
                                                      report.last_not_before, event.not_before))
@@ -142,11 +162,41 @@ def build_report(recording: Recording, *, since: datetime | None = None,
     chosen = [r for r in events.values()
               if r.first_seen <= end and (r.gone_at is None or r.gone_at >= start)]
     chosen.sort(key=lambda r: (r.first_seen, r.event_id))
+    for report in chosen:
+        _measure(report, recording, end, terminate_notice)
     holes = tuple(h for h in recording.holes if h.overlaps(start, end))
     incarnations = tuple(r.incarnation for r in recording.records
                          if start <= r.first_seen <= end)
+    unannounced = tuple(i for i in recording.impacts
+                        if i.event_id is None and start <= i.at <= end)
+    measured = any(begin < end and until > start for begin, until in recording.measuring)
     return Report(recording.endpoint, start, end, incarnations, holes,
-                  recording.sessions_known, tuple(chosen))
+                  recording.sessions_known, tuple(chosen), unannounced, measured)
+
+
+def _after_hole(recording: Recording, moment: datetime) -> bool:
+    """Whether ``moment`` is the first sighting after a hole: what appeared then may have
+    appeared in the hole (a store from before a gap's appearing was kept as uncertain)."""
+    return any(abs((hole.end - moment).total_seconds()) <= MIN_HOLE.total_seconds()
+               for hole in recording.holes)
+
+
+def _measure(report: EventReport, recording: Recording, end: datetime,
+             terminate_notice: float) -> None:
+    """The event's notice, and what the agent measured of it."""
+    report.notice = measure_notice(
+        report.event_type, first_seen=report.first_seen, announced=report.not_before,
+        appeared_started=report.appeared_started,
+        unseen=unwatched(initial=report.initial, certain=report.appeared_certain),
+        started_at=report.started_at, started_exact=report.started_certain,
+        terminate=terminate_notice)
+    wanted = report.event_id.casefold()
+    report.impacts = [i for i in recording.impacts
+                      if i.event_id is not None and i.event_id.casefold() == wanted
+                      and i.at <= end]
+    if report.started_at is not None:
+        report.impact_measured = bool(report.impacts) or recording.measured_over(
+            report.started_at, min(report.gone_at or end, end))
 
 
 # An approval's outcome (store.records) as the report names its act.

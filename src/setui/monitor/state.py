@@ -36,6 +36,11 @@ class EventLife:
     fate_certain: bool = True
     not_before: datetime | None = None  # the last NotBefore it had while Scheduled
     notes: list[tuple[datetime, str]] = field(default_factory=list)
+    # How it was announced, for its notice (core.notice): the NotBefore it first had,
+    # whether it was seen to appear as it happened (not across a gap), and already Started.
+    announced: datetime | None = None
+    appeared_certain: bool = False
+    appeared_started: bool = False
 
 
 @dataclass(frozen=True)
@@ -100,8 +105,11 @@ class MonitorState:
             return
         life = self.lives.get(event.event_id)
         if change.kind is ChangeKind.APPEARED or life is None:
+            appeared = change.kind is ChangeKind.APPEARED
             life = EventLife(event.event_id, change.seen_at, change.incarnation, change.initial,
-                             not_before=event.not_before)
+                             not_before=event.not_before, announced=event.not_before,
+                             appeared_certain=appeared and change.certain,
+                             appeared_started=appeared and event.is_started)
             self.lives[event.event_id] = life
             if event.is_started:
                 life.started_at = change.seen_at

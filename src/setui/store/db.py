@@ -44,7 +44,7 @@ __all__ = [
     "trigger_problem",
 ]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 APPLICATION_ID = 0x53455455  # "SETU": marks the file as setui's, so we never write elsewhere
 
 
@@ -211,10 +211,41 @@ _SCHEMA_V5 = """
 ALTER TABLE incarnations ADD COLUMN vm_name TEXT;
 """
 
+# Version 6: what events did to the VM, measured by the agent (core.impact): each stall
+# its heartbeat saw and each boot, tied to an event or to none; and with each recording
+# session the boot it ran in and whether it kept a heartbeat, so a boot is found by its
+# boot id changing and a report can tell "nothing measured" from "nobody measured".
+_SCHEMA_V6 = """
+ALTER TABLE recorders ADD COLUMN boot_id TEXT;
+ALTER TABLE recorders ADD COLUMN measures INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE impacts (
+    id               INTEGER PRIMARY KEY,
+    endpoint         TEXT    NOT NULL,
+    kind             TEXT    NOT NULL,
+    at               TEXT    NOT NULL,
+    seconds          REAL    NOT NULL,
+    wall_seconds     REAL,
+    boottime_seconds REAL,
+    booted_at        TEXT,
+    first_poll       TEXT,
+    exact            INTEGER NOT NULL DEFAULT 1,
+    boot_id          TEXT,
+    event_id         TEXT    COLLATE NOCASE,
+    event_type       TEXT,
+    announced        INTEGER,
+    tie              TEXT
+);
+CREATE INDEX impacts_by_time ON impacts (endpoint, at);
+CREATE INDEX impacts_by_event ON impacts (event_id) WHERE event_id IS NOT NULL;
+-- A boot is told once, whichever agent saw it first.
+CREATE UNIQUE INDEX impacts_one_boot ON impacts (endpoint, boot_id) WHERE kind = 'boot';
+"""
+
 # Schema version N -> N+1. Each runs in the transaction that also sets user_version.
 # Version 4: every endpoint keyed as one spelling (store.endpoints), no new tables.
 _MIGRATIONS: dict[int, str | Callable[[sqlite3.Connection], None]] = {
-    0: _SCHEMA_V1, 1: _SCHEMA_V2, 2: _SCHEMA_V3, 3: endpoints.rewrite, 4: _SCHEMA_V5}
+    0: _SCHEMA_V1, 1: _SCHEMA_V2, 2: _SCHEMA_V3, 3: endpoints.rewrite, 4: _SCHEMA_V5,
+    5: _SCHEMA_V6}
 
 
 def describe_error(exc: BaseException, path: Path, doing: str, timeout: float = 5.0) -> str:
@@ -515,12 +546,20 @@ def _read_older(conn: sqlite3.Connection, version: int) -> None:
         endpoints.keyed_view(conn, "incarnations", extra)
     else:
         conn.execute(f"CREATE TEMP VIEW incarnations AS SELECT *{extra} FROM main.incarnations")
+    # Before version 6 no session kept its boot or a heartbeat, and nothing was measured.
+    sessions = ", NULL AS boot_id, 0 AS measures" if version < 6 else ""
     if version < 2:
         conn.execute("CREATE TEMP TABLE recorders (id INTEGER PRIMARY KEY, endpoint TEXT, "
                      "pid INTEGER, host TEXT, command TEXT, started TEXT, last_beat TEXT, "
-                     "stopped TEXT)")
+                     "stopped TEXT, boot_id TEXT, measures INTEGER)")
     elif keyed:
-        endpoints.keyed_view(conn, "recorders")
+        endpoints.keyed_view(conn, "recorders", sessions)
+    elif sessions:
+        conn.execute(f"CREATE TEMP VIEW recorders AS SELECT *{sessions} FROM main.recorders")
+    if version < 6:
+        for statement in _statements(_SCHEMA_V6):
+            if statement.startswith("CREATE TABLE"):
+                conn.execute(statement.replace("CREATE TABLE", "CREATE TEMP TABLE", 1))
     if version < 3:  # no agent ever wrote here: its tables are empty
         for statement in _statements(_SCHEMA_V3):
             if statement.startswith("CREATE TABLE"):

@@ -353,7 +353,7 @@ def event_story(conn: sqlite3.Connection, event_id: str) -> list[StoryEntry]:
             time=record.first_seen, kind=change.kind, event_id=change.event_id or event_id,
             endpoint=record.endpoint, incarnation=record.incarnation, detail=change.detail,
             event_type=change.event_type, status=change.status,
-            not_before=change.not_before, initial=change.initial))
+            not_before=change.not_before, initial=change.initial, certain=change.certain))
     if story and story[-1].kind not in _gone_kinds():
         current = _still_present(conn, story[-1])
         if current is not None:

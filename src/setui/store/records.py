@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from setui.core.impact import IMPACT_SOURCE
 from setui.core.model import (
     MAX_INCARNATION,
     Document,
@@ -28,6 +29,7 @@ __all__ = [
     "DISMISSALS",
     "DISMISSED",
     "FAILED",
+    "IMPACT_SOURCE",
     "REFUSED",
     "UNKNOWN",
     "AuditEntry",
@@ -144,6 +146,8 @@ class RecorderSpan:
     started: datetime
     last_beat: datetime
     stopped: datetime | None
+    boot_id: str | None = None  # the boot it ran in (None: not known, before schema 6)
+    measures: bool = False  # it kept the agent's heartbeat: stalls and boots were measured
 
     @property
     def end(self) -> datetime:
@@ -189,9 +193,10 @@ class StoryEntry:
     event_type: str | None = None
     status: str | None = None
     not_before: str = ""
-    source: str = "history"  # "history" or "audit"
+    source: str = "history"  # "history", "audit", or IMPACT_SOURCE (the agent measured it)
     audit_seq: int | None = None
     initial: bool = False
+    certain: bool = True  # False: seen across a gap (core.tracker), so not when it happened
 
 
 def approval_result(status: int | None, error: str | None,

@@ -13,7 +13,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
@@ -23,10 +23,11 @@ from setui.actor import describe_actor
 from setui.auditforward import Forwarder
 from setui.core.clock import utc_now
 from setui.core.holes import Hole, find_holes
+from setui.core.impact import Impact, impact_words
 from setui.core.model import Document, DocumentError, parse_document
 from setui.core.tracker import Change
 from setui.store import audit as audit_log
-from setui.store import claims, eventids
+from setui.store import claims, eventids, impacts
 from setui.store import history as hist
 from setui.store.db import (
     DB_NAME,
@@ -45,6 +46,7 @@ from setui.store.records import (
     APPROVE_OUTCOME,
     APPROVED,
     DISMISSALS,
+    IMPACT_SOURCE,
     REFUSED,
     UNKNOWN,
     AuditEntry,
@@ -267,7 +269,9 @@ class Store:
         with self._using("read the history") as conn:
             story = hist.event_story(conn, event_id)
             records = audit_log.for_event(conn, event_id)
+            measured = impacts.for_event(conn, event_id)
         story += [_audit_story(record) for record in records]
+        story += [_impact_story(impact) for impact in measured]
         story.sort(key=lambda entry: (entry.time, entry.kind == "last-seen"))
         return story
 
@@ -315,16 +319,24 @@ class Store:
 
     # -- recording sessions ---------------------------------------------------------------
     def recorder_start(self, *, endpoint: str, pid: int, host: str, command: str,
-                       at: datetime) -> int:
-        """Say that a process records ``endpoint`` from ``at`` on; returns its id."""
+                       at: datetime, boot_id: str | None = None) -> int:
+        """Say that a process records ``endpoint`` from ``at`` on, in the boot ``boot_id``
+        (setui.boot); returns its id."""
         when = to_db_time(at)
         with self._using("note the recording session", write=True) as conn:
             cursor = conn.execute(
-                "INSERT INTO recorders (endpoint, pid, host, command, started, last_beat) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO recorders (endpoint, pid, host, command, started, last_beat, "
+                "boot_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (endpoint_column(endpoint), pid, hist.clean_text(host)[:200],
-                 hist.clean_text(command)[:200], when, when))
+                 hist.clean_text(command)[:200], when, when,
+                 hist.clean_text(boot_id)[:200] if boot_id else None))
             return int(cursor.lastrowid or 0)
+
+    def recorder_measures(self, recorder_id: int) -> None:
+        """The session keeps the agent's heartbeat: what it saw of stalls and boots is in
+        the record, and a stretch it covered with none had none."""
+        with self._using("note the recording session", write=True) as conn:
+            conn.execute("UPDATE recorders SET measures = 1 WHERE id = ?", (recorder_id,))
 
     def recorder_beat(self, recorder_id: int, at: datetime, *, stopped: bool = False,
                       begins: bool = False) -> None:
@@ -353,13 +365,36 @@ class Store:
         if since is not None:
             where.append("coalesce(stopped, last_beat) >= ?")
             args.append(to_db_time(since))
-        sql = ("SELECT id, endpoint, pid, host, command, started, last_beat, stopped "
-               "FROM recorders" + (f" WHERE {' AND '.join(where)}" if where else "")
+        sql = ("SELECT id, endpoint, pid, host, command, started, last_beat, stopped, boot_id, "
+               "measures FROM recorders" + (f" WHERE {' AND '.join(where)}" if where else "")
                + " ORDER BY started, id")
         with self._using("read the recording sessions") as conn:
             return [RecorderSpan(int(r[0]), r[1], int(r[2]), r[3], r[4], from_db_time(r[5]),
-                                 from_db_time(r[6]), from_db_time(r[7]) if r[7] else None)
+                                 from_db_time(r[6]), from_db_time(r[7]) if r[7] else None,
+                                 r[8], bool(r[9]))
                     for r in conn.execute(sql, args)]
+
+    # -- what events did to the VM (core.impact) -----------------------------------------
+    def record_impact(self, impact: Impact) -> Impact | None:
+        """Keep a stall or a boot the agent measured; None for a boot told already."""
+        endpoint = endpoint_column(impact.endpoint)
+        with self._using("record what an event did to the VM", write=True) as conn:
+            row_id = impacts.insert(conn, impact, endpoint)
+        return None if row_id is None else replace(impact, id=row_id, endpoint=endpoint)
+
+    def impacts(self, *, endpoint: str, since: datetime | None = None,
+                until: datetime | None = None, newest: int | None = None) -> list[Impact]:
+        """The stalls and boots measured for ``endpoint`` (the ``newest`` N), oldest first."""
+        with self._using("read what events did to the VM") as conn:
+            return impacts.listing(conn, endpoint_column(endpoint), since=since, until=until,
+                                   newest=newest)
+
+    def boot_gap(self, *, endpoint: str, boot_id: str,
+                 booted_at: datetime | None) -> impacts.BootGap | None:
+        """The polls around this boot, if the record holds another boot and this one was
+        not told yet (store.impacts)."""
+        with self._using("read the recording sessions") as conn:
+            return impacts.boot_gap(conn, endpoint_column(endpoint), boot_id, booted_at)
 
     def holes(self, *, endpoint: str, now: datetime | None = None) -> list[Hole]:
         """When nothing recorded ``endpoint``, oldest first, each hole whole: a property
@@ -537,6 +572,13 @@ def _has_schema(path: Path) -> bool:
 def _who(record: AuditRecord) -> str:
     return describe_actor(record.user, record.ssh_client, record.host,
                           record.details if isinstance(record.details, dict) else {})
+
+
+def _impact_story(impact: Impact) -> StoryEntry:
+    """A stall or a boot tied to the event, as a story line: measured by the agent."""
+    return StoryEntry(time=impact.at, kind=impact.kind, event_id=impact.event_id or "",
+                      endpoint=impact.endpoint, detail=impact_words(impact, local=False),
+                      event_type=impact.event_type, source=IMPACT_SOURCE)
 
 
 def _audit_story(record: AuditRecord) -> StoryEntry:

@@ -362,7 +362,8 @@ class SetuiApp(Approvals, TerminalApp):
     def open_details(self, event_id: str) -> None:
         screen = details_screen(event_id, self.session, vm_name=lambda: self.vm_name,
                                 clock=self.now, store=self.store,
-                                store_problem=self.store_status)
+                                store_problem=self.store_status,
+                                terminate=self.config.terminate_notice)
         if screen is not None:
             self.push_screen(screen)
 

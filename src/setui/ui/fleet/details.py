@@ -15,7 +15,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from setui.fleet.model import Fleet, FleetEvent, FleetVm, VmState
+from setui.core.timefmt import precise
+from setui.fleet.model import Fleet, FleetEvent, FleetImpact, FleetVm, VmState
 from setui.ui.fleet.view import (
     EventLine,
     Line,
@@ -28,7 +29,7 @@ from setui.ui.fleet.view import (
 from setui.ui.format import safe
 from setui.ui.widgets.keys import KeyBar
 
-__all__ = ["FleetDetailsScreen", "details_text"]
+__all__ = ["FleetDetailsScreen", "details_text", "impact_text"]
 
 MAX_SERIES_SHOWN = 64
 # setui_agent_waiting's reasons, in words.
@@ -54,6 +55,15 @@ def _listed(event: FleetEvent) -> str:
 
 def _waiting(vm: FleetVm) -> str:
     return "; ".join(_WAITING.get(r, f"waiting: {safe(r, 40)}") for r in vm.waiting)
+
+
+def impact_text(impact: FleetImpact) -> str:
+    """A VM's last measured stall or boot: "stall 4.8s at 2026-...Z, Freeze C7061BAC..."."""
+    what = "paused" if impact.kind == "stall" else ("down" if impact.kind == "boot"
+                                                     else safe(impact.kind, 20))
+    tied = (f"{safe(impact.event_type, 24)} {safe(impact.event_id, 64)}" if impact.event_id
+            else "no event announced")
+    return f"{what} {precise(impact.seconds)} at {safe(impact.at, 40)}: {tied}"
 
 
 def _event_text(event: FleetEvent, fleet: Fleet, now: datetime) -> Text:
@@ -85,6 +95,13 @@ def _event_text(event: FleetEvent, fleet: Fleet, now: datetime) -> Text:
         if vm is not None and vm.waiting:
             state += f"; {_waiting(vm)}"
         text.append(f"  {safe(key.vm_name, 64)}  ({state})\n")
+    measured = [(key, vm.impact) for key in event.reporters
+                if (vm := fleet.vms.get(key)) is not None and vm.impact is not None
+                and vm.impact.event_id.casefold() == event.event_id.casefold()]
+    if measured:
+        text.append("\nWhat it did, as each VM's agent measured it\n", style="bold")
+        for key, impact in measured:
+            text.append(f"  {safe(key.vm_name, 64)}  {impact_text(impact)}\n")
     text.append("\nTo approve it, run on one of its VMs ", style="bold")
     affected = [r for r in event.resources][:5]
     text.append(f"({', '.join(safe(r, 64) for r in affected) or 'any VM that sees it'}):\n")
@@ -110,6 +127,8 @@ def _vm_text(vm: FleetVm, now: datetime) -> Text:
         ("job", safe(vm.job, 128) or "unknown"),
         ("events", ", ".join(safe(e, 64) for e in vm.event_ids) or "none"),
         *((("waiting", _waiting(vm)),) if vm.waiting else ()),
+        ("last impact", impact_text(vm.impact) if vm.impact is not None
+         else "none recorded by its agent (or an agent that does not export it)"),
     ]
     for name, value in rows:
         text.append(f"  {name:<16}", style="bold")

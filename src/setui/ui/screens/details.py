@@ -1,4 +1,5 @@
-"""``Enter`` / ``d``: everything about one event, its life so far, and its raw JSON (``r``).
+"""``Enter`` / ``d``: everything about one event, its notice and what it did to the VM (as
+the agent measured it), its life so far, and its raw JSON (``r``).
 
 The screen follows the event while it is open (once a second, from the app's session):
 an operator who leaves it up sees the countdown run and the event start or leave the
@@ -26,7 +27,16 @@ from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from setui.core.diff import field_time
+from setui.core.impact import IMPACT_SOURCE
 from setui.core.model import Event
+from setui.core.notice import (
+    DEFAULT_TERMINATE_NOTICE,
+    Notice,
+    measure_notice,
+    notice_words,
+    unwatched,
+)
 from setui.core.timefmt import stamp
 from setui.textsafe import printable
 from setui.ui.format import countdown, impact, is_this_vm, safe
@@ -39,7 +49,7 @@ if TYPE_CHECKING:
     from setui.store import Store, StoryEntry
 
 __all__ = ["DetailsScreen", "DetailsView", "EventDetails", "clipboard_problem",
-           "describe_event", "details_screen", "event_json", "raw_json"]
+           "describe_event", "details_screen", "event_json", "event_notice", "raw_json"]
 
 _KNOWN = ("EventId", "EventType", "EventStatus", "NotBefore", "DurationInSeconds",
           "EventSource", "ResourceType", "Resources", "Description")
@@ -56,11 +66,38 @@ def _when(moment: datetime) -> str:
     return stamp(moment, date=False)
 
 
+def event_notice(event: Event, life: EventLife | None, story: Sequence[StoryEntry],
+                 terminate: float = DEFAULT_TERMINATE_NOTICE) -> Notice | None:
+    """The event's notice (core.notice): from the record's story when it saw the event
+    appear (it may have, before this session began), else from this session's life."""
+    kind = event.event_type.value
+    appeared = next((e for e in story if e.source == "history" and e.kind == "appeared"), None)
+    if appeared is not None:
+        started = next((e for e in story if e.source == "history" and e.kind == "started"),
+                       None)
+        return measure_notice(
+            kind, first_seen=appeared.time,
+            announced=field_time("NotBefore", appeared.not_before),
+            appeared_started=appeared.status == "Started",
+            unseen=unwatched(initial=appeared.initial, certain=appeared.certain),
+            started_at=started.time if started is not None else None,
+            started_exact=started is not None and started.certain, terminate=terminate)
+    if life is None:
+        return None
+    return measure_notice(
+        kind, first_seen=life.first_seen, announced=life.announced,
+        appeared_started=life.appeared_started,
+        unseen=unwatched(initial=life.initial, certain=life.appeared_certain),
+        started_at=life.started_at, started_exact=life.started_exact, terminate=terminate)
+
+
 def describe_event(event: Event, *, vm_name: str | None, now: datetime, present: bool,
                    life: EventLife | None = None, note: ApprovalNote | None = None,
                    story: Sequence[StoryEntry] = (), story_problem: str | None = None,
-                   gone: GoneEvent | None = None, width: int | None = None) -> Text:
-    """Every field, the life this session saw, and the stored story.
+                   gone: GoneEvent | None = None, width: int | None = None,
+                   terminate: float = DEFAULT_TERMINATE_NOTICE) -> Text:
+    """Every field, its notice and what was measured of it, the life this session saw,
+    and the stored story.
 
     The event's type and id are in the screen's title, so the body starts with the
     fields. ``width`` (cells) wraps long values under their own column (a hanging
@@ -118,6 +155,17 @@ def describe_event(event: Event, *, vm_name: str | None, now: datetime, present:
     def moment(when: datetime, text: str, style: str = "") -> None:
         out.append(f"  {_when(when)}  ", style=style or None)
         _hanging(out, Text(text, style=style), width, _MOMENT)
+
+    out.append("\nNotice and impact\n", style="bold underline")
+    notice = event_notice(event, life, story, terminate)
+    field("Notice", notice_words(notice) if notice is not None else "not known: not seen "
+          "by this session, and no record of it", "bold" if notice and notice.short else "")
+    measured = [e for e in story if e.source == IMPACT_SOURCE]
+    for index, entry in enumerate(measured[-20:]):
+        field("Impact" if index == 0 else "", printable(entry.detail, 300), "bold")
+    if not measured:
+        field("Impact", "no stall or boot recorded for it (the agent measures them while "
+              "it runs)" if not story_problem else "see its life below")
 
     out.append("\nIts life in this session\n", style="bold underline")
     if life is None:
@@ -251,9 +299,11 @@ class EventDetails:
     """
 
     def __init__(self, event_id: str, session: Session, *, store: Store | None,
-                 store_problem: str | None) -> None:
+                 store_problem: str | None,
+                 terminate: float = DEFAULT_TERMINATE_NOTICE) -> None:
         self.event_id = event_id
         self.session = session
+        self.terminate = terminate  # a Terminate's documented notice (the config's)
         self.store = store
         self.store_problem = store_problem
         self._event: Event | None = None  # the last one seen, shown if it is forgotten
@@ -289,7 +339,7 @@ class EventDetails:
             title.append(f"  · gone: {_fate(life, gone)[0]}", style="bold")
         body = describe_event(event, vm_name=vm_name, now=now, present=present, life=life,
                               note=note, story=story, story_problem=problem, gone=gone,
-                              width=width)
+                              width=width, terminate=self.terminate)
         # Events are immutable and a new document brings new ones: the same object means
         # the same JSON, so the dump is not redone every second.
         if self._raw is None or self._raw[0] is not event:
@@ -468,11 +518,13 @@ class DetailsScreen(ModalScreen[None]):
 
 def details_screen(event_id: str, session: Session, *, vm_name: Callable[[], str | None],
                    clock: Callable[[], datetime], store: Store | None,
-                   store_problem: str | None) -> DetailsScreen | None:
+                   store_problem: str | None,
+                   terminate: float = DEFAULT_TERMINATE_NOTICE) -> DetailsScreen | None:
     """The details of an event in the document, or of one gone this session; None for
-    an event this session does not know."""
+    an event this session does not know. ``terminate``: a Terminate's documented notice."""
     details = EventDetails(event_id, session, store=store,
-                           store_problem=store_problem if store is None else None)
+                           store_problem=store_problem if store is None else None,
+                           terminate=terminate)
     if details.find()[0] is None:
         return None
     return DetailsScreen(details, vm_name=vm_name, clock=clock)

@@ -1,4 +1,5 @@
-"""The history screen (``h``): past incarnations of the events document, newest first.
+"""The history screen (``h``): past incarnations of the events document, newest first,
+with the holes when nothing was recording and the stalls and boots the agent measured.
 
 It opens fast whatever the size of the store: it reads one page of the newest
 incarnations and the next page only when the cursor reaches the end. Enter opens one
@@ -28,6 +29,7 @@ from setui.core.clock import utc_now
 from setui.core.diff import diff_documents as compare_documents
 from setui.core.diff import shown_value
 from setui.core.holes import Hole, with_holes
+from setui.core.impact import Impact, impact_words
 from setui.core.model import Document, DocumentError, Event
 from setui.core.timefmt import local_beside, stamp
 from setui.textsafe import printable
@@ -282,17 +284,22 @@ class IncarnationScreen(DetailScreen):
 
 
 def _page(store: Store, size: int, last: IncarnationRecord | None, now: datetime
-          ) -> tuple[list[IncarnationRecord], list[Hole]]:
-    """One page of records, and the record's holes from its oldest record up to the page
-    before it (whose holes were listed with it): on the store's thread, never on the loop.
-    ``now``: the host's time, where a hole still open ends."""
+          ) -> tuple[list[IncarnationRecord], list[Hole | Impact]]:
+    """One page of records, and the record's holes and measured stalls and boots from its
+    oldest record up to the page before it (whose were listed with it): on the store's
+    thread, never on the loop. ``now``: the host's time, where a hole still open ends."""
     page = list(store.history(limit=size, before=last))
     if not page:
         return page, []
-    holes = [hole for endpoint in sorted({r.endpoint for r in page})
-             for hole in store.holes(endpoint=endpoint, now=now)
-             if last is None or hole.start < last.first_seen]
-    return page, holes
+    endpoints = sorted({r.endpoint for r in page})
+    marks: list[Hole | Impact] = [hole for endpoint in endpoints
+                                  for hole in store.holes(endpoint=endpoint, now=now)]
+    # The page's stretch only (all that is older, on the last page): never everything.
+    since = page[-1].first_seen if len(page) >= size else None
+    marks += [impact for endpoint in endpoints
+              for impact in store.impacts(endpoint=endpoint, since=since)]
+    marks = [m for m in marks if last is None or m.start < last.first_seen]
+    return page, sorted(marks, key=lambda mark: mark.start)
 
 
 class HistoryScreen(TableNavigation):
@@ -327,8 +334,9 @@ class HistoryScreen(TableNavigation):
         self._config = config or Config()  # for a replay (p): the endpoint, the theme
         self._vm_name = vm_name or self._config.vm_name
         self.records: list[IncarnationRecord] = []
-        # The table's rows in order: records, and the holes when nothing was recording.
-        self.rows: list[IncarnationRecord | Hole] = []
+        # The table's rows in order: records, the holes when nothing was recording, and
+        # the stalls and boots the agent measured.
+        self.rows: list[IncarnationRecord | Hole | Impact] = []
         self.exhausted = False
         self._loading = False  # a page is being read on the store's thread
         self.local_column = False
@@ -385,7 +393,7 @@ class HistoryScreen(TableNavigation):
         self._loading = False
         self._say(f"Could not read the history: {message}", problem=True)
 
-    def _add_page(self, loaded: tuple[list[IncarnationRecord], list[Hole]]) -> None:
+    def _add_page(self, loaded: tuple[list[IncarnationRecord], list[Hole | Impact]]) -> None:
         page, holes = loaded
         self._loading = False
         self.exhausted = len(page) < self.page_size
@@ -399,6 +407,13 @@ class HistoryScreen(TableNavigation):
                               Text(f"not recording from {stamp(item.start, local=False)} "
                                    f"{until}: changes then were not seen", style="italic"),
                               key=f"hole-{len(self.rows)}")
+            elif isinstance(item, Impact):
+                utc, local = local_and_utc(item.at)
+                table.add_row(Text(utc), *([Text(local)] if self.local_column else []),
+                              Text("-", justify="right"),
+                              Text(f"measured: {impact_words(item, local=False)}",
+                                   style="bold"),
+                              key=f"impact-{len(self.rows)}")
             else:
                 utc, local = local_and_utc(item.first_seen)
                 table.add_row(Text(utc), *([Text(local)] if self.local_column else []),
@@ -437,7 +452,8 @@ class HistoryScreen(TableNavigation):
         if not 0 <= table.cursor_row < len(self.rows):
             return None
         row = self.rows[table.cursor_row]
-        return None if isinstance(row, Hole) else row  # a hole has nothing to open
+        # A hole, a stall or a boot has nothing to open.
+        return None if isinstance(row, (Hole, Impact)) else row
 
     def action_open(self) -> None:
         record = self._selected()

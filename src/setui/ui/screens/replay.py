@@ -20,6 +20,7 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 
 from setui.core.health import ConnectionState, Health
+from setui.core.impact import impact_words
 from setui.monitor.replay import Moment, Recording, load_recording
 from setui.store.records import APPROVE_OUTCOME, APPROVED, REFUSED, UNKNOWN, AuditRecord
 from setui.ui.format import Palette, time_of_day
@@ -84,9 +85,12 @@ class ReplayView:
 
     @property
     def store_status(self) -> str | None:
-        """Shown on a line of its own: why nothing is known here, when nothing is."""
+        """Shown on a line of its own: why nothing is known here, when nothing is; else
+        the last stall or boot the agent measured up to a few minutes before."""
         if self.problem:
             return self.problem
+        if self.moment is not None and self.moment.hole is None and self.moment.impacts:
+            return f"measured: {impact_words(self.moment.impacts[-1], local=False)}"
         if self.moment is not None and self.moment.hole is not None:
             hole = self.moment.hole
             now = self.now()
@@ -190,7 +194,8 @@ class ReplayScreen(MainScreen, inherit_bindings=False):
         screen = details_screen(message.event_id, view.session, vm_name=lambda: view.vm_name,
                                 clock=view.now, store=None,
                                 store_problem="a replay tells the life up to its moment "
-                                "only; `setui history --event ID` has all of it")
+                                "only; `setui history --event ID` has all of it",
+                                terminate=view.config.terminate_notice)
         if screen is not None:
             self.app.push_screen(screen)
 

@@ -1,0 +1,127 @@
+"""The notice and what was measured, as the report and the replay read them from the
+record: known only where the record saw the event appear, "none measured" only where the
+agent's heartbeat ran, every stall or boot with no event said too."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from recording import ENDPOINT, START, record_scenario
+from setui.commands.report import markdown, report_json
+from setui.core.impact import STALL, STARTED, Impact
+from setui.monitor.replay import Recording, load_recording
+from setui.monitor.report import build_report
+from setui.store import Store
+
+# R already Started when recording began; F announced 20 s ahead and started; D appears
+# while nothing records (100 s to 140 s); P announced 30 s ahead, as documented.
+SCENARIO = """
+name = "measured"
+vm_name = "web-0"
+tail = 60
+
+[[events]]
+id = "R0000000-0000-4000-8000-000000000000"
+type = "Reboot"
+status = "Started"
+at = 0
+
+[[events]]
+id = "F0000000-0000-4000-8000-000000000000"
+type = "Freeze"
+at = 5
+notice = "20s"
+duration = 5
+
+[[events]]
+id = "D0000000-0000-4000-8000-000000000000"
+type = "Redeploy"
+at = 110
+notice = "15m"
+
+[[events]]
+id = "P0000000-0000-4000-8000-000000000000"
+type = "Preempt"
+at = 150
+notice = "30s"
+"""
+FREEZE, REBOOT, REDEPLOY, PREEMPT = (f"{c}0000000-0000-4000-8000-000000000000"
+                                     for c in "FRDP")
+
+
+@pytest.fixture
+def recording(tmp_path: Path) -> Recording:
+    store: Store = record_scenario(tmp_path / "setui.db", SCENARIO, seconds=200,
+                                   holes=[(100, 140)])
+    try:
+        # The agent's heartbeat ran for the first 100 s; it saw the Freeze pause the VM
+        # and, later, a stall no event was announced for.
+        agent = store.recorder_start(endpoint=ENDPOINT, pid=1, host="test",
+                                     command="setui agent", at=START)
+        store.recorder_measures(agent)
+        store.recorder_beat(agent, START + timedelta(seconds=100), stopped=True)
+        store.record_impact(Impact(STALL, START + timedelta(seconds=27), 4.8, ENDPOINT,
+                                   wall_seconds=4.8, boottime_seconds=4.8, event_id=FREEZE,
+                                   event_type="Freeze", announced=5, tie=STARTED))
+        store.record_impact(Impact(STALL, START + timedelta(seconds=95), 3.1, ENDPOINT,
+                                   wall_seconds=3.1))
+        found = load_recording(store)
+    finally:
+        store.close()
+    assert found is not None
+    return found
+
+
+def test_the_report_measures_each_notice_it_saw_and_no_other(recording: Recording) -> None:
+    events = {e.event_id: e for e in build_report(recording).events}
+    freeze = events[FREEZE].notice
+    assert freeze is not None and (freeze.seconds, freeze.short) == (20, True)
+    assert freeze.to_start == 20
+    preempt = events[PREEMPT].notice
+    assert preempt is not None and (preempt.seconds, preempt.short) == (30, False)
+    reboot, redeploy = events[REBOOT].notice, events[REDEPLOY].notice
+    assert reboot is not None and redeploy is not None
+    assert (reboot.seconds, redeploy.seconds) == (None, None)
+    assert reboot.unknown == "it was already in the document when recording began"
+    assert redeploy.unknown is not None and "gap" in redeploy.unknown
+
+
+def test_the_report_ties_what_was_measured_and_says_where_nothing_was(
+        recording: Recording) -> None:
+    report = build_report(recording)
+    events = {e.event_id: e for e in report.events}
+    assert [(i.kind, i.seconds) for i in events[FREEZE].impacts] == [(STALL, 4.8)]
+    assert events[FREEZE].impact_measured is True
+    assert (events[REBOOT].impacts, events[REBOOT].impact_measured) == ([], True)
+    assert events[PREEMPT].impact_measured is False  # under way after the heartbeat stopped
+    assert events[REDEPLOY].impact_measured is None  # never seen to start
+    assert [i.seconds for i in report.unannounced] == [3.1]
+    text = markdown(report)
+    assert ("- **Impact:** Freeze, announced 5s: the VM was paused 4.8s at 03:00:27.0 UTC"
+            in text)
+    assert "- **Notice:** 20s: LESS than the 15m 00s documented for a Freeze" in text
+    assert "- **Impact:** none measured: no stall over 0.5s and no boot" in text
+    assert "- **Impact:** not measured: no setui agent kept a heartbeat" in text
+    assert "  - paused 3.1s at 03:01:35.0 UTC" in text
+    data = report_json(report)
+    assert data["short_notice"] == [FREEZE]
+    assert [i["seconds"] for i in data["impacts_without_event"]] == [3.1]
+    freeze = next(e for e in data["events"] if e["event_id"] == FREEZE)
+    assert freeze["impacts"][0]["tie"] == "started"
+    assert freeze["notice"]["seconds"] == 20 and freeze["notice"]["unknown"] is None
+
+
+def test_the_replay_folds_what_was_measured_into_the_events_life(
+        recording: Recording) -> None:
+    state = recording.state_at(START + timedelta(seconds=40))
+    notes = [text for _, text in state.lives[FREEZE].notes]
+    assert any(text.startswith("measured: Freeze, announced 5s: the VM was paused 4.8s")
+               for text in notes)
+    before = recording.state_at(START + timedelta(seconds=20))
+    assert not any("measured" in text for _, text in before.lives[FREEZE].notes)
+    recent = recording.moment(START + timedelta(seconds=96)).impacts
+    assert [i.seconds for i in recent] == [4.8, 3.1]  # both within the five minutes before
+    assert recording.moment(START + timedelta(seconds=20)).impacts == ()
