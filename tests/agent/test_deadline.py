@@ -36,6 +36,7 @@ exec sleep 300
 POLICY = """
 [notify]
 urls = ["{url}"]
+short_notice = false  # these events give little notice: told apart from the hook's message
 
 [[rule]]
 name = "drain"

@@ -22,7 +22,7 @@ from agent_helpers import (
     write_policy,
 )
 
-from children import SETUI, Lines
+from children import SETUI, Lines, wait_until
 from dashboard import WIDE, MakeDashboard, status
 from setui.emulator.faults import parse_faults
 from setui.emulator.server import Emulator
@@ -55,6 +55,10 @@ approve = "now"
         assert posts(emulator) == []  # nothing is decided on a guess meanwhile
         emulator.set_faults(None)
         lines.until(agent_said("approved", "approve"), 90, "the approval once it knows")
+        # The rest of its identity comes from a question of its own, after the name: the
+        # textfile (rewritten at least every 15 s) carries it once it is answered.
+        wait_until(lambda: textfile.exists() and 'vm_scale_set="web-ss"' in textfile.read_text(),
+                   90, "the metrics' identity from compute metadata")
     finally:
         assert stop(proc) == 0
     errors = _stderr(proc)

@@ -51,7 +51,11 @@ def main(argv: list[str]) -> int:
             elif "=" in word:
                 key, _, value = word.partition("=")
                 node["annotations"][key] = value
-    state_file.write_text(json.dumps(nodes))
+    # Replaced whole, as a server's state is: a reader running beside never sees it
+    # half written.
+    part = state_file.with_name(f"{state_file.name}.{os.getpid()}")
+    part.write_text(json.dumps(nodes))
+    os.replace(part, state_file)
     if verb == "drain":
         timeout = int(next(w for w in words if w.startswith("--timeout="))[10:-1])
         if told.get("drain") == "slow":

@@ -37,7 +37,11 @@ def main(argv: list[str]) -> int:
     if told.get(verb) == "hang":
         time.sleep(3600)
     units[unit] = "inactive" if verb == "stop" else "active"
-    state_file.write_text(json.dumps(units))
+    # Replaced whole, as a server's state is: a reader running beside never sees it
+    # half written.
+    part = state_file.with_name(f"{state_file.name}.{os.getpid()}")
+    part.write_text(json.dumps(units))
+    os.replace(part, state_file)
     return 0
 
 
