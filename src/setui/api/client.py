@@ -38,6 +38,7 @@ from setui.api.codec import (
     decode_health,
     decode_hello,
     decode_holes,
+    decode_impacts,
     decode_incarnation,
     decode_outcome,
     decode_plan,
@@ -67,6 +68,7 @@ from setui.api.protocol import (
 )
 from setui.core.health import Health
 from setui.core.holes import Hole
+from setui.core.impact import Impact
 from setui.outcome import ApprovalOutcome, Progress
 from setui.snapshot import Confirmed
 from setui.store.records import AuditRecord, IncarnationRecord, StoryEntry, VerifyResult
@@ -336,6 +338,15 @@ class AgentClient:
         """When nothing recorded ``endpoint``, oldest first, each whole (core.holes)."""
         body = self.request("holes", endpoint=endpoint, now=time_text(now))
         return self._read(lambda: decode_holes(body))
+
+    def impacts(self, *, endpoint: str, since: datetime | None = None,
+                until: datetime | None = None, newest: int | None = None
+                ) -> tuple[Impact, ...]:
+        """The stalls and boots the agent measured for ``endpoint`` (the ``newest`` N),
+        oldest first."""
+        body = self.request("impacts", endpoint=endpoint, since=time_text(since),
+                            until=time_text(until), newest=newest)
+        return self._read(lambda: decode_impacts(body))
 
     def audit(self, *, limit: int = 100, oldest_first: bool = False
               ) -> tuple[list[AuditRecord], dict[int, str], str | None]:

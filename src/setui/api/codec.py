@@ -18,6 +18,7 @@ from typing import Any
 from setui.api.protocol import API_VERSION, BAD_REQUEST, Fields, ProtocolError, time_text
 from setui.core.health import ConnectionState, Health
 from setui.core.holes import Hole
+from setui.core.impact import KINDS, Impact
 from setui.core.model import (
     MAX_INCARNATION,
     Document,
@@ -52,6 +53,7 @@ __all__ = [
     "decode_health",
     "decode_hello",
     "decode_holes",
+    "decode_impacts",
     "decode_incarnation",
     "decode_outcome",
     "decode_plan",
@@ -65,6 +67,7 @@ __all__ = [
     "encode_health",
     "encode_hello",
     "encode_holes",
+    "encode_impacts",
     "encode_incarnation",
     "encode_outcome",
     "encode_plan",
@@ -371,6 +374,42 @@ def decode_holes(fields: Fields, key: str = "holes") -> tuple[Hole, ...]:
     return tuple(Hole(span.time("from"), span.time("to"), open=span.flag("open"),
                       endpoint=span.text("endpoint", limit=SHORT, optional=True) or "")
                  for span in _each(fields, key, MAX_RECORDS))
+
+
+def encode_impacts(impacts: Iterable[Impact]) -> list[dict[str, Any]]:
+    """The stalls and boots the agent measured (core.impact), each whole."""
+    return [{"kind": i.kind, "at": time_text(i.at), "seconds": i.seconds,
+             "endpoint": i.endpoint, "wall_seconds": i.wall_seconds,
+             "boottime_seconds": i.boottime_seconds, "booted_at": time_text(i.booted_at),
+             "first_poll": time_text(i.first_poll), "exact": i.exact, "boot_id": i.boot_id,
+             "event_id": i.event_id, "event_type": i.event_type, "announced": i.announced,
+             "tie": i.tie, "id": i.id} for i in impacts]
+
+
+def _decode_impact(fields: Fields) -> Impact:
+    kind = fields.text("kind", limit=40)
+    if kind not in KINDS:
+        raise fields.fail("kind", f"expected one of {', '.join(KINDS)}")
+    seconds = fields.number("seconds")
+    if seconds < 0:
+        raise fields.fail("seconds", "must not be negative")
+    return Impact(
+        kind=kind, at=fields.time("at"), seconds=seconds,
+        endpoint=fields.text("endpoint", limit=SHORT, optional=True) or "",
+        wall_seconds=fields.number("wall_seconds", optional=True),
+        boottime_seconds=fields.number("boottime_seconds", optional=True),
+        booted_at=fields.time("booted_at", optional=True),
+        first_poll=fields.time("first_poll", optional=True), exact=fields.flag("exact", True),
+        boot_id=fields.text("boot_id", limit=200, optional=True),
+        event_id=fields.text("event_id", limit=SHORT, optional=True),
+        event_type=fields.text("event_type", limit=SHORT, optional=True),
+        announced=fields.integer("announced", low=-MAX_INT, high=MAX_INT, optional=True),
+        tie=fields.text("tie", limit=40, optional=True),
+        id=fields.integer("id", high=MAX_INT, optional=True) or 0)
+
+
+def decode_impacts(fields: Fields, key: str = "impacts") -> tuple[Impact, ...]:
+    return tuple(_decode_impact(f) for f in _each(fields, key, MAX_RECORDS))
 
 
 def encode_recording(parts: RecordingParts) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from setui.api.codec import (
     RecordingParts,
     encode_audit,
     encode_holes,
+    encode_impacts,
     encode_incarnation,
     encode_recording,
     encode_story,
@@ -46,6 +47,7 @@ __all__ = ["MAX_WAITING", "Queries"]
 MAX_WAITING = 16
 MAX_HISTORY = 1000  # incarnations in one page
 MAX_AUDIT = 10_000  # audit records in one answer
+MAX_IMPACTS = 10_000  # stalls and boots in one answer, when the newest are asked for
 SHORT = 1000
 
 Query = Callable[[Store], dict[str, Any]]
@@ -102,6 +104,14 @@ def _holes(args: Fields) -> Query:
     return lambda store: {"holes": encode_holes(store.holes(endpoint=endpoint, now=now))}
 
 
+def _impacts(args: Fields) -> Query:
+    endpoint = args.text("endpoint", limit=SHORT)
+    since, until = args.time("since", optional=True), args.time("until", optional=True)
+    newest = args.integer("newest", low=1, high=MAX_IMPACTS, optional=True)
+    return lambda store: {"impacts": encode_impacts(store.impacts(
+        endpoint=endpoint, since=since, until=until, newest=newest))}
+
+
 def _audit(args: Fields) -> Query:
     limit = args.integer("limit", low=1, high=MAX_AUDIT, optional=True) or 100
     oldest_first = args.flag("oldest_first")
@@ -137,7 +147,7 @@ def _recording(args: Fields) -> Query:
 
 _READERS: dict[str, Callable[[Fields], Query]] = {
     "history": _history, "incarnation": _incarnation, "previous": _previous,
-    "event_story": _event_story, "holes": _holes, "audit": _audit,
+    "event_story": _event_story, "holes": _holes, "impacts": _impacts, "audit": _audit,
     "verify_audit": _verify_audit, "recording": _recording,
 }
 
@@ -145,6 +155,8 @@ _READERS: dict[str, Callable[[Fields], Query]] = {
 def _narrow(op: str) -> str:
     if op in ("history", "audit"):
         return "ask for fewer (limit) or page on (before)"
+    if op == "impacts":
+        return "ask for a shorter span (since, until) or the newest few (newest)"
     if op == "recording":
         return "ask for a shorter span (since, until)"
     return "it cannot be sent whole"
