@@ -48,6 +48,7 @@ from setui.snapshot import (
     confirmed,
     difference,
     find_event,
+    not_approvable,
     other_vms,
     repeated,
 )
@@ -142,22 +143,12 @@ class Approver:
                 "no audit log is open" if self.store is None else "it was opened read-only")
             return (f"the audit log cannot be written ({problem.rstrip('.')}); setui "
                     "approves nothing it cannot record")
-        if not event_id or not event_id.strip():
-            return "an empty EventId cannot be approved"
-        if document is None:
-            return "there is no current events document to approve against"
-        event = find_event(document, event_id)
-        if event is None:
-            return (f"EventId {event_id} is not in the current document "
-                    f"(incarnation {document.incarnation})")
-        count = repeated(document, event_id)
-        if count > 1:
-            return (f"EventId {event.event_id} appears {count} times in the document "
-                    f"(incarnation {document.incarnation}): which of them the service would "
-                    "start cannot be known, so setui approves none")
-        if event.is_started:
-            return f"event {event.event_id} ({event.event_type}) has already started"
+        reason = not_approvable(document, event_id)
+        if reason is not None:
+            return reason
         if not allow_other_vms:
+            event = find_event(document, event_id)
+            assert event is not None
             beyond = other_vms(event, self.vm_name)
             if beyond is not None:
                 if self.consent is not None:

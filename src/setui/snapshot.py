@@ -19,7 +19,7 @@ from setui.store.records import event_snapshot
 from setui.textsafe import printable, some_names
 
 __all__ = ["Confirmed", "Difference", "changes_between", "confirmed", "difference",
-           "find_event", "other_vms", "repeated"]
+           "find_event", "not_approvable", "other_vms", "repeated"]
 
 # The fields an operator confirms, in the order a change is told.
 _FIELDS = (("EventType", "type"), ("EventStatus", "status"), ("Resources", "resources"),
@@ -54,6 +54,27 @@ def repeated(document: Document | None, event_id: str) -> int:
         return 0
     wanted = event_id.strip().casefold()
     return sum(1 for e in document.events if e.event_id.casefold() == wanted)
+
+
+def not_approvable(document: Document | None, event_id: str) -> str | None:
+    """Why ``event_id`` cannot be approved in ``document`` at all, or None: asked by the
+    approver, and by a front end before it asks the agent to approve (which asks again)."""
+    if not event_id or not event_id.strip():
+        return "an empty EventId cannot be approved"
+    if document is None:
+        return "there is no current events document to approve against"
+    event = find_event(document, event_id)
+    if event is None:
+        return (f"EventId {event_id} is not in the current document "
+                f"(incarnation {document.incarnation})")
+    count = repeated(document, event_id)
+    if count > 1:
+        return (f"EventId {event.event_id} appears {count} times in the document "
+                f"(incarnation {document.incarnation}): which of them the service would "
+                "start cannot be known, so setui approves none")
+    if event.is_started:
+        return f"event {event.event_id} ({event.event_type}) has already started"
+    return None
 
 
 def confirmed(document: Document, event_id: str) -> Confirmed | None:

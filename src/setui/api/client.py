@@ -87,12 +87,16 @@ _READ = 256 * 1024
 
 
 class ApiError(Exception):
-    """The agent refused, failed or could not be reached; ``message`` is for people."""
+    """The agent refused, failed or could not be reached; ``message`` is for people.
+    ``answered``: the agent answered this very request with the error (so, for a write,
+    it did it or refused it, and said which); False when the connection failed, or the
+    agent went, before an answer."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, *, answered: bool = False) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.answered = answered
 
 
 class NoAgent(ApiError):
@@ -151,7 +155,7 @@ def _error(answer: Answer) -> ApiError:
     body = answer.body
     code = body.text("code", limit=40)
     return ApiError(code if code in ERROR_CODES else INTERNAL,
-                    body.text("message", limit=4000))
+                    body.text("message", limit=4000), answered=answer.id is not None)
 
 
 def _broken(exc: ProtocolError) -> ApiError:

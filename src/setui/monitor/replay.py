@@ -12,6 +12,7 @@ be that.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cached_property
@@ -26,7 +27,7 @@ from setui.store.endpoints import endpoint_column
 from setui.store.records import AuditRecord, ChangeRecord, IncarnationRecord
 from setui.store.store import TOUCH_INTERVAL, Store
 
-__all__ = ["RECENT_IMPACT", "Moment", "Recording", "load_recording"]
+__all__ = ["RECENT_IMPACT", "Moment", "Recording", "load_recording", "recording_of"]
 
 _LEFT = ("completed", "cancelled", "gone")
 
@@ -249,9 +250,19 @@ def load_recording(store: Store, *, since: datetime | None = None,
     holes = [h for h in store.holes(endpoint=endpoint) if h.overlaps(first, end)]
     measured = store.impacts(endpoint=endpoint, until=until)
     measuring = tuple((s.started, s.end) for s in sessions if s.measures)
-    return Recording(endpoint, tuple(records), audit, tuple(holes), bool(sessions),
-                     start, end, tuple(_parsed(r) for r in records), tuple(measured),
-                     measuring)
+    return recording_of(endpoint, records, audit, holes, bool(sessions), start, end,
+                        measured, measuring)
+
+
+def recording_of(endpoint: str, records: Sequence[IncarnationRecord],
+                 audit: Sequence[AuditRecord], holes: Sequence[Hole], sessions_known: bool,
+                 start: datetime, end: datetime, impacts: Sequence[Impact] = (),
+                 measuring: Sequence[tuple[datetime, datetime]] = ()) -> Recording:
+    """A Recording of what was read, from the store or from the agent (its ``recording``
+    op), each document parsed once, here and not on the event loop."""
+    return Recording(endpoint, tuple(records), tuple(audit), tuple(holes), sessions_known,
+                     start, end, tuple(_parsed(r) for r in records), tuple(impacts),
+                     tuple(measuring))
 
 
 def _parsed(record: IncarnationRecord) -> Document | None:
