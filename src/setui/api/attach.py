@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from setui.api.attached import agent_words
 from setui.api.client import DEFAULT_SOCKET, AgentClient, ApiError
 from setui.config import Config
 from setui.core.clock import utc_now
-from setui.core.timefmt import duration
 
 __all__ = ["attach", "attached_words"]
 
@@ -40,6 +40,4 @@ def attach(config: Config) -> tuple[AgentClient | None, str]:
 
 def attached_words(client: AgentClient, now: datetime) -> str:
     """What the status line says of the agent a front end is attached to, at ``now``."""
-    agent = client.hello.agent
-    up = max(0.0, (now - agent.since).total_seconds())
-    return f"attached to the agent (pid {agent.pid}, up {duration(up)})"
+    return agent_words(client.hello.agent, now)
