@@ -33,6 +33,8 @@ from setui.ui.messages import ApprovalDone, ApprovalNote, Session
 from setui.ui.screens.confirm import ConfirmationModal, Prompt, approval_prompt
 
 if TYPE_CHECKING:
+    from setui.api.attached import AttachedMonitor
+    from setui.api.delegate import AgentApprover
     from setui.config import Config
     from setui.core.model import Document, Event
     from setui.identity import Identity
@@ -44,12 +46,13 @@ __all__ = ["Approvals"]
 class Approvals:
     """The approval half of the dashboard app (see the module docstring)."""
 
-    # What the app provides (set in SetuiApp.__init__).
+    # What the app provides (set in SetuiApp.__init__): standalone, the approver and the
+    # monitor; attached to the agent, their faces over its API (ui.attached).
     session: Session
-    approver: Approver
+    approver: Approver | AgentApprover
     config: Config
     identity: Identity
-    monitor: Monitor
+    monitor: Monitor | AttachedMonitor
     vm_name: str | None
     confirm_guard: float
     _mono: Callable[[], float]

@@ -9,6 +9,7 @@ the app goes up as a message (setui.ui.messages), never through this view.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
@@ -19,7 +20,19 @@ if TYPE_CHECKING:
     from setui.ui.format import Palette
     from setui.ui.messages import Session
 
-__all__ = ["DashboardHost"]
+__all__ = ["DashboardHost", "LinkView"]
+
+
+@dataclass(frozen=True)
+class LinkView:
+    """Where the dashboard's news comes from, for the status line: the agent it is
+    attached to ("attached to the agent (pid 812, up 3d 02h)"), or "standalone";
+    ``short`` where room is short; ``lost``: the agent is not answering, and ``text``
+    says what the dashboard does about it."""
+
+    text: str
+    short: str
+    lost: bool = False
 
 
 class DashboardHost(Protocol):
@@ -42,6 +55,15 @@ class DashboardHost(Protocol):
     @property
     def recorder_note(self) -> str | None:
         """Whether another recorder keeps the history while this dashboard is closed."""
+
+    @property
+    def link(self) -> LinkView | None:
+        """Attached to the agent (or reaching it again), or standalone; None: not said."""
+
+    @property
+    def approvals_off(self) -> str | None:
+        """Why nothing can be approved here (the agent said this user may not), or None:
+        the approve key is shown dimmed, and pressing it says why."""
 
     def now(self) -> datetime:
         """The time every countdown and age is measured against (the service's)."""

@@ -1,10 +1,10 @@
-"""Store queries for the screens, run on a thread and answered on the event loop.
+"""Record queries for the screens, run on a thread and answered on the event loop.
 
 SQLite may wait up to its busy timeout (5 s) for another writer (a recorder, an
-approval in another terminal); on Textual's event loop that would freeze every key and
-every countdown. A screen asks here instead: the query runs in a thread worker, and its
-result (or the store's error, in words) comes back on the loop, to a screen that is
-still there.
+approval in another terminal), and the agent's API answers over a socket; on Textual's
+event loop either would freeze every key and every countdown. A screen asks here
+instead: the query runs in a thread worker, and its result (or the store's or the
+agent's error, in words) comes back on the loop, to a screen that is still there.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ def query_store(screen: Screen[object], fn: Callable[[], _T], done: Callable[[_T
                 failed: Callable[[str], None], *, group: str) -> None:
     """Run ``fn`` on a thread; then ``done(result)`` or ``failed(message)`` on the loop,
     unless the screen has gone meanwhile."""
+    from setui.api.client import ApiError
     from setui.store import StoreError
 
     app = screen.app
@@ -39,7 +40,7 @@ def query_store(screen: Screen[object], fn: Callable[[], _T], done: Callable[[_T
     def work() -> None:
         try:
             result = fn()
-        except StoreError as exc:
+        except (StoreError, ApiError) as exc:
             back(failed, str(exc))
             return
         back(done, result)

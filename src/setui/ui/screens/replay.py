@@ -21,17 +21,18 @@ from textual.message import Message
 
 from setui.core.health import ConnectionState, Health
 from setui.core.impact import impact_words
-from setui.monitor.replay import Moment, Recording, load_recording
+from setui.monitor.replay import Moment, Recording
 from setui.store.records import APPROVE_OUTCOME, APPROVED, REFUSED, UNKNOWN, AuditRecord
 from setui.ui.format import Palette, time_of_day
 from setui.ui.messages import ApprovalNote, EventRequest, Session
 from setui.ui.screens.details import details_screen
 from setui.ui.screens.main import MainScreen
 from setui.ui.screens.offloop import query_store
+from setui.ui.screens.record import read_recording
 
 if TYPE_CHECKING:
     from setui.config import Config
-    from setui.store import Store
+    from setui.ui.screens.record import Record
 
 __all__ = ["SPEEDS", "ReplayScreen", "ReplayView", "approval_notes"]
 
@@ -102,6 +103,15 @@ class ReplayView:
         return None
 
     @property
+    def link(self) -> None:
+        """A replay shows the past: no agent, and nothing standalone, to speak of."""
+        return None
+
+    @property
+    def approvals_off(self) -> None:
+        return None  # a replay has no approve key at all
+
+    @property
     def recorder_note(self) -> str | None:
         if not self.loaded:
             return "reading the record…"
@@ -150,7 +160,7 @@ class ReplayScreen(MainScreen, inherit_bindings=False):
         Binding("q", "close", "Close"),
     ]
 
-    def __init__(self, store: Store | None, config: Config, *, vm_name: str | None = None,
+    def __init__(self, store: Record | None, config: Config, *, vm_name: str | None = None,
                  since: datetime | None = None, until: datetime | None = None,
                  at: datetime | None = None, endpoint: str | None = None,
                  store_problem: str | None = None,
@@ -223,7 +233,7 @@ class ReplayScreen(MainScreen, inherit_bindings=False):
             return
         store = self._store
         since, until, endpoint = self._range
-        query_store(self, lambda: load_recording(store, since=since, until=until,
+        query_store(self, lambda: read_recording(store, since=since, until=until,
                                                  endpoint=endpoint),
                     self._loaded, self._failed, group="replay-load")
 
