@@ -28,8 +28,11 @@ from setui.identity import account_name
 from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, Store
 from setui.store.agent import HOLD, RELEASE
 from setui.ui.attached import AttachedApp
+from setui.ui.screens.audit import AuditScreen
 from setui.ui.screens.confirm import ConfirmationModal
-from setui.ui.screens.history import HistoryScreen
+from setui.ui.screens.details import DetailsScreen
+from setui.ui.screens.history import HistoryScreen, IncarnationScreen
+from setui.ui.screens.replay import ReplayScreen
 from setui.ui.widgets.events import EventsTable
 from setui.ui.widgets.status import StatusBar
 from setui.ui.widgets.summary import EventSummary
@@ -138,6 +141,25 @@ async def test_it_shows_the_agents_history_from_before_it_opened_and_asks_imds_n
             assert [r.incarnation for r in screen.records][-2:] == [2, 1]
             # What the agent recorded first: before this dashboard existed.
             assert screen.records[-1].first_seen < app.now()
+            await pilot.press("G", "enter")  # the first incarnation, against none before
+            await wait_for(pilot, lambda: isinstance(app.screen, IncarnationScreen))
+            assert app.screen.record.incarnation == 1  # type: ignore[attr-defined]
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: isinstance(app.screen, HistoryScreen))
+            await pilot.press("p")  # the replay, from the agent's recording
+            await wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen)
+                           and app.screen.recording is not None)
+            await pilot.press("q", "escape")
+            await wait_for(pilot, lambda: app.screen is app.main_screen)
+            await pilot.press("l")
+            await wait_for(pilot, lambda: isinstance(app.screen, AuditScreen) and "✓ Audit "
+                           "chain ok" in str(app.screen.query_one("#audit-verify").render()))
+            await pilot.press("escape")
+            await pick(app, pilot, FIRST)
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: isinstance(app.screen, DetailsScreen) and "appeared"
+                           in str(app.screen.query_one("#details-body").render()).split(
+                               "From the history and the audit log")[-1])
             await pilot.press("escape")
             # News while it is open (pushed, not polled), said once.
             await wait_for(pilot, lambda: app.session.document is not None
