@@ -40,11 +40,12 @@ from setui.core.tracker import Change, Tracker
 from setui.monitor.state import ANNOUNCED, EventLife, MonitorState, MonitorUpdate
 from setui.store.records import AuditRecord
 
-__all__ = ["GAP", "LOST_WORDS", "RETRY_CAP", "AttachedMonitor", "agent_words"]
+__all__ = ["GAP", "HEARD_EVERY", "LOST_WORDS", "RETRY_CAP", "AttachedMonitor", "agent_words"]
 
 RETRY_CAP = 10.0  # seconds at most between two tries to reach the agent again
-# The agent looks for a tick to send once a second: one may come that much after TICK_EVERY.
-_TICK_SLACK = 1.0
+# Seconds at most between two frames from the agent while nothing changes: a tick every
+# TICK_EVERY, and the agent looks for one to send once a second.
+HEARD_EVERY = TICK_EVERY + 1.0
 # What a front end says while the agent cannot be reached.
 LOST_WORDS = "agent restarting: reconnecting…"
 # What the changes seen on reconnecting are said to have come across.
@@ -54,9 +55,12 @@ Opener = Callable[[Path], Awaitable[Subscription]]
 
 
 def agent_words(agent: AgentInfo, now: datetime) -> str:
-    """What a front end says of the agent it is attached to, at ``now``."""
+    """What a front end says of the agent it is attached to, at ``now``: how long it has
+    been up to the minute ("up 3d 02h", "up 12m", "up <1m"), so the status line does not
+    change every second for it."""
     up = max(0.0, (now - agent.since).total_seconds())
-    return f"attached to the agent (pid {agent.pid}, up {duration(up)})"
+    said = duration(up - up % 60).removesuffix(" 00s") if up >= 60 else "<1m"
+    return f"attached to the agent (pid {agent.pid}, up {said})"
 
 
 def _with_local_notes(life: EventLife, before: EventLife | None) -> EventLife:
@@ -122,6 +126,11 @@ class AttachedMonitor:
     def stale(self) -> bool:
         return self.lost is not None or self.state.health.is_stale(self._mono())
 
+    @property
+    def heard_every(self) -> float:
+        """Seconds at most between two frames from the agent while nothing changes."""
+        return HEARD_EVERY
+
     def next_try_in(self) -> float | None:
         """Seconds to the next try to reach the agent again (None: under way, or linked)."""
         if self.lost is None or self._next_try is None:
@@ -166,7 +175,9 @@ class AttachedMonitor:
                 yield self._greeted(subscription)
                 attempt = 0
                 while True:
-                    yield self._fold(await subscription.next())
+                    update = self._fold(await subscription.next())
+                    if update is not None:
+                        yield update
             except ApiError as exc:
                 attempt = 1
                 lost = self._lose(exc.message, attempt)
@@ -230,7 +241,10 @@ class AttachedMonitor:
         changes = tracker.update(after, seen, gap=GAP)
         return tuple(c for c in changes if c.kind in ANNOUNCED and not c.initial)
 
-    def _fold(self, push: StatePush | PlanPush | Tick) -> MonitorUpdate:
+    def _fold(self, push: StatePush | PlanPush | Tick) -> MonitorUpdate | None:
+        """A push folded in; the update it makes, or None for a tick: nothing changed,
+        and a front end that redraws every second shows its news (the agent's clock and
+        health) at the next second."""
         if isinstance(push, StatePush):
             frame = push.state
             self._take(frame)
@@ -238,12 +252,12 @@ class AttachedMonitor:
             return MonitorUpdate(self._result(frame.changes), announce, frame.previous_state)
         if isinstance(push, PlanPush):
             self.plan = push.plan
-        else:
-            self.state.health = self._heard(push.health)
-            if push.health.last_success is not None:
-                self.state.last_seen = push.health.last_success
-            self._anchor = (push.now, self._mono())
-        return MonitorUpdate(self._result(), (), None)
+            return MonitorUpdate(self._result(), (), None)
+        self.state.health = self._heard(push.health)
+        if push.health.last_success is not None:
+            self.state.last_seen = push.health.last_success
+        self._anchor = (push.now, self._mono())
+        return None
 
     def _take(self, frame: AgentState) -> None:
         """A state frame, folded into the state in place (the dashboard's session is it)."""
@@ -265,7 +279,7 @@ class AttachedMonitor:
     def _heard(health: Health) -> Health:
         """The agent's health as heard here: live for as long as the agent's own rule
         allows past its last good answer, plus the tick that would say otherwise."""
-        return replace(health, stale_after=health.stale_after + TICK_EVERY + _TICK_SLACK)
+        return replace(health, stale_after=health.stale_after + HEARD_EVERY)
 
     def _result(self, changes: tuple[Change, ...] = ()) -> PollResult:
         """The state as a poll's result (what the dashboard's updates carry)."""

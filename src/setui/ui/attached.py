@@ -89,7 +89,8 @@ class AttachedApp(SetuiApp):
         monitor = self.attached
         if monitor.lost is not None:
             return LinkView(monitor.link_words(), LOST_WORDS, lost=True)
-        return LinkView(monitor.link_words(), f"agent pid {monitor.hello.agent.pid}")
+        return LinkView(monitor.link_words(), f"agent pid {monitor.hello.agent.pid}",
+                        every=monitor.heard_every)
 
     @property
     def approvals_off(self) -> str | None:

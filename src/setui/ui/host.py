@@ -33,6 +33,9 @@ class LinkView:
     text: str
     short: str
     lost: bool = False
+    # Seconds between the agent's words while nothing changes (0: this dashboard polls):
+    # the last answer's age reads "<Ns" under it, rather than counting up between them.
+    every: float = 0.0
 
 
 class DashboardHost(Protocol):

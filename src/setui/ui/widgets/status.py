@@ -167,7 +167,8 @@ def status_lines(view: StatusView, width: int, palette: Palette) -> list[Text]:
         parts.append(_Part(", ".join(view_parts) + hidden, "bold",
                            short=", ".join(short_parts) + hidden, keep=True))
     if view.last_seen is not None:
-        old = age(max(0.0, (view.now - view.last_seen).total_seconds()))
+        calm = view.link.every if view.link is not None and view.link.every else 2.0
+        old = age(max(0.0, (view.now - view.last_seen).total_seconds()), calm)
         if view.replay:  # what the record says about the moment, not a connection's age
             parts.append(_Part("recorded live", short="live") if state is ConnectionState.LIVE
                          else _Part(f"last recorded answer {old} before", palette.soon,
