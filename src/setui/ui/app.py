@@ -61,6 +61,7 @@ from setui.ui.themes import (
 from setui.ui.widgets.notices import Noticed
 
 if TYPE_CHECKING:
+    from setui.api.attached import AttachedMonitor
     from setui.core.client import ImdsClient
     from setui.store import Store
     from setui.ui.screens.record import Record
@@ -137,7 +138,8 @@ class SetuiApp(Approvals, TerminalApp):
                        wall=self._clock, mono=self._mono, on_store_problem=self._store_problem)
 
     @property
-    def poller(self) -> Poller:
+    def poller(self) -> Poller | None:
+        """The monitor's poller; None attached to the agent (it polls)."""
         return self.monitor.poller
 
     def now(self) -> datetime:
@@ -283,7 +285,7 @@ class SetuiApp(Approvals, TerminalApp):
         self._poll_worker = self.run_worker(self._poll_loop(self.monitor), name="poll",
                                             group="poll", exclusive=True, exit_on_error=False)
 
-    async def _poll_loop(self, monitor: Monitor) -> None:
+    async def _poll_loop(self, monitor: Monitor | AttachedMonitor) -> None:
         try:
             async for update in monitor.updates():
                 self.post_message(PollUpdate(update.result, update.announce,
