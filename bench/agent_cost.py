@@ -33,11 +33,9 @@ from common import (
     env_for,
     interrupt,
     ratio,
-    sample_argv,
-    sample_env,
-    sample_script,
     sched_cpu,
     scratch,
+    start_sample,
     write_scenario,
 )
 from watch_cost import _polls, scenario
@@ -92,13 +90,7 @@ def run(quick: bool = False) -> list[Row]:
                  "--data-dir", str(agent_dir), "--policy", str(policy),
                  "--metrics", "127.0.0.1:0"],
                 env=agent_env, stdout=agent_out, stderr=err)
-        argv, feed = sample_argv(sample_script(emulator.url, work))
-        sample_out = (work / "sample.out").open("w")
-        sample = subprocess.Popen(argv, env=sample_env(work), stdin=subprocess.PIPE,
-                                  stdout=sample_out, stderr=subprocess.STDOUT, text=True)
-        assert sample.stdin is not None
-        sample.stdin.write(feed)
-        sample.stdin.close()
+        sample, sample_out = start_sample(emulator.url, work)
         url = _metrics_url(agent_err, time.monotonic() + 30)
         scrapes, scraped_at = 0, 0.0
         warmup = 5.0

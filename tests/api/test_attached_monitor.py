@@ -97,11 +97,16 @@ async def running(monitor: AttachedMonitor) -> AsyncIterator[list[MonitorUpdate]
         task.cancel()
 
 
-async def test_live_as_of_the_agents_last_frame_and_a_tick_keeps_it_so() -> None:
+def attached(**options: Any) -> tuple[Clock, Agent, AttachedMonitor]:
+    """A monitor of the stand-in agent, on a manual clock."""
     clock = Clock()
     agent = Agent(clock)
-    monitor = AttachedMonitor(Path("/run/setui/api.sock"), HELLO, mono=clock,
-                              opener=agent.open)
+    return clock, agent, AttachedMonitor(Path("/run/setui/api.sock"), HELLO, mono=clock,
+                                         opener=agent.open, **options)
+
+
+async def test_live_as_of_the_agents_last_frame_and_a_tick_keeps_it_so() -> None:
+    clock, agent, monitor = attached()
     async with running(monitor) as got:
         await until(lambda: len(got) == 1, what="the agent's state")
         assert not monitor.stale() and monitor.health().state is ConnectionState.LIVE
@@ -122,12 +127,9 @@ async def test_live_as_of_the_agents_last_frame_and_a_tick_keeps_it_so() -> None
 
 
 async def test_the_agent_away_is_stale_said_once_and_what_changed_is_announced() -> None:
-    clock = Clock()
-    agent = Agent(clock)
     said: list[tuple[bool, str]] = []
-    monitor = AttachedMonitor(Path("/run/setui/api.sock"), HELLO, mono=clock,
-                              opener=agent.open, on_link=lambda *a: said.append(a),
-                              backoff=Backoff(base=0.01, cap=0.02))
+    clock, agent, monitor = attached(on_link=lambda *a: said.append(a),
+                                     backoff=Backoff(base=0.01, cap=0.02))
     monitor.state.lives["E1"] = EventLife("E1", T0, 1, True)
     async with running(monitor) as got:
         await until(lambda: len(got) == 1, what="the agent's state")
@@ -154,10 +156,7 @@ async def test_the_agent_away_is_stale_said_once_and_what_changed_is_announced()
 
 
 async def test_a_state_push_announces_its_news_and_says_the_connection_changed() -> None:
-    clock = Clock()
-    agent = Agent(clock)
-    monitor = AttachedMonitor(Path("/run/setui/api.sock"), HELLO, mono=clock,
-                              opener=agent.open)
+    clock, agent, monitor = attached()
     async with running(monitor) as got:
         await until(lambda: len(got) == 1, what="the agent's state")
         state = frame(clock, document("E1", "E3", incarnation=2))

@@ -118,6 +118,22 @@ async def pick(app: AttachedApp, pilot: Any, event_id: str) -> None:
     await pilot.pause()
 
 
+async def shown(app: AttachedApp, pilot: Any, event_id: str) -> None:
+    """Until the agent's document, as the dashboard has it, holds the event."""
+    await wait_for(pilot, lambda: app.session.document is not None
+                   and app.session.document.event(event_id) is not None)
+
+
+async def approve(app: AttachedApp, pilot: Any, event_id: str) -> None:
+    """Select the event, press a and, once the dialog is up, y."""
+    await pick(app, pilot, event_id)
+    app.confirm_guard = 0.0  # real time: the guard has a test of its own
+    await pilot.press("a")
+    await wait_for(pilot, lambda: isinstance(app.screen, ConfirmationModal)
+                   and app.screen.is_mounted)
+    await pilot.press("y")
+
+
 async def test_it_shows_the_agents_history_from_before_it_opened_and_asks_imds_nothing(
         tmp_path: Path, emulator: Emulator) -> None:
     proc, _ = start_agent(emulator.url, tmp_path, env=plain_env(tmp_path, sock="api.sock"))
@@ -228,14 +244,8 @@ async def test_an_approval_goes_through_the_agent_once_recorded_as_this_process(
     try:
         app = dashboard(tmp_path / "api.sock")
         async with app.run_test(size=(120, 36)) as pilot:
-            await wait_for(pilot, lambda: app.session.document is not None
-                           and app.session.document.event(FIRST) is not None)
-            await pick(app, pilot, FIRST)
-            app.confirm_guard = 0.0  # real time: the guard has a test of its own
-            await pilot.press("a")
-            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmationModal)
-                           and app.screen.is_mounted)
-            await pilot.press("y")
+            await shown(app, pilot, FIRST)
+            await approve(app, pilot, FIRST)
             await wait_for(pilot, lambda: (note := app.session.approvals.get(FIRST))
                            is not None and note.approved)
             assert any(n.startswith("Approved:") for n in app.notices), app.notices
@@ -263,15 +273,9 @@ async def test_the_agent_restarts_under_it_and_an_approval_cut_off_is_looked_up(
     try:
         app = dashboard(tmp_path / "api.sock")
         async with app.run_test(size=(120, 36)) as pilot:
-            await wait_for(pilot, lambda: app.session.document is not None
-                           and app.session.document.event(FIRST) is not None)
-            await pick(app, pilot, FIRST)
+            await shown(app, pilot, FIRST)
             emulator.set_faults(parse_faults("approve-500=1"))
-            app.confirm_guard = 0.0  # real time: the guard has a test of its own
-            await pilot.press("a")
-            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmationModal)
-                           and app.screen.is_mounted)
-            await pilot.press("y")
+            await approve(app, pilot, FIRST)
             await wait_for(pilot, lambda: (note := app.session.approvals.get(FIRST))
                            is not None and note.attempt >= 1)  # a try failed: progress came
             assert "approving… attempt 2, last HTTP 500" in \
