@@ -280,6 +280,11 @@ async def test_the_agent_restarts_under_it_and_an_approval_cut_off_is_looked_up(
                            is not None and note.attempt >= 1)  # a try failed: progress came
             assert "approving… attempt 2, last HTTP 500" in \
                 app.main_screen.query_one(EventSummary).plain()
+            await pilot.press("q")  # the agent approves: quitting would leave it to it
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmationModal))
+            assert "Quitting leaves it to the agent" in app.screen.plain()
+            await pilot.press("n")
+            await wait_for(pilot, lambda: app.screen is app.main_screen)
             assert stop(proc) == 0
             await wait_for(pilot, lambda: "agent restarting: reconnecting…" in status(app))
             assert "◐ stale: the agent is not answering" in status(app)

@@ -70,6 +70,8 @@ def _outcome(event_id: str, message: str, *, approved: bool = False, refused: bo
 class AgentApprover:
     """Approvals sent to the agent at ``path`` (see the module doc)."""
 
+    outlives_front_end = True  # the agent carries an approval on when the front end quits
+
     def __init__(self, path: Path, hello: Callable[[], Hello], *, read_only: bool = False,
                  connect: Connect = _connect, wall: Callable[[], datetime] = utc_now) -> None:
         self.path = path
