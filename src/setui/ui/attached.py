@@ -14,6 +14,7 @@ log.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -180,7 +181,8 @@ class AttachedApp(SetuiApp):
         events = len(state.document.events)
         mine = sum(1 for e in state.document.events if e.affects(self.vm_name)) \
             if self.vm_name else 0
-        old = age(max(0.0, (self.now() - state.last_seen).total_seconds()))
+        old = age(max(0.0, (self.now() - state.last_seen).total_seconds()),
+                  monitor.heard_every)
         text = (f"Its last answer, {old} old: incarnation {state.document.incarnation}, "
                 f"{events} event{'' if events == 1 else 's'}")
         text += f" ({mine} for this VM)" if mine else ""
@@ -213,4 +215,6 @@ class AttachedApp(SetuiApp):
             words, severity = HELD_WORDS if hold else RELEASED_WORDS, "information"
             if answer.running:
                 words += f" Its {printable(answer.running, 40)} step, already running, goes on."
-        self.call_from_thread(self.notify, words, severity=severity, timeout=6, markup=False)
+        with contextlib.suppress(RuntimeError):  # the app stopped meanwhile
+            self.call_from_thread(self.notify, words, severity=severity, timeout=6,
+                                  markup=False)
