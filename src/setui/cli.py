@@ -311,6 +311,8 @@ def _prepare(argv: Sequence[str] | None
     if config is not None:
         # Commands read the resolved settings from the namespace, whatever their source.
         args.config_resolved = config
+        # A store named on this command line is the one a reader reads, agent or not.
+        args.data_dir_given = data_dir_given
         args.endpoint = config.endpoint
         args.api_version = config.api_version
         args.data_dir = config.data_dir

@@ -73,7 +73,7 @@ from setui.core.holes import Hole
 from setui.core.impact import Impact
 from setui.outcome import ApprovalOutcome, Progress
 from setui.snapshot import Confirmed
-from setui.store.reading import RecordingParts
+from setui.store.reading import RecordError, RecordingParts
 from setui.store.records import (
     AuditRecord,
     Claim,
@@ -104,13 +104,12 @@ HEAVY_PATIENCE = 12.0
 _R = TypeVar("_R")
 
 
-class ApiError(Exception):
+class ApiError(RecordError):
     """The agent refused, failed or could not be reached; ``message`` is for people."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
-        self.message = message
 
 
 class NoAgent(ApiError):

@@ -1,4 +1,5 @@
-"""``setui replay``: the dashboard as it was, from the store, with a time cursor.
+"""``setui replay``: the dashboard as it was, from the record, with a time cursor: the
+agent's, through its API when it answers, else the store.
 
 It opens the UI, so it reaches it only through :mod:`setui.commands.dashboard`, like
 ``setui demo``; nothing in it can approve.
@@ -29,4 +30,4 @@ def run(args: argparse.Namespace) -> int:
     if since is not None and until is not None and since > until:
         print("setui replay: --from is after --to", file=sys.stderr)
         return 2
-    return open_replay(args.config_resolved, since=since, until=until)
+    return open_replay(args, since=since, until=until)

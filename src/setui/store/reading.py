@@ -27,7 +27,16 @@ from setui.store.records import (
     VerifyResult,
 )
 
-__all__ = ["Record", "RecordingParts"]
+__all__ = ["Record", "RecordError", "RecordingParts"]
+
+
+class RecordError(Exception):
+    """The record cannot be read as asked: a store's error (setui.store.StoreError) or
+    the agent's (setui.api.client.ApiError); ``message`` says what, for people."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 @dataclass(frozen=True)
@@ -51,8 +60,7 @@ class RecordingParts:
 
 class Record(Protocol):
     """What a front end may ask of the record; blocking (SQLite, or a socket): commands
-    call it directly, a live view on a thread. Errors: ``StoreError`` from a store,
-    ``ApiError`` from the agent, each with a message for people."""
+    call it directly, a live view on a thread. Every error is a :class:`RecordError`."""
 
     def history(self, *, limit: int | None = 50, since: datetime | None = None,
                 endpoint: str | None = None, event_id: str | None = None,

@@ -24,7 +24,7 @@ def query_store(screen: Screen[object], fn: Callable[[], _T], done: Callable[[_T
                 failed: Callable[[str], None], *, group: str) -> None:
     """Run ``fn`` on a thread; then ``done(result)`` or ``failed(message)`` on the loop,
     unless the screen has gone meanwhile."""
-    from setui.store import StoreError
+    from setui.store.reading import RecordError
 
     app = screen.app
 
@@ -39,7 +39,7 @@ def query_store(screen: Screen[object], fn: Callable[[], _T], done: Callable[[_T
     def work() -> None:
         try:
             result = fn()
-        except StoreError as exc:
+        except RecordError as exc:  # the store's, or the agent's when read through it
             back(failed, str(exc))
             return
         back(done, result)
