@@ -17,25 +17,30 @@ import argparse
 import asyncio
 import contextlib
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from setui.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, data_dir
+from setui.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, agent_for, data_dir
 from setui.core.clock import ServiceClock, utc_now
 from setui.core.errors import ImdsError
 from setui.core.model import Document, Event, is_this_vm
-from setui.core.timefmt import signed_countdown, stamp
+from setui.core.timefmt import duration, signed_countdown, stamp
 from setui.identity import Identity
+from setui.outcome import HELD, ApprovalOutcome, Progress
 from setui.session import ONE_SHOT_TRIES, ThisVm
 from setui.textsafe import printable, some_names
 
 if TYPE_CHECKING:  # sqlite3 and httpx load only when approving, not for `setui --version`
-    from setui.approval import ApprovalOutcome, Approver
+    from setui.api.approving import AgentApprover
+    from setui.api.client import AgentClient
+    from setui.approval import Approver
     from setui.core.client import ImdsClient
     from setui.store import Store
+    from setui.store.reading import Record
 
 __all__ = ["ApproveRequest", "add_arguments", "approve_command", "preview", "run"]
 
@@ -94,15 +99,12 @@ def run(args: argparse.Namespace) -> int:
         allow_other_vms=bool(getattr(args, "allow_other_vms", False)),
         again=bool(getattr(args, "again", False)),
     )
+    agent = agent_for(args, sys.stderr, "setui approve")
     try:
         return asyncio.run(approve_command(request, stdin=sys.stdin, out=sys.stdout,
-                                           err=sys.stderr))
+                                           err=sys.stderr, agent=agent))
     except KeyboardInterrupt:
-        # A POST under way may still arrive: the audit log has what became of it.
-        sys.stderr.write("setui approve: interrupted. `setui audit` says what was sent, if "
-                         "anything, and what became of it; `setui events` whether the "
-                         "event started.\n")
-        return EXIT_FAILED
+        return EXIT_FAILED  # said by the command: what it knows of what was sent
 
 
 # -- the preview -------------------------------------------------------------------------------
@@ -157,19 +159,169 @@ def _ask(stdin: IO[str] | None, out: IO[str], question: str = "Approve?", *,
     return answer.strip().lower() in ("y", "yes")
 
 
+# -- where the events are read and the approval goes ------------------------------------------
+class _Standalone:
+    """This process reads IMDS, keeps the audit log in its own store (the history too)
+    and approves through the Approver."""
+
+    def __init__(self, client: ImdsClient, store: Store | None, approver: Approver,
+                 wall: Callable[[], datetime]) -> None:
+        self.client = client
+        self.store = store
+        self.approver = approver
+        # "In 15 min" is counted on the service's clock (its Date header): NotBefore is
+        # its time, and this VM's clock may be off. The history and the audit log are
+        # written in the same clock, as every other front end writes them.
+        self.clock = ServiceClock(wall=wall)
+        approver.wall = self.clock.now
+
+    @property
+    def endpoint(self) -> str:
+        return self.client.endpoint
+
+    @property
+    def record(self) -> Record | None:
+        """Where ids typed as a prefix are looked up: the store."""
+        return self.store
+
+    async def read(self) -> tuple[Document | None, str | None]:
+        try:
+            result = await self.client.fetch()
+        except ImdsError as exc:
+            return None, exc.message or str(exc)
+        self.clock.observe(result.server_date, result.received_mono)
+        if result.document is None:
+            return None, "the service answered without a document"
+        return result.document, None
+
+    async def this_vm(self, given: str | None) -> ThisVm:
+        this_vm = ThisVm(given)
+        await this_vm.learn(self.client, tries=ONE_SHOT_TRIES)
+        return this_vm
+
+    def keep(self, document: Document | None, seen_at: datetime, err: IO[str]) -> None:
+        """Keep the document approved against in the history too: after the approval, so a
+        slow or locked database never delays it, and not at all when the log just failed."""
+        from setui.store import StoreError
+
+        store, approver = self.store, self.approver
+        if store is None or store.readonly or document is None or approver.store_error:
+            return
+        try:
+            store.record_document(document, seen_at=seen_at, endpoint=self.endpoint,
+                                  vm_name=approver.vm_name)
+        except StoreError as exc:
+            err.write(f"setui approve: not recorded in the history: {exc}\n")
+
+    def interrupted(self) -> str:
+        # A POST under way may still arrive: the audit log has what became of it.
+        return ("interrupted. `setui audit` says what was sent, if anything, and what "
+                "became of it; `setui events` whether the event started.")
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+        if self.store is not None:
+            self.store.close()
+
+
+class _Attached:
+    """The agent reads IMDS, keeps the audit log and approves (api.approving): this
+    process asks IMDS nothing and writes no store."""
+
+    def __init__(self, agent: AgentClient, approver: AgentApprover,
+                 wall: Callable[[], datetime], err: IO[str]) -> None:
+        self.agent = agent
+        self.approver = approver
+        self.clock = ServiceClock(wall=wall)
+        self.err = err
+        self._said: str | None = None  # the agent's connection not live, said once
+
+    @property
+    def endpoint(self) -> str:
+        return self.agent.hello.agent.endpoint
+
+    @property
+    def record(self) -> Record:
+        return self.agent
+
+    async def read(self) -> tuple[Document | None, str | None]:
+        """The agent's document; a state it holds while its connection is not live is
+        said to be so (once), never shown as live."""
+        from setui.api.attach import not_live
+        from setui.api.client import ApiError
+
+        try:
+            state, _plan = self.agent.state()
+        except ApiError as exc:
+            return None, f"the agent's state cannot be read: {exc.message}"
+        mono = time.monotonic()
+        self.clock.observe(state.now, mono)
+        stale = not_live(state.state.health, mono)
+        if stale is not None and stale != self._said:
+            self.err.write(f"setui approve: {stale}\n")
+        self._said = stale
+        if state.state.document is None:
+            return None, "the agent has no events document yet"
+        return state.state.document, None
+
+    async def this_vm(self, given: str | None) -> ThisVm:
+        """The agent's name for this VM (it decides by it), else the one given."""
+        known = self.agent.hello.agent.vm_name
+        this_vm = ThisVm(known or given)
+        if known:
+            this_vm.source = "the agent"
+        return this_vm
+
+    def keep(self, document: Document | None, seen_at: datetime, err: IO[str]) -> None:
+        """Nothing: the agent records what it reads."""
+
+    def interrupted(self) -> str:
+        if self.approver.abandoned:
+            return ("interrupted: the approval runs in the agent, which goes on with it: "
+                    "`setui audit` shows the outcome; `setui events` whether the event "
+                    "started.")
+        return "interrupted: nothing was sent to the agent to approve."
+
+    async def aclose(self) -> None:
+        self.agent.close()
+
+
+_Desk = _Standalone | _Attached
+
+
 # -- the command --------------------------------------------------------------------------------
 async def approve_command(request: ApproveRequest, *, stdin: IO[str] | None, out: IO[str],
                           err: IO[str], identity: Identity | None = None,
                           make_client: Callable[[str, str], ImdsClient] | None = None,
-                          wall: Callable[[], datetime] | None = None) -> int:
-    """Everything ``setui approve`` does, with its streams injected for tests."""
-    from setui.approval import Approver
-
+                          wall: Callable[[], datetime] | None = None,
+                          agent: AgentClient | None = None) -> int:
+    """Everything ``setui approve`` does, with its streams injected for tests; through
+    ``agent`` when given (attached), else standalone."""
     now = wall or utc_now
     ids = tuple(i.strip() for i in request.event_ids)
     if not ids or any(not i for i in ids):
         err.write("setui approve: an EventId cannot be empty\n")
+        if agent is not None:
+            agent.close()
         return EXIT_USAGE
+    desk = _attached(agent, request, now, err) if agent is not None else \
+        _standalone(request, identity, make_client, now, err)
+    if isinstance(desk, int):
+        return desk
+    try:
+        return await _approve(request, ids, desk, stdin, out, err)
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        err.write(f"setui approve: {desk.interrupted()}\n")
+        raise
+    finally:
+        await desk.aclose()
+
+
+def _standalone(request: ApproveRequest, identity: Identity | None,
+                make_client: Callable[[str, str], ImdsClient] | None,
+                now: Callable[[], datetime], err: IO[str]) -> _Standalone | int:
+    from setui.approval import Approver
+
     if make_client is None:
         from setui.core.client import ImdsClient as make_client
     try:
@@ -178,14 +330,18 @@ async def approve_command(request: ApproveRequest, *, stdin: IO[str] | None, out
         err.write(f"setui approve: {exc}\n")
         return EXIT_USAGE
     store, problem = _open_store(request)
-    try:
-        approver = Approver(client, store, endpoint=client.endpoint, identity=identity,
-                            read_only=request.read_only, store_problem=problem, wall=now)
-        return await _approve(request, ids, client, store, approver, stdin, out, err, now)
-    finally:
-        await client.aclose()
-        if store is not None:
-            store.close()
+    approver = Approver(client, store, endpoint=client.endpoint, identity=identity,
+                        read_only=request.read_only, store_problem=problem, wall=now)
+    return _Standalone(client, store, approver, now)
+
+
+def _attached(agent: AgentClient, request: ApproveRequest, now: Callable[[], datetime],
+              err: IO[str]) -> _Attached:
+    from setui.api.approving import AgentApprover
+    from setui.api.attach import attached_words
+
+    err.write(f"setui approve: {attached_words(agent, now())}\n")
+    return _Attached(agent, AgentApprover(agent, read_only=request.read_only), now, err)
 
 
 def _open_store(request: ApproveRequest) -> tuple[Store | None, str | None]:
@@ -199,65 +355,31 @@ def _open_store(request: ApproveRequest) -> tuple[Store | None, str | None]:
         return None, str(exc)
 
 
-async def _fetch(client: ImdsClient,
-                 service_now: ServiceClock) -> tuple[Document | None, str | None]:
+async def _approve(request: ApproveRequest, ids: tuple[str, ...], desk: _Desk,
+                   stdin: IO[str] | None, out: IO[str], err: IO[str]) -> int:
+    document, fetch_problem = await desk.read()
+    seen_at = desk.clock.now()
     try:
-        result = await client.fetch()
-    except ImdsError as exc:
-        return None, exc.message or str(exc)
-    service_now.observe(result.server_date, result.received_mono)
-    if result.document is None:
-        return None, "the service answered without a document"
-    return result.document, None
-
-
-def _record_history(store: Store | None, approver: Approver, document: Document | None,
-                    seen_at: datetime, endpoint: str, err: IO[str]) -> None:
-    """Keep the document approved against in the history too: after the approval, so a
-    slow or locked database never delays it, and not at all when the log just failed."""
-    from setui.store import StoreError
-
-    if store is None or store.readonly or document is None or approver.store_error:
-        return
-    try:
-        store.record_document(document, seen_at=seen_at, endpoint=endpoint,
-                              vm_name=approver.vm_name)
-    except StoreError as exc:
-        err.write(f"setui approve: not recorded in the history: {exc}\n")
-
-
-async def _approve(request: ApproveRequest, ids: tuple[str, ...], client: ImdsClient,
-                   store: Store | None, approver: Approver, stdin: IO[str] | None,
-                   out: IO[str], err: IO[str], now: Callable[[], datetime]) -> int:
-    # "In 15 min" is counted on the service's clock (its Date header): NotBefore is its
-    # time, and this VM's clock may be off. The history and the audit log are written in
-    # the same clock, as every other front end writes them.
-    service_now = ServiceClock(wall=now)
-    document, fetch_problem = await _fetch(client, service_now)
-    seen_at = service_now.now()
-    approver.wall = service_now.now
-    try:
-        return await _decide(request, ids, client, document, fetch_problem, approver, stdin,
-                             out, err, service_now.now)
+        return await _decide(request, ids, desk, document, fetch_problem, stdin, out, err)
     finally:
-        _record_history(store, approver, document, seen_at, client.endpoint, err)
+        desk.keep(document, seen_at, err)
 
 
-def _resolve(ids: tuple[str, ...], document: Document | None, store: Store | None,
+def _resolve(ids: tuple[str, ...], document: Document | None, record: Record | None,
              err: IO[str]) -> list[str] | None:
     """Full EventIds for what was typed (core.eventids); None, having said why, when any
     is unknown or ambiguous: then nothing is sent and nothing recorded (a typo is not an
     approval attempt)."""
     from setui.core.eventids import resolve
-    from setui.store import StoreError
+    from setui.store.reading import RecordError
 
     current = [e.event_id for e in document.events] if document is not None else []
     full: list[str] = []
     for typed in ids:
         known: list[str] = []
-        if store is not None:
-            with contextlib.suppress(StoreError):
-                known = store.event_ids(typed[:3], limit=500)
+        if record is not None:
+            with contextlib.suppress(RecordError):
+                known = record.event_ids(typed[:3], limit=500)
         found = resolve(typed, current, known)
         if found.event_id is None and document is None:
             # Without a document a typo cannot be told from a real event: the id goes on
@@ -272,24 +394,25 @@ def _resolve(ids: tuple[str, ...], document: Document | None, store: Store | Non
     return full
 
 
-async def _decide(request: ApproveRequest, typed: tuple[str, ...], client: ImdsClient,
-                  document: Document | None, fetch_problem: str | None, approver: Approver,
-                  stdin: IO[str] | None, out: IO[str], err: IO[str],
-                  now: Callable[[], datetime]) -> int:
-    from setui.approval import confirmed, find_event, other_vms
+async def _decide(request: ApproveRequest, typed: tuple[str, ...], desk: _Desk,
+                  document: Document | None, fetch_problem: str | None,
+                  stdin: IO[str] | None, out: IO[str], err: IO[str]) -> int:
+    from setui.snapshot import confirmed, find_event, other_vms
 
+    approver, now = desk.approver, desk.clock.now
     if fetch_problem:
         err.write(f"setui approve: cannot read the events document: "
                   f"{printable(fetch_problem, 300)}\n")
-    resolved = _resolve(typed, document, approver.store, err)
+    resolved = _resolve(typed, document, desk.record, err)
     if resolved is None:
         return EXIT_FAILED
     ids = tuple(dict.fromkeys(resolved))
-    this_vm = ThisVm(request.vm_name)
-    vm_name = await this_vm.learn(client, tries=ONE_SHOT_TRIES)
+    this_vm = await desk.this_vm(request.vm_name)
+    vm_name = this_vm.name
     if vm_name is None:  # then every event reaches beyond this VM, as far as setui knows
         err.write(f"setui approve: {this_vm}\n")
     approver.vm_name = vm_name
+    progress = _progress(out)
     # --yes approves only what concerns this VM alone, unless the operator opted in;
     # asked interactively, such an event needs the word "yes".
     allow = request.allow_other_vms or not request.yes
@@ -320,10 +443,10 @@ async def _decide(request: ApproveRequest, typed: tuple[str, ...], client: ImdsC
             out.write(line + "\n")
         if document is not None:
             out.write(f"(incarnation {document.incarnation}, endpoint "
-                      f"{printable(client.endpoint, 100)})\n")
+                      f"{printable(desk.endpoint, 100)})\n")
         if not going:
             return _report(_unrecorded(approver, await approver.approve(
-                list(ids), document, allow_other_vms=allow), err), out)
+                list(ids), document, allow_other_vms=allow, progress=progress), err), out)
         if not request.yes:
             question = "Approve again?" if claims else "Approve?"
             if not _ask(stdin, out, question, typed=typed_yes):
@@ -337,8 +460,8 @@ async def _decide(request: ApproveRequest, typed: tuple[str, ...], client: ImdsC
         assert document is not None
         shown = {i: c for i in going if (c := confirmed(document, i)) is not None}
         outcomes = _unrecorded(approver, await approver.approve(
-            list(ids), document, confirmed_as=shown, allow_other_vms=allow, again=again),
-            err)
+            list(ids), document, confirmed_as=shown, allow_other_vms=allow, again=again,
+            progress=progress), err)
         store = approver.store
         if store is not None and store.witness_problem:  # records written, end unvouched
             err.write(f"setui approve: warning: {printable(store.witness_problem, 400)}\n")
@@ -358,7 +481,7 @@ async def _decide(request: ApproveRequest, typed: tuple[str, ...], client: ImdsC
         _report(outcomes, out)
         out.write("The events above were not approved as confirmed; they are shown again "
                   "as they are now.\n\n")
-        document, problem = await _fetch(client, ServiceClock(wall=now))
+        document, problem = await desk.read()
         if document is None:
             err.write(f"setui approve: cannot read the events document: "
                       f"{printable(problem, 300)}\n")
@@ -368,13 +491,26 @@ async def _decide(request: ApproveRequest, typed: tuple[str, ...], client: ImdsC
     return EXIT_FAILED
 
 
-def _refuse(approver: Approver, reasons: dict[str, str], document: Document | None,
-            err: IO[str]) -> None:
+def _progress(out: IO[str]) -> Callable[[Progress], None]:
+    """Each failed try of an approval, as it happens: the service asked to try again
+    (the approval may take up to 70 s), or the document could not be read first."""
+    def said(update: Progress) -> None:
+        status = f"HTTP {update.status}: " if update.status is not None else ""
+        what = ("not sent" if update.kind == HELD else f"try {update.attempt} failed")
+        out.write(f"{printable(update.event_id, 80)}: {what}: {status}"
+                  f"{printable(update.last_error, 300)}; trying again in "
+                  f"{duration(update.next_in)}\n")
+        out.flush()
+    return said
+
+
+def _refuse(approver: Approver | AgentApprover, reasons: dict[str, str],
+            document: Document | None, err: IO[str]) -> None:
     for event_id, reason in reasons.items():
         _unrecorded(approver, approver.record_refusal([event_id], document, reason), err)
 
 
-def _unrecorded(approver: Approver, outcomes: list[ApprovalOutcome],
+def _unrecorded(approver: Approver | AgentApprover, outcomes: list[ApprovalOutcome],
                 err: IO[str]) -> list[ApprovalOutcome]:
     """Say which refusals the audit log failed to keep: the operator would otherwise
     believe the log tells the whole story. ``store_error`` is set only by a failed write
