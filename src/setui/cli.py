@@ -147,13 +147,16 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
     watch = commands.add_parser(
         "watch", parents=[connection, polling],
-        help="print one line per change, headless (also records the history)",
-        description="Poll the service and print one line per change and per connection "
-                    "state change. Records what it sees into the history.")
+        help="print one line per change, headless (the agent's, or polling and recording)",
+        description="Print one line per change and per connection state change. Where the "
+                    "agent answers, the lines are what it sees (it polls and records; "
+                    "watch asks IMDS nothing and records nothing). Standalone, poll the "
+                    "service and record what it sees into the history.")
     watch.add_argument("--json", action="store_true",
                        help="one JSON object per line, with stable keys")
     watch.add_argument("--no-record", dest="record", action="store_false",
-                       help="do not write the history")
+                       help="do not write the history (standalone; attached to the agent "
+                            "watch records nothing anyway)")
 
     agent = commands.add_parser(
         "agent", parents=[connection, polling],

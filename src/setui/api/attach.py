@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from setui.api.client import DEFAULT_SOCKET, AgentClient, ApiError
+from setui.api.client import DEFAULT_SOCKET, AgentClient, ApiError, Subscription
 from setui.config import Config
 from setui.core.clock import utc_now
 from setui.core.health import ConnectionState, Health
@@ -40,7 +40,7 @@ def attach(config: Config) -> tuple[AgentClient | None, str]:
     return client, attached_words(client, utc_now())
 
 
-def attached_words(client: AgentClient, now: datetime) -> str:
+def attached_words(client: AgentClient | Subscription, now: datetime) -> str:
     """What the status line says of the agent a front end is attached to, at ``now``."""
     agent = client.hello.agent
     up = max(0.0, (now - agent.since).total_seconds())
