@@ -175,3 +175,39 @@ async def test_a_page_too_large_for_a_frame_is_asked_again_in_halves(
     one = len(repr(store.history(limit=1)[0].raw_json))
     monkeypatch.setattr(queries, "MAX_ANSWER", 3 * one + 2000)  # a page of 7 is too large
     assert await asyncio.to_thread(client.history, limit=None) == store.history(limit=None)
+
+
+async def test_the_replay_screen_opens_on_the_agents_record(
+        both: tuple[Store, AgentClient]) -> None:
+    """`setui replay` attached: the real app under Pilot, its record the agent's client
+    (read on the screen's thread, as a store is)."""
+    from dashboard import wait_for
+    from setui.config import Config
+    from setui.ui.replay_app import ReplayApp
+    from setui.ui.widgets.events import EventsTable
+
+    _store, client = both
+    app = ReplayApp(config=Config(vm_name="web-0"), store=client,
+                    at=START + timedelta(seconds=40))
+    async with app.run_test(size=(120, 36)) as pilot:
+        screen = app.replay_screen
+        await wait_for(pilot, lambda: screen.moment is not None)
+        await pilot.pause()
+        assert set(screen.query_one(EventsTable).keys) == {FIRST, SECOND, THIRD}
+
+
+async def test_an_agent_that_fails_a_replay_is_said_in_words(
+        both: tuple[Store, AgentClient]) -> None:
+    """The agent's error reaches the screen as the store's would (not a worker's crash)."""
+    from dashboard import wait_for
+    from setui.config import Config
+    from setui.ui.replay_app import ReplayApp
+
+    _store, client = both
+    client.close()  # the agent is gone before the replay asks
+    app = ReplayApp(config=Config(), store=client)
+    async with app.run_test(size=(120, 36)) as pilot:
+        view = app.replay_screen.setui
+        await wait_for(pilot, lambda: view.loaded)
+        assert view.problem is not None
+        assert view.problem.startswith("cannot read the record: the connection to the agent")

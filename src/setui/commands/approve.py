@@ -30,7 +30,7 @@ from setui.core.errors import ImdsError
 from setui.core.model import Document, Event, is_this_vm
 from setui.core.timefmt import duration, signed_countdown, stamp
 from setui.identity import Identity
-from setui.outcome import HELD, ApprovalOutcome, Progress
+from setui.outcome import ApprovalOutcome, Progress
 from setui.session import ONE_SHOT_TRIES, ThisVm
 from setui.textsafe import printable, some_names
 
@@ -492,12 +492,11 @@ async def _decide(request: ApproveRequest, typed: tuple[str, ...], desk: _Desk,
 
 
 def _progress(out: IO[str]) -> Callable[[Progress], None]:
-    """Each failed try of an approval, as it happens: the service asked to try again
-    (the approval may take up to 70 s), or the document could not be read first."""
+    """Each try that did not approve, as it happens, in the words of what became of it (a
+    refusal, no answer, the document unread so nothing sent): the service asked to try
+    again, and an approval may take up to 70 s of tries."""
     def said(update: Progress) -> None:
-        status = f"HTTP {update.status}: " if update.status is not None else ""
-        what = ("not sent" if update.kind == HELD else f"try {update.attempt} failed")
-        out.write(f"{printable(update.event_id, 80)}: {what}: {status}"
+        out.write(f"{printable(update.event_id, 80)}: try {update.attempt}: "
                   f"{printable(update.last_error, 300)}; trying again in "
                   f"{duration(update.next_in)}\n")
         out.flush()
