@@ -24,7 +24,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from setui.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, agent_for, data_dir
+from setui.commands.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    agent_for,
+    agent_vm,
+    data_dir,
+)
 from setui.core.clock import ServiceClock, utc_now
 from setui.core.errors import ImdsError
 from setui.core.model import Document, Event, is_this_vm
@@ -49,6 +56,12 @@ _ROUNDS = 3  # times an event that changed under the prompt is shown and asked a
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = (
+        "Where the agent answers on its socket (setui agent, the VM's service), the agent's "
+        "document is shown and the approval runs in the agent, as who the kernel says you "
+        "are (root and group setui, or the approvers its config names), each try printed as "
+        "it ends; this command asks IMDS nothing and writes no audit log of its own. "
+        "--standalone approves from this process, into its own audit log.")
     parser.add_argument("event_ids", nargs="+", metavar="EVENT_ID",
                         help="the EventId(s) to approve, as in the current document: "
                              "the full id or a unique prefix of at least 6 characters")
@@ -62,8 +75,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --yes: approve even an event already approved (or being "
                              "approved) from this VM")
     parser.add_argument("--vm-name", metavar="NAME", default=argparse.SUPPRESS,
-                        help="this VM's name in Resources (default: asked from IMDS, "
-                             "else the host name)")
+                        help="this VM's name in Resources (default: the agent's, else "
+                             "asked from IMDS)")
 
 
 @dataclass(frozen=True)
@@ -265,12 +278,7 @@ class _Attached:
         return state.state.document, None
 
     async def this_vm(self, given: str | None) -> ThisVm:
-        """The agent's name for this VM (it decides by it), else the one given."""
-        known = self.agent.hello.agent.vm_name
-        this_vm = ThisVm(known or given)
-        if known:
-            this_vm.source = "the agent"
-        return this_vm
+        return agent_vm(self.agent, given)
 
     def keep(self, document: Document | None, seen_at: datetime, err: IO[str]) -> None:
         """Nothing: the agent records what it reads."""

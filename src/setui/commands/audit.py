@@ -20,6 +20,7 @@ from typing import IO, TYPE_CHECKING
 from setui.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
+    READS_THE_AGENT,
     add_storage_options,
     positive_int,
     read_record,
@@ -48,7 +49,7 @@ PROVES = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = PROVES
+    parser.epilog = f"{READS_THE_AGENT} {PROVES}"
     parser.add_argument("--limit", type=positive_int, default=None, metavar="N",
                         help="only the N newest records")
     parser.add_argument("--json", action="store_true",

@@ -22,12 +22,13 @@ from setui.textsafe import printable
 
 if TYPE_CHECKING:
     from setui.api.client import AgentClient
+    from setui.session import ThisVm
     from setui.store import Store
     from setui.store.reading import Record
 
-__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "add_storage_options", "agent_for",
-           "data_dir", "iso", "open_readonly", "positive_int", "read_record",
-           "record_reading", "when", "whole_number", "would_overwrite"]
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "READS_THE_AGENT", "add_storage_options",
+           "agent_for", "agent_vm", "data_dir", "iso", "open_readonly", "positive_int",
+           "read_record", "record_reading", "when", "whole_number", "would_overwrite"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -62,6 +63,26 @@ def agent_for(args: argparse.Namespace, err: IO[str], command: str) -> AgentClie
     if client is None and _something_at(config.socket or DEFAULT_SOCKET):
         err.write(f"{command}: {printable(words, 400)}\n")
     return client
+
+
+# What --help says of a reader where the agent answers (history, audit, report, replay).
+READS_THE_AGENT = (
+    "Where the agent answers on its socket (setui agent, the VM's service), this reads the "
+    "record the agent keeps, through it. A --data-dir given on the command line is read "
+    "as it is instead; --standalone reads your own store (or the agent's, read-only, "
+    "where you may read it).")
+
+
+def agent_vm(agent: AgentClient, given: str | None) -> ThisVm:
+    """This VM's name for a command attached to the agent: the agent's, which it decides
+    by (it asked IMDS), else the one given (``--vm-name``), else not known."""
+    from setui.session import ThisVm
+
+    known = agent.hello.agent.vm_name
+    this_vm = ThisVm(known or given)
+    if known:
+        this_vm.source = "the agent"
+    return this_vm
 
 
 def _something_at(path: Path) -> bool:

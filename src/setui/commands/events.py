@@ -27,6 +27,7 @@ from setui.commands.common import (
     EXIT_OK,
     EXIT_USAGE,
     agent_for,
+    agent_vm,
     iso,
     open_readonly,
     record_reading,
@@ -50,11 +51,16 @@ __all__ = ["add_arguments", "countdown", "event_json", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = (
+        "Where the agent answers on its socket (setui agent, the VM's service), the events "
+        "are the agent's: no request to IMDS, nothing recorded here. stderr says 'attached "
+        "to the agent (pid N, up ...)', and that its state is stale when its connection is "
+        "not live (--json: the key 'attached'). --standalone reads IMDS itself.")
     parser.add_argument("--json", action="store_true",
                         help="one JSON object (ASCII, stable keys) instead of a table")
     parser.add_argument("--vm-name", metavar="NAME", default=argparse.SUPPRESS,
-                        help="this VM's name in Resources (default: asked from IMDS; "
-                             "not known if it does not answer)")
+                        help="this VM's name in Resources (default: the agent's, else "
+                             "asked from IMDS; not known if it does not answer)")
 
 
 def countdown(moment: datetime | None, now: datetime) -> str:
@@ -232,9 +238,8 @@ def _from_agent(args: argparse.Namespace, agent: AgentClient, err: IO[str],
         return EXIT_FAILED
     service = ServiceClock(wall=wall)
     service.observe(state.now, mono)
-    this_vm = ThisVm(getattr(args, "vm_name", None) or getattr(config, "vm_name", None))
-    if this_vm.name is None and info.vm_name:
-        this_vm.name, this_vm.source = info.vm_name, "the agent"
+    this_vm = agent_vm(agent, getattr(args, "vm_name", None)
+                       or getattr(config, "vm_name", None))
     age = health.age(mono)
     attached = {"pid": info.pid, "since": iso(info.since), "words": words,
                 "connection": health.state.value, "live": stale is None,

@@ -22,6 +22,7 @@ from setui.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
+    READS_THE_AGENT,
     add_storage_options,
     iso,
     positive_int,
@@ -94,6 +95,7 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
 
 # -- arguments -----------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = READS_THE_AGENT
     parser.add_argument("--limit", type=positive_int, default=50, metavar="N",
                         help="at most N incarnations (default 50)")
     parser.add_argument("--since", type=parse_since, metavar="TIME",

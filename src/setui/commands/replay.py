@@ -10,12 +10,14 @@ from __future__ import annotations
 import argparse
 import sys
 
+from setui.commands.common import READS_THE_AGENT
 from setui.commands.history import parse_since
 
 __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = READS_THE_AGENT
     parser.add_argument("--from", dest="since", type=parse_since, metavar="TIME",
                         help="start the cursor here: 2h, 30m, 7d ago, or an ISO 8601 time "
                              "in UTC (default: the first recorded incarnation)")

@@ -20,7 +20,14 @@ import sys
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any
 
-from setui.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, iso, read_record
+from setui.commands.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    READS_THE_AGENT,
+    iso,
+    read_record,
+)
 from setui.commands.history import parse_since
 from setui.core.impact import BOOT, STALL, Impact, clocks_words, impact_words
 from setui.core.notice import DEFAULT_TERMINATE_NOTICE, Notice, notice_words
@@ -34,6 +41,7 @@ __all__ = ["add_arguments", "markdown", "report_command", "report_json", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = READS_THE_AGENT
     parser.add_argument("--from", dest="since", type=parse_since, metavar="TIME",
                         help="events alive from TIME: 2h, 30m, 7d ago, or ISO 8601 in UTC")
     parser.add_argument("--to", dest="until", type=parse_since, metavar="TIME",
