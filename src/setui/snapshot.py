@@ -19,11 +19,12 @@ from setui.core.model import Document, Event, is_this_vm
 from setui.store.records import event_snapshot
 from setui.textsafe import printable, some_names
 
-__all__ = ["READ_ONLY", "Confirmed", "Difference", "changes_between", "confirmed",
+__all__ = ["NO_DOCUMENT", "READ_ONLY", "Confirmed", "Difference", "changes_between", "confirmed",
            "difference", "find_event", "other_vms", "refusal", "repeated"]
 
 # Why a front end told never to approve (--read-only) refuses, whoever would approve.
 READ_ONLY = "setui runs read-only (--read-only): it approves nothing"
+NO_DOCUMENT = "there is no current events document to approve against"
 
 # The fields an operator confirms, in the order a change is told.
 _FIELDS = (("EventType", "type"), ("EventStatus", "status"), ("Resources", "resources"),
@@ -153,7 +154,7 @@ def refusal(event_id: str, document: Document | None, *, vm_name: str | None,
     if not event_id or not event_id.strip():
         return "an empty EventId cannot be approved"
     if document is None:
-        return "there is no current events document to approve against"
+        return NO_DOCUMENT
     event = find_event(document, event_id)
     if event is None:
         return (f"EventId {event_id} is not in the current document "

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, TypeVar
 from setui.api.client import AgentClient, ApiError, ConnectionLost
 from setui.api.protocol import FORBIDDEN, INTERNAL
 from setui.outcome import ApprovalOutcome, Progress
-from setui.snapshot import READ_ONLY, Confirmed, confirmed, refusal
+from setui.snapshot import NO_DOCUMENT, READ_ONLY, Confirmed, confirmed, refusal
 from setui.textsafe import printable
 
 if TYPE_CHECKING:
@@ -125,6 +125,8 @@ class AgentApprover:
         ids = list(dict.fromkeys(event_ids))
         if self.read_only:
             return _refused(ids, READ_ONLY)
+        if document is None:  # the agent could not be read: nothing to confirm, or send
+            return _refused(ids, NO_DOCUMENT)
         shown = {i: (confirmed_as or {}).get(i) or self._shown(document, i) for i in ids}
         try:
             outcomes = await self._in_thread(lambda: self.client.approve(
@@ -147,12 +149,11 @@ class AgentApprover:
         return outcomes
 
     @staticmethod
-    def _shown(document: Document | None, event_id: str) -> Confirmed:
-        """What an id not in ``document`` is sent as: the id alone, which no event the
-        agent has matches (it refuses it, and records that)."""
-        seen = confirmed(document, event_id) if document is not None else None
-        return seen or Confirmed(event_id, {"EventId": event_id},
-                                 document.incarnation if document is not None else 0)
+    def _shown(document: Document, event_id: str) -> Confirmed:
+        """The event as ``document`` has it; an id not in it is sent as the id alone, which
+        no event the agent has matches (it refuses it, and records that)."""
+        return confirmed(document, event_id) or Confirmed(event_id, {"EventId": event_id},
+                                                          document.incarnation)
 
     async def _in_thread(self, ask: Callable[[], _T]) -> _T:
         """``ask()`` on a daemon thread of its own, so that a command interrupted while
