@@ -7,6 +7,7 @@ there but does not answer."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -69,18 +70,27 @@ def _audit(base: Path) -> list:
 
 
 def _recorded(base: Path) -> None:
-    """Wait until the agent has stored the event and bob has said no to it."""
+    """Wait until the agent has stored its first document."""
     with Store.open_dir(base / "data", readonly=True) as store:
         wait_until(lambda: store.history(limit=1) != [], 30, "the first document stored")
+
+
+@contextlib.contextmanager
+def agent_running(url: str, base: Path) -> Iterator[subprocess.Popen[str]]:
+    """The agent, from its first document stored until a clean stop."""
+    proc, _ = start_agent(url, base)
+    try:
+        _recorded(base)
+        yield proc
+    finally:
+        assert stop(proc) == 0
 
 
 def test_every_reader_shows_what_the_agent_recorded_and_asks_imds_nothing(
         base: Path, emulator: Emulator, decoy: Emulator,
         accounts: dict[str, Account]) -> None:
     alice = accounts["alice"]
-    proc, _ = start_agent(emulator.url, base)
-    try:
-        _recorded(base)
+    with agent_running(emulator.url, base) as proc:
         assert run_as(accounts["bob"], base, "dismiss", {"ids": [EVENT_ID]})["recorded"]
 
         def ok(*args: str, who: Account | None = alice) -> subprocess.CompletedProcess[str]:
@@ -115,8 +125,6 @@ def test_every_reader_shows_what_the_agent_recorded_and_asks_imds_nothing(
         assert EVENT_ID in report and f"**Endpoint:** {emulator.url}" in report, report
         scenario = parse_scenario(ok("history", "export-scenario", "-", who=None).stdout)
         assert [e.id for e in scenario.events] == [EVENT_ID]
-    finally:
-        assert stop(proc) == 0
     assert decoy.requests == []
     assert not (base / "mine").exists()
 
@@ -124,16 +132,12 @@ def test_every_reader_shows_what_the_agent_recorded_and_asks_imds_nothing(
 def test_two_users_approving_at_once_through_the_cli_make_one_post_under_the_winner(
         base: Path, emulator: Emulator, decoy: Emulator,
         accounts: dict[str, Account]) -> None:
-    proc, _ = start_agent(emulator.url, base)
-    try:
-        _recorded(base)
+    with agent_running(emulator.url, base):
         running = {who: setui_as(accounts[who], base, "approve", EVENT_ID, "--yes",
                                  endpoint=decoy.url, background=True)
                    for who in ("alice", "bob")}
         done = {who: (*p.communicate(timeout=120), p.returncode)  # type: ignore[union-attr]
                 for who, p in running.items()}
-    finally:
-        assert stop(proc) == 0
     winners = [who for who, (_out, _err, code) in done.items() if code == 0]
     assert len(winners) == 1, done
     winner = winners[0]
@@ -151,14 +155,10 @@ def test_two_users_approving_at_once_through_the_cli_make_one_post_under_the_win
 def test_a_non_approver_is_refused_says_who_may_and_is_recorded(
         base: Path, emulator: Emulator, decoy: Emulator,
         accounts: dict[str, Account]) -> None:
-    proc, _ = start_agent(emulator.url, base)
-    try:
-        _recorded(base)
+    with agent_running(emulator.url, base):
         said = setui_as(accounts["carol"], base, "approve", EVENT_ID, "--yes",
                         endpoint=decoy.url)
         asked = setui_as(accounts["carol"], base, "approve", EVENT_ID, endpoint=decoy.url)
-    finally:
-        assert stop(proc) == 0
     for done in (said, asked):
         assert done.returncode == 1, done.stdout + done.stderr
         assert "REFUSED: the agent does not take approvals from sapi-carol: you are not " \
@@ -192,9 +192,7 @@ def test_standalone_when_told_or_with_no_agent_and_why_when_its_socket_does_not_
                            " (a socket is left there; nothing answers)\n")
     (base / "run" / "api.sock").unlink()
     # The agent runs, and --standalone is given: this command polls and records itself.
-    proc, _ = start_agent(emulator.url, base)
-    try:
-        _recorded(base)
+    with agent_running(emulator.url, base):
         asked = len(decoy.requests)
         own = events("--standalone")
         assert own.stderr == "" and EVENT_ID not in own.stdout
@@ -204,19 +202,13 @@ def test_standalone_when_told_or_with_no_agent_and_why_when_its_socket_does_not_
         assert EVENT_ID not in history.stdout and "recording began" in history.stdout
         # And attached, for the contrast: the agent's event.
         assert EVENT_ID in events().stdout
-    finally:
-        assert stop(proc) == 0
 
 
 def test_someone_who_may_not_reach_the_socket_is_told_so_and_runs_standalone(
         base: Path, emulator: Emulator, decoy: Emulator) -> None:
-    proc, _ = start_agent(emulator.url, base)
-    try:
-        _recorded(base)
+    with agent_running(emulator.url, base):
         nobody = setui_as(Account("nobody", 65534, 65534), base, "history",
                           endpoint=decoy.url)
-    finally:
-        assert stop(proc) == 0
     assert nobody.returncode == 0 and "Traceback" not in nobody.stderr, nobody.stderr
     assert nobody.stderr.startswith(
         f"setui history: standalone: cannot reach the agent at {base / 'run' / 'api.sock'}: "

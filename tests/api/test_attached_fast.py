@@ -6,24 +6,19 @@ a thread with a loop of its own, as its blocking client would otherwise stop the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import time
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from api_helpers import agent_in_process
 
 from setui.api.client import AgentClient
-from setui.api.codec import AgentInfo
-from setui.api.peer import Authority
-from setui.api.queries import Queries
-from setui.api.server import ApiServer
-from setui.api.socketfile import bind_socket
-from setui.api.source import AgentSource
 from setui.cli import build_parser
 from setui.commands.approve import ApproveRequest, approve_command
 from setui.commands.events import list_events
@@ -44,33 +39,18 @@ DOCUMENT = parse_document({"DocumentIncarnation": 7, "Events": [{
 
 
 @pytest.fixture
-async def agent(tmp_path: Path) -> AsyncIterator[Callable[[Health], Path]]:
-    """``agent(health)``: an agent's API whose monitor holds DOCUMENT with that health;
-    the socket's path."""
-    store = Store.open_dir(tmp_path / "data")
-    servers: list[tuple[ApiServer, Any]] = []
+async def agent(tmp_path: Path) -> AsyncIterator[Callable[[Health], Any]]:
+    """``await agent(health)``: an agent's API whose monitor holds DOCUMENT with that
+    health; the socket's path."""
+    async with contextlib.AsyncExitStack() as stack:
+        store = stack.enter_context(Store.open_dir(tmp_path / "data"))
 
-    async def serve(health: Health) -> Path:
-        monitor = SimpleNamespace(state=MonitorState(document=DOCUMENT, health=health),
-                                  now=lambda: T0, interval=1.0, recorder=None,
-                                  endpoint=ENDPOINT, vm_name="web-0")
-        held = SimpleNamespace(steps={}, held=set(), log=None, vm_name="web-0")
-        info = AgentInfo(4242, T0, "web-0", None, ENDPOINT, None, None, False)
-        source = AgentSource(monitor=monitor, agent=held, client=None,  # type: ignore[arg-type]
-                             store=store, info=info, host="vm-web-0")
-        server = ApiServer(source, authority=Authority([]), queries=Queries(store.path),
-                           say=print)
-        bound = bind_socket(tmp_path / "api.sock", group=None)
-        await server.serve(bound.sock)
-        servers.append((server, bound))
-        return tmp_path / "api.sock"
+        async def serve(health: Health) -> Path:
+            return await stack.enter_async_context(agent_in_process(
+                tmp_path, store, endpoint=ENDPOINT, started=T0, pid=4242,
+                state=MonitorState(document=DOCUMENT, health=health)))
 
-    yield serve  # type: ignore[misc]
-    for server, bound in servers:
-        await server.aclose()
-        bound.remove()
-        bound.sock.close()
-    store.close()
+        yield serve
 
 
 def _events(path: Path, *argv: str) -> tuple[int, str, str]:

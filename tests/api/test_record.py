@@ -10,23 +10,16 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from api_helpers import agent_in_process
 
 from recording import ENDPOINT, START, Approval, record_scenario
 from setui.api import client as client_module
 from setui.api.client import AgentClient
-from setui.api.codec import AgentInfo
-from setui.api.peer import Authority
-from setui.api.queries import Queries
-from setui.api.server import ApiServer
-from setui.api.socketfile import bind_socket
-from setui.api.source import AgentSource
 from setui.core.impact import BOOT, STALL, STARTED, Impact
 from setui.monitor.replay import load_recording
-from setui.monitor.state import MonitorState
 from setui.store import APPROVE_ATTEMPT, Store
 from setui.store.reading import Record
 from setui.store.records import AuditEntry
@@ -91,26 +84,14 @@ async def both(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(client_module, "AUDIT_PAGE", 5)
     monkeypatch.setattr(client_module, "HISTORY_PAGE", 7)
     _store(tmp_path / "setui.db").close()
-    monitor = SimpleNamespace(state=MonitorState(), now=lambda: START, interval=1.0,
-                              recorder=None, endpoint=ENDPOINT, vm_name="web-0")
-    agent = SimpleNamespace(steps={}, held=set(), log=None, vm_name="web-0")
-    info = AgentInfo(1, START, "web-0", None, ENDPOINT, None, None, False)
     with Store(tmp_path / "setui.db", readonly=True) as store:
-        source = AgentSource(monitor=monitor, agent=agent, client=None,  # type: ignore[arg-type]
-                             store=store, info=info, host="test")
-        server = ApiServer(source, authority=Authority([]), queries=Queries(store.path),
-                           say=print)
-        bound = bind_socket(tmp_path / "api.sock", group=None)
-        await server.serve(bound.sock)
-        client = await asyncio.to_thread(AgentClient.connect, tmp_path / "api.sock",
-                                         timeout=10)
-        try:
-            yield store, client
-        finally:
-            client.close()
-            await server.aclose()
-            bound.remove()
-            bound.sock.close()
+        async with agent_in_process(tmp_path, store, endpoint=ENDPOINT,
+                                    started=START) as path:
+            client = await asyncio.to_thread(AgentClient.connect, path, timeout=10)
+            try:
+                yield store, client
+            finally:
+                client.close()
 
 
 QUESTIONS: dict[str, Callable[[Record], Any]] = {
