@@ -335,6 +335,7 @@ async def _watch_agent(config: Config, path: Path, printer: _Printer, notifier: 
     pinger = asyncio.ensure_future(notifier.keep_alive())
     try:
         while True:
+            sub: Subscription | None = None
             try:
                 sub = await Subscription.open(path, timeout=5.0)
             except ApiError as exc:
@@ -342,6 +343,7 @@ async def _watch_agent(config: Config, path: Path, printer: _Printer, notifier: 
                 if misses == 1:
                     _say(err, f"setui: the agent does not answer ({exc.message}): trying "
                               "again", journal, WARNING)
+            if sub is None:
                 await asyncio.sleep(pause.delay(misses))
                 continue
             misses = 0
