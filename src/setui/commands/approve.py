@@ -17,28 +17,19 @@ import argparse
 import asyncio
 import contextlib
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from setui.commands.common import (
-    EXIT_FAILED,
-    EXIT_OK,
-    EXIT_USAGE,
-    agent_for,
-    agent_vm,
-    data_dir,
-)
-from setui.core.clock import ServiceClock, utc_now
-from setui.core.errors import ImdsError
+from setui.commands.approveroutes import Route, StandaloneRoute, attached
+from setui.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, agent_for, data_dir
+from setui.core.clock import utc_now
 from setui.core.model import Document, Event, is_this_vm
 from setui.core.timefmt import duration, signed_countdown, stamp
 from setui.identity import Identity
 from setui.outcome import ApprovalOutcome, Progress
-from setui.session import ONE_SHOT_TRIES, ThisVm
 from setui.textsafe import printable, some_names
 
 if TYPE_CHECKING:  # sqlite3 and httpx load only when approving, not for `setui --version`
@@ -172,131 +163,6 @@ def _ask(stdin: IO[str] | None, out: IO[str], question: str = "Approve?", *,
     return answer.strip().lower() in ("y", "yes")
 
 
-# -- where the events are read and the approval goes ------------------------------------------
-class _Standalone:
-    """This process reads IMDS, keeps the audit log in its own store (the history too)
-    and approves through the Approver."""
-
-    def __init__(self, client: ImdsClient, store: Store | None, approver: Approver,
-                 wall: Callable[[], datetime]) -> None:
-        self.client = client
-        self.store = store
-        self.approver = approver
-        # "In 15 min" is counted on the service's clock (its Date header): NotBefore is
-        # its time, and this VM's clock may be off. The history and the audit log are
-        # written in the same clock, as every other front end writes them.
-        self.clock = ServiceClock(wall=wall)
-        approver.wall = self.clock.now
-
-    @property
-    def endpoint(self) -> str:
-        return self.client.endpoint
-
-    @property
-    def record(self) -> Record | None:
-        """Where ids typed as a prefix are looked up: the store."""
-        return self.store
-
-    async def read(self) -> tuple[Document | None, str | None]:
-        try:
-            result = await self.client.fetch()
-        except ImdsError as exc:
-            return None, exc.message or str(exc)
-        self.clock.observe(result.server_date, result.received_mono)
-        if result.document is None:
-            return None, "the service answered without a document"
-        return result.document, None
-
-    async def this_vm(self, given: str | None) -> ThisVm:
-        this_vm = ThisVm(given)
-        await this_vm.learn(self.client, tries=ONE_SHOT_TRIES)
-        return this_vm
-
-    def keep(self, document: Document | None, seen_at: datetime, err: IO[str]) -> None:
-        """Keep the document approved against in the history too: after the approval, so a
-        slow or locked database never delays it, and not at all when the log just failed."""
-        from setui.store import StoreError
-
-        store, approver = self.store, self.approver
-        if store is None or store.readonly or document is None or approver.store_error:
-            return
-        try:
-            store.record_document(document, seen_at=seen_at, endpoint=self.endpoint,
-                                  vm_name=approver.vm_name)
-        except StoreError as exc:
-            err.write(f"setui approve: not recorded in the history: {exc}\n")
-
-    def interrupted(self) -> str:
-        # A POST under way may still arrive: the audit log has what became of it.
-        return ("interrupted. `setui audit` says what was sent, if anything, and what "
-                "became of it; `setui events` whether the event started.")
-
-    async def aclose(self) -> None:
-        await self.client.aclose()
-        if self.store is not None:
-            self.store.close()
-
-
-class _Attached:
-    """The agent reads IMDS, keeps the audit log and approves (api.approving): this
-    process asks IMDS nothing and writes no store."""
-
-    def __init__(self, agent: AgentClient, approver: AgentApprover,
-                 wall: Callable[[], datetime], err: IO[str]) -> None:
-        self.agent = agent
-        self.approver = approver
-        self.clock = ServiceClock(wall=wall)
-        self.err = err
-        self._said: str | None = None  # the agent's connection not live, said once
-
-    @property
-    def endpoint(self) -> str:
-        return self.agent.hello.agent.endpoint
-
-    @property
-    def record(self) -> Record:
-        return self.agent
-
-    async def read(self) -> tuple[Document | None, str | None]:
-        """The agent's document; a state it holds while its connection is not live is
-        said to be so (once), never shown as live."""
-        from setui.api.attach import not_live
-        from setui.api.client import ApiError
-
-        try:
-            state, _plan = self.agent.state()
-        except ApiError as exc:
-            return None, f"the agent's state cannot be read: {exc.message}"
-        mono = time.monotonic()
-        self.clock.observe(state.now, mono)
-        stale = not_live(state.state.health, mono)
-        if stale is not None and stale != self._said:
-            self.err.write(f"setui approve: {stale}\n")
-        self._said = stale
-        if state.state.document is None:
-            return None, "the agent has no events document yet"
-        return state.state.document, None
-
-    async def this_vm(self, given: str | None) -> ThisVm:
-        return agent_vm(self.agent, given)
-
-    def keep(self, document: Document | None, seen_at: datetime, err: IO[str]) -> None:
-        """Nothing: the agent records what it reads."""
-
-    def interrupted(self) -> str:
-        if self.approver.abandoned:
-            return ("interrupted: the approval runs in the agent, which goes on with it: "
-                    "`setui audit` shows the outcome; `setui events` whether the event "
-                    "started.")
-        return "interrupted: nothing was sent to the agent to approve."
-
-    async def aclose(self) -> None:
-        self.agent.close()
-
-
-_Desk = _Standalone | _Attached
-
-
 # -- the command --------------------------------------------------------------------------------
 async def approve_command(request: ApproveRequest, *, stdin: IO[str] | None, out: IO[str],
                           err: IO[str], identity: Identity | None = None,
@@ -312,22 +178,22 @@ async def approve_command(request: ApproveRequest, *, stdin: IO[str] | None, out
         if agent is not None:
             agent.close()
         return EXIT_USAGE
-    desk = _attached(agent, request, now, err) if agent is not None else \
-        _standalone(request, identity, make_client, now, err)
-    if isinstance(desk, int):
-        return desk
+    route = attached(agent, request.read_only, now, err) if agent is not None else \
+        standalone(request, identity, make_client, now, err)
+    if isinstance(route, int):
+        return route
     try:
-        return await _approve(request, ids, desk, stdin, out, err)
+        return await _approve(request, ids, route, stdin, out, err)
     except (asyncio.CancelledError, KeyboardInterrupt):
-        err.write(f"setui approve: {desk.interrupted()}\n")
+        err.write(f"setui approve: {route.interrupted()}\n")
         raise
     finally:
-        await desk.aclose()
+        await route.aclose()
 
 
-def _standalone(request: ApproveRequest, identity: Identity | None,
+def standalone(request: ApproveRequest, identity: Identity | None,
                 make_client: Callable[[str, str], ImdsClient] | None,
-                now: Callable[[], datetime], err: IO[str]) -> _Standalone | int:
+                now: Callable[[], datetime], err: IO[str]) -> StandaloneRoute | int:
     from setui.approval import Approver
 
     if make_client is None:
@@ -340,16 +206,7 @@ def _standalone(request: ApproveRequest, identity: Identity | None,
     store, problem = _open_store(request)
     approver = Approver(client, store, endpoint=client.endpoint, identity=identity,
                         read_only=request.read_only, store_problem=problem, wall=now)
-    return _Standalone(client, store, approver, now)
-
-
-def _attached(agent: AgentClient, request: ApproveRequest, now: Callable[[], datetime],
-              err: IO[str]) -> _Attached:
-    from setui.api.approving import AgentApprover
-    from setui.api.attach import attached_words
-
-    err.write(f"setui approve: {attached_words(agent, now())}\n")
-    return _Attached(agent, AgentApprover(agent, read_only=request.read_only), now, err)
+    return StandaloneRoute(client, store, approver, now)
 
 
 def _open_store(request: ApproveRequest) -> tuple[Store | None, str | None]:
@@ -363,14 +220,15 @@ def _open_store(request: ApproveRequest) -> tuple[Store | None, str | None]:
         return None, str(exc)
 
 
-async def _approve(request: ApproveRequest, ids: tuple[str, ...], desk: _Desk,
+
+async def _approve(request: ApproveRequest, ids: tuple[str, ...], route: Route,
                    stdin: IO[str] | None, out: IO[str], err: IO[str]) -> int:
-    document, fetch_problem = await desk.read()
-    seen_at = desk.clock.now()
+    document, fetch_problem = await route.read()
+    seen_at = route.clock.now()
     try:
-        return await _decide(request, ids, desk, document, fetch_problem, stdin, out, err)
+        return await _decide(request, ids, route, document, fetch_problem, stdin, out, err)
     finally:
-        desk.keep(document, seen_at, err)
+        route.keep(document, seen_at, err)
 
 
 def _resolve(ids: tuple[str, ...], document: Document | None, record: Record | None,
@@ -402,20 +260,20 @@ def _resolve(ids: tuple[str, ...], document: Document | None, record: Record | N
     return full
 
 
-async def _decide(request: ApproveRequest, typed: tuple[str, ...], desk: _Desk,
+async def _decide(request: ApproveRequest, typed: tuple[str, ...], route: Route,
                   document: Document | None, fetch_problem: str | None,
                   stdin: IO[str] | None, out: IO[str], err: IO[str]) -> int:
     from setui.snapshot import confirmed, find_event, other_vms
 
-    approver, now = desk.approver, desk.clock.now
+    approver, now = route.approver, route.clock.now
     if fetch_problem:
         err.write(f"setui approve: cannot read the events document: "
                   f"{printable(fetch_problem, 300)}\n")
-    resolved = _resolve(typed, document, desk.record, err)
+    resolved = _resolve(typed, document, route.record, err)
     if resolved is None:
         return EXIT_FAILED
     ids = tuple(dict.fromkeys(resolved))
-    this_vm = await desk.this_vm(request.vm_name)
+    this_vm = await route.this_vm(request.vm_name)
     vm_name = this_vm.name
     if vm_name is None:  # then every event reaches beyond this VM, as far as setui knows
         err.write(f"setui approve: {this_vm}\n")
@@ -451,7 +309,7 @@ async def _decide(request: ApproveRequest, typed: tuple[str, ...], desk: _Desk,
             out.write(line + "\n")
         if document is not None:
             out.write(f"(incarnation {document.incarnation}, endpoint "
-                      f"{printable(desk.endpoint, 100)})\n")
+                      f"{printable(route.endpoint, 100)})\n")
         if not going:
             return _report(_unrecorded(approver, await approver.approve(
                 list(ids), document, allow_other_vms=allow, progress=progress), err), out)
@@ -489,7 +347,7 @@ async def _decide(request: ApproveRequest, typed: tuple[str, ...], desk: _Desk,
         _report(outcomes, out)
         out.write("The events above were not approved as confirmed; they are shown again "
                   "as they are now.\n\n")
-        document, problem = await desk.read()
+        document, problem = await route.read()
         if document is None:
             err.write(f"setui approve: cannot read the events document: "
                       f"{printable(problem, 300)}\n")
