@@ -9,6 +9,7 @@ without the agent, and says so.
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 
 from setui.api.client import DEFAULT_SOCKET, AgentClient, ApiError, Subscription
 from setui.config import Config
@@ -17,7 +18,7 @@ from setui.core.health import ConnectionState, Health
 from setui.core.timefmt import duration
 from setui.textsafe import printable
 
-__all__ = ["attach", "attached_words", "not_live"]
+__all__ = ["attach", "attached_words", "not_live", "socket_of"]
 
 
 def attach(config: Config) -> tuple[AgentClient | None, str]:
@@ -32,12 +33,18 @@ def attach(config: Config) -> tuple[AgentClient | None, str]:
     and a hello, within a second): call it before the event loop, or on a thread."""
     if config.standalone:
         return None, "standalone (--standalone): polling IMDS itself"
-    path = config.socket or DEFAULT_SOCKET
+    path = socket_of(config)
     try:
         client = AgentClient.connect(path)
     except ApiError as exc:
         return None, f"standalone: {exc.message.rstrip('.')}"
     return client, attached_words(client, utc_now())
+
+
+def socket_of(config: Config) -> Path:
+    """Where a front end looks for the agent: ``--socket``, ``socket =``, SETUI_SOCKET
+    (config), else the service's default."""
+    return config.socket or DEFAULT_SOCKET
 
 
 def attached_words(client: AgentClient | Subscription, now: datetime) -> str:

@@ -56,11 +56,10 @@ def agent_for(args: argparse.Namespace, err: IO[str], command: str) -> AgentClie
     config = getattr(args, "config_resolved", None) or Config()
     if config.standalone or os.name != "posix":  # no Unix socket API off POSIX
         return None
-    from setui.api.attach import attach
-    from setui.api.client import DEFAULT_SOCKET
+    from setui.api.attach import attach, socket_of
 
     client, words = attach(config)
-    if client is None and _something_at(config.socket or DEFAULT_SOCKET):
+    if client is None and _something_at(socket_of(config)):
         err.write(f"{command}: {printable(words, 400)}\n")
     return client
 
