@@ -101,12 +101,17 @@ def test_every_reader_shows_what_the_agent_recorded_and_asks_imds_nothing(
 
         listed = ok("events")
         assert EVENT_ID in listed.stdout and f"this VM: {VM}" in listed.stdout
-        assert listed.stderr == f"setui events: attached to the agent (pid {proc.pid}, up " \
-            f"{listed.stderr.split(', up ', 1)[1]}"
+        # (A second line would say the agent's state is stale: on a loaded machine it
+        # may be, and that is not what is tested here.)
+        assert listed.stderr.startswith(f"setui events: attached to the agent (pid "
+                                        f"{proc.pid}, up ")
         shown = json.loads(ok("events", "--json").stdout)
         assert [e["event_id"] for e in shown["events"]] == [EVENT_ID]
         assert shown["vm_name"] == VM and shown["endpoint"] == emulator.url
-        assert shown["attached"]["pid"] == proc.pid and shown["attached"]["live"] is True
+        attached = shown["attached"]
+        assert attached["pid"] == proc.pid and attached["words"].startswith(
+            f"attached to the agent (pid {proc.pid}, up ")
+        assert attached["live"] is (attached["problem"] is None)
 
         history = ok("history").stdout
         assert "recording began" in history and "Reboot F020BA2E" in history
@@ -143,8 +148,13 @@ def test_two_users_approving_at_once_through_the_cli_make_one_post_under_the_win
     winner = winners[0]
     loser = "bob" if winner == "alice" else "alice"
     out, _err, code = done[loser]
-    assert code == 1 and f"already approved by sapi-{winner}" in out, done
-    assert "--again sends anyway" in out
+    # Refused, and why depends on when it came: the winner's approval in flight or done
+    # (the claim), or the event started already (it was approved: the snapshot differs).
+    said = " ".join(out.split())
+    assert code == 1, done
+    assert (f"already approved by sapi-{winner}" in said
+            or f"may already have been sent by sapi-{winner}" in said
+            or "has started since it was shown" in said), done
     assert "approved: the service answered HTTP 200" in done[winner][0]
     assert len(posts(emulator)) == 1 and decoy.requests == []
     attempts = [r for r in _audit(base) if r.action == APPROVE_ATTEMPT]
