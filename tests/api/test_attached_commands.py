@@ -126,6 +126,11 @@ def test_every_reader_shows_what_the_agent_recorded_and_asks_imds_nothing(
         [exported] = [json.loads(line) for line in
                       ok("audit", "export", "-", who=None).stdout.splitlines()]
         assert exported["action"] == DISMISSED and exported["user"] == "sapi-bob"
+        copy = base / "sync" / "copy.jsonl"  # a copy kept off the VM, checked against
+        copy.write_text(json.dumps(exported) + "\n")
+        copy.chmod(0o644)
+        assert "the 1 records of the copy match the log" in ok(
+            "audit", "verify", "--against", str(copy)).stdout
         report = ok("report", who=None).stdout
         assert EVENT_ID in report and f"**Endpoint:** {emulator.url}" in report, report
         scenario = parse_scenario(ok("history", "export-scenario", "-", who=None).stdout)
