@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from api_helpers import agent_in_process
 
-from recording import ENDPOINT, START, Approval, record_scenario
+from recording import ENDPOINT, START, Approval, heartbeat, record_scenario
 from setui.api import client as client_module
 from setui.api.client import AgentClient
 from setui.core.impact import BOOT, STALL, STARTED, Impact
@@ -58,10 +58,7 @@ def _store(path: Path) -> Store:
     store.audit_append(AuditEntry(action=APPROVE_ATTEMPT, time=START + timedelta(seconds=35),
                                   user="carol", host="test", endpoint=ENDPOINT,
                                   event_id=THIRD))
-    agent = store.recorder_start(endpoint=ENDPOINT, pid=1, host="test",
-                                 command="setui agent", at=START)
-    store.recorder_measures(agent)
-    store.recorder_beat(agent, START + timedelta(seconds=45), stopped=True)
+    heartbeat(store, 45)
     store.record_impact(Impact(STALL, START + timedelta(seconds=22), 4.8, ENDPOINT,
                                wall_seconds=4.8, boottime_seconds=4.8, event_id=SECOND,
                                event_type="Freeze", announced=5, tie=STARTED))
