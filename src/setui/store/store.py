@@ -40,6 +40,7 @@ from setui.store.db import (
     trigger_problem,
 )
 from setui.store.endpoints import endpoint_column
+from setui.store.impacts import BootGap
 from setui.store.place import Sharing, foreign_entries
 from setui.store.records import (
     APPROVE_ATTEMPT,
@@ -390,7 +391,7 @@ class Store:
                                    newest=newest)
 
     def boot_gap(self, *, endpoint: str, boot_id: str,
-                 booted_at: datetime | None) -> impacts.BootGap | None:
+                 booted_at: datetime | None) -> BootGap | None:
         """The polls around this boot, if the record holds another boot and this one was
         not told yet (store.impacts)."""
         with self._using("read the recording sessions") as conn:
