@@ -31,6 +31,7 @@ import os
 import re
 import shlex
 import stat
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -144,10 +145,10 @@ _APPROVER = re.compile(r"%?[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\$?")
 def _toml() -> ModuleType:
     """The TOML parser, loaded when there is a file to read: most VMs have none, and a
     recorder started at boot need not load a parser (5 ms of CPU) to read nothing."""
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+    else:  # Python 3.10
+        import tomli as tomllib
     return tomllib
 
 
@@ -364,10 +365,11 @@ def save_setting(file: Path, key: str, value: str) -> None:
 def _parse_for_save(text: str, file: Path) -> dict[str, Any]:
     tomllib = _toml()
     try:
-        return tomllib.loads(text)
+        parsed: dict[str, Any] = tomllib.loads(text)  # what loads() gives; a ModuleType says not
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {file} is not valid TOML, so it is left alone: "
                           f"{exc}") from None
+    return parsed
 
 
 def _replace_file(file: Path, text: str) -> None:

@@ -46,6 +46,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -53,10 +54,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+else:  # Python 3.10
+    import tomli as tomllib
 
 from setui.textsafe import preview as _preview
 
@@ -208,7 +209,7 @@ def builtin_scenarios() -> list[str]:
 def load_scenario(name_or_path: str) -> Scenario:
     """A built-in scenario by name, or a ``.toml`` / ``.json`` file by path."""
     if name_or_path in builtin_scenarios():
-        item = resources.files("setui.emulator").joinpath("scenarios", f"{name_or_path}.toml")
+        item = resources.files("setui.emulator") / "scenarios" / f"{name_or_path}.toml"
         return parse_scenario(item.read_text(encoding="utf-8"), source=f"{name_or_path} "
                               "(built-in)", default_name=name_or_path, fmt="toml")
     path = Path(name_or_path)
