@@ -139,10 +139,10 @@ def look_of(series: Iterable[object], scraped: Iterable[object], at: float | Non
         if labels.get("__name__") == BUSY_METRIC and _number(row) == 1:
             busy.setdefault(_key(labels), set()).add(str(labels.get("reason", "")))
     times: dict[VmKey, float] = {}
-    for row in scraped:
-        if isinstance(row, dict) and isinstance(row.get("metric"), dict):
-            value = _number(row)
-            key = _key(row["metric"])
+    for answer in scraped:
+        if isinstance(answer, dict) and isinstance(answer.get("metric"), dict):
+            value = _number(answer)
+            key = _key(answer["metric"])
             if value is not None:
                 times[key] = max(value, times.get(key, 0.0))
     return Look(fleet, {k: frozenset(v) for k, v in busy.items()}, times, at)
