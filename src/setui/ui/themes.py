@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -35,10 +36,10 @@ from textual.theme import Theme
 if TYPE_CHECKING:
     from textual.app import App
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+else:  # Python 3.10
+    import tomli as tomllib
 
 __all__ = [
     "COLOR_KEYS",
@@ -238,7 +239,10 @@ def parse_theme(data: Mapping[str, Any], source: str = "theme") -> Theme:
                          f"(known: name, dark, {', '.join(COLOR_KEYS)}, "
                          f"{', '.join(_NUMBERS)}, [variables])")
     try:
-        theme = Theme(name=name, dark=dark, variables=variables, **colors, **numbers)
+        # colors' keys are COLOR_KEYS, numbers' the float fields of _NUMBERS: Theme's own
+        # names, chosen by data, which mypy cannot follow from a dict[str, ...].
+        theme = Theme(name=name, dark=dark, variables=variables,
+                      **colors, **numbers)  # type: ignore[arg-type]
         defaults = variable_defaults(theme)
     except (ColorParseError, ValueError, TypeError, ArithmeticError) as exc:
         raise ThemeError(f"Textual cannot build a theme from it ({exc})") from None

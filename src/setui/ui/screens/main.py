@@ -29,7 +29,7 @@ from textual.widgets import DataTable, Input, Static
 
 from setui.core.health import ConnectionState
 from setui.core.model import Event
-from setui.core.timefmt import local_differs
+from setui.core.timefmt import local_differs, utc_time
 from setui.ui.format import (
     Palette,
     Urgency,
@@ -41,7 +41,6 @@ from setui.ui.format import (
     safe,
     sort_key,
     time_of_day,
-    utc_time,
 )
 from setui.ui.messages import (
     ApprovalNote,
