@@ -106,6 +106,7 @@ def _key(labels: Mapping[str, object]) -> VmKey:
 
 def _number(sample: Mapping[str, object]) -> float | None:
     try:
+        # A Prometheus sample is JSON of any shape: the except is the check, not the type.
         return float(sample["value"][1])  # type: ignore[index]
     except (KeyError, IndexError, TypeError, ValueError):
         return None

@@ -165,6 +165,7 @@ class Store:
     def open_dir(cls, data_dir: Path | str | None = None, **kw: object) -> Store:
         """``<data_dir>/setui.db``; the directory defaults to :func:`default_data_dir`."""
         directory = Path(data_dir).expanduser() if data_dir is not None else default_data_dir()
+        # kw is Store()'s own keywords, passed on: named there once, not again here.
         return cls(directory / DB_NAME, **kw)  # type: ignore[arg-type]
 
     # -- lifecycle ------------------------------------------------------------------------

@@ -148,6 +148,8 @@ def install() -> bool:
 
     render_segments.__doc__ = _render_segments.__doc__
     setattr(render_segments, _MARK, True)
+    # The patch itself (see above): mypy rightly refuses to assign to a method, and this
+    # is the one place that means to.
     ChopsUpdate.render_segments = render_segments  # type: ignore[method-assign]
     return True
 
