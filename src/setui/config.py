@@ -365,7 +365,8 @@ def save_setting(file: Path, key: str, value: str) -> None:
 def _parse_for_save(text: str, file: Path) -> dict[str, Any]:
     tomllib = _toml()
     try:
-        parsed: dict[str, Any] = tomllib.loads(text)  # what loads() gives; a ModuleType says not
+        # loads() gives a dict; through _toml()'s ModuleType mypy cannot see that.
+        parsed: dict[str, Any] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {file} is not valid TOML, so it is left alone: "
                           f"{exc}") from None
