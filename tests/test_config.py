@@ -55,6 +55,15 @@ def test_bad_files_are_explained(tmp_path: Path, text: str, words: str) -> None:
         assert str(path) in str(info.value)
 
 
+def test_a_file_nested_too_deeply_is_explained(tmp_path: Path) -> None:
+    # The parser recurses once a level: this once ended in a RecursionError traceback.
+    path = write(tmp_path, "endpoint = " + "[" * 100_000 + "\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, environ={})
+    assert "not valid TOML" in str(info.value) and "nested too deeply" in str(info.value)
+    assert str(path) in str(info.value)
+
+
 def test_explicit_missing_file_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(tmp_path / "nope.toml", environ={})

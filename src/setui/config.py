@@ -34,7 +34,6 @@ import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import platformdirs
@@ -50,6 +49,7 @@ from setui.core.endpoint import (
 from setui.core.notice import DEFAULT_TERMINATE_NOTICE
 from setui.core.pace import check_interval
 from setui.textsafe import printable
+from setui.tomlread import TomlError, parse_toml
 
 __all__ = ["Config", "ConfigError", "config_dir", "default_config_path", "load_config",
            "save_setting"]
@@ -139,16 +139,6 @@ _TYPES: Mapping[str, tuple[type, ...]] = {
 _WORDS = {str: "a string", int: "a number", bool: "true or false", list: "a list of names"}
 # A user or %group name in `approvers`: what useradd and groupadd accept, and no more.
 _APPROVER = re.compile(r"%?[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\$?")
-
-
-def _toml() -> ModuleType:
-    """The TOML parser, loaded when there is a file to read: most VMs have none, and a
-    recorder started at boot need not load a parser (5 ms of CPU) to read nothing."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
-    return tomllib
 
 
 def load_config(path: Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
@@ -241,10 +231,9 @@ def _check_private(file: Path, info: os.stat_result, values: Mapping[str, Any]) 
 
 
 def _read_file(file: Path) -> dict[str, Any]:
-    tomllib = _toml()
     try:
         data, info = _read(file)
-        raw = tomllib.loads(data.decode("utf-8"))
+        raw = parse_toml(data.decode("utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file {file} does not exist") from None
     except IsADirectoryError:
@@ -253,7 +242,7 @@ def _read_file(file: Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read config file {file}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"config file {file} is not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as exc:
+    except TomlError as exc:
         raise ConfigError(f"config file {file} is not valid TOML: {exc}") from None
     known = {f.name for f in fields(Config)}
     values: dict[str, Any] = {}
@@ -350,10 +339,9 @@ def save_setting(file: Path, key: str, value: str) -> None:
             lines[-1] += "\n"
         lines.insert(first_table, f"{key} = {literal}\n")
     new_text = "".join(lines)
-    tomllib = _toml()
     try:
-        after: dict[str, Any] | None = tomllib.loads(new_text)
-    except tomllib.TOMLDecodeError:
+        after: dict[str, Any] | None = parse_toml(new_text)
+    except TomlError:
         after = None
     if after != {**before, key: value}:  # a layout this simple editor does not understand
         raise ConfigError(f"config file {file}: cannot set {key} without rewriting the file; "
@@ -362,10 +350,9 @@ def save_setting(file: Path, key: str, value: str) -> None:
 
 
 def _parse_for_save(text: str, file: Path) -> dict[str, Any]:
-    tomllib = _toml()
     try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+        return parse_toml(text)
+    except TomlError as exc:
         raise ConfigError(f"config file {file} is not valid TOML, so it is left alone: "
                           f"{exc}") from None
 

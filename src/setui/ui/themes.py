@@ -32,13 +32,10 @@ from textual.css.constants import VALID_STYLE_FLAGS
 from textual.message import Message
 from textual.theme import Theme
 
+from setui.tomlread import TomlError, parse_toml
+
 if TYPE_CHECKING:
     from textual.app import App
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
 
 __all__ = [
     "COLOR_KEYS",
@@ -200,11 +197,9 @@ def _decode(data: bytes, label: str) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise ThemeError("not UTF-8 text") from None
     try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+        return parse_toml(text)
+    except TomlError as exc:
         raise ThemeError(f"not valid TOML ({exc})") from None
-    except RecursionError:
-        raise ThemeError("not valid TOML (nested too deeply)") from None
 
 
 def parse_theme(data: Mapping[str, Any], source: str = "theme") -> Theme:
