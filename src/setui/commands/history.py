@@ -486,7 +486,7 @@ def _export_scenario(store: Store, args: argparse.Namespace, out: IO[str],
     if target == "-":
         out.write(text)
         return EXIT_OK
-    from setui.store.files import write_atomically
+    from setui.atomicfile import write_atomically
 
     try:
         write_atomically(Path(target), text, mode=0o644)
