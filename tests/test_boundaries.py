@@ -30,6 +30,7 @@ HEADLESS = (
     "setui.commands.agent", "setui.agent.agent", "setui.agent.metrics", "setui.store.agent",
     "setui.api.client", "setui.api.server", "setui.api.serve", "setui.agent.lock",
     "setui.outcome", "setui.tomlread", "setui.gctune",
+    "setui.envsettings",
 )
 
 

@@ -2,7 +2,8 @@
 
 Precedence, lowest first: built-in defaults, ``config.toml``, environment variables
 (``SETUI_ENDPOINT``, ``SETUI_API_VERSION``, ``SETUI_DATA_DIR``,
-``SETUI_AUDIT_FORWARD``), command-line options.
+``SETUI_AUDIT_FORWARD``; setui.envsettings names each and holds the rule), command-line
+options.
 The file is optional; a bad one is an error with its path and the key named, never a
 traceback and never silently ignored.
 
@@ -48,6 +49,7 @@ from setui.core.endpoint import (
 )
 from setui.core.notice import DEFAULT_TERMINATE_NOTICE
 from setui.core.pace import check_interval
+from setui.envsettings import VARIABLES, from_environment
 from setui.textsafe import printable
 from setui.tomlread import TomlError, parse_toml
 
@@ -149,22 +151,12 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
     values: dict[str, Any] = {}
     if file.exists() or explicit:
         values = _read_file(file)
-    env_map = {
-        "SETUI_ENDPOINT": "endpoint",
-        "SETUI_API_VERSION": "api_version",
-        "SETUI_DATA_DIR": "data_dir",
-        "SETUI_AUDIT_FORWARD": "audit_forward",
-        "SETUI_PROMETHEUS_URL": "prometheus",
-        "SETUI_PROMETHEUS_TOKEN": "prometheus_token",
-        "SETUI_PROMETHEUS_USER": "prometheus_user",
-        "SETUI_PROMETHEUS_PASSWORD": "prometheus_password",
-        "SETUI_SOCKET": "socket",
-    }
     origins: dict[str, str] = {}
-    for var, key in env_map.items():
-        if env.get(var):
-            values[key] = env[var]
-            origins[key] = f"environment variable {var}"
+    for key, variable in VARIABLES.items():
+        value = from_environment(key, env)
+        if value is not None:
+            values[key] = value
+            origins[key] = f"environment variable {variable}"
     for key in ("data_dir", "policy", "socket"):
         if key in values:
             values[key] = Path(values[key]).expanduser()
