@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 from rich.text import Text
 
-from setui.core.timefmt import time_of_day
+from setui.core.timefmt import age, clock, time_of_day
 from setui.fleet.model import Fleet, FleetEvent, FleetVm, Group, VmState
 from setui.ui.format import (
     CRITICAL_SECONDS,
@@ -25,8 +25,6 @@ from setui.ui.format import (
     Countdown,
     Palette,
     Urgency,
-    age,
-    duration_text,
     safe,
 )
 
@@ -141,7 +139,7 @@ def event_countdown(event: FleetEvent, now: datetime) -> Countdown:
         return Countdown(f"waiting{mark}", Urgency.CRITICAL)
     level = (Urgency.CRITICAL if remaining < CRITICAL_SECONDS else
              Urgency.WARNING if remaining < WARNING_SECONDS else Urgency.CALM)
-    return Countdown(f"T-{duration_text(remaining)}{mark}", level)
+    return Countdown(f"T-{clock(remaining)}{mark}", level)
 
 
 def vm_words(vm: FleetVm, now: float) -> str:

@@ -27,10 +27,11 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from setui.core.model import Event
+from setui.core.model import Event, is_this_vm
+from setui.core.timefmt import stamp, utc_time
 from setui.gctune import freeze_heap_once
 from setui.ui import compat
-from setui.ui.format import countdown, impact, is_this_vm, safe, stamp, utc_time
+from setui.ui.format import countdown, impact, safe
 from setui.ui.messages import ApprovalNote
 
 __all__ = ["GUARD_SECONDS", "MIN_SIZE", "ConfirmationModal", "Prompt", "approval_prompt"]
