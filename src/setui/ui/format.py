@@ -36,6 +36,7 @@ __all__ = [
     "combine",
     "connection_announcement",
     "countdown",
+    "countdown_to",
     "impact",
     "poll_report",
     "resources_summary",
@@ -106,7 +107,13 @@ def countdown(event: Event, now: datetime, *, started_at: datetime | None = None
         return Countdown(f"status {safe(event.status, 20)}", Urgency.CALM)
     if event.not_before is None:
         return Countdown("no NotBefore", Urgency.CALM)
-    remaining = math.ceil((event.not_before - now).total_seconds())
+    return countdown_to(event.not_before, now)
+
+
+def countdown_to(not_before: datetime, now: datetime) -> Countdown:
+    """``T-4:59`` and how urgent that is; ``waiting`` once NotBefore has come (the
+    service may start the event any moment): for this VM's events and the fleet's."""
+    remaining = math.ceil((not_before - now).total_seconds())
     if remaining <= 0:
         return Countdown("waiting", Urgency.CRITICAL)
     if remaining < CRITICAL_SECONDS:
