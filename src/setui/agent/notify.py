@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from setui.core.backoff import Backoff
 from setui.core.clock import utc_now
 from setui.store.agent import AgentLog
+from setui.textsafe import masked
 
 __all__ = ["Message", "Notifier", "render"]
 
@@ -45,8 +46,7 @@ class Message:
 def render(template: str, fields: Mapping[str, object]) -> str:
     """``template`` with ``$fields`` (checked when the policy was read); each value is
     bounded and freed of control characters: it came from the network."""
-    clean = {k: "".join(c if c.isprintable() else "?" for c in str(v))[:_MAX_FIELD]
-             for k, v in fields.items()}
+    clean = {k: masked(str(v)[:_MAX_FIELD]) for k, v in fields.items()}
     return string.Template(template).safe_substitute(clean)
 
 

@@ -32,6 +32,7 @@ from textual.css.constants import VALID_STYLE_FLAGS
 from textual.message import Message
 from textual.theme import Theme
 
+from setui.textsafe import preview
 from setui.tomlread import TomlError, parse_toml
 
 if TYPE_CHECKING:
@@ -402,6 +403,4 @@ class _SetuiThemeProvider(Provider):
 
 
 def _show(value: Any) -> str:
-    text = repr(value)
-    text = "".join(ch if ch.isprintable() else "?" for ch in text)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return preview(value, 60)
