@@ -99,7 +99,8 @@ def _poll_options(default: object = None) -> argparse.ArgumentParser:
                        help="seconds between polls (default 1, at least 0.2)")
     group.add_argument("--vm-name", metavar="NAME",
                        help="this VM's name as it appears in Resources "
-                            "(default: asked from IMDS, else the host name)")
+                            "(default: asked from IMDS until it answers; never the host "
+                            "name)")
     return parent
 
 

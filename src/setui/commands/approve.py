@@ -58,8 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --yes: approve even an event already approved (or being "
                              "approved) from this VM")
     parser.add_argument("--vm-name", metavar="NAME", default=argparse.SUPPRESS,
-                        help="this VM's name in Resources (default: asked from IMDS, "
-                             "else the host name)")
+                        help="this VM's name in Resources (default: asked from IMDS; "
+                             "not known if it does not answer)")
 
 
 @dataclass(frozen=True)

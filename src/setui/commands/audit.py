@@ -33,8 +33,8 @@ if TYPE_CHECKING:  # sqlite3 loads only when a command runs, not for `setui --ve
 __all__ = ["add_arguments", "describe", "run", "who"]
 
 
-# What the chain proves, and what it cannot: said the same in --help, by verify, and in
-# the README (one wording; the README quotes it).
+# What the chain proves, and what it cannot: said the same in --help and by verify (one
+# wording; docs/audit.md says it at length).
 PROVES = (
     "What the hash chain proves: accidental damage, records removed from the end (against "
     "the witness file beside the database), and edits by anyone who cannot write the data "
