@@ -19,7 +19,9 @@ def collecting() -> Iterator[None]:
     was = gc.isenabled()
     gc.enable()
     yield
-    if not was:
+    if was:  # as it was, whatever the test left
+        gc.enable()
+    else:
         gc.disable()
 
 
