@@ -44,7 +44,6 @@ from setui.outcome import HELD, ApprovalOutcome, Progress
 from setui.snapshot import (
     Confirmed,
     Difference,
-    changes_between,
     confirmed,
     difference,
     find_event,
@@ -70,9 +69,7 @@ from setui.tries import Tries, unread
 if TYPE_CHECKING:
     from setui.core.client import ImdsClient
 
-# The outcome's values and the snapshot's rules, re-exported: callers import them from here.
-__all__ = ["ApprovalOutcome", "Approver", "Confirmed", "Progress", "Verdict",
-           "changes_between", "confirmed", "find_event", "other_vms", "repeated"]
+__all__ = ["Approver", "Verdict"]
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
 """One way to replace a file: whole or not at all, never half of one.
 
-The audit witness, the systemd units, exported scenarios, the config file a theme is
-saved to and the agent's metrics textfile are all read by someone else while setui may
-be writing them; a reader must see the old file or the new. The rule lives here, below
-every layer that writes a file, so each of them calls it instead of writing it again.
+The audit witness, the systemd units, exported scenarios and audit logs, the config
+file a theme is saved to and the agent's metrics textfile are all read by someone else
+while setui may be writing them; a reader must see the old file or the new. The rule
+lives here, below every layer that writes a file, so each of them calls it instead of
+writing it again.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Precedence, lowest first: built-in defaults, ``config.toml``, environment variables
 (``SETUI_ENDPOINT``, ``SETUI_API_VERSION``, ``SETUI_DATA_DIR``,
-``SETUI_AUDIT_FORWARD``), command-line options.
+``SETUI_AUDIT_FORWARD``; setui.envsettings names each and holds the rule), command-line
+options.
 The file is optional; a bad one is an error with its path and the key named, never a
 traceback and never silently ignored.
 
@@ -31,11 +32,9 @@ import os
 import re
 import shlex
 import stat
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import platformdirs
@@ -50,7 +49,9 @@ from setui.core.endpoint import (
 )
 from setui.core.notice import DEFAULT_TERMINATE_NOTICE
 from setui.core.pace import check_interval
+from setui.envsettings import VARIABLES, from_environment
 from setui.textsafe import printable
+from setui.tomlread import TomlError, parse_toml
 
 __all__ = ["Config", "ConfigError", "config_dir", "default_config_path", "load_config",
            "save_setting"]
@@ -142,16 +143,6 @@ _WORDS = {str: "a string", int: "a number", bool: "true or false", list: "a list
 _APPROVER = re.compile(r"%?[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\$?")
 
 
-def _toml() -> ModuleType:
-    """The TOML parser, loaded when there is a file to read: most VMs have none, and a
-    recorder started at boot need not load a parser (5 ms of CPU) to read nothing."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # Python 3.10
-        import tomli as tomllib
-    return tomllib
-
-
 def load_config(path: Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
     """Read the config file (if any) and the environment into a Config."""
     env = os.environ if environ is None else environ
@@ -160,22 +151,12 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
     values: dict[str, Any] = {}
     if file.exists() or explicit:
         values = _read_file(file)
-    env_map = {
-        "SETUI_ENDPOINT": "endpoint",
-        "SETUI_API_VERSION": "api_version",
-        "SETUI_DATA_DIR": "data_dir",
-        "SETUI_AUDIT_FORWARD": "audit_forward",
-        "SETUI_PROMETHEUS_URL": "prometheus",
-        "SETUI_PROMETHEUS_TOKEN": "prometheus_token",
-        "SETUI_PROMETHEUS_USER": "prometheus_user",
-        "SETUI_PROMETHEUS_PASSWORD": "prometheus_password",
-        "SETUI_SOCKET": "socket",
-    }
     origins: dict[str, str] = {}
-    for var, key in env_map.items():
-        if env.get(var):
-            values[key] = env[var]
-            origins[key] = f"environment variable {var}"
+    for key, variable in VARIABLES.items():
+        value = from_environment(key, env)
+        if value is not None:
+            values[key] = value
+            origins[key] = f"environment variable {variable}"
     for key in ("data_dir", "policy", "socket"):
         if key in values:
             values[key] = Path(values[key]).expanduser()
@@ -242,10 +223,9 @@ def _check_private(file: Path, info: os.stat_result, values: Mapping[str, Any]) 
 
 
 def _read_file(file: Path) -> dict[str, Any]:
-    tomllib = _toml()
     try:
         data, info = _read(file)
-        raw = tomllib.loads(data.decode("utf-8"))
+        raw = parse_toml(data.decode("utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file {file} does not exist") from None
     except IsADirectoryError:
@@ -254,7 +234,7 @@ def _read_file(file: Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read config file {file}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"config file {file} is not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as exc:
+    except TomlError as exc:
         raise ConfigError(f"config file {file} is not valid TOML: {exc}") from None
     known = {f.name for f in fields(Config)}
     values: dict[str, Any] = {}
@@ -351,10 +331,9 @@ def save_setting(file: Path, key: str, value: str) -> None:
             lines[-1] += "\n"
         lines.insert(first_table, f"{key} = {literal}\n")
     new_text = "".join(lines)
-    tomllib = _toml()
     try:
-        after: dict[str, Any] | None = tomllib.loads(new_text)
-    except tomllib.TOMLDecodeError:
+        after: dict[str, Any] | None = parse_toml(new_text)
+    except TomlError:
         after = None
     if after != {**before, key: value}:  # a layout this simple editor does not understand
         raise ConfigError(f"config file {file}: cannot set {key} without rewriting the file; "
@@ -363,14 +342,11 @@ def save_setting(file: Path, key: str, value: str) -> None:
 
 
 def _parse_for_save(text: str, file: Path) -> dict[str, Any]:
-    tomllib = _toml()
     try:
-        # loads() gives a dict; through _toml()'s ModuleType mypy cannot see that.
-        parsed: dict[str, Any] = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+        return parse_toml(text)
+    except TomlError as exc:
         raise ConfigError(f"config file {file} is not valid TOML, so it is left alone: "
                           f"{exc}") from None
-    return parsed
 
 
 def _replace_file(file: Path, text: str) -> None:

@@ -94,6 +94,14 @@ def test_a_bad_policy_is_refused_with_the_line_and_the_reason(
     assert str(caught.value).startswith(f"policy.toml:{line}: ")
 
 
+def test_a_policy_nested_too_deeply_is_refused_in_words() -> None:
+    # The parser recurses once a level: this once ended in a RecursionError traceback.
+    with pytest.raises(PolicyError) as caught:
+        parse_policy("[[rule]]\nname = " + "[" * 100_000 + "\n", "policy.toml")
+    assert "not valid TOML" in str(caught.value) and "nested too deeply" in str(caught.value)
+    assert str(caught.value).startswith("policy.toml")
+
+
 def test_short_notice_is_told_unless_the_policy_says_not() -> None:
     assert parse_policy("").short_notice is True
     assert load_policy(EXAMPLE).short_notice is True

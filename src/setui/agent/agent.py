@@ -22,7 +22,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from setui.agent.acting import Acting, actor_label
+from setui.agent.acting import Acting
 from setui.agent.budgeting import PLATFORM_STARTS, Budgeting
 from setui.agent.errors import AgentErrors
 from setui.agent.plan import MATCH, plan_of
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from setui.monitor import Monitor, MonitorUpdate
     from setui.store import Store
 
-__all__ = ["STOP_GRACE", "Agent", "actor_label"]  # actor_label: the audit log's, re-exported
+__all__ = ["STOP_GRACE", "Agent"]
 
 _T = TypeVar("_T")
 # How long a clean stop waits for a hook or an approval under way: under the unit's

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from setui.agent.budget import Count, Group, count, group_of_vm
 from setui.agent.telling import Telling
+from setui.core.backoff import Backoff
 from setui.core.model import Event
 from setui.fleet.model import VmKey
 from setui.fleet.prometheus import PrometheusError
@@ -208,7 +209,8 @@ class Budgeting(Telling):
             self.claims_met.pop(event_id, None)
             return pause
         met = self.claims_met[event_id] = self.claims_met.get(event_id, 0) + 1
-        return pause + random.uniform(0, verdict.met * 2 ** min(met, MAX_DOUBLINGS))
+        stepping_back = Backoff(verdict.met, verdict.met * 2 ** MAX_DOUBLINGS, jitter="full")
+        return pause + stepping_back.delay(met + 1)
 
     async def _wait(self, event: Event, rule: Rule, reason: str, words: str) -> None:
         event_id = event.event_id

@@ -42,6 +42,7 @@ from setui.metricnames import (
     INFO_METRIC,
     WAITING_METRIC,
 )
+from setui.textsafe import masked
 
 __all__ = ["IDENTITY_LABELS", "AgentMetrics", "label", "parse_listen", "type_label"]
 
@@ -78,7 +79,7 @@ disable_created_metrics()  # type: ignore[no-untyped-call]
 def label(value: object) -> str:
     """A label value: printable (a control character becomes ``?``), at most 128."""
     text = "" if value is None else str(value)
-    return "".join(c if c.isprintable() else "?" for c in text[:MAX_LABEL])
+    return masked(text[:MAX_LABEL])
 
 
 def type_label(event_type: str | None) -> str:

@@ -11,18 +11,13 @@ import os
 import re
 import shlex
 import string
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from setui.agent.runas import RunAs, parse_run_as, refusal
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+from setui.tomlread import TomlError, parse_toml
 
 __all__ = ["APPROVE_MODES", "BUDGET_GROUPS", "DEFAULT_DEADLINE_MARGIN", "DEFAULT_NAME",
            "TEMPLATE_FIELDS", "Hook", "Policy", "PolicyError", "Rule", "default_policy",
@@ -192,8 +187,8 @@ def load_policy(path: Path) -> Policy:
 
 def parse_policy(text: str, source: str = "policy") -> Policy:
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+        data = parse_toml(text)
+    except TomlError as exc:
         message = str(exc)
         found = re.search(r"line (\d+)", message)
         raise PolicyError(source, int(found.group(1)) if found else None,

@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from setui import __version__
-from setui.commands.common import EXIT_FAILED, EXIT_USAGE, iso, when
+from setui.commands.common import EXIT_FAILED, EXIT_USAGE, when
 from setui.commands.watch import change_record, connection_record, format_record
 from setui.config import Config
+from setui.core.timefmt import iso
 from setui.session import ThisVm, run_until_stopped, until_answered
 from setui.systemd import ERR, INFO, NOTICE, WARNING, Notifier, for_journal, under_journal
 from setui.textsafe import printable

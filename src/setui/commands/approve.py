@@ -33,8 +33,9 @@ from setui.session import ONE_SHOT_TRIES, ThisVm
 from setui.textsafe import printable, some_names
 
 if TYPE_CHECKING:  # sqlite3 and httpx load only when approving, not for `setui --version`
-    from setui.approval import ApprovalOutcome, Approver
+    from setui.approval import Approver
     from setui.core.client import ImdsClient
+    from setui.outcome import ApprovalOutcome
     from setui.store import Store
 
 __all__ = ["ApproveRequest", "add_arguments", "approve_command", "preview", "run"]
@@ -278,7 +279,7 @@ async def _decide(request: ApproveRequest, typed: tuple[str, ...], client: ImdsC
                   document: Document | None, fetch_problem: str | None, approver: Approver,
                   stdin: IO[str] | None, out: IO[str], err: IO[str],
                   now: Callable[[], datetime]) -> int:
-    from setui.approval import confirmed, find_event, other_vms
+    from setui.snapshot import confirmed, find_event, other_vms
 
     if fetch_problem:
         err.write(f"setui approve: cannot read the events document: "

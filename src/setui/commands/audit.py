@@ -304,10 +304,11 @@ def _export(records: list[AuditRecord], result: VerifyResult, target: str, out: 
     if target == "-":
         out.write(lines)
     else:
-        from setui.store.files import write_private
+        from setui.atomicfile import write_atomically
 
         try:
-            write_private(Path(target), lines)
+            # Owner-only, as the log: it names people and the addresses they came from.
+            write_atomically(Path(target), lines)
         except OSError as exc:
             err.write(f"setui audit export: cannot write {target}: {exc.strerror or exc}\n")
             return EXIT_FAILED

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from setui.core.model import MAX_INCARNATION, Document
-from setui.core.timefmt import iso, stamp
+from setui.core.timefmt import stamp
 from setui.textsafe import printable
 
 if TYPE_CHECKING:
     from setui.store import Store
 
-__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "add_storage_options", "data_dir", "iso",
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "add_storage_options", "data_dir",
            "open_readonly", "positive_int", "record_reading", "when", "whole_number",
            "would_overwrite"]
 

@@ -23,7 +23,6 @@ from setui.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
-    iso,
     open_readonly,
     record_reading,
     when,
@@ -31,7 +30,7 @@ from setui.commands.common import (
 from setui.core.clock import ServiceClock, utc_now
 from setui.core.model import Event, is_this_vm
 from setui.core.order import sort_key
-from setui.core.timefmt import signed_countdown
+from setui.core.timefmt import iso, signed_countdown
 from setui.session import ONE_SHOT_TRIES, ThisVm
 from setui.store.records import APPROVED, UNKNOWN
 from setui.textsafe import printable

@@ -21,7 +21,6 @@ from setui.commands.common import (
     EXIT_OK,
     EXIT_USAGE,
     add_storage_options,
-    iso,
     open_readonly,
     positive_int,
     when,
@@ -40,7 +39,7 @@ from setui.core.diff import (
 from setui.core.holes import Hole, with_holes
 from setui.core.impact import IMPACT_SOURCE, Impact, impact_words
 from setui.core.model import MAX_INCARNATION, DocumentError, parse_iso
-from setui.core.timefmt import duration, stamp
+from setui.core.timefmt import duration, iso, stamp
 from setui.textsafe import printable
 
 if TYPE_CHECKING:  # sqlite3 loads only when a command runs, not for `setui --version`
@@ -490,7 +489,7 @@ def _export_scenario(store: Store, args: argparse.Namespace, out: IO[str],
     if target == "-":
         out.write(text)
         return EXIT_OK
-    from setui.store.files import write_atomically
+    from setui.atomicfile import write_atomically
 
     try:
         write_atomically(Path(target), text, mode=0o644)

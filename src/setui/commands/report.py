@@ -18,11 +18,11 @@ import sys
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any
 
-from setui.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, iso, open_readonly
+from setui.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, open_readonly
 from setui.commands.history import parse_since
 from setui.core.impact import BOOT, STALL, Impact, clocks_words, impact_words
 from setui.core.notice import DEFAULT_TERMINATE_NOTICE, Notice, notice_words
-from setui.core.timefmt import duration, stamp
+from setui.core.timefmt import duration, iso, stamp
 from setui.textsafe import printable
 
 if TYPE_CHECKING:

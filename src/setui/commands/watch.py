@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import gc
 import json
 import sys
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from setui.core.health import ConnectionState, Health, PollResult
 from setui.core.model import Document, Event, parse_iso
 from setui.core.timefmt import iso, signed_countdown, stamp
 from setui.core.tracker import Change
+from setui.gctune import freeze_heap_once
 from setui.monitor import Monitor
 from setui.session import ThisVm, make_client, open_store, run_until_stopped
 from setui.systemd import ERR, INFO, NOTICE, WARNING, Notifier, for_journal, under_journal
@@ -245,7 +245,6 @@ async def watch(config: Config, *, as_json: bool, record: bool, out: IO[str],
         notifier.ready(_status(monitor.health(), None, store is not None and record))
         pinger = asyncio.ensure_future(notifier.keep_alive())
         updates = monitor.updates()
-        frozen = False
         try:
             async for update in updates:
                 result = update.result
@@ -261,12 +260,9 @@ async def watch(config: Config, *, as_json: bool, record: bool, out: IO[str],
                                             and monitor.recorder.problem is None))
                 for change in result.changes:
                     printer.emit(change_record(change, this_vm.name))
-                if not frozen:
-                    frozen = True
-                    # Start-up's objects (modules, classes, the monitor) live as long as
-                    # the process: kept out of every later collection, which then walks
-                    # only what polling makes, not the whole heap, once a second or so.
-                    gc.freeze()
+                # Start-up is done once the first answer is printed: its objects (the
+                # monitor, the client, the store) leave the collector's walks.
+                freeze_heap_once()
         finally:
             pinger.cancel()
             if learning is not None:

@@ -29,11 +29,10 @@ from setui.core.clock import ServiceClock, utc_now
 from setui.core.errors import ImdsError, Unreachable
 from setui.core.health import ConnectionState, Health, PollResult, stale_after
 from setui.core.model import Document
-from setui.core.pace import MAX_INTERVAL, MIN_INTERVAL, check_interval
+from setui.core.pace import check_interval
 from setui.core.tracker import Change, Tracker
 
-__all__ = ["MAX_INTERVAL", "MIN_INTERVAL", "SLOW_INTERVAL", "URGENT_CAP", "Poller",
-           "check_interval"]
+__all__ = ["SLOW_INTERVAL", "URGENT_CAP", "Poller"]
 
 # While an event of this VM is close or under way, no wait between tries is longer than
 # max(interval, this), whatever the backoff says (Retry-After still wins).

@@ -46,7 +46,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import sys
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -54,12 +53,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # Python 3.10
-    import tomli as tomllib
-
 from setui.textsafe import preview as _preview
+from setui.tomlread import parse_toml
 
 __all__ = [
     "DEFAULT_NOTICE",
@@ -229,9 +224,11 @@ def parse_scenario(text: str, *, source: str = "<scenario>", default_name: str =
                    fmt: str = "toml") -> Scenario:
     """Parse and validate a scenario; every problem is reported with ``source`` and field."""
     try:
-        data = json.loads(text) if fmt == "json" else tomllib.loads(text)
-    except (ValueError, tomllib.TOMLDecodeError) as exc:
+        data = json.loads(text) if fmt == "json" else parse_toml(text)
+    except ValueError as exc:  # TomlError is one
         raise ScenarioError(f"{source}: not valid {fmt.upper()}: {exc}") from None
+    except RecursionError:  # json recurses once a level, as TOML's parser does
+        raise ScenarioError(f"{source}: not valid {fmt.upper()}: nested too deeply") from None
     if not isinstance(data, dict):
         raise ScenarioError(f"{source}: the top level must be a table/object")
     return _Parser(source).scenario(data, default_name)

@@ -30,6 +30,7 @@ from setui.emulator.faults import Faults
 from setui.emulator.scenario import Scenario
 from setui.emulator.timeline import Timeline
 from setui.emulator.wire import RecordedRequest, Reply
+from setui.textsafe import masked
 
 __all__ = ["COMPUTE_FIELDS", "COMPUTE_PATH", "EVENTS_PATH", "NAME_PATH", "Service"]
 
@@ -141,7 +142,7 @@ class Service:
             note = f" ({reply.note})" if reply.note else ""
             line = f"{request.method} {target} -> {'hang' if reply.hang else reply.status}{note}"
             # The request is input: no escape sequences from it reach the terminal.
-            self.log("".join(c if c.isprintable() else "?" for c in line))
+            self.log(masked(line))
             return reply
 
     def _reply(self, request: RecordedRequest) -> Reply:

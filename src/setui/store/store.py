@@ -26,6 +26,7 @@ from setui.core.holes import Hole, find_holes
 from setui.core.impact import Impact, impact_words
 from setui.core.model import Document, DocumentError, parse_document
 from setui.core.tracker import Change
+from setui.envsettings import from_environment
 from setui.store import audit as audit_log
 from setui.store import claims, eventids, impacts
 from setui.store import history as hist
@@ -103,7 +104,7 @@ class Store:
         # ``forward``, else SETUI_AUDIT_FORWARD, else auto.
         try:
             self.forwarder = Forwarder.from_setting(
-                forward if forward is not None else os.environ.get("SETUI_AUDIT_FORWARD"))
+                forward if forward is not None else from_environment("audit_forward"))
         except ValueError as exc:
             raise StoreError(str(exc), path=self.path) from None
         # Why the last records did not leave the VM, if they did not (also kept in the

@@ -21,9 +21,7 @@ from textual.notifications import SeverityLevel
 from setui.core import timefmt
 from setui.core.health import ConnectionState, Health, PollResult
 from setui.core.model import Event, is_this_vm
-from setui.core.order import sort_key
-from setui.core.timefmt import age, stamp, time_of_day, utc_time, zone_name
-from setui.core.timefmt import clock as duration_text
+from setui.core.timefmt import time_of_day, utc_time
 from setui.core.tracker import Change, ChangeKind
 from setui.textsafe import printable
 
@@ -35,22 +33,16 @@ __all__ = [
     "Countdown",
     "Palette",
     "Urgency",
-    "age",
     "announcement",
     "approved_label",
     "combine",
     "connection_announcement",
     "countdown",
-    "duration_text",
+    "countdown_to",
     "impact",
-    "is_this_vm",
     "poll_report",
     "resources_summary",
     "safe",
-    "sort_key",
-    "stamp",
-    "time_of_day",
-    "zone_name",
 ]
 
 WARNING_SECONDS = 5 * 60  # under five minutes to NotBefore: warning
@@ -111,13 +103,19 @@ def countdown(event: Event, now: datetime, *, started_at: datetime | None = None
     if event.is_started:
         if started_at is None:
             return Countdown("started", Urgency.STARTED)
-        ago = f"{'' if started_exact else '≥'}{duration_text((now - started_at).total_seconds())}"
+        ago = f"{'' if started_exact else '≥'}{timefmt.clock((now - started_at).total_seconds())}"
         return Countdown(f"started {ago} ago", Urgency.STARTED, f"{ago} ago")
     if not event.is_scheduled:
         return Countdown(f"status {safe(event.status, 20)}", Urgency.CALM)
     if event.not_before is None:
         return Countdown("no NotBefore", Urgency.CALM)
-    remaining = math.ceil((event.not_before - now).total_seconds())
+    return countdown_to(event.not_before, now)
+
+
+def countdown_to(not_before: datetime, now: datetime) -> Countdown:
+    """``T-4:59`` and how urgent that is; ``waiting`` once NotBefore has come (the
+    service may start the event any moment): for this VM's events and the fleet's."""
+    remaining = math.ceil((not_before - now).total_seconds())
     if remaining <= 0:
         return Countdown("waiting", Urgency.CRITICAL)
     if remaining < CRITICAL_SECONDS:

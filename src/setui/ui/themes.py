@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -33,13 +32,11 @@ from textual.css.constants import VALID_STYLE_FLAGS
 from textual.message import Message
 from textual.theme import Theme
 
+from setui.textsafe import preview
+from setui.tomlread import TomlError, parse_toml
+
 if TYPE_CHECKING:
     from textual.app import App
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # Python 3.10
-    import tomli as tomllib
 
 __all__ = [
     "COLOR_KEYS",
@@ -201,11 +198,9 @@ def _decode(data: bytes, label: str) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise ThemeError("not UTF-8 text") from None
     try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+        return parse_toml(text)
+    except TomlError as exc:
         raise ThemeError(f"not valid TOML ({exc})") from None
-    except RecursionError:
-        raise ThemeError("not valid TOML (nested too deeply)") from None
 
 
 def parse_theme(data: Mapping[str, Any], source: str = "theme") -> Theme:
@@ -411,6 +406,4 @@ class _SetuiThemeProvider(Provider):
 
 
 def _show(value: Any) -> str:
-    text = repr(value)
-    text = "".join(ch if ch.isprintable() else "?" for ch in text)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return preview(value, 60)

@@ -27,12 +27,12 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from setui.core.model import Event
-from setui.core.timefmt import utc_time
+from setui.core.model import Event, is_this_vm
+from setui.core.timefmt import stamp, utc_time
+from setui.gctune import freeze_heap_once
 from setui.ui import compat
-from setui.ui.format import countdown, impact, is_this_vm, safe, stamp
+from setui.ui.format import countdown, impact, safe
 from setui.ui.messages import ApprovalNote
-from setui.ui.widgets import heap
 
 __all__ = ["GUARD_SECONDS", "MIN_SIZE", "ConfirmationModal", "Prompt", "approval_prompt"]
 
@@ -151,8 +151,8 @@ class ConfirmationModal(ModalScreen[bool]):
     def on_mount(self) -> None:
         self._opened = self._mono()
         # Normally done once the dashboard drew its first frame; if not, before the
-        # first approval rather than never (see setui.ui.widgets.heap).
-        self.call_after_refresh(heap.freeze_heap_once)
+        # first approval rather than never (see setui.gctune).
+        self.call_after_refresh(freeze_heap_once)
         self._fit()
         self.call_after_refresh(self._fit)  # again, with the parts' heights laid out
         if self._refresh is not None:

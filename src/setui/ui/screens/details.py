@@ -29,7 +29,7 @@ from textual.widgets import Static
 
 from setui.core.diff import field_time
 from setui.core.impact import IMPACT_SOURCE
-from setui.core.model import Event
+from setui.core.model import Event, is_this_vm
 from setui.core.notice import (
     DEFAULT_TERMINATE_NOTICE,
     Notice,
@@ -39,7 +39,7 @@ from setui.core.notice import (
 )
 from setui.core.timefmt import stamp
 from setui.textsafe import printable
-from setui.ui.format import countdown, impact, is_this_vm, safe
+from setui.ui.format import countdown, impact, safe
 from setui.ui.messages import ApprovalNote, EventLife, GoneEvent, Session
 from setui.ui.screens.offloop import query_store
 from setui.ui.widgets.keys import KeyBar

@@ -37,8 +37,8 @@ from textual.widget import PseudoClasses
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey
 
+from setui.gctune import freeze_heap_once
 from setui.ui import compat
-from setui.ui.widgets import heap
 
 __all__ = ["COLUMNS", "EventsTable", "Row", "columns_for", "tier_for"]
 
@@ -186,7 +186,7 @@ class EventsTable(DataTable[Text]):
 
     def on_mount(self) -> None:
         # The dashboard is up once this table has drawn: its heap leaves the collector.
-        self.call_after_refresh(heap.freeze_heap_once)
+        self.call_after_refresh(freeze_heap_once)
 
     @property
     def selected_key(self) -> str | None:
