@@ -32,12 +32,8 @@ def write_atomically(path: Path, data: str | bytes, *, mode: int | None = None,
     directory = path.parent if str(path.parent) else Path(".")
     fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     try:
-        if isinstance(data, bytes):
-            handle = os.fdopen(fd, "wb")
-        else:
-            handle = os.fdopen(fd, "w", encoding="utf-8", newline=newline)
-        with handle:
-            handle.write(data)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(_encoded(data, newline))
             handle.flush()
             if mode is not None and hasattr(os, "fchmod"):
                 os.fchmod(handle.fileno(), mode)
@@ -57,3 +53,10 @@ def write_atomically(path: Path, data: str | bytes, *, mode: int | None = None,
                 os.fsync(dir_fd)
             finally:
                 os.close(dir_fd)
+
+
+def _encoded(data: str | bytes, newline: str) -> bytes:
+    """What text mode with ``newline`` would have written: one binary handle for both."""
+    if isinstance(data, bytes):
+        return data
+    return (data.replace("\n", newline) if newline else data).encode("utf-8")

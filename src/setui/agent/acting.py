@@ -197,7 +197,7 @@ class Acting(Telling):
 
     async def _hook(self, event_id: str, rule: Rule, step: str) -> None:
         # Here, not at the top: an agent whose policy runs no hook never loads subprocess.
-        from setui.agent.hooks import hook_environment, hook_input, run_hook
+        from setui.agent.hooks import HookFacts, hook_environment, hook_input, run_hook
 
         hook = rule.prepare if step == "prepare" else rule.recover
         assert hook is not None and self.log is not None
@@ -219,8 +219,8 @@ class Acting(Telling):
         self._record("running", event_id, rule=rule.name, step=step, state=RUNNING,
                      detail=hook.text)
         assert self.vm_name is not None  # no step before it is known (_next)
-        kw = {"step": step, "rule": rule.name, "incarnation": incarnation,
-              "vm_name": self.vm_name}
+        kw: HookFacts = {"step": step, "rule": rule.name, "incarnation": incarnation,
+                         "vm_name": self.vm_name}
         try:
             result = await run_hook(
                 hook, env={**hook_environment(event, **kw), **deadline.environment()},

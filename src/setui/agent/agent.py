@@ -250,7 +250,7 @@ class Agent(Acting, Budgeting):
             if (task is not None and not task.done()) or self._next(event_id) is not None:
                 continue
             for table in (self.rule_of, self.last_seen, self.tasks, self.matched):
-                table.pop(event_id, None)  # type: ignore[attr-defined]
+                table.pop(event_id, None)
             self.ended.discard(event_id)
             self._looked_up.discard(event_id)
             for key in [k for k in self.steps if k[0] == event_id]:
@@ -441,7 +441,7 @@ class Agent(Acting, Budgeting):
                     await self._set(event_id, step, rule, DONE, "dry run")
                     self._record("would", event_id, rule=rule.name, step=step,
                                  detail=f"dry run: would {words}")
-                elif self.log is not None and await self._db(self.log.held, [event_id]):
+                elif self.log is not None and bool(await self._db(self.log.held, [event_id])):
                     self.held.add(event_id)
                     return
                 elif step == "approve":

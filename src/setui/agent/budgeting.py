@@ -30,6 +30,8 @@ from setui.store.records import RUNNING, SKIPPED, WAITING, Step
 from setui.textsafe import printable
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from setui.agent.budget import BudgetClient, Look
     from setui.agent.metrics import AgentMetrics
     from setui.agent.policy import Rule
@@ -79,14 +81,14 @@ class Budgeting(Telling):
 
     if TYPE_CHECKING:
         async def _set(self, event_id: str, step: str, rule: Rule, state: str,
-                       detail: str = "", started: object = None) -> None: ...
+                       detail: str = "", started: datetime | None = None) -> None: ...
 
     def _activity(self) -> None:
         """What makes this VM busy, and what waits, to the metrics (at each change)."""
         if self.metrics is None:
             return
         running = {step for (_, step), row in self.steps.items() if row.state == RUNNING}
-        busy = {step for step in ("prepare", "recover") if step in running}
+        busy: set[str] = {step for step in ("prepare", "recover") if step in running}
         if self.claims or "approve" in running:
             busy.add("approving")
         self.metrics.set_activity(frozenset(busy), frozenset(self.budget_waits.values()))

@@ -119,11 +119,11 @@ class Notifier:
             try:
                 item = self._inbox.get(timeout=wait)
             except queue.Empty:
-                item = False  # type: ignore[assignment]
-            if item is None:
-                self._last_tries(due)
-                return
-            if item:
+                pass  # nothing new: a retry is due
+            else:
+                if item is None:
+                    self._last_tries(due)
+                    return
                 if self._keep(item):
                     heapq.heappush(due, (time.monotonic(), next(order), item, 0))
                 continue

@@ -236,7 +236,7 @@ class _Parser:
             if name in names[:index]:
                 raise self.fail(self.lines.key("name", "rule", index),
                                 f"two rules are named {name!r}: names must be unique")
-        notes = ()
+        notes: tuple[str, ...] = ()
         if any(rule.notify for rule in rules) and not urls:
             notes = ("rules say notify but notify.urls is empty: nothing will be sent",)
         return Policy(rules=rules, urls=tuple(urls), title=title, body=body, retries=retries,

@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from setui.api.codec import (
     AgentState,
@@ -82,6 +82,7 @@ QUERY_TIMEOUT = 60.0  # seconds without a frame before a query is given up
 APPROVE_TIMEOUT = 120.0
 SILENCE = 30.0  # a subscription hears a tick every 5 s; this long without one: gone
 _READ = 256 * 1024
+_T = TypeVar("_T")
 
 
 class ApiError(Exception):
@@ -291,7 +292,7 @@ class AgentClient:
             except ProtocolError as exc:
                 raise _broken(exc) from None
 
-    def _read(self, fn: Callable[[], Any]) -> Any:
+    def _read(self, fn: Callable[[], _T]) -> _T:
         try:
             return fn()
         except ProtocolError as exc:

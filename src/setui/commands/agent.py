@@ -201,9 +201,9 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
         sender = None
         if policy.urls and not dry_run:
             log = AgentLog(store, config.endpoint) if store is not None else None
+            counted = metrics.notifications
             sender = Sender(policy.urls, log, retries=policy.retries,
-                            on_outcome=lambda m, sent, error: metrics and
-                            metrics.notifications.labels(
+                            on_outcome=lambda m, sent, error: counted.labels(
                                 outcome="sent" if sent else "failed").inc())
         worker = Agent(policy=policy, monitor=monitor, client=client,
                        store=store,

@@ -80,7 +80,7 @@ class ApproveRequest:
 
 def run(args: argparse.Namespace) -> int:
     config = getattr(args, "config_resolved", None)
-    from setui.config import DEFAULT_API_VERSION, DEFAULT_ENDPOINT
+    from setui.core.endpoint import DEFAULT_API_VERSION, DEFAULT_ENDPOINT
 
     request = ApproveRequest(
         event_ids=tuple(args.event_ids),
@@ -172,7 +172,9 @@ async def approve_command(request: ApproveRequest, *, stdin: IO[str] | None, out
         err.write("setui approve: an EventId cannot be empty\n")
         return EXIT_USAGE
     if make_client is None:
-        from setui.core.client import ImdsClient as make_client
+        from setui.core.client import ImdsClient
+
+        make_client = ImdsClient
     try:
         client = make_client(request.endpoint, request.api_version)
     except ValueError as exc:

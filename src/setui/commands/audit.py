@@ -135,8 +135,9 @@ def who(record: AuditRecord) -> str:
     from setui.actor import describe_actor
 
     details = record.details if isinstance(record.details, dict) else {}
-    safe = {key: printable(str(value), 64) for key, value in details.items()
-            if key in ("sudo_user", "login_user", "session") and value is not None}
+    safe: dict[str, object] = {
+        key: printable(str(value), 64) for key, value in details.items()
+        if key in ("sudo_user", "login_user", "session") and value is not None}
     if details.get("ssh_claimed"):
         safe["ssh_claimed"] = True
     return describe_actor(printable(record.user, 64),

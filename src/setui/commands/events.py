@@ -139,11 +139,13 @@ async def list_events(args: argparse.Namespace, *, out: IO[str], err: IO[str],
                       make_client: Callable[[str, str], ImdsClient] | None = None,
                       wall: Callable[[], datetime] = utc_now) -> int:
     """Everything ``setui events`` does, with its streams injected for tests."""
-    from setui.config import DEFAULT_API_VERSION, DEFAULT_ENDPOINT
+    from setui.core.endpoint import DEFAULT_API_VERSION, DEFAULT_ENDPOINT
     from setui.core.errors import ImdsError
 
     if make_client is None:
-        from setui.core.client import ImdsClient as make_client
+        from setui.core.client import ImdsClient
+
+        make_client = ImdsClient
     config = getattr(args, "config_resolved", None)
     try:
         client = make_client(getattr(args, "endpoint", None) or DEFAULT_ENDPOINT,

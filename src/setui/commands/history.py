@@ -420,10 +420,14 @@ def _write_diff(record: IncarnationRecord, previous: IncarnationRecord | None,
     else:
         out.write(f"Changes since incarnation {previous.incarnation} "
                   f"(first seen {when(previous.first_seen)}):\n")
-    told: dict[str | None, list[ChangeRecord]] = {}
+    told: dict[str, list[ChangeRecord]] = {}
+    about_document: list[ChangeRecord] = []
     for change in record.changes:
-        told.setdefault(change.event_id, []).append(change)
-    for change in told.pop(None, []):  # about the document itself
+        if change.event_id is None:
+            about_document.append(change)
+        else:
+            told.setdefault(change.event_id, []).append(change)
+    for change in about_document:
         out.write(f"  ! {change.kind:<11} {printable(change.detail, 300)}".rstrip() + "\n")
     items = {item.event_id: item for item in diff}
     for event_id in [*told, *(i for i in items if i not in told)]:

@@ -15,6 +15,7 @@ backoff must not grow because an event of this VM is close (``urgent``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import time
@@ -225,7 +226,7 @@ class Poller:
                     loop.call_later(delay, _resolve, waiter)
             else:  # a sleep of the caller's (tests' fake time)
                 timer = asyncio.ensure_future(self._sleep(delay))
-                timer.add_done_callback(lambda _done, w=waiter: _resolve(w))
+                timer.add_done_callback(functools.partial(_resolve, waiter))
             try:
                 await waiter
             finally:
@@ -233,6 +234,7 @@ class Poller:
                 timer.cancel()
 
 
-def _resolve(waiter: asyncio.Future[None]) -> None:
+def _resolve(waiter: asyncio.Future[None], _done: object = None) -> None:
+    # _done: the finished sleep, when this is its done callback.
     if not waiter.done():
         waiter.set_result(None)

@@ -204,7 +204,7 @@ def builtin_scenarios() -> list[str]:
 def load_scenario(name_or_path: str) -> Scenario:
     """A built-in scenario by name, or a ``.toml`` / ``.json`` file by path."""
     if name_or_path in builtin_scenarios():
-        item = resources.files("setui.emulator").joinpath("scenarios", f"{name_or_path}.toml")
+        item = resources.files("setui.emulator") / "scenarios" / f"{name_or_path}.toml"
         return parse_scenario(item.read_text(encoding="utf-8"), source=f"{name_or_path} "
                               "(built-in)", default_name=name_or_path, fmt="toml")
     path = Path(name_or_path)

@@ -113,7 +113,8 @@ class Service:
                  ) -> dict[str, Any]:
         with self._lock:
             if self._pinned is not None:
-                return json.loads(json.dumps(self._pinned))
+                pinned: dict[str, Any] = json.loads(json.dumps(self._pinned))
+                return pinned
             t = self.scenario_time(now)
             return render_document(self.timeline.incarnation(t), self.timeline.state(t),
                                    api_version, self._shown_not_before)

@@ -253,7 +253,8 @@ def _hash_matches(row: Sequence[Any], seq: int) -> bool:
         values = _row_values(row)
     except (ValueError, TypeError):
         return False
-    return chain_hash(str(row[15]), _content(seq, values)) == row[16]
+    stored: object = row[16]
+    return chain_hash(str(row[15]), _content(seq, values)) == stored
 
 
 def _removed(first: int, last: int, where: str) -> str:

@@ -452,7 +452,7 @@ def _cannot_share(exc: BaseException) -> bool:
 class _CopyConnection(sqlite3.Connection):
     """A connection to a private copy of the database: closing it deletes the copy."""
 
-    _cleanup: weakref.finalize | None = None
+    _cleanup: weakref.finalize[..., _CopyConnection] | None = None
 
     def close(self) -> None:
         super().close()

@@ -41,6 +41,7 @@ from setui.store.db import (
     trigger_problem,
 )
 from setui.store.endpoints import endpoint_column
+from setui.store.impacts import BootGap
 from setui.store.place import Sharing, foreign_entries
 from setui.store.records import (
     APPROVE_ATTEMPT,
@@ -165,6 +166,7 @@ class Store:
     def open_dir(cls, data_dir: Path | str | None = None, **kw: object) -> Store:
         """``<data_dir>/setui.db``; the directory defaults to :func:`default_data_dir`."""
         directory = Path(data_dir).expanduser() if data_dir is not None else default_data_dir()
+        # kw is Store()'s own keywords, passed on: named there once, not again here.
         return cls(directory / DB_NAME, **kw)  # type: ignore[arg-type]
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -391,7 +393,7 @@ class Store:
                                    newest=newest)
 
     def boot_gap(self, *, endpoint: str, boot_id: str,
-                 booted_at: datetime | None) -> impacts.BootGap | None:
+                 booted_at: datetime | None) -> BootGap | None:
         """The polls around this boot, if the record holds another boot and this one was
         not told yet (store.impacts)."""
         with self._using("read the recording sessions") as conn:

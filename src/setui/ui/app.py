@@ -292,12 +292,12 @@ class SetuiApp(Approvals, TerminalApp):
         item = combine([s for s in said if s is not None])
         if item is not None:  # one notice per answer, however much changed in it
             self.notify(item.text, title=item.title, markup=False, timeout=10 if item.mine
-                        else 4, severity=item.severity)  # type: ignore[arg-type]
+                        else 4, severity=item.severity)
         if self._report_poll:  # r asked: this is its answer (or the one it was folded in)
             self._report_poll = False
             report = poll_report(message.result, self.vm_name)
             self.notify(report.text, title=report.title, markup=False, timeout=4,
-                        severity=report.severity)  # type: ignore[arg-type]
+                        severity=report.severity)
         # The bell is for this VM's events; a neighbour's are news on the screen. With
         # the VM's name not known yet, every event might be this VM's.
         if message.announce and self.config.bell and (

@@ -16,6 +16,8 @@ from datetime import datetime
 from enum import IntEnum
 from typing import NamedTuple
 
+from textual.notifications import SeverityLevel
+
 from setui.core import timefmt
 from setui.core.health import ConnectionState, Health, PollResult
 from setui.core.model import Event, is_this_vm
@@ -236,7 +238,7 @@ class Announcement(NamedTuple):
 
     title: str
     text: str
-    severity: str  # information, warning, error (Textual's severities)
+    severity: SeverityLevel  # information, warning, error
     mine: bool  # about this VM: louder and longer
 
 
@@ -251,6 +253,7 @@ def announcement(change: Change, vm_name: str | None, now: datetime) -> Announce
     mine = event.affects(vm_name)
     who = "this VM" if mine else resources_summary(event.resources, vm_name, 30)
     kind = safe(event.event_type, 24)
+    severity: SeverityLevel
     if change.kind is ChangeKind.APPEARED:
         title = "New event"
         if event.is_started:
@@ -293,7 +296,7 @@ def connection_announcement(previous: ConnectionState, health: Health) -> Announ
     return None
 
 
-_SEVERITY = {"information": 0, "warning": 1, "error": 2}
+_SEVERITY: dict[SeverityLevel, int] = {"information": 0, "warning": 1, "error": 2}
 
 
 def combine(items: Sequence[Announcement]) -> Announcement | None:

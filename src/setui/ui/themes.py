@@ -234,7 +234,10 @@ def parse_theme(data: Mapping[str, Any], source: str = "theme") -> Theme:
                          f"(known: name, dark, {', '.join(COLOR_KEYS)}, "
                          f"{', '.join(_NUMBERS)}, [variables])")
     try:
-        theme = Theme(name=name, dark=dark, variables=variables, **colors, **numbers)
+        # colors' keys are COLOR_KEYS, numbers' the float fields of _NUMBERS: Theme's own
+        # names, chosen by data, which mypy cannot follow from a dict[str, ...].
+        theme = Theme(name=name, dark=dark, variables=variables,
+                      **colors, **numbers)  # type: ignore[arg-type]
         defaults = variable_defaults(theme)
     except (ColorParseError, ValueError, TypeError, ArithmeticError) as exc:
         raise ThemeError(f"Textual cannot build a theme from it ({exc})") from None

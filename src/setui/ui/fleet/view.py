@@ -84,7 +84,7 @@ def build_lines(fleet: Fleet, *, text: str = "", group: Group | None = None) -> 
     for event in fleet.events:  # already most urgent first: started ones lead each group
         events.setdefault(event.group, []).append(EventLine(event.group, event))
     vms_in: dict[Group, int] = {}
-    problems: dict[Group, list[Line]] = {}
+    problems: dict[Group, list[VmLine]] = {}
     for vm in fleet.vms.values():
         vms_in[vm.group] = vms_in.get(vm.group, 0) + 1
     for vm in fleet.problem_vms():
@@ -100,10 +100,9 @@ def build_lines(fleet: Fleet, *, text: str = "", group: Group | None = None) -> 
         started = 0  # a prefix: counted without looking at the (many) other events
         while started < len(mine) and mine[started].event.is_started:
             started += 1
-        body: list[Line] = [*mine[:started], *bad, *mine[started:]]
+        body: list[EventLine | VmLine] = [*mine[:started], *bad, *mine[started:]]
         if wanted:
-            body = [line for line in body
-                    if wanted in haystack(line, fleet)]  # type: ignore[arg-type]
+            body = [line for line in body if wanted in haystack(line, fleet)]
             if not body:
                 continue
         lines.append(HeaderLine(each, vms_in.get(each, 0), len(mine), len(bad)))

@@ -288,13 +288,13 @@ def approval_prompt(event: Event, *, vm_name: str | None, identity: str, now: da
     mine = [r for r in event.resources if is_this_vm(r, vm_name)]
     others = [r for r in event.resources if not is_this_vm(r, vm_name)]
     if others:  # first, where no scrolling can hide it
-        count = f"{len(others)} other VM{'s' if len(others) != 1 else ''}"
-        top.append(f"!! WARNING: this also starts it for {count}: "
+        other_vms = f"{len(others)} other VM{'s' if len(others) != 1 else ''}"
+        top.append(f"!! WARNING: this also starts it for {other_vms}: "
                    f"{', '.join(safe(r, 60) for r in others[:10])}"
                    f"{' …' if len(others) > 10 else ''}.\n", style="bold reverse")
     if not mine:
-        who = safe(vm_name, 60) if vm_name else "this VM (its name is not known yet)"
-        top.append(f"!! This event does not list {who}.\n", style="bold")
+        this_vm = safe(vm_name, 60) if vm_name else "this VM (its name is not known yet)"
+        top.append(f"!! This event does not list {this_vm}.\n", style="bold")
     if stale:
         top.append(f"!! {stale}\n", style="bold")
     top.rstrip()

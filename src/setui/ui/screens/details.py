@@ -177,8 +177,8 @@ def describe_event(event: Event, *, vm_name: str | None, now: datetime, present:
             how = "started" if life.started_exact else "already started when first seen"
             moment(life.started_at, how + (f" (incarnation {life.started_incarnation})"
                                            if life.started_incarnation is not None else ""))
-        for when, text in life.notes:
-            moment(when, printable(text, 300))
+        for noted_at, text in life.notes:
+            moment(noted_at, printable(text, 300))
     if not present:
         fate, at, incarnation = _fate(life, gone)
         seen = f" at incarnation {incarnation}" if incarnation is not None else ""

@@ -169,7 +169,7 @@ class ReplayScreen(MainScreen, inherit_bindings=False):
         self._played_at: float | None = None
 
     @property
-    def setui(self) -> ReplayView:  # type: ignore[override]
+    def setui(self) -> ReplayView:
         return self._view
 
     def refresh_view(self) -> None:

@@ -33,6 +33,7 @@ from rich.style import Style
 from rich.text import Text
 from textual.geometry import Region
 from textual.strip import Strip
+from textual.widget import PseudoClasses
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey
 
@@ -152,7 +153,7 @@ class _Frame(NamedTuple):
     hover_row: int
     show_cursor: bool
     show_hover: bool
-    pseudo: object
+    pseudo: PseudoClasses
     update_count: int
 
 
@@ -370,6 +371,7 @@ class EventsTable(DataTable[Text]):
                      frame.show_cursor, frame.show_hover, frame.pseudo, frame.update_count)
             states = self._cell_lines.setdefault(where, {})
             cached = states.get(state)
+            segments: list[Segment] | None
             if cached is not None and cached[0] == text:
                 segments = cached[1]
             else:
