@@ -175,30 +175,31 @@ MAX_CONFIG_BYTES = 1024 * 1024
 
 
 def _read_bytes(file: Path) -> bytes:
-    return _read(file)[0]
+    return read_small_file(file)[0]
 
 
-def _read(file: Path) -> tuple[bytes, os.stat_result]:
+def read_small_file(file: Path, what: str = "config file") -> tuple[bytes, os.stat_result]:
     """The file's bytes, if it is a regular file of at most MAX_CONFIG_BYTES, and what
-    fstat said of the file they were read from. Opened without blocking, so a named pipe
-    is refused instead of waiting for a writer."""
+    fstat said of the file they were read from; ConfigError naming ``what`` otherwise.
+    Opened without blocking, so a named pipe is refused instead of waiting for a writer;
+    for every file of settings a person writes (the config, the agent's policy)."""
     fd = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    too_big = (f"{what} {printable(file, 200)} is larger than {MAX_CONFIG_BYTES // 1024} KB: "
+               f"it is not a setui {what.split()[0]}")
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise ConfigError(f"config file {printable(file, 200)} is not a regular file "
+            raise ConfigError(f"{what} {printable(file, 200)} is not a regular file "
                               "(a device, a pipe or a socket): name a file")
         if info.st_size > MAX_CONFIG_BYTES:
-            raise ConfigError(f"config file {printable(file, 200)} is larger than "
-                              f"{MAX_CONFIG_BYTES // 1024} KB: it is not a setui config")
+            raise ConfigError(too_big)
         chunks: list[bytes] = []
         size = 0
         while chunk := os.read(fd, 65536):
             chunks.append(chunk)
             size += len(chunk)
             if size > MAX_CONFIG_BYTES:  # it grew while we read
-                raise ConfigError(f"config file {printable(file, 200)} is larger than "
-                                  f"{MAX_CONFIG_BYTES // 1024} KB: it is not a setui config")
+                raise ConfigError(too_big)
         return b"".join(chunks), info
     finally:
         os.close(fd)
@@ -224,7 +225,7 @@ def _check_private(file: Path, info: os.stat_result, values: Mapping[str, Any]) 
 
 def _read_file(file: Path) -> dict[str, Any]:
     try:
-        data, info = _read(file)
+        data, info = read_small_file(file)
         raw = parse_toml(data.decode("utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file {file} does not exist") from None

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from setui.agent.runas import RunAs, parse_run_as, refusal
+from setui.config import ConfigError, read_small_file
 from setui.tomlread import TomlError, parse_toml
 
 __all__ = ["APPROVE_MODES", "BUDGET_GROUPS", "DEFAULT_DEADLINE_MARGIN", "DEFAULT_NAME",
@@ -178,7 +179,11 @@ def default_policy(config_file: Path) -> Path:
 def load_policy(path: Path) -> Policy:
     """Read and check ``path``; PolicyError with the line and the reason otherwise."""
     try:
-        text = path.read_text(encoding="utf-8")
+        # Bounded as the config file is: /dev/zero or a huge file is refused in words,
+        # not read until memory runs out.
+        text = read_small_file(path, "policy file")[0].decode("utf-8")
+    except ConfigError as exc:
+        raise PolicyError(str(path), None, f"cannot read the policy: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise PolicyError(str(path), None, f"cannot read the policy: {reason}") from None
