@@ -17,6 +17,7 @@ from agent_helpers import (
     USER_REBOOT,
     agent_env,
     agent_said,
+    drain_policy,
     more_polls,
     posts,
     start_agent,
@@ -43,17 +44,6 @@ pytestmark = pytest.mark.slow  # starts the agent
 
 VM_ID = "3f0c8a51-6b2e-4d7a-9c14-8e5b2a7d6f03"
 OTHER_VM = "b7e2d4c9-1a3f-4e8b-a6d5-c0f9e8d7b604"
-POLICY = """
-[[rule]]
-name = "drain"
-event_type = "Reboot"
-event_source = "User"
-this_vm = true
-prepare = "{hook}"
-approve = "after-prepare"
-"""
-
-
 APPROVE_NOW = """
 [[rule]]
 name = "at-once"
@@ -100,7 +90,7 @@ async def press_hold(data: Path, endpoint: str, *, shown: str) -> None:
 async def test_a_hold_from_a_dashboard_at_another_endpoint_holds_the_agent(
         tmp_path: Path, vm: Emulator, forwarder: type[Forwarder], hook: Path) -> None:
     proxy = forwarder(vm.url)
-    policy = write_policy(tmp_path, POLICY.format(hook=hook))
+    policy = drain_policy(tmp_path, hook)
     proc, lines = start_agent(vm.url, tmp_path, "--policy", str(policy),
                               env=agent_env(tmp_path, HOOK_WAIT="1"))
     try:

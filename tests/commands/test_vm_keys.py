@@ -64,6 +64,17 @@ def posts(emulator: Emulator) -> int:
     return len([r for r in emulator.requests if r.method == "POST"])
 
 
+def approved_then_replaced(first: Emulator, clock: ManualClock, data_dir: Path,
+                           vm_id: str | None) -> Emulator:
+    """The event approved on ``first`` into ``data_dir``; then ``first`` gone, and the VM
+    ``vm_id`` in its place behind the same endpoint (a store that came with an image, or
+    was copied), its event not approved."""
+    done = approve(first.url, data_dir)
+    assert done.returncode == 0, done.stdout + done.stderr
+    first.stop()
+    return vm(clock, vm_id, first.port)
+
+
 def test_another_endpoint_that_reaches_the_same_vm_does_not_approve_again(
         vm_a: Emulator, forwarder: type[Forwarder], tmp_path: Path) -> None:
     proxy = forwarder(vm_a.url)
@@ -77,12 +88,7 @@ def test_another_endpoint_that_reaches_the_same_vm_does_not_approve_again(
 
 def test_a_store_from_another_vm_does_not_block_this_vms_approval(
         vm_a: Emulator, clock: ManualClock, tmp_path: Path) -> None:
-    first = approve(vm_a.url, tmp_path)
-    assert first.returncode == 0, first.stdout + first.stderr
-    port = vm_a.port
-    vm_a.stop()
-    # The same endpoint, another VM: the store came with it (copied, or baked in an image).
-    vm_b = vm(clock, VM_B, port)
+    vm_b = approved_then_replaced(vm_a, clock, tmp_path, VM_B)
     try:
         mine = approve(vm_b.url, tmp_path)
     finally:
@@ -92,7 +98,7 @@ def test_a_store_from_another_vm_does_not_block_this_vms_approval(
     for words in ("already", "may already", "Approve again", VM_A):
         assert words not in mine.stdout + mine.stderr, mine.stdout + mine.stderr
     # And back on the first VM, its own claim still holds.
-    vm_a_again = vm(clock, VM_A, port)
+    vm_a_again = vm(clock, VM_A, vm_a.port)
     try:
         again = approve(vm_a_again.url, tmp_path)
     finally:
@@ -103,11 +109,8 @@ def test_a_store_from_another_vm_does_not_block_this_vms_approval(
 
 def test_without_this_vms_id_the_endpoints_claims_count_and_say_whose_they_are(
         vm_a: Emulator, clock: ManualClock, tmp_path: Path) -> None:
-    first = approve(vm_a.url, tmp_path)
-    assert first.returncode == 0, first.stdout + first.stderr
-    port = vm_a.port
-    vm_a.stop()
-    unnamed = vm(clock, None, port)  # compute metadata without a vmId: not known
+    # Compute metadata without a vmId: this VM's id is not known.
+    unnamed = approved_then_replaced(vm_a, clock, tmp_path, None)
     try:
         refused = approve(unnamed.url, tmp_path)
     finally:
