@@ -14,8 +14,9 @@ that rule). Before the first send that is a refusal; before a retry it ends the 
 the outcome says how (``details.ending``). The attempt record is appended only if no
 earlier approval of the event (by any process on this VM) claims it, in the same
 transaction (store.claims): this VM is its vmId once known (``vm_id``, which every record
-carries), else the endpoint (store.vmkeys). While the service fails, the POST is tried again as the
-service asks (:meth:`ImdsClient.approval_retry`) for up to 70 s, never past NotBefore.
+carries), else the endpoint (store.vmkeys). While the service fails, the POST is tried
+again as the service asks (:meth:`ImdsClient.approval_retry`) for up to 70 s, never past
+NotBefore.
 
 What an approval came to is told as far as it is known (setui.tries): approved,
 failed, or unknown when a try may have arrived and no answer says what became of it

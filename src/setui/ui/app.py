@@ -259,8 +259,8 @@ class SetuiApp(Approvals, TerminalApp):
         self._refresh()
 
     async def _find_vm_id(self) -> None:
-        """Ask IMDS until it gives this VM's vmId: the claims and the agent's steps and
-        holds in the store are keyed by it (until then, by the endpoint)."""
+        """Ask IMDS for the compute metadata until it answers: this VM's vmId keys the
+        claims and the agent's steps and holds in the store (until then, the endpoint)."""
         vm_id = await ThisVm(None).learn_id(self.client)
         self.approver.vm_id = vm_id
         self.agent_window.learned(vm_id)
