@@ -106,8 +106,9 @@ async def test_a_hold_from_a_dashboard_at_another_endpoint_holds_the_agent(
         (tmp_path / "go").touch()  # a hook still waiting ends, so the agent stops cleanly
         assert stop(proc) == 0
     with Store.open_dir(tmp_path / "data", readonly=True) as store:
-        actions = [(r.action, r.user) for r in store.audit(oldest_first=True)]
-    assert actions[:2] == [(HOLD, "oncall"), (RELEASE, "oncall")]
+        actions = [(r.action, r.user, r.details.get("vm_id"))
+                   for r in store.audit(oldest_first=True)]
+    assert actions[:2] == [(HOLD, "oncall", VM_ID), (RELEASE, "oncall", VM_ID)]
 
 
 def test_the_agent_on_a_store_from_another_vm_approves_its_own_event(
