@@ -50,7 +50,8 @@ async def approve_through_api(tmp_path: Path, scripted: ScriptedImds,
                               interval=1.0, recorder=None, endpoint=scripted.url,
                               vm_name="web-0", note_approved=lambda event_id: None,
                               poll_now=lambda: None)
-    agent = SimpleNamespace(steps={}, held=set(), log=None, vm_name="web-0")
+    agent = SimpleNamespace(steps={}, held=set(), log=None, vm_name="web-0",
+                            vm_id=None)
     info = AgentInfo(1, T0, "web-0", None, scripted.url, None, None, False)
     source = AgentSource(monitor=monitor, agent=agent, client=client,  # type: ignore[arg-type]
                          store=store, info=info, host="vm-web-0")

@@ -67,7 +67,7 @@ class Agent(Acting, Budgeting):
 
     def __init__(self, *, policy: Policy, monitor: Monitor, client: ImdsClient,
                  store: Store | None, vm_name: str | None, dry_run: bool,
-                 say: Callable[[dict[str, Any]], None],
+                 say: Callable[[dict[str, Any]], None], vm_id: str | None = None,
                  notifier: Notifier | None = None,
                  metrics: AgentMetrics | None = None,
                  errors: AgentErrors | None = None,
@@ -78,10 +78,14 @@ class Agent(Acting, Budgeting):
         self.store = store
         self.endpoint = monitor.endpoint
         self.vm_name = vm_name
+        # This VM's vmId, once known: its claims, steps and holds are keyed by it
+        # (store.vmkeys), else by the endpoint.
+        self.vm_id = vm_id
         self.dry_run = dry_run
         self.say = say
         self.metrics = metrics
-        self.log = AgentLog(store, monitor.endpoint) if store is not None else None
+        self.log = AgentLog(store, monitor.endpoint, vm_id=vm_id) \
+            if store is not None else None
         self.notifier = notifier
         self.errors = errors or AgentErrors()
         self.budget = budget  # the disruption budget's Prometheus (agent.budgeting)
@@ -119,6 +123,16 @@ class Agent(Acting, Budgeting):
         the steps that wait for it may start, at the next poll."""
         self.vm_name = vm_name
         self.monitor.vm_name = vm_name
+        self._idle = False
+
+    def id_learned(self, vm_id: str) -> None:
+        """This VM's vmId is known at last: from now on its steps, holds and claims are
+        found by it, whatever endpoint wrote them; the current events' steps are read
+        again at the next poll (another endpoint of this VM may have taken some)."""
+        self.vm_id = vm_id
+        if self.log is not None:
+            self.log.vm_id = vm_id
+        self._looked_up.clear()
         self._idle = False
 
     async def start(self) -> None:

@@ -293,6 +293,8 @@ async def _decide(request: ApproveRequest, typed: tuple[str, ...], client: ImdsC
     if vm_name is None:  # then every event reaches beyond this VM, as far as setui knows
         err.write(f"setui approve: {this_vm}\n")
     approver.vm_name = vm_name
+    # What its claims are keyed by; not known: the endpoint, as before (store.vmkeys).
+    approver.vm_id = await this_vm.learn_id(client, tries=ONE_SHOT_TRIES)
     # --yes approves only what concerns this VM alone, unless the operator opted in;
     # asked interactively, such an event needs the word "yes".
     allow = request.allow_other_vms or not request.yes

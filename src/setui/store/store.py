@@ -61,6 +61,7 @@ from setui.store.records import (
     to_db_time,
     utc,
 )
+from setui.store.vmkeys import VmKey
 from setui.textsafe import printable
 
 __all__ = ["Store"]
@@ -487,17 +488,20 @@ class Store:
         return out
 
     def audit_claim(self, entries: Sequence[AuditEntry], event_ids: Sequence[str],
-                    endpoint: str) -> list[AuditRecord]:
-        """Append approval attempts only if none of ``event_ids`` is claimed already
-        (store.claims), in the same write transaction: of several processes approving
-        one event at once, one appends. Raises :class:`AlreadyClaimed` otherwise."""
-        return self.audit_extend(entries,
-                                 guard=lambda c: claims.check(c, event_ids, endpoint))
+                    endpoint: str, *, vm_id: str | None = None) -> list[AuditRecord]:
+        """Append approval attempts only if none of ``event_ids`` is claimed already on
+        this VM (its ``vm_id`` if known, else ``endpoint``: store.claims, store.vmkeys), in
+        the same write transaction: of several processes approving one event at once, one
+        appends. Raises :class:`AlreadyClaimed` otherwise."""
+        here = VmKey.of(endpoint, vm_id)
+        return self.audit_extend(entries, guard=lambda c: claims.check(c, event_ids, here))
 
-    def claim(self, event_id: str, endpoint: str) -> claims.Claim | None:
-        """The earlier approval that claims ``event_id``, if any (store.claims)."""
+    def claim(self, event_id: str, endpoint: str, *,
+              vm_id: str | None = None) -> claims.Claim | None:
+        """The earlier approval that claims ``event_id`` on this VM, if any
+        (store.claims)."""
         with self._using("read the audit log") as conn:
-            return claims.find(conn, event_id, endpoint)
+            return claims.find(conn, event_id, VmKey.of(endpoint, vm_id))
 
     def event_ids(self, prefix: str, *, limit: int = 20) -> list[str]:
         """EventIds the history or the audit log knows that start with ``prefix`` (case

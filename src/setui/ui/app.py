@@ -184,6 +184,8 @@ class SetuiApp(Approvals, TerminalApp):
             self._start_polling()
         if not self.vm_name:
             self.run_worker(self._find_vm_name(), group="vm-name", exit_on_error=False)
+        if self.store is not None:
+            self.run_worker(self._find_vm_id(), group="vm-id", exit_on_error=False)
         self.set_interval(1.0, self._refresh, name="tick")
         self._check_size()
         lacks = limits(self.client.api_version)
@@ -255,6 +257,13 @@ class SetuiApp(Approvals, TerminalApp):
         self.vm_name = await ThisVm(None).learn(self.client)
         self.monitor.vm_name = self.vm_name
         self._refresh()
+
+    async def _find_vm_id(self) -> None:
+        """Ask IMDS for the compute metadata until it answers: this VM's vmId keys the
+        claims and the agent's steps and holds in the store (until then, the endpoint)."""
+        vm_id = await ThisVm(None).learn_id(self.client)
+        self.approver.vm_id = vm_id
+        self.agent_window.learned(vm_id)
 
     def poll_now(self) -> None:
         """Ask the service at once (``r``); restarts polling if it had stopped."""
