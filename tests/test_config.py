@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from children import SETUI
 from setui.config import Config, ConfigError, load_config, save_setting
 
 
@@ -279,3 +284,26 @@ def test_without_a_config_the_store_reads_the_same_variables(
         assert store.forwarder.target.kind == "none"
     monkeypatch.setenv("SETUI_DATA_DIR", "")  # empty is unset, here as in the config
     assert default_data_dir() != Path("")
+
+
+
+@pytest.mark.slow
+def test_a_config_file_that_cannot_be_looked_for_is_said_not_a_traceback(
+        tmp_path: Path, unwritable: tuple[Path, Callable[[], Any] | None]) -> None:
+    """The config file under a directory this user may not search: said in words, exit
+    2 (it raised PermissionError from Path.exists: a traceback)."""
+    _, how = unwritable
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    (hidden / "config.toml").write_text('vm-name = "x"\n')
+    hidden.chmod(0o000)
+    try:
+        done = subprocess.run([*SETUI, "events", "--endpoint", "http://127.0.0.1:9"],
+                              env={**os.environ, "SETUI_CONFIG": str(hidden / "config.toml")},
+                              preexec_fn=how, capture_output=True, text=True, timeout=60)
+    finally:
+        hidden.chmod(0o700)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 2, done.stderr
+    assert "cannot look for the config file" in done.stderr, done.stderr
+    assert "Permission denied" in done.stderr, done.stderr

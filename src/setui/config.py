@@ -149,7 +149,7 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
     explicit = path is not None
     file = path if path is not None else default_config_path(env)
     values: dict[str, Any] = {}
-    if file.exists() or explicit:
+    if explicit or _present(file):
         values = _read_file(file)
     origins: dict[str, str] = {}
     for key, variable in VARIABLES.items():
@@ -223,6 +223,21 @@ def _check_private(file: Path, info: os.stat_result, values: Mapping[str, Any]) 
                       f"chmod 600 {shlex.quote(where)}")
 
 
+def _present(file: Path) -> bool:
+    """Whether the default config file is there; one that cannot even be looked for (a
+    directory above it this user may not search) is said, not taken as absent: settings
+    the operator wrote would otherwise be silently left out."""
+    try:
+        os.stat(file)  # not Path.exists(), whose answer to EACCES differs by Python
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as exc:
+        raise ConfigError(f"cannot look for the config file {printable(file, 200)}: "
+                          f"{exc.strerror or exc}; set SETUI_CONFIG or --config to another "
+                          "file, or make its directory readable") from None
+    return True
+
+
 def _read_file(file: Path) -> dict[str, Any]:
     try:
         data, info = read_small_file(file)
@@ -232,7 +247,8 @@ def _read_file(file: Path) -> dict[str, Any]:
     except IsADirectoryError:
         raise ConfigError(f"config file {file} is a directory: name a file") from None
     except OSError as exc:
-        raise ConfigError(f"cannot read config file {file}: {exc.strerror or exc}") from None
+        raise ConfigError(f"cannot read config file {printable(file, 200)}: "
+                          f"{exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"config file {file} is not UTF-8 text") from None
     except TomlError as exc:
