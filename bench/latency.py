@@ -149,7 +149,7 @@ def approval_scenario(count: int) -> dict[str, object]:
 
 def _alive() -> int:
     """Objects alive, the frozen ones too (setui freezes its start-up heap once it has drawn,
-    see setui.ui.widgets.heap, and gc.get_objects leaves frozen objects out)."""
+    see setui.gctune, and gc.get_objects leaves frozen objects out)."""
     return len(gc.get_objects()) + gc.get_freeze_count()
 
 

@@ -13,8 +13,10 @@ with what changed field by field (:func:`setui.snapshot.difference`, the one hom
 that rule). Before the first send that is a refusal; before a retry it ends the tries, and
 the outcome says how (``details.ending``). The attempt record is appended only if no
 earlier approval of the event (by any process on this VM) claims it, in the same
-transaction (store.claims). While the service fails, the POST is tried again as the
-service asks (:meth:`ImdsClient.approval_retry`) for up to 70 s, never past NotBefore.
+transaction (store.claims): this VM is its vmId once known (``vm_id``, which every record
+carries), else the endpoint (store.vmkeys). While the service fails, the POST is tried
+again as the service asks (:meth:`ImdsClient.approval_retry`) for up to 70 s, never past
+NotBefore.
 
 What an approval came to is told as far as it is known (setui.tries): approved,
 failed, or unknown when a try may have arrived and no answer says what became of it
@@ -45,13 +47,10 @@ from setui.snapshot import (
     READ_ONLY,
     Confirmed,
     Difference,
-    changes_between,
     confirmed,
     difference,
     find_event,
-    other_vms,
     refusal,
-    repeated,
 )
 from setui.store import (
     APPROVE_ATTEMPT,
@@ -67,14 +66,13 @@ from setui.store import (
     event_snapshot,
 )
 from setui.store.claims import AlreadyClaimed, Claim
+from setui.store.vmkeys import with_vm_id
 from setui.tries import Tries, unread
 
 if TYPE_CHECKING:
     from setui.core.client import ImdsClient
 
-# The outcome's values and the snapshot's rules, re-exported: callers import them from here.
-__all__ = ["ApprovalOutcome", "Approver", "Confirmed", "Progress", "Verdict",
-           "changes_between", "confirmed", "find_event", "other_vms", "repeated"]
+__all__ = ["Approver", "Verdict"]
 
 
 @dataclass(frozen=True)
@@ -109,7 +107,7 @@ class Approver:
     def __init__(self, client: ImdsClient, store: Store | None, *, endpoint: str,
                  identity: Identity | None = None, read_only: bool = False,
                  store_problem: str | None = None, vm_name: str | None = None,
-                 wall: Callable[[], datetime] = utc_now,
+                 vm_id: str | None = None, wall: Callable[[], datetime] = utc_now,
                  details: dict[str, Any] | None = None, consent: str | None = None,
                  deadline: float = APPROVAL_DEADLINE) -> None:
         self.client = client
@@ -119,6 +117,7 @@ class Approver:
         self.read_only = read_only
         self.store_problem = store_problem
         self.vm_name = vm_name  # this VM's name in Resources, once known
+        self.vm_id = vm_id  # this VM's vmId, once known: what its claims are keyed by
         self.wall = wall
         # Carried by every record this approver writes (the agent's rule and hook outcomes).
         self.details = dict(details or {})
@@ -158,6 +157,7 @@ class Approver:
             snapshot = event_snapshot(event)
         details: dict[str, Any] = {**self.details, **fields.pop("details", {})}
         details.update(self.identity.details())
+        details = with_vm_id(details, self.vm_id)
         return AuditEntry(
             action=action, time=self.wall(), user=self.identity.user,
             host=self.identity.host, ssh_client=self.identity.ssh_client,
@@ -205,7 +205,7 @@ class Approver:
         if self.store is None:
             return None
         try:
-            return self.store.claim(event_id, self.endpoint)
+            return self.store.claim(event_id, self.endpoint, vm_id=self.vm_id)
         except StoreError:
             return None  # cannot tell here; the approval itself checks again, or refuses
 
@@ -347,8 +347,8 @@ class Approver:
             if again:
                 attempts = await asyncio.to_thread(store.audit_extend, entries)
             else:
-                attempts = await asyncio.to_thread(store.audit_claim, entries, wire_ids,
-                                                   self.endpoint)
+                attempts = await asyncio.to_thread(partial(
+                    store.audit_claim, entries, wire_ids, self.endpoint, vm_id=self.vm_id))
         except AlreadyClaimed as exc:
             return [self._claimed(i, ready[i], exc) for i in ids]
         except StoreError as exc:

@@ -7,7 +7,6 @@ Imports are deferred to the command that needs them, so ``setui --version`` and
 from __future__ import annotations
 
 import argparse
-import gc
 import math
 import sys
 from collections.abc import Callable, Sequence
@@ -19,6 +18,7 @@ from setui.apiversions import help_line, limits
 from setui.config import Config, ConfigError, load_config
 from setui.core.endpoint import DEFAULT_API_VERSION
 from setui.core.pace import check_interval
+from setui.gctune import collector_paused
 
 __all__ = ["main"]
 
@@ -99,7 +99,8 @@ def _poll_options(default: object = None) -> argparse.ArgumentParser:
                        help="seconds between polls (default 1, at least 0.2)")
     group.add_argument("--vm-name", metavar="NAME",
                        help="this VM's name as it appears in Resources "
-                            "(default: asked from IMDS, else the host name)")
+                            "(default: asked from IMDS until it answers; never the host "
+                            "name)")
     return parent
 
 
@@ -275,18 +276,11 @@ def resolve_config(args: argparse.Namespace) -> Config:
 
 def main(argv: Sequence[str] | None = None) -> int:
     # Start-up makes hundreds of thousands of objects (modules, classes, functions) that
-    # live as long as the process: collecting while they are made only walks them again
-    # and again, and so would every collection after. They are made with the collector
-    # off, then frozen out of its reach, and it is back on before the command runs.
+    # live as long as the process: made with the collector off, then frozen out of its
+    # reach, and it is back on before the command runs (setui.gctune).
     try:
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
+        with collector_paused(freeze=True):
             args, runner = _prepare(argv)
-        finally:
-            if collecting:
-                gc.freeze()
-                gc.enable()
         if runner is None:
             return EXIT_USAGE
         return runner(args)

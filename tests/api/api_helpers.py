@@ -114,8 +114,8 @@ def emulator() -> Iterator[Emulator]:
 @contextlib.asynccontextmanager
 async def agent_in_process(directory: Path, store: Store, *, endpoint: str, started: datetime,
                            state: MonitorState | None = None, pid: int = 1,
-                           vm_name: str = "web-0", imds: ImdsClient | None = None,
-                           ) -> AsyncIterator[Path]:
+                           vm_name: str = "web-0", vm_id: str | None = None,
+                           imds: ImdsClient | None = None) -> AsyncIterator[Path]:
     """The agent's API server in this loop over a real socket (its path, in
     ``directory``), the agent stood in for by the parts the server reads: a monitor
     holding ``state``, ``imds`` to approve through (None: no approval), ``store`` for the
@@ -123,8 +123,8 @@ async def agent_in_process(directory: Path, store: Store, *, endpoint: str, star
     monitor = SimpleNamespace(state=state or MonitorState(), now=lambda: started,
                               interval=1.0, recorder=None, endpoint=endpoint, vm_name=vm_name,
                               note_approved=lambda event_id: None, poll_now=lambda: None)
-    agent = SimpleNamespace(steps={}, held=set(), log=None, vm_name=vm_name)
-    info = AgentInfo(pid, started, vm_name, None, endpoint, None, None, False)
+    agent = SimpleNamespace(steps={}, held=set(), log=None, vm_name=vm_name, vm_id=vm_id)
+    info = AgentInfo(pid, started, vm_name, vm_id, endpoint, None, None, False)
     source = AgentSource(monitor=monitor, agent=agent, client=imds,  # type: ignore[arg-type]
                          store=store, info=info, host="vm-web-0")
     server = ApiServer(source, authority=Authority([]), queries=Queries(store.path),

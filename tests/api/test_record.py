@@ -49,6 +49,10 @@ at = 30
 notice = "15m"
 """
 FIRST, SECOND, THIRD = (f"{c}0000000-0000-4000-8000-000000000000" for c in "ABC")
+# An event approved from a VM whose vmId the approval recorded (its store copied here, or
+# this VM's own), at this endpoint, outcome not written down.
+ELSEWHERE = "D0000000-0000-4000-8000-000000000000"
+MADE_ON, ANOTHER = "5c2d0000-0000-4000-8000-00000000000a", "5c2d0000-0000-4000-8000-00000000000b"
 
 
 def _store(path: Path) -> Store:
@@ -58,6 +62,9 @@ def _store(path: Path) -> Store:
     store.audit_append(AuditEntry(action=APPROVE_ATTEMPT, time=START + timedelta(seconds=35),
                                   user="carol", host="test", endpoint=ENDPOINT,
                                   event_id=THIRD))
+    store.audit_append(AuditEntry(action=APPROVE_ATTEMPT, time=START + timedelta(seconds=36),
+                                  user="dave", host="test", endpoint=ENDPOINT,
+                                  event_id=ELSEWHERE, details={"vm_id": MADE_ON}))
     heartbeat(store, 45)
     store.record_impact(Impact(STALL, START + timedelta(seconds=22), 4.8, ENDPOINT,
                                wall_seconds=4.8, boottime_seconds=4.8, event_id=SECOND,
@@ -130,6 +137,45 @@ async def test_the_agent_answers_as_the_store_does(
     assert expected not in (None, [], {}) or question in (
         "no such incarnation", "unforwarded", "missing_records"), "a question worth asking"
     assert await asyncio.to_thread(ask, client) == expected
+
+
+async def test_a_claim_through_the_agent_is_keyed_by_the_vm_as_the_stores_is(
+        both: tuple[Store, AgentClient]) -> None:
+    """The claim op carries the vmId asked about and the VM a counted claim was made on
+    (store.vmkeys): this VM's id not known, the approval made with another counts and
+    names it; known and the same, it counts as this VM's own; known and another, it is
+    another VM's and claims nothing here."""
+    store, client = both
+
+    def ask(record: Record) -> list[Any]:
+        return [record.claim(ELSEWHERE, ENDPOINT, vm_id=vm_id)
+                for vm_id in (None, MADE_ON, ANOTHER)]
+
+    unknown, same, other = expected = ask(store)
+    assert unknown is not None and unknown.made_on == MADE_ON and unknown.user == "dave"
+    assert same is not None and same.made_on is None
+    assert other is None
+    assert await asyncio.to_thread(ask, client) == expected
+
+
+@pytest.mark.parametrize(("agent_vm", "claimed"), [(MADE_ON, True), (ANOTHER, False)])
+async def test_an_attached_approve_asks_the_claim_of_the_agents_vm(
+        tmp_path: Path, agent_vm: str, claimed: bool) -> None:
+    """`setui approve` attached notes an earlier approval as the agent would count it:
+    keyed by the agent's vmId (its hello), not by the endpoint alone."""
+    from setui.api.approving import AgentApprover
+
+    _store(tmp_path / "setui.db").close()
+    with Store(tmp_path / "setui.db", readonly=True) as store:
+        async with agent_in_process(tmp_path, store, endpoint=ENDPOINT, started=START,
+                                    vm_id=agent_vm) as path:
+            client = await asyncio.to_thread(AgentClient.connect, path, timeout=10)
+            try:
+                found = await asyncio.to_thread(AgentApprover(client).claim, ELSEWHERE)
+            finally:
+                client.close()
+    assert (found is not None) == claimed
+    assert found is None or (found.user, found.made_on) == ("dave", None)
 
 
 async def test_a_replay_from_the_agent_is_the_replay_from_the_store(

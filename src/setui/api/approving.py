@@ -64,6 +64,7 @@ class AgentApprover:
         self.read_only = read_only
         self.vm_name = vm_name  # the agent's name for this VM, by default
         self.endpoint = client.hello.agent.endpoint
+        self.vm_id = client.hello.agent.vm_id  # what the agent keys this VM's claims by
         self.store_error: str | None = None  # why a dismissal was not recorded
         self.last_read: Document | None = None  # the agent's document after an approval
         # Interrupted while a request was with the agent: it goes on with it.
@@ -90,7 +91,7 @@ class AgentApprover:
     def claim(self, event_id: str) -> Claim | None:
         """The earlier approval of this event on this VM, if any (blocking: a request)."""
         try:
-            return self.client.claim(event_id, self.endpoint)
+            return self.client.claim(event_id, self.endpoint, vm_id=self.vm_id)
         except ApiError:
             return None  # cannot tell here; the agent checks again as it approves
 

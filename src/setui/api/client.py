@@ -101,7 +101,7 @@ MAX_IDS = 1000  # EventIds asked about in one request (the agent's bound)
 # asked too recently by this user: it answers each user once every 5 s.
 HEAVY_PATIENCE = 12.0
 
-_R = TypeVar("_R")
+_T = TypeVar("_T")
 
 
 class ApiError(RecordError):
@@ -317,7 +317,7 @@ class AgentClient:
             except ProtocolError as exc:
                 raise _broken(exc) from None
 
-    def _read(self, fn: Callable[[], Any]) -> Any:
+    def _read(self, fn: Callable[[], _T]) -> _T:
         try:
             return fn()
         except ProtocolError as exc:
@@ -330,12 +330,12 @@ class AgentClient:
                                    decode_plan(body.fields("plan"))))
 
     # -- the record (setui.store.reading.Record: what a Store answers, the same way) -----
-    def _paged(self, ask: Callable[[int, _R | None], list[_R]], limit: int | None,
-               page: int) -> list[_R]:
+    def _paged(self, ask: Callable[[int, _T | None], list[_T]], limit: int | None,
+               page: int) -> list[_T]:
         """Up to ``limit`` items (all without), asked ``page`` at a time: ``ask(n, last)``
         asks for the n after ``last`` (None: from the start). A page the agent finds too
         large for a frame is asked again in halves."""
-        found: list[_R] = []
+        found: list[_T] = []
         size = page
         while limit is None or len(found) < limit:
             want = size if limit is None else min(size, limit - len(found))
@@ -416,8 +416,11 @@ class AgentClient:
             return {i: decode_audit(given.fields(i)) for i in ids if given.has(i)}
         return self._read(read)
 
-    def claim(self, event_id: str, endpoint: str) -> Claim | None:
-        body = self.request("claim", event_id=event_id, endpoint=endpoint)
+    def claim(self, event_id: str, endpoint: str, *,
+              vm_id: str | None = None) -> Claim | None:
+        """The earlier approval that claims the event on this VM: its ``vm_id`` when
+        known, else ``endpoint`` (store.vmkeys, as ``Store.claim``)."""
+        body = self.request("claim", event_id=event_id, endpoint=endpoint, vm_id=vm_id)
         return self._read(lambda: None if not body.has("claim")
                           else decode_claim(body.fields("claim")))
 
@@ -453,7 +456,9 @@ class AgentClient:
     def missing_records(self) -> str | None:
         """Why the log is shorter than its witness says (None if it is not)."""
         body = self.request("audit", limit=1)
-        return self._read(lambda: body.text("missing", limit=4000, optional=True))
+        missing: str | None = self._read(lambda: body.text("missing", limit=4000,
+                                                           optional=True))
+        return missing
 
     def verify_audit(self) -> VerifyResult:
         body = self._heavy("verify_audit")

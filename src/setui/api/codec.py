@@ -297,7 +297,7 @@ def encode_claim(claim: Claim) -> dict[str, Any]:
     return {"event_id": claim.event_id, "user": claim.user, "host": claim.host,
             "ssh_client": claim.ssh_client, "time": time_text(claim.time),
             "attempt_seq": claim.attempt_seq, "outcome_seq": claim.outcome_seq,
-            "unknown": claim.unknown}
+            "unknown": claim.unknown, "made_on": claim.made_on}
 
 
 def decode_claim(fields: Fields) -> Claim:
@@ -307,7 +307,8 @@ def decode_claim(fields: Fields) -> Claim:
                  time=fields.time("time"), attempt_seq=fields.integer("attempt_seq",
                                                                       high=MAX_INT),
                  outcome_seq=fields.integer("outcome_seq", high=MAX_INT, optional=True),
-                 unknown=fields.flag("unknown"))
+                 unknown=fields.flag("unknown"),
+                 made_on=fields.text("made_on", limit=SHORT, optional=True))
 
 
 def encode_incarnation(record: IncarnationRecord) -> dict[str, Any]:

@@ -125,9 +125,10 @@ def _approvals(args: Fields) -> Query:
 def _claim(args: Fields) -> Query:
     event_id = args.text("event_id", limit=SHORT)
     endpoint = args.text("endpoint", limit=SHORT)
+    vm_id = args.text("vm_id", limit=SHORT, optional=True)  # checked by store.vmkeys
 
     def run(store: Store) -> dict[str, Any]:
-        found = store.claim(event_id, endpoint)
+        found = store.claim(event_id, endpoint, vm_id=vm_id)
         return {"claim": None if found is None else encode_claim(found)}
     return run
 

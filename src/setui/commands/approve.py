@@ -67,7 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "approved) from this VM")
     parser.add_argument("--vm-name", metavar="NAME", default=argparse.SUPPRESS,
                         help="this VM's name in Resources (default: the agent's, else "
-                             "asked from IMDS)")
+                             "asked from IMDS; not known if it does not answer)")
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ class ApproveRequest:
 
 def run(args: argparse.Namespace) -> int:
     config = getattr(args, "config_resolved", None)
-    from setui.config import DEFAULT_API_VERSION, DEFAULT_ENDPOINT
+    from setui.core.endpoint import DEFAULT_API_VERSION, DEFAULT_ENDPOINT
 
     request = ApproveRequest(
         event_ids=tuple(args.event_ids),
@@ -192,12 +192,14 @@ async def approve_command(request: ApproveRequest, *, stdin: IO[str] | None, out
 
 
 def standalone(request: ApproveRequest, identity: Identity | None,
-                make_client: Callable[[str, str], ImdsClient] | None,
-                now: Callable[[], datetime], err: IO[str]) -> StandaloneRoute | int:
+               make_client: Callable[[str, str], ImdsClient] | None,
+               now: Callable[[], datetime], err: IO[str]) -> StandaloneRoute | int:
     from setui.approval import Approver
 
     if make_client is None:
-        from setui.core.client import ImdsClient as make_client
+        from setui.core.client import ImdsClient
+
+        make_client = ImdsClient
     try:
         client = make_client(request.endpoint, request.api_version)
     except ValueError as exc:
@@ -218,7 +220,6 @@ def _open_store(request: ApproveRequest) -> tuple[Store | None, str | None]:
                               forward=request.audit_forward, **wait), None
     except StoreError as exc:
         return None, str(exc)
-
 
 
 async def _approve(request: ApproveRequest, ids: tuple[str, ...], route: Route,
@@ -278,6 +279,8 @@ async def _decide(request: ApproveRequest, typed: tuple[str, ...], route: Route,
     if vm_name is None:  # then every event reaches beyond this VM, as far as setui knows
         err.write(f"setui approve: {this_vm}\n")
     approver.vm_name = vm_name
+    # What its claims are keyed by; not known: the endpoint, as before (store.vmkeys).
+    approver.vm_id = this_vm.vm_id
     progress = _progress(out)
     # --yes approves only what concerns this VM alone, unless the operator opted in;
     # asked interactively, such an event needs the word "yes".

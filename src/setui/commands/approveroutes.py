@@ -65,8 +65,10 @@ class StandaloneRoute:
         return result.document, None
 
     async def this_vm(self, given: str | None) -> ThisVm:
+        """This VM's name (``given``, else asked from IMDS) and its vmId (asked)."""
         this_vm = ThisVm(given)
         await this_vm.learn(self.client, tries=ONE_SHOT_TRIES)
+        await this_vm.learn_id(self.client, tries=ONE_SHOT_TRIES)
         return this_vm
 
     def keep(self, document: Document | None, seen_at: datetime, err: IO[str]) -> None:

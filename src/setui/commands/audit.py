@@ -36,8 +36,8 @@ if TYPE_CHECKING:  # sqlite3 loads only when a command runs, not for `setui --ve
 __all__ = ["add_arguments", "describe", "run", "who"]
 
 
-# What the chain proves, and what it cannot: said the same in --help, by verify, and in
-# the README (one wording; the README quotes it).
+# What the chain proves, and what it cannot: said the same in --help and by verify (one
+# wording; docs/audit.md says it at length).
 PROVES = (
     "What the hash chain proves: accidental damage, records removed from the end (against "
     "the witness file beside the database), and edits by anyone who cannot write the data "
@@ -138,8 +138,9 @@ def who(record: AuditRecord) -> str:
     from setui.actor import describe_actor
 
     details = record.details if isinstance(record.details, dict) else {}
-    safe = {key: printable(str(value), 64) for key, value in details.items()
-            if key in ("sudo_user", "login_user", "session") and value is not None}
+    safe: dict[str, object] = {
+        key: printable(str(value), 64) for key, value in details.items()
+        if key in ("sudo_user", "login_user", "session") and value is not None}
     if details.get("ssh_claimed"):
         safe["ssh_claimed"] = True
     return describe_actor(printable(record.user, 64),
@@ -306,10 +307,11 @@ def _export(records: list[AuditRecord], result: VerifyResult, target: str, out: 
     if target == "-":
         out.write(lines)
     else:
-        from setui.store.files import write_private
+        from setui.atomicfile import write_atomically
 
         try:
-            write_private(Path(target), lines)
+            # Owner-only, as the log: it names people and the addresses they came from.
+            write_atomically(Path(target), lines)
         except OSError as exc:
             err.write(f"setui audit export: cannot write {target}: {exc.strerror or exc}\n")
             return EXIT_FAILED

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from setui.core.model import MAX_INCARNATION, Document
-from setui.core.timefmt import iso, stamp
+from setui.core.timefmt import stamp
 from setui.textsafe import printable
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from setui.store.reading import Record
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "READS_THE_AGENT", "add_storage_options",
-           "agent_for", "agent_vm", "data_dir", "iso", "open_readonly", "positive_int",
+           "agent_for", "agent_vm", "data_dir", "open_readonly", "positive_int",
            "read_record", "record_reading", "when", "whole_number", "would_overwrite"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -74,13 +74,15 @@ READS_THE_AGENT = (
 
 def agent_vm(agent: AgentClient, given: str | None) -> ThisVm:
     """This VM's name for a command attached to the agent: the agent's, which it decides
-    by (it asked IMDS), else the one given (``--vm-name``), else not known."""
+    by (it asked IMDS), else the one given (``--vm-name``), else not known; and its vmId
+    as the agent knows it (what the agent keys its claims by)."""
     from setui.session import ThisVm
 
     known = agent.hello.agent.vm_name
     this_vm = ThisVm(known or given)
     if known:
         this_vm.source = "the agent"
+    this_vm.vm_id = agent.hello.agent.vm_id
     return this_vm
 
 

@@ -71,7 +71,7 @@ def open_fleet(config: Config, *, url: str, auth: PrometheusAuth, refresh: float
     """``setui fleet``: the fleet view's app, through the same door as the dashboard."""
     if not_a_terminal(sys.stdin, sys.stdout) is not None:
         print("setui fleet: the fleet view needs a terminal, and standard input or output "
-              "is not one. For a script, ask Prometheus itself (README, \"Fleet view\").",
+              "is not one. For a script, ask Prometheus itself (docs/fleet.md).",
               file=sys.stderr)
         return EXIT_USAGE
     from setui.config import config_dir

@@ -28,7 +28,6 @@ from setui.commands.common import (
     EXIT_USAGE,
     agent_for,
     agent_vm,
-    iso,
     open_readonly,
     record_reading,
     when,
@@ -36,7 +35,7 @@ from setui.commands.common import (
 from setui.core.clock import ServiceClock, utc_now
 from setui.core.model import Document, Event, is_this_vm
 from setui.core.order import sort_key
-from setui.core.timefmt import signed_countdown
+from setui.core.timefmt import iso, signed_countdown
 from setui.session import ONE_SHOT_TRIES, ThisVm
 from setui.store.records import APPROVED, UNKNOWN
 from setui.textsafe import printable
@@ -163,12 +162,14 @@ async def _from_imds(args: argparse.Namespace, err: IO[str],
                      make_client: Callable[[str, str], ImdsClient] | None,
                      wall: Callable[[], datetime]) -> _Reading | int:
     """One GET, kept in the history; the store read for approvals."""
-    from setui.config import DEFAULT_API_VERSION, DEFAULT_ENDPOINT
+    from setui.core.endpoint import DEFAULT_API_VERSION, DEFAULT_ENDPOINT
     from setui.core.errors import ImdsError
     from setui.store.reading import RecordError
 
     if make_client is None:
-        from setui.core.client import ImdsClient as make_client
+        from setui.core.client import ImdsClient
+
+        make_client = ImdsClient
     config = getattr(args, "config_resolved", None)
     try:
         client = make_client(getattr(args, "endpoint", None) or DEFAULT_ENDPOINT,

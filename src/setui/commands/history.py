@@ -24,7 +24,6 @@ from setui.commands.common import (
     EXIT_USAGE,
     READS_THE_AGENT,
     add_storage_options,
-    iso,
     positive_int,
     read_record,
     when,
@@ -43,7 +42,7 @@ from setui.core.diff import (
 from setui.core.holes import Hole, with_holes
 from setui.core.impact import IMPACT_SOURCE, Impact, impact_words
 from setui.core.model import MAX_INCARNATION, DocumentError, parse_iso
-from setui.core.timefmt import duration, stamp
+from setui.core.timefmt import duration, iso, stamp
 from setui.textsafe import printable
 
 if TYPE_CHECKING:  # sqlite3 loads only when a command runs, not for `setui --version`
@@ -426,10 +425,14 @@ def _write_diff(record: IncarnationRecord, previous: IncarnationRecord | None,
     else:
         out.write(f"Changes since incarnation {previous.incarnation} "
                   f"(first seen {when(previous.first_seen)}):\n")
-    told: dict[str | None, list[ChangeRecord]] = {}
+    told: dict[str, list[ChangeRecord]] = {}
+    about_document: list[ChangeRecord] = []
     for change in record.changes:
-        told.setdefault(change.event_id, []).append(change)
-    for change in told.pop(None, []):  # about the document itself
+        if change.event_id is None:
+            about_document.append(change)
+        else:
+            told.setdefault(change.event_id, []).append(change)
+    for change in about_document:
         out.write(f"  ! {change.kind:<11} {printable(change.detail, 300)}".rstrip() + "\n")
     items = {item.event_id: item for item in diff}
     for event_id in [*told, *(i for i in items if i not in told)]:
@@ -491,7 +494,7 @@ def _export_scenario(store: Record, args: argparse.Namespace, out: IO[str],
     if target == "-":
         out.write(text)
         return EXIT_OK
-    from setui.store.files import write_atomically
+    from setui.atomicfile import write_atomically
 
     try:
         write_atomically(Path(target), text, mode=0o644)

@@ -25,13 +25,12 @@ from setui.commands.common import (
     EXIT_OK,
     EXIT_USAGE,
     READS_THE_AGENT,
-    iso,
     read_record,
 )
 from setui.commands.history import parse_since
 from setui.core.impact import BOOT, STALL, Impact, clocks_words, impact_words
 from setui.core.notice import DEFAULT_TERMINATE_NOTICE, Notice, notice_words
-from setui.core.timefmt import duration, stamp
+from setui.core.timefmt import duration, iso, stamp
 from setui.textsafe import printable
 
 if TYPE_CHECKING:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import gc
 import json
 import sys
 import time
@@ -27,6 +26,7 @@ from setui.core.health import ConnectionState, Health, PollResult
 from setui.core.model import Document, Event, parse_iso
 from setui.core.timefmt import iso, signed_countdown, stamp
 from setui.core.tracker import Change, Tracker
+from setui.gctune import freeze_heap_once
 from setui.monitor import Monitor
 from setui.session import ThisVm, make_client, open_store, run_until_stopped
 from setui.systemd import ERR, INFO, NOTICE, WARNING, Notifier, for_journal, under_journal
@@ -226,15 +226,6 @@ class _Lines:
         self.notifier = notifier
         self.vm_name = vm_name
         self.last: tuple[ConnectionState, str | None] | None = None
-        self._frozen = False
-
-    def settled(self) -> None:
-        """After the first answer: start-up's objects (modules, classes, the monitor)
-        live as long as the process, so they are kept out of every later collection,
-        which then walks only what polling makes, not the whole heap, once a second."""
-        if not self._frozen:
-            self._frozen = True
-            gc.freeze()
 
     def show(self, health: Health, when: datetime, changes: Sequence[Change], *,
              kind: str | None = None, document: Document | None = None,
@@ -297,7 +288,9 @@ async def watch(config: Config, *, as_json: bool, record: bool, out: IO[str],
                            kind=_error_kind(result), document=result.document,
                            recording=monitor.recorder is not None
                            and monitor.recorder.problem is None)
-                lines.settled()
+                # Start-up is done once the first answer is printed: its objects (the
+                # monitor, the client, the store) leave the collector's walks.
+                freeze_heap_once()
         finally:
             pinger.cancel()
             if learning is not None:
@@ -363,7 +356,7 @@ async def _watch_agent(config: Config, path: Path, printer: _Printer, notifier: 
                 lines.show(health, state.now, changes, document=document,
                            recording=state.recording.recording)
                 last = health
-                lines.settled()
+                freeze_heap_once()  # start-up is done: the first answer is printed
                 async for push in sub:
                     if isinstance(push, StatePush):
                         state = push.state

@@ -40,8 +40,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from setui.atomicfile import write_atomically
 from setui.store.db import StoreError
-from setui.store.files import write_atomically
 from setui.store.history import clean_text, stored_json
 from setui.store.place import Sharing, read_nofollow
 from setui.store.records import AuditEntry, AuditRecord, VerifyResult, from_db_time, to_db_time
@@ -264,7 +264,8 @@ def _hash_matches(row: Sequence[Any], seq: int) -> bool:
         values = _row_values(row)
     except (ValueError, TypeError):
         return False
-    return chain_hash(str(row[15]), _content(seq, values)) == row[16]
+    stored: object = row[16]
+    return chain_hash(str(row[15]), _content(seq, values)) == stored
 
 
 def _removed(first: int, last: int, where: str) -> str:

@@ -100,8 +100,10 @@ class Record(Protocol):
         else its newest approval of unknown outcome."""
         ...
 
-    def claim(self, event_id: str, endpoint: str) -> Claim | None:
-        """The earlier approval that claims the event at ``endpoint``, if one does."""
+    def claim(self, event_id: str, endpoint: str, *,
+              vm_id: str | None = None) -> Claim | None:
+        """The earlier approval that claims the event on this VM (its ``vm_id`` when
+        known, else ``endpoint``: store.vmkeys), if one does."""
         ...
 
     def audit(self, *, limit: int | None = None,

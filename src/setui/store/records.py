@@ -367,6 +367,9 @@ class Claim:
     attempt_seq: int
     outcome_seq: int | None  # None: no outcome recorded (in flight, or setui stopped)
     unknown: bool  # whether the service may or may not have it (else: it accepted it)
+    # The VM the attempt names when this VM's own vmId is not known (it counts all the
+    # same); None otherwise.
+    made_on: str | None = None
 
     @property
     def record_seq(self) -> int:
@@ -377,8 +380,10 @@ class Claim:
         """In words, for a refusal and a prompt; the names come from the audit log,
         which setui wrote, and are escaped again by whoever prints them."""
         who = self.user + (f" from {self.ssh_client}" if self.ssh_client else "")
+        made_on = "" if self.made_on is None else \
+            f"; made on VM {self.made_on}, and this VM's id is not known, so it counts"
         said = f"by {who} on {self.host} at {stamp(self.time, local=False)} " \
-               f"(audit record {self.record_seq})"
+               f"(audit record {self.record_seq}{made_on})"
         if not self.unknown:
             return f"already approved {said}"
         if self.outcome_seq is not None:

@@ -184,6 +184,8 @@ class SetuiApp(Approvals, TerminalApp):
             self._start_polling()
         if not self.vm_name:
             self.run_worker(self._find_vm_name(), group="vm-name", exit_on_error=False)
+        if self.store is not None:
+            self.run_worker(self._find_vm_id(), group="vm-id", exit_on_error=False)
         self.set_interval(1.0, self._refresh, name="tick")
         self._check_size()
         lacks = limits(self.client.api_version)
@@ -256,6 +258,13 @@ class SetuiApp(Approvals, TerminalApp):
         self.monitor.vm_name = self.vm_name
         self._refresh()
 
+    async def _find_vm_id(self) -> None:
+        """Ask IMDS for the compute metadata until it answers: this VM's vmId keys the
+        claims and the agent's steps and holds in the store (until then, the endpoint)."""
+        vm_id = await ThisVm(None).learn_id(self.client)
+        self.approver.vm_id = vm_id
+        self.agent_window.learned(vm_id)
+
     def poll_now(self) -> None:
         """Ask the service at once (``r``); restarts polling if it had stopped."""
         if not self._poll:
@@ -292,12 +301,12 @@ class SetuiApp(Approvals, TerminalApp):
         item = combine([s for s in said if s is not None])
         if item is not None:  # one notice per answer, however much changed in it
             self.notify(item.text, title=item.title, markup=False, timeout=10 if item.mine
-                        else 4, severity=item.severity)  # type: ignore[arg-type]
+                        else 4, severity=item.severity)
         if self._report_poll:  # r asked: this is its answer (or the one it was folded in)
             self._report_poll = False
             report = poll_report(message.result, self.vm_name)
             self.notify(report.text, title=report.title, markup=False, timeout=4,
-                        severity=report.severity)  # type: ignore[arg-type]
+                        severity=report.severity)
         # The bell is for this VM's events; a neighbour's are news on the screen. With
         # the VM's name not known yet, every event might be this VM's.
         if message.announce and self.config.bell and (

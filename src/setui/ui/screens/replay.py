@@ -21,9 +21,10 @@ from textual.message import Message
 
 from setui.core.health import ConnectionState, Health
 from setui.core.impact import impact_words
+from setui.core.timefmt import time_of_day
 from setui.monitor.replay import Moment, Recording, load_recording
 from setui.store.records import APPROVE_OUTCOME, APPROVED, REFUSED, UNKNOWN, AuditRecord
-from setui.ui.format import Palette, time_of_day
+from setui.ui.format import Palette
 from setui.ui.messages import ApprovalNote, EventRequest, Session
 from setui.ui.screens.details import details_screen
 from setui.ui.screens.main import MainScreen
@@ -168,7 +169,7 @@ class ReplayScreen(MainScreen, inherit_bindings=False):
         self._played_at: float | None = None
 
     @property
-    def setui(self) -> ReplayView:  # type: ignore[override]
+    def setui(self) -> ReplayView:
         return self._view
 
     def refresh_view(self) -> None:
