@@ -44,13 +44,13 @@ from setui.core.model import Document, parse_not_before
 from setui.identity import Identity
 from setui.outcome import HELD, ApprovalOutcome, Progress
 from setui.snapshot import (
+    READ_ONLY,
     Confirmed,
     Difference,
     confirmed,
     difference,
     find_event,
-    other_vms,
-    repeated,
+    refusal,
 )
 from setui.store import (
     APPROVE_ATTEMPT,
@@ -137,35 +137,14 @@ class Approver:
         """Why approving ``event_id`` now would be refused, or None when it may go ahead.
         ``allow_other_vms=False``: an event reaching beyond this VM is refused too."""
         if self.read_only:
-            return "setui runs read-only (--read-only): it approves nothing"
+            return READ_ONLY
         if self.store is None or self.store.readonly:
             problem = self.store_problem or (
                 "no audit log is open" if self.store is None else "it was opened read-only")
             return (f"the audit log cannot be written ({problem.rstrip('.')}); setui "
                     "approves nothing it cannot record")
-        if not event_id or not event_id.strip():
-            return "an empty EventId cannot be approved"
-        if document is None:
-            return "there is no current events document to approve against"
-        event = find_event(document, event_id)
-        if event is None:
-            return (f"EventId {event_id} is not in the current document "
-                    f"(incarnation {document.incarnation})")
-        count = repeated(document, event_id)
-        if count > 1:
-            return (f"EventId {event.event_id} appears {count} times in the document "
-                    f"(incarnation {document.incarnation}): which of them the service would "
-                    "start cannot be known, so setui approves none")
-        if event.is_started:
-            return f"event {event.event_id} ({event.event_type}) has already started"
-        if not allow_other_vms:
-            beyond = other_vms(event, self.vm_name)
-            if beyond is not None:
-                if self.consent is not None:
-                    return f"{beyond}; approving it needs {self.consent}"
-                return (f"{beyond}; --yes alone approves only events of this VM alone "
-                        "(add --allow-other-vms to approve it anyway)")
-        return None
+        return refusal(event_id, document, vm_name=self.vm_name,
+                       allow_other_vms=allow_other_vms, consent=self.consent)
 
     # -- records --------------------------------------------------------------------------
     def _entry(self, action: str, event_id: str, document: Document | None, *,

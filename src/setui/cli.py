@@ -148,13 +148,16 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
     watch = commands.add_parser(
         "watch", parents=[connection, polling],
-        help="print one line per change, headless (also records the history)",
-        description="Poll the service and print one line per change and per connection "
-                    "state change. Records what it sees into the history.")
+        help="print one line per change, headless (the agent's, or polling and recording)",
+        description="Print one line per change and per connection state change. Where the "
+                    "agent answers, the lines are what it sees (it polls and records; "
+                    "watch asks IMDS nothing and records nothing). Standalone, poll the "
+                    "service and record what it sees into the history.")
     watch.add_argument("--json", action="store_true",
                        help="one JSON object per line, with stable keys")
     watch.add_argument("--no-record", dest="record", action="store_false",
-                       help="do not write the history")
+                       help="do not write the history (standalone; attached to the agent "
+                            "watch records nothing anyway)")
 
     agent = commands.add_parser(
         "agent", parents=[connection, polling],
@@ -305,6 +308,8 @@ def _prepare(argv: Sequence[str] | None
     if config is not None:
         # Commands read the resolved settings from the namespace, whatever their source.
         args.config_resolved = config
+        # A store named on this command line is the one a reader reads, agent or not.
+        args.data_dir_given = data_dir_given
         args.endpoint = config.endpoint
         args.api_version = config.api_version
         args.data_dir = config.data_dir

@@ -99,30 +99,32 @@ def run(args: argparse.Namespace) -> int:
                           read_only_why=read_only_why(args))
 
 
-def open_replay(config: Config, *, since: datetime | None = None,
+def open_replay(args: argparse.Namespace, *, since: datetime | None = None,
                 until: datetime | None = None) -> int:
-    """``setui replay``: the dashboard over the store; the other door to the UI."""
+    """``setui replay``: the dashboard over the record (the agent's, through its API,
+    else the store read-only); the other door to the UI."""
     why = not_a_terminal(sys.stdin, sys.stdout)
     if why is not None:
         print(why, file=sys.stderr)
         return EXIT_USAGE
+    from setui.commands.common import read_record
     from setui.config import config_dir
-    from setui.store import NothingRecorded, Store, StoreError
+    from setui.store.reading import RecordError
     from setui.ui.replay_app import ReplayApp
 
-    store: Store | None = None
+    record = None
     problem: str | None = None
     try:  # read-only: reviewing never changes the record
-        store = Store.open_dir(config.data_dir, readonly=True)
-    except NothingRecorded:
-        problem = "nothing has been recorded yet"
-    except StoreError as exc:
+        record = read_record(args, sys.stderr, "setui replay")
+        if record is None:
+            problem = "nothing has been recorded yet"
+    except RecordError as exc:
         problem = str(exc)
-    app = ReplayApp(config=config, store=store, store_problem=problem, since=since,
-                    until=until, user_themes=config_dir() / "themes")
+    app = ReplayApp(config=args.config_resolved, store=record, store_problem=problem,
+                    since=since, until=until, user_themes=config_dir() / "themes")
     try:
         app.run()
     finally:
-        if store is not None:
-            store.close()
+        if record is not None:
+            record.close()
     return app.return_code or 0

@@ -225,9 +225,20 @@ _WITH_OUTCOME = (f"SELECT {', '.join('a.' + c.strip() for c in _COLUMNS.split(',
                  "FROM audit a")
 
 
-def listing(conn: sqlite3.Connection, limit: int | None, oldest_first: bool) -> list[AuditRecord]:
-    sql = _WITH_OUTCOME + f" ORDER BY a.seq {'ASC' if oldest_first else 'DESC'}"
+def listing(conn: sqlite3.Connection, limit: int | None, oldest_first: bool, *,
+            after: int | None = None, before: int | None = None) -> list[AuditRecord]:
+    """Records in seq order (``after`` < seq < ``before``), with whether each attempt
+    has an outcome."""
+    where: list[str] = []
     params: list[Any] = []
+    if after is not None:
+        where.append("a.seq > ?")
+        params.append(after)
+    if before is not None:
+        where.append("a.seq < ?")
+        params.append(before)
+    sql = _WITH_OUTCOME + (" WHERE " + " AND ".join(where) if where else "")
+    sql += f" ORDER BY a.seq {'ASC' if oldest_first else 'DESC'}"
     if limit is not None:
         sql += " LIMIT ?"
         params.append(max(0, limit))

@@ -29,6 +29,7 @@ from setui.store.place import (
     make_dirs,
     open_nofollow,
 )
+from setui.store.reading import RecordError
 
 __all__ = [
     "APPLICATION_ID",
@@ -49,12 +50,11 @@ SCHEMA_VERSION = 7
 APPLICATION_ID = 0x53455455  # "SETU": marks the file as setui's, so we never write elsewhere
 
 
-class StoreError(Exception):
+class StoreError(RecordError):
     """The store cannot do what was asked; the message says what, where, and what to do."""
 
     def __init__(self, message: str, *, path: Path | None = None) -> None:
         super().__init__(message)
-        self.message = message
         self.path = path
 
 

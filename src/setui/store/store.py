@@ -28,7 +28,7 @@ from setui.core.model import Document, DocumentError, parse_document
 from setui.core.tracker import Change
 from setui.envsettings import from_environment
 from setui.store import audit as audit_log
-from setui.store import claims, eventids, impacts
+from setui.store import claims, eventids, impacts, recording
 from setui.store import history as hist
 from setui.store.db import (
     DB_NAME,
@@ -43,6 +43,7 @@ from setui.store.db import (
 from setui.store.endpoints import endpoint_column
 from setui.store.impacts import BootGap
 from setui.store.place import Sharing, foreign_entries
+from setui.store.reading import RecordingParts
 from setui.store.records import (
     APPROVE_ATTEMPT,
     APPROVE_OUTCOME,
@@ -400,6 +401,12 @@ class Store:
         with self._using("read the recording sessions") as conn:
             return impacts.boot_gap(conn, endpoint_column(endpoint), boot_id, booted_at)
 
+    def recording(self, *, since: datetime | None = None, until: datetime | None = None,
+                  endpoint: str | None = None) -> RecordingParts | None:
+        """One endpoint's record for a replay or a report (store.recording); None when
+        nothing was recorded there."""
+        return recording.gather(self, since=since, until=until, endpoint=endpoint)
+
     def holes(self, *, endpoint: str, now: datetime | None = None) -> list[Hole]:
         """When nothing recorded ``endpoint``, oldest first, each hole whole: a property
         of the record (core.holes), the same whoever asks about which stretch of it.
@@ -510,10 +517,11 @@ class Store:
             return eventids.known(conn, prefix, limit)
 
     def audit(self, *, limit: int | None = None, oldest_first: bool = False,
-              ) -> list[AuditRecord]:
-        """Audit records, newest first unless ``oldest_first``."""
+              after: int | None = None, before: int | None = None) -> list[AuditRecord]:
+        """Audit records, newest first unless ``oldest_first``; ``after`` and ``before``
+        (sequence numbers, neither included) page through a long log."""
         with self._using("read the audit log") as conn:
-            return audit_log.listing(conn, limit, oldest_first)
+            return audit_log.listing(conn, limit, oldest_first, after=after, before=before)
 
     def approval_integrity(self) -> str | None:
         """Why this store must not take an approval now, in words; None when it may.

@@ -26,7 +26,7 @@ def query_store(screen: Screen[_Dismissed], fn: Callable[[], _T], done: Callable
                 failed: Callable[[str], None], *, group: str) -> None:
     """Run ``fn`` on a thread; then ``done(result)`` or ``failed(message)`` on the loop,
     unless the screen has gone meanwhile."""
-    from setui.store import StoreError
+    from setui.store.reading import RecordError
 
     app = screen.app
 
@@ -41,7 +41,7 @@ def query_store(screen: Screen[_Dismissed], fn: Callable[[], _T], done: Callable
     def work() -> None:
         try:
             result = fn()
-        except StoreError as exc:
+        except RecordError as exc:  # the store's, or the agent's when read through it
             back(failed, str(exc))
             return
         back(done, result)

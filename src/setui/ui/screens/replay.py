@@ -32,7 +32,7 @@ from setui.ui.screens.offloop import query_store
 
 if TYPE_CHECKING:
     from setui.config import Config
-    from setui.store import Store
+    from setui.store.reading import Record
 
 __all__ = ["SPEEDS", "ReplayScreen", "ReplayView", "approval_notes"]
 
@@ -151,7 +151,7 @@ class ReplayScreen(MainScreen, inherit_bindings=False):
         Binding("q", "close", "Close"),
     ]
 
-    def __init__(self, store: Store | None, config: Config, *, vm_name: str | None = None,
+    def __init__(self, store: Record | None, config: Config, *, vm_name: str | None = None,
                  since: datetime | None = None, until: datetime | None = None,
                  at: datetime | None = None, endpoint: str | None = None,
                  store_problem: str | None = None,
