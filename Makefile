@@ -44,11 +44,12 @@ demo: $(RUNSTAMP)
 # and 80 s with 4 (docs/testing.md). WORKERS=0 runs in this one process.
 WORKERS ?= 4
 
-# The architecture's contracts ([tool.importlinter] in pyproject.toml) before the tests.
-# Everything, both tiers.
+# The architecture's contracts ([tool.importlinter] in pyproject.toml) and the types
+# ([tool.mypy]: src/setui, strict) before the tests. Everything, both tiers.
 test: $(STAMP)
 	$(PY) -m ruff check src tests bench tools
 	$(LINT_IMPORTS)
+	$(PY) -m mypy
 	$(PY) -m pytest -n $(WORKERS)
 
 # Between edits: the tests that start no process and need no real time (the tier's rule,
@@ -74,6 +75,7 @@ test-textual-latest:
 lint: $(STAMP)
 	$(PY) -m ruff check src tests bench tools
 	$(LINT_IMPORTS)
+	$(PY) -m mypy
 
 bench: $(STAMP)
 	$(PY) bench/run.py
@@ -84,4 +86,4 @@ screenshots: $(STAMP)
 
 # The system Python, not the venv's: on Windows a running python.exe cannot delete itself.
 clean:
-	$(PYTHON) -c "import shutil, sys; [shutil.rmtree(p, ignore_errors=True) for p in sys.argv[1:]]" $(VENV) $(wildcard .venv-*) build dist $(wildcard src/*.egg-info) .pytest_cache .ruff_cache .import_linter_cache
+	$(PYTHON) -c "import shutil, sys; [shutil.rmtree(p, ignore_errors=True) for p in sys.argv[1:]]" $(VENV) $(wildcard .venv-*) build dist $(wildcard src/*.egg-info) .pytest_cache .ruff_cache .import_linter_cache .mypy_cache

@@ -149,7 +149,7 @@ def approval_scenario(count: int) -> dict[str, object]:
 
 def _alive() -> int:
     """Objects alive, the frozen ones too (setui freezes its start-up heap once it has drawn,
-    see setui.ui.widgets.heap, and gc.get_objects leaves frozen objects out)."""
+    see setui.gctune, and gc.get_objects leaves frozen objects out)."""
     return len(gc.get_objects()) + gc.get_freeze_count()
 
 
@@ -177,9 +177,9 @@ async def _approvals(emulator: Emulator, stamped: StampedList, data: Any,
         client, words = attach(Config(socket=sock))
         if client is None:
             raise RuntimeError(words)
-        with client:
-            app: Any = AttachedApp(path=client.path, hello=client.hello, identity=identity,
-                                   config=Config(socket=sock, vm_name="vm-0", bell=False))
+        # The app reads through the client, and closes it when it stops.
+        app: Any = AttachedApp(agent=client, identity=identity,
+                               config=Config(socket=sock, vm_name="vm-0", bell=False))
     else:
         store = Store.open_dir(data)
         config = Config(endpoint=emulator.url, data_dir=data, interval=INTERVAL,

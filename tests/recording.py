@@ -22,7 +22,7 @@ from setui.store import Store
 from setui.store.history import content_hash
 from setui.store.records import APPROVE_ATTEMPT, APPROVE_OUTCOME, REFUSED, AuditEntry
 
-__all__ = ["ENDPOINT", "START", "Approval", "record_scenario"]
+__all__ = ["ENDPOINT", "START", "Approval", "heartbeat", "record_scenario"]
 
 ENDPOINT = "http://127.0.0.1:8099"
 START = datetime(2026, 11, 24, 3, 0, tzinfo=timezone.utc)
@@ -95,3 +95,12 @@ def _act(store: Store, service: Service, act: Approval, at: datetime, posix: flo
     service.timeline.approve([event_id], service.scenario_time(posix))
     store.audit_append(AuditEntry(action=APPROVE_OUTCOME, status=200, latency=0.012,
                                   attempt_seq=attempt.seq, **base))
+
+
+def heartbeat(store: Store, seconds: float) -> None:
+    """An agent's session that kept its heartbeat for the first ``seconds`` of the record:
+    a stall or a boot then would be in it."""
+    agent = store.recorder_start(endpoint=ENDPOINT, pid=1, host="test", command="setui agent",
+                                 at=START)
+    store.recorder_measures(agent)
+    store.recorder_beat(agent, START + timedelta(seconds=seconds), stopped=True)

@@ -13,13 +13,15 @@ from typing import Any
 
 import pytest
 
-from setui.approval import ApprovalOutcome, Approver, confirmed
+from setui.approval import Approver
 from setui.core.client import ApprovalResult, FetchResult, ImdsClient
 from setui.core.model import Document
 from setui.emulator.faults import Faults
 from setui.emulator.scenario import load_scenario
 from setui.emulator.server import Emulator, ManualClock
 from setui.identity import Identity
+from setui.outcome import ApprovalOutcome
+from setui.snapshot import confirmed
 from setui.store import Store
 
 EVENT_ID = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"  # the documented live migration

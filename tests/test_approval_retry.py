@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from scripted import Answer, Drop, Hang, Refuse, ScriptedImds, document, event
-from setui.approval import ApprovalOutcome, Approver, Progress
+from setui.approval import Approver
 from setui.core.backoff import Backoff
 from setui.core.client import ImdsClient
 from setui.core.tracker import ChangeKind
@@ -23,6 +23,7 @@ from setui.emulator.scenario import load_scenario
 from setui.emulator.server import Emulator, ManualClock
 from setui.identity import Identity
 from setui.monitor import Monitor
+from setui.outcome import ApprovalOutcome, Progress
 from setui.store import APPROVE_OUTCOME, AuditRecord, Store
 from waiting import PATIENCE, until
 

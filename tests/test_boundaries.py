@@ -29,7 +29,8 @@ HEADLESS = (
     "setui.fleet", "setui.commands.fleet",
     "setui.commands.agent", "setui.agent.agent", "setui.agent.metrics", "setui.store.agent",
     "setui.api.client", "setui.api.server", "setui.api.serve", "setui.agent.lock",
-    "setui.outcome",
+    "setui.outcome", "setui.tomlread", "setui.gctune",
+    "setui.envsettings",
 )
 
 

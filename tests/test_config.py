@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from children import SETUI
 from setui.config import Config, ConfigError, load_config, save_setting
 
 
@@ -53,6 +58,15 @@ def test_bad_files_are_explained(tmp_path: Path, text: str, words: str) -> None:
     assert words in str(info.value)
     if "at least" not in words and "must start" not in words:
         assert str(path) in str(info.value)
+
+
+def test_a_file_nested_too_deeply_is_explained(tmp_path: Path) -> None:
+    # The parser recurses once a level: this once ended in a RecursionError traceback.
+    path = write(tmp_path, "endpoint = " + "[" * 100_000 + "\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, environ={})
+    assert "not valid TOML" in str(info.value) and "nested too deeply" in str(info.value)
+    assert str(path) in str(info.value)
 
 
 def test_explicit_missing_file_is_an_error(tmp_path: Path) -> None:
@@ -217,3 +231,79 @@ def test_the_agents_socket_and_approvers(tmp_path: Path) -> None:
 def test_approvers_must_be_names(tmp_path: Path, text: str) -> None:
     with pytest.raises(ConfigError, match="approvers"):
         load_config(write(tmp_path, text), environ={})
+
+
+# Each setting a SETUI_* variable stands for: (the file's value, the environment's), and
+# what the environment's reads as. The user and the password go in pairs (basic auth needs
+# both), so the file gives both and the environment one.
+_BOTH: dict[str, tuple[str, str, object]] = {
+    "endpoint": ("http://127.0.0.1:1", "http://127.0.0.1:2", "http://127.0.0.1:2"),
+    "api_version": ("2019-08-01", "2020-07-01", "2020-07-01"),
+    "data_dir": ("/srv/file-data", "/srv/env-data", Path("/srv/env-data")),
+    "audit_forward": ("udp://127.0.0.1:5514", "none", "none"),
+    "prometheus": ("http://127.0.0.1:9090", "http://127.0.0.1:9091", "http://127.0.0.1:9091"),
+    "prometheus_token": ("file-token", "env-token", "env-token"),
+    "prometheus_user": ("file-user", "env-user", "env-user"),
+    "prometheus_password": ("file-secret", "env-secret", "env-secret"),
+    "socket": ("/run/file.sock", "/run/env.sock", Path("/run/env.sock")),
+}
+
+
+def test_every_setting_a_variable_stands_for_is_tried_below() -> None:
+    from setui.envsettings import VARIABLES
+
+    assert set(_BOTH) == set(VARIABLES)
+
+
+@pytest.mark.parametrize("setting", sorted(_BOTH))
+def test_the_environment_wins_over_the_file(tmp_path: Path, setting: str) -> None:
+    from setui.envsettings import VARIABLES
+
+    in_file, in_env, read_as = _BOTH[setting]
+    lines = {setting: in_file}
+    if setting in ("prometheus_user", "prometheus_password"):
+        lines = {"prometheus_user": "file-user", "prometheus_password": "file-secret"}
+    path = write(tmp_path, "".join(f'{key.replace("_", "-")} = "{value}"\n'
+                                   for key, value in lines.items()))
+    path.chmod(0o600)  # it may hold a secret
+    assert getattr(load_config(path, environ={}), setting) != read_as  # the file's, alone
+    assert getattr(load_config(path, environ={VARIABLES[setting]: in_env}), setting) == read_as
+    # Empty is unset: the file's value stands.
+    assert getattr(load_config(path, environ={VARIABLES[setting]: ""}), setting) != read_as
+
+
+def test_without_a_config_the_store_reads_the_same_variables(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from setui.store import Store, default_data_dir
+
+    monkeypatch.setenv("SETUI_DATA_DIR", str(tmp_path / "env-data"))
+    monkeypatch.setenv("SETUI_AUDIT_FORWARD", "none")
+    assert default_data_dir() == tmp_path / "env-data"
+    with Store.open_dir(None) as store:
+        assert store.path.parent == tmp_path / "env-data"
+        assert store.forwarder.target.kind == "none"
+    monkeypatch.setenv("SETUI_DATA_DIR", "")  # empty is unset, here as in the config
+    assert default_data_dir() != Path("")
+
+
+
+@pytest.mark.slow
+def test_a_config_file_that_cannot_be_looked_for_is_said_not_a_traceback(
+        tmp_path: Path, unwritable: tuple[Path, Callable[[], Any] | None]) -> None:
+    """The config file under a directory this user may not search: said in words, exit
+    2 (it raised PermissionError from Path.exists: a traceback)."""
+    _, how = unwritable
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    (hidden / "config.toml").write_text('vm-name = "x"\n')
+    hidden.chmod(0o000)
+    try:
+        done = subprocess.run([*SETUI, "events", "--endpoint", "http://127.0.0.1:9"],
+                              env={**os.environ, "SETUI_CONFIG": str(hidden / "config.toml")},
+                              preexec_fn=how, capture_output=True, text=True, timeout=60)
+    finally:
+        hidden.chmod(0o700)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 2, done.stderr
+    assert "cannot look for the config file" in done.stderr, done.stderr
+    assert "Permission denied" in done.stderr, done.stderr

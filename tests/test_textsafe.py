@@ -7,7 +7,7 @@ import unicodedata
 from hypothesis import given
 from hypothesis import strategies as st
 
-from setui.textsafe import ELLIPSIS, preview, printable
+from setui.textsafe import ELLIPSIS, masked, preview, printable
 
 
 def test_controls_become_visible_escapes() -> None:
@@ -49,3 +49,10 @@ def test_preview_quotes_a_bad_value_short_and_escaped() -> None:
     assert preview("\x1b[2J") == repr("\x1b[2J")
     assert preview(10**400) == "a number of 401 digits"
     assert preview(True) == "True"
+
+
+def test_masked_turns_every_unprintable_character_into_one_question_mark() -> None:
+    hostile = "a\x1b[31mb\u202ec\nd\u00a0e\x00"
+    assert masked(hostile) == "a?[31mb?c?d?e?"
+    assert len(masked(hostile)) == len(hostile)  # one for one: a cut before or after agrees
+    assert masked("web-0 Ünïcödé 名前") == "web-0 Ünïcödé 名前"

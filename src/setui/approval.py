@@ -13,8 +13,10 @@ with what changed field by field (:func:`setui.snapshot.difference`, the one hom
 that rule). Before the first send that is a refusal; before a retry it ends the tries, and
 the outcome says how (``details.ending``). The attempt record is appended only if no
 earlier approval of the event (by any process on this VM) claims it, in the same
-transaction (store.claims). While the service fails, the POST is tried again as the
-service asks (:meth:`ImdsClient.approval_retry`) for up to 70 s, never past NotBefore.
+transaction (store.claims): this VM is its vmId once known (``vm_id``, which every record
+carries), else the endpoint (store.vmkeys). While the service fails, the POST is tried
+again as the service asks (:meth:`ImdsClient.approval_retry`) for up to 70 s, never past
+NotBefore.
 
 What an approval came to is told as far as it is known (setui.tries): approved,
 failed, or unknown when a try may have arrived and no answer says what became of it
@@ -42,15 +44,13 @@ from setui.core.model import Document, parse_not_before
 from setui.identity import Identity
 from setui.outcome import HELD, ApprovalOutcome, Progress
 from setui.snapshot import (
+    READ_ONLY,
     Confirmed,
     Difference,
-    changes_between,
     confirmed,
     difference,
     find_event,
-    not_approvable,
-    other_vms,
-    repeated,
+    refusal,
 )
 from setui.store import (
     APPROVE_ATTEMPT,
@@ -66,14 +66,13 @@ from setui.store import (
     event_snapshot,
 )
 from setui.store.claims import AlreadyClaimed, Claim
+from setui.store.vmkeys import with_vm_id
 from setui.tries import Tries, unread
 
 if TYPE_CHECKING:
     from setui.core.client import ImdsClient
 
-# The outcome's values and the snapshot's rules, re-exported: callers import them from here.
-__all__ = ["ApprovalOutcome", "Approver", "Confirmed", "Progress", "Verdict",
-           "changes_between", "confirmed", "find_event", "other_vms", "repeated"]
+__all__ = ["Approver", "Verdict"]
 
 
 @dataclass(frozen=True)
@@ -106,13 +105,13 @@ class Approver:
     """Checks, records and posts approvals; see the module docstring for the order."""
 
     # An approval under way ends with the process that runs it (a front end attached to
-    # the agent has one that does not: api.delegate).
+    # the agent has one that does not: api.approving).
     outlives_front_end = False
 
     def __init__(self, client: ImdsClient, store: Store | None, *, endpoint: str,
                  identity: Identity | None = None, read_only: bool = False,
                  store_problem: str | None = None, vm_name: str | None = None,
-                 wall: Callable[[], datetime] = utc_now,
+                 vm_id: str | None = None, wall: Callable[[], datetime] = utc_now,
                  details: dict[str, Any] | None = None, consent: str | None = None,
                  deadline: float = APPROVAL_DEADLINE) -> None:
         self.client = client
@@ -122,6 +121,7 @@ class Approver:
         self.read_only = read_only
         self.store_problem = store_problem
         self.vm_name = vm_name  # this VM's name in Resources, once known
+        self.vm_id = vm_id  # this VM's vmId, once known: what its claims are keyed by
         self.wall = wall
         # Carried by every record this approver writes (the agent's rule and hook outcomes).
         self.details = dict(details or {})
@@ -141,25 +141,14 @@ class Approver:
         """Why approving ``event_id`` now would be refused, or None when it may go ahead.
         ``allow_other_vms=False``: an event reaching beyond this VM is refused too."""
         if self.read_only:
-            return "setui runs read-only (--read-only): it approves nothing"
+            return READ_ONLY
         if self.store is None or self.store.readonly:
             problem = self.store_problem or (
                 "no audit log is open" if self.store is None else "it was opened read-only")
             return (f"the audit log cannot be written ({problem.rstrip('.')}); setui "
                     "approves nothing it cannot record")
-        reason = not_approvable(document, event_id)
-        if reason is not None:
-            return reason
-        if not allow_other_vms:
-            event = find_event(document, event_id)
-            assert event is not None
-            beyond = other_vms(event, self.vm_name)
-            if beyond is not None:
-                if self.consent is not None:
-                    return f"{beyond}; approving it needs {self.consent}"
-                return (f"{beyond}; --yes alone approves only events of this VM alone "
-                        "(add --allow-other-vms to approve it anyway)")
-        return None
+        return refusal(event_id, document, vm_name=self.vm_name,
+                       allow_other_vms=allow_other_vms, consent=self.consent)
 
     # -- records --------------------------------------------------------------------------
     def _entry(self, action: str, event_id: str, document: Document | None, *,
@@ -172,6 +161,7 @@ class Approver:
             snapshot = event_snapshot(event)
         details: dict[str, Any] = {**self.details, **fields.pop("details", {})}
         details.update(self.identity.details())
+        details = with_vm_id(details, self.vm_id)
         return AuditEntry(
             action=action, time=self.wall(), user=self.identity.user,
             host=self.identity.host, ssh_client=self.identity.ssh_client,
@@ -219,7 +209,7 @@ class Approver:
         if self.store is None:
             return None
         try:
-            return self.store.claim(event_id, self.endpoint)
+            return self.store.claim(event_id, self.endpoint, vm_id=self.vm_id)
         except StoreError:
             return None  # cannot tell here; the approval itself checks again, or refuses
 
@@ -361,8 +351,8 @@ class Approver:
             if again:
                 attempts = await asyncio.to_thread(store.audit_extend, entries)
             else:
-                attempts = await asyncio.to_thread(store.audit_claim, entries, wire_ids,
-                                                   self.endpoint)
+                attempts = await asyncio.to_thread(partial(
+                    store.audit_claim, entries, wire_ids, self.endpoint, vm_id=self.vm_id))
         except AlreadyClaimed as exc:
             return [self._claimed(i, ready[i], exc) for i in ids]
         except StoreError as exc:

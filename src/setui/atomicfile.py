@@ -1,9 +1,10 @@
 """One way to replace a file: whole or not at all, never half of one.
 
-The audit witness, the systemd units, exported scenarios, the config file a theme is
-saved to and the agent's metrics textfile are all read by someone else while setui may
-be writing them; a reader must see the old file or the new. The rule lives here, below
-every layer that writes a file, so each of them calls it instead of writing it again.
+The audit witness, the systemd units, exported scenarios and audit logs, the config
+file a theme is saved to and the agent's metrics textfile are all read by someone else
+while setui may be writing them; a reader must see the old file or the new. The rule
+lives here, below every layer that writes a file, so each of them calls it instead of
+writing it again.
 """
 
 from __future__ import annotations
@@ -31,12 +32,8 @@ def write_atomically(path: Path, data: str | bytes, *, mode: int | None = None,
     directory = path.parent if str(path.parent) else Path(".")
     fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     try:
-        if isinstance(data, bytes):
-            handle = os.fdopen(fd, "wb")
-        else:
-            handle = os.fdopen(fd, "w", encoding="utf-8", newline=newline)
-        with handle:
-            handle.write(data)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(_encoded(data, newline))
             handle.flush()
             if mode is not None and hasattr(os, "fchmod"):
                 os.fchmod(handle.fileno(), mode)
@@ -56,3 +53,10 @@ def write_atomically(path: Path, data: str | bytes, *, mode: int | None = None,
                 os.fsync(dir_fd)
             finally:
                 os.close(dir_fd)
+
+
+def _encoded(data: str | bytes, newline: str) -> bytes:
+    """What text mode with ``newline`` would have written: one binary handle for both."""
+    if isinstance(data, bytes):
+        return data
+    return (data.replace("\n", newline) if newline else data).encode("utf-8")

@@ -135,7 +135,9 @@ def _outcome(record: Mapping[str, Any]) -> str:
     if action == "approve-attempt":
         return "sent"
     if action == "approve-outcome":
-        details = record.get("details") if isinstance(record.get("details"), dict) else {}
+        details = record.get("details")
+        if not isinstance(details, dict):
+            details = {}
         if details.get("outcome") == "unknown":  # as the approver wrote it (setui.tries)
             return str(record.get("error") or "outcome unknown")
         if record.get("error"):

@@ -7,7 +7,6 @@ Imports are deferred to the command that needs them, so ``setui --version`` and
 from __future__ import annotations
 
 import argparse
-import gc
 import math
 import sys
 from collections.abc import Callable, Sequence
@@ -19,6 +18,7 @@ from setui.apiversions import help_line, limits
 from setui.config import Config, ConfigError, load_config
 from setui.core.endpoint import DEFAULT_API_VERSION
 from setui.core.pace import check_interval
+from setui.gctune import collector_paused
 
 __all__ = ["main"]
 
@@ -99,7 +99,8 @@ def _poll_options(default: object = None) -> argparse.ArgumentParser:
                        help="seconds between polls (default 1, at least 0.2)")
     group.add_argument("--vm-name", metavar="NAME",
                        help="this VM's name as it appears in Resources "
-                            "(default: asked from IMDS, else the host name)")
+                            "(default: asked from IMDS until it answers; never the host "
+                            "name)")
     return parent
 
 
@@ -147,13 +148,16 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
     watch = commands.add_parser(
         "watch", parents=[connection, polling],
-        help="print one line per change, headless (also records the history)",
-        description="Poll the service and print one line per change and per connection "
-                    "state change. Records what it sees into the history.")
+        help="print one line per change, headless (the agent's, or polling and recording)",
+        description="Print one line per change and per connection state change. Where the "
+                    "agent answers, the lines are what it sees (it polls and records; "
+                    "watch asks IMDS nothing and records nothing). Standalone, poll the "
+                    "service and record what it sees into the history.")
     watch.add_argument("--json", action="store_true",
                        help="one JSON object per line, with stable keys")
     watch.add_argument("--no-record", dest="record", action="store_false",
-                       help="do not write the history")
+                       help="do not write the history (standalone; attached to the agent "
+                            "watch records nothing anyway)")
 
     agent = commands.add_parser(
         "agent", parents=[connection, polling],
@@ -272,18 +276,11 @@ def resolve_config(args: argparse.Namespace) -> Config:
 
 def main(argv: Sequence[str] | None = None) -> int:
     # Start-up makes hundreds of thousands of objects (modules, classes, functions) that
-    # live as long as the process: collecting while they are made only walks them again
-    # and again, and so would every collection after. They are made with the collector
-    # off, then frozen out of its reach, and it is back on before the command runs.
+    # live as long as the process: made with the collector off, then frozen out of its
+    # reach, and it is back on before the command runs (setui.gctune).
     try:
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
+        with collector_paused(freeze=True):
             args, runner = _prepare(argv)
-        finally:
-            if collecting:
-                gc.freeze()
-                gc.enable()
         if runner is None:
             return EXIT_USAGE
         return runner(args)
@@ -311,6 +308,8 @@ def _prepare(argv: Sequence[str] | None
     if config is not None:
         # Commands read the resolved settings from the namespace, whatever their source.
         args.config_resolved = config
+        # A store named on this command line is the one a reader reads, agent or not.
+        args.data_dir_given = data_dir_given
         args.endpoint = config.endpoint
         args.api_version = config.api_version
         args.data_dir = config.data_dir

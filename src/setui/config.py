@@ -2,7 +2,8 @@
 
 Precedence, lowest first: built-in defaults, ``config.toml``, environment variables
 (``SETUI_ENDPOINT``, ``SETUI_API_VERSION``, ``SETUI_DATA_DIR``,
-``SETUI_AUDIT_FORWARD``), command-line options.
+``SETUI_AUDIT_FORWARD``; setui.envsettings names each and holds the rule), command-line
+options.
 The file is optional; a bad one is an error with its path and the key named, never a
 traceback and never silently ignored.
 
@@ -34,7 +35,6 @@ import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import platformdirs
@@ -49,7 +49,9 @@ from setui.core.endpoint import (
 )
 from setui.core.notice import DEFAULT_TERMINATE_NOTICE
 from setui.core.pace import check_interval
+from setui.envsettings import VARIABLES, from_environment
 from setui.textsafe import printable
+from setui.tomlread import TomlError, parse_toml
 
 __all__ = ["Config", "ConfigError", "config_dir", "default_config_path", "load_config",
            "save_setting"]
@@ -141,40 +143,20 @@ _WORDS = {str: "a string", int: "a number", bool: "true or false", list: "a list
 _APPROVER = re.compile(r"%?[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\$?")
 
 
-def _toml() -> ModuleType:
-    """The TOML parser, loaded when there is a file to read: most VMs have none, and a
-    recorder started at boot need not load a parser (5 ms of CPU) to read nothing."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
-    return tomllib
-
-
 def load_config(path: Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
     """Read the config file (if any) and the environment into a Config."""
     env = os.environ if environ is None else environ
     explicit = path is not None
     file = path if path is not None else default_config_path(env)
     values: dict[str, Any] = {}
-    if file.exists() or explicit:
+    if explicit or _present(file):
         values = _read_file(file)
-    env_map = {
-        "SETUI_ENDPOINT": "endpoint",
-        "SETUI_API_VERSION": "api_version",
-        "SETUI_DATA_DIR": "data_dir",
-        "SETUI_AUDIT_FORWARD": "audit_forward",
-        "SETUI_PROMETHEUS_URL": "prometheus",
-        "SETUI_PROMETHEUS_TOKEN": "prometheus_token",
-        "SETUI_PROMETHEUS_USER": "prometheus_user",
-        "SETUI_PROMETHEUS_PASSWORD": "prometheus_password",
-        "SETUI_SOCKET": "socket",
-    }
     origins: dict[str, str] = {}
-    for var, key in env_map.items():
-        if env.get(var):
-            values[key] = env[var]
-            origins[key] = f"environment variable {var}"
+    for key, variable in VARIABLES.items():
+        value = from_environment(key, env)
+        if value is not None:
+            values[key] = value
+            origins[key] = f"environment variable {variable}"
     for key in ("data_dir", "policy", "socket"):
         if key in values:
             values[key] = Path(values[key]).expanduser()
@@ -193,30 +175,31 @@ MAX_CONFIG_BYTES = 1024 * 1024
 
 
 def _read_bytes(file: Path) -> bytes:
-    return _read(file)[0]
+    return read_small_file(file)[0]
 
 
-def _read(file: Path) -> tuple[bytes, os.stat_result]:
+def read_small_file(file: Path, what: str = "config file") -> tuple[bytes, os.stat_result]:
     """The file's bytes, if it is a regular file of at most MAX_CONFIG_BYTES, and what
-    fstat said of the file they were read from. Opened without blocking, so a named pipe
-    is refused instead of waiting for a writer."""
+    fstat said of the file they were read from; ConfigError naming ``what`` otherwise.
+    Opened without blocking, so a named pipe is refused instead of waiting for a writer;
+    for every file of settings a person writes (the config, the agent's policy)."""
     fd = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    too_big = (f"{what} {printable(file, 200)} is larger than {MAX_CONFIG_BYTES // 1024} KB: "
+               f"it is not a setui {what.split()[0]}")
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise ConfigError(f"config file {printable(file, 200)} is not a regular file "
+            raise ConfigError(f"{what} {printable(file, 200)} is not a regular file "
                               "(a device, a pipe or a socket): name a file")
         if info.st_size > MAX_CONFIG_BYTES:
-            raise ConfigError(f"config file {printable(file, 200)} is larger than "
-                              f"{MAX_CONFIG_BYTES // 1024} KB: it is not a setui config")
+            raise ConfigError(too_big)
         chunks: list[bytes] = []
         size = 0
         while chunk := os.read(fd, 65536):
             chunks.append(chunk)
             size += len(chunk)
             if size > MAX_CONFIG_BYTES:  # it grew while we read
-                raise ConfigError(f"config file {printable(file, 200)} is larger than "
-                                  f"{MAX_CONFIG_BYTES // 1024} KB: it is not a setui config")
+                raise ConfigError(too_big)
         return b"".join(chunks), info
     finally:
         os.close(fd)
@@ -240,20 +223,35 @@ def _check_private(file: Path, info: os.stat_result, values: Mapping[str, Any]) 
                       f"chmod 600 {shlex.quote(where)}")
 
 
-def _read_file(file: Path) -> dict[str, Any]:
-    tomllib = _toml()
+def _present(file: Path) -> bool:
+    """Whether the default config file is there; one that cannot even be looked for (a
+    directory above it this user may not search) is said, not taken as absent: settings
+    the operator wrote would otherwise be silently left out."""
     try:
-        data, info = _read(file)
-        raw = tomllib.loads(data.decode("utf-8"))
+        os.stat(file)  # not Path.exists(), whose answer to EACCES differs by Python
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as exc:
+        raise ConfigError(f"cannot look for the config file {printable(file, 200)}: "
+                          f"{exc.strerror or exc}; set SETUI_CONFIG or --config to another "
+                          "file, or make its directory readable") from None
+    return True
+
+
+def _read_file(file: Path) -> dict[str, Any]:
+    try:
+        data, info = read_small_file(file)
+        raw = parse_toml(data.decode("utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file {file} does not exist") from None
     except IsADirectoryError:
         raise ConfigError(f"config file {file} is a directory: name a file") from None
     except OSError as exc:
-        raise ConfigError(f"cannot read config file {file}: {exc.strerror or exc}") from None
+        raise ConfigError(f"cannot read config file {printable(file, 200)}: "
+                          f"{exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"config file {file} is not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as exc:
+    except TomlError as exc:
         raise ConfigError(f"config file {file} is not valid TOML: {exc}") from None
     known = {f.name for f in fields(Config)}
     values: dict[str, Any] = {}
@@ -350,10 +348,9 @@ def save_setting(file: Path, key: str, value: str) -> None:
             lines[-1] += "\n"
         lines.insert(first_table, f"{key} = {literal}\n")
     new_text = "".join(lines)
-    tomllib = _toml()
     try:
-        after: dict[str, Any] | None = tomllib.loads(new_text)
-    except tomllib.TOMLDecodeError:
+        after: dict[str, Any] | None = parse_toml(new_text)
+    except TomlError:
         after = None
     if after != {**before, key: value}:  # a layout this simple editor does not understand
         raise ConfigError(f"config file {file}: cannot set {key} without rewriting the file; "
@@ -362,10 +359,9 @@ def save_setting(file: Path, key: str, value: str) -> None:
 
 
 def _parse_for_save(text: str, file: Path) -> dict[str, Any]:
-    tomllib = _toml()
     try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+        return parse_toml(text)
+    except TomlError as exc:
         raise ConfigError(f"config file {file} is not valid TOML, so it is left alone: "
                           f"{exc}") from None
 

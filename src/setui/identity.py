@@ -25,7 +25,7 @@ from typing import Any
 from setui.actor import describe_actor
 from setui.procinfo import PROC, Connection, address, ssh_connections
 
-__all__ = ["Identity", "account_name", "audit_number", "describe_actor"]
+__all__ = ["Identity", "account_name", "audit_number"]
 
 _UNSET = 4294967295  # (uid_t)-1: no login uid, no session (a daemon, a container)
 

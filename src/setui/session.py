@@ -1,4 +1,5 @@
-"""What every front end sets up the same way: the client, the store, this VM's name."""
+"""What every front end sets up the same way: the client, the store, this VM's name and
+id."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from setui.config import Config
 from setui.core.backoff import Backoff
+from setui.core.vmid import vm_id_of
 from setui.textsafe import printable
 
 if TYPE_CHECKING:
@@ -61,11 +63,15 @@ class ThisVm:
     the host name is not the instance name, and a guess would make every "this VM" test
     miss for the life of the process. Until it is known, ``name`` is None and every front
     end says "not known" rather than pretend.
+
+    ``vm_id``, this VM's vmId, is only ever learned (compute metadata): it keys the claims
+    and holds (setui.store.vmkeys), and until it is known they fall back to the endpoint.
     """
 
     def __init__(self, given: str | None) -> None:
         self.name: str | None = given or None
         self.source: str | None = "--vm-name / vm-name" if self.name else None
+        self.vm_id: str | None = None
 
     def __str__(self) -> str:
         if self.name is None:
@@ -84,6 +90,17 @@ class ThisVm:
             if name:
                 self.name, self.source = name, "IMDS"
         return self.name
+
+    async def learn_id(self, client: ImdsClient, *, tries: int | None = None,
+                       sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+                       ) -> str | None:
+        """Ask IMDS for the compute metadata until it answers (see :func:`until_answered`);
+        this VM's vmId, or None when it is not known (no answer within ``tries``, or an
+        answer without one)."""
+        if self.vm_id is None:
+            self.vm_id = vm_id_of(await until_answered(client.compute, tries=tries,
+                                                       sleep=sleep))
+        return self.vm_id
 
 
 async def until_answered(ask: Callable[[], Awaitable[_T | None]], *, tries: int | None = None,

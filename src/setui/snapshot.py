@@ -5,7 +5,8 @@ event an id names in a document, whether the id is listed more than once, whethe
 event reaches beyond this VM (then it needs an explicit yes), what changed between the
 snapshot confirmed and the event as it is now, field by field, in words, and whether it
 is still as shown (:func:`difference`): asked before every send of an approval, the
-first and each retry.
+first and each retry; and why an event may not be approved at all (:func:`refusal`),
+asked by the approver and by a front end approving through the agent alike.
 """
 
 from __future__ import annotations
@@ -18,8 +19,12 @@ from setui.core.model import Document, Event, is_this_vm
 from setui.store.records import event_snapshot
 from setui.textsafe import printable, some_names
 
-__all__ = ["Confirmed", "Difference", "changes_between", "confirmed", "difference",
-           "find_event", "not_approvable", "other_vms", "repeated"]
+__all__ = ["NO_DOCUMENT", "READ_ONLY", "Confirmed", "Difference", "changes_between", "confirmed",
+           "difference", "find_event", "other_vms", "refusal", "repeated"]
+
+# Why a front end told never to approve (--read-only) refuses, whoever would approve.
+READ_ONLY = "setui runs read-only (--read-only): it approves nothing"
+NO_DOCUMENT = "there is no current events document to approve against"
 
 # The fields an operator confirms, in the order a change is told.
 _FIELDS = (("EventType", "type"), ("EventStatus", "status"), ("Resources", "resources"),
@@ -54,27 +59,6 @@ def repeated(document: Document | None, event_id: str) -> int:
         return 0
     wanted = event_id.strip().casefold()
     return sum(1 for e in document.events if e.event_id.casefold() == wanted)
-
-
-def not_approvable(document: Document | None, event_id: str) -> str | None:
-    """Why ``event_id`` cannot be approved in ``document`` at all, or None: asked by the
-    approver, and by a front end before it asks the agent to approve (which asks again)."""
-    if not event_id or not event_id.strip():
-        return "an empty EventId cannot be approved"
-    if document is None:
-        return "there is no current events document to approve against"
-    event = find_event(document, event_id)
-    if event is None:
-        return (f"EventId {event_id} is not in the current document "
-                f"(incarnation {document.incarnation})")
-    count = repeated(document, event_id)
-    if count > 1:
-        return (f"EventId {event.event_id} appears {count} times in the document "
-                f"(incarnation {document.incarnation}): which of them the service would "
-                "start cannot be known, so setui approves none")
-    if event.is_started:
-        return f"event {event.event_id} ({event.event_type}) has already started"
-    return None
 
 
 def confirmed(document: Document, event_id: str) -> Confirmed | None:
@@ -158,4 +142,35 @@ def difference(seen: Confirmed, latest: Document, *, vm_name: str | None,
         if beyond is not None:
             return Difference("other-vms",
                               f"{beyond}; it needs {consent or '--allow-other-vms'}")
+    return None
+
+
+def refusal(event_id: str, document: Document | None, *, vm_name: str | None,
+            allow_other_vms: bool = True, consent: str | None = None) -> str | None:
+    """Why ``event_id`` may not be approved as ``document`` has it, in words; None when
+    it may: no document, not in it, its EventId not alone, started, or (unless
+    ``allow_other_vms``) reaching beyond this VM. ``consent``: what accepts that, in the
+    approver's words (default: the command line's)."""
+    if not event_id or not event_id.strip():
+        return "an empty EventId cannot be approved"
+    if document is None:
+        return NO_DOCUMENT
+    event = find_event(document, event_id)
+    if event is None:
+        return (f"EventId {event_id} is not in the current document "
+                f"(incarnation {document.incarnation})")
+    count = repeated(document, event_id)
+    if count > 1:
+        return (f"EventId {event.event_id} appears {count} times in the document "
+                f"(incarnation {document.incarnation}): which of them the service would "
+                "start cannot be known, so setui approves none")
+    if event.is_started:
+        return f"event {event.event_id} ({event.event_type}) has already started"
+    if not allow_other_vms:
+        beyond = other_vms(event, vm_name)
+        if beyond is not None:
+            if consent is not None:
+                return f"{beyond}; approving it needs {consent}"
+            return (f"{beyond}; --yes alone approves only events of this VM alone "
+                    "(add --allow-other-vms to approve it anyway)")
     return None

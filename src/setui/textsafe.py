@@ -11,7 +11,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Sequence
 
-__all__ = ["ELLIPSIS", "needs_escape", "preview", "printable", "some_names"]
+__all__ = ["ELLIPSIS", "masked", "needs_escape", "preview", "printable", "some_names"]
 
 ELLIPSIS = "…"
 
@@ -65,6 +65,15 @@ def printable(text: object, limit: int | None = None) -> str:
         pieces.append(piece)
         length += len(piece)
     return "".join(pieces)
+
+
+def masked(text: str) -> str:
+    """``text`` with every character that is not printable as ``?``, one for one.
+
+    For where an escape would not fit or would read as part of the text: a metric's
+    label value, a notification's field, the emulator's request log. Stricter than
+    :func:`printable`: odd spaces and line breaks go too."""
+    return "".join(char if char.isprintable() else "?" for char in text)
 
 
 def preview(value: object, limit: int = 40) -> str:

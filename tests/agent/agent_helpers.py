@@ -93,6 +93,28 @@ def write_policy(tmp_path: Path, text: str) -> Path:
     return path
 
 
+# The policy of the issue's "how it is checked": drain (a hook), then approve.
+DRAIN = """
+[notify]
+urls = ["{url}"]
+
+[[rule]]
+name = "drain"
+event_type = "Reboot"
+event_source = "User"
+this_vm = true
+prepare = "{hook}"
+approve = "after-prepare"
+notify = {notify}
+"""
+
+
+def drain_policy(tmp_path: Path, hook: Path, url: str = "json://127.0.0.1:9/x",
+                 notify: bool = False) -> Path:
+    return write_policy(tmp_path, DRAIN.format(url=url, hook=hook,
+                                               notify="true" if notify else "false"))
+
+
 class Sink:
     """A plain HTTP server on loopback that keeps every JSON body POSTed to it."""
 

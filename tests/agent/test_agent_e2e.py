@@ -13,6 +13,7 @@ from agent_helpers import (
     Sink,
     agent_env,
     agent_said,
+    drain_policy,
     more_polls,
     posts,
     records,
@@ -29,27 +30,6 @@ from setui.store.agent import AgentLog
 
 pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
 
-DRAIN = """
-[notify]
-urls = ["{url}"]
-
-[[rule]]
-name = "drain"
-event_type = "Reboot"
-event_source = "User"
-this_vm = true
-prepare = "{hook}"
-approve = "after-prepare"
-notify = {notify}
-"""
-
-
-def _policy(tmp_path: Path, hook: Path, url: str = "json://127.0.0.1:9/x",
-            notify: bool = False) -> Path:
-    return write_policy(tmp_path, DRAIN.format(url=url, hook=hook,
-                                               notify="true" if notify else "false"))
-
-
 def _audit(tmp_path: Path) -> list:
     with Store.open_dir(tmp_path / "data", readonly=True) as store:
         return store.audit(oldest_first=True)
@@ -57,7 +37,7 @@ def _audit(tmp_path: Path) -> list:
 
 def test_user_reboot_is_approved_only_after_its_prepare_hook_exits_0(
         tmp_path: Path, emulator: Emulator, hook: Path) -> None:
-    policy = _policy(tmp_path, hook)
+    policy = drain_policy(tmp_path, hook)
     proc, lines = start_agent(emulator.url, tmp_path, "--policy", str(policy),
                               env=agent_env(tmp_path, HOOK_WAIT="1"))
     try:
@@ -92,7 +72,7 @@ def test_user_reboot_is_approved_only_after_its_prepare_hook_exits_0(
 
 def test_a_failing_hook_means_no_post_and_one_notification(
         tmp_path: Path, emulator: Emulator, hook: Path, sink: Sink) -> None:
-    policy = _policy(tmp_path, hook, url=sink.url)
+    policy = drain_policy(tmp_path, hook, url=sink.url)
     proc, lines = start_agent(emulator.url, tmp_path, "--policy", str(policy),
                               env=agent_env(tmp_path, HOOK_EXIT="3"))
     try:
@@ -111,7 +91,7 @@ def test_a_failing_hook_means_no_post_and_one_notification(
 
 def test_dry_run_posts_nothing_and_runs_nothing(
         tmp_path: Path, emulator: Emulator, hook: Path, sink: Sink) -> None:
-    policy = _policy(tmp_path, hook, url=sink.url, notify=True)
+    policy = drain_policy(tmp_path, hook, url=sink.url, notify=True)
     proc, lines = start_agent(emulator.url, tmp_path, "--policy", str(policy), "--dry-run")
     try:
         lines.until(agent_said("would", "prepare"), 30, "what it would prepare")
@@ -129,7 +109,7 @@ def test_dry_run_posts_nothing_and_runs_nothing(
 
 def test_killed_during_a_hook_and_restarted_neither_reruns_nor_approves(
         tmp_path: Path, emulator: Emulator, hook: Path, sink: Sink) -> None:
-    policy = _policy(tmp_path, hook, url=sink.url, notify=True)
+    policy = drain_policy(tmp_path, hook, url=sink.url, notify=True)
     env = agent_env(tmp_path, HOOK_WAIT="1")
     proc, lines = start_agent(emulator.url, tmp_path, "--policy", str(policy), env=env)
     try:
@@ -176,7 +156,7 @@ def test_a_hold_stops_the_agent_until_it_is_released(
     from setui.store.agent import HOLD, RELEASE
     from setui.store.records import AuditEntry
 
-    policy = _policy(tmp_path, hook)
+    policy = drain_policy(tmp_path, hook)
     person = Identity(user="oncall", ssh_client=None, host="vm")
 
     def entry(action: str) -> AuditEntry:

@@ -61,6 +61,21 @@ def test_a_failing_sink_is_retried_without_blocking_and_sent_once(
     assert [b["title"] for b in sink.bodies] == ["title k1", "title k2"]
 
 
+def test_the_pause_before_each_retry_doubles_to_a_cap_with_jitter() -> None:
+    # Every try fails; no store and no thread: each try answers the pause before the next.
+    notifier = Notifier(("json://unused",), None, retries=20, send=lambda title, body: False)
+    shares = []
+    for attempts in range(12):
+        ceiling = min(300.0, 5.0 * 2 ** attempts)  # 5 s, 10 s, ... 5 minutes
+        pause = notifier._attempt(_message(), attempts)
+        assert pause is not None and ceiling / 2 <= pause <= ceiling
+        shares.append(pause / ceiling)
+    # Jittered: agents whose webhook went down together do not come back in step.
+    assert len(set(shares)) > 1
+    assert notifier._attempt(_message(), 20) is None  # the last try: no pause after it
+    assert notifier.failed == 1
+
+
 def test_pending_messages_of_a_stopped_agent_are_sent_by_the_next(
         tmp_path: Path, sink: Sink) -> None:
     with Store.open_dir(tmp_path) as store:

@@ -94,6 +94,14 @@ def test_a_bad_policy_is_refused_with_the_line_and_the_reason(
     assert str(caught.value).startswith(f"policy.toml:{line}: ")
 
 
+def test_a_policy_nested_too_deeply_is_refused_in_words() -> None:
+    # The parser recurses once a level: this once ended in a RecursionError traceback.
+    with pytest.raises(PolicyError) as caught:
+        parse_policy("[[rule]]\nname = " + "[" * 100_000 + "\n", "policy.toml")
+    assert "not valid TOML" in str(caught.value) and "nested too deeply" in str(caught.value)
+    assert str(caught.value).startswith("policy.toml")
+
+
 def test_short_notice_is_told_unless_the_policy_says_not() -> None:
     assert parse_policy("").short_notice is True
     assert load_policy(EXAMPLE).short_notice is True
@@ -125,3 +133,14 @@ def test_timing_and_budget_keys() -> None:
 def test_no_policy_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(PolicyError, match="cannot read the policy"):
         load_policy(tmp_path / "missing.toml")
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_a_policy_that_is_not_a_small_regular_file_is_refused_in_words(tmp_path: Path) -> None:
+    # /dev/zero was read until memory ran out; a huge file likewise.
+    with pytest.raises(PolicyError, match="policy file /dev/zero is not a regular file"):
+        load_policy(Path("/dev/zero"))
+    huge = tmp_path / "policy.toml"
+    huge.write_text("# a comment\n" * 100_000)
+    with pytest.raises(PolicyError, match="is larger than 1024 KB: it is not a setui policy"):
+        load_policy(huge)

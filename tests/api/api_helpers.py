@@ -10,6 +10,7 @@ real default group of approvers, made for the tests when the machine lacks it.
 
 from __future__ import annotations
 
+import contextlib
 import grp
 import json
 import os
@@ -18,8 +19,10 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from datetime import datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import strategies as st
@@ -27,8 +30,17 @@ from hypothesis import strategies as st
 from accounts import Account, made_accounts, needs_accounts
 from children import SETUI, Lines, wait_until
 from setui.api.client import AgentClient, ApiError
+from setui.api.codec import AgentInfo
+from setui.api.peer import Authority
+from setui.api.queries import Queries
+from setui.api.server import ApiServer
+from setui.api.socketfile import bind_socket
+from setui.api.source import AgentSource
+from setui.core.client import ImdsClient
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
+from setui.monitor.state import MonitorState
+from setui.store import Store
 
 ROOT = Path(__file__).parent.parent.parent
 EVENT_ID = "F020BA2E-3BC0-4C40-A10B-86575A9EABD5"
@@ -97,6 +109,34 @@ def emulator() -> Iterator[Emulator]:
     emu.start()
     yield emu
     emu.stop()
+
+
+@contextlib.asynccontextmanager
+async def agent_in_process(directory: Path, store: Store, *, endpoint: str, started: datetime,
+                           state: MonitorState | None = None, pid: int = 1,
+                           vm_name: str = "web-0", vm_id: str | None = None,
+                           imds: ImdsClient | None = None) -> AsyncIterator[Path]:
+    """The agent's API server in this loop over a real socket (its path, in
+    ``directory``), the agent stood in for by the parts the server reads: a monitor
+    holding ``state``, ``imds`` to approve through (None: no approval), ``store`` for the
+    queries and the writes. A client that blocks must run on a thread."""
+    monitor = SimpleNamespace(state=state or MonitorState(), now=lambda: started,
+                              interval=1.0, recorder=None, endpoint=endpoint, vm_name=vm_name,
+                              note_approved=lambda event_id: None, poll_now=lambda: None)
+    agent = SimpleNamespace(steps={}, held=set(), log=None, vm_name=vm_name, vm_id=vm_id)
+    info = AgentInfo(pid, started, vm_name, vm_id, endpoint, None, None, False)
+    source = AgentSource(monitor=monitor, agent=agent, client=imds,  # type: ignore[arg-type]
+                         store=store, info=info, host="vm-web-0")
+    server = ApiServer(source, authority=Authority([]), queries=Queries(store.path),
+                       say=print)
+    bound = bind_socket(directory / "api.sock", group=None)
+    await server.serve(bound.sock)
+    try:
+        yield directory / "api.sock"
+    finally:
+        await server.aclose()
+        bound.remove()
+        bound.sock.close()
 
 
 def posts(emu: Emulator) -> list[object]:
@@ -189,6 +229,15 @@ CLIENT = r'''
 import json, sys, time
 from pathlib import Path
 from setui.api.client import AgentClient, ApiError
+from setui.api.codec import AgentInfo
+from setui.api.peer import Authority
+from setui.api.queries import Queries
+from setui.api.server import ApiServer
+from setui.api.socketfile import bind_socket
+from setui.api.source import AgentSource
+from setui.core.client import ImdsClient
+from setui.monitor.state import MonitorState
+from setui.store import Store
 from setui.snapshot import Confirmed, confirmed
 
 path, op, args, sync = Path(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3]), Path(sys.argv[4])

@@ -10,19 +10,13 @@ import asyncio
 from collections.abc import AsyncIterator
 from datetime import datetime, timezone
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from api_helpers import agent_in_process
 
 from scripted import Answer, Drop, ScriptedImds, document, event
 from setui.api.client import AgentClient
-from setui.api.codec import AgentInfo
-from setui.api.peer import Authority
-from setui.api.queries import Queries
-from setui.api.server import ApiServer
-from setui.api.socketfile import bind_socket
-from setui.api.source import AgentSource
 from setui.core.backoff import Backoff
 from setui.core.client import ImdsClient
 from setui.core.model import parse_document
@@ -42,40 +36,27 @@ async def approve_through_api(tmp_path: Path, scripted: ScriptedImds,
     real client on a thread, as confirmed from the document shown, and returns the
     outcome and the progress frames heard."""
     scripted.serve(SHOWN)
-    store = Store.open_dir(tmp_path / "data")
     client = ImdsClient(scripted.url, timeout=10.0, enabling_timeout=10.0,
                         backoff=Backoff(base=0.02, cap=0.05), rate=100, burst=100)
     shown = parse_document(SHOWN)
-    monitor = SimpleNamespace(state=MonitorState(document=shown), now=lambda: T0,
-                              interval=1.0, recorder=None, endpoint=scripted.url,
-                              vm_name="web-0", note_approved=lambda event_id: None,
-                              poll_now=lambda: None)
-    agent = SimpleNamespace(steps={}, held=set(), log=None, vm_name="web-0")
-    info = AgentInfo(1, T0, "web-0", None, scripted.url, None, None, False)
-    source = AgentSource(monitor=monitor, agent=agent, client=client,  # type: ignore[arg-type]
-                         store=store, info=info, host="vm-web-0")
-    server = ApiServer(source, authority=Authority([]), queries=Queries(store.path),
-                       say=print)
-    bound = bind_socket(tmp_path / "api.sock", group=None)
-    await server.serve(bound.sock)
 
-    def run() -> tuple[ApprovalOutcome, list[Progress]]:
+    def run(path: Path) -> tuple[ApprovalOutcome, list[Progress]]:
         heard: list[Progress] = []
-        with AgentClient.connect(tmp_path / "api.sock", timeout=10) as api:
+        with AgentClient.connect(path, timeout=10) as api:
             seen = confirmed(shown, MINE)
             assert seen is not None
             [outcome] = api.approve([MINE], {MINE: seen}, progress=heard.append)
         return outcome, heard
 
-    async def approve() -> tuple[ApprovalOutcome, list[Progress]]:
-        return await asyncio.to_thread(run)
+    with Store.open_dir(tmp_path / "data") as store:
+        async with agent_in_process(tmp_path, store, endpoint=scripted.url, started=T0,
+                                    state=MonitorState(document=shown), imds=client) as path:
 
-    yield approve, store
-    await server.aclose()
-    await client.aclose()
-    bound.remove()
-    bound.sock.close()
-    store.close()
+            async def approve() -> tuple[ApprovalOutcome, list[Progress]]:
+                return await asyncio.to_thread(run, path)
+
+            yield approve, store
+        await client.aclose()
 
 
 def outcome_record(store: Store) -> Any:

@@ -25,7 +25,7 @@ from setui.api.codec import (
     decode_confirmed,
     decode_health,
     decode_hello,
-    decode_impacts,
+    decode_impact,
     decode_incarnation,
     decode_outcome,
     decode_plan,
@@ -38,7 +38,7 @@ from setui.api.codec import (
     encode_confirmed,
     encode_health,
     encode_hello,
-    encode_impacts,
+    encode_impact,
     encode_incarnation,
     encode_outcome,
     encode_plan,
@@ -200,7 +200,7 @@ def test_the_other_values_read_back_as_they_were() -> None:
     hello = Hello(1, "0.1.0", AgentInfo(42, T0, "vm", None, "http://x", "/d", None, False),
                   You(1001, "alice", False, "you are not in group setui"))
     assert decode_hello(_through_wire(encode_hello(hello))) == hello
-    assert decode_impacts(_through_wire({"impacts": encode_impacts(IMPACTS)})) == IMPACTS
+    assert tuple(decode_impact(_through_wire(encode_impact(i))) for i in IMPACTS) == IMPACTS
 
 
 IMPACTS = (Impact(STALL, T0, 4.8, "http://x", wall_seconds=4.9, boottime_seconds=4.8,
@@ -241,7 +241,7 @@ def _valid() -> list[tuple[Callable[[Fields], Any], dict[str, Any]]]:
     return [
         (lambda f: decode_state(f, 0.0), encode_state(state, 0.0)),
         (decode_audit, encode_audit(_audit(3))),
-        (decode_impacts, {"impacts": encode_impacts(IMPACTS)}),
+        (decode_impact, encode_impact(IMPACTS[0])),
         (decode_plan, encode_plan(Plan((Step("E", "approve", "r", "done", "", None, T0),),
                                        frozenset({"E"})))),
         (decode_outcome, encode_outcome(ApprovalOutcome("E", True, False, 200, "ok", 0.1,

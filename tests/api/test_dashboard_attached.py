@@ -99,8 +99,7 @@ def dashboard(sock: Path) -> AttachedApp:
     """The dashboard as `setui` opens it when the agent answers at ``sock``."""
     client, words = attach(Config(socket=sock))
     assert client is not None, words
-    with client:
-        return AttachedApp(path=client.path, hello=client.hello, config=Config(socket=sock))
+    return AttachedApp(agent=client, config=Config(socket=sock))  # it closes the client
 
 
 def status(app: AttachedApp) -> str:
@@ -293,8 +292,8 @@ async def test_the_agent_restarts_under_it_and_an_approval_cut_off_is_looked_up(
             await wait_for(pilot, lambda: table.cell_text(FIRST, "countdown").endswith("?"))
             await wait_for(pilot, lambda: (note := app.session.approvals.get(FIRST))
                            is not None and note.unknown)
-            assert app.session.approvals[FIRST].message.startswith(
-                "outcome unknown: ask the agent")
+            lost = app.session.approvals[FIRST].message
+            assert lost.startswith("outcome unknown: ") and "; ask the agent" in lost
             emulator.set_faults(parse_faults(""))
             again, _ = start_agent(emulator.url, tmp_path, env=env)
             await wait_for(pilot, lambda: f"attached to the agent (pid {again.pid}, up "
@@ -364,8 +363,7 @@ sock, event_id = Path(sys.argv[1]), sys.argv[2]
 async def main():
     client, words = attach(Config(socket=sock))
     assert client is not None, words
-    with client:
-        app = AttachedApp(path=client.path, hello=client.hello, config=Config(socket=sock))
+    app = AttachedApp(agent=client, config=Config(socket=sock))
     async with app.run_test(size=(120, 36)) as pilot:
         table = app.main_screen.query_one(EventsTable)
         for _ in range(3000):
@@ -400,9 +398,9 @@ def test_a_non_approvers_a_is_dimmed_and_says_who_may_approve(
         assert stop(proc) == 0
     assert seen["action"] == "approve" and seen["enabled"] is False  # shown, dimmed
     assert seen["dialog"] is False
-    why = ("the agent says you may not approve: you are not root and not in group setui. "
-           "Root may, and the members of group setui unless the agent's config names its "
-           "approvers")
+    why = ("the agent does not take approvals from sapi-carol: you are not root and not in "
+           "group setui (approvals through the agent are for root and the members of group "
+           "setui, or the approvers its config names (approvers =))")
     assert f"Approvals: You may read here, not approve: {why}" in seen["notices"]
     assert f"Not approved: {why}" in seen["notices"]
     assert posts(emulator) == []

@@ -129,3 +129,19 @@ def test_ctrl_c_mid_request_leaves_the_outcome_unknown_and_the_event_claimed(
     _attempt, outcome, _refused = audit(data)
     assert outcome.details["ending"] == "interrupted"
     assert outcome.details["outcome"] == "unknown"
+
+
+def test_each_failed_try_is_said_as_it_comes(scripted: ScriptedImds, tmp_path: Path) -> None:
+    """An approval may take 70 s of tries: the operator sees each one fail, and why, as
+    the same command through the agent shows the agent's (tests/api)."""
+    scripted.serve(document(7, event(MINE, ["web-0"])))
+    scripted.on_posts(Answer(503, retry_after=1), Answer(500, retry_after=1))
+    done = setui(scripted, "approve", MINE, "--yes", data_dir=tmp_path / "data")
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    tries = [line for line in lines if line.startswith(f"{MINE}: try ")]
+    assert [t.split(": ")[1] for t in tries] == ["try 1", "try 2"]
+    assert "(503 Service Unavailable)" in tries[0] and "(500 Internal Server" in tries[1]
+    assert all(t.endswith("; trying again in 1s") for t in tries)
+    assert lines.index(tries[-1]) < next(i for i, line in enumerate(lines)
+                                         if "approved: the service answered HTTP 200" in line)

@@ -129,7 +129,7 @@ def test_the_prompt_counts_down_as_everything_else(outputs: Outputs) -> None:
                      not_before), not_before
 
 
-def test_the_readmes_watch_example_is_what_watch_writes() -> None:
+def test_the_docs_watch_example_is_what_watch_writes() -> None:
     from setui.commands.watch import RECORD_KEYS, format_record
 
     def record(**values: object) -> dict[str, object]:
@@ -137,7 +137,7 @@ def test_the_readmes_watch_example_is_what_watch_writes() -> None:
         blank.update(resources=[], this_vm=False, initial=False, certain=True, missed=0)
         return {**blank, **values}
 
-    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    docs = (Path(__file__).parents[2] / "docs" / "operating.md").read_text(encoding="utf-8")
     for line in (
         record(time="2026-11-24T10:19:52Z", change="connection", state="live"),
         record(time="2026-11-24T10:19:52Z", change="appeared", initial=True, incarnation=1,
@@ -149,4 +149,4 @@ def test_the_readmes_watch_example_is_what_watch_writes() -> None:
                event_id="22222222-2222-2222-2222-222222222222",
                not_before="2026-11-24T10:30:19Z", resources=["vm-1"]),
     ):
-        assert format_record(line) + "\n" in readme
+        assert format_record(line) + "\n" in docs

@@ -16,15 +16,10 @@ import httpx
 import pytest
 
 from faketime import FakeTime
+from setui.apiversions import KNOWN_API_VERSIONS
 from setui.core.backoff import MAX_RETRY_AFTER, Backoff
-from setui.core.client import (
-    DEFAULT_API_VERSION,
-    KEEPALIVE_EXPIRY,
-    KNOWN_API_VERSIONS,
-    ImdsClient,
-    check_api_version,
-    check_endpoint,
-)
+from setui.core.client import KEEPALIVE_EXPIRY, ImdsClient
+from setui.core.endpoint import DEFAULT_API_VERSION, check_api_version, check_endpoint
 from setui.core.errors import (
     BadDocument,
     Gone,

@@ -178,6 +178,21 @@ def test_bad_scenarios_name_the_file_and_field(tmp_path: Path, text: str,
         assert needle in message
 
 
+@pytest.mark.parametrize(("name", "text"), [
+    ("deep.toml", "tail = " + "[" * 100_000 + "\n"),
+    ("deep.json", '{"tail": ' + "[" * 100_000 + "]" * 100_000 + "}"),
+], ids=["toml", "json"])
+def test_a_scenario_nested_too_deeply_is_a_scenario_error(tmp_path: Path, name: str,
+                                                          text: str) -> None:
+    # Both parsers recurse once a level: this once ended in a RecursionError traceback.
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario(str(path))
+    assert str(caught.value).startswith(f"{path}: not valid ")
+    assert "nested too deeply" in str(caught.value)
+
+
 def test_unknown_scenario_lists_the_builtins() -> None:
     with pytest.raises(ScenarioError, match="live-migration"):
         load_scenario("no-such-scenario")

@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
+import pytest
 from rich.text import Text
 
+from setui.core.model import Event, EventStatus, EventType
 from setui.fleet import model
 from setui.fleet.model import LABEL_LIMIT, FleetBuilder, VmState
 from setui.ui.fleet.view import (
@@ -18,7 +20,7 @@ from setui.ui.fleet.view import (
     event_countdown,
     line_text,
 )
-from setui.ui.format import Palette
+from setui.ui.format import Palette, countdown
 
 AT = 1_800_000_000.0
 
@@ -101,6 +103,17 @@ def test_events_of_stopped_agents_are_marked_old() -> None:
     assert fleet.events[0].stale
     assert event_countdown(fleet.events[0],
                            datetime.fromtimestamp(AT, tz=timezone.utc)).text == "T-10:00?"
+
+
+@pytest.mark.parametrize("ahead", [3600, 300, 299.5, 60, 59, 1, 0.2, 0, -5])
+def test_a_fleet_countdown_reads_as_the_dashboards(ahead: float) -> None:
+    """One rule for T-, waiting and how urgent: the fleet view and the dashboard agree."""
+    fleet = FleetBuilder().build([success("vm", AT), event("vm", "E1", AT + ahead)], AT)
+    now = datetime.fromtimestamp(AT, tz=timezone.utc)
+    on_this_vm = Event("E1", EventType.REBOOT, EventStatus.SCHEDULED, ("vm",),
+                       datetime.fromtimestamp(AT + ahead, tz=timezone.utc))
+    fleets, dashboards = event_countdown(fleet.events[0], now), countdown(on_this_vm, now)
+    assert (fleets.text, fleets.urgency) == (dashboards.text, dashboards.urgency)
 
 
 def test_hostile_labels_are_bounded_and_shown_as_text() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from recording import ENDPOINT, START, record_scenario
+from recording import ENDPOINT, START, heartbeat, record_scenario
 from setui.commands.report import markdown, report_json
 from setui.core.impact import STALL, STARTED, Impact
 from setui.monitor.replay import Recording, load_recording
@@ -59,10 +59,7 @@ def recording(tmp_path: Path) -> Recording:
     try:
         # The agent's heartbeat ran for the first 100 s; it saw the Freeze pause the VM
         # and, later, a stall no event was announced for.
-        agent = store.recorder_start(endpoint=ENDPOINT, pid=1, host="test",
-                                     command="setui agent", at=START)
-        store.recorder_measures(agent)
-        store.recorder_beat(agent, START + timedelta(seconds=100), stopped=True)
+        heartbeat(store, 100)
         store.record_impact(Impact(STALL, START + timedelta(seconds=27), 4.8, ENDPOINT,
                                    wall_seconds=4.8, boottime_seconds=4.8, event_id=FREEZE,
                                    event_type="Freeze", announced=5, tie=STARTED))

@@ -6,22 +6,18 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from setui.core.model import Event, EventSource, EventStatus, EventType
+from setui.core.model import Event, EventSource, EventStatus, EventType, is_this_vm
+from setui.core.order import sort_key
+from setui.core.timefmt import age, clock, stamp, time_of_day
 from setui.ui.format import (
     Countdown,
     Palette,
     Urgency,
-    age,
     approved_label,
     countdown,
-    duration_text,
     impact,
-    is_this_vm,
     resources_summary,
     safe,
-    sort_key,
-    stamp,
-    time_of_day,
 )
 
 NOW = datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc)
@@ -84,12 +80,12 @@ def test_urgency_symbols_never_rely_on_colour() -> None:
     assert countdown(ev(in_seconds=30), NOW).label(loud=False) == "T-0:30"
 
 
-def test_duration_text() -> None:
-    assert duration_text(0) == "0:00"
-    assert duration_text(42) == "0:42"
-    assert duration_text(3600) == "1:00:00"
-    assert duration_text(86400 * 2 + 3600 * 5) == "2d 05h"
-    assert duration_text(-5) == "0:00"
+def test_durations_as_a_clock_face() -> None:
+    assert clock(0) == "0:00"
+    assert clock(42) == "0:42"
+    assert clock(3600) == "1:00:00"
+    assert clock(86400 * 2 + 3600 * 5) == "2d 05h"
+    assert clock(-5) == "0:00"
 
 
 @pytest.mark.parametrize(("duration", "text"), [
@@ -210,3 +206,12 @@ def test_palette_survives_bad_values() -> None:
                                       "setui-urgent-style": "sparkly"})
     assert palette.urgent == "bold"
     assert Palette.from_variables({}).alarm == "bold reverse"
+
+
+def test_format_offers_only_its_own_names() -> None:
+    """A rule of core's is imported from core: one home, not a second door to it."""
+    from setui.ui import format as fmt
+
+    borrowed = [name for name in fmt.__all__
+                if getattr(getattr(fmt, name), "__module__", fmt.__name__) != fmt.__name__]
+    assert borrowed == []

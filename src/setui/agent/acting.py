@@ -63,6 +63,7 @@ class Acting(Telling):
     # What the agent provides (set in Agent.__init__).
     client: ImdsClient
     store: Store | None
+    vm_id: str | None
     log: AgentLog | None
     metrics: AgentMetrics | None
     rule_of: dict[str, Rule]
@@ -172,12 +173,12 @@ class Acting(Telling):
         return "approve" if reason is None else f"be refused: {reason}"
 
     async def _already(self, event_id: str) -> str | None:
-        """Who approved the event already (from this VM's audit log), in words."""
+        """Who approved the event already on this VM, in words: an accepted approval that
+        claims it here (store.claims; not one made on another VM whose store this is)."""
         if self.store is None:
             return None
-        found = await self._db(self.store.approvals, [event_id])
-        record = next(iter(found.values()), None)
-        return None if record is None else f"already approved by {record.user}"
+        claim = await self._db(self.store.claim, event_id, self.endpoint, vm_id=self.vm_id)
+        return None if claim is None or claim.unknown else f"already approved by {claim.user}"
 
     def _approver(self, rule: Rule, hooks: list[dict[str, Any]] | None = None) -> Approver:
         from setui.approval import Approver  # loaded by the first approval, not at start
@@ -191,13 +192,13 @@ class Acting(Telling):
         return Approver(self.client, self.store, endpoint=self.endpoint,
                         identity=Identity(user=actor_label(rule.name), ssh_client=None,
                                           host=self._host),
-                        vm_name=self.vm_name, details={"agent": details},
+                        vm_name=self.vm_name, vm_id=self.vm_id, details={"agent": details},
                         consent=f"other_vms = true in the rule (rule {rule.name} does not "
                                 "say it)")
 
     async def _hook(self, event_id: str, rule: Rule, step: str) -> None:
         # Here, not at the top: an agent whose policy runs no hook never loads subprocess.
-        from setui.agent.hooks import hook_environment, hook_input, run_hook
+        from setui.agent.hooks import HookFacts, hook_environment, hook_input, run_hook
 
         hook = rule.prepare if step == "prepare" else rule.recover
         assert hook is not None and self.log is not None
@@ -219,8 +220,8 @@ class Acting(Telling):
         self._record("running", event_id, rule=rule.name, step=step, state=RUNNING,
                      detail=hook.text)
         assert self.vm_name is not None  # no step before it is known (_next)
-        kw = {"step": step, "rule": rule.name, "incarnation": incarnation,
-              "vm_name": self.vm_name}
+        kw: HookFacts = {"step": step, "rule": rule.name, "incarnation": incarnation,
+                         "vm_name": self.vm_name}
         try:
             result = await run_hook(
                 hook, env={**hook_environment(event, **kw), **deadline.environment()},

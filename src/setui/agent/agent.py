@@ -22,7 +22,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from setui.agent.acting import Acting, actor_label
+from setui.agent.acting import Acting
 from setui.agent.budgeting import PLATFORM_STARTS, Budgeting
 from setui.agent.errors import AgentErrors
 from setui.agent.plan import MATCH, plan_of
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from setui.monitor import Monitor, MonitorUpdate
     from setui.store import Store
 
-__all__ = ["STOP_GRACE", "Agent", "actor_label"]  # actor_label: the audit log's, re-exported
+__all__ = ["STOP_GRACE", "Agent"]
 
 _T = TypeVar("_T")
 # How long a clean stop waits for a hook or an approval under way: under the unit's
@@ -67,7 +67,7 @@ class Agent(Acting, Budgeting):
 
     def __init__(self, *, policy: Policy, monitor: Monitor, client: ImdsClient,
                  store: Store | None, vm_name: str | None, dry_run: bool,
-                 say: Callable[[dict[str, Any]], None],
+                 say: Callable[[dict[str, Any]], None], vm_id: str | None = None,
                  notifier: Notifier | None = None,
                  metrics: AgentMetrics | None = None,
                  errors: AgentErrors | None = None,
@@ -78,10 +78,14 @@ class Agent(Acting, Budgeting):
         self.store = store
         self.endpoint = monitor.endpoint
         self.vm_name = vm_name
+        # This VM's vmId, once known: its claims, steps and holds are keyed by it
+        # (store.vmkeys), else by the endpoint.
+        self.vm_id = vm_id
         self.dry_run = dry_run
         self.say = say
         self.metrics = metrics
-        self.log = AgentLog(store, monitor.endpoint) if store is not None else None
+        self.log = AgentLog(store, monitor.endpoint, vm_id=vm_id) \
+            if store is not None else None
         self.notifier = notifier
         self.errors = errors or AgentErrors()
         self.budget = budget  # the disruption budget's Prometheus (agent.budgeting)
@@ -119,6 +123,16 @@ class Agent(Acting, Budgeting):
         the steps that wait for it may start, at the next poll."""
         self.vm_name = vm_name
         self.monitor.vm_name = vm_name
+        self._idle = False
+
+    def id_learned(self, vm_id: str) -> None:
+        """This VM's vmId is known at last: from now on its steps, holds and claims are
+        found by it, whatever endpoint wrote them; the current events' steps are read
+        again at the next poll (another endpoint of this VM may have taken some)."""
+        self.vm_id = vm_id
+        if self.log is not None:
+            self.log.vm_id = vm_id
+        self._looked_up.clear()
         self._idle = False
 
     async def start(self) -> None:
@@ -250,7 +264,7 @@ class Agent(Acting, Budgeting):
             if (task is not None and not task.done()) or self._next(event_id) is not None:
                 continue
             for table in (self.rule_of, self.last_seen, self.tasks, self.matched):
-                table.pop(event_id, None)  # type: ignore[attr-defined]
+                table.pop(event_id, None)
             self.ended.discard(event_id)
             self._looked_up.discard(event_id)
             for key in [k for k in self.steps if k[0] == event_id]:
@@ -441,7 +455,7 @@ class Agent(Acting, Budgeting):
                     await self._set(event_id, step, rule, DONE, "dry run")
                     self._record("would", event_id, rule=rule.name, step=step,
                                  detail=f"dry run: would {words}")
-                elif self.log is not None and await self._db(self.log.held, [event_id]):
+                elif self.log is not None and bool(await self._db(self.log.held, [event_id])):
                     self.held.add(event_id)
                     return
                 elif step == "approve":

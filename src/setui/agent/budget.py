@@ -106,6 +106,7 @@ def _key(labels: Mapping[str, object]) -> VmKey:
 
 def _number(sample: Mapping[str, object]) -> float | None:
     try:
+        # A Prometheus sample is JSON of any shape: the except is the check, not the type.
         return float(sample["value"][1])  # type: ignore[index]
     except (KeyError, IndexError, TypeError, ValueError):
         return None
@@ -139,10 +140,10 @@ def look_of(series: Iterable[object], scraped: Iterable[object], at: float | Non
         if labels.get("__name__") == BUSY_METRIC and _number(row) == 1:
             busy.setdefault(_key(labels), set()).add(str(labels.get("reason", "")))
     times: dict[VmKey, float] = {}
-    for row in scraped:
-        if isinstance(row, dict) and isinstance(row.get("metric"), dict):
-            value = _number(row)
-            key = _key(row["metric"])
+    for answer in scraped:
+        if isinstance(answer, dict) and isinstance(answer.get("metric"), dict):
+            value = _number(answer)
+            key = _key(answer["metric"])
             if value is not None:
                 times[key] = max(value, times.get(key, 0.0))
     return Look(fleet, {k: frozenset(v) for k, v in busy.items()}, times, at)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from setui.agent.budget import Count, Group, count, group_of_vm
 from setui.agent.telling import Telling
+from setui.core.backoff import Backoff
 from setui.core.model import Event
 from setui.fleet.model import VmKey
 from setui.fleet.prometheus import PrometheusError
@@ -29,6 +30,8 @@ from setui.store.records import RUNNING, SKIPPED, WAITING, Step
 from setui.textsafe import printable
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from setui.agent.budget import BudgetClient, Look
     from setui.agent.metrics import AgentMetrics
     from setui.agent.policy import Rule
@@ -78,14 +81,14 @@ class Budgeting(Telling):
 
     if TYPE_CHECKING:
         async def _set(self, event_id: str, step: str, rule: Rule, state: str,
-                       detail: str = "", started: object = None) -> None: ...
+                       detail: str = "", started: datetime | None = None) -> None: ...
 
     def _activity(self) -> None:
         """What makes this VM busy, and what waits, to the metrics (at each change)."""
         if self.metrics is None:
             return
         running = {step for (_, step), row in self.steps.items() if row.state == RUNNING}
-        busy = {step for step in ("prepare", "recover") if step in running}
+        busy: set[str] = {step for step in ("prepare", "recover") if step in running}
         if self.claims or "approve" in running:
             busy.add("approving")
         self.metrics.set_activity(frozenset(busy), frozenset(self.budget_waits.values()))
@@ -206,7 +209,8 @@ class Budgeting(Telling):
             self.claims_met.pop(event_id, None)
             return pause
         met = self.claims_met[event_id] = self.claims_met.get(event_id, 0) + 1
-        return pause + random.uniform(0, verdict.met * 2 ** min(met, MAX_DOUBLINGS))
+        stepping_back = Backoff(verdict.met, verdict.met * 2 ** MAX_DOUBLINGS, jitter="full")
+        return pause + stepping_back.delay(met + 1)
 
     async def _wait(self, event: Event, rule: Rule, reason: str, words: str) -> None:
         event_id = event.event_id

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from setui.agent.policy import Hook
 from setui.agent.runas import resolve
@@ -26,10 +26,19 @@ from setui.core.timefmt import iso
 from setui.store.agent import MAX_OUTPUT
 from setui.store.records import event_snapshot
 
-__all__ = ["HookResult", "hook_environment", "hook_input", "run_hook"]
+__all__ = ["HookFacts", "HookResult", "hook_environment", "hook_input", "run_hook"]
 
 _CHUNK = 4096
 _KILL_GRACE = 5.0  # seconds between SIGTERM and SIGKILL after a timeout
+
+
+class HookFacts(TypedDict):
+    """What a hook is told besides the event: the same to hook_environment and hook_input."""
+
+    step: str
+    rule: str
+    incarnation: int
+    vm_name: str
 
 
 @dataclass(frozen=True)

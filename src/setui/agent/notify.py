@@ -3,8 +3,10 @@
 Sending can take seconds (a slow webhook, SMTP) and fail for minutes (the network is
 down: the event itself may be why). The agent's loop only hands a message over; this
 worker keeps it in the store first (its key makes a second hand-over, or the same change
-told again after a restart, a no-op), sends it, and retries with a growing pause until
-``retries`` is used up. Pending messages left by a stopped agent are sent by the next.
+told again after a restart, a no-op), sends it, and retries until ``retries`` is used
+up, pausing as :class:`~setui.core.backoff.Backoff` says: doubling from 5 s to 5 minutes,
+jittered, so agents whose webhook went down together do not retry it in step. Pending
+messages left by a stopped agent are sent by the next.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from setui.core.backoff import Backoff
 from setui.core.clock import utc_now
 from setui.store.agent import AgentLog
+from setui.textsafe import masked
 
 __all__ = ["Message", "Notifier", "render"]
 
@@ -42,8 +46,7 @@ class Message:
 def render(template: str, fields: Mapping[str, object]) -> str:
     """``template`` with ``$fields`` (checked when the policy was read); each value is
     bounded and freed of control characters: it came from the network."""
-    clean = {k: "".join(c if c.isprintable() else "?" for c in str(v))[:_MAX_FIELD]
-             for k, v in fields.items()}
+    clean = {k: masked(str(v)[:_MAX_FIELD]) for k, v in fields.items()}
     return string.Template(template).safe_substitute(clean)
 
 
@@ -57,7 +60,7 @@ class Notifier:
         self.urls = urls
         self.log = log
         self.retries = retries
-        self.first_retry = first_retry
+        self.backoff = Backoff(first_retry, max(first_retry, _MAX_RETRY))
         # apprise loads on the worker thread at the first message: none, none loaded.
         self._sender = send
         self._on_outcome = on_outcome or (lambda message, sent, error: None)
@@ -116,11 +119,11 @@ class Notifier:
             try:
                 item = self._inbox.get(timeout=wait)
             except queue.Empty:
-                item = False  # type: ignore[assignment]
-            if item is None:
-                self._last_tries(due)
-                return
-            if item:
+                pass  # nothing new: a retry is due
+            else:
+                if item is None:
+                    self._last_tries(due)
+                    return
                 if self._keep(item):
                     heapq.heappush(due, (time.monotonic(), next(order), item, 0))
                 continue
@@ -172,4 +175,4 @@ class Notifier:
             self._on_outcome(message, sent, None if sent else error)
         if final:
             return None
-        return min(_MAX_RETRY, self.first_retry * 2 ** attempts)
+        return self.backoff.delay(attempts + 1)

@@ -11,18 +11,14 @@ import os
 import re
 import shlex
 import string
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from setui.agent.runas import RunAs, parse_run_as, refusal
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+from setui.config import ConfigError, read_small_file
+from setui.tomlread import TomlError, parse_toml
 
 __all__ = ["APPROVE_MODES", "BUDGET_GROUPS", "DEFAULT_DEADLINE_MARGIN", "DEFAULT_NAME",
            "TEMPLATE_FIELDS", "Hook", "Policy", "PolicyError", "Rule", "default_policy",
@@ -183,7 +179,11 @@ def default_policy(config_file: Path) -> Path:
 def load_policy(path: Path) -> Policy:
     """Read and check ``path``; PolicyError with the line and the reason otherwise."""
     try:
-        text = path.read_text(encoding="utf-8")
+        # Bounded as the config file is: /dev/zero or a huge file is refused in words,
+        # not read until memory runs out.
+        text = read_small_file(path, "policy file")[0].decode("utf-8")
+    except ConfigError as exc:
+        raise PolicyError(str(path), None, f"cannot read the policy: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise PolicyError(str(path), None, f"cannot read the policy: {reason}") from None
@@ -192,8 +192,8 @@ def load_policy(path: Path) -> Policy:
 
 def parse_policy(text: str, source: str = "policy") -> Policy:
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+        data = parse_toml(text)
+    except TomlError as exc:
         message = str(exc)
         found = re.search(r"line (\d+)", message)
         raise PolicyError(source, int(found.group(1)) if found else None,
@@ -241,7 +241,7 @@ class _Parser:
             if name in names[:index]:
                 raise self.fail(self.lines.key("name", "rule", index),
                                 f"two rules are named {name!r}: names must be unique")
-        notes = ()
+        notes: tuple[str, ...] = ()
         if any(rule.notify for rule in rules) and not urls:
             notes = ("rules say notify but notify.urls is empty: nothing will be sent",)
         return Policy(rules=rules, urls=tuple(urls), title=title, body=body, retries=retries,

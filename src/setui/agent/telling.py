@@ -13,7 +13,7 @@ with less notice than documented (agent.notice).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from setui.agent.errors import AgentErrors, Failing
@@ -105,7 +105,7 @@ class Telling:
         document = self.monitor.state.document
         return str(document.incarnation) if document is not None else ""
 
-    def _send(self, key: str, event_id: str, change: str, fields: dict[str, object], *,
+    def _send(self, key: str, event_id: str, change: str, fields: Mapping[str, object], *,
               rule_name: str | None, body: str | None = None) -> None:
         """The message in the policy's templates (``body``: instead of its body), handed
         to the notifier; in a dry run, said once instead."""

@@ -9,13 +9,17 @@ without the agent, and says so.
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 
 from setui.api.attached import agent_words
-from setui.api.client import DEFAULT_SOCKET, AgentClient, ApiError
+from setui.api.client import DEFAULT_SOCKET, AgentClient, ApiError, Subscription
 from setui.config import Config
 from setui.core.clock import utc_now
+from setui.core.health import ConnectionState, Health
+from setui.core.timefmt import duration
+from setui.textsafe import printable
 
-__all__ = ["attach", "attached_words"]
+__all__ = ["attach", "attached_words", "not_live", "socket_of"]
 
 
 def attach(config: Config) -> tuple[AgentClient | None, str]:
@@ -30,7 +34,7 @@ def attach(config: Config) -> tuple[AgentClient | None, str]:
     and a hello, within a second): call it before the event loop, or on a thread."""
     if config.standalone:
         return None, "standalone (--standalone): polling IMDS itself"
-    path = config.socket or DEFAULT_SOCKET
+    path = socket_of(config)
     try:
         client = AgentClient.connect(path)
     except ApiError as exc:
@@ -38,6 +42,27 @@ def attach(config: Config) -> tuple[AgentClient | None, str]:
     return client, attached_words(client, utc_now())
 
 
-def attached_words(client: AgentClient, now: datetime) -> str:
+def socket_of(config: Config) -> Path:
+    """Where a front end looks for the agent: ``--socket``, ``socket =``, SETUI_SOCKET
+    (config), else the service's default."""
+    return config.socket or DEFAULT_SOCKET
+
+
+def attached_words(client: AgentClient | Subscription, now: datetime) -> str:
     """What the status line says of the agent a front end is attached to, at ``now``."""
     return agent_words(client.hello.agent, now)
+
+
+def not_live(health: Health, mono_now: float) -> str | None:
+    """Why what the agent holds is not what the service says now, in words; None while its
+    connection is live. A stale state is never shown as live (the health at ``mono_now``,
+    the agent's ages carried on this process's clock)."""
+    health = health.at(mono_now)
+    if health.state is ConnectionState.LIVE:
+        return None
+    age = health.age(mono_now)
+    seen = ("it has had no answer from IMDS yet" if age is None else
+            f"its last good answer from IMDS was {duration(age)} ago")
+    error = f" ({printable(health.last_error, 300)})" if health.last_error else ""
+    return (f"the agent's connection is {health.state.value}{error}: {seen}, so this may "
+            "not be what the service says now")

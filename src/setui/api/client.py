@@ -27,18 +27,18 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from setui.api.codec import (
     AgentState,
     Hello,
     Plan,
-    RecordingParts,
     decode_audit,
+    decode_claim,
     decode_health,
     decode_hello,
     decode_holes,
-    decode_impacts,
+    decode_impact,
     decode_incarnation,
     decode_outcome,
     decode_plan,
@@ -52,10 +52,13 @@ from setui.api.codec import (
 from setui.api.peer import credentials
 from setui.api.protocol import (
     BAD_REQUEST,
+    BUSY,
     ERROR_CODES,
     FORBIDDEN,
     INTERNAL,
     MAX_ANSWER,
+    QUERIES,
+    TOO_LARGE,
     UNAVAILABLE,
     Answer,
     Fields,
@@ -71,11 +74,18 @@ from setui.core.holes import Hole
 from setui.core.impact import Impact
 from setui.outcome import ApprovalOutcome, Progress
 from setui.snapshot import Confirmed
-from setui.store.records import AuditRecord, IncarnationRecord, StoryEntry, VerifyResult
+from setui.store.reading import RecordError, RecordingParts
+from setui.store.records import (
+    AuditRecord,
+    Claim,
+    IncarnationRecord,
+    StoryEntry,
+    VerifyResult,
+)
 from setui.textsafe import printable
 
-__all__ = ["CONNECT_TIMEOUT", "DEFAULT_SOCKET", "AgentClient", "ApiError", "HoldAnswer",
-           "NoAgent", "PlanPush", "StatePush", "Subscription", "Tick"]
+__all__ = ["CONNECT_TIMEOUT", "DEFAULT_SOCKET", "AgentClient", "ApiError", "ConnectionLost",
+           "HoldAnswer", "NoAgent", "PlanPush", "StatePush", "Subscription", "Tick"]
 
 DEFAULT_SOCKET = Path("/run/setui/api.sock")
 CONNECT_TIMEOUT = 1.0  # connect and hello: an agent that takes longer is not answering
@@ -84,23 +94,35 @@ QUERY_TIMEOUT = 60.0  # seconds without a frame before a query is given up
 APPROVE_TIMEOUT = 120.0
 SILENCE = 30.0  # a subscription hears a tick every 5 s; this long without one: gone
 _READ = 256 * 1024
+# Asked at a time of a long record; a page too large for a frame is asked again in halves.
+HISTORY_PAGE = 200  # incarnations (a document is kept whole up to 256 KiB)
+AUDIT_PAGE = 1000  # audit records
+MAX_IDS = 1000  # EventIds asked about in one request (the agent's bound)
+# Seconds to wait while the agent says a whole-record query (verify_audit, recording) was
+# asked too recently by this user: it answers each user once every 5 s.
+HEAVY_PATIENCE = 12.0
+
+_T = TypeVar("_T")
 
 
-class ApiError(Exception):
-    """The agent refused, failed or could not be reached; ``message`` is for people.
-    ``answered``: the agent answered this very request with the error (so, for a write,
-    it did it or refused it, and said which); False when the connection failed, or the
-    agent went, before an answer."""
+class ApiError(RecordError):
+    """The agent refused, failed or could not be reached; ``message`` is for people."""
 
-    def __init__(self, code: str, message: str, *, answered: bool = False) -> None:
+    def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
-        self.message = message
-        self.answered = answered
 
 
 class NoAgent(ApiError):
     """Nothing answers at the socket: a front end runs standalone."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(UNAVAILABLE, message)
+
+
+class ConnectionLost(ApiError):
+    """The connection failed, closed or went silent after a request may have left: what
+    the agent made of it is not known (an approval's outcome is then unknown)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(UNAVAILABLE, message)
@@ -155,7 +177,7 @@ def _error(answer: Answer) -> ApiError:
     body = answer.body
     code = body.text("code", limit=40)
     return ApiError(code if code in ERROR_CODES else INTERNAL,
-                    body.text("message", limit=4000), answered=answer.id is not None)
+                    body.text("message", limit=4000))
 
 
 def _broken(exc: ProtocolError) -> ApiError:
@@ -169,9 +191,8 @@ class HoldAnswer:
     running: str | None  # the step the agent was already running, if any: it goes on
 
 
-def _failed(exc: OSError) -> ApiError:
-    return ApiError(UNAVAILABLE, f"the connection to the agent failed: "
-                                 f"{exc.strerror or exc}")
+def _failed(exc: OSError) -> ConnectionLost:
+    return ConnectionLost(f"the connection to the agent failed: {exc.strerror or exc}")
 
 
 class _Inbox:
@@ -187,7 +208,7 @@ class _Inbox:
     def add(self, data: bytes) -> None:
         """Bytes read; an empty read is the agent closing."""
         if not data:
-            raise ApiError(UNAVAILABLE, "the agent closed the connection")
+            raise ConnectionLost("the agent closed the connection")
         frames, error = self._frames.feed(data)
         self._ready.extend(frames)
         if error is not None and not self._ready:
@@ -211,12 +232,12 @@ class _Frames:
         while not self._inbox:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise ApiError(UNAVAILABLE, "the agent did not answer in time")
+                raise ConnectionLost("the agent did not answer in time")
             self.sock.settimeout(remaining)
             try:
                 data = self.sock.recv(_READ)
             except TimeoutError:
-                raise ApiError(UNAVAILABLE, "the agent did not answer in time") from None
+                raise ConnectionLost("the agent did not answer in time") from None
             except OSError as exc:
                 raise _failed(exc) from None
             self._inbox.add(data)
@@ -224,15 +245,22 @@ class _Frames:
 
 
 class AgentClient:
-    """A blocking connection to the agent: one request at a time, each with a deadline."""
+    """A blocking connection to the agent: one request at a time, each with a deadline.
+
+    The connection may go under it (the agent closes one idle for a minute; a restarted
+    agent is a new one): the next request opens another, and a query whose connection was
+    lost before its answer is asked once more on a new one. A write never is: what the
+    agent made of it is not known (:class:`ConnectionLost`)."""
 
     def __init__(self, frames: _Frames, hello: Hello, path: Path) -> None:
         self.path = path
-        self.hello = hello
+        self.hello = hello  # the agent's, as it greeted the newest connection
         self._frames = frames
         self._sock = frames.sock
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
+        self._lost = False  # the connection failed: the next request opens another
+        self._closed = False
 
     @classmethod
     def connect(cls, path: Path = DEFAULT_SOCKET, *,
@@ -255,7 +283,21 @@ class AgentClient:
             sock.close()
             raise
 
+    def another(self) -> AgentClient:
+        """A connection of its own to the same agent: for a request that may take
+        minutes (an approval), while the reads on this one go on."""
+        return AgentClient.connect(self.path)
+
+    def _reopen(self) -> None:
+        """A new connection in place of a lost one (NoAgent while the agent is away)."""
+        fresh = AgentClient.connect(self.path)
+        with contextlib.suppress(OSError):
+            self._sock.close()
+        self._frames, self._sock, self.hello = fresh._frames, fresh._sock, fresh.hello
+        self._lost = False
+
     def close(self, *, bye: bool = True) -> None:
+        self._closed = True
         if bye:
             with contextlib.suppress(OSError):
                 self._sock.sendall(encode_frame({"id": 0, "op": "bye"}))
@@ -274,30 +316,53 @@ class AgentClient:
         """Send one request; its ``ok`` body. ``timeout``: the longest silence allowed
         between two frames of the answer. ApiError for the agent's error answer."""
         with self._lock:
-            request_id = next(self._ids)
+            if self._closed:
+                raise ApiError(UNAVAILABLE, "the connection to the agent was closed")
+            if self._lost:
+                self._reopen()
             try:
-                self._sock.sendall(encode_frame({"id": request_id, "op": op, **args}))
-            except OSError as exc:
-                raise _failed(exc) from None
-            try:
-                while True:
-                    answer = self._frames.next(time.monotonic() + timeout)
-                    if answer.kind == "push" or (answer.id is not None
-                                                 and answer.id != request_id):
-                        continue  # not this request's
-                    if answer.kind == "error":
-                        raise _error(answer)
-                    if answer.kind == "progress":
-                        if progress is not None:
-                            progress(answer.body)
-                        continue
-                    if answer.kind == "ok":
-                        return answer.body
-                    raise ApiError(BAD_REQUEST, f"the agent sent a {answer.kind} in answer")
-            except ProtocolError as exc:
-                raise _broken(exc) from None
+                return self._ask(op, timeout, progress, args)
+            except ConnectionLost:
+                if op not in QUERIES:
+                    raise
+            self._reopen()  # a read may be asked again
+            return self._ask(op, timeout, progress, args)
 
-    def _read(self, fn: Callable[[], Any]) -> Any:
+    def _ask(self, op: str, timeout: float, progress: Callable[[Fields], None] | None,
+             args: dict[str, Any]) -> Fields:
+        request_id = next(self._ids)
+        try:
+            self._sock.sendall(encode_frame({"id": request_id, "op": op, **args}))
+        except OSError as exc:
+            self._lost = True
+            raise _failed(exc) from None
+        try:
+            while True:
+                answer = self._frames.next(time.monotonic() + timeout)
+                if answer.kind == "push" or (answer.id is not None
+                                             and answer.id != request_id):
+                    continue  # not this request's
+                if answer.kind == "error" and answer.id is None:
+                    # The agent's last word on this connection (it closed an idle one):
+                    # whether it saw this request first is not known.
+                    raise ConnectionLost(_error(answer).message)
+                if answer.kind == "error":
+                    raise _error(answer)
+                if answer.kind == "progress":
+                    if progress is not None:
+                        progress(answer.body)
+                    continue
+                if answer.kind == "ok":
+                    return answer.body
+                raise ApiError(BAD_REQUEST, f"the agent sent a {answer.kind} in answer")
+        except ConnectionLost:
+            self._lost = True
+            raise
+        except ProtocolError as exc:
+            self._lost = True  # what follows on this connection cannot be trusted
+            raise _broken(exc) from None
+
+    def _read(self, fn: Callable[[], _T]) -> _T:
         try:
             return fn()
         except ProtocolError as exc:
@@ -309,17 +374,43 @@ class AgentClient:
         return self._read(lambda: (decode_state(body.fields("state"), time.monotonic()),
                                    decode_plan(body.fields("plan"))))
 
-    def history(self, *, limit: int = 50, since: datetime | None = None,
+    # -- the record (setui.store.reading.Record: what a Store answers, the same way) -----
+    def _paged(self, ask: Callable[[int, _T | None], list[_T]], limit: int | None,
+               page: int) -> list[_T]:
+        """Up to ``limit`` items (all without), asked ``page`` at a time: ``ask(n, last)``
+        asks for the n after ``last`` (None: from the start). A page the agent finds too
+        large for a frame is asked again in halves."""
+        found: list[_T] = []
+        size = page
+        while limit is None or len(found) < limit:
+            want = size if limit is None else min(size, limit - len(found))
+            try:
+                got = ask(want, found[-1] if found else None)
+            except ApiError as exc:
+                if exc.code != TOO_LARGE or want == 1:
+                    raise
+                size = max(1, want // 2)
+                continue
+            found += got
+            if len(got) < want:
+                break
+        return found
+
+    def history(self, *, limit: int | None = 50, since: datetime | None = None,
                 endpoint: str | None = None, event_id: str | None = None,
                 before: IncarnationRecord | None = None) -> list[IncarnationRecord]:
-        args: dict[str, Any] = {"limit": limit, "since": time_text(since),
-                                "endpoint": endpoint, "event_id": event_id}
-        if before is not None:
-            args["before"] = {"first_seen": time_text(before.first_seen),
-                              "row_id": before.row_id}
-        body = self.request("history", **args)
-        return self._read(lambda: [decode_incarnation(Fields(r, f"records[{i}]"))
-                                   for i, r in enumerate(body.items("records", limit=limit))])
+        def ask(count: int, last: IncarnationRecord | None) -> list[IncarnationRecord]:
+            args: dict[str, Any] = {"limit": count, "since": time_text(since),
+                                    "endpoint": endpoint, "event_id": event_id}
+            after = last or before
+            if after is not None:
+                args["before"] = {"first_seen": time_text(after.first_seen),
+                                  "row_id": after.row_id}
+            body = self.request("history", **args)
+            return self._read(lambda: [decode_incarnation(Fields(r, f"records[{i}]")) for
+                                       i, r in enumerate(body.items("records", limit=count))])
+
+        return self._paged(ask, limit, HISTORY_PAGE)
 
     def incarnation(self, number: int, *, endpoint: str | None = None
                     ) -> IncarnationRecord | None:
@@ -338,49 +429,104 @@ class AgentClient:
         return self._read(lambda: [decode_story(Fields(e, f"story[{i}]")) for i, e in
                                    enumerate(body.items("story", limit=1_000_000))])
 
+    def event_ids(self, prefix: str, *, limit: int = 20) -> list[str]:
+        body = self.request("event_ids", prefix=prefix, limit=max(1, min(limit, MAX_IDS)))
+        return self._read(lambda: list(body.texts("event_ids", limit=MAX_IDS, each=1000)))
+
     def holes(self, *, endpoint: str, now: datetime | None = None) -> tuple[Hole, ...]:
         """When nothing recorded ``endpoint``, oldest first, each whole (core.holes)."""
         body = self.request("holes", endpoint=endpoint, now=time_text(now))
         return self._read(lambda: decode_holes(body))
 
     def impacts(self, *, endpoint: str, since: datetime | None = None,
-                until: datetime | None = None, newest: int | None = None
-                ) -> tuple[Impact, ...]:
-        """The stalls and boots the agent measured for ``endpoint`` (the ``newest`` N),
-        oldest first."""
+                until: datetime | None = None, newest: int | None = None) -> list[Impact]:
         body = self.request("impacts", endpoint=endpoint, since=time_text(since),
                             until=time_text(until), newest=newest)
-        return self._read(lambda: decode_impacts(body))
+        return self._read(lambda: [decode_impact(Fields(i, f"impacts[{n}]")) for n, i in
+                                   enumerate(body.items("impacts", limit=1_000_000))])
 
-    def audit(self, *, limit: int = 100, oldest_first: bool = False
-              ) -> tuple[list[AuditRecord], dict[int, str], str | None]:
-        """Records, the ones that did not leave the VM (seq -> why), and why the log is
-        shorter than its witness says (None if it is not)."""
-        body = self.request("audit", limit=limit, oldest_first=oldest_first)
+    def approvals(self, event_ids: Sequence[str], *,
+                  unknown: bool = False) -> dict[str, AuditRecord]:
+        ids = list(event_ids)
+        found: dict[str, AuditRecord] = {}
+        for start in range(0, len(ids), MAX_IDS):
+            found.update(self._approvals(ids[start:start + MAX_IDS], unknown))
+        return found
 
-        def read() -> tuple[list[AuditRecord], dict[int, str], str | None]:
-            records = [decode_audit(Fields(r, f"records[{i}]"))
-                       for i, r in enumerate(body.items("records", limit=limit))]
+    def _approvals(self, ids: list[str], unknown: bool) -> dict[str, AuditRecord]:
+        body = self.request("approvals", event_ids=ids, unknown=unknown)
+
+        def read() -> dict[str, AuditRecord]:
+            given = body.fields("approvals")
+            return {i: decode_audit(given.fields(i)) for i in ids if given.has(i)}
+        return self._read(read)
+
+    def claim(self, event_id: str, endpoint: str, *,
+              vm_id: str | None = None) -> Claim | None:
+        """The earlier approval that claims the event on this VM: its ``vm_id`` when
+        known, else ``endpoint`` (store.vmkeys, as ``Store.claim``)."""
+        body = self.request("claim", event_id=event_id, endpoint=endpoint, vm_id=vm_id)
+        return self._read(lambda: None if not body.has("claim")
+                          else decode_claim(body.fields("claim")))
+
+    def audit(self, *, limit: int | None = None,
+              oldest_first: bool = False) -> list[AuditRecord]:
+        """All the records, or the ``limit`` first in the order asked (newest first unless
+        ``oldest_first``), asked a page at a time."""
+        def ask(count: int, last: AuditRecord | None) -> list[AuditRecord]:
+            args: dict[str, Any] = {"limit": count, "oldest_first": oldest_first}
+            if last is not None:
+                args["after" if oldest_first else "before"] = last.seq
+            body = self.request("audit", **args)
+            return self._read(lambda: [decode_audit(Fields(r, f"records[{i}]")) for
+                                       i, r in enumerate(body.items("records", limit=count))])
+
+        return self._paged(ask, limit, AUDIT_PAGE)
+
+    def unforwarded(self) -> dict[int, str]:
+        """Records that did not leave the VM: seq -> why (the audit op says it beside
+        any page)."""
+        body = self.request("audit", limit=1)
+
+        def read() -> dict[int, str]:
             unforwarded = body.fields("unforwarded", optional=True)
             told = {}
             for key in (unforwarded.data if unforwarded is not None else {}):
                 if not key.isdigit() or len(key) > 19:
                     raise ProtocolError(BAD_REQUEST, "unforwarded: keys must be numbers")
                 told[int(key)] = unforwarded.text(key, limit=4000)
-            return records, told, body.text("missing", limit=4000, optional=True)
+            return dict(sorted(told.items()))
         return self._read(read)
 
-    def verify_audit(self) -> tuple[VerifyResult, str | None]:
-        body = self.request("verify_audit", timeout=300.0)
-        return self._read(lambda: (decode_verify(body.fields("result")),
-                                   body.text("missing", limit=4000, optional=True)))
+    def missing_records(self) -> str | None:
+        """Why the log is shorter than its witness says (None if it is not)."""
+        body = self.request("audit", limit=1)
+        missing: str | None = self._read(lambda: body.text("missing", limit=4000,
+                                                           optional=True))
+        return missing
+
+    def verify_audit(self) -> VerifyResult:
+        body = self._heavy("verify_audit")
+        return self._read(lambda: decode_verify(body.fields("result")))
 
     def recording(self, *, since: datetime | None = None, until: datetime | None = None,
                   endpoint: str | None = None) -> RecordingParts | None:
-        body = self.request("recording", since=time_text(since), until=time_text(until),
-                            endpoint=endpoint, timeout=300.0)
+        body = self._heavy("recording", since=time_text(since), until=time_text(until),
+                           endpoint=endpoint)
         return self._read(lambda: None if not body.has("recording")
                           else decode_recording(body.fields("recording")))
+
+    def _heavy(self, op: str, **args: Any) -> Fields:
+        """A query of the whole record, which the agent answers each user once every few
+        seconds: asked again while it says busy, for as long as that lasts."""
+        deadline = time.monotonic() + HEAVY_PATIENCE
+        while True:
+            try:
+                return self.request(op, timeout=300.0, **args)
+            except ApiError as exc:
+                if exc.code != BUSY or time.monotonic() >= deadline:
+                    raise
+            time.sleep(1.0)
 
     def approve(self, event_ids: Sequence[str], confirmed: Mapping[str, Confirmed], *,
                 allow_other_vms: bool = False, again: bool = False,
@@ -461,8 +607,7 @@ class _StreamFrames:
             try:
                 data = await asyncio.wait_for(self.reader.read(_READ), timeout)
             except asyncio.TimeoutError:
-                raise ApiError(UNAVAILABLE, f"the agent said nothing for {timeout:g} s") \
-                    from None
+                raise ConnectionLost(f"the agent said nothing for {timeout:g} s") from None
             except OSError as exc:
                 raise _failed(exc) from None
             self._inbox.add(data)

@@ -18,7 +18,8 @@ from typing import Any
 from setui.api.protocol import API_VERSION, BAD_REQUEST, Fields, ProtocolError, time_text
 from setui.core.health import ConnectionState, Health
 from setui.core.holes import Hole
-from setui.core.impact import KINDS, Impact
+from setui.core.impact import AROUND, STARTED, Impact
+from setui.core.impact import KINDS as IMPACT_KINDS
 from setui.core.model import (
     MAX_INCARNATION,
     Document,
@@ -30,9 +31,11 @@ from setui.core.tracker import Change, ChangeKind
 from setui.monitor.state import EventLife, GoneEvent, MonitorState
 from setui.outcome import ApprovalOutcome, Progress
 from setui.snapshot import Confirmed
+from setui.store.reading import RecordingParts
 from setui.store.records import (
     AuditRecord,
     ChangeRecord,
+    Claim,
     IncarnationRecord,
     Step,
     StoryEntry,
@@ -49,11 +52,12 @@ __all__ = [
     "RecordingStatus",
     "You",
     "decode_audit",
+    "decode_claim",
     "decode_confirmed",
     "decode_health",
     "decode_hello",
     "decode_holes",
-    "decode_impacts",
+    "decode_impact",
     "decode_incarnation",
     "decode_outcome",
     "decode_plan",
@@ -63,11 +67,12 @@ __all__ = [
     "decode_story",
     "decode_verify",
     "encode_audit",
+    "encode_claim",
     "encode_confirmed",
     "encode_health",
     "encode_hello",
     "encode_holes",
-    "encode_impacts",
+    "encode_impact",
     "encode_incarnation",
     "encode_outcome",
     "encode_plan",
@@ -288,13 +293,31 @@ def _decode_change_record(fields: Fields) -> ChangeRecord:
         missed=fields.integer("missed", high=MAX_INCARNATION))
 
 
+def encode_claim(claim: Claim) -> dict[str, Any]:
+    return {"event_id": claim.event_id, "user": claim.user, "host": claim.host,
+            "ssh_client": claim.ssh_client, "time": time_text(claim.time),
+            "attempt_seq": claim.attempt_seq, "outcome_seq": claim.outcome_seq,
+            "unknown": claim.unknown, "made_on": claim.made_on}
+
+
+def decode_claim(fields: Fields) -> Claim:
+    return Claim(event_id=fields.text("event_id", limit=SHORT),
+                 user=fields.text("user", limit=SHORT), host=fields.text("host", limit=SHORT),
+                 ssh_client=fields.text("ssh_client", limit=SHORT, optional=True),
+                 time=fields.time("time"), attempt_seq=fields.integer("attempt_seq",
+                                                                      high=MAX_INT),
+                 outcome_seq=fields.integer("outcome_seq", high=MAX_INT, optional=True),
+                 unknown=fields.flag("unknown"),
+                 made_on=fields.text("made_on", limit=SHORT, optional=True))
+
+
 def encode_incarnation(record: IncarnationRecord) -> dict[str, Any]:
     return {
         "endpoint": record.endpoint, "incarnation": record.incarnation,
         "first_seen": time_text(record.first_seen), "last_seen": time_text(record.last_seen),
         "raw_json": record.raw_json, "changes": [c.to_json() for c in record.changes],
         "summary": record.summary, "content_hash": record.content_hash,
-        "row_id": record.row_id, "clock_skew": record.clock_skew,
+        "row_id": record.row_id, "clock_skew": record.clock_skew, "vm_name": record.vm_name,
     }
 
 
@@ -307,7 +330,8 @@ def decode_incarnation(fields: Fields) -> IncarnationRecord:
         changes=tuple(_decode_change_record(c) for c in _each(fields, "changes", MAX_EVENTS)),
         summary=fields.text("summary"), content_hash=fields.text("content_hash", limit=200),
         row_id=fields.integer("row_id", high=MAX_INT),
-        clock_skew=fields.number("clock_skew", optional=True))
+        clock_skew=fields.number("clock_skew", optional=True),
+        vm_name=fields.text("vm_name", limit=SHORT, optional=True))
 
 
 def encode_story(entry: StoryEntry) -> dict[str, Any]:
@@ -351,20 +375,6 @@ def decode_verify(fields: Fields) -> VerifyResult:
         warning=fields.text("warning", optional=True) or "")
 
 
-@dataclass(frozen=True)
-class RecordingParts:
-    """What replay and a report are built from (monitor.replay.Recording's fields, the
-    parsed documents aside: the reader parses them)."""
-
-    endpoint: str
-    records: tuple[IncarnationRecord, ...]
-    audit: tuple[AuditRecord, ...]
-    holes: tuple[Hole, ...]
-    sessions_known: bool
-    start: datetime
-    end: datetime
-
-
 def encode_holes(holes: Iterable[Hole]) -> list[dict[str, Any]]:
     return [{"from": time_text(h.start), "to": time_text(h.end), "open": h.open,
              "endpoint": h.endpoint} for h in holes]
@@ -376,20 +386,25 @@ def decode_holes(fields: Fields, key: str = "holes") -> tuple[Hole, ...]:
                  for span in _each(fields, key, MAX_RECORDS))
 
 
-def encode_impacts(impacts: Iterable[Impact]) -> list[dict[str, Any]]:
-    """The stalls and boots the agent measured (core.impact), each whole."""
-    return [{"kind": i.kind, "at": time_text(i.at), "seconds": i.seconds,
-             "endpoint": i.endpoint, "wall_seconds": i.wall_seconds,
-             "boottime_seconds": i.boottime_seconds, "booted_at": time_text(i.booted_at),
-             "first_poll": time_text(i.first_poll), "exact": i.exact, "boot_id": i.boot_id,
-             "event_id": i.event_id, "event_type": i.event_type, "announced": i.announced,
-             "tie": i.tie, "id": i.id} for i in impacts]
+def encode_impact(impact: Impact) -> dict[str, Any]:
+    return {
+        "kind": impact.kind, "at": time_text(impact.at), "seconds": impact.seconds,
+        "endpoint": impact.endpoint, "wall_seconds": impact.wall_seconds,
+        "boottime_seconds": impact.boottime_seconds,
+        "booted_at": time_text(impact.booted_at), "first_poll": time_text(impact.first_poll),
+        "exact": impact.exact, "boot_id": impact.boot_id, "event_id": impact.event_id,
+        "event_type": impact.event_type, "announced": impact.announced, "tie": impact.tie,
+        "id": impact.id,
+    }
 
 
-def _decode_impact(fields: Fields) -> Impact:
+def decode_impact(fields: Fields) -> Impact:
     kind = fields.text("kind", limit=40)
-    if kind not in KINDS:
-        raise fields.fail("kind", f"expected one of {', '.join(KINDS)}")
+    if kind not in IMPACT_KINDS:
+        raise fields.fail("kind", f"not one of {', '.join(IMPACT_KINDS)}")
+    tie = fields.text("tie", limit=40, optional=True)
+    if tie not in (None, STARTED, AROUND):
+        raise fields.fail("tie", f"not {STARTED} or {AROUND}")
     seconds = fields.number("seconds")
     if seconds < 0:
         raise fields.fail("seconds", "must not be negative")
@@ -400,16 +415,11 @@ def _decode_impact(fields: Fields) -> Impact:
         boottime_seconds=fields.number("boottime_seconds", optional=True),
         booted_at=fields.time("booted_at", optional=True),
         first_poll=fields.time("first_poll", optional=True), exact=fields.flag("exact", True),
-        boot_id=fields.text("boot_id", limit=200, optional=True),
+        boot_id=fields.text("boot_id", limit=SHORT, optional=True),
         event_id=fields.text("event_id", limit=SHORT, optional=True),
         event_type=fields.text("event_type", limit=SHORT, optional=True),
         announced=fields.integer("announced", low=-MAX_INT, high=MAX_INT, optional=True),
-        tie=fields.text("tie", limit=40, optional=True),
-        id=fields.integer("id", high=MAX_INT, optional=True) or 0)
-
-
-def decode_impacts(fields: Fields, key: str = "impacts") -> tuple[Impact, ...]:
-    return tuple(_decode_impact(f) for f in _each(fields, key, MAX_RECORDS))
+        tie=tie, id=fields.integer("id", high=MAX_INT, optional=True) or 0)
 
 
 def encode_recording(parts: RecordingParts) -> dict[str, Any]:
@@ -419,7 +429,15 @@ def encode_recording(parts: RecordingParts) -> dict[str, Any]:
         "audit": [encode_audit(r) for r in parts.audit],
         "holes": encode_holes(parts.holes), "sessions_known": parts.sessions_known,
         "start": time_text(parts.start), "end": time_text(parts.end),
+        "impacts": [encode_impact(i) for i in parts.impacts],
+        "measuring": [[time_text(a), time_text(b)] for a, b in parts.measuring],
     }
+
+
+def _span(value: Any, where: str) -> tuple[datetime, datetime]:
+    pair = Fields({"from": value[0], "to": value[1]} if isinstance(value, list)
+                  and len(value) == 2 else None, where)
+    return pair.time("from"), pair.time("to")
 
 
 def decode_recording(fields: Fields) -> RecordingParts:
@@ -428,7 +446,10 @@ def decode_recording(fields: Fields) -> RecordingParts:
         records=tuple(decode_incarnation(r) for r in _each(fields, "records", MAX_RECORDS)),
         audit=tuple(decode_audit(r) for r in _each(fields, "audit", MAX_RECORDS)),
         holes=decode_holes(fields), sessions_known=fields.flag("sessions_known"),
-        start=fields.time("start"), end=fields.time("end"))
+        start=fields.time("start"), end=fields.time("end"),
+        impacts=tuple(decode_impact(i) for i in _each(fields, "impacts", MAX_RECORDS)),
+        measuring=tuple(_span(s, f"{fields.name('measuring')}[{n}]") for n, s in
+                        enumerate(_list(fields, "measuring", MAX_RECORDS))))
 
 
 # -- the agent's plan ---------------------------------------------------------------------

@@ -79,8 +79,9 @@ ERROR_CODES = frozenset({BAD_REQUEST, UNKNOWN_OP, FORBIDDEN, BUSY, TOO_LARGE, UN
 TICK_EVERY = 5.0
 
 # Read-only queries: on the query thread, one at a time per connection.
-QUERIES = frozenset({"history", "incarnation", "previous", "event_story", "holes", "impacts",
-                     "audit", "verify_audit", "recording"})
+QUERIES = frozenset({"history", "incarnation", "previous", "event_story", "event_ids",
+                     "holes", "impacts", "approvals", "claim", "audit", "verify_audit",
+                     "recording"})
 # What changes something: allowed to approvers only, one at a time per connection.
 WRITES = frozenset({"approve", "dismiss", "hold", "release"})
 OPS = frozenset({"subscribe", "state", "bye"}) | QUERIES | WRITES

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from setui.api.codec import (
-    RecordingParts,
     encode_audit,
+    encode_claim,
     encode_holes,
-    encode_impacts,
+    encode_impact,
     encode_incarnation,
     encode_recording,
     encode_story,
@@ -47,7 +47,7 @@ __all__ = ["MAX_WAITING", "Queries"]
 MAX_WAITING = 16
 MAX_HISTORY = 1000  # incarnations in one page
 MAX_AUDIT = 10_000  # audit records in one answer
-MAX_IMPACTS = 10_000  # stalls and boots in one answer, when the newest are asked for
+MAX_IDS = 1000  # EventIds asked about at once, or known by one prefix
 SHORT = 1000
 
 Query = Callable[[Store], dict[str, Any]]
@@ -98,26 +98,56 @@ def _event_story(args: Fields) -> Query:
     return lambda store: {"story": [encode_story(e) for e in store.event_story(event_id)]}
 
 
+def _event_ids(args: Fields) -> Query:
+    prefix = args.text("prefix", limit=SHORT)
+    limit = args.integer("limit", low=1, high=MAX_IDS, optional=True) or 20
+    return lambda store: {"event_ids": store.event_ids(prefix, limit=limit)}
+
+
+def _impacts(args: Fields) -> Query:
+    endpoint = args.text("endpoint", limit=SHORT)
+    since, until = args.time("since", optional=True), args.time("until", optional=True)
+    newest = args.integer("newest", low=1, high=MAX_AUDIT, optional=True)
+    return lambda store: {"impacts": [encode_impact(i) for i in store.impacts(
+        endpoint=endpoint, since=since, until=until, newest=newest)]}
+
+
+def _approvals(args: Fields) -> Query:
+    ids = args.texts("event_ids", limit=MAX_IDS, each=SHORT)
+    unknown = args.flag("unknown")
+
+    def run(store: Store) -> dict[str, Any]:
+        found = store.approvals(ids, unknown=unknown)
+        return {"approvals": {i: encode_audit(r) for i, r in found.items()}}
+    return run
+
+
+def _claim(args: Fields) -> Query:
+    event_id = args.text("event_id", limit=SHORT)
+    endpoint = args.text("endpoint", limit=SHORT)
+    vm_id = args.text("vm_id", limit=SHORT, optional=True)  # checked by store.vmkeys
+
+    def run(store: Store) -> dict[str, Any]:
+        found = store.claim(event_id, endpoint, vm_id=vm_id)
+        return {"claim": None if found is None else encode_claim(found)}
+    return run
+
+
 def _holes(args: Fields) -> Query:
     endpoint = args.text("endpoint", limit=SHORT)
     now = args.time("now", optional=True)
     return lambda store: {"holes": encode_holes(store.holes(endpoint=endpoint, now=now))}
 
 
-def _impacts(args: Fields) -> Query:
-    endpoint = args.text("endpoint", limit=SHORT)
-    since, until = args.time("since", optional=True), args.time("until", optional=True)
-    newest = args.integer("newest", low=1, high=MAX_IMPACTS, optional=True)
-    return lambda store: {"impacts": encode_impacts(store.impacts(
-        endpoint=endpoint, since=since, until=until, newest=newest))}
-
-
 def _audit(args: Fields) -> Query:
     limit = args.integer("limit", low=1, high=MAX_AUDIT, optional=True) or 100
     oldest_first = args.flag("oldest_first")
+    after = args.integer("after", optional=True)
+    before = args.integer("before", optional=True)
 
     def run(store: Store) -> dict[str, Any]:
-        records = store.audit(limit=limit, oldest_first=oldest_first)
+        records = store.audit(limit=limit, oldest_first=oldest_first, after=after,
+                              before=before)
         return {"records": [encode_audit(r) for r in records],
                 "unforwarded": {str(seq): why for seq, why in store.unforwarded().items()},
                 "missing": store.missing_records()}
@@ -134,20 +164,15 @@ def _recording(args: Fields) -> Query:
     endpoint = args.text("endpoint", limit=SHORT, optional=True)
 
     def run(store: Store) -> dict[str, Any]:
-        from setui.monitor.replay import load_recording
-
-        found = load_recording(store, since=since, until=until, endpoint=endpoint)
-        if found is None:
-            return {"recording": None}
-        return {"recording": encode_recording(RecordingParts(
-            found.endpoint, found.records, found.audit, found.holes, found.sessions_known,
-            found.start, found.end))}
+        found = store.recording(since=since, until=until, endpoint=endpoint)
+        return {"recording": None if found is None else encode_recording(found)}
     return run
 
 
 _READERS: dict[str, Callable[[Fields], Query]] = {
     "history": _history, "incarnation": _incarnation, "previous": _previous,
-    "event_story": _event_story, "holes": _holes, "impacts": _impacts, "audit": _audit,
+    "event_story": _event_story, "event_ids": _event_ids, "holes": _holes,
+    "impacts": _impacts, "approvals": _approvals, "claim": _claim, "audit": _audit,
     "verify_audit": _verify_audit, "recording": _recording,
 }
 

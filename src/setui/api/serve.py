@@ -12,7 +12,7 @@ import contextlib
 import os
 import signal
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -69,14 +69,14 @@ def open_socket(path: Path, data_dir: Path) -> BoundSocket:
 
 async def start_api(bound: BoundSocket, agent: Agent, *, config: Config,
                     config_file: Path | None, policy_path: Path | None,
-                    store_problem: str | None, compute: Mapping[str, str] | None,
-                    since: datetime | None, say: Callable[[str], None]) -> Api:
+                    store_problem: str | None, since: datetime | None,
+                    say: Callable[[str], None]) -> Api:
     """Serve ``agent`` on ``bound`` (closed and removed if that fails). ``since``: when
-    the agent took its lock; ``compute``: this VM's compute metadata (its vmId)."""
+    the agent took its lock."""
     path = bound.path
     store = agent.store
     info = AgentInfo(pid=os.getpid(), since=since or utc_now(), vm_name=agent.vm_name,
-                     vm_id=(compute or {}).get("vmId"), endpoint=config.endpoint,
+                     vm_id=agent.vm_id, endpoint=config.endpoint,
                      data_dir=str(store.path.parent) if store is not None else None,
                      policy=str(policy_path) if policy_path is not None else None,
                      dry_run=agent.dry_run)

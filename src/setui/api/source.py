@@ -59,6 +59,11 @@ class AgentSource:
     def vm_name(self) -> str | None:
         return self.agent.vm_name or self.monitor.vm_name
 
+    @property
+    def vm_id(self) -> str | None:
+        """This VM's vmId as the agent knows it: what its claims are keyed by."""
+        return self.agent.vm_id
+
     def recording(self) -> RecordingStatus:
         recorder = self.monitor.recorder
         if recorder is None:

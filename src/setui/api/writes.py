@@ -92,6 +92,7 @@ class Writes:
         source = self.source
         return Approver(source.client, source.store, endpoint=source.endpoint,
                         identity=conn.peer.identity(source.host), vm_name=source.vm_name,
+                        vm_id=source.vm_id,
                         store_problem=source.store_problem,
                         details={**conn.peer.details(), "op": op},
                         # The client's own words for it differ (a flag, a typed yes): the

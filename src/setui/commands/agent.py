@@ -19,9 +19,11 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from setui import __version__
-from setui.commands.common import EXIT_FAILED, EXIT_USAGE, iso, when
+from setui.commands.common import EXIT_FAILED, EXIT_USAGE, when
 from setui.commands.watch import change_record, connection_record, format_record
 from setui.config import Config
+from setui.core.timefmt import iso
+from setui.core.vmid import vm_id_of
 from setui.session import ThisVm, run_until_stopped, until_answered
 from setui.systemd import ERR, INFO, NOTICE, WARNING, Notifier, for_journal, under_journal
 from setui.textsafe import printable
@@ -178,7 +180,8 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
         vm_name = this_vm.name
         if this_vm.source == "IMDS":
             _say(err, f"setui agent: {this_vm}", journal, INFO)
-        # The rest of its identity, for the metrics' labels: asked again later if need be.
+        # The rest of its identity, for the metrics' labels and its vmId (what claims and
+        # holds are keyed by): asked again later if need be.
         compute = await client.compute()
         metrics = AgentMetrics(vm_name=vm_name, compute=compute, version=__version__)
         if metrics_at is not None and not await _listen(
@@ -200,12 +203,12 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
         sender = None
         if policy.urls and not dry_run:
             log = AgentLog(store, config.endpoint) if store is not None else None
+            counted = metrics.notifications
             sender = Sender(policy.urls, log, retries=policy.retries,
-                            on_outcome=lambda m, sent, error: metrics and
-                            metrics.notifications.labels(
+                            on_outcome=lambda m, sent, error: counted.labels(
                                 outcome="sent" if sent else "failed").inc())
         worker = Agent(policy=policy, monitor=monitor, client=client,
-                       store=store,
+                       store=store, vm_id=vm_id_of(compute),
                        vm_name=vm_name, dry_run=dry_run, say=output.agent, notifier=sender,
                        metrics=metrics, budget=budget)
         if health_at is not None:
@@ -233,7 +236,7 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
         if bound is not None:
             api = await start_api(bound, worker, config=config, config_file=config_file,
                                   policy_path=policy_path, store_problem=problem,
-                                  compute=compute, since=lock.since if lock else None,
+                                  since=lock.since if lock else None,
                                   say=lambda line: _say(err, line, journal, NOTICE))
             bound = None  # the API owns it now
         updates = monitor.updates()
@@ -322,8 +325,8 @@ async def _learn_identity(this_vm: ThisVm, compute: dict[str, str] | None,
                           client: ImdsClient, worker: Agent, metrics: AgentMetrics,
                           say: Callable[[str, int], None], systemd: Notifier) -> None:
     """Off the polling's path: this VM's name until IMDS gives it (the rules that name this
-    VM wait for it), then the rest of its identity for the metrics' labels, if the first
-    question did not get it (``compute``)."""
+    VM wait for it), then the rest of its identity for the metrics' labels and its vmId
+    for the claims and holds, if the first question did not get it (``compute``)."""
     if this_vm.name is None:
         say("setui agent: this VM's name is not known yet (IMDS did not give it): rules "
             "that name this VM wait, and no step starts, until it is; asking again", WARNING)
@@ -335,6 +338,9 @@ async def _learn_identity(this_vm: ThisVm, compute: dict[str, str] | None,
         systemd.status(f"this VM is {name}")
     if compute is None:
         compute = await until_answered(client.compute)
+        vm_id = vm_id_of(compute)
+        if vm_id is not None:
+            worker.id_learned(vm_id)
     metrics.set_identity(this_vm.name, compute)
 
 

@@ -23,19 +23,22 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from setui.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, data_dir
-from setui.core.clock import ServiceClock, utc_now
-from setui.core.errors import ImdsError
+from setui.commands.approveroutes import Route, StandaloneRoute, attached
+from setui.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, agent_for, data_dir
+from setui.core.clock import utc_now
 from setui.core.model import Document, Event, is_this_vm
-from setui.core.timefmt import signed_countdown, stamp
+from setui.core.timefmt import duration, signed_countdown, stamp
 from setui.identity import Identity
-from setui.session import ONE_SHOT_TRIES, ThisVm
+from setui.outcome import ApprovalOutcome, Progress
 from setui.textsafe import printable, some_names
 
 if TYPE_CHECKING:  # sqlite3 and httpx load only when approving, not for `setui --version`
-    from setui.approval import ApprovalOutcome, Approver
+    from setui.api.approving import AgentApprover
+    from setui.api.client import AgentClient
+    from setui.approval import Approver
     from setui.core.client import ImdsClient
     from setui.store import Store
+    from setui.store.reading import Record
 
 __all__ = ["ApproveRequest", "add_arguments", "approve_command", "preview", "run"]
 
@@ -44,6 +47,12 @@ _ROUNDS = 3  # times an event that changed under the prompt is shown and asked a
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = (
+        "Where the agent answers on its socket (setui agent, the VM's service), the agent's "
+        "document is shown and the approval runs in the agent, as who the kernel says you "
+        "are (root and group setui, or the approvers its config names), each try printed as "
+        "it ends; this command asks IMDS nothing and writes no audit log of its own. "
+        "--standalone approves from this process, into its own audit log.")
     parser.add_argument("event_ids", nargs="+", metavar="EVENT_ID",
                         help="the EventId(s) to approve, as in the current document: "
                              "the full id or a unique prefix of at least 6 characters")
@@ -57,8 +66,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --yes: approve even an event already approved (or being "
                              "approved) from this VM")
     parser.add_argument("--vm-name", metavar="NAME", default=argparse.SUPPRESS,
-                        help="this VM's name in Resources (default: asked from IMDS, "
-                             "else the host name)")
+                        help="this VM's name in Resources (default: the agent's, else "
+                             "asked from IMDS; not known if it does not answer)")
 
 
 @dataclass(frozen=True)
@@ -79,7 +88,7 @@ class ApproveRequest:
 
 def run(args: argparse.Namespace) -> int:
     config = getattr(args, "config_resolved", None)
-    from setui.config import DEFAULT_API_VERSION, DEFAULT_ENDPOINT
+    from setui.core.endpoint import DEFAULT_API_VERSION, DEFAULT_ENDPOINT
 
     request = ApproveRequest(
         event_ids=tuple(args.event_ids),
@@ -94,15 +103,12 @@ def run(args: argparse.Namespace) -> int:
         allow_other_vms=bool(getattr(args, "allow_other_vms", False)),
         again=bool(getattr(args, "again", False)),
     )
+    agent = agent_for(args, sys.stderr, "setui approve")
     try:
         return asyncio.run(approve_command(request, stdin=sys.stdin, out=sys.stdout,
-                                           err=sys.stderr))
+                                           err=sys.stderr, agent=agent))
     except KeyboardInterrupt:
-        # A POST under way may still arrive: the audit log has what became of it.
-        sys.stderr.write("setui approve: interrupted. `setui audit` says what was sent, if "
-                         "anything, and what became of it; `setui events` whether the "
-                         "event started.\n")
-        return EXIT_FAILED
+        return EXIT_FAILED  # said by the command: what it knows of what was sent
 
 
 # -- the preview -------------------------------------------------------------------------------
@@ -161,31 +167,48 @@ def _ask(stdin: IO[str] | None, out: IO[str], question: str = "Approve?", *,
 async def approve_command(request: ApproveRequest, *, stdin: IO[str] | None, out: IO[str],
                           err: IO[str], identity: Identity | None = None,
                           make_client: Callable[[str, str], ImdsClient] | None = None,
-                          wall: Callable[[], datetime] | None = None) -> int:
-    """Everything ``setui approve`` does, with its streams injected for tests."""
-    from setui.approval import Approver
-
+                          wall: Callable[[], datetime] | None = None,
+                          agent: AgentClient | None = None) -> int:
+    """Everything ``setui approve`` does, with its streams injected for tests; through
+    ``agent`` when given (attached), else standalone."""
     now = wall or utc_now
     ids = tuple(i.strip() for i in request.event_ids)
     if not ids or any(not i for i in ids):
         err.write("setui approve: an EventId cannot be empty\n")
+        if agent is not None:
+            agent.close()
         return EXIT_USAGE
+    route = attached(agent, request.read_only, now, err) if agent is not None else \
+        standalone(request, identity, make_client, now, err)
+    if isinstance(route, int):
+        return route
+    try:
+        return await _approve(request, ids, route, stdin, out, err)
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        err.write(f"setui approve: {route.interrupted()}\n")
+        raise
+    finally:
+        await route.aclose()
+
+
+def standalone(request: ApproveRequest, identity: Identity | None,
+               make_client: Callable[[str, str], ImdsClient] | None,
+               now: Callable[[], datetime], err: IO[str]) -> StandaloneRoute | int:
+    from setui.approval import Approver
+
     if make_client is None:
-        from setui.core.client import ImdsClient as make_client
+        from setui.core.client import ImdsClient
+
+        make_client = ImdsClient
     try:
         client = make_client(request.endpoint, request.api_version)
     except ValueError as exc:
         err.write(f"setui approve: {exc}\n")
         return EXIT_USAGE
     store, problem = _open_store(request)
-    try:
-        approver = Approver(client, store, endpoint=client.endpoint, identity=identity,
-                            read_only=request.read_only, store_problem=problem, wall=now)
-        return await _approve(request, ids, client, store, approver, stdin, out, err, now)
-    finally:
-        await client.aclose()
-        if store is not None:
-            store.close()
+    approver = Approver(client, store, endpoint=client.endpoint, identity=identity,
+                        read_only=request.read_only, store_problem=problem, wall=now)
+    return StandaloneRoute(client, store, approver, now)
 
 
 def _open_store(request: ApproveRequest) -> tuple[Store | None, str | None]:
@@ -199,65 +222,31 @@ def _open_store(request: ApproveRequest) -> tuple[Store | None, str | None]:
         return None, str(exc)
 
 
-async def _fetch(client: ImdsClient,
-                 service_now: ServiceClock) -> tuple[Document | None, str | None]:
+async def _approve(request: ApproveRequest, ids: tuple[str, ...], route: Route,
+                   stdin: IO[str] | None, out: IO[str], err: IO[str]) -> int:
+    document, fetch_problem = await route.read()
+    seen_at = route.clock.now()
     try:
-        result = await client.fetch()
-    except ImdsError as exc:
-        return None, exc.message or str(exc)
-    service_now.observe(result.server_date, result.received_mono)
-    if result.document is None:
-        return None, "the service answered without a document"
-    return result.document, None
-
-
-def _record_history(store: Store | None, approver: Approver, document: Document | None,
-                    seen_at: datetime, endpoint: str, err: IO[str]) -> None:
-    """Keep the document approved against in the history too: after the approval, so a
-    slow or locked database never delays it, and not at all when the log just failed."""
-    from setui.store import StoreError
-
-    if store is None or store.readonly or document is None or approver.store_error:
-        return
-    try:
-        store.record_document(document, seen_at=seen_at, endpoint=endpoint,
-                              vm_name=approver.vm_name)
-    except StoreError as exc:
-        err.write(f"setui approve: not recorded in the history: {exc}\n")
-
-
-async def _approve(request: ApproveRequest, ids: tuple[str, ...], client: ImdsClient,
-                   store: Store | None, approver: Approver, stdin: IO[str] | None,
-                   out: IO[str], err: IO[str], now: Callable[[], datetime]) -> int:
-    # "In 15 min" is counted on the service's clock (its Date header): NotBefore is its
-    # time, and this VM's clock may be off. The history and the audit log are written in
-    # the same clock, as every other front end writes them.
-    service_now = ServiceClock(wall=now)
-    document, fetch_problem = await _fetch(client, service_now)
-    seen_at = service_now.now()
-    approver.wall = service_now.now
-    try:
-        return await _decide(request, ids, client, document, fetch_problem, approver, stdin,
-                             out, err, service_now.now)
+        return await _decide(request, ids, route, document, fetch_problem, stdin, out, err)
     finally:
-        _record_history(store, approver, document, seen_at, client.endpoint, err)
+        route.keep(document, seen_at, err)
 
 
-def _resolve(ids: tuple[str, ...], document: Document | None, store: Store | None,
+def _resolve(ids: tuple[str, ...], document: Document | None, record: Record | None,
              err: IO[str]) -> list[str] | None:
     """Full EventIds for what was typed (core.eventids); None, having said why, when any
     is unknown or ambiguous: then nothing is sent and nothing recorded (a typo is not an
     approval attempt)."""
     from setui.core.eventids import resolve
-    from setui.store import StoreError
+    from setui.store.reading import RecordError
 
     current = [e.event_id for e in document.events] if document is not None else []
     full: list[str] = []
     for typed in ids:
         known: list[str] = []
-        if store is not None:
-            with contextlib.suppress(StoreError):
-                known = store.event_ids(typed[:3], limit=500)
+        if record is not None:
+            with contextlib.suppress(RecordError):
+                known = record.event_ids(typed[:3], limit=500)
         found = resolve(typed, current, known)
         if found.event_id is None and document is None:
             # Without a document a typo cannot be told from a real event: the id goes on
@@ -272,24 +261,27 @@ def _resolve(ids: tuple[str, ...], document: Document | None, store: Store | Non
     return full
 
 
-async def _decide(request: ApproveRequest, typed: tuple[str, ...], client: ImdsClient,
-                  document: Document | None, fetch_problem: str | None, approver: Approver,
-                  stdin: IO[str] | None, out: IO[str], err: IO[str],
-                  now: Callable[[], datetime]) -> int:
-    from setui.approval import confirmed, find_event, other_vms
+async def _decide(request: ApproveRequest, typed: tuple[str, ...], route: Route,
+                  document: Document | None, fetch_problem: str | None,
+                  stdin: IO[str] | None, out: IO[str], err: IO[str]) -> int:
+    from setui.snapshot import confirmed, find_event, other_vms
 
+    approver, now = route.approver, route.clock.now
     if fetch_problem:
         err.write(f"setui approve: cannot read the events document: "
                   f"{printable(fetch_problem, 300)}\n")
-    resolved = _resolve(typed, document, approver.store, err)
+    resolved = _resolve(typed, document, route.record, err)
     if resolved is None:
         return EXIT_FAILED
     ids = tuple(dict.fromkeys(resolved))
-    this_vm = ThisVm(request.vm_name)
-    vm_name = await this_vm.learn(client, tries=ONE_SHOT_TRIES)
+    this_vm = await route.this_vm(request.vm_name)
+    vm_name = this_vm.name
     if vm_name is None:  # then every event reaches beyond this VM, as far as setui knows
         err.write(f"setui approve: {this_vm}\n")
     approver.vm_name = vm_name
+    # What its claims are keyed by; not known: the endpoint, as before (store.vmkeys).
+    approver.vm_id = this_vm.vm_id
+    progress = _progress(out)
     # --yes approves only what concerns this VM alone, unless the operator opted in;
     # asked interactively, such an event needs the word "yes".
     allow = request.allow_other_vms or not request.yes
@@ -320,10 +312,10 @@ async def _decide(request: ApproveRequest, typed: tuple[str, ...], client: ImdsC
             out.write(line + "\n")
         if document is not None:
             out.write(f"(incarnation {document.incarnation}, endpoint "
-                      f"{printable(client.endpoint, 100)})\n")
+                      f"{printable(route.endpoint, 100)})\n")
         if not going:
             return _report(_unrecorded(approver, await approver.approve(
-                list(ids), document, allow_other_vms=allow), err), out)
+                list(ids), document, allow_other_vms=allow, progress=progress), err), out)
         if not request.yes:
             question = "Approve again?" if claims else "Approve?"
             if not _ask(stdin, out, question, typed=typed_yes):
@@ -337,8 +329,8 @@ async def _decide(request: ApproveRequest, typed: tuple[str, ...], client: ImdsC
         assert document is not None
         shown = {i: c for i in going if (c := confirmed(document, i)) is not None}
         outcomes = _unrecorded(approver, await approver.approve(
-            list(ids), document, confirmed_as=shown, allow_other_vms=allow, again=again),
-            err)
+            list(ids), document, confirmed_as=shown, allow_other_vms=allow, again=again,
+            progress=progress), err)
         store = approver.store
         if store is not None and store.witness_problem:  # records written, end unvouched
             err.write(f"setui approve: warning: {printable(store.witness_problem, 400)}\n")
@@ -358,7 +350,7 @@ async def _decide(request: ApproveRequest, typed: tuple[str, ...], client: ImdsC
         _report(outcomes, out)
         out.write("The events above were not approved as confirmed; they are shown again "
                   "as they are now.\n\n")
-        document, problem = await _fetch(client, ServiceClock(wall=now))
+        document, problem = await route.read()
         if document is None:
             err.write(f"setui approve: cannot read the events document: "
                       f"{printable(problem, 300)}\n")
@@ -368,13 +360,25 @@ async def _decide(request: ApproveRequest, typed: tuple[str, ...], client: ImdsC
     return EXIT_FAILED
 
 
-def _refuse(approver: Approver, reasons: dict[str, str], document: Document | None,
-            err: IO[str]) -> None:
+def _progress(out: IO[str]) -> Callable[[Progress], None]:
+    """Each try that did not approve, as it happens, in the words of what became of it (a
+    refusal, no answer, the document unread so nothing sent): the service asked to try
+    again, and an approval may take up to 70 s of tries."""
+    def said(update: Progress) -> None:
+        out.write(f"{printable(update.event_id, 80)}: try {update.attempt}: "
+                  f"{printable(update.last_error, 300)}; trying again in "
+                  f"{duration(update.next_in)}\n")
+        out.flush()
+    return said
+
+
+def _refuse(approver: Approver | AgentApprover, reasons: dict[str, str],
+            document: Document | None, err: IO[str]) -> None:
     for event_id, reason in reasons.items():
         _unrecorded(approver, approver.record_refusal([event_id], document, reason), err)
 
 
-def _unrecorded(approver: Approver, outcomes: list[ApprovalOutcome],
+def _unrecorded(approver: Approver | AgentApprover, outcomes: list[ApprovalOutcome],
                 err: IO[str]) -> list[ApprovalOutcome]:
     """Say which refusals the audit log failed to keep: the operator would otherwise
     believe the log tells the whole story. ``store_error`` is set only by a failed write

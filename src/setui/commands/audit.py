@@ -11,6 +11,7 @@ setui (see ``setui.store.audit`` for the hash).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -19,22 +20,24 @@ from typing import IO, TYPE_CHECKING
 from setui.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
+    READS_THE_AGENT,
     add_storage_options,
-    open_readonly,
     positive_int,
+    read_record,
     when,
     would_overwrite,
 )
 from setui.textsafe import printable
 
 if TYPE_CHECKING:  # sqlite3 loads only when a command runs, not for `setui --version`
-    from setui.store import AuditRecord, Store, VerifyResult
+    from setui.store import AuditRecord, VerifyResult
+    from setui.store.reading import Record
 
 __all__ = ["add_arguments", "describe", "run", "who"]
 
 
-# What the chain proves, and what it cannot: said the same in --help, by verify, and in
-# the README (one wording; the README quotes it).
+# What the chain proves, and what it cannot: said the same in --help and by verify (one
+# wording; docs/audit.md says it at length).
 PROVES = (
     "What the hash chain proves: accidental damage, records removed from the end (against "
     "the witness file beside the database), and edits by anyone who cannot write the data "
@@ -46,7 +49,7 @@ PROVES = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = PROVES
+    parser.epilog = f"{READS_THE_AGENT} {PROVES}"
     parser.add_argument("--limit", type=positive_int, default=None, metavar="N",
                         help="only the N newest records")
     parser.add_argument("--json", action="store_true",
@@ -79,18 +82,18 @@ def run(args: argparse.Namespace) -> int:
 
 
 def audit_command(args: argparse.Namespace, *, out: IO[str], err: IO[str]) -> int:
-    from setui.store import StoreError
+    from setui.store.reading import RecordError
 
     command = getattr(args, "audit_command", None)
     try:
-        store = open_readonly(args)
-    except StoreError as exc:
+        store = read_record(args, err, "setui audit")
+    except RecordError as exc:
         err.write(f"setui audit: {exc}\n")
         return EXIT_FAILED
     try:
         if store is None:
             return _empty(command, args, out, err)
-        with store:
+        with contextlib.closing(store):
             if command == "verify":
                 code = _verify(store.verify_audit(), bool(getattr(args, "json", False)), out,
                                store.unforwarded())
@@ -105,7 +108,7 @@ def audit_command(args: argparse.Namespace, *, out: IO[str], err: IO[str]) -> in
                                args.file, out, err)
             return _list(store.audit(limit=args.limit), store.verify_audit(),
                          bool(getattr(args, "json", False)), out, store.unforwarded())
-    except StoreError as exc:
+    except RecordError as exc:
         err.write(f"setui audit: {exc}\n")
         return EXIT_FAILED
 
@@ -135,8 +138,9 @@ def who(record: AuditRecord) -> str:
     from setui.actor import describe_actor
 
     details = record.details if isinstance(record.details, dict) else {}
-    safe = {key: printable(str(value), 64) for key, value in details.items()
-            if key in ("sudo_user", "login_user", "session") and value is not None}
+    safe: dict[str, object] = {
+        key: printable(str(value), 64) for key, value in details.items()
+        if key in ("sudo_user", "login_user", "session") and value is not None}
     if details.get("ssh_claimed"):
         safe["ssh_claimed"] = True
     return describe_actor(printable(record.user, 64),
@@ -257,7 +261,7 @@ def _verify(result: VerifyResult, as_json: bool, out: IO[str],
 _AGAINST_LIMIT = 256 * 1024 * 1024
 
 
-def _against(store: Store, path: Path, out: IO[str], err: IO[str]) -> int:
+def _against(store: Record, path: Path, out: IO[str], err: IO[str]) -> int:
     from setui.store.against import compare
 
     name = printable(str(path), 200)
@@ -303,10 +307,11 @@ def _export(records: list[AuditRecord], result: VerifyResult, target: str, out: 
     if target == "-":
         out.write(lines)
     else:
-        from setui.store.files import write_private
+        from setui.atomicfile import write_atomically
 
         try:
-            write_private(Path(target), lines)
+            # Owner-only, as the log: it names people and the addresses they came from.
+            write_atomically(Path(target), lines)
         except OSError as exc:
             err.write(f"setui audit export: cannot write {target}: {exc.strerror or exc}\n")
             return EXIT_FAILED

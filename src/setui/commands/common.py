@@ -1,8 +1,10 @@
-"""What the headless commands share: exit codes, times in UTC, the store, number options.
+"""What the headless commands share: exit codes, times in UTC, the record (the agent's,
+or a store), number options.
 
 One home for each, so ``setui history``, ``setui audit`` and ``setui approve`` print a
-time, read a count or find the data directory the same way. Nothing here imports the
-store at module level: sqlite3 loads only when a command runs, not for ``setui --version``.
+time, read a count, attach to the agent or find the data directory the same way. Nothing
+here imports the store or the API's client at module level: sqlite3 loads only when a
+command runs, not for ``setui --version``.
 """
 
 from __future__ import annotations
@@ -15,15 +17,18 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from setui.core.model import MAX_INCARNATION, Document
-from setui.core.timefmt import iso, stamp
+from setui.core.timefmt import stamp
 from setui.textsafe import printable
 
 if TYPE_CHECKING:
+    from setui.api.client import AgentClient
+    from setui.session import ThisVm
     from setui.store import Store
+    from setui.store.reading import Record
 
-__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "add_storage_options", "data_dir", "iso",
-           "open_readonly", "positive_int", "record_reading", "when", "whole_number",
-           "would_overwrite"]
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "READS_THE_AGENT", "add_storage_options",
+           "agent_for", "agent_vm", "data_dir", "open_readonly", "positive_int",
+           "read_record", "record_reading", "when", "whole_number", "would_overwrite"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -38,6 +43,69 @@ def data_dir(args: argparse.Namespace) -> Path | None:
     """The ``--data-dir`` given (``~`` expanded), or None for the default."""
     value = getattr(args, "data_dir", None)
     return Path(value).expanduser() if value is not None else None
+
+
+def agent_for(args: argparse.Namespace, err: IO[str], command: str) -> AgentClient | None:
+    """The agent's API when its socket answers (setui.api.attach), so the command asks
+    IMDS nothing and keeps no store of its own; None to run standalone: told so, or no
+    agent on this machine. An agent's socket that is there but does not answer, or that
+    this user may not reach, is said in one line on ``err``: the command then works on
+    its own, which is not what the machine's agent records."""
+    from setui.config import Config
+
+    config = getattr(args, "config_resolved", None) or Config()
+    if config.standalone or os.name != "posix":  # no Unix socket API off POSIX
+        return None
+    from setui.api.attach import attach, socket_of
+
+    client, words = attach(config)
+    if client is None and _something_at(socket_of(config)):
+        err.write(f"{command}: {printable(words, 400)}\n")
+    return client
+
+
+# What --help says of a reader where the agent answers (history, audit, report, replay).
+READS_THE_AGENT = (
+    "Where the agent answers on its socket (setui agent, the VM's service), this reads the "
+    "record the agent keeps, through it. A --data-dir given on the command line is read "
+    "as it is instead; --standalone reads your own store (or the agent's, read-only, "
+    "where you may read it).")
+
+
+def agent_vm(agent: AgentClient, given: str | None) -> ThisVm:
+    """This VM's name for a command attached to the agent: the agent's, which it decides
+    by (it asked IMDS), else the one given (``--vm-name``), else not known; and its vmId
+    as the agent knows it (what the agent keys its claims by)."""
+    from setui.session import ThisVm
+
+    known = agent.hello.agent.vm_name
+    this_vm = ThisVm(known or given)
+    if known:
+        this_vm.source = "the agent"
+    this_vm.vm_id = agent.hello.agent.vm_id
+    return this_vm
+
+
+def _something_at(path: Path) -> bool:
+    """Whether an agent's socket is there, or would be but this user may not look."""
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError:  # the directory keeps this user out: it is the agent's
+        return True
+    return True
+
+
+def read_record(args: argparse.Namespace, err: IO[str], command: str) -> Record | None:
+    """The record to read: the agent's, through its API; else the store, read-only
+    (:func:`open_readonly`: None when nothing has been recorded). A ``--data-dir`` given
+    on the command line is read as it is, agent or not: an auditor reads a copy so."""
+    if getattr(args, "data_dir_given", None) is None:
+        client = agent_for(args, err, command)
+        if client is not None:
+            return client
+    return open_readonly(args)
 
 
 def open_readonly(args: argparse.Namespace) -> Store | None:

@@ -65,10 +65,9 @@ def open_dashboard(config: Config, *, demo: bool = False, zoom: int | None = Non
         if client is not None:
             from setui.ui.attached import AttachedApp
 
-            with client:  # its hello names the agent; the app opens connections of its own
-                attached = AttachedApp(path=client.path, hello=client.hello, config=config,
-                                       user_themes=themes, zoom=zoom, config_path=saved,
-                                       read_only_why=read_only_why)
+            # The app reads the agent's record through this client, and closes it.
+            attached = AttachedApp(agent=client, config=config, user_themes=themes,
+                                   zoom=zoom, config_path=saved, read_only_why=read_only_why)
             attached.run()
             return attached.return_code or 0
         standalone = "" if config.standalone else words
@@ -92,7 +91,7 @@ def open_fleet(config: Config, *, url: str, auth: PrometheusAuth, refresh: float
     """``setui fleet``: the fleet view's app, through the same door as the dashboard."""
     if not_a_terminal(sys.stdin, sys.stdout) is not None:
         print("setui fleet: the fleet view needs a terminal, and standard input or output "
-              "is not one. For a script, ask Prometheus itself (README, \"Fleet view\").",
+              "is not one. For a script, ask Prometheus itself (docs/fleet.md).",
               file=sys.stderr)
         return EXIT_USAGE
     from setui.config import config_dir
@@ -120,30 +119,32 @@ def run(args: argparse.Namespace) -> int:
                           read_only_why=read_only_why(args))
 
 
-def open_replay(config: Config, *, since: datetime | None = None,
+def open_replay(args: argparse.Namespace, *, since: datetime | None = None,
                 until: datetime | None = None) -> int:
-    """``setui replay``: the dashboard over the store; the other door to the UI."""
+    """``setui replay``: the dashboard over the record (the agent's, through its API,
+    else the store read-only); the other door to the UI."""
     why = not_a_terminal(sys.stdin, sys.stdout)
     if why is not None:
         print(why, file=sys.stderr)
         return EXIT_USAGE
+    from setui.commands.common import read_record
     from setui.config import config_dir
-    from setui.store import NothingRecorded, Store, StoreError
+    from setui.store.reading import RecordError
     from setui.ui.replay_app import ReplayApp
 
-    store: Store | None = None
+    record = None
     problem: str | None = None
     try:  # read-only: reviewing never changes the record
-        store = Store.open_dir(config.data_dir, readonly=True)
-    except NothingRecorded:
-        problem = "nothing has been recorded yet"
-    except StoreError as exc:
+        record = read_record(args, sys.stderr, "setui replay")
+        if record is None:
+            problem = "nothing has been recorded yet"
+    except RecordError as exc:
         problem = str(exc)
-    app = ReplayApp(config=config, store=store, store_problem=problem, since=since,
-                    until=until, user_themes=config_dir() / "themes")
+    app = ReplayApp(config=args.config_resolved, store=record, store_problem=problem,
+                    since=since, until=until, user_themes=config_dir() / "themes")
     try:
         app.run()
     finally:
-        if store is not None:
-            store.close()
+        if record is not None:
+            record.close()
     return app.return_code or 0

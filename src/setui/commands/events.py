@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any
 
@@ -23,32 +26,40 @@ from setui.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
-    iso,
+    agent_for,
+    agent_vm,
     open_readonly,
     record_reading,
     when,
 )
 from setui.core.clock import ServiceClock, utc_now
-from setui.core.model import Event, is_this_vm
+from setui.core.model import Document, Event, is_this_vm
 from setui.core.order import sort_key
-from setui.core.timefmt import signed_countdown
+from setui.core.timefmt import iso, signed_countdown
 from setui.session import ONE_SHOT_TRIES, ThisVm
 from setui.store.records import APPROVED, UNKNOWN
 from setui.textsafe import printable
 
 if TYPE_CHECKING:
+    from setui.api.client import AgentClient
     from setui.core.client import ImdsClient
     from setui.store import AuditRecord
+    from setui.store.reading import Record
 
 __all__ = ["add_arguments", "countdown", "event_json", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = (
+        "Where the agent answers on its socket (setui agent, the VM's service), the events "
+        "are the agent's: no request to IMDS, nothing recorded here. stderr says 'attached "
+        "to the agent (pid N, up ...)', and that its state is stale when its connection is "
+        "not live (--json: the key 'attached'). --standalone reads IMDS itself.")
     parser.add_argument("--json", action="store_true",
                         help="one JSON object (ASCII, stable keys) instead of a table")
     parser.add_argument("--vm-name", metavar="NAME", default=argparse.SUPPRESS,
-                        help="this VM's name in Resources (default: asked from IMDS; "
-                             "not known if it does not answer)")
+                        help="this VM's name in Resources (default: the agent's, else "
+                             "asked from IMDS; not known if it does not answer)")
 
 
 def countdown(moment: datetime | None, now: datetime) -> str:
@@ -93,23 +104,6 @@ def _outcome(approval: AuditRecord | None) -> str | None:
     return APPROVED if approval.result == APPROVED else UNKNOWN
 
 
-def _approvals(args: argparse.Namespace, ids: list[str], err: IO[str],
-               ) -> dict[str, AuditRecord]:
-    """Who approved which event, from the audit log; empty (and said) if it cannot tell."""
-    from setui.store import StoreError
-
-    try:
-        store = open_readonly(args)
-        if store is None:
-            return {}
-        with store:
-            return store.approvals(ids, unknown=True)
-    except StoreError as exc:
-        err.write(f"setui events: who approved what is not known: "
-                  f"{printable(exc.message, 300)}\n")
-        return {}
-
-
 def _table(events: list[Event], vm_name: str | None, now: datetime,
            approvals: dict[str, AuditRecord]) -> list[str]:
     header = ("EVENT ID", "TYPE", "STATUS", "NOT BEFORE (UTC)", "IN", "THIS VM", "APPROVED",
@@ -136,15 +130,46 @@ def _table(events: list[Event], vm_name: str | None, now: datetime,
             + "  " + row[-1] for row in rows]
 
 
-async def list_events(args: argparse.Namespace, *, out: IO[str], err: IO[str],
-                      make_client: Callable[[str, str], ImdsClient] | None = None,
-                      wall: Callable[[], datetime] = utc_now) -> int:
-    """Everything ``setui events`` does, with its streams injected for tests."""
-    from setui.config import DEFAULT_API_VERSION, DEFAULT_ENDPOINT
+@dataclass(frozen=True)
+class _Reading:
+    """The events now, as one source (IMDS or the agent) has them."""
+
+    document: Document
+    now: datetime  # the service's time
+    endpoint: str
+    this_vm: ThisVm
+    record: Record | None  # where approvals are read: the agent's, or the store's
+    attached: dict[str, Any] | None  # the agent's, for --json: null standalone
+
+    def approvals(self, err: IO[str]) -> dict[str, AuditRecord]:
+        """Who approved which event, from the audit log (then closed); empty, and said,
+        if it cannot tell."""
+        from setui.store.reading import RecordError
+
+        if self.record is None:
+            return {}
+        try:
+            with contextlib.closing(self.record):
+                return self.record.approvals([e.event_id for e in self.document.events],
+                                             unknown=True)
+        except RecordError as exc:
+            err.write(f"setui events: who approved what is not known: "
+                      f"{printable(exc.message, 300)}\n")
+            return {}
+
+
+async def _from_imds(args: argparse.Namespace, err: IO[str],
+                     make_client: Callable[[str, str], ImdsClient] | None,
+                     wall: Callable[[], datetime]) -> _Reading | int:
+    """One GET, kept in the history; the store read for approvals."""
+    from setui.core.endpoint import DEFAULT_API_VERSION, DEFAULT_ENDPOINT
     from setui.core.errors import ImdsError
+    from setui.store.reading import RecordError
 
     if make_client is None:
-        from setui.core.client import ImdsClient as make_client
+        from setui.core.client import ImdsClient
+
+        make_client = ImdsClient
     config = getattr(args, "config_resolved", None)
     try:
         client = make_client(getattr(args, "endpoint", None) or DEFAULT_ENDPOINT,
@@ -167,25 +192,88 @@ async def list_events(args: argparse.Namespace, *, out: IO[str], err: IO[str],
         service.observe(result.server_date, result.received_mono)
         now = service.now()
         this_vm = ThisVm(getattr(args, "vm_name", None) or getattr(config, "vm_name", None))
-        vm_name = await this_vm.learn(client, tries=ONE_SHOT_TRIES)
+        await this_vm.learn(client, tries=ONE_SHOT_TRIES)
     finally:
         await client.aclose()
-    events = sorted(document.events, key=lambda e: sort_key(e, vm_name))
     problem = record_reading(args, document, seen_at=now, endpoint=client.endpoint,
-                             vm_name=vm_name)
+                             vm_name=this_vm.name)
     if problem is not None:
         err.write(f"setui events: not recorded in the history: {printable(problem, 300)}\n")
-    approvals = _approvals(args, [e.event_id for e in events], err)
-    if getattr(args, "json", False):
+    try:
+        record = open_readonly(args)
+    except RecordError as exc:
+        err.write(f"setui events: who approved what is not known: "
+                  f"{printable(exc.message, 300)}\n")
+        record = None
+    return _Reading(document, now, client.endpoint, this_vm, record, None)
+
+
+def _from_agent(args: argparse.Namespace, agent: AgentClient, err: IO[str],
+                wall: Callable[[], datetime], as_json: bool) -> _Reading | int:
+    """The agent's state: no request to IMDS, nothing recorded here (the agent records)."""
+    from setui.api.attach import attached_words, not_live
+    from setui.api.client import ApiError
+
+    config = getattr(args, "config_resolved", None)
+    info = agent.hello.agent
+    try:
+        state, _plan = agent.state()
+    except ApiError as exc:
+        agent.close()
+        err.write(f"setui events: cannot read the agent's state: "
+                  f"{printable(exc.message, 300)}\n")
+        return EXIT_FAILED
+    mono = time.monotonic()
+    health = state.state.health.at(mono)
+    stale = not_live(health, mono)
+    words = attached_words(agent, wall())
+    if not as_json:
+        err.write(f"setui events: {words}\n")
+        if stale is not None:
+            err.write(f"setui events: {stale}\n")
+    document = state.state.document
+    if document is None:
+        agent.close()
+        err.write("setui events: the agent has no events document yet"
+                  + (f": {stale}" if stale else "") + "\n")
+        return EXIT_FAILED
+    service = ServiceClock(wall=wall)
+    service.observe(state.now, mono)
+    this_vm = agent_vm(agent, getattr(args, "vm_name", None)
+                       or getattr(config, "vm_name", None))
+    age = health.age(mono)
+    attached = {"pid": info.pid, "since": iso(info.since), "words": words,
+                "connection": health.state.value, "live": stale is None,
+                "last_answer_seconds_ago": None if age is None else round(age, 1),
+                "error": health.last_error, "problem": stale}
+    return _Reading(document, service.now(), info.endpoint, this_vm, agent, attached)
+
+
+async def list_events(args: argparse.Namespace, *, out: IO[str], err: IO[str],
+                      make_client: Callable[[str, str], ImdsClient] | None = None,
+                      wall: Callable[[], datetime] = utc_now) -> int:
+    """Everything ``setui events`` does, with its streams injected for tests: from the
+    agent when it answers, else from IMDS; the same output either way."""
+    as_json = bool(getattr(args, "json", False))
+    agent = agent_for(args, err, "setui events")
+    reading = (_from_agent(args, agent, err, wall, as_json) if agent is not None
+               else await _from_imds(args, err, make_client, wall))
+    if isinstance(reading, int):
+        return reading
+    document, now, vm_name = reading.document, reading.now, reading.this_vm.name
+    events = sorted(document.events, key=lambda e: sort_key(e, vm_name))
+    approvals = reading.approvals(err)
+    if as_json:
         out.write(json.dumps({
-            "time": iso(now), "endpoint": client.endpoint,
+            "time": iso(now), "endpoint": reading.endpoint,
             "incarnation": document.incarnation, "vm_name": vm_name,
             "events": [event_json(e, vm_name, now, approvals.get(e.event_id))
-                       for e in events]}, ensure_ascii=True) + "\n")
+                       for e in events], "attached": reading.attached},
+            ensure_ascii=True) + "\n")
         return EXIT_OK
     out.write(f"Incarnation {document.incarnation} at {when(now)}, "
-              f"{printable(client.endpoint, 100)}; "
-              f"{f'this VM: {printable(vm_name, 80)}' if vm_name else this_vm}\n")
+              f"{printable(reading.endpoint, 100)}; "
+              f"{f'this VM: {printable(vm_name, 80)}' if vm_name else reading.this_vm}\n")
     if not events:
         out.write("No scheduled events.\n")
         return EXIT_OK

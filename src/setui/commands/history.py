@@ -1,14 +1,16 @@
 """``setui history``: past incarnations, one event's whole life, one stored document.
 
-Read-only: the store is opened with ``mode=ro``, so reviewing never changes the record
-and works where the data directory is not writable. Times are UTC, as the service's own
-NotBefore is, written by :mod:`setui.core.timefmt`. Everything from the network is
-printed through :func:`printable`.
+Read-only: what the agent recorded, through its API when it answers; else the store,
+opened with ``mode=ro``, so reviewing never changes the record and works where the data
+directory is not writable. One code path either way (store.reading.Record). Times are
+UTC, as the service's own NotBefore is, written by :mod:`setui.core.timefmt`. Everything
+from the network is printed through :func:`printable`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import sys
@@ -20,10 +22,10 @@ from setui.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
+    READS_THE_AGENT,
     add_storage_options,
-    iso,
-    open_readonly,
     positive_int,
+    read_record,
     when,
     whole_number,
     would_overwrite,
@@ -40,11 +42,12 @@ from setui.core.diff import (
 from setui.core.holes import Hole, with_holes
 from setui.core.impact import IMPACT_SOURCE, Impact, impact_words
 from setui.core.model import MAX_INCARNATION, DocumentError, parse_iso
-from setui.core.timefmt import duration, stamp
+from setui.core.timefmt import duration, iso, stamp
 from setui.textsafe import printable
 
 if TYPE_CHECKING:  # sqlite3 loads only when a command runs, not for `setui --version`
-    from setui.store import ChangeRecord, IncarnationRecord, Store, StoryEntry
+    from setui.store import ChangeRecord, IncarnationRecord, StoryEntry
+    from setui.store.reading import Record
 
 __all__ = ["add_arguments", "history_command", "incarnation_number", "parse_since", "run"]
 
@@ -91,6 +94,7 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
 
 # -- arguments -----------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = READS_THE_AGENT
     parser.add_argument("--limit", type=positive_int, default=50, metavar="N",
                         help="at most N incarnations (default 50)")
     parser.add_argument("--since", type=parse_since, metavar="TIME",
@@ -132,12 +136,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def history_command(args: argparse.Namespace, *, out: IO[str], err: IO[str]) -> int:
-    from setui.store import StoreError
+    from setui.store.reading import RecordError
 
     as_json = bool(getattr(args, "json", False))
     try:
-        store = open_readonly(args)
-    except StoreError as exc:
+        store = read_record(args, err, "setui history")
+    except RecordError as exc:
         err.write(f"setui history: {exc}\n")
         return EXIT_FAILED
     if store is None:
@@ -150,7 +154,7 @@ def history_command(args: argparse.Namespace, *, out: IO[str], err: IO[str]) -> 
                       "each new events document they see.\n")
         return EXIT_OK
     try:
-        with store:
+        with contextlib.closing(store):
             missing = store.missing_records()
             if missing is not None:
                 err.write(f"setui history: {printable(missing, 500)}\n")
@@ -163,7 +167,7 @@ def history_command(args: argparse.Namespace, *, out: IO[str], err: IO[str]) -> 
                 return _story(store, args.event, getattr(args, "since", None), as_json,
                               out, err)
             return _list(store, args.limit, getattr(args, "since", None), as_json, out)
-    except StoreError as exc:
+    except RecordError as exc:
         err.write(f"setui history: {exc}\n")
         return EXIT_FAILED
 
@@ -194,7 +198,7 @@ def hole_json(hole: Hole) -> dict[str, Any]:
             "seconds": round(hole.seconds), "open": hole.open, "endpoint": hole.endpoint}
 
 
-def _with_holes(store: Store, records: list[IncarnationRecord], since: datetime | None,
+def _with_holes(store: Record, records: list[IncarnationRecord], since: datetime | None,
                 complete: bool) -> Iterator[IncarnationRecord | Hole | Impact]:
     """The records, newest first, with the record's holes among them (core.holes): the
     same holes whatever is listed, each whole; and the stalls and boots the agent
@@ -222,7 +226,7 @@ def impact_record_json(impact: Impact) -> dict[str, Any]:
             "endpoint": impact.endpoint, "words": impact_words(impact, local=False)}
 
 
-def _list(store: Store, limit: int, since: datetime | None, as_json: bool,
+def _list(store: Record, limit: int, since: datetime | None, as_json: bool,
           out: IO[str]) -> int:
     records = store.history(limit=limit, since=since)
     # Fewer than asked: the list reaches back to --since or to the start of the record.
@@ -316,7 +320,7 @@ def story_json(entry: StoryEntry) -> dict[str, Any]:
     }
 
 
-def _story(store: Store, event_id: str, since: datetime | None, as_json: bool,
+def _story(store: Record, event_id: str, since: datetime | None, as_json: bool,
            out: IO[str], err: IO[str]) -> int:
     from setui.core.eventids import resolve
 
@@ -374,7 +378,7 @@ def _diff_json(diff: DocumentDiff) -> list[dict[str, Any]]:
             for item in diff.events]
 
 
-def _show(store: Store, number: int, with_diff: bool, as_json: bool, out: IO[str],
+def _show(store: Record, number: int, with_diff: bool, as_json: bool, out: IO[str],
           err: IO[str]) -> int:
     record = store.incarnation(number)
     if record is None:
@@ -421,10 +425,14 @@ def _write_diff(record: IncarnationRecord, previous: IncarnationRecord | None,
     else:
         out.write(f"Changes since incarnation {previous.incarnation} "
                   f"(first seen {when(previous.first_seen)}):\n")
-    told: dict[str | None, list[ChangeRecord]] = {}
+    told: dict[str, list[ChangeRecord]] = {}
+    about_document: list[ChangeRecord] = []
     for change in record.changes:
-        told.setdefault(change.event_id, []).append(change)
-    for change in told.pop(None, []):  # about the document itself
+        if change.event_id is None:
+            about_document.append(change)
+        else:
+            told.setdefault(change.event_id, []).append(change)
+    for change in about_document:
         out.write(f"  ! {change.kind:<11} {printable(change.detail, 300)}".rstrip() + "\n")
     items = {item.event_id: item for item in diff}
     for event_id in [*told, *(i for i in items if i not in told)]:
@@ -453,7 +461,7 @@ _SAID_BY_FIELDS = frozenset({"rescheduled", "changed"})
 
 
 # -- the record as a scenario ----------------------------------------------------------------
-def _export_scenario(store: Store, args: argparse.Namespace, out: IO[str],
+def _export_scenario(store: Record, args: argparse.Namespace, out: IO[str],
                      err: IO[str]) -> int:
     from pathlib import Path
 
@@ -486,7 +494,7 @@ def _export_scenario(store: Store, args: argparse.Namespace, out: IO[str],
     if target == "-":
         out.write(text)
         return EXIT_OK
-    from setui.store.files import write_atomically
+    from setui.atomicfile import write_atomically
 
     try:
         write_atomically(Path(target), text, mode=0o644)

@@ -5,24 +5,32 @@ reschedule, the notice it gave against the documented minimum, who approved it a
 (and how long after it appeared), when it started against its NotBefore, what the agent
 measured of it (a stall, a boot), when it went and how sure that is, the refusals; the
 holes in the record, when nothing was recording; and the stalls and boots with no event.
-Read-only. Text from the network or the audit log is made printable and its Markdown
-neutralised, so the report pastes as it is.
+Read-only: the agent's record through its API when it answers, else the store. Text from
+the network or the audit log is made printable and its Markdown neutralised, so the
+report pastes as it is.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import sys
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any
 
-from setui.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, iso, open_readonly
+from setui.commands.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    READS_THE_AGENT,
+    read_record,
+)
 from setui.commands.history import parse_since
 from setui.core.impact import BOOT, STALL, Impact, clocks_words, impact_words
 from setui.core.notice import DEFAULT_TERMINATE_NOTICE, Notice, notice_words
-from setui.core.timefmt import duration, stamp
+from setui.core.timefmt import duration, iso, stamp
 from setui.textsafe import printable
 
 if TYPE_CHECKING:
@@ -32,6 +40,7 @@ __all__ = ["add_arguments", "markdown", "report_command", "report_json", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = READS_THE_AGENT
     parser.add_argument("--from", dest="since", type=parse_since, metavar="TIME",
                         help="events alive from TIME: 2h, 30m, 7d ago, or ISO 8601 in UTC")
     parser.add_argument("--to", dest="until", type=parse_since, metavar="TIME",
@@ -47,20 +56,20 @@ def run(args: argparse.Namespace) -> int:
 def report_command(args: argparse.Namespace, *, out: IO[str], err: IO[str]) -> int:
     from setui.monitor.replay import load_recording
     from setui.monitor.report import build_report
-    from setui.store import StoreError
+    from setui.store.reading import RecordError
 
     since, until = getattr(args, "since", None), getattr(args, "until", None)
     if since is not None and until is not None and since > until:
         err.write("setui report: --from is after --to\n")
         return EXIT_USAGE
     try:
-        store = open_readonly(args)
+        store = read_record(args, err, "setui report")
         if store is None:
             err.write("setui report: nothing has been recorded yet\n")
             return EXIT_FAILED
-        with store:
+        with contextlib.closing(store):
             recording = load_recording(store, since=since, until=until)
-    except StoreError as exc:
+    except RecordError as exc:
         err.write(f"setui report: {exc}\n")
         return EXIT_FAILED
     if recording is None:

@@ -1,6 +1,8 @@
 """``setui watch``: one line per change, for a terminal, a log file or a pipe.
 
-Run as a service, it keeps the incarnation history even when nobody is logged in.
+Where the agent answers (the VM's service), watch prints what the agent sees, from its
+pushes, and records nothing itself: the agent is the VM's one poller and recorder.
+Without one (or ``--standalone``) it polls IMDS and records the history itself.
 """
 
 from __future__ import annotations
@@ -8,18 +10,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import gc
 import json
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from setui.commands.common import agent_for
 from setui.config import Config
+from setui.core.clock import utc_now
 from setui.core.health import ConnectionState, Health, PollResult
 from setui.core.model import Document, Event, parse_iso
 from setui.core.timefmt import iso, signed_countdown, stamp
-from setui.core.tracker import Change
+from setui.core.tracker import Change, Tracker
+from setui.gctune import freeze_heap_once
 from setui.monitor import Monitor
 from setui.session import ThisVm, make_client, open_store, run_until_stopped
 from setui.systemd import ERR, INFO, NOTICE, WARNING, Notifier, for_journal, under_journal
@@ -208,11 +215,40 @@ def _priority(record: dict[str, Any]) -> int:
     return NOTICE if record["this_vm"] else INFO
 
 
+class _Lines:
+    """What watch prints as states come, whoever polls: a connection line when the
+    state (or the kind of failure) changes, then a line per change; and the systemd
+    status beside it."""
+
+    def __init__(self, printer: _Printer, notifier: Notifier,
+                 vm_name: Callable[[], str | None]) -> None:
+        self.printer = printer
+        self.notifier = notifier
+        self.vm_name = vm_name
+        self.last: tuple[ConnectionState, str | None] | None = None
+
+    def show(self, health: Health, when: datetime, changes: Sequence[Change], *,
+             kind: str | None = None, document: Document | None = None,
+             recording: bool = False) -> None:
+        if (health.state, kind) != self.last:
+            # The answer's own time, the one its changes carry: lines stay in order (the
+            # time now would be later than the changes below it).
+            self.printer.emit(connection_record(health, when))
+            self.last = (health.state, kind)
+            self.notifier.status(_status(health, document, recording))
+        for change in changes:
+            self.printer.emit(change_record(change, self.vm_name()))
+
+
 async def watch(config: Config, *, as_json: bool, record: bool, out: IO[str],
-                err: IO[str]) -> int:
+                err: IO[str], agent: Path | None = None) -> int:
+    """Print one line per change until stopped: the agent's, through its socket
+    ``agent`` when given (recording nothing here), else polling IMDS."""
     notifier = Notifier.from_env()
-    journal = under_journal(err)
     printer = _Printer(out, as_json, journal=under_journal(out))
+    if agent is not None:
+        return await _watch_agent(config, agent, printer, notifier, err)
+    journal = under_journal(err)
     store, problem = open_store(config) if record else (None, None)
     if problem:
         _say(err, f"setui: not recording history: {problem}", journal, WARNING)
@@ -237,36 +273,24 @@ async def watch(config: Config, *, as_json: bool, record: bool, out: IO[str],
                 this_vm, client, monitor, lambda line: _say(err, line, journal, NOTICE)))
         elif this_vm.source == "IMDS":
             _say(err, f"setui: {this_vm}", journal, INFO)
-        last_state: tuple[ConnectionState, str | None] | None = (monitor.health().state, None)
-        printer.emit(connection_record(monitor.health(), monitor.now()))
+        lines = _Lines(printer, notifier, lambda: this_vm.name)
+        lines.show(monitor.health(), monitor.now(), ())
         # Ready before the first answer: the first call can take two minutes, longer
         # than systemd waits for a start. The watchdog pings from this loop, so a loop
         # that stops turning gets the recorder restarted.
         notifier.ready(_status(monitor.health(), None, store is not None and record))
         pinger = asyncio.ensure_future(notifier.keep_alive())
         updates = monitor.updates()
-        frozen = False
         try:
             async for update in updates:
                 result = update.result
-                state = (result.health.state, _error_kind(result))
-                if state != last_state:
-                    # The answer's own time, the one its changes carry: lines stay in
-                    # order (the time now would be later than the changes below it).
-                    printer.emit(connection_record(result.health,
-                                                   result.seen_at or monitor.now()))
-                    last_state = state
-                    notifier.status(_status(result.health, result.document,
-                                            monitor.recorder is not None
-                                            and monitor.recorder.problem is None))
-                for change in result.changes:
-                    printer.emit(change_record(change, this_vm.name))
-                if not frozen:
-                    frozen = True
-                    # Start-up's objects (modules, classes, the monitor) live as long as
-                    # the process: kept out of every later collection, which then walks
-                    # only what polling makes, not the whole heap, once a second or so.
-                    gc.freeze()
+                lines.show(result.health, result.seen_at or monitor.now(), result.changes,
+                           kind=_error_kind(result), document=result.document,
+                           recording=monitor.recorder is not None
+                           and monitor.recorder.problem is None)
+                # Start-up is done once the first answer is printed: its objects (the
+                # monitor, the client, the store) leave the collector's walks.
+                freeze_heap_once()
         finally:
             pinger.cancel()
             if learning is not None:
@@ -282,6 +306,84 @@ async def watch(config: Config, *, as_json: bool, record: bool, out: IO[str],
         if store is not None:
             store.close()
     return 0
+
+
+async def _watch_agent(config: Config, path: Path, printer: _Printer, notifier: Notifier,
+                       err: IO[str]) -> int:
+    """The agent's pushes as watch's lines: no request to IMDS, nothing recorded here.
+    When the agent goes (a restart), the lines say the state is stale, watch attaches
+    again as soon as it answers, and what changed meanwhile is told as seen across a gap."""
+    from setui.api.attach import attached_words
+    from setui.api.client import ApiError, StatePush, Subscription, Tick
+    from setui.core.backoff import Backoff
+
+    journal = under_journal(err)
+    name: list[str | None] = [config.vm_name]
+    lines = _Lines(printer, notifier, lambda: name[0])
+    tracker: Tracker | None = None  # the documents heard, for what changed while away
+    last = Health()
+    pause = Backoff(base=0.5, cap=5.0)
+    misses = 0
+    notifier.ready("attached to the agent")
+    pinger = asyncio.ensure_future(notifier.keep_alive())
+    try:
+        while True:
+            sub: Subscription | None = None
+            try:
+                sub = await Subscription.open(path, timeout=5.0)
+            except ApiError as exc:
+                misses += 1
+                if misses == 1:
+                    _say(err, f"setui: the agent does not answer ({exc.message}): trying "
+                              "again", journal, WARNING)
+            if sub is None:
+                await asyncio.sleep(pause.delay(misses))
+                continue
+            misses = 0
+            name[0] = config.vm_name or sub.hello.agent.vm_name
+            _say(err, f"setui: {attached_words(sub, utc_now())}: its lines; this watch "
+                      "records nothing (the agent does)", journal, INFO)
+            try:
+                state = sub.state
+                document = state.state.document
+                if tracker is None:  # what is there now: "appeared at start"
+                    tracker = Tracker()
+                    changes = tracker.update(document, state.now) if document else []
+                else:  # what changed while this watch was not attached
+                    changes = tracker.update(document, state.now, gap=_AWAY) \
+                        if document else []
+                health = state.state.health.at(time.monotonic())
+                lines.show(health, state.now, changes, document=document,
+                           recording=state.recording.recording)
+                last = health
+                freeze_heap_once()  # start-up is done: the first answer is printed
+                async for push in sub:
+                    if isinstance(push, StatePush):
+                        state = push.state
+                        if state.state.document is not None:
+                            tracker.update(state.state.document, state.now)
+                        last = state.state.health.at(time.monotonic())
+                        lines.show(last, state.now, state.changes,
+                                   document=state.state.document,
+                                   recording=state.recording.recording)
+                    elif isinstance(push, Tick):
+                        last = push.health.at(time.monotonic())
+                        lines.show(last, push.now, ())
+            except ApiError as exc:
+                gone = replace(last, state=ConnectionState.STALE,
+                               last_error=f"the agent went away ({exc.message}): "
+                                          "reconnecting")
+                lines.show(gone, utc_now(), (), kind="agent")
+            finally:
+                await sub.aclose()
+    finally:
+        pinger.cancel()
+        notifier.stopping()
+        notifier.close()
+
+
+# Why changes are told as seen across a gap after the agent came back.
+_AWAY = "this watch was not attached to the agent in between"
 
 
 async def _learn_vm_name(this_vm: ThisVm, client: ImdsClient, monitor: Monitor,
@@ -327,8 +429,15 @@ def run(args: argparse.Namespace) -> int:
     config: Config = args.config_resolved
     _tolerant(sys.stdout)
     _tolerant(sys.stderr)
+    # Where the agent answers, watch is a reader of it: one poller and one recorder per
+    # VM. Asked once here; a restart of the agent later is waited out, not a fall back to
+    # polling beside it.
+    agent = agent_for(args, sys.stderr, "setui watch")
+    if agent is not None:
+        agent.close()
     try:
         return run_until_stopped(watch(config, as_json=args.json, record=args.record,
-                                        out=sys.stdout, err=sys.stderr))
+                                        out=sys.stdout, err=sys.stderr,
+                                        agent=agent.path if agent is not None else None))
     except KeyboardInterrupt:
         return 0

@@ -9,4 +9,5 @@ before any module of this package can import httpx.
 
 import sys
 
+# typeshed types sys.modules' values as modules; None is the documented "not importable".
 sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]

@@ -35,7 +35,6 @@ from setui.core.backoff import Backoff, parse_http_date, parse_retry_after
 from setui.core.endpoint import (
     DEFAULT_API_VERSION,
     DEFAULT_ENDPOINT,
-    KNOWN_API_VERSIONS,
     check_api_version,
     check_endpoint,
 )
@@ -57,11 +56,8 @@ from setui.core.ratelimit import TokenBucket
 from setui.core.transport import PlainTransport, within
 from setui.textsafe import printable
 
-__all__ = [
-    "DEFAULT_API_VERSION", "DEFAULT_ENDPOINT", "ENABLING_TIMEOUT", "KEEPALIVE_EXPIRY",
-    "KNOWN_API_VERSIONS", "MAX_BODY_BYTES", "REQUEST_TIMEOUT", "ApprovalResult", "FetchResult",
-    "ImdsClient", "check_api_version", "check_endpoint",
-]
+__all__ = ["ENABLING_TIMEOUT", "KEEPALIVE_EXPIRY", "MAX_BODY_BYTES", "REQUEST_TIMEOUT",
+           "ApprovalResult", "FetchResult", "ImdsClient"]
 
 NAME_API_VERSION = "2021-02-01"
 EVENTS_PATH = "/metadata/scheduledevents"

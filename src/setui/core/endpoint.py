@@ -19,8 +19,8 @@ from urllib.parse import urlsplit
 
 from setui.apiversions import KNOWN_API_VERSIONS, NEWEST_API_VERSION
 
-__all__ = ["DEFAULT_API_VERSION", "DEFAULT_ENDPOINT", "KNOWN_API_VERSIONS",
-           "check_api_version", "check_endpoint", "endpoint_key"]
+__all__ = ["DEFAULT_API_VERSION", "DEFAULT_ENDPOINT", "check_api_version", "check_endpoint",
+           "endpoint_key"]
 
 DEFAULT_ENDPOINT = "http://169.254.169.254"
 DEFAULT_API_VERSION = NEWEST_API_VERSION  # the one that carries every event type and field

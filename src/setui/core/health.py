@@ -66,12 +66,12 @@ class Health:
     def at(self, mono_now: float) -> Health:
         """This health as it stands at ``mono_now``: live turns stale when the last good
         answer is older than ``stale_after``, and the wait for the next try counts down."""
-        changes: dict[str, object] = {}
-        if self.state is ConnectionState.LIVE and self.is_stale(mono_now):
-            changes["state"] = ConnectionState.STALE
-        if self.next_attempt_mono is not None:
-            changes["next_attempt_in"] = max(0.0, self.next_attempt_mono - mono_now)
-        return replace(self, **changes) if changes else self  # type: ignore[arg-type]
+        stale = self.state is ConnectionState.LIVE and self.is_stale(mono_now)
+        if not stale and self.next_attempt_mono is None:
+            return self
+        return replace(self, state=ConnectionState.STALE if stale else self.state,
+                       next_attempt_in=self.next_attempt_in if self.next_attempt_mono is None
+                       else max(0.0, self.next_attempt_mono - mono_now))
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,8 @@ class _OpenEnum(str, Enum):
     unknown value must be shown as it came, never dropped and never a crash.
     """
 
+    _value_: str  # what every member, known or kept, holds (and so what .value is)
+
     @classmethod
     def _missing_(cls, value: object) -> _OpenEnum | None:
         if not isinstance(value, str):

@@ -15,6 +15,7 @@ backoff must not grow because an event of this VM is close (``urgent``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import time
@@ -28,11 +29,10 @@ from setui.core.clock import ServiceClock, utc_now
 from setui.core.errors import ImdsError, Unreachable
 from setui.core.health import ConnectionState, Health, PollResult, stale_after
 from setui.core.model import Document
-from setui.core.pace import MAX_INTERVAL, MIN_INTERVAL, check_interval
+from setui.core.pace import check_interval
 from setui.core.tracker import Change, Tracker
 
-__all__ = ["MAX_INTERVAL", "MIN_INTERVAL", "SLOW_INTERVAL", "URGENT_CAP", "Poller",
-           "check_interval"]
+__all__ = ["SLOW_INTERVAL", "URGENT_CAP", "Poller"]
 
 # While an event of this VM is close or under way, no wait between tries is longer than
 # max(interval, this), whatever the backoff says (Retry-After still wins).
@@ -226,7 +226,7 @@ class Poller:
                     loop.call_later(delay, _resolve, waiter)
             else:  # a sleep of the caller's (tests' fake time)
                 timer = asyncio.ensure_future(self._sleep(delay))
-                timer.add_done_callback(lambda _done, w=waiter: _resolve(w))
+                timer.add_done_callback(functools.partial(_resolve, waiter))
             try:
                 await waiter
             finally:
@@ -234,6 +234,7 @@ class Poller:
                 timer.cancel()
 
 
-def _resolve(waiter: asyncio.Future[None]) -> None:
+def _resolve(waiter: asyncio.Future[None], _done: object = None) -> None:
+    # _done: the finished sleep, when this is its done callback.
     if not waiter.done():
         waiter.set_result(None)

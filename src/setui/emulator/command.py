@@ -31,6 +31,8 @@ _WATCH_INTERVAL = 0.1  # seconds between checks for state changes to log
 
 # The VM's identity beyond its name, as IMDS compute metadata serves it.
 _IDENTITY_FLAGS = (
+    ("--vm-id", "vmId", "id of the VM, a GUID (setui keys its claims and holds by it: two "
+     "emulators with one id are one VM)"),
     ("--scale-set", "vmScaleSetName", "name of the VM's scale set"),
     ("--placement-group", "placementGroupId", "id of the VM's placement group"),
     ("--resource-group", "resourceGroupName", "name of the VM's resource group"),

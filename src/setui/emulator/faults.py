@@ -199,5 +199,7 @@ def parse_faults(spec: str) -> Faults:
             values[key] = number
         else:
             values[_SECONDS[key]] = number
+    # values' keys are Faults' own fields (seed, _SHARES, _SECONDS), chosen by the text:
+    # mypy cannot follow keys chosen by data.
     return Faults(statuses=statuses, approve_statuses=approve, compute_statuses=compute,
                   **values)  # type: ignore[arg-type]

@@ -53,12 +53,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
-
 from setui.textsafe import preview as _preview
+from setui.tomlread import parse_toml
 
 __all__ = [
     "DEFAULT_NOTICE",
@@ -208,7 +204,7 @@ def builtin_scenarios() -> list[str]:
 def load_scenario(name_or_path: str) -> Scenario:
     """A built-in scenario by name, or a ``.toml`` / ``.json`` file by path."""
     if name_or_path in builtin_scenarios():
-        item = resources.files("setui.emulator").joinpath("scenarios", f"{name_or_path}.toml")
+        item = resources.files("setui.emulator") / "scenarios" / f"{name_or_path}.toml"
         return parse_scenario(item.read_text(encoding="utf-8"), source=f"{name_or_path} "
                               "(built-in)", default_name=name_or_path, fmt="toml")
     path = Path(name_or_path)
@@ -228,9 +224,11 @@ def parse_scenario(text: str, *, source: str = "<scenario>", default_name: str =
                    fmt: str = "toml") -> Scenario:
     """Parse and validate a scenario; every problem is reported with ``source`` and field."""
     try:
-        data = json.loads(text) if fmt == "json" else tomllib.loads(text)
-    except (ValueError, tomllib.TOMLDecodeError) as exc:
+        data = json.loads(text) if fmt == "json" else parse_toml(text)
+    except ValueError as exc:  # TomlError is one
         raise ScenarioError(f"{source}: not valid {fmt.upper()}: {exc}") from None
+    except RecursionError:  # json recurses once a level, as TOML's parser does
+        raise ScenarioError(f"{source}: not valid {fmt.upper()}: nested too deeply") from None
     if not isinstance(data, dict):
         raise ScenarioError(f"{source}: the top level must be a table/object")
     return _Parser(source).scenario(data, default_name)

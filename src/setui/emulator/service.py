@@ -30,14 +30,16 @@ from setui.emulator.faults import Faults
 from setui.emulator.scenario import Scenario
 from setui.emulator.timeline import Timeline
 from setui.emulator.wire import RecordedRequest, Reply
+from setui.textsafe import masked
 
 __all__ = ["COMPUTE_FIELDS", "COMPUTE_PATH", "EVENTS_PATH", "NAME_PATH", "Service"]
 
 EVENTS_PATH = "/metadata/scheduledevents"
 COMPUTE_PATH = "/metadata/instance/compute"
 NAME_PATH = f"{COMPUTE_PATH}/name"
-# The VM's identity as IMDS compute metadata names it: the fields a fleet groups by.
-COMPUTE_FIELDS = ("name", "vmScaleSetName", "placementGroupId", "resourceGroupName",
+# The VM's identity as IMDS compute metadata names it: the fields a fleet groups by, and
+# the vmId that tells it from every other VM (what setui keys its claims and holds by).
+COMPUTE_FIELDS = ("name", "vmId", "vmScaleSetName", "placementGroupId", "resourceGroupName",
                   "subscriptionId", "zone", "location")
 _ALLOWED = {EVENTS_PATH: ("GET", "POST"), COMPUTE_PATH: ("GET",),
             **{f"{COMPUTE_PATH}/{name}": ("GET",) for name in COMPUTE_FIELDS}}
@@ -63,9 +65,11 @@ class Service:
         self.clock = clock
         self.speed = speed
         self.vm_name = scenario.vm_name
-        # The rest of the compute metadata (vmScaleSetName, zone...): "" when not given.
-        self.identity = {name: str((identity or {}).get(name) or "")
-                         for name in COMPUTE_FIELDS if name != "name"}
+        # The rest of the compute metadata (vmScaleSetName, zone...): "" when not given;
+        # but a vmId only when given (an emulator without one: setui does not know it).
+        given = identity or {}
+        self.identity = {name: str(given.get(name) or "") for name in COMPUTE_FIELDS
+                         if name != "name" and (name != "vmId" or given.get(name))}
         self.etag = etag
         self.log = log or (lambda line: None)
         self.epoch = float(math.ceil(clock()))
@@ -112,7 +116,8 @@ class Service:
                  ) -> dict[str, Any]:
         with self._lock:
             if self._pinned is not None:
-                return json.loads(json.dumps(self._pinned))
+                pinned: dict[str, Any] = json.loads(json.dumps(self._pinned))
+                return pinned
             t = self.scenario_time(now)
             return render_document(self.timeline.incarnation(t), self.timeline.state(t),
                                    api_version, self._shown_not_before)
@@ -140,7 +145,7 @@ class Service:
             note = f" ({reply.note})" if reply.note else ""
             line = f"{request.method} {target} -> {'hang' if reply.hang else reply.status}{note}"
             # The request is input: no escape sequences from it reach the terminal.
-            self.log("".join(c if c.isprintable() else "?" for c in line))
+            self.log(masked(line))
             return reply
 
     def _reply(self, request: RecordedRequest) -> Reply:
@@ -200,6 +205,8 @@ class Service:
         """The whole compute object as JSON, or one field (``.../compute/zone``) as text."""
         fields = {"name": self.vm_name, **self.identity}
         name = request.path[len(COMPUTE_PATH):].lstrip("/")
+        if name and name not in fields:  # a vmId not given
+            return _error(404, f"Not found: {request.path}")
         fmt = request.query.get("format", "json" if not name else "text")
         if not name:
             if fmt != "json":

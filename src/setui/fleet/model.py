@@ -25,7 +25,7 @@ from functools import cached_property
 from itertools import islice
 from typing import Any, NamedTuple
 
-from setui.fleet.gcpause import gc_paused
+from setui.gctune import collector_paused
 from setui.metricnames import (
     EVENT_LABELS,
     EVENT_METRIC,
@@ -277,7 +277,7 @@ class FleetBuilder:
     def build(self, result: Iterable[object], at: float) -> Fleet:
         """``result`` as the API gives it (a list of ``{"metric": ..., "value": ...}``);
         anything else in it is counted as ignored."""
-        with gc_paused():
+        with collector_paused():
             return self._build(result, at)
 
     def _build(self, result: Iterable[object], at: float) -> Fleet:

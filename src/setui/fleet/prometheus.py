@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from setui import __version__
-from setui.fleet.gcpause import gc_paused
+from setui.gctune import collector_paused
 from setui.loopback import is_loopback
 from setui.metricnames import (
     EVENT_METRIC,
@@ -255,7 +255,7 @@ def _too_large(cap: int, encoding: str, raw: int) -> str:
 
 def _answer(status: int, body: bytes, url: str) -> Answer:
     document: Any = None
-    with contextlib.suppress(ValueError, UnicodeDecodeError), gc_paused():
+    with contextlib.suppress(ValueError, UnicodeDecodeError), collector_paused():
         document = json.loads(body)  # not JSON: said below, with the status
     if status in (401, 403):
         raise PrometheusError("refused", f"{url} refused the credentials (HTTP {status}); "

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
-from setui.fleet.gcpause import gc_paused
 from setui.fleet.model import Fleet, FleetBuilder
 from setui.fleet.prometheus import QUERY, PrometheusClient, PrometheusError
+from setui.gctune import collector_paused
 
 __all__ = ["MIN_REFRESH", "FleetUpdate", "FleetWatcher", "LinkState"]
 
@@ -74,7 +74,7 @@ class FleetWatcher:
             # then goes once through what the fleet keeps, not also through the answer
             # (30 ms of a 10,000-VM refresh). Never over the wait for Prometheus, which
             # may last the whole timeout.
-            with gc_paused():
+            with collector_paused():
                 answer = self.client.decode(status, body)
                 del body
                 fetched = self._mono()

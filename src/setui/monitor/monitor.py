@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
 from functools import partial
@@ -109,7 +109,7 @@ class Monitor:
         self.poller.poll_now()
 
     # -- running ----------------------------------------------------------------------------
-    async def updates(self) -> AsyncIterator[MonitorUpdate]:
+    async def updates(self) -> AsyncGenerator[MonitorUpdate, None]:
         """Poll until cancelled; one update per attempt, failed ones included."""
         await self._resume()
         try:

@@ -26,7 +26,8 @@ from setui.core.model import Document
 from setui.store.store import RECORDER_BEAT, RUNNING_WITHIN, TOUCH_INTERVAL
 
 if TYPE_CHECKING:
-    from setui.store import RecorderSpan, Store
+    from setui.store import Store
+    from setui.store.records import RecorderSpan
 
 __all__ = ["BEAT_SECONDS", "STORE_RETRY_SECONDS", "Recorder", "brief_store_problem"]
 
@@ -155,7 +156,7 @@ class Recorder:
                 and (seen - self._beat_seen).total_seconds() >= BEAT_SECONDS):
             self._beat_at = now
             self._beat_seen = seen
-            beat = self._executor.submit(self._beat, result.seen_at)
+            beat = self._executor.submit(self._beat, seen)
             beat.add_done_callback(self._done_soon(asyncio.get_running_loop(), count=False))
 
     def _open(self, at: datetime) -> int:

@@ -1,6 +1,7 @@
 """What the monitor knew at a past moment, rebuilt from the store: the road replay takes.
 
-A :class:`Recording` is read once (on a thread: it is SQLite) and then answers, for any
+A :class:`Recording` is read once (on a thread: it is SQLite, or the agent's API, which
+reads the same through the same function: store.recording) and then answers, for any
 moment, the state a live monitor would have held then: the document current at that
 moment, each event's life folded from the *stored* changes (so the gap rules the store
 applied hold in the replay too) with what the agent measured of it, the audit records up
@@ -12,7 +13,6 @@ be that.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cached_property
@@ -23,11 +23,11 @@ from setui.core.impact import Impact, impact_words
 from setui.core.model import Document, DocumentError, Event
 from setui.core.tracker import Change, ChangeKind
 from setui.monitor.state import MonitorState
-from setui.store.endpoints import endpoint_column
+from setui.store.reading import Record, RecordingParts
 from setui.store.records import AuditRecord, ChangeRecord, IncarnationRecord
-from setui.store.store import TOUCH_INTERVAL, Store
+from setui.store.store import TOUCH_INTERVAL
 
-__all__ = ["RECENT_IMPACT", "Moment", "Recording", "load_recording", "recording_of"]
+__all__ = ["RECENT_IMPACT", "Moment", "Recording", "load_recording"]
 
 _LEFT = ("completed", "cancelled", "gone")
 
@@ -49,24 +49,13 @@ class Moment:
 
 
 @dataclass(frozen=True)
-class Recording:
-    """One endpoint's record, oldest first: incarnations, audit records, holes (each
-    whole, as the store tells them: core.holes)."""
+class Recording(RecordingParts):
+    """One endpoint's record (store.reading.RecordingParts: incarnations, audit records,
+    holes, what was measured, oldest first), its documents parsed."""
 
-    endpoint: str
-    records: tuple[IncarnationRecord, ...]
-    audit: tuple[AuditRecord, ...]
-    holes: tuple[Hole, ...]
-    sessions_known: bool  # recording sessions were kept: holes can be told
-    start: datetime
-    end: datetime
     # Each record's document, parsed once when read (None: unreadable), so moving the
     # cursor on the event loop only folds what is already in memory.
     documents: tuple[Document | None, ...] = ()
-    # What the agent measured (core.impact), oldest first, and when its heartbeat ran
-    # (the sessions that kept one): where nothing measured is "none", elsewhere unknown.
-    impacts: tuple[Impact, ...] = ()
-    measuring: tuple[tuple[datetime, datetime], ...] = ()
 
     def document(self, index: int) -> Document | None:
         if index < len(self.documents):
@@ -219,50 +208,16 @@ def _change(stored: ChangeRecord, record: IncarnationRecord, current: Document,
                   missed=stored.missed)
 
 
-def load_recording(store: Store, *, since: datetime | None = None,
+def load_recording(record: Record, *, since: datetime | None = None,
                    until: datetime | None = None,
                    endpoint: str | None = None) -> Recording | None:
-    """Read one endpoint's record (the newest one's, unless named) for the moments from
-    ``since`` to ``until``. Every incarnation before ``until`` is read, also those before
-    ``since``: an event's life began when it appeared, not when the window opens. None
-    when nothing was recorded there. Blocking: call it on a thread."""
-    newest = store.history(limit=1, endpoint=endpoint)
-    if not newest:
+    """One endpoint's record (the newest one's, unless named) for the moments from
+    ``since`` to ``until`` (store.recording says what it holds), from a store or from the
+    agent alike; None when nothing was recorded there. Blocking: call it on a thread."""
+    parts = record.recording(since=since, until=until, endpoint=endpoint)
+    if parts is None:
         return None
-    endpoint = newest[0].endpoint
-    records = list(reversed(store.history(limit=None, endpoint=endpoint)))
-    if until is not None:
-        records = [r for r in records if r.first_seen <= until]
-    if not records:
-        return None
-    # The audit log keeps each endpoint as the approval wrote it; the history, keyed.
-    audit = tuple(r for r in store.audit(oldest_first=True)
-                  if endpoint_column(r.endpoint) == endpoint
-                  and (until is None or r.time <= until))
-    first = records[0].first_seen
-    sessions = store.recorders(endpoint=endpoint)
-    # A document's last sighting moves at most once a minute; the sessions say how far
-    # the record really reaches.
-    last = max([r.last_seen for r in records] + [s.end for s in sessions if s.end >= first])
-    end = until if until is not None else max(last, audit[-1].time if audit else last)
-    start = max(since, first) if since is not None else first
-    start = min(start, end)
-    holes = [h for h in store.holes(endpoint=endpoint) if h.overlaps(first, end)]
-    measured = store.impacts(endpoint=endpoint, until=until)
-    measuring = tuple((s.started, s.end) for s in sessions if s.measures)
-    return recording_of(endpoint, records, audit, holes, bool(sessions), start, end,
-                        measured, measuring)
-
-
-def recording_of(endpoint: str, records: Sequence[IncarnationRecord],
-                 audit: Sequence[AuditRecord], holes: Sequence[Hole], sessions_known: bool,
-                 start: datetime, end: datetime, impacts: Sequence[Impact] = (),
-                 measuring: Sequence[tuple[datetime, datetime]] = ()) -> Recording:
-    """A Recording of what was read, from the store or from the agent (its ``recording``
-    op), each document parsed once, here and not on the event loop."""
-    return Recording(endpoint, tuple(records), tuple(audit), tuple(holes), sessions_known,
-                     start, end, tuple(_parsed(r) for r in records), tuple(impacts),
-                     tuple(measuring))
+    return Recording(**vars(parts), documents=tuple(_parsed(r) for r in parts.records))
 
 
 def _parsed(record: IncarnationRecord) -> Document | None:

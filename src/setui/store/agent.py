@@ -5,15 +5,20 @@ a notification that was sent is not sent again, and a step that was running when
 agent died is not rerun blindly (it is marked interrupted, and a person is told). The
 dashboard reads the same rows to show what the agent plans and does, and writes the holds
 that the agent obeys. Every call is synchronous SQLite: callers run it on a worker thread.
+
+The steps and the holds are this VM's (store.vmkeys): found by its vmId once known,
+whatever endpoint wrote them, so a hold set through one endpoint holds the agent that
+polls another; the hook runs and the notifications stay keyed by the endpoint.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from setui.store.db import write_transaction
 from setui.store.endpoints import endpoint_column
 from setui.store.history import clean_text
 from setui.store.records import (
@@ -31,6 +36,7 @@ from setui.store.records import (
     from_db_time,
     to_db_time,
 )
+from setui.store.vmkeys import VmKey, with_vm_id
 
 if TYPE_CHECKING:
     from setui.store.store import Store
@@ -100,54 +106,73 @@ def _step(row: Sequence[object]) -> Step:
 
 
 class AgentLog:
-    """The agent's tables in ``store`` (schema version 3, store/db.py)."""
+    """The agent's tables in ``store`` (schema version 7, store/db.py), as this VM's:
+    ``endpoint``, and ``vm_id`` once it is known (set it when it is learned)."""
 
-    def __init__(self, store: Store, endpoint: str) -> None:
+    def __init__(self, store: Store, endpoint: str, *, vm_id: str | None = None) -> None:
         self.store = store
         self.endpoint = endpoint_column(endpoint)  # one spelling (store.endpoints)
+        self.vm_id = vm_id
+
+    @property
+    def vm(self) -> VmKey:
+        return VmKey.of(self.endpoint, self.vm_id)
 
     # -- steps ----------------------------------------------------------------------------
     def steps(self, event_ids: Sequence[str] | None = None) -> list[Step]:
-        """The steps of these events (all of this endpoint's when None), oldest first."""
+        """The steps of these events (all of this VM's when None), oldest first; of a
+        step written under two keys (through another endpoint before the vmId was known),
+        the newest."""
+        where, args = self.vm.where()
         sql = ("SELECT event_id, step, rule, state, detail, started, updated FROM agent_steps "
-               "WHERE endpoint = ?")
-        args: list[object] = [self.endpoint]
+               f"WHERE {where}")
         if event_ids is not None:
             if not event_ids:
                 return []
             sql += f" AND event_id IN ({', '.join('?' * len(event_ids))})"
             args += [clean_text(i) for i in event_ids]
         with self.store._using("read the agent's work") as conn:
-            return [_step(r) for r in conn.execute(sql + " ORDER BY updated", args)]
+            rows = [_step(r) for r in conn.execute(sql + " ORDER BY updated DESC", args)]
+        newest = {(s.event_id.casefold(), s.step): s for s in reversed(rows)}
+        return sorted(newest.values(), key=lambda s: s.updated)
 
     def set_step(self, event_id: str, step: str, *, rule: str, state: str, at: datetime,
                  detail: str = "", started: datetime | None = None) -> None:
-        """Record a step's state, durably, before acting on it."""
-        with self.store._using("record the agent's work", write=True) as conn:
-            conn.execute(
-                "INSERT INTO agent_steps (endpoint, event_id, step, rule, state, detail, "
-                "started, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (endpoint, event_id, step) DO UPDATE SET rule = excluded.rule, "
-                "state = excluded.state, detail = excluded.detail, "
-                "started = coalesce(excluded.started, agent_steps.started), "
-                "updated = excluded.updated",
-                (self.endpoint, clean_text(event_id), step, clean_text(rule)[:200], state,
-                 clean_text(detail)[:MAX_DETAIL], to_db_time(started) if started else None,
-                 to_db_time(at)))
+        """Record a step's state, durably, before acting on it: the row this VM already
+        has for it (keyed by the vmId from now on, if it was not), else a new one."""
+        vm = self.vm
+        where, args = vm.where()
+        values = (clean_text(rule)[:200], state, clean_text(detail)[:MAX_DETAIL],
+                  to_db_time(started) if started else None, to_db_time(at))
+        with self.store._using("record the agent's work", write=True) as conn, \
+                write_transaction(conn):
+            # OR REPLACE: two rows of the step (one per key) become the one, keyed by the vmId.
+            changed = conn.execute(
+                "UPDATE OR REPLACE agent_steps SET vm = coalesce(?, vm), rule = ?, state = ?, "
+                "detail = ?, started = coalesce(?, started), updated = ? "
+                f"WHERE {where} AND event_id = ? AND step = ?",
+                (vm.vm_id, *values, *args, clean_text(event_id), step)).rowcount
+            if not changed:
+                conn.execute(
+                    "INSERT INTO agent_steps (vm, endpoint, event_id, step, rule, state, "
+                    "detail, started, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (vm.key, self.endpoint, clean_text(event_id), step, *values))
 
     def interrupt_running(self, at: datetime) -> list[Step]:
         """Steps left running by an agent that died: marked interrupted, returned. They
         are not rerun: whether a hook finished, or an approval reached the service, is
         not known."""
-        with self.store._using("record the agent's work", write=True) as conn:
+        where, args = self.vm.where()
+        with self.store._using("record the agent's work", write=True) as conn, \
+                write_transaction(conn):
             rows = conn.execute(
                 "SELECT event_id, step, rule, state, detail, started, updated FROM agent_steps "
-                "WHERE endpoint = ? AND state = ?", (self.endpoint, RUNNING)).fetchall()
+                f"WHERE {where} AND state = ?", (*args, RUNNING)).fetchall()
             conn.execute(
                 "UPDATE agent_steps SET state = ?, updated = ?, detail = ? "
-                "WHERE endpoint = ? AND state = ?",
+                f"WHERE {where} AND state = ?",
                 (INTERRUPTED, to_db_time(at), "the agent stopped while this ran: not rerun",
-                 self.endpoint, RUNNING))
+                 *args, RUNNING))
         return [_step(r) for r in rows]
 
     # -- hook runs ------------------------------------------------------------------------
@@ -218,25 +243,34 @@ class AgentLog:
 
     # -- holds ----------------------------------------------------------------------------
     def held(self, event_ids: Sequence[str]) -> set[str]:
-        """Which of ``event_ids`` a person holds (as spelt in ``event_ids``)."""
+        """Which of ``event_ids`` a person holds (as spelt in ``event_ids``): by the
+        newest hold or release of each."""
         if not event_ids:
             return set()
+        where, args = self.vm.where()
         with self.store._using("read the holds") as conn:
             rows = conn.execute(
-                "SELECT event_id FROM agent_holds WHERE endpoint = ? AND held = 1 AND "
-                f"event_id IN ({', '.join('?' * len(event_ids))})",
-                [self.endpoint, *(clean_text(i) for i in event_ids)]).fetchall()
-        found = {str(r[0]).casefold() for r in rows}
-        return {i for i in event_ids if i.casefold() in found}
+                f"SELECT event_id, held FROM agent_holds WHERE {where} AND "
+                f"event_id IN ({', '.join('?' * len(event_ids))}) ORDER BY time",
+                [*args, *(clean_text(i) for i in event_ids)]).fetchall()
+        found = {str(event_id).casefold(): bool(held) for event_id, held in rows}
+        return {i for i in event_ids if found.get(i.casefold())}
 
     def set_hold(self, event_id: str, *, held: bool, entry: AuditEntry) -> None:
         """Hold or release the automation for ``event_id``, with its audit record written
-        first (a hold nobody can account for is worse than none)."""
-        self.store.audit_append(entry)
-        with self.store._using("record the hold", write=True) as conn:
-            conn.execute(
-                "INSERT INTO agent_holds (endpoint, event_id, held, actor, time) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (endpoint, event_id) DO UPDATE SET "
-                "held = excluded.held, actor = excluded.actor, time = excluded.time",
-                (self.endpoint, clean_text(event_id), int(held), clean_text(entry.user)[:200],
-                 to_db_time(entry.time)))
+        first (a hold nobody can account for is worse than none); the record names this
+        VM's vmId when it is known."""
+        vm = self.vm
+        self.store.audit_append(replace(entry, details=with_vm_id(entry.details, vm.vm_id)))
+        where, args = vm.where()
+        values = (int(held), clean_text(entry.user)[:200], to_db_time(entry.time))
+        with self.store._using("record the hold", write=True) as conn, \
+                write_transaction(conn):
+            changed = conn.execute(
+                "UPDATE OR REPLACE agent_holds SET vm = coalesce(?, vm), held = ?, actor = ?, "
+                f"time = ? WHERE {where} AND event_id = ?",
+                (vm.vm_id, *values, *args, clean_text(event_id))).rowcount
+            if not changed:
+                conn.execute("INSERT INTO agent_holds (vm, endpoint, event_id, held, actor, "
+                             "time) VALUES (?, ?, ?, ?, ?, ?)",
+                             (vm.key, self.endpoint, clean_text(event_id), *values))

@@ -40,8 +40,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from setui.atomicfile import write_atomically
 from setui.store.db import StoreError
-from setui.store.files import write_atomically
 from setui.store.history import clean_text, stored_json
 from setui.store.place import Sharing, read_nofollow
 from setui.store.records import AuditEntry, AuditRecord, VerifyResult, from_db_time, to_db_time
@@ -225,9 +225,20 @@ _WITH_OUTCOME = (f"SELECT {', '.join('a.' + c.strip() for c in _COLUMNS.split(',
                  "FROM audit a")
 
 
-def listing(conn: sqlite3.Connection, limit: int | None, oldest_first: bool) -> list[AuditRecord]:
-    sql = _WITH_OUTCOME + f" ORDER BY a.seq {'ASC' if oldest_first else 'DESC'}"
+def listing(conn: sqlite3.Connection, limit: int | None, oldest_first: bool, *,
+            after: int | None = None, before: int | None = None) -> list[AuditRecord]:
+    """Records in seq order (``after`` < seq < ``before``), with whether each attempt
+    has an outcome."""
+    where: list[str] = []
     params: list[Any] = []
+    if after is not None:
+        where.append("a.seq > ?")
+        params.append(after)
+    if before is not None:
+        where.append("a.seq < ?")
+        params.append(before)
+    sql = _WITH_OUTCOME + (" WHERE " + " AND ".join(where) if where else "")
+    sql += f" ORDER BY a.seq {'ASC' if oldest_first else 'DESC'}"
     if limit is not None:
         sql += " LIMIT ?"
         params.append(max(0, limit))
@@ -253,7 +264,8 @@ def _hash_matches(row: Sequence[Any], seq: int) -> bool:
         values = _row_values(row)
     except (ValueError, TypeError):
         return False
-    return chain_hash(str(row[15]), _content(seq, values)) == row[16]
+    stored: object = row[16]
+    return chain_hash(str(row[15]), _content(seq, values)) == stored
 
 
 def _removed(first: int, last: int, where: str) -> str:

@@ -11,6 +11,10 @@ is unknown: recorded so (a try timed out, or was cut off or interrupted, after i
 request left), or not recorded at all (in flight in another process, or a process that
 stopped before recording it). A failed attempt claims nothing: none of its tries can
 have approved the event.
+
+Only this VM's attempts claim (store.vmkeys): those made with its vmId, through any
+endpoint, and those made without one at its endpoint; while its vmId is not known, every
+attempt at its endpoint, and the claim then says which VM the attempt named.
 """
 
 from __future__ import annotations
@@ -18,54 +22,22 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
 
-from setui.core.timefmt import stamp
+from setui.core.vmid import vm_id_key
 from setui.store.db import StoreError
-from setui.store.endpoints import SQL_FUNCTION, endpoint_column
+from setui.store.endpoints import endpoint_column
 from setui.store.records import (
     APPROVE_ATTEMPT,
     APPROVE_OUTCOME,
     FAILED,
     UNKNOWN,
+    Claim,
     approval_result,
     from_db_time,
 )
+from setui.store.vmkeys import DETAIL, VmKey
 
 __all__ = ["AlreadyClaimed", "Claim", "check", "find"]
-
-
-@dataclass(frozen=True)
-class Claim:
-    """An earlier approval of an event: who, when, and which audit record says so."""
-
-    event_id: str
-    user: str
-    host: str
-    ssh_client: str | None
-    time: datetime
-    attempt_seq: int
-    outcome_seq: int | None  # None: no outcome recorded (in flight, or setui stopped)
-    unknown: bool  # whether the service may or may not have it (else: it accepted it)
-
-    @property
-    def record_seq(self) -> int:
-        """The record to cite: the outcome, else the attempt."""
-        return self.outcome_seq if self.outcome_seq is not None else self.attempt_seq
-
-    def describe(self) -> str:
-        """In words, for a refusal and a prompt; the names come from the audit log,
-        which setui wrote, and are escaped again by whoever prints them."""
-        who = self.user + (f" from {self.ssh_client}" if self.ssh_client else "")
-        said = f"by {who} on {self.host} at {stamp(self.time, local=False)} " \
-               f"(audit record {self.record_seq})"
-        if not self.unknown:
-            return f"already approved {said}"
-        if self.outcome_seq is not None:
-            return f"may already have been sent {said}: its outcome is unknown"
-        return (f"may already have been sent {said}: no outcome is recorded, so it is in "
-                "flight, or setui stopped before writing it down")
 
 
 class AlreadyClaimed(StoreError):
@@ -76,18 +48,23 @@ class AlreadyClaimed(StoreError):
         self.claims = tuple(claims)
 
 
+# Every attempt of the event (only its records are read, on an index), newest first; which
+# of them are this VM's is decided by VmKey.owns, the rule's one home.
 _SQL = (
-    "SELECT a.seq, a.time, a.os_user, a.host, a.ssh_client, a.event_id, o.seq, o.status, "
-    "o.error, o.details_json FROM audit a LEFT JOIN audit o ON o.attempt_seq = a.seq "
-    "AND o.action = ? WHERE a.action = ? AND a.event_id = ? COLLATE NOCASE "
-    f"AND {SQL_FUNCTION}(a.endpoint) = ? ORDER BY a.seq DESC")
+    "SELECT a.seq, a.time, a.os_user, a.host, a.ssh_client, a.event_id, a.endpoint, "
+    "a.details_json, o.seq, o.status, o.error, o.details_json FROM audit a LEFT JOIN audit o "
+    "ON o.attempt_seq = a.seq AND o.action = ? WHERE a.action = ? "
+    "AND a.event_id = ? COLLATE NOCASE ORDER BY a.seq DESC")
 
 
-def find(conn: sqlite3.Connection, event_id: str, endpoint: str) -> Claim | None:
-    """The approval that claims ``event_id`` at ``endpoint``, if one does."""
-    rows = conn.execute(_SQL, (APPROVE_OUTCOME, APPROVE_ATTEMPT, event_id,
-                               endpoint_column(endpoint)))
-    for seq, time, user, host, ssh, stored_id, out_seq, status, error, details in rows:
+def find(conn: sqlite3.Connection, event_id: str, here: VmKey) -> Claim | None:
+    """The approval that claims ``event_id`` on the VM ``here``, if one does."""
+    rows = conn.execute(_SQL, (APPROVE_OUTCOME, APPROVE_ATTEMPT, event_id))
+    for (seq, time, user, host, ssh, stored_id, endpoint, made, out_seq, status, error,
+         details) in rows:
+        made_on = vm_id_key(_details(made).get(DETAIL))
+        if not here.owns(made_on, endpoint_column(str(endpoint))):
+            continue
         result = UNKNOWN if out_seq is None else approval_result(
             status if isinstance(status, int) else None, error, _details(details))
         if result == FAILED:
@@ -98,7 +75,8 @@ def find(conn: sqlite3.Connection, event_id: str, endpoint: str) -> Claim | None
             continue  # a damaged record claims nothing; verify reports it
         return Claim(str(stored_id), str(user), str(host), ssh, when, int(seq),
                      int(out_seq) if out_seq is not None else None,
-                     unknown=result == UNKNOWN)
+                     unknown=result == UNKNOWN,
+                     made_on=made_on if here.vm_id is None else None)
     return None
 
 
@@ -111,8 +89,8 @@ def _details(text: object) -> dict[str, object]:
     return value if isinstance(value, dict) else {}
 
 
-def check(conn: sqlite3.Connection, event_ids: Sequence[str], endpoint: str) -> None:
-    """Raise :class:`AlreadyClaimed` if any of ``event_ids`` is claimed."""
-    claims = [c for c in (find(conn, i, endpoint) for i in event_ids) if c is not None]
+def check(conn: sqlite3.Connection, event_ids: Sequence[str], here: VmKey) -> None:
+    """Raise :class:`AlreadyClaimed` if any of ``event_ids`` is claimed on ``here``."""
+    claims = [c for c in (find(conn, i, here) for i in event_ids) if c is not None]
     if claims:
         raise AlreadyClaimed(claims)

@@ -15,7 +15,7 @@ import shutil
 import sqlite3
 import tempfile
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import quote
 
@@ -29,6 +29,7 @@ from setui.store.place import (
     make_dirs,
     open_nofollow,
 )
+from setui.store.reading import RecordError
 
 __all__ = [
     "APPLICATION_ID",
@@ -42,18 +43,18 @@ __all__ = [
     "describe_error",
     "prepare_file",
     "trigger_problem",
+    "write_transaction",
 ]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 APPLICATION_ID = 0x53455455  # "SETU": marks the file as setui's, so we never write elsewhere
 
 
-class StoreError(Exception):
+class StoreError(RecordError):
     """The store cannot do what was asked; the message says what, where, and what to do."""
 
     def __init__(self, message: str, *, path: Path | None = None) -> None:
         super().__init__(message)
-        self.message = message
         self.path = path
 
 
@@ -241,11 +242,50 @@ CREATE INDEX impacts_by_event ON impacts (event_id) WHERE event_id IS NOT NULL;
 CREATE UNIQUE INDEX impacts_one_boot ON impacts (endpoint, boot_id) WHERE kind = 'boot';
 """
 
+# Version 7: the agent's steps and the holds keyed by the VM (store.vmkeys): in a column
+# of their own, ``vm``, that is their key: its vmId when the writer knew it, else the
+# endpoint's key (which every row from before keeps). A key column cannot be added to a
+# primary key in place: the two tables are made again, their rows copied.
+VM_KEYED = ("agent_steps", "agent_holds")
+_SCHEMA_V7 = """
+CREATE TABLE agent_steps_v7 (
+    vm       TEXT    NOT NULL,
+    endpoint TEXT    NOT NULL,
+    event_id TEXT    NOT NULL COLLATE NOCASE,
+    step     TEXT    NOT NULL,
+    rule     TEXT    NOT NULL,
+    state    TEXT    NOT NULL,
+    detail   TEXT    NOT NULL DEFAULT '',
+    started  TEXT,
+    updated  TEXT    NOT NULL,
+    PRIMARY KEY (vm, event_id, step)
+);
+INSERT INTO agent_steps_v7 (vm, endpoint, event_id, step, rule, state, detail, started,
+                            updated)
+    SELECT endpoint, endpoint, event_id, step, rule, state, detail, started, updated
+    FROM agent_steps;
+DROP TABLE agent_steps;
+ALTER TABLE agent_steps_v7 RENAME TO agent_steps;
+CREATE TABLE agent_holds_v7 (
+    vm       TEXT    NOT NULL,
+    endpoint TEXT    NOT NULL,
+    event_id TEXT    NOT NULL COLLATE NOCASE,
+    held     INTEGER NOT NULL,
+    actor    TEXT    NOT NULL,
+    time     TEXT    NOT NULL,
+    PRIMARY KEY (vm, event_id)
+);
+INSERT INTO agent_holds_v7 (vm, endpoint, event_id, held, actor, time)
+    SELECT endpoint, endpoint, event_id, held, actor, time FROM agent_holds;
+DROP TABLE agent_holds;
+ALTER TABLE agent_holds_v7 RENAME TO agent_holds;
+"""
+
 # Schema version N -> N+1. Each runs in the transaction that also sets user_version.
 # Version 4: every endpoint keyed as one spelling (store.endpoints), no new tables.
 _MIGRATIONS: dict[int, str | Callable[[sqlite3.Connection], None]] = {
     0: _SCHEMA_V1, 1: _SCHEMA_V2, 2: _SCHEMA_V3, 3: endpoints.rewrite, 4: _SCHEMA_V5,
-    5: _SCHEMA_V6}
+    5: _SCHEMA_V6, 6: _SCHEMA_V7}
 
 
 def describe_error(exc: BaseException, path: Path, doing: str, timeout: float = 5.0) -> str:
@@ -284,6 +324,20 @@ def describe_error(exc: BaseException, path: Path, doing: str, timeout: float = 
         reason = exc.strerror or text
         return f"cannot {doing}: {reason}: {exc.filename or path}"
     return f"cannot {doing} ({path}): {text}"
+
+
+@contextlib.contextmanager
+def write_transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """Statements in one write transaction (``BEGIN IMMEDIATE``): what they read cannot
+    change before they commit; none of them stays if one fails."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 def prepare_file(path: Path) -> Sharing:
@@ -452,7 +506,7 @@ def _cannot_share(exc: BaseException) -> bool:
 class _CopyConnection(sqlite3.Connection):
     """A connection to a private copy of the database: closing it deletes the copy."""
 
-    _cleanup: weakref.finalize | None = None
+    _cleanup: weakref.finalize[..., _CopyConnection] | None = None
 
     def close(self) -> None:
         super().close()
@@ -560,13 +614,22 @@ def _read_older(conn: sqlite3.Connection, version: int) -> None:
         for statement in _statements(_SCHEMA_V6):
             if statement.startswith("CREATE TABLE"):
                 conn.execute(statement.replace("CREATE TABLE", "CREATE TEMP TABLE", 1))
+    # Before version 7 the steps and the holds were keyed by their endpoint alone: that
+    # is their VM (store.vmkeys), as the upgrade keeps it.
     if version < 3:  # no agent ever wrote here: its tables are empty
         for statement in _statements(_SCHEMA_V3):
             if statement.startswith("CREATE TABLE"):
                 conn.execute(statement.replace("CREATE TABLE", "CREATE TEMP TABLE", 1))
+        for table in VM_KEYED:
+            conn.execute(f"ALTER TABLE temp.{table} ADD COLUMN vm TEXT")
     elif keyed:
         for table in ("agent_steps", "agent_hook_runs", "agent_notifications", "agent_holds"):
-            endpoints.keyed_view(conn, table)
+            endpoints.keyed_view(conn, table, f", {endpoints.SQL_FUNCTION}(endpoint) AS vm"
+                                 if table in VM_KEYED else "")
+    elif version < 7:
+        for table in VM_KEYED:
+            conn.execute(f"CREATE TEMP VIEW {table} AS SELECT *, endpoint AS vm "
+                         f"FROM main.{table}")
 
 
 def _normal_sql(text: str) -> str:

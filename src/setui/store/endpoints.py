@@ -33,7 +33,11 @@ def endpoint_column(endpoint: str) -> str:
     return clean_text(endpoint_key(endpoint))
 
 
-def _sql_key(value: object) -> object:
+# What SQLite hands a function and takes back from it.
+_SqlValue = str | bytes | int | float | None
+
+
+def _sql_key(value: _SqlValue) -> _SqlValue:
     return endpoint_column(value) if isinstance(value, str) else value
 
 

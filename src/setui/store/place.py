@@ -24,6 +24,8 @@ from pathlib import Path
 
 import platformdirs
 
+from setui.envsettings import from_environment
+
 __all__ = ["AGENT_DIR_MODE", "AGENT_FILE_MODE", "AGENT_LOCK", "AGENT_STORE", "DB_NAME",
            "Sharing", "check_dir", "check_file", "default_data_dir", "foreign_entries",
            "is_temporary", "make_dirs", "open_nofollow", "read_nofollow", "store_names"]
@@ -82,9 +84,9 @@ def default_data_dir(agent_store: Path = AGENT_STORE) -> Path:
     """``SETUI_DATA_DIR`` if set; else the agent's store where this user may read it (so
     every front end reads the history the agent keeps, rather than start a private one
     beside it; only root writes it); else the platform's per-user data directory."""
-    env = os.environ.get("SETUI_DATA_DIR")
-    if env:
-        return Path(env).expanduser()
+    given = from_environment("data_dir")
+    if given is not None:
+        return Path(given).expanduser()
     if os.name == "posix" and _readable(agent_store):
         return agent_store
     return Path(platformdirs.user_data_dir("setui", appauthor=False))

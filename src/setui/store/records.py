@@ -19,6 +19,7 @@ from setui.core.model import (
     format_not_before,
     parse_document,
 )
+from setui.core.timefmt import stamp
 
 __all__ = [
     "ACTIONS",
@@ -35,6 +36,7 @@ __all__ = [
     "AuditEntry",
     "AuditRecord",
     "ChangeRecord",
+    "Claim",
     "IncarnationRecord",
     "RecorderSpan",
     "Step",
@@ -351,3 +353,40 @@ class Step:
     @property
     def finished(self) -> bool:
         return self.state in FINISHED
+
+
+@dataclass(frozen=True)
+class Claim:
+    """An earlier approval of an event: who, when, and which audit record says so."""
+
+    event_id: str
+    user: str
+    host: str
+    ssh_client: str | None
+    time: datetime
+    attempt_seq: int
+    outcome_seq: int | None  # None: no outcome recorded (in flight, or setui stopped)
+    unknown: bool  # whether the service may or may not have it (else: it accepted it)
+    # The VM the attempt names when this VM's own vmId is not known (it counts all the
+    # same); None otherwise.
+    made_on: str | None = None
+
+    @property
+    def record_seq(self) -> int:
+        """The record to cite: the outcome, else the attempt."""
+        return self.outcome_seq if self.outcome_seq is not None else self.attempt_seq
+
+    def describe(self) -> str:
+        """In words, for a refusal and a prompt; the names come from the audit log,
+        which setui wrote, and are escaped again by whoever prints them."""
+        who = self.user + (f" from {self.ssh_client}" if self.ssh_client else "")
+        made_on = "" if self.made_on is None else \
+            f"; made on VM {self.made_on}, and this VM's id is not known, so it counts"
+        said = f"by {who} on {self.host} at {stamp(self.time, local=False)} " \
+               f"(audit record {self.record_seq}{made_on})"
+        if not self.unknown:
+            return f"already approved {said}"
+        if self.outcome_seq is not None:
+            return f"may already have been sent {said}: its outcome is unknown"
+        return (f"may already have been sent {said}: no outcome is recorded, so it is in "
+                "flight, or setui stopped before writing it down")

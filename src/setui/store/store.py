@@ -26,8 +26,9 @@ from setui.core.holes import Hole, find_holes
 from setui.core.impact import Impact, impact_words
 from setui.core.model import Document, DocumentError, parse_document
 from setui.core.tracker import Change
+from setui.envsettings import from_environment
 from setui.store import audit as audit_log
-from setui.store import claims, eventids, impacts
+from setui.store import claims, eventids, impacts, recording
 from setui.store import history as hist
 from setui.store.db import (
     DB_NAME,
@@ -40,7 +41,9 @@ from setui.store.db import (
     trigger_problem,
 )
 from setui.store.endpoints import endpoint_column
+from setui.store.impacts import BootGap
 from setui.store.place import Sharing, foreign_entries
+from setui.store.reading import RecordingParts
 from setui.store.records import (
     APPROVE_ATTEMPT,
     APPROVE_OUTCOME,
@@ -59,6 +62,7 @@ from setui.store.records import (
     to_db_time,
     utc,
 )
+from setui.store.vmkeys import VmKey
 from setui.textsafe import printable
 
 __all__ = ["Store"]
@@ -102,7 +106,7 @@ class Store:
         # ``forward``, else SETUI_AUDIT_FORWARD, else auto.
         try:
             self.forwarder = Forwarder.from_setting(
-                forward if forward is not None else os.environ.get("SETUI_AUDIT_FORWARD"))
+                forward if forward is not None else from_environment("audit_forward"))
         except ValueError as exc:
             raise StoreError(str(exc), path=self.path) from None
         # Why the last records did not leave the VM, if they did not (also kept in the
@@ -164,6 +168,7 @@ class Store:
     def open_dir(cls, data_dir: Path | str | None = None, **kw: object) -> Store:
         """``<data_dir>/setui.db``; the directory defaults to :func:`default_data_dir`."""
         directory = Path(data_dir).expanduser() if data_dir is not None else default_data_dir()
+        # kw is Store()'s own keywords, passed on: named there once, not again here.
         return cls(directory / DB_NAME, **kw)  # type: ignore[arg-type]
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -390,11 +395,17 @@ class Store:
                                    newest=newest)
 
     def boot_gap(self, *, endpoint: str, boot_id: str,
-                 booted_at: datetime | None) -> impacts.BootGap | None:
+                 booted_at: datetime | None) -> BootGap | None:
         """The polls around this boot, if the record holds another boot and this one was
         not told yet (store.impacts)."""
         with self._using("read the recording sessions") as conn:
             return impacts.boot_gap(conn, endpoint_column(endpoint), boot_id, booted_at)
+
+    def recording(self, *, since: datetime | None = None, until: datetime | None = None,
+                  endpoint: str | None = None) -> RecordingParts | None:
+        """One endpoint's record for a replay or a report (store.recording); None when
+        nothing was recorded there."""
+        return recording.gather(self, since=since, until=until, endpoint=endpoint)
 
     def holes(self, *, endpoint: str, now: datetime | None = None) -> list[Hole]:
         """When nothing recorded ``endpoint``, oldest first, each hole whole: a property
@@ -484,17 +495,20 @@ class Store:
         return out
 
     def audit_claim(self, entries: Sequence[AuditEntry], event_ids: Sequence[str],
-                    endpoint: str) -> list[AuditRecord]:
-        """Append approval attempts only if none of ``event_ids`` is claimed already
-        (store.claims), in the same write transaction: of several processes approving
-        one event at once, one appends. Raises :class:`AlreadyClaimed` otherwise."""
-        return self.audit_extend(entries,
-                                 guard=lambda c: claims.check(c, event_ids, endpoint))
+                    endpoint: str, *, vm_id: str | None = None) -> list[AuditRecord]:
+        """Append approval attempts only if none of ``event_ids`` is claimed already on
+        this VM (its ``vm_id`` if known, else ``endpoint``: store.claims, store.vmkeys), in
+        the same write transaction: of several processes approving one event at once, one
+        appends. Raises :class:`AlreadyClaimed` otherwise."""
+        here = VmKey.of(endpoint, vm_id)
+        return self.audit_extend(entries, guard=lambda c: claims.check(c, event_ids, here))
 
-    def claim(self, event_id: str, endpoint: str) -> claims.Claim | None:
-        """The earlier approval that claims ``event_id``, if any (store.claims)."""
+    def claim(self, event_id: str, endpoint: str, *,
+              vm_id: str | None = None) -> claims.Claim | None:
+        """The earlier approval that claims ``event_id`` on this VM, if any
+        (store.claims)."""
         with self._using("read the audit log") as conn:
-            return claims.find(conn, event_id, endpoint)
+            return claims.find(conn, event_id, VmKey.of(endpoint, vm_id))
 
     def event_ids(self, prefix: str, *, limit: int = 20) -> list[str]:
         """EventIds the history or the audit log knows that start with ``prefix`` (case
@@ -503,10 +517,11 @@ class Store:
             return eventids.known(conn, prefix, limit)
 
     def audit(self, *, limit: int | None = None, oldest_first: bool = False,
-              ) -> list[AuditRecord]:
-        """Audit records, newest first unless ``oldest_first``."""
+              after: int | None = None, before: int | None = None) -> list[AuditRecord]:
+        """Audit records, newest first unless ``oldest_first``; ``after`` and ``before``
+        (sequence numbers, neither included) page through a long log."""
         with self._using("read the audit log") as conn:
-            return audit_log.listing(conn, limit, oldest_first)
+            return audit_log.listing(conn, limit, oldest_first, after=after, before=before)
 
     def approval_integrity(self) -> str | None:
         """Why this store must not take an approval now, in words; None when it may.

@@ -50,6 +50,13 @@ class AgentWindow:
         self._reading = False
         self._read_at: float | None = None
 
+    def learned(self, vm_id: str | None) -> None:
+        """This VM's vmId: the agent's work is found by it from now on, whatever endpoint
+        the agent was given (read again at the next chance)."""
+        if self.log is not None and vm_id is not None:
+            self.log.vm_id = vm_id
+            self._read_at = None
+
     def text(self, event_id: str | None, now: datetime) -> str:
         """What the agent plans and does for the event, or "" (no agent, no rule)."""
         if event_id is None:

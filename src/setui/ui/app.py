@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from setui.api.attached import AttachedMonitor
     from setui.core.client import ImdsClient
     from setui.store import Store
-    from setui.ui.screens.record import Record
+    from setui.store.reading import Record
 
 __all__ = ["SetuiApp"]
 
@@ -222,6 +222,8 @@ class SetuiApp(Approvals, TerminalApp):
         assert self.client is not None
         if not self.vm_name:
             self.run_worker(self._find_vm_name(), group="vm-name", exit_on_error=False)
+        if self.store is not None:
+            self.run_worker(self._find_vm_id(), group="vm-id", exit_on_error=False)
         lacks = limits(self.client.api_version)
         if lacks is not None:  # the commands say it on stderr (cli.py)
             self.notify(lacks, severity="warning", timeout=30, markup=False)
@@ -303,6 +305,14 @@ class SetuiApp(Approvals, TerminalApp):
         self.monitor.vm_name = self.vm_name
         self._refresh()
 
+    async def _find_vm_id(self) -> None:
+        """Ask IMDS for the compute metadata until it answers: this VM's vmId keys the
+        claims and the agent's steps and holds in the store (until then, the endpoint)."""
+        assert self.client is not None
+        vm_id = await ThisVm(None).learn_id(self.client)
+        self.approver.vm_id = vm_id
+        self.agent_window.learned(vm_id)
+
     def poll_now(self) -> None:
         """Ask the service at once (``r``); restarts polling if it had stopped."""
         if not self._poll:
@@ -340,12 +350,12 @@ class SetuiApp(Approvals, TerminalApp):
         item = combine([s for s in said if s is not None])
         if item is not None:  # one notice per answer, however much changed in it
             self.notify(item.text, title=item.title, markup=False, timeout=10 if item.mine
-                        else 4, severity=item.severity)  # type: ignore[arg-type]
+                        else 4, severity=item.severity)
         if self._report_poll:  # r asked: this is its answer (or the one it was folded in)
             self._report_poll = False
             report = poll_report(message.result, self.vm_name)
             self.notify(report.text, title=report.title, markup=False, timeout=4,
-                        severity=report.severity)  # type: ignore[arg-type]
+                        severity=report.severity)
         # The bell is for this VM's events; a neighbour's are news on the screen. With
         # the VM's name not known yet, every event might be this VM's.
         if message.announce and self.config.bell and (

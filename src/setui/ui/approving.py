@@ -23,18 +23,20 @@ from typing import TYPE_CHECKING, Any
 from rich.text import Text
 from textual.notifications import SeverityLevel
 
-from setui.approval import Approver, Confirmed, Progress, changes_between, find_event
+from setui.approval import Approver
 from setui.core.health import ConnectionState, Health
-from setui.outcome import HELD
+from setui.core.timefmt import age
+from setui.outcome import HELD, Progress
+from setui.snapshot import Confirmed, changes_between, find_event
 from setui.store import event_snapshot
 from setui.textsafe import printable
-from setui.ui.format import age, safe
+from setui.ui.format import safe
 from setui.ui.messages import ApprovalDone, ApprovalNote, Session
 from setui.ui.screens.confirm import ConfirmationModal, Prompt, approval_prompt
 
 if TYPE_CHECKING:
+    from setui.api.approving import AgentApprover
     from setui.api.attached import AttachedMonitor
-    from setui.api.delegate import AgentApprover
     from setui.config import Config
     from setui.core.model import Document, Event
     from setui.identity import Identity
@@ -66,6 +68,8 @@ class Approvals:
         def now(self) -> datetime: ...
         def health(self) -> Health: ...
         def _refresh(self) -> None: ...
+        def call_later(self, callback: Callable[..., object], *args: Any,
+                       **kwargs: Any) -> bool: ...
         def run_worker(self, *args: Any, **kwargs: Any) -> Any: ...
         def post_message(self, message: Any) -> bool: ...
         def call_from_thread(self, *args: Any, **kwargs: Any) -> Any: ...

@@ -2,14 +2,14 @@
 
 The agent is the VM's one poller, recorder and approver: this app asks IMDS nothing and
 keeps no store. Its monitor is an :class:`~setui.api.attached.AttachedMonitor` (the
-agent's state pushes), its approver an :class:`~setui.api.delegate.AgentApprover` (the
+agent's state pushes), its approver an :class:`~setui.api.approving.AgentApprover` (the
 agent approves, as the kernel says this user is; progress comes back to the same row and
-notice line), its screens read the agent's record through the API
-(:class:`~setui.api.record.AgentRecord`, on threads), the agent's plan per event comes
-with its plan pushes, and ``H`` is the agent's own hold and release. ``r`` asks nothing:
-it says what the agent last heard. When the agent goes, the state is shown stale and
-the link says so; back, the approvals whose answer was lost are looked up in its audit
-log.
+notice line), its screens read the agent's record through the
+:class:`~setui.api.client.AgentClient` it attached with (the Record a store answers too,
+on threads), the agent's plan per event comes with its plan pushes, and ``H`` is the
+agent's own hold and release. ``r`` asks nothing: it says what the agent last heard.
+When the agent goes, the state is shown stale and the link says so; back, the approvals
+whose answer was lost are looked up in its audit log.
 """
 
 from __future__ import annotations
@@ -22,20 +22,19 @@ from datetime import datetime
 from functools import partial
 from pathlib import Path
 
+from setui.api.approving import AgentApprover
 from setui.api.attached import LOST_WORDS, AttachedMonitor
 from setui.api.client import AgentClient, ApiError
-from setui.api.codec import Hello
-from setui.api.delegate import AgentApprover
-from setui.api.record import AgentRecord
 from setui.config import Config
 from setui.core.clock import utc_now
+from setui.core.timefmt import age
 from setui.identity import Identity
 from setui.snapshot import find_event
 from setui.store.records import APPROVED
 from setui.textsafe import printable
 from setui.ui.agentwindow import HELD_WORDS, RELEASED_WORDS, event_plan
 from setui.ui.app import SetuiApp
-from setui.ui.format import age, safe
+from setui.ui.format import safe
 from setui.ui.host import LinkView
 from setui.ui.messages import ApprovalDone, ApprovalNote
 
@@ -43,16 +42,18 @@ __all__ = ["AttachedApp"]
 
 
 class AttachedApp(SetuiApp):
-    """The dashboard over the agent at ``path`` (see the module doc)."""
+    """The dashboard over the agent ``agent`` greeted it as (see the module doc); the app
+    reads the agent's record through it and closes it when it stops."""
 
-    def __init__(self, *, path: Path, hello: Hello, config: Config,
+    def __init__(self, *, agent: AgentClient, config: Config,
                  clock: Callable[[], datetime] = utc_now,
                  mono: Callable[[], float] = time.monotonic, identity: Identity | None = None,
                  user_themes: Path | None = None, zoom: int | None = None,
                  config_path: Path | None = None, read_only_why: str | None = None) -> None:
-        self.path = path
+        hello = agent.hello
+        self.path = agent.path
         self._hello = hello
-        self.agent_record = AgentRecord(path)
+        self.agent = agent
         self._approvals_off: str | None = None
         # The status line names the endpoint the agent polls, whatever this user's is.
         config = replace(config, endpoint=hello.agent.endpoint)
@@ -67,8 +68,8 @@ class AttachedApp(SetuiApp):
                                wall=self._clock, on_link=self._link_changed)
 
     def _approver(self) -> AgentApprover:  # type: ignore[override]
-        return AgentApprover(self.path, lambda: self.attached.hello,
-                             read_only=self.config.read_only, wall=self._clock)
+        return AgentApprover(self.agent, read_only=self.config.read_only,
+                             hello=lambda: self.attached.hello, wall=self._clock)
 
     @property
     def attached(self) -> AttachedMonitor:
@@ -82,7 +83,7 @@ class AttachedApp(SetuiApp):
                         title="Approvals", timeout=10, markup=False)
 
     async def _let_go(self) -> None:
-        self.agent_record.close()
+        self.agent.close(bye=False)
 
     # -- what the status line and the keys say --------------------------------------------
     @property
@@ -112,8 +113,8 @@ class AttachedApp(SetuiApp):
         return f"the agent: {recording.problem or 'it keeps no store'}"
 
     @property
-    def record(self) -> AgentRecord:
-        return self.agent_record
+    def record(self) -> AgentClient:
+        return self.agent
 
     # -- updates --------------------------------------------------------------------------
     def _taken(self) -> None:

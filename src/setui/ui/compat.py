@@ -20,7 +20,7 @@ The workarounds:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from rich.cells import cell_len
@@ -29,6 +29,7 @@ from rich.control import Control
 from rich.segment import Segment
 from rich.style import Style
 from textual.strip import Strip
+from textual.widget import PseudoClasses
 from textual.widgets import DataTable
 
 # The key bar: Textual exports Footer but not the key widget it composes (FooterKey, in
@@ -147,6 +148,8 @@ def install() -> bool:
 
     render_segments.__doc__ = _render_segments.__doc__
     setattr(render_segments, _MARK, True)
+    # The patch itself (see above): mypy rightly refuses to assign to a method, and this
+    # is the one place that means to.
     ChopsUpdate.render_segments = render_segments  # type: ignore[method-assign]
     return True
 
@@ -202,7 +205,7 @@ def forget_rendered(table: DataTable[Any], cells: set[tuple[str, str]],
     drop(table._line_cache, lambda key: key[0] in ys)
 
 
-def table_state(table: DataTable[Any]) -> tuple[bool, object, int]:
+def table_state(table: DataTable[Any]) -> tuple[bool, PseudoClasses, int]:
     """What every rendered line depends on beyond the public state: whether the hover
     cursor shows, the pseudo classes, and the count of updates."""
     return table._show_hover_cursor, table._pseudo_class_state, table._update_count
@@ -215,10 +218,12 @@ def render_cell(table: DataTable[Any], row_index: int, column_index: int, base_s
                               hover=hover)[0]
 
 
-def discard_cell_render(table: DataTable[Any], key: Iterable[object]) -> None:
-    """Drop DataTable's own copy of a cell's render (the events table keeps its own)."""
-    row, column, *rest = key
-    table._cell_render_cache.discard((RowKey(str(row)), ColumnKey(str(column)), *rest))
+def discard_cell_render(table: DataTable[Any],
+                        key: tuple[object, object, Style, bool, bool, bool, int, PseudoClasses]
+                        ) -> None:
+    """Drop DataTable's own copy of a cell's render (the events table keeps its own):
+    ``key`` is DataTable's cell cache key, with the row and column as the table names them."""
+    table._cell_render_cache.discard((RowKey(str(key[0])), ColumnKey(str(key[1])), *key[2:]))
 
 
 def row_end_style(table: DataTable[Any], *, hover: bool, cursor: bool, show_cursor: bool,

@@ -16,12 +16,12 @@ from datetime import datetime
 from enum import IntEnum
 from typing import NamedTuple
 
+from textual.notifications import SeverityLevel
+
 from setui.core import timefmt
 from setui.core.health import ConnectionState, Health, PollResult
 from setui.core.model import Event, is_this_vm
-from setui.core.order import sort_key
-from setui.core.timefmt import age, stamp, time_of_day, utc_time, zone_name
-from setui.core.timefmt import clock as duration_text
+from setui.core.timefmt import time_of_day, utc_time
 from setui.core.tracker import Change, ChangeKind
 from setui.textsafe import printable
 
@@ -33,22 +33,16 @@ __all__ = [
     "Countdown",
     "Palette",
     "Urgency",
-    "age",
     "announcement",
     "approved_label",
     "combine",
     "connection_announcement",
     "countdown",
-    "duration_text",
+    "countdown_to",
     "impact",
-    "is_this_vm",
     "poll_report",
     "resources_summary",
     "safe",
-    "sort_key",
-    "stamp",
-    "time_of_day",
-    "zone_name",
 ]
 
 WARNING_SECONDS = 5 * 60  # under five minutes to NotBefore: warning
@@ -109,13 +103,19 @@ def countdown(event: Event, now: datetime, *, started_at: datetime | None = None
     if event.is_started:
         if started_at is None:
             return Countdown("started", Urgency.STARTED)
-        ago = f"{'' if started_exact else '≥'}{duration_text((now - started_at).total_seconds())}"
+        ago = f"{'' if started_exact else '≥'}{timefmt.clock((now - started_at).total_seconds())}"
         return Countdown(f"started {ago} ago", Urgency.STARTED, f"{ago} ago")
     if not event.is_scheduled:
         return Countdown(f"status {safe(event.status, 20)}", Urgency.CALM)
     if event.not_before is None:
         return Countdown("no NotBefore", Urgency.CALM)
-    remaining = math.ceil((event.not_before - now).total_seconds())
+    return countdown_to(event.not_before, now)
+
+
+def countdown_to(not_before: datetime, now: datetime) -> Countdown:
+    """``T-4:59`` and how urgent that is; ``waiting`` once NotBefore has come (the
+    service may start the event any moment): for this VM's events and the fleet's."""
+    remaining = math.ceil((not_before - now).total_seconds())
     if remaining <= 0:
         return Countdown("waiting", Urgency.CRITICAL)
     if remaining < CRITICAL_SECONDS:
@@ -238,7 +238,7 @@ class Announcement(NamedTuple):
 
     title: str
     text: str
-    severity: str  # information, warning, error (Textual's severities)
+    severity: SeverityLevel  # information, warning, error
     mine: bool  # about this VM: louder and longer
 
 
@@ -253,6 +253,7 @@ def announcement(change: Change, vm_name: str | None, now: datetime) -> Announce
     mine = event.affects(vm_name)
     who = "this VM" if mine else resources_summary(event.resources, vm_name, 30)
     kind = safe(event.event_type, 24)
+    severity: SeverityLevel
     if change.kind is ChangeKind.APPEARED:
         title = "New event"
         if event.is_started:
@@ -295,7 +296,7 @@ def connection_announcement(previous: ConnectionState, health: Health) -> Announ
     return None
 
 
-_SEVERITY = {"information": 0, "warning": 1, "error": 2}
+_SEVERITY: dict[SeverityLevel, int] = {"information": 0, "warning": 1, "error": 2}
 
 
 def combine(items: Sequence[Announcement]) -> Announcement | None:

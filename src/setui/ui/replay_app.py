@@ -1,6 +1,7 @@
-"""``setui replay``: the dashboard over the store instead of a live monitor.
+"""``setui replay``: the dashboard over the record instead of a live monitor.
 
-No client, no poller, no approver: only the record, read on a thread by the
+No IMDS client, no poller, no approver: only the record (a store, or the agent's read
+through its API: store.reading.Record), read on a thread by the
 :class:`~setui.ui.screens.replay.ReplayScreen` it opens on. Closing that screen quits.
 """
 
@@ -22,13 +23,13 @@ from setui.ui.themes import install_themes, variable_defaults
 
 if TYPE_CHECKING:
     from setui.config import Config
-    from setui.store import Store
+    from setui.store.reading import Record
 
 __all__ = ["ReplayApp"]
 
 
 class ReplayApp(TerminalApp):
-    """The dashboard as it was, moment by moment, from the store."""
+    """The dashboard as it was, moment by moment, from the record."""
 
     CSS_PATH = "app.tcss"
     TITLE = "setui REPLAY"
@@ -37,7 +38,7 @@ class ReplayApp(TerminalApp):
         Binding("q", "quit", "Quit"),
     ]
 
-    def __init__(self, *, config: Config, store: Store | None,
+    def __init__(self, *, config: Config, store: Record | None,
                  store_problem: str | None = None, since: datetime | None = None,
                  until: datetime | None = None, at: datetime | None = None,
                  user_themes: Path | None = None) -> None:

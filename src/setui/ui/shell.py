@@ -26,7 +26,7 @@ __all__ = ["TerminalApp"]
 
 
 class TerminalApp(App[None]):
-    """An app that behaves in a terminal as the README promises (see the module)."""
+    """An app that behaves in a terminal as docs/operating.md promises (see the module)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         # Textual's own Ctrl+C only says "press ctrl+q to quit"; in a terminal Ctrl+C

@@ -32,13 +32,11 @@ from textual.css.constants import VALID_STYLE_FLAGS
 from textual.message import Message
 from textual.theme import Theme
 
+from setui.textsafe import preview
+from setui.tomlread import TomlError, parse_toml
+
 if TYPE_CHECKING:
     from textual.app import App
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
 
 __all__ = [
     "COLOR_KEYS",
@@ -200,11 +198,9 @@ def _decode(data: bytes, label: str) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise ThemeError("not UTF-8 text") from None
     try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+        return parse_toml(text)
+    except TomlError as exc:
         raise ThemeError(f"not valid TOML ({exc})") from None
-    except RecursionError:
-        raise ThemeError("not valid TOML (nested too deeply)") from None
 
 
 def parse_theme(data: Mapping[str, Any], source: str = "theme") -> Theme:
@@ -238,7 +234,10 @@ def parse_theme(data: Mapping[str, Any], source: str = "theme") -> Theme:
                          f"(known: name, dark, {', '.join(COLOR_KEYS)}, "
                          f"{', '.join(_NUMBERS)}, [variables])")
     try:
-        theme = Theme(name=name, dark=dark, variables=variables, **colors, **numbers)
+        # colors' keys are COLOR_KEYS, numbers' the float fields of _NUMBERS: Theme's own
+        # names, chosen by data, which mypy cannot follow from a dict[str, ...].
+        theme = Theme(name=name, dark=dark, variables=variables,
+                      **colors, **numbers)  # type: ignore[arg-type]
         defaults = variable_defaults(theme)
     except (ColorParseError, ValueError, TypeError, ArithmeticError) as exc:
         raise ThemeError(f"Textual cannot build a theme from it ({exc})") from None
@@ -407,6 +406,4 @@ class _SetuiThemeProvider(Provider):
 
 
 def _show(value: Any) -> str:
-    text = repr(value)
-    text = "".join(ch if ch.isprintable() else "?" for ch in text)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return preview(value, 60)

@@ -23,9 +23,9 @@ from textual.message import Message
 from textual.widgets import Input
 
 from setui.fleet import FleetUpdate, FleetWatcher, LinkState
-from setui.fleet.gcpause import gc_paused
 from setui.fleet.model import Group
 from setui.fleet.watcher import MIN_REFRESH
+from setui.gctune import collector_paused
 from setui.ui.fleet.details import FleetDetailsScreen, details_text
 from setui.ui.fleet.status import FleetStatus, FleetStatusView
 from setui.ui.fleet.table import FleetTable
@@ -64,7 +64,7 @@ def lines_for(update: FleetUpdate, text: str, group: Group | None) -> tuple[list
     fleet = update.fleet
     if fleet is None:
         return [], 0
-    with gc_paused():
+    with collector_paused():
         lines = build_lines(fleet, text=text, group=group)
     if not text and group is None:
         return lines, 0

@@ -9,9 +9,10 @@ from datetime import datetime, timezone
 
 from rich.text import Text
 
+from setui.core.timefmt import age
 from setui.fleet import FleetUpdate, LinkState
 from setui.fleet.model import Group
-from setui.ui.format import Palette, age, safe
+from setui.ui.format import Palette, safe
 from setui.ui.widgets.lines import ChangedLines, left_and_right
 
 __all__ = ["FleetStatus", "FleetStatusView", "status_lines"]

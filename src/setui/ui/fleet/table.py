@@ -19,7 +19,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from setui.ui.fleet.view import HeaderLine, Line, line_text
+from setui.ui.fleet.view import EventLine, HeaderLine, Line, line_text
 from setui.ui.format import Palette
 
 __all__ = ["FleetTable"]
@@ -141,9 +141,8 @@ class FleetTable(ScrollView, can_focus=True):
 def _identity(line: Line) -> object:
     if isinstance(line, HeaderLine):
         return ("group", line.group)
-    event = getattr(line, "event", None)
-    if event is not None:
-        return ("event", event.event_id)
-    return ("vm", line.vm.key)  # type: ignore[union-attr]
+    if isinstance(line, EventLine):
+        return ("event", line.event.event_id)
+    return ("vm", line.vm.key)
 
 

@@ -9,7 +9,6 @@ Urgency is said with symbols as well as styles, as on the VM dashboard.
 
 from __future__ import annotations
 
-import math
 import shlex
 from collections.abc import Sequence
 from datetime import datetime, timezone
@@ -17,16 +16,13 @@ from typing import NamedTuple
 
 from rich.text import Text
 
-from setui.core.timefmt import time_of_day
+from setui.core.timefmt import age, time_of_day
 from setui.fleet.model import Fleet, FleetEvent, FleetVm, Group, VmState
 from setui.ui.format import (
-    CRITICAL_SECONDS,
-    WARNING_SECONDS,
     Countdown,
     Palette,
     Urgency,
-    age,
-    duration_text,
+    countdown_to,
     safe,
 )
 
@@ -88,7 +84,7 @@ def build_lines(fleet: Fleet, *, text: str = "", group: Group | None = None) -> 
     for event in fleet.events:  # already most urgent first: started ones lead each group
         events.setdefault(event.group, []).append(EventLine(event.group, event))
     vms_in: dict[Group, int] = {}
-    problems: dict[Group, list[Line]] = {}
+    problems: dict[Group, list[VmLine]] = {}
     for vm in fleet.vms.values():
         vms_in[vm.group] = vms_in.get(vm.group, 0) + 1
     for vm in fleet.problem_vms():
@@ -104,10 +100,9 @@ def build_lines(fleet: Fleet, *, text: str = "", group: Group | None = None) -> 
         started = 0  # a prefix: counted without looking at the (many) other events
         while started < len(mine) and mine[started].event.is_started:
             started += 1
-        body: list[Line] = [*mine[:started], *bad, *mine[started:]]
+        body: list[EventLine | VmLine] = [*mine[:started], *bad, *mine[started:]]
         if wanted:
-            body = [line for line in body
-                    if wanted in haystack(line, fleet)]  # type: ignore[arg-type]
+            body = [line for line in body if wanted in haystack(line, fleet)]
             if not body:
                 continue
         lines.append(HeaderLine(each, vms_in.get(each, 0), len(mine), len(bad)))
@@ -136,12 +131,8 @@ def event_countdown(event: FleetEvent, now: datetime) -> Countdown:
         return Countdown(f"{safe(event.status, 16) or 'no status'}{mark}", Urgency.CALM)
     if event.not_before is None:
         return Countdown(f"no NotBefore{mark}", Urgency.CALM)
-    remaining = math.ceil((event.not_before - now).total_seconds())
-    if remaining <= 0:
-        return Countdown(f"waiting{mark}", Urgency.CRITICAL)
-    level = (Urgency.CRITICAL if remaining < CRITICAL_SECONDS else
-             Urgency.WARNING if remaining < WARNING_SECONDS else Urgency.CALM)
-    return Countdown(f"T-{duration_text(remaining)}{mark}", level)
+    text, urgency, _ = countdown_to(event.not_before, now)
+    return Countdown(f"{text}{mark}", urgency)
 
 
 def vm_words(vm: FleetVm, now: float) -> str:

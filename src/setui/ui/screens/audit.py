@@ -27,7 +27,7 @@ from setui.ui.widgets.keys import KeyBar
 
 if TYPE_CHECKING:
     from setui.store import AuditRecord, VerifyResult
-    from setui.ui.screens.record import Record
+    from setui.store.reading import Record
 
 __all__ = ["AuditRow", "AuditScreen", "describe_row", "pair_records"]
 

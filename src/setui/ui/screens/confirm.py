@@ -27,11 +27,12 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from setui.core.model import Event
+from setui.core.model import Event, is_this_vm
+from setui.core.timefmt import stamp, utc_time
+from setui.gctune import freeze_heap_once
 from setui.ui import compat
-from setui.ui.format import countdown, impact, is_this_vm, safe, stamp, utc_time
+from setui.ui.format import countdown, impact, safe
 from setui.ui.messages import ApprovalNote
-from setui.ui.widgets import heap
 
 __all__ = ["GUARD_SECONDS", "MIN_SIZE", "ConfirmationModal", "Prompt", "approval_prompt"]
 
@@ -150,8 +151,8 @@ class ConfirmationModal(ModalScreen[bool]):
     def on_mount(self) -> None:
         self._opened = self._mono()
         # Normally done once the dashboard drew its first frame; if not, before the
-        # first approval rather than never (see setui.ui.widgets.heap).
-        self.call_after_refresh(heap.freeze_heap_once)
+        # first approval rather than never (see setui.gctune).
+        self.call_after_refresh(freeze_heap_once)
         self._fit()
         self.call_after_refresh(self._fit)  # again, with the parts' heights laid out
         if self._refresh is not None:
@@ -287,13 +288,13 @@ def approval_prompt(event: Event, *, vm_name: str | None, identity: str, now: da
     mine = [r for r in event.resources if is_this_vm(r, vm_name)]
     others = [r for r in event.resources if not is_this_vm(r, vm_name)]
     if others:  # first, where no scrolling can hide it
-        count = f"{len(others)} other VM{'s' if len(others) != 1 else ''}"
-        top.append(f"!! WARNING: this also starts it for {count}: "
+        other_vms = f"{len(others)} other VM{'s' if len(others) != 1 else ''}"
+        top.append(f"!! WARNING: this also starts it for {other_vms}: "
                    f"{', '.join(safe(r, 60) for r in others[:10])}"
                    f"{' …' if len(others) > 10 else ''}.\n", style="bold reverse")
     if not mine:
-        who = safe(vm_name, 60) if vm_name else "this VM (its name is not known yet)"
-        top.append(f"!! This event does not list {who}.\n", style="bold")
+        this_vm = safe(vm_name, 60) if vm_name else "this VM (its name is not known yet)"
+        top.append(f"!! This event does not list {this_vm}.\n", style="bold")
     if stale:
         top.append(f"!! {stale}\n", style="bold")
     top.rstrip()

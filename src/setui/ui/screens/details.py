@@ -29,7 +29,7 @@ from textual.widgets import Static
 
 from setui.core.diff import field_time
 from setui.core.impact import IMPACT_SOURCE
-from setui.core.model import Event
+from setui.core.model import Event, is_this_vm
 from setui.core.notice import (
     DEFAULT_TERMINATE_NOTICE,
     Notice,
@@ -39,7 +39,7 @@ from setui.core.notice import (
 )
 from setui.core.timefmt import stamp
 from setui.textsafe import printable
-from setui.ui.format import countdown, impact, is_this_vm, safe
+from setui.ui.format import countdown, impact, safe
 from setui.ui.messages import ApprovalNote, EventLife, GoneEvent, Session
 from setui.ui.screens.offloop import query_store
 from setui.ui.widgets.keys import KeyBar
@@ -47,7 +47,7 @@ from setui.ui.widgets.notices import NoticeLine, Notices, give_notice
 
 if TYPE_CHECKING:
     from setui.store import StoryEntry
-    from setui.ui.screens.record import Record
+    from setui.store.reading import Record
 
 __all__ = ["DetailsScreen", "DetailsView", "EventDetails", "clipboard_problem",
            "describe_event", "details_screen", "event_json", "event_notice", "raw_json"]
@@ -178,8 +178,8 @@ def describe_event(event: Event, *, vm_name: str | None, now: datetime, present:
             how = "started" if life.started_exact else "already started when first seen"
             moment(life.started_at, how + (f" (incarnation {life.started_incarnation})"
                                            if life.started_incarnation is not None else ""))
-        for when, text in life.notes:
-            moment(when, printable(text, 300))
+        for noted_at, text in life.notes:
+            moment(noted_at, printable(text, 300))
     if not present:
         fate, at, incarnation = _fate(life, gone)
         seen = f" at incarnation {incarnation}" if incarnation is not None else ""

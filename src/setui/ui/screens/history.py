@@ -41,7 +41,7 @@ from setui.ui.widgets.page import Page, raw
 
 if TYPE_CHECKING:
     from setui.store import IncarnationRecord
-    from setui.ui.screens.record import Record
+    from setui.store.reading import Record
 
 __all__ = ["DetailScreen", "DiffStyles", "HistoryScreen", "IncarnationScreen",
            "describe_incarnation", "diff_documents", "local_and_utc", "pretty_json"]

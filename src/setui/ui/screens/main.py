@@ -29,19 +29,16 @@ from textual.widgets import DataTable, Input, Static
 
 from setui.core.health import ConnectionState
 from setui.core.model import Event
-from setui.core.timefmt import local_differs
+from setui.core.order import sort_key
+from setui.core.timefmt import age, local_differs, time_of_day, utc_time
 from setui.ui.format import (
     Palette,
     Urgency,
-    age,
     approved_label,
     countdown,
     impact,
     resources_summary,
     safe,
-    sort_key,
-    time_of_day,
-    utc_time,
 )
 from setui.ui.messages import (
     ApprovalNote,

@@ -18,21 +18,22 @@ from textual.screen import Screen
 __all__ = ["query_store"]
 
 _T = TypeVar("_T")
+_V = TypeVar("_V")
+_Dismissed = TypeVar("_Dismissed")  # what the screen returns: any screen may ask
 
 
-def query_store(screen: Screen[object], fn: Callable[[], _T], done: Callable[[_T], None],
+def query_store(screen: Screen[_Dismissed], fn: Callable[[], _T], done: Callable[[_T], None],
                 failed: Callable[[str], None], *, group: str) -> None:
     """Run ``fn`` on a thread; then ``done(result)`` or ``failed(message)`` on the loop,
     unless the screen has gone meanwhile."""
-    from setui.api.client import ApiError
-    from setui.store import StoreError
+    from setui.store.reading import RecordError
 
     app = screen.app
 
-    def back(callback: Callable[[_T], None] | Callable[[str], None], value: object) -> None:
+    def back(callback: Callable[[_V], None], value: _V) -> None:
         def apply() -> None:
             if screen.is_attached:
-                callback(value)  # type: ignore[arg-type]
+                callback(value)
 
         with contextlib.suppress(RuntimeError):  # the app stopped while the query ran
             app.call_from_thread(apply)
@@ -40,7 +41,7 @@ def query_store(screen: Screen[object], fn: Callable[[], _T], done: Callable[[_T
     def work() -> None:
         try:
             result = fn()
-        except (StoreError, ApiError) as exc:
+        except RecordError as exc:  # the store's, or the agent's when read through it
             back(failed, str(exc))
             return
         back(done, result)

@@ -21,18 +21,18 @@ from textual.message import Message
 
 from setui.core.health import ConnectionState, Health
 from setui.core.impact import impact_words
-from setui.monitor.replay import Moment, Recording
+from setui.core.timefmt import time_of_day
+from setui.monitor.replay import Moment, Recording, load_recording
 from setui.store.records import APPROVE_OUTCOME, APPROVED, REFUSED, UNKNOWN, AuditRecord
-from setui.ui.format import Palette, time_of_day
+from setui.ui.format import Palette
 from setui.ui.messages import ApprovalNote, EventRequest, Session
 from setui.ui.screens.details import details_screen
 from setui.ui.screens.main import MainScreen
 from setui.ui.screens.offloop import query_store
-from setui.ui.screens.record import read_recording
 
 if TYPE_CHECKING:
     from setui.config import Config
-    from setui.ui.screens.record import Record
+    from setui.store.reading import Record
 
 __all__ = ["SPEEDS", "ReplayScreen", "ReplayView", "approval_notes"]
 
@@ -178,7 +178,7 @@ class ReplayScreen(MainScreen, inherit_bindings=False):
         self._played_at: float | None = None
 
     @property
-    def setui(self) -> ReplayView:  # type: ignore[override]
+    def setui(self) -> ReplayView:
         return self._view
 
     def refresh_view(self) -> None:
@@ -233,7 +233,7 @@ class ReplayScreen(MainScreen, inherit_bindings=False):
             return
         store = self._store
         since, until, endpoint = self._range
-        query_store(self, lambda: read_recording(store, since=since, until=until,
+        query_store(self, lambda: load_recording(store, since=since, until=until,
                                                  endpoint=endpoint),
                     self._loaded, self._failed, group="replay-load")
 

@@ -33,11 +33,12 @@ from rich.style import Style
 from rich.text import Text
 from textual.geometry import Region
 from textual.strip import Strip
+from textual.widget import PseudoClasses
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey
 
+from setui.gctune import freeze_heap_once
 from setui.ui import compat
-from setui.ui.widgets import heap
 
 __all__ = ["COLUMNS", "EventsTable", "Row", "columns_for", "tier_for"]
 
@@ -152,7 +153,7 @@ class _Frame(NamedTuple):
     hover_row: int
     show_cursor: bool
     show_hover: bool
-    pseudo: object
+    pseudo: PseudoClasses
     update_count: int
 
 
@@ -185,7 +186,7 @@ class EventsTable(DataTable[Text]):
 
     def on_mount(self) -> None:
         # The dashboard is up once this table has drawn: its heap leaves the collector.
-        self.call_after_refresh(heap.freeze_heap_once)
+        self.call_after_refresh(freeze_heap_once)
 
     @property
     def selected_key(self) -> str | None:
@@ -370,6 +371,7 @@ class EventsTable(DataTable[Text]):
                      frame.show_cursor, frame.show_hover, frame.pseudo, frame.update_count)
             states = self._cell_lines.setdefault(where, {})
             cached = states.get(state)
+            segments: list[Segment] | None
             if cached is not None and cached[0] == text:
                 segments = cached[1]
             else:

@@ -13,7 +13,8 @@ from rich.cells import cell_len
 from rich.text import Text
 
 from setui.core.health import ConnectionState, Health
-from setui.ui.format import Palette, age, safe, zone_name
+from setui.core.timefmt import age, zone_name
+from setui.ui.format import Palette, safe
 from setui.ui.host import LinkView
 from setui.ui.widgets.lines import ChangedLines, left_and_right
 

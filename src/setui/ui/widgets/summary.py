@@ -8,14 +8,13 @@ from datetime import datetime
 from rich.cells import cell_len
 from rich.text import Text
 
-from setui.core.model import Event
+from setui.core.model import Event, is_this_vm
+from setui.core.timefmt import stamp
 from setui.ui.format import (
     Palette,
     approved_label,
     impact,
-    is_this_vm,
     safe,
-    stamp,
 )
 from setui.ui.messages import ApprovalNote
 from setui.ui.widgets.lines import ChangedLines

@@ -17,7 +17,8 @@ from datetime import datetime, timedelta
 
 from rich.text import Text
 
-from setui.ui.format import THIS_VM, Palette, Urgency, duration_text, safe
+from setui.core.timefmt import clock
+from setui.ui.format import THIS_VM, Palette, Urgency, safe
 from setui.ui.widgets.lines import ChangedLines
 
 __all__ = ["ZOOMS", "Lane", "Timeline", "tick_label", "timeline_lines", "until_text"]
@@ -148,7 +149,7 @@ def until_text(seconds: float) -> str:
     20 s or more, so its note does not tick every second (the table's countdown does)."""
     total = max(0, int(seconds))
     if total >= 86400:
-        return duration_text(total)
+        return clock(total)
     hours, minutes = divmod(total // 60, 60)
     return f"{hours}h{minutes:02d}" if hours else f"{minutes}m"
 

@@ -1,0 +1,53 @@
+"""One endpoint's record gathered for a replay or a report, read from a store.
+
+One home for what a recording holds, whoever reads it: a command reading the store
+itself, or the agent answering a front end's ``recording`` query (setui.api), both call
+``Store.recording``, which calls :func:`gather`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from setui.store.endpoints import endpoint_column
+from setui.store.reading import RecordingParts
+
+if TYPE_CHECKING:
+    from setui.store.store import Store
+
+__all__ = ["gather"]
+
+
+def gather(store: Store, *, since: datetime | None = None, until: datetime | None = None,
+           endpoint: str | None = None) -> RecordingParts | None:
+    """One endpoint's record (the newest one's, unless named) for the moments from
+    ``since`` to ``until``. Every incarnation before ``until`` is read, also those before
+    ``since``: an event's life began when it appeared, not when the window opens. None
+    when nothing was recorded there."""
+    newest = store.history(limit=1, endpoint=endpoint)
+    if not newest:
+        return None
+    endpoint = newest[0].endpoint
+    records = list(reversed(store.history(limit=None, endpoint=endpoint)))
+    if until is not None:
+        records = [r for r in records if r.first_seen <= until]
+    if not records:
+        return None
+    # The audit log keeps each endpoint as the approval wrote it; the history, keyed.
+    audit = tuple(r for r in store.audit(oldest_first=True)
+                  if endpoint_column(r.endpoint) == endpoint
+                  and (until is None or r.time <= until))
+    first = records[0].first_seen
+    sessions = store.recorders(endpoint=endpoint)
+    # A document's last sighting moves at most once a minute; the sessions say how far
+    # the record really reaches.
+    last = max([r.last_seen for r in records] + [s.end for s in sessions if s.end >= first])
+    end = until if until is not None else max(last, audit[-1].time if audit else last)
+    start = max(since, first) if since is not None else first
+    start = min(start, end)
+    holes = tuple(h for h in store.holes(endpoint=endpoint) if h.overlaps(first, end))
+    measured = tuple(store.impacts(endpoint=endpoint, until=until))
+    measuring = tuple((s.started, s.end) for s in sessions if s.measures)
+    return RecordingParts(endpoint, tuple(records), audit, holes, bool(sessions), start,
+                          end, measured, measuring)
