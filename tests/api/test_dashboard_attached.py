@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from api_helpers import Account, answer, plain_env, run_script_as, start_agent, stop
+from textual.widgets.data_table import ColumnKey
 
 from children import SETUI, wait_until
 from dashboard import wait_for
@@ -229,6 +230,12 @@ async def test_h_holds_the_agents_rule_across_its_moment_and_releasing_lets_it_a
                 await pilot.press("H")
                 await wait_for(pilot, lambda: len(posts(emulator)) == 1)
                 await wait_for(pilot, lambda: SECOND not in app.attached.plan.held)
+                # The agent's approval on the row, by its rule: the column says
+                # "Approved" attached, not "Approved here" (nothing was approved here).
+                table = app.main_screen.query_one(EventsTable)
+                await wait_for(pilot, lambda: " by policy" in table.cell_text(SECOND,
+                                                                              "approved"))
+                assert table.columns[ColumnKey("approved")].label.plain == "Approved"
         finally:
             assert stop(proc) == 0
     holds = [r for r in audit(tmp_path) if r.action in (HOLD, RELEASE)]

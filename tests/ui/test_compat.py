@@ -120,6 +120,7 @@ class Host:
     recorder_note: str | None = None
     link: None = None
     approvals_off: str | None = None
+    approvals_here = True
 
     def now(self) -> datetime:
         return T0

@@ -180,6 +180,11 @@ class SetuiApp(Approvals, TerminalApp):
         return None if self.standalone is None else LinkView("standalone", "standalone")
 
     @property
+    def approvals_here(self) -> bool:
+        """Standalone, the rows show the approvals made in this dashboard alone."""
+        return True
+
+    @property
     def approvals_off(self) -> str | None:
         """Standalone, only read-only turns approvals off (the main screen knows)."""
         return None

@@ -95,6 +95,12 @@ class AttachedApp(SetuiApp):
                         every=monitor.heard_every)
 
     @property
+    def approvals_here(self) -> bool:
+        """The rows show the agent's word on every approval (any user's, its policy's),
+        each with who approved: not this dashboard's alone."""
+        return False
+
+    @property
     def approvals_off(self) -> str | None:
         approver = self.approver
         assert isinstance(approver, AgentApprover)

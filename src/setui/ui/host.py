@@ -64,6 +64,11 @@ class DashboardHost(Protocol):
         """Attached to the agent (or reaching it again), or standalone; None: not said."""
 
     @property
+    def approvals_here(self) -> bool:
+        """Whether the rows show only the approvals made in this dashboard (standalone);
+        False where they show anyone's, each with who approved (the agent's audit log)."""
+
+    @property
     def approvals_off(self) -> str | None:
         """Why nothing can be approved here (the agent said this user may not), or None:
         the approve key is shown dimmed, and pressing it says why."""

@@ -297,7 +297,7 @@ class MainScreen(Screen[None]):
         events, hidden = self.visible_events()
         table = self.query_one(EventsTable)
         health = host.health()
-        columns = columns_for(tier, local=local_differs(now))
+        columns = columns_for(tier, local=local_differs(now), here=host.approvals_here)
         if width < _ROOM_FOR_NOT_BEFORE:
             # The countdown says when; NotBefore itself is in the summary's second line.
             columns = [c for c in columns if c[0] != "utc"]

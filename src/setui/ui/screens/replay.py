@@ -108,6 +108,10 @@ class ReplayView:
         return None
 
     @property
+    def approvals_here(self) -> bool:
+        return True  # the column as the live dashboard has it
+
+    @property
     def approvals_off(self) -> None:
         return None  # a replay has no approve key at all
 
