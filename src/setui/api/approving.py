@@ -162,20 +162,26 @@ class AgentApprover:
                       progress: Callable[[Progress], None] | None = None,
                       ) -> list[ApprovalOutcome]:
         """Send the approval to the agent, bound to what the operator confirmed (default:
-        the events as in ``document``); ``progress`` hears of each failed try, on the
-        thread that reads the agent's answer. The agent records every refusal it makes,
-        a refusal of who asks included."""
+        the events as in ``document``); ``progress`` hears of each failed try, on this
+        event loop (a dashboard redraws the row from it), before the outcome. The agent
+        records every refusal it makes, a refusal of who asks included."""
         ids = list(dict.fromkeys(event_ids))
         if self.read_only:
             return _refused(ids, READ_ONLY)
         if document is None:  # the agent could not be read: nothing to confirm, or send
             return _refused(ids, NO_DOCUMENT)
         shown = {i: (confirmed_as or {}).get(i) or self._shown(document, i) for i in ids}
+        loop = asyncio.get_running_loop()
+
+        def heard(update: Progress) -> None:  # on the thread that reads the answer
+            if progress is not None:
+                with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits
+                    loop.call_soon_threadsafe(progress, update)
+
         sent = self._wall()
         try:
             outcomes = await self._in_thread(lambda: self._send(
-                ids, shown, allow_other_vms=allow_other_vms, again=again,
-                progress=progress))
+                ids, shown, allow_other_vms=allow_other_vms, again=again, progress=heard))
         except NoAgent as exc:  # nothing left this process
             return [_outcome(i, f"not approved: the agent cannot be reached ({exc.message}); "
                                 "nothing was sent") for i in ids]
@@ -198,7 +204,7 @@ class AgentApprover:
         return outcomes
 
     def _send(self, ids: list[str], shown: Mapping[str, Confirmed], *, allow_other_vms: bool,
-              again: bool, progress: Callable[[Progress], None] | None,
+              again: bool, progress: Callable[[Progress], None],
               ) -> list[ApprovalOutcome]:
         """On a connection of its own: the request, its progress and its answer."""
         with self.client.another() as client:
