@@ -227,6 +227,19 @@ def sample_argv(script: Path) -> tuple[list[str], str]:
     return [sys.executable, str(script)], "1\n" * 20_000
 
 
+def start_sample(url: str, work: Path) -> tuple[subprocess.Popen[str], Any]:
+    """The documents' sample polling ``url`` until stopped, its output in
+    ``work/sample.out``: the process and that file (the caller closes it)."""
+    argv, feed = sample_argv(sample_script(url, work))
+    out = (work / "sample.out").open("w")
+    proc = subprocess.Popen(argv, env=sample_env(work), stdin=subprocess.PIPE, stdout=out,
+                            stderr=subprocess.STDOUT, text=True)
+    assert proc.stdin is not None
+    proc.stdin.write(feed)
+    proc.stdin.close()
+    return proc, out
+
+
 def sample_env(data_dir: Path) -> dict[str, str]:
     env = env_for(data_dir)
     env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1"  # requests honours proxies from the env

@@ -135,7 +135,7 @@ class _Terminal:
         os.close(self.fd)
 
 
-def _start_pty(url: str, data: Path, size: tuple[int, int],
+def _start_pty(url: str, data: Path, size: tuple[int, int], *extra: str,
                ) -> tuple[subprocess.Popen[bytes], _Terminal]:
     import fcntl
     import struct
@@ -150,7 +150,7 @@ def _start_pty(url: str, data: Path, size: tuple[int, int],
     for var in ("COLUMNS", "LINES", "TEXTUAL"):  # nothing may override the pty's own size
         env.pop(var, None)
     proc = subprocess.Popen([*SETUI, "--endpoint", url, "--interval", "1", "--data-dir",
-                             str(data), "--no-bell"],
+                             str(data), "--no-bell", *extra],
                             stdin=slave, stdout=slave, stderr=slave, env=env,
                             start_new_session=True)
     os.close(slave)
@@ -188,7 +188,8 @@ class _Dash:
 
 def _start_dash(url: str, data: Path, size: tuple[int, int], seconds: float) -> _Dash:
     try:
-        proc, term = _start_pty(url, data, size)
+        # Standalone whatever answers at the agent's socket here: this one polls itself.
+        proc, term = _start_pty(url, data, size, "--standalone")
         return _Dash(size, proc, term, f"pty {size[0]}x{size[1]}")
     except (ImportError, OSError):  # no pty on this platform
         proc = subprocess.Popen([sys.executable, "-c", HEADLESS, url, str(data), str(seconds),

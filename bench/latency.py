@@ -154,9 +154,12 @@ def _alive() -> int:
 
 
 async def _approvals(emulator: Emulator, stamped: StampedList, data: Any,
-                     repeats: int) -> tuple[list[float], float]:
+                     repeats: int, *, first: int = 1, sock: Any = None,
+                     ) -> tuple[list[float], float]:
     """The delays, and how many objects each dialog cycle left behind (a growing heap is
-    what makes the full garbage collections, the tail of this figure, longer)."""
+    what makes the full garbage collections, the tail of this figure, longer). ``sock``:
+    the dashboard attached to the agent answering there (it approves), else standalone;
+    events ``first`` .. ``first + repeats - 1`` are approved."""
     from setui.config import Config
     from setui.core.client import ImdsClient
     from setui.identity import Identity
@@ -165,13 +168,26 @@ async def _approvals(emulator: Emulator, stamped: StampedList, data: Any,
     from setui.ui.screens.confirm import ConfirmationModal
     from setui.ui.widgets.events import EventsTable
 
-    store = Store.open_dir(data)
-    config = Config(endpoint=emulator.url, data_dir=data, interval=INTERVAL, vm_name="vm-0",
-                    bell=False)
-    # The client as `setui` builds it (default rate limit): pauses between approvals
-    # below keep its bucket full, as a person reading the dialog would.
-    app = SetuiApp(client=ImdsClient(emulator.url), config=config, store=store,
-                   identity=Identity(user="bench", ssh_client=None, host="bench"), poll=True)
+    identity = Identity(user="bench", ssh_client=None, host="bench")
+    store = None
+    if sock is not None:
+        from setui.api.attach import attach
+        from setui.ui.attached import AttachedApp
+
+        client, words = attach(Config(socket=sock))
+        if client is None:
+            raise RuntimeError(words)
+        # The app reads through the client, and closes it when it stops.
+        app: Any = AttachedApp(agent=client, identity=identity,
+                               config=Config(socket=sock, vm_name="vm-0", bell=False))
+    else:
+        store = Store.open_dir(data)
+        config = Config(endpoint=emulator.url, data_dir=data, interval=INTERVAL,
+                        vm_name="vm-0", bell=False)
+        # The client as `setui` builds it (default rate limit): pauses between approvals
+        # below keep its bucket full, as a person reading the dialog would.
+        app = SetuiApp(client=ImdsClient(emulator.url), config=config, store=store,
+                       identity=identity, poll=True)
     app.confirm_guard = 0.0
 
     def posts() -> list[float]:
@@ -193,7 +209,7 @@ async def _approvals(emulator: Emulator, stamped: StampedList, data: Any,
             await pilot.pause(0.5)
             gc.collect()
             objects = _alive()
-            for cycle in range(1, repeats + 1):
+            for cycle in range(first, first + repeats):
                 app.main_screen.query_one(EventsTable).select_key(guid(cycle))
                 await pilot.pause()
                 post_key(app, "a")
@@ -214,7 +230,8 @@ async def _approvals(emulator: Emulator, stamped: StampedList, data: Any,
             left = (_alive() - objects) / repeats
     finally:
         stamped.on_post = None
-        store.close()
+        if store is not None:
+            store.close()
     return delays, left
 
 
@@ -253,6 +270,41 @@ def approval(quick: bool) -> list[Row]:
                 "table's and Textual's bounded render caches growing with it; opening and "
                 "cancelling on one row leaves the heap flat)", f"{left:,.0f}",
                 f"{repeats} cycles", "-", "-", None)]
+
+
+def approval_attached(quick: bool) -> list[Row]:
+    """`y` -> POST through the agent (the dashboard attached to it: the agent reads the
+    document again, checks its store, records and posts), beside the standalone dashboard
+    doing it all itself, against one emulator in the same run."""
+    repeats = 8 if quick else 30
+    work = scratch("approval-attached")
+    path = write_scenario(work / "scenario.json", approval_scenario(2 * repeats))
+    with Emulator(load_scenario(str(path)), speed=1) as emulator:
+        stamped = StampedList()
+        emulator.requests = stamped
+        sock = work / "api.sock"
+        env = env_for(work / "agent-data")
+        env["SETUI_SOCKET"] = str(sock)
+        with (work / "agent.out").open("w") as log:
+            agent = subprocess.Popen(
+                [*SETUI, "agent", "--endpoint", emulator.url, "--interval", str(INTERVAL),
+                 "--data-dir", str(work / "agent-data"), "--vm-name", "vm-0"],
+                env=env, stdout=log, stderr=log)
+        try:
+            from attached import _answering
+
+            if not _answering(sock, time.monotonic() + 30):
+                raise RuntimeError("the agent's socket never answered")
+            through, _ = asyncio.run(_approvals(emulator, stamped, None, repeats, sock=sock))
+            alone, _ = asyncio.run(_approvals(emulator, stamped, work / "data", repeats,
+                                              first=repeats + 1))
+        finally:
+            interrupt(agent)
+    m, r = p95(through), p95(alone)
+    return [Row(f"approval through the agent: `y` in an attached dashboard -> POST at the "
+                f"emulator, p95 of {len(through)} (median {ms(statistics.median(through))})",
+                ms(m), f"standalone dashboard p95 {ms(r)} (same run)", ratio(m, r),
+                f"<= {ms(APPROVAL_TARGET)}", m <= APPROVAL_TARGET)]
 
 
 def run(quick: bool = False) -> list[Row]:

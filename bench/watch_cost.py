@@ -21,11 +21,9 @@ from common import (
     guid,
     interrupt,
     ratio,
-    sample_argv,
-    sample_env,
-    sample_script,
     sched_cpu,
     scratch,
+    start_sample,
     write_scenario,
 )
 
@@ -61,22 +59,15 @@ def run(quick: bool = False) -> list[Row]:
     work = scratch("watch-cost")
     path = write_scenario(work / "scenario.json", scenario(duration))
     with Emulator(load_scenario(str(path)), speed=1) as emulator:
-        script = sample_script(emulator.url, work)
-        argv, feed = sample_argv(script)
         watch_dir = work / "watch-data"
         watch_out = (work / "watch.out").open("w")
-        sample_out = (work / "sample.out").open("w")
         started = time.time()
         # Started back to back and stopped together: the same minute, the same documents.
         watch = subprocess.Popen(
             [*SETUI, "watch", "--endpoint", emulator.url, "--interval", "1",
              "--data-dir", str(watch_dir)],
             env=env_for(watch_dir), stdout=watch_out, stderr=subprocess.STDOUT)
-        sample = subprocess.Popen(argv, env=sample_env(work), stdin=subprocess.PIPE,
-                                  stdout=sample_out, stderr=subprocess.STDOUT, text=True)
-        assert sample.stdin is not None
-        sample.stdin.write(feed)
-        sample.stdin.close()
+        sample, sample_out = start_sample(emulator.url, work)
         # CPU after start-up too, so the steady cost of one poll shows apart from imports.
         warmup = 5.0
         time.sleep(warmup)

@@ -46,8 +46,14 @@ class Account:
     gid: int
 
 
-def _run(*argv: str) -> None:
-    subprocess.run(argv, check=True, capture_output=True, timeout=60)
+# The account tools need nothing of the test process's environment, which may be large
+# enough to keep them from starting (a long test id in PYTEST_CURRENT_TEST made userdel
+# fail with E2BIG): they get PATH alone.
+_TOOLS_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+
+
+def _run(*argv: str, check: bool = True) -> None:
+    subprocess.run(argv, check=check, capture_output=True, timeout=60, env=_TOOLS_ENV)
 
 
 def _alive(pid: int) -> bool:
@@ -114,7 +120,7 @@ def _let_go(state: dict[str, Any], keys: Sequence[str]) -> None:
     for kind, remove in (("user", "userdel"), ("group", "groupdel")):
         for key, entry in list(state.items()):
             if entry["kind"] == kind and not entry["pids"]:
-                subprocess.run([remove, entry["name"]], capture_output=True, timeout=60)
+                _run(remove, entry["name"], check=False)
                 del state[key]
 
 

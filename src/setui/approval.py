@@ -104,6 +104,10 @@ def _ms(seconds: float | None) -> str:
 class Approver:
     """Checks, records and posts approvals; see the module docstring for the order."""
 
+    # An approval under way ends with the process that runs it (a front end attached to
+    # the agent has one that does not: api.approving).
+    outlives_front_end = False
+
     def __init__(self, client: ImdsClient, store: Store | None, *, endpoint: str,
                  identity: Identity | None = None, read_only: bool = False,
                  store_problem: str | None = None, vm_name: str | None = None,

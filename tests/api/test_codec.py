@@ -25,6 +25,7 @@ from setui.api.codec import (
     decode_confirmed,
     decode_health,
     decode_hello,
+    decode_impact,
     decode_incarnation,
     decode_outcome,
     decode_plan,
@@ -37,6 +38,7 @@ from setui.api.codec import (
     encode_confirmed,
     encode_health,
     encode_hello,
+    encode_impact,
     encode_incarnation,
     encode_outcome,
     encode_plan,
@@ -49,6 +51,7 @@ from setui.api.codec import (
 from setui.api.protocol import Fields, ProtocolError, decode_frame, encode_frame
 from setui.core.health import ConnectionState, Health, PollResult
 from setui.core.holes import Hole
+from setui.core.impact import BOOT, STALL, STARTED, Impact
 from setui.core.model import format_not_before, parse_document
 from setui.core.tracker import Tracker
 from setui.monitor.state import MonitorState
@@ -197,6 +200,13 @@ def test_the_other_values_read_back_as_they_were() -> None:
     hello = Hello(1, "0.1.0", AgentInfo(42, T0, "vm", None, "http://x", "/d", None, False),
                   You(1001, "alice", False, "you are not in group setui"))
     assert decode_hello(_through_wire(encode_hello(hello))) == hello
+    assert tuple(decode_impact(_through_wire(encode_impact(i))) for i in IMPACTS) == IMPACTS
+
+
+IMPACTS = (Impact(STALL, T0, 4.8, "http://x", wall_seconds=4.9, boottime_seconds=4.8,
+                  event_id="E1", event_type="Freeze", announced=5, tie=STARTED, id=3),
+           Impact(BOOT, T0 + timedelta(1), 62.5, "http://x", booted_at=T0 + timedelta(1),
+                  first_poll=T0 + timedelta(1, 60), exact=False, boot_id="b-2", id=4))
 
 
 def test_a_confirmed_snapshot_reads_back_and_nothing_else_is_taken() -> None:
@@ -231,6 +241,7 @@ def _valid() -> list[tuple[Callable[[Fields], Any], dict[str, Any]]]:
     return [
         (lambda f: decode_state(f, 0.0), encode_state(state, 0.0)),
         (decode_audit, encode_audit(_audit(3))),
+        (decode_impact, encode_impact(IMPACTS[0])),
         (decode_plan, encode_plan(Plan((Step("E", "approve", "r", "done", "", None, T0),),
                                        frozenset({"E"})))),
         (decode_outcome, encode_outcome(ApprovalOutcome("E", True, False, 200, "ok", 0.1,

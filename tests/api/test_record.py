@@ -7,6 +7,7 @@ approval of unknown outcome, a refusal, a hole, and what the agent measured."""
 from __future__ import annotations
 
 import asyncio
+import select
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from pathlib import Path
@@ -17,12 +18,14 @@ from api_helpers import agent_in_process
 
 from recording import ENDPOINT, START, Approval, heartbeat, record_scenario
 from setui.api import client as client_module
-from setui.api.client import AgentClient
+from setui.api import server as server_module
+from setui.api.client import AgentClient, ConnectionLost
 from setui.core.impact import BOOT, STALL, STARTED, Impact
 from setui.monitor.replay import load_recording
 from setui.store import APPROVE_ATTEMPT, Store
 from setui.store.reading import Record
 from setui.store.records import AuditEntry
+from waiting import until
 
 SCENARIO = """
 name = "record"
@@ -112,6 +115,7 @@ QUESTIONS: dict[str, Callable[[Record], Any]] = {
     "impacts": lambda r: r.impacts(endpoint=ENDPOINT),
     "impacts since": lambda r: r.impacts(endpoint=ENDPOINT,
                                          since=START + timedelta(seconds=30)),
+    "impacts, the newest": lambda r: r.impacts(endpoint=ENDPOINT, newest=1),
     "approvals": lambda r: r.approvals([FIRST, SECOND, THIRD]),
     "approvals, unknown too": lambda r: r.approvals([FIRST, SECOND, THIRD], unknown=True),
     "claim": lambda r: [r.claim(i, ENDPOINT) for i in (FIRST, SECOND, THIRD)],
@@ -235,3 +239,24 @@ async def test_an_agent_that_fails_a_replay_is_said_in_words(
         await wait_for(pilot, lambda: view.loaded)
         assert view.problem is not None
         assert view.problem.startswith("cannot read the record: the connection to the agent")
+
+
+async def test_a_read_after_the_agent_closed_the_connection_is_asked_again_a_write_is_not(
+        both: tuple[Store, AgentClient], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agent closes a connection that asked nothing for a while (a dashboard left
+    open; a restarted agent is a new one): a query on it is asked again on a new
+    connection, as the Record promises; a write is not (whether the agent saw it is not
+    known), and the next request opens a new connection again."""
+    store, client = both
+    monkeypatch.setattr(server_module, "IDLE_AFTER", 0.05)
+    monkeypatch.setattr(server_module, "SWEEP_EVERY", 0.02)
+
+    def closed() -> bool:  # the agent's last word on it waits to be read
+        return bool(select.select([client._sock], [], [], 0)[0])
+
+    await until(closed, what="the agent to close the idle connection")
+    assert await asyncio.to_thread(client.history, limit=None) == store.history(limit=None)
+    await until(closed, what="the agent to close the idle connection")
+    with pytest.raises(ConnectionLost):
+        await asyncio.to_thread(client.dismiss, [FIRST])
+    assert await asyncio.to_thread(client.audit, limit=3) == store.audit(limit=3)

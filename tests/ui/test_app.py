@@ -427,6 +427,27 @@ async def test_without_an_audit_log_approval_is_refused(make_dashboard: MakeDash
         assert any("audit log cannot be written" in n for n in d.notices())
 
 
+async def test_standalone_it_says_so_and_why_once_and_polls_as_ever(
+        make_dashboard: MakeDashboard) -> None:
+    """No agent answered at the socket (setui.api.attach said why): the status line says
+    "standalone" beside whose history it is, the reason is said once, and it polls."""
+    d = make_dashboard()
+    d.app.standalone = "standalone: no agent at /run/setui/api.sock"
+    async with d.app.run_test(size=WIDE) as pilot:
+        await start(d, pilot)
+        await d.advance(pilot, 10)
+        assert "standalone  ·  history: only while open" in status(d)
+        assert [n for n in d.notices() if "agent" in n] == [
+            "Standalone: no agent at /run/setui/api.sock; this dashboard polls IMDS itself."]
+        assert len(d.gets()) >= 2
+    told = make_dashboard()
+    told.app.standalone = ""  # --standalone: asked for, nothing to explain
+    async with told.app.run_test(size=WIDE) as pilot:
+        await start(told, pilot)
+        assert "standalone" in status(told)
+        assert not [n for n in told.notices() if "agent" in n]
+
+
 async def test_over_the_agents_store_it_reads_records_nothing_and_says_why_it_approves_nothing(
         make_dashboard: MakeDashboard) -> None:
     """A member of group setui without the agent's socket: the store is the agent's to

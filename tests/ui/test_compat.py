@@ -118,6 +118,9 @@ class Host:
     replay_label: str | None = None
     store_status: str | None = None
     recorder_note: str | None = None
+    link: None = None
+    approvals_off: str | None = None
+    approvals_here = True
 
     def now(self) -> datetime:
         return T0

@@ -23,7 +23,7 @@ from setui.ui.screens.history import HistoryScreen
 from setui.ui.screens.main import MainScreen
 from setui.ui.screens.replay import ReplayScreen
 from setui.ui.screens.small import TooSmallScreen
-from setui.ui.widgets.notices import Notice, notice_lines
+from setui.ui.widgets.notices import Notice, NoticeLine, notice_lines
 from setui.ui.widgets.timeline import Timeline
 
 NEWS = "Freeze for web-9: NotBefore 12:34:56 UTC (the news marker)."
@@ -175,3 +175,27 @@ def test_a_notice_is_drawn_printable_and_bounded() -> None:
     assert "\x1b" not in drawn and "\x07" not in drawn and "\u202e" not in drawn
     assert "\\x1b[2J" in drawn
     assert len(lines) == 4 and lines[-1].plain.endswith("…")
+
+
+async def test_the_notice_line_ticks_only_while_a_notice_is_there(
+        make_dashboard: MakeDashboard) -> None:
+    """An idle dashboard's loop is not woken twice a second for an empty notice line: its
+    timer runs while a notice waits to be seen or to leave, and the notice still leaves."""
+    d = make_dashboard()
+    async with d.app.run_test(size=NARROW, notifications=True) as pilot:
+        await start(d, pilot)
+        line = d.app.main_screen.query_one(NoticeLine)
+
+        def ticking() -> bool:
+            return any(t.name == "notices" and t._active.is_set() for t in line._timers)
+
+        d.app.clear_notifications()
+        await pilot.pause()
+        assert not ticking()
+        d.app.notify(NEWS, title="New event", timeout=0.2, markup=False)
+        await pilot.pause()
+        assert ticking()
+        await d.wait_for(pilot, lambda: not line.notices.shown)
+        await pilot.pause()
+        assert not ticking()
+        assert NEWS not in screen_text(d)

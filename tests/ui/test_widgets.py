@@ -222,6 +222,10 @@ def test_columns_by_width() -> None:
     assert "status" in dict(columns_for("medium")) and "local" not in dict(columns_for(
         "medium"))
     assert len(columns_for("wide")) == 9
+    # Standalone, the rows show this dashboard's approvals; attached, anyone's (the
+    # agent's audit log), each with who approved.
+    assert dict(columns_for("wide"))["approved"] == "Approved here"
+    assert dict(columns_for("wide", here=False))["approved"] == "Approved"
 
 
 class TableApp(App[None]):

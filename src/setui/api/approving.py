@@ -7,29 +7,38 @@ confirmed here; this side asks the same questions before it sends (the rule is
 :func:`setui.snapshot.refusal`, shared), shows the progress the agent streams, and says
 what it knows of the outcome. A connection lost while an approval was in flight, or an
 agent that failed in the middle of one, is an outcome unknown: the agent goes on (or
-recorded how far it got), and its audit log says what became of it. Nothing here writes
-a store or posts to IMDS (the API's client-side contract holds for this module too).
+recorded how far it got), and its audit log says what became of it:
+:meth:`AgentApprover.look_up` asks it, for a front end that stays (the dashboard, once the
+agent is back). Each approval goes on a connection of its own (it may take a minute or
+two; the front end's reads go on meanwhile). Nothing here writes a store or posts to IMDS
+(the API's client-side contract holds for this module too).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, TypeVar
 
-from setui.api.client import AgentClient, ApiError, ConnectionLost
+from setui.api.client import AgentClient, ApiError, ConnectionLost, NoAgent
 from setui.api.protocol import FORBIDDEN, INTERNAL
+from setui.core.clock import utc_now
 from setui.outcome import ApprovalOutcome, Progress
 from setui.snapshot import NO_DOCUMENT, READ_ONLY, Confirmed, confirmed, refusal
+from setui.store.records import APPROVE_ATTEMPT, APPROVE_OUTCOME, APPROVED, UNKNOWN
 from setui.textsafe import printable
 
 if TYPE_CHECKING:
+    from setui.api.codec import Hello
     from setui.core.model import Document
-    from setui.store.records import Claim
+    from setui.store.records import AuditRecord, Claim
 
-__all__ = ["ASK_THE_AGENT", "AgentApprover"]
+__all__ = ["ASK_THE_AGENT", "LOOK_BACK", "AgentApprover", "InDoubt"]
 
 _T = TypeVar("_T")
 
@@ -38,6 +47,28 @@ ASK_THE_AGENT = "ask the agent: `setui audit` shows what became of it"
 # Who the agent lets approve (docs/api.md, "Who may approve"), said beside its refusal.
 WHO_MAY = ("approvals through the agent are for root and the members of group setui, or "
            "the approvers its config names (approvers =)")
+
+
+LOOK_BACK = 1000  # audit records read, newest first, to find what became of an approval
+# How far before the approval was sent its attempt record may be stamped (the agent's
+# clock against this process's).
+_SKEW = timedelta(minutes=2)
+
+
+@dataclass(frozen=True)
+class InDoubt:
+    """An approval sent to the agent whose answer was lost: what to look up."""
+
+    event_id: str
+    sent: datetime  # this process's clock, just before the request left
+    pid: int  # the process the agent saw (the kernel's word in the attempt's record)
+
+
+def _outcome(event_id: str, message: str, *, approved: bool = False, unknown: bool = False,
+             status: int | None = None, record_seq: int | None = None) -> ApprovalOutcome:
+    return ApprovalOutcome(event_id, approved=approved, refused=False, status=status,
+                           message=message, latency=None, record_seq=record_seq,
+                           unknown=unknown)
 
 
 def _refused(event_ids: Sequence[str], reason: str) -> list[ApprovalOutcome]:
@@ -57,9 +88,11 @@ class AgentApprover:
     """The Approver's interface over the agent's API (see the module doc)."""
 
     store = None  # the agent keeps the audit log: nothing is written here
+    outlives_front_end = True  # the agent carries an approval on when the front end quits
 
     def __init__(self, client: AgentClient, *, read_only: bool = False,
-                 vm_name: str | None = None) -> None:
+                 vm_name: str | None = None, hello: Callable[[], Hello] | None = None,
+                 wall: Callable[[], datetime] = utc_now) -> None:
         self.client = client
         self.read_only = read_only
         self.vm_name = vm_name  # the agent's name for this VM, by default
@@ -69,15 +102,18 @@ class AgentApprover:
         self.last_read: Document | None = None  # the agent's document after an approval
         # Interrupted while a request was with the agent: it goes on with it.
         self.abandoned = False
+        self.in_doubt: list[InDoubt] = []  # sent, and the answer lost: see look_up
+        # The agent's newest hello (a front end that stays hears it again on reconnecting).
+        self._hello = hello or (lambda: self.client.hello)
+        self._wall = wall
 
     # -- checks ---------------------------------------------------------------------------
-    def refusal(self, event_id: str, document: Document | None, *,
-                allow_other_vms: bool = True) -> str | None:
-        """Why the agent would refuse, as far as this side can tell; None when it may go
-        ahead. The agent asks again, on its own document, as the kernel says who asks."""
+    def why_not(self) -> str | None:
+        """Why nothing at all can be approved here, or None: read-only, the agent's word
+        that this user may not approve, or an agent in a dry run."""
         if self.read_only:
             return READ_ONLY
-        hello = self.client.hello
+        hello = self._hello()
         if not hello.you.may_approve:
             why = printable(hello.you.why_not or "it does not say why", 300)
             return f"the agent does not take approvals from {printable(hello.you.user, 64)}: " \
@@ -85,8 +121,14 @@ class AgentApprover:
         if hello.agent.dry_run:
             return "the agent runs with --dry-run: it posts nothing, for the policy or for a " \
                    "person"
-        return refusal(event_id, document, vm_name=self.vm_name,
-                       allow_other_vms=allow_other_vms)
+        return None
+
+    def refusal(self, event_id: str, document: Document | None, *,
+                allow_other_vms: bool = True) -> str | None:
+        """Why the agent would refuse, as far as this side can tell; None when it may go
+        ahead. The agent asks again, on its own document, as the kernel says who asks."""
+        return self.why_not() or refusal(event_id, document, vm_name=self.vm_name,
+                                         allow_other_vms=allow_other_vms)
 
     def claim(self, event_id: str) -> Claim | None:
         """The earlier approval of this event on this VM, if any (blocking: a request)."""
@@ -120,24 +162,36 @@ class AgentApprover:
                       progress: Callable[[Progress], None] | None = None,
                       ) -> list[ApprovalOutcome]:
         """Send the approval to the agent, bound to what the operator confirmed (default:
-        the events as in ``document``); ``progress`` hears of each failed try, on the
-        thread that reads the agent's answer. The agent records every refusal it makes,
-        a refusal of who asks included."""
+        the events as in ``document``); ``progress`` hears of each failed try, on this
+        event loop (a dashboard redraws the row from it), before the outcome. The agent
+        records every refusal it makes, a refusal of who asks included."""
         ids = list(dict.fromkeys(event_ids))
         if self.read_only:
             return _refused(ids, READ_ONLY)
         if document is None:  # the agent could not be read: nothing to confirm, or send
             return _refused(ids, NO_DOCUMENT)
         shown = {i: (confirmed_as or {}).get(i) or self._shown(document, i) for i in ids}
+        loop = asyncio.get_running_loop()
+
+        def heard(update: Progress) -> None:  # on the thread that reads the answer
+            if progress is not None:
+                with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits
+                    loop.call_soon_threadsafe(progress, update)
+
+        sent = self._wall()
         try:
-            outcomes = await self._in_thread(lambda: self.client.approve(
-                ids, shown, allow_other_vms=allow_other_vms, again=again,
-                progress=progress))
+            outcomes = await self._in_thread(lambda: self._send(
+                ids, shown, allow_other_vms=allow_other_vms, again=again, progress=heard))
+        except NoAgent as exc:  # nothing left this process
+            return [_outcome(i, f"not approved: the agent cannot be reached ({exc.message}); "
+                                "nothing was sent") for i in ids]
         except ConnectionLost as exc:
+            self.in_doubt += [InDoubt(i, sent, os.getpid()) for i in ids]
             return _unknown(ids, f"the connection to the agent was lost while it approved "
                                  f"({exc.message})")
         except ApiError as exc:
             if exc.code == INTERNAL:  # it failed somewhere in the approval
+                self.in_doubt += [InDoubt(i, sent, os.getpid()) for i in ids]
                 return _unknown(ids, f"the agent failed while it approved ({exc.message})")
             extra = f" ({WHO_MAY})" if exc.code == FORBIDDEN else ""
             return _refused(ids, f"the agent refused: {exc.message}{extra}; nothing was "
@@ -148,6 +202,14 @@ class AgentApprover:
             except ApiError:
                 self.last_read = None
         return outcomes
+
+    def _send(self, ids: list[str], shown: Mapping[str, Confirmed], *, allow_other_vms: bool,
+              again: bool, progress: Callable[[Progress], None],
+              ) -> list[ApprovalOutcome]:
+        """On a connection of its own: the request, its progress and its answer."""
+        with self.client.another() as client:
+            return client.approve(ids, shown, allow_other_vms=allow_other_vms, again=again,
+                                  progress=progress)
 
     @staticmethod
     def _shown(document: Document, event_id: str) -> Confirmed:
@@ -185,3 +247,58 @@ class AgentApprover:
         except asyncio.CancelledError:
             self.abandoned = True
             raise
+
+    # -- after the agent came back --------------------------------------------------------
+    def look_up(self) -> list[ApprovalOutcome]:
+        """What the agent's audit log says became of the approvals whose answer was lost;
+        those it cannot tell yet stay in doubt. Blocking: call it on a thread."""
+        if not self.in_doubt:
+            return []
+        try:
+            records = self.client.audit(limit=LOOK_BACK)
+        except ApiError:
+            return []  # asked again at the next reconnection
+        told: list[ApprovalOutcome] = []
+        for doubt in list(self.in_doubt):
+            outcome = _what_became(doubt, records)
+            if outcome is not None:
+                told.append(outcome)
+                self.in_doubt.remove(doubt)
+        return told
+
+
+def _what_became(doubt: InDoubt, records: Sequence[AuditRecord]) -> ApprovalOutcome | None:
+    """The outcome the log (newest first) tells of one lost approval; None when the log
+    read does not reach back to it, so it cannot tell."""
+    wanted = doubt.event_id.casefold()
+    since = doubt.sent - _SKEW
+
+    def ours(record: AuditRecord) -> bool:
+        api = record.details.get("api") if isinstance(record.details, dict) else None
+        return (record.event_id or "").casefold() == wanted and record.time >= since \
+            and isinstance(api, dict) and api.get("pid") == doubt.pid
+
+    attempt = next((r for r in records if r.action == APPROVE_ATTEMPT and ours(r)), None)
+    if attempt is None:
+        if len(records) >= LOOK_BACK and records[-1].time >= since:
+            return None  # the page read may not reach back to it
+        return _outcome(doubt.event_id, "not approved: the agent's audit log has no attempt "
+                        "from this front end, so nothing was sent")
+    outcome = next((r for r in records if r.action == APPROVE_OUTCOME
+                    and r.attempt_seq == attempt.seq), None)
+    if outcome is None:
+        return _outcome(doubt.event_id, "outcome unknown: the agent recorded the attempt "
+                        f"(record {attempt.seq}) and no outcome: it stopped after it sent or "
+                        "while it sent; `setui events` shows whether the event started",
+                        unknown=True, record_seq=attempt.seq)
+    result = outcome.result
+    if result == APPROVED:
+        return _outcome(doubt.event_id, f"approved: HTTP {outcome.status} (the agent's audit "
+                        f"log, record {outcome.seq})", approved=True, status=outcome.status,
+                        record_seq=outcome.seq)
+    words = outcome.error or (f"HTTP {outcome.status}" if outcome.status else "no reason")
+    if result == UNKNOWN:
+        return _outcome(doubt.event_id, f"outcome unknown: {words} (the agent's audit log, "
+                        f"record {outcome.seq})", unknown=True, record_seq=outcome.seq)
+    return _outcome(doubt.event_id, f"not approved: {words} (the agent's audit log, record "
+                    f"{outcome.seq})", status=outcome.status, record_seq=outcome.seq)

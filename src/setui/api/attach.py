@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
+from setui.api.attached import agent_words
 from setui.api.client import DEFAULT_SOCKET, AgentClient, ApiError, Subscription
 from setui.config import Config
 from setui.core.clock import utc_now
@@ -49,9 +50,7 @@ def socket_of(config: Config) -> Path:
 
 def attached_words(client: AgentClient | Subscription, now: datetime) -> str:
     """What the status line says of the agent a front end is attached to, at ``now``."""
-    agent = client.hello.agent
-    up = max(0.0, (now - agent.since).total_seconds())
-    return f"attached to the agent (pid {agent.pid}, up {duration(up)})"
+    return agent_words(client.hello.agent, now)
 
 
 def not_live(health: Health, mono_now: float) -> str | None:

@@ -57,6 +57,7 @@ from setui.api.protocol import (
     FORBIDDEN,
     INTERNAL,
     MAX_ANSWER,
+    QUERIES,
     TOO_LARGE,
     UNAVAILABLE,
     Answer,
@@ -244,15 +245,22 @@ class _Frames:
 
 
 class AgentClient:
-    """A blocking connection to the agent: one request at a time, each with a deadline."""
+    """A blocking connection to the agent: one request at a time, each with a deadline.
+
+    The connection may go under it (the agent closes one idle for a minute; a restarted
+    agent is a new one): the next request opens another, and a query whose connection was
+    lost before its answer is asked once more on a new one. A write never is: what the
+    agent made of it is not known (:class:`ConnectionLost`)."""
 
     def __init__(self, frames: _Frames, hello: Hello, path: Path) -> None:
         self.path = path
-        self.hello = hello
+        self.hello = hello  # the agent's, as it greeted the newest connection
         self._frames = frames
         self._sock = frames.sock
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
+        self._lost = False  # the connection failed: the next request opens another
+        self._closed = False
 
     @classmethod
     def connect(cls, path: Path = DEFAULT_SOCKET, *,
@@ -275,7 +283,21 @@ class AgentClient:
             sock.close()
             raise
 
+    def another(self) -> AgentClient:
+        """A connection of its own to the same agent: for a request that may take
+        minutes (an approval), while the reads on this one go on."""
+        return AgentClient.connect(self.path)
+
+    def _reopen(self) -> None:
+        """A new connection in place of a lost one (NoAgent while the agent is away)."""
+        fresh = AgentClient.connect(self.path)
+        with contextlib.suppress(OSError):
+            self._sock.close()
+        self._frames, self._sock, self.hello = fresh._frames, fresh._sock, fresh.hello
+        self._lost = False
+
     def close(self, *, bye: bool = True) -> None:
+        self._closed = True
         if bye:
             with contextlib.suppress(OSError):
                 self._sock.sendall(encode_frame({"id": 0, "op": "bye"}))
@@ -294,28 +316,51 @@ class AgentClient:
         """Send one request; its ``ok`` body. ``timeout``: the longest silence allowed
         between two frames of the answer. ApiError for the agent's error answer."""
         with self._lock:
-            request_id = next(self._ids)
+            if self._closed:
+                raise ApiError(UNAVAILABLE, "the connection to the agent was closed")
+            if self._lost:
+                self._reopen()
             try:
-                self._sock.sendall(encode_frame({"id": request_id, "op": op, **args}))
-            except OSError as exc:
-                raise _failed(exc) from None
-            try:
-                while True:
-                    answer = self._frames.next(time.monotonic() + timeout)
-                    if answer.kind == "push" or (answer.id is not None
-                                                 and answer.id != request_id):
-                        continue  # not this request's
-                    if answer.kind == "error":
-                        raise _error(answer)
-                    if answer.kind == "progress":
-                        if progress is not None:
-                            progress(answer.body)
-                        continue
-                    if answer.kind == "ok":
-                        return answer.body
-                    raise ApiError(BAD_REQUEST, f"the agent sent a {answer.kind} in answer")
-            except ProtocolError as exc:
-                raise _broken(exc) from None
+                return self._ask(op, timeout, progress, args)
+            except ConnectionLost:
+                if op not in QUERIES:
+                    raise
+            self._reopen()  # a read may be asked again
+            return self._ask(op, timeout, progress, args)
+
+    def _ask(self, op: str, timeout: float, progress: Callable[[Fields], None] | None,
+             args: dict[str, Any]) -> Fields:
+        request_id = next(self._ids)
+        try:
+            self._sock.sendall(encode_frame({"id": request_id, "op": op, **args}))
+        except OSError as exc:
+            self._lost = True
+            raise _failed(exc) from None
+        try:
+            while True:
+                answer = self._frames.next(time.monotonic() + timeout)
+                if answer.kind == "push" or (answer.id is not None
+                                             and answer.id != request_id):
+                    continue  # not this request's
+                if answer.kind == "error" and answer.id is None:
+                    # The agent's last word on this connection (it closed an idle one):
+                    # whether it saw this request first is not known.
+                    raise ConnectionLost(_error(answer).message)
+                if answer.kind == "error":
+                    raise _error(answer)
+                if answer.kind == "progress":
+                    if progress is not None:
+                        progress(answer.body)
+                    continue
+                if answer.kind == "ok":
+                    return answer.body
+                raise ApiError(BAD_REQUEST, f"the agent sent a {answer.kind} in answer")
+        except ConnectionLost:
+            self._lost = True
+            raise
+        except ProtocolError as exc:
+            self._lost = True  # what follows on this connection cannot be trusted
+            raise _broken(exc) from None
 
     def _read(self, fn: Callable[[], _T]) -> _T:
         try:

@@ -34,6 +34,7 @@ __all__ = [
     "MAX_REQUEST",
     "OPS",
     "QUERIES",
+    "TICK_EVERY",
     "TOO_LARGE",
     "UNAVAILABLE",
     "UNKNOWN_OP",
@@ -72,6 +73,10 @@ UNAVAILABLE = "unavailable"
 INTERNAL = "internal"
 ERROR_CODES = frozenset({BAD_REQUEST, UNKNOWN_OP, FORBIDDEN, BUSY, TOO_LARGE, UNAVAILABLE,
                          INTERNAL})
+
+# Seconds without a push after which a subscriber hears a tick: the agent is alive. A
+# subscriber that heard nothing for longer knows less than the agent does.
+TICK_EVERY = 5.0
 
 # Read-only queries: on the query thread, one at a time per connection.
 QUERIES = frozenset({"history", "incarnation", "previous", "event_story", "event_ids",

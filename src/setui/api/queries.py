@@ -180,6 +180,8 @@ _READERS: dict[str, Callable[[Fields], Query]] = {
 def _narrow(op: str) -> str:
     if op in ("history", "audit"):
         return "ask for fewer (limit) or page on (before)"
+    if op == "impacts":
+        return "ask for a shorter span (since, until) or the newest few (newest)"
     if op == "recording":
         return "ask for a shorter span (since, until)"
     return "it cannot be sent whole"

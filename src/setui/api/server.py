@@ -39,6 +39,7 @@ from setui.api.protocol import (
     BUSY,
     INTERNAL,
     QUERIES,
+    TICK_EVERY,
     UNAVAILABLE,
     ProtocolError,
     Request,
@@ -71,7 +72,6 @@ CONNECT_RATE = 5.0
 CONNECT_BURST = 20
 IDLE_AFTER = 60.0
 STALLED_AFTER = 60.0
-TICK_EVERY = 5.0
 SWEEP_EVERY = 1.0
 MAX_OUTPUT = 32 * 1024 * 1024  # unread bytes across all clients before a big answer waits
 MAX_CHANGES = 10_000  # changes kept for subscribers between two state frames

@@ -1,4 +1,9 @@
-"""``setui`` and ``setui replay``: the two doors to the dashboard."""
+"""``setui`` and ``setui replay``: the two doors to the dashboard.
+
+``setui`` attaches to the agent when its socket answers (setui.api.attach): then the
+dashboard asks IMDS nothing and keeps no store (ui.attached); otherwise, or with
+``--standalone``, it polls and records itself, and says why. ``setui demo`` never attaches:
+it plays its own emulator."""
 
 from __future__ import annotations
 
@@ -50,14 +55,29 @@ def open_dashboard(config: Config, *, demo: bool = False, zoom: int | None = Non
         print(why, file=sys.stderr)
         return EXIT_USAGE
     from setui.config import config_dir, default_config_path
+
+    themes, saved = config_dir() / "themes", config_path or default_config_path()
+    standalone: str | None = None
+    if not demo:
+        from setui.api.attach import attach
+
+        client, words = attach(config)  # a connect and a hello, before any event loop
+        if client is not None:
+            from setui.ui.attached import AttachedApp
+
+            # The app reads the agent's record through this client, and closes it.
+            attached = AttachedApp(agent=client, config=config, user_themes=themes,
+                                   zoom=zoom, config_path=saved, read_only_why=read_only_why)
+            attached.run()
+            return attached.return_code or 0
+        standalone = "" if config.standalone else words
     from setui.session import make_client, open_store
     from setui.ui.app import SetuiApp
 
     store, problem = open_store(config, or_read=True)
     app = SetuiApp(client=make_client(config), config=config, store=store,
-                   store_problem=problem, demo=demo, user_themes=config_dir() / "themes",
-                   zoom=zoom, config_path=config_path or default_config_path(),
-                   read_only_why=read_only_why)
+                   store_problem=problem, demo=demo, user_themes=themes, zoom=zoom,
+                   config_path=saved, read_only_why=read_only_why, standalone=standalone)
     try:
         app.run()
     finally:

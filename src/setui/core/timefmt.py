@@ -80,10 +80,10 @@ def precise(seconds: float) -> str:
     return duration(seconds)
 
 
-def age(seconds: float) -> str:
-    """A calm age, a duration that does not flicker under two seconds: ``<2s``, ``14s``,
-    ``3m 05s``."""
-    return "<2s" if seconds < 2 else duration(seconds)
+def age(seconds: float, calm: float = 2.0) -> str:
+    """A calm age, a duration that does not flicker under ``calm`` seconds (news comes
+    that often): ``<2s``, ``14s``, ``3m 05s``."""
+    return f"<{calm:g}s" if seconds < calm else duration(seconds)
 
 
 def zone_name(moment: datetime) -> str:

@@ -11,19 +11,19 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncGenerator, Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from setui.core.clock import ServiceClock, utc_now
-from setui.core.health import ConnectionState, Health, PollResult
+from setui.core.health import Health, PollResult
 from setui.core.model import Document
 from setui.core.poller import Poller
 from setui.core.timefmt import utc_time
-from setui.core.tracker import Change, ChangeKind, Tracker
+from setui.core.tracker import ChangeKind, Tracker
 from setui.monitor.recorder import Recorder
-from setui.monitor.state import MonitorState
+from setui.monitor.state import MonitorState, MonitorUpdate
 from setui.store.records import APPROVED
 
 if TYPE_CHECKING:
@@ -37,15 +37,6 @@ _T = TypeVar("_T")
 # While an event of this VM is Scheduled this close to its NotBefore, or Started, the
 # poller never backs off further than core.poller.URGENT_CAP.
 URGENT_WINDOW = timedelta(minutes=15)
-
-
-@dataclass(frozen=True)
-class MonitorUpdate:
-    """One poll attempt, already folded into the monitor's state."""
-
-    result: PollResult
-    announce: tuple[Change, ...]  # the changes that are news (not the first document's)
-    previous_state: ConnectionState | None  # the connection state before, when it changed
 
 
 class Monitor:

@@ -16,7 +16,7 @@ from setui.core.health import ConnectionState, Health, PollResult
 from setui.core.model import Document, Event
 from setui.core.tracker import Change, ChangeKind
 
-__all__ = ["ANNOUNCED", "EventLife", "GoneEvent", "MonitorState"]
+__all__ = ["ANNOUNCED", "EventLife", "GoneEvent", "MonitorState", "MonitorUpdate"]
 
 
 @dataclass
@@ -145,3 +145,13 @@ class MonitorState:
             del self.gone[MAX_GONE:]
         else:
             life.notes.append((change.seen_at, f"{change.kind.value}: {change.detail}"))
+
+
+@dataclass(frozen=True)
+class MonitorUpdate:
+    """One poll attempt, already folded into the monitor's state (the agent's, for a
+    front end attached to it: setui.api.attached)."""
+
+    result: PollResult
+    announce: tuple[Change, ...]  # the changes that are news (not the first document's)
+    previous_state: ConnectionState | None  # the connection state before, when it changed

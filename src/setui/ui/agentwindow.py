@@ -24,9 +24,19 @@ if TYPE_CHECKING:
     from setui.identity import Identity
     from setui.store import Store
 
-__all__ = ["READ_EVERY", "AgentWindow"]
+__all__ = ["HELD_WORDS", "READ_EVERY", "RELEASED_WORDS", "AgentWindow", "event_plan"]
 
 READ_EVERY = 2.0  # seconds between reads of the agent's work
+HELD_WORDS = "Held: the agent takes no step for this event until released (H)."
+RELEASED_WORDS = "Released: the agent may act on it again."
+
+
+def event_plan(steps: Sequence[Step], *, held: bool, now: datetime) -> str:
+    """What the agent plans and does for one event, or "" (no agent, no rule): its
+    steps in words (agent.plan), or that a person holds it."""
+    if not steps:
+        return "HELD: the agent will not act on it (H releases)" if held else ""
+    return plan_text(steps, now=now, held=held)
 
 
 class AgentWindow:
@@ -51,11 +61,7 @@ class AgentWindow:
         """What the agent plans and does for the event, or "" (no agent, no rule)."""
         if event_id is None:
             return ""
-        steps = self.steps.get(event_id)
-        if not steps:
-            return "HELD: the agent will not act on it (H releases)" \
-                if event_id in self.held else ""
-        return plan_text(steps, now=now, held=event_id in self.held)
+        return event_plan(self.steps.get(event_id, ()), held=event_id in self.held, now=now)
 
     def read(self, event_ids: Sequence[str], mono: float) -> None:
         """Read the agent's work for these events on a thread (at most every READ_EVERY)."""
@@ -107,8 +113,7 @@ class AgentWindow:
             except Exception as exc:
                 message, ok = f"Not recorded, so not changed: {exc}", False
             else:
-                message, ok = ("Held: the agent takes no step for this event until released "
-                               "(H)." if hold else "Released: the agent may act on it again."), True
+                message, ok = (HELD_WORDS if hold else RELEASED_WORDS), True
             with contextlib.suppress(RuntimeError):
                 self.app.call_from_thread(self._toggled, event_id, hold, ok, message)
 

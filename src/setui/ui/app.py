@@ -45,6 +45,7 @@ from setui.ui.format import (
     poll_report,
     safe,
 )
+from setui.ui.host import LinkView
 from setui.ui.messages import EventRequest, PollUpdate, Session
 from setui.ui.screens.confirm import GUARD_SECONDS
 from setui.ui.screens.details import details_screen
@@ -60,8 +61,10 @@ from setui.ui.themes import (
 from setui.ui.widgets.notices import Noticed
 
 if TYPE_CHECKING:
+    from setui.api.attached import AttachedMonitor
     from setui.core.client import ImdsClient
     from setui.store import Store
+    from setui.store.reading import Record
 
 __all__ = ["SetuiApp"]
 
@@ -78,13 +81,17 @@ class SetuiApp(Approvals, TerminalApp):
         Binding("q", "quit", "Quit"),  # Ctrl+C too: see TerminalApp
     ]
 
-    def __init__(self, *, client: ImdsClient, config: Config, store: Store | None = None,
+    def __init__(self, *, client: ImdsClient | None, config: Config, store: Store | None = None,
                  store_problem: str | None = None, demo: bool = False,
                  clock: Callable[[], datetime] = utc_now,
                  mono: Callable[[], float] = time.monotonic, identity: Identity | None = None,
                  poll: bool = True, user_themes: Path | None = None,
                  zoom: int | None = None, config_path: Path | None = None,
-                 read_only_why: str | None = None) -> None:
+                 read_only_why: str | None = None, standalone: str | None = None) -> None:
+        """``standalone``: this dashboard polls IMDS itself, and why when it was not asked
+        to (setui.api.attach's words: "" when told to); None says nothing of it (the demo,
+        tests). ``client`` is None only for a dashboard attached to the agent
+        (ui.attached)."""
         super().__init__()
         self.config_path = config_path  # where a theme picked in the palette is saved
         self.client = client
@@ -110,22 +117,29 @@ class SetuiApp(Approvals, TerminalApp):
         self._said_read_only = False
         # Where read-only came from (the option, the config file), when the caller knows.
         self._read_only_why = read_only_why
-        self.approver = Approver(client, store, endpoint=config.endpoint, identity=self.identity,
-                                 read_only=config.read_only, store_problem=store_problem,
-                                 wall=self.now)
+        self.approver = self._approver()
+        self.standalone = standalone
         self.title = "setui DEMO: the built-in emulator, not a real VM" if demo else "setui"
         self._report_poll = False  # r was pressed: say what the next answer was
         self.agent_window = AgentWindow(self, store, endpoint=config.endpoint,
                                         identity=self.identity)
 
+    def _approver(self) -> Approver:
+        assert self.client is not None
+        return Approver(self.client, self.store, endpoint=self.config.endpoint,
+                        identity=self.identity, read_only=self.config.read_only,
+                        store_problem=self.store_problem, wall=self.now)
+
     def _monitor(self) -> Monitor:
+        assert self.client is not None
         return Monitor(self.client, endpoint=self.config.endpoint, interval=self.config.interval,
                        store=self.store, vm_name=self.vm_name, state=self.session,
                        command="setui demo" if self.demo else "setui (dashboard)",
                        wall=self._clock, mono=self._mono, on_store_problem=self._store_problem)
 
     @property
-    def poller(self) -> Poller:
+    def poller(self) -> Poller | None:
+        """The monitor's poller; None attached to the agent (it polls)."""
         return self.monitor.poller
 
     def now(self) -> datetime:
@@ -161,6 +175,26 @@ class SetuiApp(Approvals, TerminalApp):
         return f"recorder: pid {other.pid}"
 
     @property
+    def link(self) -> LinkView | None:
+        """"standalone": this dashboard polls IMDS itself (when the caller said so)."""
+        return None if self.standalone is None else LinkView("standalone", "standalone")
+
+    @property
+    def approvals_here(self) -> bool:
+        """Standalone, the rows show the approvals made in this dashboard alone."""
+        return True
+
+    @property
+    def approvals_off(self) -> str | None:
+        """Standalone, only read-only turns approvals off (the main screen knows)."""
+        return None
+
+    @property
+    def record(self) -> Record | None:
+        """What the history, audit and details screens read: the store."""
+        return self.store
+
+    @property
     def store_status(self) -> str | None:
         """Why the history is not being recorded, or None when it is."""
         if self.store_error:
@@ -182,15 +216,26 @@ class SetuiApp(Approvals, TerminalApp):
         self._restyle()
         if self._poll:
             self._start_polling()
+        self.set_interval(1.0, self._refresh, name="tick")
+        self._check_size()
+        self._greet()
+
+    def _greet(self) -> None:
+        """What a standalone dashboard says and starts once mounted: this VM's name asked
+        of IMDS, what the configured api-version lacks, why it runs standalone, and a
+        store it cannot write."""
+        assert self.client is not None
         if not self.vm_name:
             self.run_worker(self._find_vm_name(), group="vm-name", exit_on_error=False)
         if self.store is not None:
             self.run_worker(self._find_vm_id(), group="vm-id", exit_on_error=False)
-        self.set_interval(1.0, self._refresh, name="tick")
-        self._check_size()
         lacks = limits(self.client.api_version)
         if lacks is not None:  # the commands say it on stderr (cli.py)
             self.notify(lacks, severity="warning", timeout=30, markup=False)
+        if self.standalone:  # why, when it was not asked for
+            said = safe(self.standalone, 300)
+            self.notify(f"{said[:1].upper()}{said[1:]}; this dashboard polls IMDS itself.",
+                        timeout=8, markup=False)
         if self.store is None:
             self.notify(f"No history or audit log: {self.store_status}. Approvals are refused "
                         "until the audit log can be written.", severity="warning",
@@ -200,7 +245,13 @@ class SetuiApp(Approvals, TerminalApp):
         if self._poll_worker is not None:
             self._poll_worker.cancel()
         await self.monitor.aclose()
-        await self.client.aclose()
+        await self._let_go()
+
+    async def _let_go(self) -> None:
+        """What the monitor does not close itself (Textual calls every class's on_unmount:
+        an app built on this one says what it holds here)."""
+        if self.client is not None:
+            await self.client.aclose()
 
     def _install_themes(self) -> None:
         self.theme_names, problems = install_themes(self, self.config.theme, self._user_themes)
@@ -241,7 +292,7 @@ class SetuiApp(Approvals, TerminalApp):
         self._poll_worker = self.run_worker(self._poll_loop(self.monitor), name="poll",
                                             group="poll", exclusive=True, exit_on_error=False)
 
-    async def _poll_loop(self, monitor: Monitor) -> None:
+    async def _poll_loop(self, monitor: Monitor | AttachedMonitor) -> None:
         try:
             async for update in monitor.updates():
                 self.post_message(PollUpdate(update.result, update.announce,
@@ -254,6 +305,7 @@ class SetuiApp(Approvals, TerminalApp):
     async def _find_vm_name(self) -> None:
         """Ask IMDS until it names this VM (awaits only: the loop never blocks); until
         then the status line says the name is not known."""
+        assert self.client is not None
         self.vm_name = await ThisVm(None).learn(self.client)
         self.monitor.vm_name = self.vm_name
         self._refresh()
@@ -261,6 +313,7 @@ class SetuiApp(Approvals, TerminalApp):
     async def _find_vm_id(self) -> None:
         """Ask IMDS for the compute metadata until it answers: this VM's vmId keys the
         claims and the agent's steps and holds in the store (until then, the endpoint)."""
+        assert self.client is not None
         vm_id = await ThisVm(None).learn_id(self.client)
         self.approver.vm_id = vm_id
         self.agent_window.learned(vm_id)
@@ -295,6 +348,7 @@ class SetuiApp(Approvals, TerminalApp):
     # -- results ----------------------------------------------------------------------------
     def on_poll_update(self, message: PollUpdate) -> None:
         """Announce what the monitor saw (it already took the result), and redraw."""
+        self._taken()
         said = [announcement(change, self.vm_name, self.now()) for change in message.announce]
         if message.previous_state is not None:
             said.append(connection_announcement(message.previous_state, self.session.health))
@@ -314,6 +368,10 @@ class SetuiApp(Approvals, TerminalApp):
                                         for c in message.announce)):
             self.bell()
         self._refresh()
+
+    def _taken(self) -> None:
+        """The monitor took an update, about to be announced: an app built on this one
+        reads what else it says here (Textual calls every class's message handler)."""
 
     def _store_problem(self, brief: str | None, full: str | None) -> None:
         """The recorder failed (``full`` says why) or recovered (both None)."""
@@ -370,7 +428,7 @@ class SetuiApp(Approvals, TerminalApp):
     # -- other screens ----------------------------------------------------------------------
     def open_details(self, event_id: str) -> None:
         screen = details_screen(event_id, self.session, vm_name=lambda: self.vm_name,
-                                clock=self.now, store=self.store,
+                                clock=self.now, store=self.record,
                                 store_problem=self.store_status,
                                 terminate=self.config.terminate_notice)
         if screen is not None:
@@ -382,13 +440,13 @@ class SetuiApp(Approvals, TerminalApp):
     def action_history(self) -> None:
         from setui.ui.screens.history import HistoryScreen
 
-        self.push_screen(HistoryScreen(self.store, self.store_problem, clock=self.now,
+        self.push_screen(HistoryScreen(self.record, self.store_problem, clock=self.now,
                                        config=self.config, vm_name=self.vm_name))
 
     def action_audit(self) -> None:
         from setui.ui.screens.audit import AuditScreen
 
-        self.push_screen(AuditScreen(self.store, self.store_problem))
+        self.push_screen(AuditScreen(self.record, self.store_problem))
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         # Textual's "Keys" lists the focused widget's generic bindings ("Page Left"):

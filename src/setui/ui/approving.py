@@ -35,6 +35,8 @@ from setui.ui.messages import ApprovalDone, ApprovalNote, Session
 from setui.ui.screens.confirm import ConfirmationModal, Prompt, approval_prompt
 
 if TYPE_CHECKING:
+    from setui.api.approving import AgentApprover
+    from setui.api.attached import AttachedMonitor
     from setui.config import Config
     from setui.core.model import Document, Event
     from setui.identity import Identity
@@ -46,12 +48,13 @@ __all__ = ["Approvals"]
 class Approvals:
     """The approval half of the dashboard app (see the module docstring)."""
 
-    # What the app provides (set in SetuiApp.__init__).
+    # What the app provides (set in SetuiApp.__init__): standalone, the approver and the
+    # monitor; attached to the agent, their faces over its API (ui.attached).
     session: Session
-    approver: Approver
+    approver: Approver | AgentApprover
     config: Config
     identity: Identity
-    monitor: Monitor
+    monitor: Monitor | AttachedMonitor
     vm_name: str | None
     confirm_guard: float
     _mono: Callable[[], float]
@@ -268,9 +271,13 @@ class Approvals:
         body = Text()
         for note in self.in_flight():
             body.append(f"{safe(note.event_id, 40)}: {safe(note.in_flight(now), 120)}\n")
-        body.append("\nQuitting stops it: a request under way may or may not reach the "
-                    "service. The audit log records the outcome as unknown if a try may have "
-                    "arrived, as failed if none can have.")
+        if self.approver.outlives_front_end:  # the agent approves: it carries on
+            body.append("\nQuitting leaves it to the agent: it carries on and records the "
+                        "outcome (`setui audit` shows it).")
+        else:
+            body.append("\nQuitting stops it: a request under way may or may not reach the "
+                        "service. The audit log records the outcome as unknown if a try may "
+                        "have arrived, as failed if none can have.")
         self._push_dialog(ConfirmationModal(
             Prompt("An approval is in flight. Quit anyway?", body), yes="quit",
             no="stay", guard=self.confirm_guard, mono=self._mono), self._quit_confirmed)
@@ -279,10 +286,12 @@ class Approvals:
         if not yes:
             return
         now = self.now()
+        what = ("the agent carries it on and records its outcome" if
+                self.approver.outlives_front_end else "a request under way may or may not "
+                "have reached the service; the audit log records what is known of it "
+                "(unknown if a try may have arrived)")
         lines = [f"setui quit while approving {printable(n.event_id, 80)} "
-                 f"({printable(n.in_flight(now), 120)}): a request under way may or may not "
-                 "have reached the service; the audit log records what is known of it "
-                 "(unknown if a try may have arrived). `setui events` shows whether it "
-                 "started; `setui audit` what was recorded."
+                 f"({printable(n.in_flight(now), 120)}): {what}. `setui events` shows "
+                 "whether it started; `setui audit` what was recorded."
                  for n in self.in_flight()]
         self.exit(message="\n".join(lines) or None)

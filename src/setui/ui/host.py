@@ -9,6 +9,7 @@ the app goes up as a message (setui.ui.messages), never through this view.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
@@ -19,7 +20,22 @@ if TYPE_CHECKING:
     from setui.ui.format import Palette
     from setui.ui.messages import Session
 
-__all__ = ["DashboardHost"]
+__all__ = ["DashboardHost", "LinkView"]
+
+
+@dataclass(frozen=True)
+class LinkView:
+    """Where the dashboard's news comes from, for the status line: the agent it is
+    attached to ("attached to the agent (pid 812, up 3d 02h)"), or "standalone";
+    ``short`` where room is short; ``lost``: the agent is not answering, and ``text``
+    says what the dashboard does about it."""
+
+    text: str
+    short: str
+    lost: bool = False
+    # Seconds between the agent's words while nothing changes (0: this dashboard polls):
+    # the last answer's age reads "<Ns" under it, rather than counting up between them.
+    every: float = 0.0
 
 
 class DashboardHost(Protocol):
@@ -42,6 +58,20 @@ class DashboardHost(Protocol):
     @property
     def recorder_note(self) -> str | None:
         """Whether another recorder keeps the history while this dashboard is closed."""
+
+    @property
+    def link(self) -> LinkView | None:
+        """Attached to the agent (or reaching it again), or standalone; None: not said."""
+
+    @property
+    def approvals_here(self) -> bool:
+        """Whether the rows show only the approvals made in this dashboard (standalone);
+        False where they show anyone's, each with who approved (the agent's audit log)."""
+
+    @property
+    def approvals_off(self) -> str | None:
+        """Why nothing can be approved here (the agent said this user may not), or None:
+        the approve key is shown dimmed, and pressing it says why."""
 
     def now(self) -> datetime:
         """The time every countdown and age is measured against (the service's)."""

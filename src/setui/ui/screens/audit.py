@@ -26,7 +26,8 @@ from setui.ui.screens.offloop import query_store
 from setui.ui.widgets.keys import KeyBar
 
 if TYPE_CHECKING:
-    from setui.store import AuditRecord, Store, VerifyResult
+    from setui.store import AuditRecord, VerifyResult
+    from setui.store.reading import Record
 
 __all__ = ["AuditRow", "AuditScreen", "describe_row", "pair_records"]
 
@@ -260,7 +261,7 @@ class AuditScreen(TableNavigation):
     AuditScreen #audit-table { height: 1fr; }
     """
 
-    def __init__(self, store: Store | None, problem: str | None = None,
+    def __init__(self, store: Record | None, problem: str | None = None,
                  page_size: int = PAGE) -> None:
         super().__init__()
         self.store = store

@@ -46,7 +46,8 @@ from setui.ui.widgets.keys import KeyBar
 from setui.ui.widgets.notices import NoticeLine, Notices, give_notice
 
 if TYPE_CHECKING:
-    from setui.store import Store, StoryEntry
+    from setui.store import StoryEntry
+    from setui.store.reading import Record
 
 __all__ = ["DetailsScreen", "DetailsView", "EventDetails", "clipboard_problem",
            "describe_event", "details_screen", "event_json", "event_notice", "raw_json"]
@@ -298,7 +299,7 @@ class EventDetails:
     would be waste, and nothing else adds to the story.
     """
 
-    def __init__(self, event_id: str, session: Session, *, store: Store | None,
+    def __init__(self, event_id: str, session: Session, *, store: Record | None,
                  store_problem: str | None,
                  terminate: float = DEFAULT_TERMINATE_NOTICE) -> None:
         self.event_id = event_id
@@ -517,7 +518,7 @@ class DetailsScreen(ModalScreen[None]):
 
 
 def details_screen(event_id: str, session: Session, *, vm_name: Callable[[], str | None],
-                   clock: Callable[[], datetime], store: Store | None,
+                   clock: Callable[[], datetime], store: Record | None,
                    store_problem: str | None,
                    terminate: float = DEFAULT_TERMINATE_NOTICE) -> DetailsScreen | None:
     """The details of an event in the document, or of one gone this session; None for

@@ -40,7 +40,8 @@ from setui.ui.widgets.keys import KeyBar
 from setui.ui.widgets.page import Page, raw
 
 if TYPE_CHECKING:
-    from setui.store import IncarnationRecord, Store
+    from setui.store import IncarnationRecord
+    from setui.store.reading import Record
 
 __all__ = ["DetailScreen", "DiffStyles", "HistoryScreen", "IncarnationScreen",
            "describe_incarnation", "diff_documents", "local_and_utc", "pretty_json"]
@@ -283,7 +284,7 @@ class IncarnationScreen(DetailScreen):
         self.record = record
 
 
-def _page(store: Store, size: int, last: IncarnationRecord | None, now: datetime
+def _page(store: Record, size: int, last: IncarnationRecord | None, now: datetime
           ) -> tuple[list[IncarnationRecord], list[Hole | Impact]]:
     """One page of records, and the record's holes and measured stalls and boots from its
     oldest record up to the page before it (whose were listed with it): on the store's
@@ -323,7 +324,7 @@ class HistoryScreen(TableNavigation):
     HistoryScreen #history-table { height: 1fr; }
     """
 
-    def __init__(self, store: Store | None, problem: str | None = None,
+    def __init__(self, store: Record | None, problem: str | None = None,
                  page_size: int = PAGE, *, clock: Callable[[], datetime] = utc_now,
                  config: Config | None = None, vm_name: str | None = None) -> None:
         super().__init__()

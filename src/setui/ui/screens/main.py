@@ -190,7 +190,8 @@ class MainScreen(Screen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         # One key, two bindings: check_action offers the one that applies. Read-only,
-        # a is not shown, and pressing it says why.
+        # a is not shown; where the agent says this user may not approve, it is shown
+        # dimmed; either way pressing it says why.
         Binding("a", "approve", "Approve"),
         Binding("a", "approve_read_only", "Approve", show=False),
         Binding("d", "details", "Details", key_display="⏎"),
@@ -296,7 +297,7 @@ class MainScreen(Screen[None]):
         events, hidden = self.visible_events()
         table = self.query_one(EventsTable)
         health = host.health()
-        columns = columns_for(tier, local=local_differs(now))
+        columns = columns_for(tier, local=local_differs(now), here=host.approvals_here)
         if width < _ROOM_FOR_NOT_BEFORE:
             # The countdown says when; NotBefore itself is in the summary's second line.
             columns = [c for c in columns if c[0] != "utc"]
@@ -324,7 +325,7 @@ class MainScreen(Screen[None]):
             last_seen=session.last_seen, store_problem=host.store_status,
             filter_text=self.filter_text, this_vm_only=self.this_vm_only,
             hidden=hidden, recorder=host.recorder_note,
-            replay=host.replay_label), palette)
+            replay=host.replay_label, link=host.link), palette)
         lanes = build_lanes(events, session, host.vm_name, now, selected, self._keep)
         box = self.query_one("#filter", Input)
         height = self.size.height or self.app.size.height
@@ -353,8 +354,10 @@ class MainScreen(Screen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "clear_filter":  # nothing to clear: Escape is not offered
             return self._filtering()
-        if action in ("approve", "approve_read_only"):
-            return self.read_only == (action == "approve_read_only")
+        if action == "approve":  # dimmed where the agent says this user may not approve
+            return False if self.read_only else None if self.setui.approvals_off else True
+        if action == "approve_read_only":  # what a refused `a` runs: the app says why
+            return self.read_only or bool(self.setui.approvals_off)
         return True
 
     def _filtering(self) -> bool:

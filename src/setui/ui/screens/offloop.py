@@ -1,10 +1,10 @@
-"""Store queries for the screens, run on a thread and answered on the event loop.
+"""Record queries for the screens, run on a thread and answered on the event loop.
 
 SQLite may wait up to its busy timeout (5 s) for another writer (a recorder, an
-approval in another terminal); on Textual's event loop that would freeze every key and
-every countdown. A screen asks here instead: the query runs in a thread worker, and its
-result (or the store's error, in words) comes back on the loop, to a screen that is
-still there.
+approval in another terminal), and the agent's API answers over a socket; on Textual's
+event loop either would freeze every key and every countdown. A screen asks here
+instead: the query runs in a thread worker, and its result (or the store's or the
+agent's error, in words) comes back on the loop, to a screen that is still there.
 """
 
 from __future__ import annotations

@@ -103,6 +103,19 @@ class ReplayView:
         return None
 
     @property
+    def link(self) -> None:
+        """A replay shows the past: no agent, and nothing standalone, to speak of."""
+        return None
+
+    @property
+    def approvals_here(self) -> bool:
+        return True  # the column as the live dashboard has it
+
+    @property
+    def approvals_off(self) -> None:
+        return None  # a replay has no approve key at all
+
+    @property
     def recorder_note(self) -> str | None:
         if not self.loaded:
             return "reading the record…"

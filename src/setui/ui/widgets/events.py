@@ -70,11 +70,15 @@ def tier_for(width: int) -> str:
 _NARROW_LABELS = {"approved": "Approved"}
 
 
-def columns_for(tier: str, *, local: bool = True) -> list[tuple[str, str]]:
+def columns_for(tier: str, *, local: bool = True,
+                here: bool = True) -> list[tuple[str, str]]:
     """(key, label) of the columns shown at that tier, left to right; without the Local
-    column when ``local`` is false (this machine keeps UTC: it would repeat NotBefore)."""
+    column when ``local`` is false (this machine keeps UTC: it would repeat NotBefore).
+    ``here``: the rows show only the approvals this dashboard made ("Approved here");
+    otherwise anyone's, each with its approver (attached: the agent's audit log), and
+    the column says "Approved"."""
     index = {"wide": 2, "medium": 3, "narrow": 4}[tier]
-    labels = _NARROW_LABELS if tier == "narrow" else {}
+    labels = _NARROW_LABELS if tier == "narrow" or not here else {}
     return [(key, labels.get(key, label)) for key, label, *shown in COLUMNS
             if (key, label, *shown)[index] and (local or key != "local")]
 

@@ -25,6 +25,7 @@ from rich.text import Text
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
+from textual.timer import Timer
 
 from setui.ui.format import Palette, safe
 from setui.ui.widgets.lines import ChangedLines
@@ -173,9 +174,12 @@ class NoticeLine(ChangedLines):
     def __init__(self, notices: Notices, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.notices = notices
+        self._timer: Timer | None = None
 
     def on_mount(self) -> None:
-        self.set_interval(0.5, self._tick, name="notices")
+        # Ticks only while a notice waits to be seen or to leave: an idle dashboard's
+        # loop is not woken twice a second for nothing (bench/, "attached").
+        self._timer = self.set_interval(0.5, self._tick, name="notices", pause=True)
         self.show()
 
     def on_resize(self) -> None:
@@ -201,5 +205,7 @@ class NoticeLine(ChangedLines):
                              Palette.from_variables(self.app.theme_variables))
         self.set_class(bool(lines), "-shown")
         self.set_lines(lines)
+        if self._timer is not None:
+            (self._timer.resume if self.notices.shown else self._timer.pause)()
         if len(lines) != before:
             self.post_message(self.Resized())

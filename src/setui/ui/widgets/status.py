@@ -15,9 +15,10 @@ from rich.text import Text
 from setui.core.health import ConnectionState, Health
 from setui.core.timefmt import age, zone_name
 from setui.ui.format import Palette, safe
+from setui.ui.host import LinkView
 from setui.ui.widgets.lines import ChangedLines, left_and_right
 
-__all__ = ["StatusBar", "StatusView", "connection_text", "status_lines"]
+__all__ = ["LinkView", "StatusBar", "StatusView", "connection_text", "status_lines"]
 
 SKEW_SHOWN = 2.0  # seconds of clock difference worth telling the operator about
 
@@ -40,6 +41,7 @@ class StatusView:
     hidden: int = 0  # events the filter or this-VM-only hides
     recorder: str | None = None  # another recorder running, or that none is
     replay: str | None = None  # the REPLAY badge (with the day) instead of live news
+    link: LinkView | None = None  # attached to the agent, or standalone (None: not said)
 
 
 @dataclass(frozen=True)
@@ -142,6 +144,10 @@ def status_lines(view: StatusView, width: int, palette: Palette) -> list[Text]:
     # Line 2: the connection, the age of the news, the document, the history.
     state = view.health.state
     connection, reason = _connection(view.health)
+    lost = view.link is not None and view.link.lost
+    if lost:  # nothing is known since the agent's last word, and the reason is why
+        connection = _Part("◐ stale: the agent is not answering", short="◐ stale", keep=True)
+        reason = safe(view.health.last_error or "", 400)
     if view.replay and state is ConnectionState.STALE:
         # A hole in the record: nobody was waiting for an answer.
         connection = _Part("◐ not recording", keep=True)
@@ -162,7 +168,8 @@ def status_lines(view: StatusView, width: int, palette: Palette) -> list[Text]:
         parts.append(_Part(", ".join(view_parts) + hidden, "bold",
                            short=", ".join(short_parts) + hidden, keep=True))
     if view.last_seen is not None:
-        old = age(max(0.0, (view.now - view.last_seen).total_seconds()))
+        calm = view.link.every if view.link is not None and view.link.every else 2.0
+        old = age(max(0.0, (view.now - view.last_seen).total_seconds()), calm)
         if view.replay:  # what the record says about the moment, not a connection's age
             parts.append(_Part("recorded live", short="live") if state is ConnectionState.LIVE
                          else _Part(f"last recorded answer {old} before", palette.soon,
@@ -182,6 +189,9 @@ def status_lines(view: StatusView, width: int, palette: Palette) -> list[Text]:
         direction = "behind" if skew > 0 else "ahead of"
         parts.append(_Part(f"this VM's clock is {abs(skew):.0f} s {direction} the service's",
                            palette.soon, short=f"clock {abs(skew):.0f} s {direction.split()[0]}"))
+    if view.link is not None:
+        parts.append(_Part(view.link.text, palette.soon if lost else palette.muted,
+                           short=view.link.short, keep=lost))
     if view.store_problem and not view.replay:  # the reason gets a line of its own, below
         parts.append(_Part("history NOT recorded", palette.alarm, short="NOT recorded",
                            keep=True))

@@ -1,0 +1,227 @@
+"""``setui`` attached to the agent: the same dashboard, its news from the agent alone.
+
+The agent is the VM's one poller, recorder and approver: this app asks IMDS nothing and
+keeps no store. Its monitor is an :class:`~setui.api.attached.AttachedMonitor` (the
+agent's state pushes), its approver an :class:`~setui.api.approving.AgentApprover` (the
+agent approves, as the kernel says this user is; progress comes back to the same row and
+notice line), its screens read the agent's record through the
+:class:`~setui.api.client.AgentClient` it attached with (the Record a store answers too,
+on threads), the agent's plan per event comes with its plan pushes, and ``H`` is the
+agent's own hold and release. ``r`` asks nothing: it says what the agent last heard.
+When the agent goes, the state is shown stale and the link says so; back, the approvals
+whose answer was lost are looked up in its audit log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime
+from functools import partial
+from pathlib import Path
+
+from setui.api.approving import AgentApprover
+from setui.api.attached import LOST_WORDS, AttachedMonitor
+from setui.api.client import AgentClient, ApiError
+from setui.config import Config
+from setui.core.clock import utc_now
+from setui.core.timefmt import age
+from setui.identity import Identity
+from setui.snapshot import find_event
+from setui.store.records import APPROVED
+from setui.textsafe import printable
+from setui.ui.agentwindow import HELD_WORDS, RELEASED_WORDS, event_plan
+from setui.ui.app import SetuiApp
+from setui.ui.format import safe
+from setui.ui.host import LinkView
+from setui.ui.messages import ApprovalDone, ApprovalNote
+
+__all__ = ["AttachedApp"]
+
+
+class AttachedApp(SetuiApp):
+    """The dashboard over the agent ``agent`` greeted it as (see the module doc); the app
+    reads the agent's record through it and closes it when it stops."""
+
+    def __init__(self, *, agent: AgentClient, config: Config,
+                 clock: Callable[[], datetime] = utc_now,
+                 mono: Callable[[], float] = time.monotonic, identity: Identity | None = None,
+                 user_themes: Path | None = None, zoom: int | None = None,
+                 config_path: Path | None = None, read_only_why: str | None = None) -> None:
+        hello = agent.hello
+        self.path = agent.path
+        self._hello = hello
+        self.agent = agent
+        self._approvals_off: str | None = None
+        # The status line names the endpoint the agent polls, whatever this user's is.
+        config = replace(config, endpoint=hello.agent.endpoint)
+        super().__init__(client=None, config=config, clock=clock, mono=mono,
+                         identity=identity, user_themes=user_themes, zoom=zoom,
+                         config_path=config_path, read_only_why=read_only_why)
+        self.vm_name = config.vm_name or hello.agent.vm_name
+
+    # -- what the shell builds ------------------------------------------------------------
+    def _monitor(self) -> AttachedMonitor:  # type: ignore[override]
+        return AttachedMonitor(self.path, self._hello, state=self.session, mono=self._mono,
+                               wall=self._clock, on_link=self._link_changed)
+
+    def _approver(self) -> AgentApprover:  # type: ignore[override]
+        return AgentApprover(self.agent, read_only=self.config.read_only,
+                             hello=lambda: self.attached.hello, wall=self._clock)
+
+    @property
+    def attached(self) -> AttachedMonitor:
+        assert isinstance(self.monitor, AttachedMonitor)
+        return self.monitor
+
+    def _greet(self) -> None:
+        why = self.approvals_off
+        if why is not None:
+            self.notify(f"You may read here, not approve: {safe(why, 300)}",
+                        title="Approvals", timeout=10, markup=False)
+
+    async def _let_go(self) -> None:
+        self.agent.close(bye=False)
+
+    # -- what the status line and the keys say --------------------------------------------
+    @property
+    def link(self) -> LinkView:
+        monitor = self.attached
+        if monitor.lost is not None:
+            return LinkView(monitor.link_words(), LOST_WORDS, lost=True)
+        return LinkView(monitor.link_words(), f"agent pid {monitor.hello.agent.pid}",
+                        every=monitor.heard_every)
+
+    @property
+    def approvals_here(self) -> bool:
+        """The rows show the agent's word on every approval (any user's, its policy's),
+        each with who approved: not this dashboard's alone."""
+        return False
+
+    @property
+    def approvals_off(self) -> str | None:
+        approver = self.approver
+        assert isinstance(approver, AgentApprover)
+        return None if self.config.read_only else approver.why_not()
+
+    @property
+    def recorder_note(self) -> str | None:
+        return None  # the agent records: the link says whose history it is
+
+    @property
+    def store_status(self) -> str | None:
+        """Why the agent does not record the history now, in its words."""
+        recording = self.attached.recording
+        if recording is None or recording.recording:
+            return None
+        return f"the agent: {recording.problem or 'it keeps no store'}"
+
+    @property
+    def record(self) -> AgentClient:
+        return self.agent
+
+    # -- updates --------------------------------------------------------------------------
+    def _taken(self) -> None:
+        monitor = self.attached
+        self.vm_name = self.config.vm_name or monitor.vm_name
+        self._take_approvals()
+        off = self.approvals_off
+        if off != self._approvals_off:  # a new hello may say otherwise (approvers reread)
+            self._approvals_off = off
+            self.main_screen.refresh_bindings()
+
+    def _take_approvals(self) -> None:
+        """The agent's word on who approved each current event (any client, its policy)
+        shown on the row, unless this dashboard knows newer of it."""
+        for event_id, record in self.attached.approvals.items():
+            note = self.session.approvals.get(event_id)
+            if record.result != APPROVED or (note is not None and (
+                    note.pending or note.approved or note.at > record.time)):
+                continue
+            self.session.approvals[event_id] = ApprovalNote(
+                event_id, record.time, record.user, approved=True,
+                message=f"approved by {record.user} (the agent's audit log, record "
+                        f"{record.seq})")
+
+    def _link_changed(self, lost: bool, words: str) -> None:
+        """The agent went, or is back: said once; back, what became of the approvals
+        whose answer was lost is asked of its audit log."""
+        said = safe(words, 300)
+        self.notify(f"{said[:1].upper()}{said[1:]}.", severity="warning" if lost
+                    else "information", timeout=10 if lost else 6, markup=False)
+        if not lost:
+            self.run_worker(self._look_up, thread=True, group="audit", exit_on_error=False)
+
+    def _look_up(self) -> None:
+        approver = self.approver
+        assert isinstance(approver, AgentApprover)
+        outcomes = approver.look_up()
+        if outcomes:
+            self.post_message(ApprovalDone([
+                ApprovalNote(o.event_id, self.now(), self.identity.user, approved=o.approved,
+                             refused=o.refused, unknown=o.unknown, message=o.message)
+                for o in outcomes]))
+
+    def _refresh(self) -> None:
+        self.main_screen.refresh_view()  # the plan comes with the agent's pushes
+
+    def poll_now(self) -> None:
+        """``r``: nothing is asked of IMDS here; say what the agent last heard (or try to
+        reach it again at once, while it is away)."""
+        monitor = self.attached
+        if monitor.lost is not None:
+            monitor.poll_now()
+            self.notify("Trying to reach the agent again now…", timeout=3, markup=False)
+            return
+        self.notify(self._heard(), title="The agent polls (this dashboard asks IMDS nothing)",
+                    timeout=6, markup=False)
+
+    def _heard(self) -> str:
+        """What the agent last heard from IMDS, as far as its last word says."""
+        monitor, state = self.attached, self.session
+        health = monitor.health()
+        every = f"it polls every {monitor.interval:g} s"
+        if state.document is None or state.last_seen is None:
+            return f"No answer yet ({health.state.value}); {every}."
+        events = len(state.document.events)
+        mine = sum(1 for e in state.document.events if e.affects(self.vm_name)) \
+            if self.vm_name else 0
+        old = age(max(0.0, (self.now() - state.last_seen).total_seconds()),
+                  monitor.heard_every)
+        text = (f"Its last answer, {old} old: incarnation {state.document.incarnation}, "
+                f"{events} event{'' if events == 1 else 's'}")
+        text += f" ({mine} for this VM)" if mine else ""
+        reason = f" ({safe(health.last_error, 200)})" if health.last_error else ""
+        return f"{text}; connection {health.state.value}{reason}; {every}."
+
+    # -- the agent's plan and its hold ----------------------------------------------------
+    def agent_plan(self, event_id: str | None) -> str:
+        if event_id is None:
+            return ""
+        plan = self.attached.plan
+        steps = [s for s in plan.steps if s.event_id == event_id]
+        return event_plan(steps, held=event_id in plan.held, now=self.now())
+
+    def toggle_hold(self, event_id: str) -> None:
+        """``H``: the agent's own hold (or release) of the event, on a thread."""
+        event = find_event(self.session.document, event_id)
+        spelt = event.event_id if event is not None else event_id
+        hold = spelt not in self.attached.plan.held
+        self.run_worker(partial(self._hold, spelt, hold), thread=True, group="agent-hold",
+                        exit_on_error=False)
+
+    def _hold(self, event_id: str, hold: bool) -> None:
+        try:
+            with AgentClient.connect(self.path) as client:
+                answer = client.hold(event_id) if hold else client.release(event_id)
+        except ApiError as exc:
+            words, severity = f"Not changed: {printable(exc.message, 300)}", "error"
+        else:
+            words, severity = HELD_WORDS if hold else RELEASED_WORDS, "information"
+            if answer.running:
+                words += f" Its {printable(answer.running, 40)} step, already running, goes on."
+        with contextlib.suppress(RuntimeError):  # the app stopped meanwhile
+            self.call_from_thread(self.notify, words, severity=severity, timeout=6,
+                                  markup=False)
