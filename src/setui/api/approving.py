@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, TypeVar
 
-from setui.api.client import AgentClient, ApiError, ConnectionLost, NoAgent
+from setui.api.client import AgentClient, ApiError, ConnectionLost, NoAgent, Unreadable
 from setui.api.protocol import FORBIDDEN, INTERNAL
 from setui.core.clock import utc_now
 from setui.outcome import ApprovalOutcome, Progress
@@ -185,10 +185,11 @@ class AgentApprover:
         except NoAgent as exc:  # nothing left this process
             return [_outcome(i, f"not approved: the agent cannot be reached ({exc.message}); "
                                 "nothing was sent") for i in ids]
-        except ConnectionLost as exc:
+        except ConnectionLost as exc:  # an answer unreadable is one lost: sent, or not
             self.in_doubt += [InDoubt(i, sent, os.getpid()) for i in ids]
-            return _unknown(ids, f"the connection to the agent was lost while it approved "
-                                 f"({exc.message})")
+            what = ("the agent's answer could not be read" if isinstance(exc, Unreadable)
+                    else "the connection to the agent was lost")
+            return _unknown(ids, f"{what} while it approved ({exc.message})")
         except ApiError as exc:
             if exc.code == INTERNAL:  # it failed somewhere in the approval
                 self.in_doubt += [InDoubt(i, sent, os.getpid()) for i in ids]

@@ -128,6 +128,12 @@ class ConnectionLost(ApiError):
         super().__init__(UNAVAILABLE, message)
 
 
+class Unreadable(ConnectionLost):
+    """What the agent sent could not be read: the connection cannot be trusted after it,
+    and what the agent did with a request already sent is not known (an approval's
+    outcome is then unknown, never "refused")."""
+
+
 def _group_name(path: Path) -> str:
     """The group that may reach the socket: its own, or its directory's when that is
     what keeps this user out."""
@@ -181,7 +187,7 @@ def _error(answer: Answer) -> ApiError:
 
 
 def _broken(exc: ProtocolError) -> ApiError:
-    return ApiError(BAD_REQUEST, f"the agent sent something unreadable: {exc.message}")
+    return Unreadable(f"the agent sent something unreadable: {exc.message}")
 
 
 @dataclass(frozen=True)
@@ -278,7 +284,10 @@ class AgentClient:
             return cls(frames, decode_hello(answer.body), path)
         except ProtocolError as exc:
             sock.close()
-            raise _broken(exc) from None
+            raise ApiError(BAD_REQUEST, _broken(exc).message) from None
+        except Unreadable as exc:  # no request was sent: not an agent to attach to
+            sock.close()
+            raise ApiError(BAD_REQUEST, exc.message) from None
         except BaseException:
             sock.close()
             raise
@@ -354,7 +363,7 @@ class AgentClient:
                     continue
                 if answer.kind == "ok":
                     return answer.body
-                raise ApiError(BAD_REQUEST, f"the agent sent a {answer.kind} in answer")
+                raise Unreadable(f"the agent sent a {answer.kind} in answer")
         except ConnectionLost:
             self._lost = True
             raise
