@@ -122,3 +122,21 @@ def test_the_replay_folds_what_was_measured_into_the_events_life(
     recent = recording.moment(START + timedelta(seconds=96)).impacts
     assert [i.seconds for i in recent] == [4.8, 3.1]  # both within the five minutes before
     assert recording.moment(START + timedelta(seconds=20)).impacts == ()
+
+
+def test_a_stall_after_the_last_written_sighting_is_still_in_the_report(
+        tmp_path: Path) -> None:
+    """A stall measured after the record's last written moment (a document's sighting is
+    written at most once a minute, a session's beat likewise): the record reaches it. It
+    was left out of the report's window, and so out of its event (seen under load)."""
+    store: Store = record_scenario(tmp_path / "setui.db", SCENARIO, seconds=60)
+    try:
+        late = Impact(STALL, START + timedelta(seconds=600), 2.0, ENDPOINT, wall_seconds=2.0,
+                      event_id=FREEZE, event_type="Freeze", announced=5, tie=STARTED)
+        store.record_impact(late)
+        found = load_recording(store)
+    finally:
+        store.close()
+    assert found is not None and found.end >= late.at
+    [freeze] = [e for e in build_report(found).events if e.event_id == FREEZE]
+    assert [i.at for i in freeze.impacts] == [late.at]

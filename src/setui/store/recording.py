@@ -42,12 +42,15 @@ def gather(store: Store, *, since: datetime | None = None, until: datetime | Non
     sessions = store.recorders(endpoint=endpoint)
     # A document's last sighting moves at most once a minute; the sessions say how far
     # the record really reaches.
-    last = max([r.last_seen for r in records] + [s.end for s in sessions if s.end >= first])
+    measured = tuple(store.impacts(endpoint=endpoint, until=until))
+    # A stall or boot measured is the agent seen running then: the record reaches it,
+    # whether or not a document's sighting or the session's last beat was written since.
+    last = max([r.last_seen for r in records] + [s.end for s in sessions if s.end >= first]
+               + [i.at for i in measured if i.at >= first])
     end = until if until is not None else max(last, audit[-1].time if audit else last)
     start = max(since, first) if since is not None else first
     start = min(start, end)
     holes = tuple(h for h in store.holes(endpoint=endpoint) if h.overlaps(first, end))
-    measured = tuple(store.impacts(endpoint=endpoint, until=until))
     measuring = tuple((s.started, s.end) for s in sessions if s.measures)
     return RecordingParts(endpoint, tuple(records), audit, holes, bool(sessions), start,
                           end, measured, measuring)
