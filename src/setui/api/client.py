@@ -186,8 +186,12 @@ def _error(answer: Answer) -> ApiError:
                     body.text("message", limit=4000))
 
 
-def _broken(exc: ProtocolError) -> ApiError:
-    return Unreadable(f"the agent sent something unreadable: {exc.message}")
+def _unreadable(exc: ProtocolError) -> str:
+    return f"the agent sent something unreadable: {exc.message}"
+
+
+def _broken(exc: ProtocolError) -> Unreadable:
+    return Unreadable(_unreadable(exc))
 
 
 @dataclass(frozen=True)
@@ -284,7 +288,7 @@ class AgentClient:
             return cls(frames, decode_hello(answer.body), path)
         except ProtocolError as exc:
             sock.close()
-            raise ApiError(BAD_REQUEST, _broken(exc).message) from None
+            raise ApiError(BAD_REQUEST, _unreadable(exc)) from None
         except Unreadable as exc:  # no request was sent: not an agent to attach to
             sock.close()
             raise ApiError(BAD_REQUEST, exc.message) from None
