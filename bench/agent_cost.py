@@ -22,7 +22,6 @@ run at the same time against the same emulator (target: at most 0.6x).
 
 from __future__ import annotations
 
-import re
 import subprocess
 import time
 import urllib.request
@@ -36,6 +35,7 @@ from common import (
     sched_cpu,
     scratch,
     start_sample,
+    wait_for_match,
     write_scenario,
 )
 from watch_cost import _polls, scenario
@@ -56,15 +56,6 @@ notify = true
 name = "others"
 this_vm = false
 """
-
-
-def _metrics_url(path: object, deadline: float) -> str | None:
-    while time.monotonic() < deadline:
-        found = re.search(r"metrics at (http://\S+/metrics)", path.read_text())  # type: ignore[attr-defined]
-        if found:
-            return found.group(1)
-        time.sleep(0.1)
-    return None
 
 
 def run(quick: bool = False) -> list[Row]:
@@ -91,7 +82,9 @@ def run(quick: bool = False) -> list[Row]:
                  "--metrics", "127.0.0.1:0"],
                 env=agent_env, stdout=agent_out, stderr=err)
         sample, sample_out = start_sample(emulator.url, work)
-        url = _metrics_url(agent_err, time.monotonic() + 30)
+        said = wait_for_match(agent_err, r"metrics at (http://\S+/metrics)",
+                              time.monotonic() + 30)
+        url = said.group(1) if said else None
         scrapes, scraped_at = 0, 0.0
         warmup = 5.0
         steady0: tuple[float | None, float | None] | None = None

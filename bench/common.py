@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -82,6 +83,17 @@ def env_for(data_dir: Path) -> dict[str, str]:
 
 # -- scratch space, scenarios, child processes ---------------------------------------------
 WORK = ROOT / "bench" / ".work"  # gitignored; on the real disk, so fsyncs cost what they do
+
+
+def wait_for_match(path: Path, pattern: str, deadline: float) -> re.Match[str] | None:
+    """The first match of ``pattern`` (multiline) in a child's output file, read again as
+    the child writes it until ``deadline`` (time.monotonic); None when it never came."""
+    while time.monotonic() < deadline:
+        found = re.search(pattern, path.read_text(), re.MULTILINE)
+        if found:
+            return found
+        time.sleep(0.05)
+    return None
 
 
 def scratch(prefix: str) -> Path:

@@ -17,7 +17,17 @@ import sys
 import time
 from pathlib import Path
 
-from common import SETUI, Row, env_for, interrupt, ratio, sched_cpu, scratch, write_scenario
+from common import (
+    SETUI,
+    Row,
+    env_for,
+    interrupt,
+    ratio,
+    sched_cpu,
+    scratch,
+    wait_for_match,
+    write_scenario,
+)
 from watch_cost import _polls, scenario
 
 from setui.emulator.scenario import load_scenario
@@ -46,15 +56,6 @@ def thread_cpu(pid: int, tid: int) -> float | None:
         return None
 
 
-def _thread_id(path: Path, deadline: float) -> int | None:
-    while time.monotonic() < deadline:
-        for line in path.read_text().splitlines():
-            if line.startswith("heartbeat thread "):
-                return int(line.split()[-1])
-        time.sleep(0.05)
-    return None
-
-
 def run(quick: bool = False) -> list[Row]:
     duration = 10.0 if quick else 60.0
     work = scratch("heartbeat")
@@ -72,7 +73,8 @@ def run(quick: bool = False) -> list[Row]:
             beat = subprocess.Popen([sys.executable, "-c", ENTRY, *watch, "--data-dir",
                                      str(beat_dir)], env=env_for(beat_dir), stdout=beat_out,
                                     stderr=err)
-        tid = _thread_id(beat_err, time.monotonic() + 30)
+        said = wait_for_match(beat_err, r"^heartbeat thread (\d+)$", time.monotonic() + 30)
+        tid = int(said.group(1)) if said else None
         warmup = 5.0
         time.sleep(max(0.0, started + warmup - time.time()))
         steady0 = (sched_cpu(plain.pid), sched_cpu(beat.pid),
