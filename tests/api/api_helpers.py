@@ -16,9 +16,11 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -137,6 +139,32 @@ async def agent_in_process(directory: Path, store: Store, *, endpoint: str, star
         await server.aclose()
         bound.remove()
         bound.sock.close()
+
+
+@contextlib.contextmanager
+def stand_in_agent(path: Path, hello: dict[str, object], answer: bytes = b"",
+                   ) -> Iterator[None]:
+    """Something serving ``path`` as no real agent would: its ``hello``, then ``answer``
+    to the first request (or to the client closing without one), once."""
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen(1)
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.sendall(json.dumps({"hello": hello}).encode() + b"\n")
+            conn.makefile("rb").readline()  # the request, or nothing when the client goes
+            with contextlib.suppress(OSError):  # a client gone already
+                conn.sendall(answer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join(timeout=30)
+        server.close()
 
 
 def posts(emu: Emulator) -> list[object]:

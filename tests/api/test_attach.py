@@ -3,15 +3,12 @@ why it runs standalone: told so, nothing there, another version of the API."""
 
 from __future__ import annotations
 
-import json
 import os
-import socket
-import threading
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from api_helpers import plain_env, start_agent, stop
+from api_helpers import plain_env, stand_in_agent, start_agent, stop
 
 from setui.api.attach import attach, attached_words
 from setui.config import Config
@@ -37,23 +34,8 @@ def test_an_agent_of_another_api_version_is_not_attached_to(tmp_path: Path) -> N
     """A hello of version 99 (a newer agent beside an older front end): standalone, and
     the status line says which version each speaks."""
     path = tmp_path / "api.sock"
-    server = socket.socket(socket.AF_UNIX)
-    server.bind(str(path))
-    server.listen(1)
-
-    def greet() -> None:
-        conn, _ = server.accept()
-        with conn:
-            conn.sendall(json.dumps({"hello": {"api": 99}}).encode() + b"\n")
-            conn.recv(1)
-
-    thread = threading.Thread(target=greet, daemon=True)
-    thread.start()
-    try:
+    with stand_in_agent(path, {"api": 99}):
         client, words = attach(Config(socket=path))
-    finally:
-        thread.join(timeout=30)
-        server.close()
     assert client is None
     assert words.startswith("standalone: the agent sent something unreadable: ")
     assert "API version 99; this setui speaks version 1" in words

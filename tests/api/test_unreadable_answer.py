@@ -4,15 +4,11 @@ reported "refused: nothing was sent")."""
 
 from __future__ import annotations
 
-import contextlib
-import json
-import socket
-import threading
-from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from api_helpers import stand_in_agent
 
 from setui.api.client import AgentClient, ConnectionLost
 from setui.api.codec import AgentInfo, Hello, You, encode_hello
@@ -26,29 +22,6 @@ HELLO = encode_hello(Hello(API_VERSION, "0", AgentInfo(
     You(uid=0, user="root", may_approve=True, why_not=None)))
 
 
-@contextlib.contextmanager
-def _agent(path: Path, answer: bytes) -> Iterator[threading.Thread]:
-    """A stand-in agent on a real socket: its hello, then ``answer`` to the first
-    request, whatever it was."""
-    server = socket.socket(socket.AF_UNIX)
-    server.bind(str(path))
-    server.listen(1)
-
-    def serve() -> None:
-        conn, _ = server.accept()
-        with conn:
-            conn.sendall(json.dumps({"hello": HELLO}).encode() + b"\n")
-            conn.makefile("rb").readline()  # the request
-            conn.sendall(answer)
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield thread
-    finally:
-        thread.join(timeout=30)
-        server.close()
-
-
 @pytest.mark.parametrize("answer", [
     b"this is not json\n",
     b'{"id": 1, "ok": {"outcomes": "not a list"}}\n',
@@ -57,7 +30,8 @@ def _agent(path: Path, answer: bytes) -> Iterator[threading.Thread]:
 def test_an_unreadable_answer_to_an_approval_is_a_lost_one(tmp_path: Path,
                                                            answer: bytes) -> None:
     path = tmp_path / "api.sock"
-    with _agent(path, answer), AgentClient.connect(path, timeout=30) as client, \
-                pytest.raises(ConnectionLost) as caught:
+    with stand_in_agent(path, HELLO, answer), \
+            AgentClient.connect(path, timeout=30) as client, \
+            pytest.raises(ConnectionLost) as caught:
         client.approve([EVENT], {EVENT: Confirmed(EVENT, {"EventId": EVENT}, 1)})
     assert "the agent sent" in caught.value.message, caught.value.message
