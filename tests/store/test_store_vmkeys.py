@@ -5,13 +5,16 @@ The edges of the rule, on real store files: a row with a vmId is that VM's alone
 whatever endpoint wrote it; a row without one (written before the vmId was known, or by
 an older setui) is the endpoint's, and once the vmId is known it is still found at that
 endpoint (and is keyed by the vmId when next written); without the vmId every row of the
-endpoint counts, and a claim says whose it was. A store of schema 6 keeps every claim,
-hold and step when upgraded, and is read so without being written.
+endpoint counts, and a claim says whose it was. The agent's hook runs and messages follow
+the same rule. A store of schema 6 keeps every claim, hold and step when upgraded, one of
+schema 7 every hook run and message, and each is read so without being written.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from store_helpers import ENDPOINT, T0, entry
@@ -37,6 +40,24 @@ def attempt(store: Store, event_id: str, *, endpoint: str = ENDPOINT,
 def hold_entry(event_id: str) -> AuditEntry:
     return AuditEntry(action="agent-hold", time=T0, user="alice", host="vm",
                       endpoint=ENDPOINT, event_id=event_id)
+
+
+@contextlib.contextmanager
+def upgraded(path: Path, old: int, kept: Callable[[Store], None]) -> Iterator[Store]:
+    """The store at ``path`` (schema ``old``): ``kept`` holds of it read as upgraded
+    without being written, then of it upgraded by a writer, which is yielded; the file
+    says the current schema after."""
+    with Store(path, readonly=True) as reader:
+        kept(reader)
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == old
+    conn.close()
+    with Store(path) as store:
+        kept(store)
+        yield store
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
+    conn.close()
 
 
 # -- claims -------------------------------------------------------------------------------------
@@ -164,16 +185,9 @@ def test_the_upgrade_keeps_every_claim_hold_and_step(tmp_path: Path) -> None:
         assert AgentLog(store, PROXY, vm_id=VM_A).held(["A-2"]) == set()
         assert store.claim("A-3", PROXY, vm_id=VM_A) is None
 
-    with Store(path, readonly=True) as reader:  # read as upgraded, without writing
-        kept(reader)
-    conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 6
-    conn.close()
-    with Store(path) as store:
-        kept(store)
+    with upgraded(path, 6, kept) as store:
         assert store.verify_audit().ok
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
     assert conn.execute("SELECT vm, endpoint FROM agent_steps").fetchall() == \
         [(ENDPOINT, ENDPOINT)]
     conn.close()
@@ -238,19 +252,12 @@ def test_the_upgrade_keeps_every_hook_run_and_message_as_the_endpoints(tmp_path:
                 [f"{ENDPOINT}|A-1|appeared|"]
         assert AgentLog(store, PROXY, vm_id=VM_A).hook_runs() == []
 
-    with Store(path, readonly=True) as reader:  # read as upgraded, without writing
-        kept(reader)
-    conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 7
-    conn.close()
-    with Store(path) as store:
-        kept(store)
+    with upgraded(path, 7, kept) as store:
         # Told again once the vmId is known: the same message, not queued twice.
         assert not AgentLog(store, ENDPOINT, vm_id=VM_A).queue_notification(
             f"{VM_A}|A-1|appeared|", event_id="A-1", change="appeared", title="t",
             body="b", at=T0)
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
     assert conn.execute("SELECT vm FROM agent_hook_runs UNION ALL "
                         "SELECT vm FROM agent_notifications").fetchall() == \
         [(ENDPOINT,), (ENDPOINT,)]
