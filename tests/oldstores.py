@@ -32,6 +32,8 @@ _UNKEYED_BY_VM = (
 
 # What each schema version added that can be taken out again, newest first.
 _ADDED = {
+    8: ("ALTER TABLE agent_hook_runs DROP COLUMN vm",
+        "ALTER TABLE agent_notifications DROP COLUMN vm"),
     7: _UNKEYED_BY_VM,
     6: ("DROP TABLE impacts", "ALTER TABLE recorders DROP COLUMN boot_id",
         "ALTER TABLE recorders DROP COLUMN measures"),
@@ -42,11 +44,13 @@ _ADDED = {
 def back_to(conn: sqlite3.Connection, version: int) -> None:
     """Remove every addition of the versions after ``version`` (5 at the oldest: versions
     before it changed tables the callers drop or fill themselves; the agent's tables are
-    made as they were before version 7 only where the caller left them) and say
+    made as they were before versions 7 and 8 only where the caller left them) and say
     ``version``."""
     tables = {str(row[0]) for row in conn.execute("SELECT name FROM sqlite_master")}
     for added in sorted(_ADDED, reverse=True):
         if added == 7 and not {"agent_steps", "agent_holds"} <= tables:
+            continue
+        if added == 8 and not {"agent_hook_runs", "agent_notifications"} <= tables:
             continue
         if added > version:
             for statement in _ADDED[added]:

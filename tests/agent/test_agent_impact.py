@@ -248,3 +248,30 @@ def test_short_notice_is_not_told_when_the_policy_says_so(tmp_path: Path, sink: 
         changes = [n.change for n in AgentLog(store, emu.url).notifications()]
     assert "appeared" in changes and "short notice" not in changes
     assert not any("short notice" in str(b.get("title")) for b in sink.bodies)
+
+
+def measuring(tmp_path: Path) -> bool:
+    """Whether the store says a session keeps the agent's heartbeat (set at its first
+    answer): from then on a report has something measured to speak of."""
+    with Store.open_dir(tmp_path / "data", readonly=True) as store:
+        return any(s.measures for s in store.recorders())
+
+
+def test_a_report_right_after_the_agent_starts_says_it_is_measuring(tmp_path: Path) -> None:
+    """The session's span is a moment long until its first beat (a minute later): the
+    report must still say the heartbeat runs, since when, and that nothing was seen."""
+    emu = emulator_of(FREEZE)
+    proc, lines = start_agent(emu.url, tmp_path)
+    try:
+        lines.until(lambda line: '"state": "live"' in line, 60, "the first answer")
+        wait_until(lambda: measuring(tmp_path), 60, "the session marked as measuring")
+        text = run_setui(tmp_path, "report").stdout
+        data = json.loads(run_setui(tmp_path, "report", "--format", "json").stdout)
+    finally:
+        assert stop(proc) == 0
+        emu.stop()
+    assert "not measured" not in text, text
+    assert "- **Stalls and boots with no event announced:** none measured so far; the " \
+           "agent's heartbeat has run since " in text, text
+    assert data["impacts_measured"] is True
+    assert data["impacts_measured_since"] is not None

@@ -15,6 +15,7 @@ import pytest
 from agent_helpers import (
     EVENT_ID,
     USER_REBOOT,
+    Sink,
     agent_env,
     agent_said,
     drain_policy,
@@ -24,6 +25,7 @@ from agent_helpers import (
     stop,
     write_policy,
 )
+from agent_helpers import sent as sent_at
 
 from children import SETUI, wait_until
 from dashboard import WIDE, wait_for
@@ -50,6 +52,15 @@ name = "at-once"
 event_type = "Reboot"
 this_vm = true
 approve = "now"
+"""
+TELL = """
+[notify]
+urls = ["{url}"]
+
+[[rule]]
+name = "tell"
+event_type = "Reboot"
+notify = true
 """
 
 
@@ -137,3 +148,31 @@ def test_the_agent_on_a_store_from_another_vm_approves_its_own_event(
         attempts = [r.details.get("vm_id") for r in store.audit(oldest_first=True)
                     if r.action == "approve-attempt"]
     assert attempts == [OTHER_VM, VM_ID]
+
+
+def test_a_message_left_pending_is_sent_by_the_next_agent_at_another_endpoint(
+        tmp_path: Path, vm: Emulator, forwarder: type[Forwarder], sink: Sink) -> None:
+    """The agent's messages are its VM's, like its steps: one left unsent (the webhook
+    down) when the agent stopped is sent by the next, which polls the same VM through
+    another endpoint; and once, not told again."""
+    policy = write_policy(tmp_path, TELL.format(url=sink.url))
+    sink.fail = 10_000  # the webhook is down for the first agent
+    proc, lines = start_agent(vm.url, tmp_path, "--policy", str(policy))
+    try:
+        lines.until(agent_said("matched"), 60, "the rule to match")
+        wait_until(lambda: sink.fail < 10_000, 60, "a first try at the message")
+    finally:
+        assert stop(proc) == 0
+    assert sink.bodies == []
+    sink.fail = 0
+    proxy = forwarder(vm.url)
+    proc, lines = start_agent(proxy.url, tmp_path, "--policy", str(policy))
+    try:
+        wait_until(lambda: len(sink.bodies) >= 1, 60, "the message left pending")
+        more_polls(vm, 10)
+    finally:
+        assert stop(proc) == 0
+    assert [b["title"] for b in sink.bodies if "appeared" in str(b["title"])] == \
+        [sink.bodies[0]["title"]]
+    assert len(sink.bodies) == 1, sink.bodies
+    assert sent_at(tmp_path, vm.url) == 1

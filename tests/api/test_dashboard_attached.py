@@ -20,6 +20,7 @@ from textual.widgets.data_table import ColumnKey
 
 from children import SETUI, wait_until
 from dashboard import wait_for
+from setui.api.approving import AgentApprover
 from setui.api.attach import attach
 from setui.config import Config
 from setui.emulator.faults import parse_faults
@@ -132,6 +133,39 @@ async def approve(app: AttachedApp, pilot: Any, event_id: str) -> None:
     await wait_for(pilot, lambda: isinstance(app.screen, ConfirmationModal)
                    and app.screen.is_mounted)
     await pilot.press("y")
+
+
+async def test_the_vm_learned_late_reaches_a_dashboard_attached_before(tmp_path: Path) -> None:
+    """The agent learns this VM's name and vmId after it started (the compute metadata
+    failing first): a dashboard attached meanwhile hears them pushed, without
+    reconnecting, and a client connecting afterwards is greeted with them."""
+    vm_id = "5c2b5e3e-0d7a-4f5e-9a57-0f4c1c6b7a01"
+    emu = Emulator(parse_scenario(scenario()), speed=1.0, identity={"vmId": vm_id})
+    emu.set_faults(parse_faults("compute-503=1"))
+    emu.start()
+    sock = tmp_path / "api.sock"
+    proc, _ = start_agent(emu.url, tmp_path, env=plain_env(tmp_path, sock="api.sock"))
+    try:
+        app = dashboard(sock)
+        assert (app.agent.hello.agent.vm_name, app.agent.hello.agent.vm_id) == (None, None)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await shown(app, pilot, FIRST)
+            assert app.vm_name is None
+            emu.set_faults(None)
+            await wait_for(pilot, lambda: app.vm_name == VM, PATIENCE)
+            await wait_for(pilot, lambda: VM in status(app))
+            await wait_for(pilot, lambda: app.attached.hello.agent.vm_id == vm_id)
+            approver = app.approver
+            assert isinstance(approver, AgentApprover) and approver.vm_id == vm_id
+        client, _ = attach(Config(socket=sock))
+        assert client is not None
+        try:
+            assert (client.hello.agent.vm_name, client.hello.agent.vm_id) == (VM, vm_id)
+        finally:
+            client.close()
+    finally:
+        assert stop(proc) == 0
+        emu.stop()
 
 
 async def test_it_shows_the_agents_history_from_before_it_opened_and_asks_imds_nothing(
@@ -359,6 +393,7 @@ def test_setui_in_a_terminal_attaches_to_the_agent_and_asks_imds_nothing(
 NOT_AN_APPROVER = r'''
 import asyncio, json, sys
 from pathlib import Path
+from setui.api.approving import AgentApprover
 from setui.api.attach import attach
 from setui.config import Config
 from setui.ui.attached import AttachedApp

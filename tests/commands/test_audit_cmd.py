@@ -161,6 +161,19 @@ def test_export_writes_json_lines_an_auditor_can_check(data_dir: Path,
     assert to_stdout.stdout.splitlines() == target.read_text().splitlines()
 
 
+def test_export_says_its_json_flag_changes_nothing(data_dir: Path) -> None:
+    """Export is JSON lines with or without --json: the flag is accepted (a script may
+    pass it to every command and asks for what it gets) and its help says so."""
+    plain = setui("audit", "export", "-", data_dir=data_dir)
+    for asked in (("audit", "export", "-", "--json"), ("audit", "--json", "export", "-")):
+        done = setui(*asked, data_dir=data_dir)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == plain.stdout
+    helped = setui("audit", "export", "--help", data_dir=data_dir)
+    assert "--json" in helped.stdout
+    assert "changes nothing" in " ".join(helped.stdout.split()), helped.stdout
+
+
 def test_export_never_overwrites_without_force(data_dir: Path, tmp_path: Path) -> None:
     target = tmp_path / "audit.jsonl"
     target.write_text("an earlier export\n")

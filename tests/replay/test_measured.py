@@ -140,3 +140,23 @@ def test_a_stall_after_the_last_written_sighting_is_still_in_the_report(
     assert found is not None and found.end >= late.at
     [freeze] = [e for e in build_report(found).events if e.event_id == FREEZE]
     assert [i.at for i in freeze.impacts] == [late.at]
+
+
+def test_measured_only_where_a_heartbeat_ran_even_for_a_moment() -> None:
+    """A window of a moment is measured only if a heartbeat covers it (no span at all:
+    not measured, never "none measured"); a session that has just begun spans a moment
+    and counts, from its start."""
+    def recording(*spans: tuple[float, float]) -> Recording:
+        return Recording(ENDPOINT, (), (), (), True, START, START, (), tuple(
+            (START + timedelta(seconds=a), START + timedelta(seconds=b)) for a, b in spans))
+
+    assert not recording().measured_over(START, START)
+    assert recording().measured_since(START) is None
+    assert not recording((-90, -60)).measured_over(START, START)  # it had stopped
+    just_begun = recording((0, 0))
+    assert just_begun.measured_over(START, START)
+    assert just_begun.measured_since(START) == START
+    # Two sessions with a moment between them: one run, since the first began.
+    assert recording((-60, -1), (0, 30)).measured_since(START + timedelta(seconds=30)) == \
+        START - timedelta(seconds=60)
+    assert not recording((-60, -1), (0, 30)).measured_over(START, START + timedelta(minutes=1))

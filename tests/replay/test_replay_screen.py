@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from incident import HOLE
 from textual.app import App
+from textual.widgets.data_table import ColumnKey
 
 from dashboard import wait_for
 from recording import START
@@ -59,6 +60,8 @@ async def test_the_dashboard_as_it_was_at_a_chosen_moment(recorded: Store) -> No
         # The Reboot started 3 s before the cursor, approved early by alice.
         assert "started 0:03 ago" in table.cell_text(REBOOT, "countdown")
         assert "alice" in table.cell_text(REBOOT, "approved")
+        # What was recorded, anyone's: not "Approved here" (this replay approved nothing).
+        assert table.columns[ColumnKey("approved")].label.plain == "Approved"
         status = screen.query_one(StatusBar).plain()
         assert "REPLAY Nov 24" in status
         assert "03:01:35 UTC" in status  # the cursor, as the clock on the right

@@ -54,7 +54,7 @@ def test_json_has_stable_keys_and_is_ascii(recorded: Store) -> None:
     assert done.stdout.isascii()
     data = json.loads(done.stdout)
     assert list(data) == ["endpoint", "from", "to", "incarnations", "holes_known", "holes",
-                          "events", "short_notice", "impacts_measured",
+                          "events", "short_notice", "impacts_measured", "impacts_measured_since",
                           "impacts_without_event"]
     reboot, freeze, redeploy = data["events"]
     assert list(reboot) == [

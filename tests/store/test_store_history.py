@@ -269,7 +269,7 @@ def test_an_older_store_is_read_as_it_is_and_upgraded_by_a_writer(data_dir: Path
         assert [(r.incarnation, r.vm_name) for r in store.history()] == [
             (3, "vm-web-0"), (2, None), (1, None)]
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
     conn.close()
 
 

@@ -5,13 +5,16 @@ The edges of the rule, on real store files: a row with a vmId is that VM's alone
 whatever endpoint wrote it; a row without one (written before the vmId was known, or by
 an older setui) is the endpoint's, and once the vmId is known it is still found at that
 endpoint (and is keyed by the vmId when next written); without the vmId every row of the
-endpoint counts, and a claim says whose it was. A store of schema 6 keeps every claim,
-hold and step when upgraded, and is read so without being written.
+endpoint counts, and a claim says whose it was. The agent's hook runs and messages follow
+the same rule. A store of schema 6 keeps every claim, hold and step when upgraded, one of
+schema 7 every hook run and message, and each is read so without being written.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from store_helpers import ENDPOINT, T0, entry
@@ -37,6 +40,24 @@ def attempt(store: Store, event_id: str, *, endpoint: str = ENDPOINT,
 def hold_entry(event_id: str) -> AuditEntry:
     return AuditEntry(action="agent-hold", time=T0, user="alice", host="vm",
                       endpoint=ENDPOINT, event_id=event_id)
+
+
+@contextlib.contextmanager
+def upgraded(path: Path, old: int, kept: Callable[[Store], None]) -> Iterator[Store]:
+    """The store at ``path`` (schema ``old``): ``kept`` holds of it read as upgraded
+    without being written, then of it upgraded by a writer, which is yielded; the file
+    says the current schema after."""
+    with Store(path, readonly=True) as reader:
+        kept(reader)
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == old
+    conn.close()
+    with Store(path) as store:
+        kept(store)
+        yield store
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
+    conn.close()
 
 
 # -- claims -------------------------------------------------------------------------------------
@@ -164,16 +185,80 @@ def test_the_upgrade_keeps_every_claim_hold_and_step(tmp_path: Path) -> None:
         assert AgentLog(store, PROXY, vm_id=VM_A).held(["A-2"]) == set()
         assert store.claim("A-3", PROXY, vm_id=VM_A) is None
 
-    with Store(path, readonly=True) as reader:  # read as upgraded, without writing
-        kept(reader)
-    conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 6
-    conn.close()
-    with Store(path) as store:
-        kept(store)
+    with upgraded(path, 6, kept) as store:
         assert store.verify_audit().ok
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
     assert conn.execute("SELECT vm, endpoint FROM agent_steps").fetchall() == \
         [(ENDPOINT, ENDPOINT)]
+    conn.close()
+
+
+# -- hook runs and messages ----------------------------------------------------------------------
+def test_hook_runs_and_messages_are_the_vms_whatever_endpoint_wrote_them(
+        tmp_path: Path) -> None:
+    with Store.open_dir(tmp_path) as store:
+        log = AgentLog(store, PROXY, vm_id=VM_A)
+        run = log.hook_started("A-1", "prepare", rule="r", command="drain", at=T0)
+        log.hook_ended(run, at=T0, exit_status=0, timed_out=False, output="drained")
+        assert log.queue_notification(f"{VM_A}|A-1|appeared|", event_id="A-1",
+                                      change="appeared", title="t", body="b", at=T0)
+        mine = AgentLog(store, ENDPOINT, vm_id=VM_A)  # the same VM, polled elsewhere
+        assert [(r.step, r.output) for r in mine.hook_runs("A-1")] == [("prepare", "drained")]
+        assert [n.key for n in mine.notifications(pending_only=True)] == [f"{VM_A}|A-1|appeared|"]
+        # Another VM behind this endpoint: none of them.
+        assert AgentLog(store, ENDPOINT, vm_id=VM_B).hook_runs() == []
+        assert AgentLog(store, ENDPOINT, vm_id=VM_B).notifications() == []
+
+
+def test_a_message_queued_before_the_vm_id_was_known_is_not_queued_again(
+        tmp_path: Path) -> None:
+    with Store.open_dir(tmp_path) as store:
+        early = AgentLog(store, ENDPOINT)  # the vmId not known yet: keyed by the endpoint
+        assert early.queue_notification(f"{ENDPOINT}|A-1|started|", event_id="A-1",
+                                        change="started", title="t", body="b", at=T0)
+        log = AgentLog(store, ENDPOINT, vm_id=VM_A)
+        assert not log.queue_notification(f"{VM_A}|A-1|started|", event_id="A-1",
+                                           change="started", title="t", body="b", at=T0)
+        assert [n.key for n in log.notifications()] == [f"{ENDPOINT}|A-1|started|"]
+        # Another endpoint does not know the early one is this VM's: its own, once.
+        other = AgentLog(store, PROXY, vm_id=VM_A)
+        assert [n.key for n in other.notifications()] == []
+        assert log.queue_notification(f"{VM_A}|A-1|completed|", event_id="A-1",
+                                      change="completed", title="t", body="b", at=T0)
+        assert not other.queue_notification(f"{VM_A}|A-1|completed|", event_id="A-1",
+                                            change="completed", title="t", body="b", at=T0)
+
+
+# -- the upgrade from schema 7 ------------------------------------------------------------------
+def test_the_upgrade_keeps_every_hook_run_and_message_as_the_endpoints(tmp_path: Path) -> None:
+    path = tmp_path / "setui.db"
+    Store(path).close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    back_to(conn, 7)
+    conn.execute("INSERT INTO agent_hook_runs (endpoint, event_id, step, rule, command, "
+                 "started) VALUES (?, 'A-1', 'prepare', 'r', 'drain', "
+                 "'2024-05-14T09:35:00.000000Z')", (ENDPOINT,))
+    conn.execute("INSERT INTO agent_notifications (key, endpoint, event_id, change, title, "
+                 "body, state, created) VALUES (?, ?, 'A-1', 'appeared', 't', 'b', "
+                 "'pending', '2024-05-14T09:30:00.000000Z')",
+                 (f"{ENDPOINT}|A-1|appeared|", ENDPOINT))
+    conn.close()
+
+    def kept(store: Store) -> None:
+        for vm_id in (VM_A, None):  # the VM's id known or not: the endpoint's rows count
+            log = AgentLog(store, ENDPOINT, vm_id=vm_id)
+            assert [r.command for r in log.hook_runs("A-1")] == ["drain"]
+            assert [n.key for n in log.notifications(pending_only=True)] == \
+                [f"{ENDPOINT}|A-1|appeared|"]
+        assert AgentLog(store, PROXY, vm_id=VM_A).hook_runs() == []
+
+    with upgraded(path, 7, kept) as store:
+        # Told again once the vmId is known: the same message, not queued twice.
+        assert not AgentLog(store, ENDPOINT, vm_id=VM_A).queue_notification(
+            f"{VM_A}|A-1|appeared|", event_id="A-1", change="appeared", title="t",
+            body="b", at=T0)
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT vm FROM agent_hook_runs UNION ALL "
+                        "SELECT vm FROM agent_notifications").fetchall() == \
+        [(ENDPOINT,), (ENDPOINT,)]
     conn.close()

@@ -126,12 +126,14 @@ class Agent(Acting, Budgeting):
         self._idle = False
 
     def id_learned(self, vm_id: str) -> None:
-        """This VM's vmId is known at last: from now on its steps, holds and claims are
-        found by it, whatever endpoint wrote them; the current events' steps are read
-        again at the next poll (another endpoint of this VM may have taken some)."""
+        """This VM's vmId is known at last: from now on its steps, holds, claims and
+        messages are found by it, whatever endpoint wrote them; the current events' steps
+        are read again at the next poll (another endpoint of this VM may have taken some)."""
         self.vm_id = vm_id
         if self.log is not None:
             self.log.vm_id = vm_id
+        if self.notifier is not None and self.notifier.log is not None:
+            self.notifier.log.vm_id = vm_id  # its messages are this VM's too
         self._looked_up.clear()
         self._idle = False
 

@@ -17,10 +17,10 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from setui.agent.errors import AgentErrors, Failing
-from setui.core.endpoint import endpoint_key
 from setui.core.model import Event
 from setui.core.timefmt import duration, stamp
 from setui.core.tracker import ChangeKind
+from setui.store.vmkeys import VmKey
 from setui.textsafe import printable
 
 if TYPE_CHECKING:
@@ -52,6 +52,7 @@ class Telling:
     rules: dict[str, Rule]
     monitor: Monitor
     endpoint: str
+    vm_id: str | None
     vm_name: str | None
     dry_run: bool
     notifier: Notifier | None
@@ -84,8 +85,7 @@ class Telling:
             "duration": "" if event is None or event.duration is None else event.duration,
             "incarnation": self._incarnation_text(),
         }
-        # The endpoint's one spelling: a restart that writes it otherwise sends nothing twice.
-        self._send("|".join((endpoint_key(self.endpoint), event_id, change, extra)), event_id,
+        self._send("|".join((self._vm_key(), event_id, change, extra)), event_id,
                    change, fields, rule_name=rule_name)
 
     def measured(self, kind: str, event: Event | None, event_id: str | None, detail: str, *,
@@ -97,6 +97,12 @@ class Telling:
             rule = self.rule_of.get(event_id)
             self._notify(event, event_id, rule.name if rule is not None else "none", kind,
                          detail, always=True)
+
+    def _vm_key(self) -> str:
+        """What a message's key begins with: this VM (its vmId, else the endpoint's one
+        spelling), so an agent restarted at another endpoint of it sends nothing twice,
+        and an agent on a store from another VM still tells its own (store.vmkeys)."""
+        return VmKey.of(self.endpoint, self.vm_id).key
 
     def _vm(self) -> str:
         return self.vm_name or "(this VM's name is not known yet)"
@@ -174,7 +180,7 @@ class Telling:
             "duration")}
         fields.update({"change": change, "event_type": "agent", "vm_name": self._vm(),
                        "detail": detail, "incarnation": self._incarnation_text()})
-        key = "|".join((endpoint_key(self.endpoint), "agent", change, failing.kind,
+        key = "|".join((self._vm_key(), "agent", change, failing.kind,
                         str(failing.since)))
         self._send(key, "", f"agent {change}", fields, rule_name=None,
                    body=f"setui agent on {self._vm()}: {detail}")

@@ -97,7 +97,6 @@ class AgentApprover:
         self.read_only = read_only
         self.vm_name = vm_name  # the agent's name for this VM, by default
         self.endpoint = client.hello.agent.endpoint
-        self.vm_id = client.hello.agent.vm_id  # what the agent keys this VM's claims by
         self.store_error: str | None = None  # why a dismissal was not recorded
         self.last_read: Document | None = None  # the agent's document after an approval
         # Interrupted while a request was with the agent: it goes on with it.
@@ -105,7 +104,18 @@ class AgentApprover:
         self.in_doubt: list[InDoubt] = []  # sent, and the answer lost: see look_up
         # The agent's newest hello (a front end that stays hears it again on reconnecting).
         self._hello = hello or (lambda: self.client.hello)
+        self._told_vm_id: str | None = None
         self._wall = wall
+
+    @property
+    def vm_id(self) -> str | None:
+        """What the agent keys this VM's claims by, as it last said (it may learn it
+        after it greeted: a ``vm`` push); else what the caller was told."""
+        return self._hello().agent.vm_id or self._told_vm_id
+
+    @vm_id.setter
+    def vm_id(self, vm_id: str | None) -> None:
+        self._told_vm_id = vm_id
 
     # -- checks ---------------------------------------------------------------------------
     def why_not(self) -> str | None:

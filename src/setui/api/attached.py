@@ -28,7 +28,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from setui.api.client import ApiError, PlanPush, StatePush, Subscription, Tick
+from setui.api.client import ApiError, PlanPush, Push, StatePush, Subscription, VmPush
 from setui.api.codec import AgentInfo, AgentState, Hello, Plan, RecordingStatus
 from setui.api.protocol import TICK_EVERY
 from setui.core.backoff import Backoff
@@ -241,7 +241,7 @@ class AttachedMonitor:
         changes = tracker.update(after, seen, gap=GAP)
         return tuple(c for c in changes if c.kind in ANNOUNCED and not c.initial)
 
-    def _fold(self, push: StatePush | PlanPush | Tick) -> MonitorUpdate | None:
+    def _fold(self, push: Push) -> MonitorUpdate | None:
         """A push folded in; the update it makes, or None for a tick: nothing changed,
         and a front end that redraws every second shows its news (the agent's clock and
         health) at the next second."""
@@ -252,6 +252,10 @@ class AttachedMonitor:
             return MonitorUpdate(self._result(frame.changes), announce, frame.previous_state)
         if isinstance(push, PlanPush):
             self.plan = push.plan
+            return MonitorUpdate(self._result(), (), None)
+        if isinstance(push, VmPush):  # learned by the agent after it greeted this one
+            self.hello = self.hello.with_vm(push.vm)
+            self.vm_name = push.vm.vm_name or self.vm_name
             return MonitorUpdate(self._result(), (), None)
         self.state.health = self._heard(push.health)
         if push.health.last_success is not None:

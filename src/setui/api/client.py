@@ -33,6 +33,7 @@ from setui.api.codec import (
     AgentState,
     Hello,
     Plan,
+    VmIdentity,
     decode_audit,
     decode_claim,
     decode_health,
@@ -47,6 +48,7 @@ from setui.api.codec import (
     decode_state,
     decode_story,
     decode_verify,
+    decode_vm,
     encode_confirmed,
 )
 from setui.api.peer import credentials
@@ -85,7 +87,8 @@ from setui.store.records import (
 from setui.textsafe import printable
 
 __all__ = ["CONNECT_TIMEOUT", "DEFAULT_SOCKET", "AgentClient", "ApiError", "ConnectionLost",
-           "HoldAnswer", "NoAgent", "PlanPush", "StatePush", "Subscription", "Tick"]
+           "HoldAnswer", "NoAgent", "PlanPush", "Push", "StatePush", "Subscription", "Tick",
+           "VmPush"]
 
 DEFAULT_SOCKET = Path("/run/setui/api.sock")
 CONNECT_TIMEOUT = 1.0  # connect and hello: an agent that takes longer is not answering
@@ -384,6 +387,9 @@ class AgentClient:
     # -- the ops --------------------------------------------------------------------------
     def state(self) -> tuple[AgentState, Plan]:
         body = self.request("state")
+        vm = self._read(lambda: _vm_in(body))
+        if vm is not None:
+            self.hello = self.hello.with_vm(vm)
         return self._read(lambda: (decode_state(body.fields("state"), time.monotonic()),
                                    decode_plan(body.fields("plan"))))
 
@@ -595,7 +601,24 @@ class Tick:
     health: Health
 
 
-def _push(answer: Answer) -> StatePush | PlanPush | Tick | None:
+@dataclass(frozen=True)
+class VmPush:
+    """The agent learned this VM's name or vmId after it greeted (the subscription's
+    ``hello`` says them from now on)."""
+
+    vm: VmIdentity
+
+
+Push = StatePush | PlanPush | Tick | VmPush
+
+
+def _vm_in(body: Fields) -> VmIdentity | None:
+    """The ``vm`` of a state answer; None from an agent that does not send one."""
+    vm = body.fields("vm", optional=True)
+    return decode_vm(vm) if vm is not None else None
+
+
+def _push(answer: Answer) -> Push | None:
     """A push decoded; None for one this version does not know (ignored, as the version
     rule says)."""
     body, mono = answer.body, time.monotonic()
@@ -605,6 +628,8 @@ def _push(answer: Answer) -> StatePush | PlanPush | Tick | None:
         return PlanPush(decode_plan(body.fields("plan")))
     if answer.push == "tick":
         return Tick(body.time("now"), decode_health(body.fields("health"), mono))
+    if answer.push == "vm":
+        return VmPush(decode_vm(body.fields("vm")))
     return None
 
 
@@ -659,7 +684,8 @@ class Subscription:
             writer.write(encode_frame({"id": 1, "op": "subscribe"}))
             ok = await frames.expect("ok", max(timeout, 10.0))
             mono = time.monotonic()
-            return cls(frames, writer, decode_hello(hello),
+            greeted, vm = decode_hello(hello), _vm_in(ok)
+            return cls(frames, writer, greeted.with_vm(vm) if vm is not None else greeted,
                        decode_state(ok.fields("state"), mono), decode_plan(ok.fields("plan")))
         except ProtocolError as exc:
             writer.close()
@@ -668,7 +694,7 @@ class Subscription:
             writer.close()
             raise
 
-    async def next(self) -> StatePush | PlanPush | Tick:
+    async def next(self) -> Push:
         """The next push; ApiError when the agent goes or sends what it must not."""
         while True:
             answer = await self._frames.next(SILENCE)
@@ -684,13 +710,15 @@ class Subscription:
                 self.state = push.state
             elif isinstance(push, PlanPush):
                 self.plan = push.plan
+            elif isinstance(push, VmPush):
+                self.hello = self.hello.with_vm(push.vm)
             if push is not None:
                 return push
 
-    def __aiter__(self) -> AsyncIterator[StatePush | PlanPush | Tick]:
+    def __aiter__(self) -> AsyncIterator[Push]:
         return self._pushes()
 
-    async def _pushes(self) -> AsyncIterator[StatePush | PlanPush | Tick]:
+    async def _pushes(self) -> AsyncIterator[Push]:
         while True:
             yield await self.next()
 

@@ -11,7 +11,7 @@ decode raises :class:`~setui.api.protocol.ProtocolError` and nothing else.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -50,6 +50,7 @@ __all__ = [
     "Plan",
     "RecordingParts",
     "RecordingStatus",
+    "VmIdentity",
     "You",
     "decode_audit",
     "decode_claim",
@@ -66,6 +67,7 @@ __all__ = [
     "decode_state",
     "decode_story",
     "decode_verify",
+    "decode_vm",
     "encode_audit",
     "encode_claim",
     "encode_confirmed",
@@ -81,6 +83,7 @@ __all__ = [
     "encode_state",
     "encode_story",
     "encode_verify",
+    "encode_vm",
 ]
 
 MAX_INT = 2**63 - 1
@@ -632,6 +635,25 @@ class AgentInfo:
 
 
 @dataclass(frozen=True)
+class VmIdentity:
+    """This VM as the agent knows it now. It may learn it after it started (IMDS's
+    compute metadata did not answer at once): then it pushes it (``vm``), and greets
+    with it from then on."""
+
+    vm_name: str | None
+    vm_id: str | None
+
+
+def encode_vm(vm: VmIdentity) -> dict[str, Any]:
+    return {"vm_name": vm.vm_name, "vm_id": vm.vm_id}
+
+
+def decode_vm(fields: Fields) -> VmIdentity:
+    return VmIdentity(vm_name=fields.text("vm_name", limit=SHORT, optional=True),
+                      vm_id=fields.text("vm_id", limit=SHORT, optional=True))
+
+
+@dataclass(frozen=True)
 class You:
     """What the kernel said about the client, and what the agent concluded."""
 
@@ -647,6 +669,10 @@ class Hello:
     setui: str
     agent: AgentInfo
     you: You
+
+    def with_vm(self, vm: VmIdentity) -> Hello:
+        """The hello as the agent would greet now, once it has said it knows ``vm``."""
+        return replace(self, agent=replace(self.agent, vm_name=vm.vm_name, vm_id=vm.vm_id))
 
 
 def encode_hello(hello: Hello) -> dict[str, Any]:

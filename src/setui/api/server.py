@@ -26,11 +26,13 @@ from typing import TYPE_CHECKING, Any
 from setui import __version__
 from setui.api.codec import (
     Hello,
+    VmIdentity,
     You,
     encode_health,
     encode_hello,
     encode_plan,
     encode_state,
+    encode_vm,
 )
 from setui.api.connection import Connection
 from setui.api.peer import Authority, Peer, read_peer
@@ -143,6 +145,7 @@ class ApiServer:
         self._plan_key: object = None
         self._encoded: tuple[float, bytes] | None = None  # _current(), and when
         self._pushed_at = mono()
+        self._vm_said = self._vm()  # this VM as the latest hello or push said it
 
     # -- life -----------------------------------------------------------------------------
     async def serve(self, sock: socket.socket) -> None:
@@ -237,7 +240,12 @@ class ApiServer:
     def _hello(self, peer: Peer) -> dict[str, Any]:
         why_not = self.authority.why_not(peer.credentials)
         return encode_hello(Hello(API_VERSION, __version__, self.source.info,
-                                  You(peer.uid, peer.user, why_not is None, why_not)))
+                                  You(peer.uid, peer.user, why_not is None, why_not)
+                                  ).with_vm(self._vm()))
+
+    def _vm(self) -> VmIdentity:
+        """This VM as the agent knows it now (its name and vmId may come after its start)."""
+        return VmIdentity(self.source.vm_name, self.source.vm_id)
 
     def complain(self, kind: str, message: str) -> None:
         self.complaints.note(kind, f"setui agent: api: {printable(message, 300)}")
@@ -337,7 +345,8 @@ class ApiServer:
         if self._encoded is None or now - self._encoded[0] >= CURRENT_FOR:
             state = self.source.state(approvals=self._approvals)
             body = {"state": encode_state(state, now),
-                    "plan": encode_plan(self.source.plan(self._held))}
+                    "plan": encode_plan(self.source.plan(self._held)),
+                    "vm": encode_vm(self._vm())}
             self._encoded = (now, encode_frame(body)[:-1])
         return self._encoded[1]
 
@@ -439,8 +448,19 @@ class ApiServer:
             except Exception as exc:  # a bug here must not end the sweeps
                 self.complain("internal", f"sweep failed: {type(exc).__name__}: {exc}")
 
+    def _check_vm(self) -> None:
+        """Push this VM's name and vmId when the agent learned them since the last push
+        (or since it started): a client greeted before would show "unknown" until it
+        reconnected."""
+        vm = self._vm()
+        if vm != self._vm_said:
+            self._vm_said = vm
+            self._encoded = None
+            self._broadcast({"push": "vm", "vm": encode_vm(vm)})
+
     def _sweep(self) -> None:
         now = self.mono()
+        self._check_vm()
         if self._check_plan():
             self.changed()  # an approval by the agent shows in the approvals too
         elif now - self._pushed_at >= TICK_EVERY:

@@ -202,7 +202,8 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
                           on_store_problem=store_problem)
         sender = None
         if policy.urls and not dry_run:
-            log = AgentLog(store, config.endpoint) if store is not None else None
+            log = AgentLog(store, config.endpoint, vm_id=vm_id_of(compute)) \
+                if store is not None else None
             counted = metrics.notifications
             sender = Sender(policy.urls, log, retries=policy.retries,
                             on_outcome=lambda m, sent, error: counted.labels(

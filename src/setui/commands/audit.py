@@ -69,12 +69,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_storage_options(verify)
     export = sub.add_parser("export", help="write the whole log as JSON lines",
                             description="Write every audit record, oldest first, as one "
-                                        "JSON object per line (- for standard output).")
+                                        "JSON object per line (- for standard output), "
+                                        "with or without --json.")
     export.add_argument("file", metavar="FILE", help="where to write; - for standard output")
     export.add_argument("--force", action="store_true",
                         help="replace FILE if it exists (without it, an existing file is "
                              "left alone and the export refused)")
-    add_storage_options(export)
+    add_storage_options(export, json=False)
+    # Accepted rather than refused: whoever passes it asks for JSON and gets it, and a
+    # script that passes --json to every command keeps working. The help says so.
+    export.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                        help="changes nothing: the export is always JSON lines")
 
 
 def run(args: argparse.Namespace) -> int:

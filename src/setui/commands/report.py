@@ -176,9 +176,10 @@ def _event_md(event: EventReport) -> list[str]:
     lines += [f"- **Impact:** {md(impact_words(i), 300)} ({md(clocks_words(i), 200)})"
               for i in event.impacts]
     if not event.impacts and event.impact_measured is not None:
+        so_far = " so far" if event.fate is None else ""  # still under way at the end
         lines.append("- **Impact:** " + (
-            "none measured: no stall over 0.5s and no boot while the agent's heartbeat ran"
-            if event.impact_measured else
+            f"none measured{so_far}: no stall over 0.5s and no boot while the agent's "
+            "heartbeat ran" if event.impact_measured else
             "not measured: no setui agent kept a heartbeat all the while it was under way"))
     lines.append(f"- **Went:** {_went(event)}")
     for act in (a for a in event.acts if a.kind == "refused"):
@@ -206,7 +207,10 @@ def markdown(report: Report) -> str:
         lines.append("- **Stalls and boots:** not measured (no setui agent kept a heartbeat "
                      "in that time)")
     elif not report.unannounced:
-        lines.append("- **Stalls and boots with no event announced:** none measured")
+        since = report.measuring_since
+        lines.append("- **Stalls and boots with no event announced:** none measured" + (
+            f" so far; the agent's heartbeat has run since {stamp(since)}"
+            if since is not None else ""))
     else:
         lines.append("- **Stalls and boots with no event announced:**")
         lines += [f"  - {md(impact_words(i), 300)} ({md(clocks_words(i), 200)})"
@@ -293,5 +297,6 @@ def report_json(report: Report) -> dict[str, Any]:
         "events": [_event_json(e) for e in report.events],
         "short_notice": [e.event_id for e in report.short_notice],
         "impacts_measured": report.measured,
+        "impacts_measured_since": iso(report.measuring_since),
         "impacts_without_event": [impact_json(i) for i in report.unannounced],
     }

@@ -314,7 +314,7 @@ async def _watch_agent(config: Config, path: Path, printer: _Printer, notifier: 
     When the agent goes (a restart), the lines say the state is stale, watch attaches
     again as soon as it answers, and what changed meanwhile is told as seen across a gap."""
     from setui.api.attach import attached_words
-    from setui.api.client import ApiError, StatePush, Subscription, Tick
+    from setui.api.client import ApiError, StatePush, Subscription, Tick, VmPush
     from setui.core.backoff import Backoff
 
     journal = under_journal(err)
@@ -369,6 +369,8 @@ async def _watch_agent(config: Config, path: Path, printer: _Printer, notifier: 
                     elif isinstance(push, Tick):
                         last = push.health.at(time.monotonic())
                         lines.show(last, push.now, ())
+                    elif isinstance(push, VmPush):  # learned by the agent after it greeted
+                        name[0] = config.vm_name or push.vm.vm_name or name[0]
             except ApiError as exc:
                 gone = replace(last, state=ConnectionState.STALE,
                                last_error=f"the agent went away ({exc.message}): "

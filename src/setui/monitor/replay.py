@@ -128,15 +128,27 @@ class Recording(RecordingParts):
         recent = tuple(i for i in self.impacts if at - RECENT_IMPACT <= i.at <= at)
         return Moment(at, self.index_at(at), self.hole_at(at), self.audit[:upto], recent)
 
+    def measured_since(self, end: datetime) -> datetime | None:
+        """Since when the agent's heartbeat has run without a break (none over
+        ``MIN_HOLE``) up to ``end``; None when it was not running then. A session that
+        has just begun reaches no further than its start until its first beat, and still
+        counts: it runs."""
+        since: datetime | None = None
+        covered: datetime | None = None
+        for begin, until in sorted(self.measuring):
+            if begin > end:
+                break
+            if covered is None or begin > covered + MIN_HOLE:
+                since, covered = begin, until
+            else:
+                covered = max(covered, until)
+        return since if covered is not None and covered >= end else None
+
     def measured_over(self, start: datetime, end: datetime) -> bool:
         """Whether the agent's heartbeat ran from ``start`` to ``end`` without a break
         (so a stall or a boot then would be in the record)."""
-        covered = start
-        for begin, until in sorted(self.measuring):
-            if begin > covered + MIN_HOLE:
-                break
-            covered = max(covered, until)
-        return covered >= end
+        since = self.measured_since(end)
+        return since is not None and since <= start + MIN_HOLE
 
     def state_at(self, at: datetime, state: MonitorState | None = None) -> MonitorState:
         """The monitor state at ``at``, folded into ``state`` (a fresh one by default):

@@ -104,6 +104,8 @@ class Report:
     events: tuple[EventReport, ...]
     unannounced: tuple[Impact, ...] = ()  # stalls and boots with no event, in the window
     measured: bool = False  # the agent's heartbeat ran at some time in the window
+    # Since when it has run without a break to the window's end; None: not running then.
+    measuring_since: datetime | None = None
 
     @property
     def short_notice(self) -> tuple[EventReport, ...]:
@@ -169,9 +171,11 @@ def build_report(recording: Recording, *, since: datetime | None = None,
                          if start <= r.first_seen <= end)
     unannounced = tuple(i for i in recording.impacts
                         if i.event_id is None and start <= i.at <= end)
-    measured = any(begin < end and until > start for begin, until in recording.measuring)
+    # Inclusive: a session that has just begun spans a moment, and its heartbeat runs.
+    measured = any(begin <= end and until >= start for begin, until in recording.measuring)
     return Report(recording.endpoint, start, end, incarnations, holes,
-                  recording.sessions_known, tuple(chosen), unannounced, measured)
+                  recording.sessions_known, tuple(chosen), unannounced, measured,
+                  recording.measured_since(end))
 
 
 def _after_hole(recording: Recording, moment: datetime) -> bool:

@@ -6,9 +6,13 @@ agent died is not rerun blindly (it is marked interrupted, and a person is told)
 dashboard reads the same rows to show what the agent plans and does, and writes the holds
 that the agent obeys. Every call is synchronous SQLite: callers run it on a worker thread.
 
-The steps and the holds are this VM's (store.vmkeys): found by its vmId once known,
-whatever endpoint wrote them, so a hold set through one endpoint holds the agent that
-polls another; the hook runs and the notifications stay keyed by the endpoint.
+The steps, the holds, the hook runs and the notifications are this VM's (store.vmkeys):
+found by its vmId once known, whatever endpoint wrote them, so a hold set through one
+endpoint holds the agent that polls another, and a message one agent left unsent is
+sent by the next whatever endpoint it polls (schema 8 gave the hook runs and the
+notifications their ``vm`` column). A notification's key begins with the VM's key too
+(agent.telling): one written before the vmId was known begins with the endpoint's, and
+counts as the same message once the vmId is known (:meth:`AgentLog.queue_notification`).
 """
 
 from __future__ import annotations
@@ -106,7 +110,7 @@ def _step(row: Sequence[object]) -> Step:
 
 
 class AgentLog:
-    """The agent's tables in ``store`` (schema version 7, store/db.py), as this VM's:
+    """The agent's tables in ``store`` (schema version 8, store/db.py), as this VM's:
     ``endpoint``, and ``vm_id`` once it is known (set it when it is learned)."""
 
     def __init__(self, store: Store, endpoint: str, *, vm_id: str | None = None) -> None:
@@ -180,9 +184,9 @@ class AgentLog:
                      at: datetime) -> int:
         with self.store._using("record a hook run", write=True) as conn:
             cursor = conn.execute(
-                "INSERT INTO agent_hook_runs (endpoint, event_id, step, rule, command, "
-                "started) VALUES (?, ?, ?, ?, ?, ?)",
-                (self.endpoint, clean_text(event_id), step, clean_text(rule)[:200],
+                "INSERT INTO agent_hook_runs (vm, endpoint, event_id, step, rule, command, "
+                "started) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (self.vm.key, self.endpoint, clean_text(event_id), step, clean_text(rule)[:200],
                  clean_text(command)[:2000], to_db_time(at)))
             return int(cursor.lastrowid or 0)
 
@@ -196,9 +200,11 @@ class AgentLog:
                  run_id))
 
     def hook_runs(self, event_id: str | None = None) -> list[HookRun]:
+        """This VM's hook runs (of ``event_id``, or all), oldest first."""
+        where, keys = self.vm.where()
         sql = ("SELECT id, event_id, step, rule, command, started, ended, exit_status, "
-               "timed_out, output FROM agent_hook_runs WHERE endpoint = ?")
-        args: list[object] = [self.endpoint]
+               f"timed_out, output FROM agent_hook_runs WHERE {where}")
+        args: list[object] = [*keys]
         if event_id is not None:
             sql += " AND event_id = ?"
             args.append(clean_text(event_id))
@@ -212,13 +218,24 @@ class AgentLog:
     def queue_notification(self, key: str, *, event_id: str, change: str, title: str,
                            body: str, at: datetime) -> bool:
         """Keep a message to send; False when ``key`` was queued before (by this agent or
-        one before a restart): then it is not sent again."""
+        one before a restart, at any endpoint of this VM): then it is not sent again.
+
+        A key begins with the VM's key (agent.telling); one that begins with its vmId has
+        a twin written at this endpoint before the vmId was known, which is the same
+        message (store.vmkeys: such rows are this VM's)."""
+        key = clean_text(key)[:500]
+        vm = self.vm
+        twins = [key]
+        if vm.vm_id is not None and key.startswith(f"{vm.vm_id}|"):
+            twins.append(vm.endpoint + key[len(vm.vm_id):])
         with self.store._using("queue a notification", write=True) as conn:
             cursor = conn.execute(
-                "INSERT OR IGNORE INTO agent_notifications (key, endpoint, event_id, change, "
-                "title, body, state, created) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?)",
-                (clean_text(key)[:500], self.endpoint, clean_text(event_id), change,
-                 clean_text(title)[:500], clean_text(body)[:4000], to_db_time(at)))
+                "INSERT INTO agent_notifications (key, vm, endpoint, event_id, change, title, "
+                "body, state, created) SELECT ?, ?, ?, ?, ?, ?, ?, 'pending', ? WHERE NOT "
+                f"EXISTS (SELECT 1 FROM agent_notifications WHERE key IN "
+                f"({', '.join('?' * len(twins))}))",
+                (key, vm.key, self.endpoint, clean_text(event_id), change,
+                 clean_text(title)[:500], clean_text(body)[:4000], to_db_time(at), *twins))
             return cursor.rowcount == 1
 
     def notification_done(self, key: str, *, sent: bool, at: datetime,
@@ -233,13 +250,15 @@ class AgentLog:
                  to_db_time(at), key))
 
     def notifications(self, *, pending_only: bool = False) -> list[Notification]:
+        """This VM's messages (those still to send, if ``pending_only``), oldest first."""
+        where, args = self.vm.where()
         sql = ("SELECT key, event_id, change, title, body, state, attempts "
-               "FROM agent_notifications WHERE endpoint = ?")
+               f"FROM agent_notifications WHERE {where}")
         if pending_only:
             sql += " AND state = 'pending'"
         with self.store._using("read the notifications") as conn:
             return [Notification(r[0], r[1], r[2], r[3], r[4], r[5], int(r[6]))
-                    for r in conn.execute(sql + " ORDER BY created, key", (self.endpoint,))]
+                    for r in conn.execute(sql + " ORDER BY created, key", args)]
 
     # -- holds ----------------------------------------------------------------------------
     def held(self, event_ids: Sequence[str]) -> set[str]:

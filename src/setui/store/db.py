@@ -46,7 +46,7 @@ __all__ = [
     "write_transaction",
 ]
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 APPLICATION_ID = 0x53455455  # "SETU": marks the file as setui's, so we never write elsewhere
 
 
@@ -246,7 +246,6 @@ CREATE UNIQUE INDEX impacts_one_boot ON impacts (endpoint, boot_id) WHERE kind =
 # of their own, ``vm``, that is their key: its vmId when the writer knew it, else the
 # endpoint's key (which every row from before keeps). A key column cannot be added to a
 # primary key in place: the two tables are made again, their rows copied.
-VM_KEYED = ("agent_steps", "agent_holds")
 _SCHEMA_V7 = """
 CREATE TABLE agent_steps_v7 (
     vm       TEXT    NOT NULL,
@@ -281,11 +280,25 @@ DROP TABLE agent_holds;
 ALTER TABLE agent_holds_v7 RENAME TO agent_holds;
 """
 
+# Version 8: the agent's hook runs and notifications keyed by the VM as well, in a ``vm``
+# column beside the rows' endpoint (not a key: nothing unique changes), so the next agent
+# finds them whatever endpoint it polls this VM at. The rows from before keep their
+# endpoint's key there.
+_SCHEMA_V8 = """
+ALTER TABLE agent_hook_runs ADD COLUMN vm TEXT NOT NULL DEFAULT '';
+UPDATE agent_hook_runs SET vm = endpoint;
+ALTER TABLE agent_notifications ADD COLUMN vm TEXT NOT NULL DEFAULT '';
+UPDATE agent_notifications SET vm = endpoint;
+"""
+# The version from which each of the agent's tables has its ``vm`` column.
+VM_COLUMN_SINCE = {"agent_steps": 7, "agent_holds": 7, "agent_hook_runs": 8,
+                   "agent_notifications": 8}
+
 # Schema version N -> N+1. Each runs in the transaction that also sets user_version.
 # Version 4: every endpoint keyed as one spelling (store.endpoints), no new tables.
 _MIGRATIONS: dict[int, str | Callable[[sqlite3.Connection], None]] = {
     0: _SCHEMA_V1, 1: _SCHEMA_V2, 2: _SCHEMA_V3, 3: endpoints.rewrite, 4: _SCHEMA_V5,
-    5: _SCHEMA_V6, 6: _SCHEMA_V7}
+    5: _SCHEMA_V6, 6: _SCHEMA_V7, 7: _SCHEMA_V8}
 
 
 def describe_error(exc: BaseException, path: Path, doing: str, timeout: float = 5.0) -> str:
@@ -614,20 +627,21 @@ def _read_older(conn: sqlite3.Connection, version: int) -> None:
         for statement in _statements(_SCHEMA_V6):
             if statement.startswith("CREATE TABLE"):
                 conn.execute(statement.replace("CREATE TABLE", "CREATE TEMP TABLE", 1))
-    # Before version 7 the steps and the holds were keyed by their endpoint alone: that
-    # is their VM (store.vmkeys), as the upgrade keeps it.
+    # Before version 7 the steps and the holds, and before version 8 the hook runs and
+    # the notifications, were keyed by their endpoint alone: that is their VM
+    # (store.vmkeys), as the upgrade keeps it.
+    unkeyed = [table for table, since in VM_COLUMN_SINCE.items() if version < since]
     if version < 3:  # no agent ever wrote here: its tables are empty
         for statement in _statements(_SCHEMA_V3):
             if statement.startswith("CREATE TABLE"):
                 conn.execute(statement.replace("CREATE TABLE", "CREATE TEMP TABLE", 1))
-        for table in VM_KEYED:
+        for table in unkeyed:
             conn.execute(f"ALTER TABLE temp.{table} ADD COLUMN vm TEXT")
     elif keyed:
-        for table in ("agent_steps", "agent_hook_runs", "agent_notifications", "agent_holds"):
-            endpoints.keyed_view(conn, table, f", {endpoints.SQL_FUNCTION}(endpoint) AS vm"
-                                 if table in VM_KEYED else "")
-    elif version < 7:
-        for table in VM_KEYED:
+        for table in unkeyed:
+            endpoints.keyed_view(conn, table, f", {endpoints.SQL_FUNCTION}(endpoint) AS vm")
+    else:
+        for table in unkeyed:
             conn.execute(f"CREATE TEMP VIEW {table} AS SELECT *, endpoint AS vm "
                          f"FROM main.{table}")
 

@@ -1,11 +1,13 @@
-"""Which of the store's claims, holds and agent steps are this VM's: the one rule.
+"""Which of the store's claims, holds and agent steps, hook runs and messages are this
+VM's: the one rule.
 
 Each row keeps the VM it is about: its vmId (setui.core.vmid) when the writer knew it,
 else the key of the endpoint it was written at (store.endpoints). An approval attempt
 keeps the vmId in its details (``details.vm_id``: the audit log's records are evidence
 under the hash chain, and the details are hashed with the rest); the agent's steps and
-the holds keep it in their ``vm`` column, which is their key (schema version 7; the rows
-from before keep their endpoint key there).
+the holds keep it in their ``vm`` column, which is their key (schema version 7), and its
+hook runs and messages in theirs (schema version 8); the rows from before keep their
+endpoint key there.
 
 The rule (docs/approvals.md, "Once per event"):
 

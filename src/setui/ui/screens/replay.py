@@ -109,7 +109,9 @@ class ReplayView:
 
     @property
     def approvals_here(self) -> bool:
-        return True  # the column as the live dashboard has it
+        """The rows show the approvals recorded in the audit log, whoever made them (an
+        operator, the agent's rules), each with who approved: "Approved", not "here"."""
+        return False
 
     @property
     def approvals_off(self) -> None:
