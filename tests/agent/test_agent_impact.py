@@ -105,7 +105,7 @@ def run_setui(tmp_path: Path, *args: str, env: dict[str, str] | None = None
 
 def impacts(tmp_path: Path, endpoint: str) -> list[Any]:
     with Store.open_dir(tmp_path / "data", readonly=True) as store:
-        return store.impacts(endpoint=endpoint)
+        return store.sessions.impacts(endpoint=endpoint)
 
 
 def fleet_of(text: str) -> FleetBuilder:
