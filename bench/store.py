@@ -120,7 +120,7 @@ def _check(data: Path, last: datetime) -> None:
             dict(e.raw) for e in raw.events[1:]]}
         document = parse_document(stored_json(body).encode())
         if not store.history.record(document, seen_at=last + timedelta(minutes=1),
-                                     endpoint=ENDPOINT):
+                                    endpoint=ENDPOINT):
             raise RuntimeError("the store did not take a new incarnation on the filled rows")
         added = store.history.incarnations(limit=1)[0]
         if [c.event_id for c in added.changes] != [raw.events[0].event_id]:
@@ -231,7 +231,7 @@ def growth(quick: bool) -> list[Row]:
     started = time.process_time()
     for second in range(1, hours * 3600 + 1):
         store.history.record(document, seen_at=base + timedelta(seconds=second),
-                              endpoint=ENDPOINT)
+                             endpoint=ENDPOINT)
         if second % 600 == 0:
             wal_peak = max(wal_peak, Path(f"{db}-wal").stat().st_size)
     cpu = time.process_time() - started

@@ -74,8 +74,8 @@ def record_scenario(path: Path, scenario_toml: str, *, seconds: int,
         document = parse_document(service.document(now=posix))
         changes = tracker.update(document, at)
         store.history.record(document, seen_at=at, endpoint=ENDPOINT, changes=changes,
-                              vm_name=scenario.vm_name,
-                              after=after)
+                             vm_name=scenario.vm_name,
+                             after=after)
         after = (document.incarnation, content_hash(document))
         store.sessions.beat(session, at)
     if session is not None:
@@ -94,7 +94,7 @@ def _act(store: Store, service: Service, act: Approval, at: datetime, posix: flo
     attempt = store.audit_log.append(AuditEntry(action=APPROVE_ATTEMPT, **base))
     service.timeline.approve([event_id], service.scenario_time(posix))
     store.audit_log.append(AuditEntry(action=APPROVE_OUTCOME, status=200, latency=0.012,
-                                  attempt_seq=attempt.seq, **base))
+                                      attempt_seq=attempt.seq, **base))
 
 
 def heartbeat(store: Store, seconds: float) -> None:

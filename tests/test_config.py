@@ -92,7 +92,7 @@ def test_history_days_zero_keeps_the_history_forever(tmp_path: Path) -> None:
     with Store.open_dir(tmp_path / "data", history_days=config.history_days) as store:
         for number in (1, 2):
             store.history.record(parse_document({"DocumentIncarnation": number,
-                                                  "Events": []}),
+                                                 "Events": []}),
                                   seen_at=t0 + timedelta(days=3650 * number),
                                   endpoint="http://e")
         assert store.history.prune(now=t0 + timedelta(days=100_000)) == 0

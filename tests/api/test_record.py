@@ -63,19 +63,19 @@ def _store(path: Path) -> Store:
         Approval(10, 0), Approval(25, 1, user="bob", refused="it lists other VMs")])
     # An approval of the third event whose outcome nobody wrote down.
     store.audit_log.append(AuditEntry(action=APPROVE_ATTEMPT, time=START + timedelta(seconds=35),
-                                  user="carol", host="test", endpoint=ENDPOINT,
-                                  event_id=THIRD))
+                                      user="carol", host="test", endpoint=ENDPOINT,
+                                      event_id=THIRD))
     store.audit_log.append(AuditEntry(action=APPROVE_ATTEMPT, time=START + timedelta(seconds=36),
-                                  user="dave", host="test", endpoint=ENDPOINT,
-                                  event_id=ELSEWHERE, details={"vm_id": MADE_ON}))
+                                      user="dave", host="test", endpoint=ENDPOINT,
+                                      event_id=ELSEWHERE, details={"vm_id": MADE_ON}))
     heartbeat(store, 45)
     store.sessions.record_impact(Impact(STALL, START + timedelta(seconds=22), 4.8, ENDPOINT,
-                               wall_seconds=4.8, boottime_seconds=4.8, event_id=SECOND,
-                               event_type="Freeze", announced=5, tie=STARTED))
+                                        wall_seconds=4.8, boottime_seconds=4.8, event_id=SECOND,
+                                        event_type="Freeze", announced=5, tie=STARTED))
     store.sessions.record_impact(Impact(BOOT, START + timedelta(seconds=40), 12.5, ENDPOINT,
-                               booted_at=START + timedelta(seconds=41),
-                               first_poll=START + timedelta(seconds=52.5), exact=False,
-                               boot_id="b" * 32))
+                                        booted_at=START + timedelta(seconds=41),
+                                        first_poll=START + timedelta(seconds=52.5), exact=False,
+                                        boot_id="b" * 32))
     for seq in range(12):  # a log longer than a page
         store.audit_log.append(AuditEntry(action="agent-note", time=START + timedelta(
             seconds=70 + seq), user="root", host="test", endpoint=ENDPOINT,

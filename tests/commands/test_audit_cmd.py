@@ -286,7 +286,7 @@ def record_some(data_dir: Path) -> Store:
     for minute in range(3):
         log(store, minute, "refused", error="for the test")
     store.history.record(parse_document({"DocumentIncarnation": 7, "Events": []}),
-                          seen_at=T0, endpoint="http://e")
+                         seen_at=T0, endpoint="http://e")
     return store
 
 

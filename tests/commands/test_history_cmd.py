@@ -88,7 +88,7 @@ def busy(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
             document = parse_document(answer.content)
             seen = datetime.fromtimestamp(clock(), timezone.utc)
             store.history.record(document, seen_at=seen, endpoint=emulator.url,
-                                  changes=tracker.update(document, seen), after=after)
+                                 changes=tracker.update(document, seen), after=after)
             after = (document.incarnation, content_hash(document))
             polls += 1
             clock.advance(STEP)
@@ -327,10 +327,10 @@ def test_hostile_history_is_printed_safely(tmp_path: Path) -> None:
     t0 = datetime(2024, 5, 14, 9, 30, tzinfo=timezone.utc)
     with Store.open_dir(tmp_path / "data") as store:
         store.history.record(parse_document(json.dumps(body)), seen_at=t0,
-                              endpoint="http://e", changes=())
+                             endpoint="http://e", changes=())
         store.audit_log.append(AuditEntry(action="refused", time=t0 + timedelta(seconds=1),
-                                      user=hostile, host="h", endpoint="http://e",
-                                      event_id=f"E{hostile}", error=hostile))
+                                          user=hostile, host="h", endpoint="http://e",
+                                          event_id=f"E{hostile}", error=hostile))
     outputs = [setui(*args, data_dir=tmp_path / "data") for args in (
         ["history"], ["history", "show", "7", "--diff"], ["history", "--event", f"E{hostile}"])]
     for done in outputs:

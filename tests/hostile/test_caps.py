@@ -56,9 +56,9 @@ def nasty_store(tmp_path: Path) -> Path:
     data = tmp_path / "data"
     with Store.open_dir(data) as store:
         store.history.record(parse_document(document(1, NASTY, Description=NASTY)),
-                              seen_at=T0, endpoint="http://x")
+                             seen_at=T0, endpoint="http://x")
         store.audit_log.append(AuditEntry(action="refused", time=T0, user="u\x9b", host="h",
-                                      endpoint="http://x", event_id=NASTY, error=NASTY))
+                                          endpoint="http://x", event_id=NASTY, error=NASTY))
     return data
 
 
@@ -105,7 +105,7 @@ def test_the_daily_budget_keeps_only_that_an_incarnation_was_seen(
     with Store.open_dir(tmp_path / "data") as store:
         for number in range(1, 11):
             store.history.record(parse_document(document(number, f"E-{number}")),
-                                  seen_at=T0 + timedelta(minutes=number), endpoint="http://x")
+                                 seen_at=T0 + timedelta(minutes=number), endpoint="http://x")
         records = store.history.incarnations(limit=None)
         assert len(records) == 10  # every incarnation is still there
         cut = [r for r in records if "history budget" in r.summary]
@@ -114,6 +114,6 @@ def test_the_daily_budget_keeps_only_that_an_incarnation_was_seen(
         assert all("incarnation" in r.summary and "2 MB" not in r.summary for r in cut)
         # The next UTC day has a budget of its own.
         store.history.record(parse_document(document(11, "E-11")),
-                              seen_at=T0 + timedelta(days=1), endpoint="http://x")
+                             seen_at=T0 + timedelta(days=1), endpoint="http://x")
         newest = store.history.incarnations(limit=1)[0]
         assert "history budget" not in newest.summary and newest.document().events

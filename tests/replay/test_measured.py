@@ -61,10 +61,10 @@ def recording(tmp_path: Path) -> Recording:
         # and, later, a stall no event was announced for.
         heartbeat(store, 100)
         store.sessions.record_impact(Impact(STALL, START + timedelta(seconds=27), 4.8, ENDPOINT,
-                                   wall_seconds=4.8, boottime_seconds=4.8, event_id=FREEZE,
-                                   event_type="Freeze", announced=5, tie=STARTED))
+                                            wall_seconds=4.8, boottime_seconds=4.8, event_id=FREEZE,
+                                            event_type="Freeze", announced=5, tie=STARTED))
         store.sessions.record_impact(Impact(STALL, START + timedelta(seconds=95), 3.1, ENDPOINT,
-                                   wall_seconds=3.1))
+                                            wall_seconds=3.1))
         found = load_recording(store.record)
     finally:
         store.close()

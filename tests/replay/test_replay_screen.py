@@ -150,7 +150,7 @@ async def test_replay_at_80x24_keeps_the_label_the_moment_and_the_rows(
 
 
 async def test_p_in_the_history_replays_that_incarnation(recorded: Store) -> None:
-    history = HistoryScreen(recorded, config=CONFIG, vm_name="web-0")
+    history = HistoryScreen(recorded.record, config=CONFIG, vm_name="web-0")
     app = ScreenApp(history)
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: len(history.records) == 9)
@@ -253,7 +253,7 @@ async def test_the_status_line_says_what_the_record_says(recorded: Store) -> Non
 
 
 async def test_it_opens_on_the_first_incarnation_with_events(recorded: Store) -> None:
-    app = ReplayApp(config=CONFIG, store=recorded)
+    app = ReplayApp(config=CONFIG, store=recorded.record)
     async with app.run_test(size=(120, 36)) as pilot:
         screen = await opened(app, pilot)
         assert screen.moment == at(10)  # the Reboot appeared; the record began empty at 0

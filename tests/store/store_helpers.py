@@ -49,7 +49,7 @@ def play(store: Store, documents: Iterable[Document], start: datetime = T0,
     for number, document in enumerate(documents):
         when = start + step * number
         store.history.record(document, seen_at=when, changes=tracker.update(document, when),
-                              endpoint=endpoint, after=after)
+                             endpoint=endpoint, after=after)
         after = (document.incarnation, content_hash(document))
     return when
 

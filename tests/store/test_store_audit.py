@@ -30,9 +30,9 @@ def test_records_hold_every_field(store: Store) -> None:
                 "NotBefore": "Tue, 14 May 2024 10:00:00 GMT", "Resources": ["a", "b"],
                 "EventSource": "Platform", "DurationInSeconds": 5, "Description": "d"}
     attempt = store.audit_log.append(entry("approve-attempt", event=snapshot,
-                                       details={"api_version": "2020-07-01"}))
+                                           details={"api_version": "2020-07-01"}))
     outcome = store.audit_log.append(entry("approve-outcome", minute=0.01, status=200,
-                                       latency=0.0421, attempt_seq=attempt.seq))
+                                           latency=0.0421, attempt_seq=attempt.seq))
     assert (attempt.seq, outcome.seq) == (1, 2)
     newest, oldest = store.audit_log.records()
     assert newest == outcome.__class__(**{**outcome.__dict__, "has_outcome": None})

@@ -150,7 +150,7 @@ def test_a_number_too_large_for_sqlite_is_a_store_error(store: Store) -> None:
     huge = 99999999999999999999999
     with pytest.raises(StoreError, match="larger than the database can hold"):
         store.history.record(Document(incarnation=huge, events=(), raw={}), seen_at=T0,
-                              endpoint=ENDPOINT)
+                             endpoint=ENDPOINT)
     with pytest.raises(StoreError, match="larger than the database can hold"):
         store.audit_log.append(entry(incarnation=huge))
     with pytest.raises(StoreError, match="larger than the database can hold"):

@@ -53,7 +53,7 @@ def test_the_history_and_its_recording_sessions_are_one_endpoint(tmp_path: Path)
             assert newest is not None and newest[0].incarnation == 4
         # The document seen again under another spelling is the same row, not a new one.
         assert not store.history.record(STORY[3], seen_at=T0 + timedelta(minutes=9),
-                                         endpoint=SPELLINGS[2])
+                                        endpoint=SPELLINGS[2])
 
 
 def test_the_agents_steps_holds_and_notifications_are_one_endpoint(tmp_path: Path) -> None:

@@ -42,7 +42,7 @@ def test_a_day_of_unchanged_polling_adds_no_row_and_few_writes(store: Store) -> 
     seconds = 24 * 3600
     for second in range(seconds):
         store.history.record(document, seen_at=T0 + timedelta(seconds=second),
-                              endpoint=ENDPOINT, changes=())
+                             endpoint=ENDPOINT, changes=())
     store.database._conn.set_trace_callback(None)
     records = store.history.incarnations()
     assert len(records) == 1
@@ -72,7 +72,7 @@ def test_a_restarted_writer_continues_the_story(data_dir: Path) -> None:
         changes = tracker.update(STORY[2], T0 + timedelta(minutes=5))
         assert [c.kind.value for c in changes] == ["appeared"] and changes[0].initial
         second.history.record(STORY[2], seen_at=T0 + timedelta(minutes=5),
-                               endpoint=ENDPOINT, changes=changes)
+                              endpoint=ENDPOINT, changes=changes)
         newest = second.history.incarnations(limit=1)[0]
     assert [c.kind for c in newest.changes] == ["started"]
     assert newest.summary == "started Reboot A-1"
@@ -83,7 +83,7 @@ def test_caller_changes_are_used_when_the_store_knows_nothing_earlier(store: Sto
     tracker.update(STORY[1], T0)  # this caller saw incarnation 2; the store did not
     changes = tracker.update(STORY[2], T0 + timedelta(minutes=1))
     store.history.record(STORY[2], seen_at=T0 + timedelta(minutes=1), endpoint=ENDPOINT,
-                          changes=changes)
+                         changes=changes)
     assert [c.kind for c in store.history.incarnations()[0].changes] == ["started"]
 
 
@@ -243,12 +243,12 @@ def _without_vm_names(path: Path, version: int) -> None:
 def test_each_incarnation_keeps_this_vms_name_once_known(store: Store) -> None:
     store.history.record(STORY[0], seen_at=T0, endpoint=ENDPOINT)  # the name not yet known
     store.history.record(STORY[1], seen_at=T0 + timedelta(minutes=1), endpoint=ENDPOINT,
-                          vm_name="vm-web-0")
+                         vm_name="vm-web-0")
     later = Store(store.path)  # another writer touches #1 and knows the name
     later.history.record(STORY[0], seen_at=T0 + timedelta(seconds=30), endpoint=ENDPOINT,
-                          vm_name="vm-web-0")
+                         vm_name="vm-web-0")
     later.history.record(STORY[1], seen_at=T0 + timedelta(minutes=2), endpoint=ENDPOINT,
-                          vm_name="someone-else")  # the first name known stays
+                         vm_name="someone-else")  # the first name known stays
     later.close()
     assert [(r.incarnation, r.vm_name) for r in store.history.incarnations()] == [
         (2, "vm-web-0"), (1, "vm-web-0")]
@@ -266,7 +266,7 @@ def test_an_older_store_is_read_as_it_is_and_upgraded_by_a_writer(data_dir: Path
             == [(2, None), (1, None)]
     with Store.open_dir(data_dir) as store:
         store.history.record(STORY[2], seen_at=T0 + timedelta(minutes=5), endpoint=ENDPOINT,
-                              vm_name="vm-web-0")
+                             vm_name="vm-web-0")
         assert [(r.incarnation, r.vm_name) for r in store.history.incarnations()] == [
             (3, "vm-web-0"), (2, None), (1, None)]
     conn = sqlite3.connect(path)

@@ -70,7 +70,7 @@ WRITER = textwrap.dedent("""
                 seen = T0 + timedelta(minutes=number + loop * 10_000,
                                       seconds=repeat * 61 + int(offset))
                 store.history.record(doc, seen_at=seen, endpoint="http://e",
-                                      changes=tracker.update(doc, seen))
+                                     changes=tracker.update(doc, seen))
                 last = number == int(incarnations) and repeat == int(repeats) - 1
                 if last and forever != "forever":
                     barrier("last")

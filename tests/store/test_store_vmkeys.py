@@ -31,7 +31,7 @@ def attempt(store: Store, event_id: str, *, endpoint: str = ENDPOINT,
     """An approval attempt as the approver writes it (its vmId in the details)."""
     details = {"vm_id": vm_id} if vm_id is not None else {}
     return store.audit_log.append(entry("approve-attempt", event_id=event_id, endpoint=endpoint,
-                                    details=details)).seq
+                                        details=details)).seq
 
 
 def hold_entry(event_id: str) -> AuditEntry:

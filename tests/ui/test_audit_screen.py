@@ -263,8 +263,8 @@ async def test_store_errors_are_shown(store: Store, monkeypatch: pytest.MonkeyPa
     def broken(*_: Any, **__: Any) -> Any:
         raise StoreError("database is locked")
 
-    monkeypatch.setattr(store, "verify_audit", broken)
-    monkeypatch.setattr(store, "audit", broken)
+    monkeypatch.setattr(store.record, "verify_audit", broken)
+    monkeypatch.setattr(store.record, "audit", broken)
     screen = AuditScreen(store.record)
     async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
         await opened(screen, pilot)

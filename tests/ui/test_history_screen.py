@@ -18,6 +18,7 @@ from screenhost import ScreenApp, assert_not_wrapped, drawn_after
 from setui.core.model import parse_document
 from setui.core.tracker import Tracker
 from setui.store import Store, StoreError
+from setui.store.stored import StoredRecord
 from setui.ui.screens.history import (
     DetailScreen,
     HistoryScreen,
@@ -214,7 +215,7 @@ async def test_store_error_shows_the_reason(store: Store,
     def broken(**_: Any) -> list[Any]:
         raise StoreError("database disk image is malformed")
 
-    monkeypatch.setattr(store, "history", broken)
+    monkeypatch.setattr(store.record, "history", broken)
     screen = HistoryScreen(store.record)
     async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
         await opened(screen, pilot)
@@ -243,7 +244,7 @@ async def test_pages_load_on_demand(store: Store) -> None:
 class CountingStore:
     """Says how much the screen asked for: it must never ask for everything."""
 
-    def __init__(self, real: Store) -> None:
+    def __init__(self, real: StoredRecord) -> None:
         self.real = real
         self.limits: list[int | None] = []
 
@@ -263,7 +264,7 @@ class CountingStore:
 
 async def test_opening_reads_one_page_only(store: Store) -> None:
     fill(store, [{"DocumentIncarnation": n, "Events": []} for n in range(1, 40)])
-    counting = CountingStore(store)
+    counting = CountingStore(store.record)
     screen = HistoryScreen(counting, page_size=10)  # type: ignore[arg-type]
     async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
         await opened(screen, pilot)
