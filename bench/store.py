@@ -10,7 +10,7 @@ reference `setui --version`, the start-up alone) and the history screen is opene
 app (`h` until its table has rows and the frame is drawn; reference: the help screen).
 
 (b) 24 h of polling once a second with an unchanged document is 86,400 calls of
-`Store.record_document` with seen_at advancing by a second (quick: one hour, multiplied
+`Store.history.record` with seen_at advancing by a second (quick: one hour, multiplied
 by 24). Growth is the database and its -wal after the store is closed (SQLite
 checkpoints and removes the -wal then); the -wal's size while running is reported too.
 """
@@ -114,15 +114,15 @@ def fill(data: Path, rows: int) -> datetime:
 def _check(data: Path, last: datetime) -> None:
     """The store reads the rows, and derives a real change from the newest of them."""
     with Store.open_dir(data, history_days=None) as store:
-        newest = store.history(limit=1)[0]
+        newest = store.history.incarnations(limit=1)[0]
         raw = parse_document(newest.raw_json)
         body = {"DocumentIncarnation": raw.incarnation + 1, "Events": [
             dict(e.raw) for e in raw.events[1:]]}
         document = parse_document(stored_json(body).encode())
-        if not store.record_document(document, seen_at=last + timedelta(minutes=1),
-                                     endpoint=ENDPOINT):
+        if not store.history.record(document, seen_at=last + timedelta(minutes=1),
+                                    endpoint=ENDPOINT):
             raise RuntimeError("the store did not take a new incarnation on the filled rows")
-        added = store.history(limit=1)[0]
+        added = store.history.incarnations(limit=1)[0]
         if [c.event_id for c in added.changes] != [raw.events[0].event_id]:
             raise RuntimeError(f"unexpected changes on the filled rows: {added.changes}")
 
@@ -223,15 +223,15 @@ def growth(quick: bool) -> list[Row]:
     raw = {"DocumentIncarnation": 7, "Events": [_event(n, base) for n in range(3)]}
     document = parse_document(stored_json(raw).encode())
     store = Store.open_dir(data)
-    store.record_document(document, seen_at=base, endpoint=ENDPOINT)
+    store.history.record(document, seen_at=base, endpoint=ENDPOINT)
     store.close()  # the last connection closed: checkpointed, -wal removed
     before = _size(db)
     store = Store.open_dir(data)
     wal_peak = 0
     started = time.process_time()
     for second in range(1, hours * 3600 + 1):
-        store.record_document(document, seen_at=base + timedelta(seconds=second),
-                              endpoint=ENDPOINT)
+        store.history.record(document, seen_at=base + timedelta(seconds=second),
+                             endpoint=ENDPOINT)
         if second % 600 == 0:
             wal_peak = max(wal_peak, Path(f"{db}-wal").stat().st_size)
     cpu = time.process_time() - started

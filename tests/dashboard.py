@@ -73,7 +73,7 @@ class Dashboard:
 
     def audit_actions(self) -> list[str]:
         assert self.store is not None
-        return [r.action for r in self.store.audit(oldest_first=True)]
+        return [r.action for r in self.store.audit_log.records(oldest_first=True)]
 
     def notices(self) -> list[str]:
         return list(self.app.notices)

@@ -62,24 +62,24 @@ def record_scenario(path: Path, scenario_toml: str, *, seconds: int,
             _act(store, service, act, at, posix)
         if any(a <= second < b for a, b in gaps):
             if session is not None:
-                store.recorder_beat(session, at, stopped=True)
+                store.sessions.beat(session, at, stopped=True)
                 session, tracker, after = None, None, None
             continue
         if session is None:
-            session = store.recorder_start(endpoint=ENDPOINT, pid=4242, host="test",
+            session = store.sessions.start(endpoint=ENDPOINT, pid=4242, host="test",
                                            command="setui watch", at=at)
-            newest = store.newest_document(ENDPOINT)
+            newest = store.history.newest_document(ENDPOINT)
             tracker = Tracker(newest[0] if newest else None)
         assert tracker is not None
         document = parse_document(service.document(now=posix))
         changes = tracker.update(document, at)
-        store.record_document(document, seen_at=at, endpoint=ENDPOINT, changes=changes,
-                              vm_name=scenario.vm_name,
-                              after=after)
+        store.history.record(document, seen_at=at, endpoint=ENDPOINT, changes=changes,
+                             vm_name=scenario.vm_name,
+                             after=after)
         after = (document.incarnation, content_hash(document))
-        store.recorder_beat(session, at)
+        store.sessions.beat(session, at)
     if session is not None:
-        store.recorder_beat(session, START + timedelta(seconds=seconds), stopped=True)
+        store.sessions.beat(session, START + timedelta(seconds=seconds), stopped=True)
     return store
 
 
@@ -89,18 +89,18 @@ def _act(store: Store, service: Service, act: Approval, at: datetime, posix: flo
     base = dict(time=at, user=act.user, host="test", endpoint=ENDPOINT, event_id=event_id,
                 ssh_client="10.0.0.9")
     if act.refused is not None:
-        store.audit_append(AuditEntry(action=REFUSED, error=act.refused, **base))
+        store.audit_log.append(AuditEntry(action=REFUSED, error=act.refused, **base))
         return
-    attempt = store.audit_append(AuditEntry(action=APPROVE_ATTEMPT, **base))
+    attempt = store.audit_log.append(AuditEntry(action=APPROVE_ATTEMPT, **base))
     service.timeline.approve([event_id], service.scenario_time(posix))
-    store.audit_append(AuditEntry(action=APPROVE_OUTCOME, status=200, latency=0.012,
-                                  attempt_seq=attempt.seq, **base))
+    store.audit_log.append(AuditEntry(action=APPROVE_OUTCOME, status=200, latency=0.012,
+                                      attempt_seq=attempt.seq, **base))
 
 
 def heartbeat(store: Store, seconds: float) -> None:
     """An agent's session that kept its heartbeat for the first ``seconds`` of the record:
     a stall or a boot then would be in it."""
-    agent = store.recorder_start(endpoint=ENDPOINT, pid=1, host="test", command="setui agent",
+    agent = store.sessions.start(endpoint=ENDPOINT, pid=1, host="test", command="setui agent",
                                  at=START)
-    store.recorder_measures(agent)
-    store.recorder_beat(agent, START + timedelta(seconds=seconds), stopped=True)
+    store.sessions.measures(agent)
+    store.sessions.beat(agent, START + timedelta(seconds=seconds), stopped=True)

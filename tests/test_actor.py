@@ -58,10 +58,10 @@ def test_every_front_end_writes_the_actor_the_same_way(
     collector.settimeout(10)
     with collector, Store.open_dir(
             data_dir, forward=f"udp://127.0.0.1:{collector.getsockname()[1]}") as store:
-        store.audit_append(AuditEntry(action="approve-attempt", time=T0, user=user,
-                                      host="vm-web-0", endpoint="http://169.254.169.254",
-                                      ssh_client=ssh_client, event_id="EV-1",
-                                      details=details))
+        store.audit_log.append(AuditEntry(action="approve-attempt", time=T0, user=user,
+                                          host="vm-web-0", endpoint="http://169.254.169.254",
+                                          ssh_client=ssh_client, event_id="EV-1",
+                                          details=details))
         forwarded = collector.recv(65536).decode()
     assert f'actor="{words}"' in forwarded  # the copy's structured field
     assert f" by {words}: sent" in forwarded  # and its message

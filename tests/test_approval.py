@@ -63,7 +63,8 @@ def posts(emulator: Emulator) -> list[Any]:
 def approver(client: Any, store: Store | None, **kw: Any) -> Approver:
     """An Approver whose operator accepted that the Freeze also starts for WestNO_1 (as
     typing "yes", or --allow-other-vms, does)."""
-    made = Approver(client, store, endpoint="http://imds", identity=WHO, wall=lambda: NOW,
+    made = Approver(client, None if store is None else store.audit_log,
+                    endpoint="http://imds", identity=WHO, wall=lambda: NOW,
                     vm_name="WestNO_0", **kw)
     made.approve = functools.partial(made.approve, allow_other_vms=True)  # type: ignore[method-assign]
     return made
@@ -85,7 +86,7 @@ async def test_approve_posts_the_documented_request_and_records_both_halves(
     assert post.headers["metadata"] == "true"
     assert post.query["api-version"] == "2020-07-01"
     assert json.loads(post.body) == {"StartRequests": [{"EventId": EVENT_ID}]}
-    outcome_record, attempt = store.audit()
+    outcome_record, attempt = store.audit_log.records()
     assert outcome.record_seq == outcome_record.seq
     assert (attempt.action, outcome_record.action) == ("approve-attempt", "approve-outcome")
     assert outcome_record.attempt_seq == attempt.seq and attempt.has_outcome
@@ -102,7 +103,7 @@ async def test_approve_posts_the_documented_request_and_records_both_halves(
     assert (attempt.user, attempt.ssh_client, attempt.host) == ("alice", "10.1.2.3", "vm-web-0")
     assert attempt.time == NOW and attempt.endpoint == "http://imds"
     assert attempt.details["event_ids"] == [EVENT_ID]
-    assert store.verify_audit().ok
+    assert store.audit_log.verify().ok
     clock.advance(2)  # the emulator starts an approved event a second later
     started = (await current(client)).event(EVENT_ID)
     assert started is not None and started.is_started
@@ -154,7 +155,7 @@ async def test_refusals_post_nothing_and_are_recorded(
     [outcome] = await approver(client, store).approve([event_id], document)
     assert outcome.refused and not outcome.approved and words in outcome.message
     assert posts(emulator) == []
-    [record] = store.audit()
+    [record] = store.audit_log.records()
     assert record.action == "refused" and words in (record.error or "")
     assert outcome.record_seq == record.seq
 
@@ -199,7 +200,7 @@ async def test_a_locked_audit_log_refuses_and_posts_nothing(
         assert outcome.refused and not outcome.approved
         assert "nothing was sent" in outcome.message and "locked" in outcome.message
         assert posts(emulator) == []
-        assert store.audit() == []
+        assert store.audit_log.records() == []
 
 
 async def test_a_rejected_approval_is_recorded_as_failed(
@@ -209,7 +210,7 @@ async def test_a_rejected_approval_is_recorded_as_failed(
     assert not outcome.approved and not outcome.refused and outcome.status == 400
     assert outcome.message.startswith("not approved:")
     assert len(posts(emulator)) == 1
-    record = store.audit()[0]
+    record = store.audit_log.records()[0]
     assert record.action == "approve-outcome" and record.status == 400 and record.error
     assert record.details.get("kind") == "rejected"
 
@@ -224,7 +225,7 @@ async def test_several_events_one_post_and_refusals_apart(
     assert "already in this approval" in outcomes[2].message
     [post] = posts(emulator)
     assert json.loads(post.body) == {"StartRequests": [{"EventId": EVENT_ID}]}
-    actions = [(r.action, r.event_id) for r in store.audit(oldest_first=True)]
+    actions = [(r.action, r.event_id) for r in store.audit_log.records(oldest_first=True)]
     assert actions == [("refused", "NOPE"), ("refused", EVENT_ID),
                        ("approve-attempt", EVENT_ID), ("approve-outcome", EVENT_ID)]
 
@@ -233,7 +234,7 @@ async def test_cancel_is_recorded(client: ImdsClient, store: Store,
                                   emulator: Emulator) -> None:
     document = await current(client)
     assert approver(client, store).record_cancel([EVENT_ID], document) is True
-    [record] = store.audit()
+    [record] = store.audit_log.records()
     assert record.action == "dismissed" and record.event is not None
     assert record.incarnation == document.incarnation
     assert approver(client, None).record_cancel([EVENT_ID], document) is False
@@ -260,7 +261,7 @@ async def test_an_unexpected_error_is_an_outcome_not_a_crash(client: ImdsClient,
                                                               await current(client))
     assert not outcome.approved and outcome.unknown
     assert "RuntimeError: boom" in outcome.message
-    record = store.audit()[0]
+    record = store.audit_log.records()[0]
     assert "RuntimeError: boom" in (record.error or "")
     assert record.details["outcome"] == "unknown" and record.details["ending"] == "failed"
 
@@ -297,7 +298,7 @@ async def test_check_is_a_dry_run_that_writes_and_sends_nothing(
     assert unknown.reason is not None and "is not in the current document" in unknown.reason
     [beyond] = await who.check([EVENT_ID], document)  # WestNO_1 too, not allowed
     assert beyond.reason is not None and "add --allow-other-vms" in beyond.reason
-    assert posts(emulator) == [] and store.audit() == []
+    assert posts(emulator) == [] and store.audit_log.records() == []
     # The operator's read, and one more by the first check (the second refused before).
     assert len([r for r in emulator.requests if r.method == "GET"]) == 2
 
@@ -314,10 +315,11 @@ async def test_a_send_held_back_for_other_vms_names_the_approvers_consent(
     alone = replace(document, events=tuple(
         replace(e, resources=("WestNO_0",)) for e in document.events))
     words = "other_vms = true in the rule (rule r does not say it)"
-    agents = Approver(client, store, endpoint="http://imds", identity=WHO,
+    agents = Approver(client, store.audit_log, endpoint="http://imds", identity=WHO,
                       vm_name="WestNO_0", consent=words)
     [held] = await agents.check([EVENT_ID], alone, confirmed_as={EVENT_ID: seen})
     assert held.reason == f"it also starts for 1 other VM: WestNO_1; it needs {words}"
-    plain = Approver(client, store, endpoint="http://imds", identity=WHO, vm_name="WestNO_0")
+    plain = Approver(client, store.audit_log, endpoint="http://imds", identity=WHO,
+                     vm_name="WestNO_0")
     [held] = await plain.check([EVENT_ID], alone, confirmed_as={EVENT_ID: seen})
     assert held.reason is not None and held.reason.endswith("it needs --allow-other-vms")

@@ -50,14 +50,14 @@ async def approve(imds: ScriptedImds, store: Store, *, timeout: float = 2.0,
     """Read the document as an operator would have seen it, then approve MINE."""
     async with client_of(imds, timeout) as client:
         shown = (await client.fetch()).document
-        approver = Approver(client, store, endpoint=imds.url, identity=WHO, vm_name="web-0",
-                            wall=lambda: datetime.now(timezone.utc), **kw)
+        approver = Approver(client, store.audit_log, endpoint=imds.url, identity=WHO,
+                            vm_name="web-0", wall=lambda: datetime.now(timezone.utc), **kw)
         [outcome] = await approver.approve([MINE], shown, again=again, progress=progress)
         return outcome
 
 
 def outcome_record(store: Store) -> AuditRecord:
-    return next(r for r in store.audit() if r.action == APPROVE_OUTCOME)
+    return next(r for r in store.audit_log.records() if r.action == APPROVE_OUTCOME)
 
 
 @pytest.mark.parametrize("ending, changed", [
@@ -80,7 +80,7 @@ async def test_a_retry_is_checked_as_the_first_send_was(
     assert "nothing more was sent" in outcome.message
     if ending == "changed":  # the others cannot be approved as they are: nothing to ask
         assert outcome.ask_again and "type: Freeze -> Redeploy" in outcome.changes
-    assert store.claim(MINE, scripted.url) is None  # a 503 approved nothing: free again
+    assert store.audit_log.claim(MINE, scripted.url) is None  # a 503 approved nothing: free again
 
 
 async def test_a_timed_out_try_then_200_is_approved(scripted: ScriptedImds,
@@ -108,7 +108,7 @@ async def test_a_timed_out_try_then_giving_up_is_unknown_and_claims_the_event(
                                       "service")
     record = outcome_record(store)
     assert record.details["outcome"] == "unknown" and record.details["ending"] == "gave-up"
-    claim = store.claim(MINE, scripted.url)
+    claim = store.audit_log.claim(MINE, scripted.url)
     assert claim is not None and claim.unknown
     assert "may already have been sent by alice" in claim.describe()
     again = await approve(scripted, store)
@@ -142,7 +142,7 @@ async def test_a_refused_connection_cannot_have_arrived(scripted: ScriptedImds,
     assert record.details["outcome"] == "failed" and record.details["ending"] == "gave-up"
     assert record.details["attempts"] >= 1
     assert not any(t.get("may_have_arrived") for t in record.details["tries"])
-    assert store.claim(MINE, scripted.url) is None
+    assert store.audit_log.claim(MINE, scripted.url) is None
 
 
 async def test_a_failed_read_before_a_retry_sends_nothing_that_round(
@@ -178,8 +178,8 @@ async def test_interrupted_mid_request_is_unknown(scripted: ScriptedImds,
     record = await interrupt(task, store)
     assert record.details["outcome"] == "unknown"
     assert "may have reached the service" in (record.error or "")
-    assert store.claim(MINE, scripted.url) is not None
-    assert store.verify_audit().ok
+    assert store.audit_log.claim(MINE, scripted.url) is not None
+    assert store.audit_log.verify().ok
 
 
 async def test_interrupted_between_tries_after_an_answer_is_failed(
@@ -197,7 +197,7 @@ async def test_interrupted_between_tries_after_an_answer_is_failed(
     await asyncio.wait_for(waiting.wait(), PATIENCE)
     record = await interrupt(task, store)
     assert record.details["outcome"] == "failed"
-    assert store.claim(MINE, scripted.url) is None
+    assert store.audit_log.claim(MINE, scripted.url) is None
 
 
 async def test_an_early_start_is_linked_to_an_approval_of_unknown_outcome(
@@ -235,7 +235,7 @@ async def approve_at(emulator: Emulator, store: Store, **kw: Any) -> ApprovalOut
     async with ImdsClient(emulator.url, timeout=2.0, backoff=FAST, rate=100,
                           burst=100) as client:
         shown = (await client.fetch()).document
-        approver = Approver(client, store, endpoint=emulator.url, identity=WHO,
+        approver = Approver(client, store.audit_log, endpoint=emulator.url, identity=WHO,
                             vm_name="web-0", **kw)
         [outcome] = await approver.approve([MINE], shown)
         return outcome
@@ -272,7 +272,7 @@ async def test_an_approval_rides_out_a_service_restart(emulator: Emulator,
     async with ImdsClient(emulator.url, timeout=2.0, backoff=FAST, rate=100,
                           burst=100) as client:
         shown = (await client.fetch()).document
-        approver = Approver(client, store, endpoint=emulator.url, identity=WHO,
+        approver = Approver(client, store.audit_log, endpoint=emulator.url, identity=WHO,
                             vm_name="web-0")
         [outcome] = await approver.approve([MINE], shown, progress=stop_once)
     assert outcome.approved

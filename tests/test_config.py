@@ -91,12 +91,12 @@ def test_history_days_zero_keeps_the_history_forever(tmp_path: Path) -> None:
     t0 = datetime(2024, 5, 14, tzinfo=timezone.utc)
     with Store.open_dir(tmp_path / "data", history_days=config.history_days) as store:
         for number in (1, 2):
-            store.record_document(parse_document({"DocumentIncarnation": number,
-                                                  "Events": []}),
+            store.history.record(parse_document({"DocumentIncarnation": number,
+                                                 "Events": []}),
                                   seen_at=t0 + timedelta(days=3650 * number),
                                   endpoint="http://e")
-        assert store.prune(now=t0 + timedelta(days=100_000)) == 0
-        assert [r.incarnation for r in store.history()] == [2, 1]
+        assert store.history.prune(now=t0 + timedelta(days=100_000)) == 0
+        assert [r.incarnation for r in store.history.incarnations()] == [2, 1]
     with pytest.raises(ConfigError, match="history-days must be a number of days, or 0"):
         load_config(write(tmp_path, "history-days = -1\n"), environ={})
 
@@ -281,7 +281,7 @@ def test_without_a_config_the_store_reads_the_same_variables(
     assert default_data_dir() == tmp_path / "env-data"
     with Store.open_dir(None) as store:
         assert store.path.parent == tmp_path / "env-data"
-        assert store.forwarder.target.kind == "none"
+        assert store.audit_log.forwarder.target.kind == "none"
     monkeypatch.setenv("SETUI_DATA_DIR", "")  # empty is unset, here as in the config
     assert default_data_dir() != Path("")
 

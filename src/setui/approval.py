@@ -61,10 +61,10 @@ from setui.store import (
     REFUSED,
     UNKNOWN,
     AuditEntry,
-    Store,
     StoreError,
     event_snapshot,
 )
+from setui.store.auditlog import AuditLog
 from setui.store.claims import AlreadyClaimed, Claim
 from setui.store.vmkeys import with_vm_id
 from setui.tries import Tries, unread
@@ -108,14 +108,14 @@ class Approver:
     # the agent has one that does not: api.approving).
     outlives_front_end = False
 
-    def __init__(self, client: ImdsClient, store: Store | None, *, endpoint: str,
+    def __init__(self, client: ImdsClient, audit_log: AuditLog | None, *, endpoint: str,
                  identity: Identity | None = None, read_only: bool = False,
                  store_problem: str | None = None, vm_name: str | None = None,
                  vm_id: str | None = None, wall: Callable[[], datetime] = utc_now,
                  details: dict[str, Any] | None = None, consent: str | None = None,
                  deadline: float = APPROVAL_DEADLINE) -> None:
         self.client = client
-        self.store = store
+        self.audit_log = audit_log
         self.endpoint = endpoint
         self.identity = identity or Identity.current()
         self.read_only = read_only
@@ -142,9 +142,9 @@ class Approver:
         ``allow_other_vms=False``: an event reaching beyond this VM is refused too."""
         if self.read_only:
             return READ_ONLY
-        if self.store is None or self.store.readonly:
+        if self.audit_log is None or self.audit_log.readonly:
             problem = self.store_problem or (
-                "no audit log is open" if self.store is None else "it was opened read-only")
+                "no audit log is open" if self.audit_log is None else "it was opened read-only")
             return (f"the audit log cannot be written ({problem.rstrip('.')}); setui "
                     "approves nothing it cannot record")
         return refusal(event_id, document, vm_name=self.vm_name,
@@ -179,9 +179,9 @@ class Approver:
         seqs: list[int | None] = [None] * len(event_ids)
         fields: dict[str, Any] = {} if seen is None else {
             "snapshot": seen.snapshot, "incarnation": seen.incarnation}
-        if self.store is not None and not self.store.readonly:
+        if self.audit_log is not None and not self.audit_log.readonly:
             try:
-                records = self.store.audit_extend(
+                records = self.audit_log.extend(
                     [self._entry(REFUSED, i, document, error=reason, **fields)
                      for i in event_ids])
                 seqs = [r.seq for r in records]
@@ -195,10 +195,10 @@ class Approver:
     def record_cancel(self, event_ids: Sequence[str], document: Document | None) -> bool:
         """Record that the operator said no; True if it was written (nothing else depends
         on it: nothing was sent)."""
-        if not event_ids or self.store is None or self.store.readonly:
+        if not event_ids or self.audit_log is None or self.audit_log.readonly:
             return False
         try:
-            self.store.audit_extend([self._entry(DISMISSED, i, document) for i in event_ids])
+            self.audit_log.extend([self._entry(DISMISSED, i, document) for i in event_ids])
         except StoreError as exc:
             self.store_error = str(exc)
             return False
@@ -206,10 +206,10 @@ class Approver:
 
     def claim(self, event_id: str) -> Claim | None:
         """The earlier approval of this event on this VM, if any (blocking: SQLite)."""
-        if self.store is None:
+        if self.audit_log is None:
             return None
         try:
-            return self.store.claim(event_id, self.endpoint, vm_id=self.vm_id)
+            return self.audit_log.claim(event_id, self.endpoint, vm_id=self.vm_id)
         except StoreError:
             return None  # cannot tell here; the approval itself checks again, or refuses
 
@@ -249,12 +249,12 @@ class Approver:
             verdicts[event_id] = Verdict(event_id, reason, document=document)
         damaged: str | None = None
         if going:
-            assert document is not None and self.store is not None
+            assert document is not None and self.audit_log is not None
             # The store's check (on a thread) while the document is read again: both stand
             # between the operator's key and the POST, neither needs the other.
             # Handed to the executor now, not a loop turn later as to_thread would.
             checking = asyncio.get_running_loop().run_in_executor(
-                None, self.store.approval_integrity)
+                None, self.audit_log.approval_integrity)
             try:
                 latest, problem = await self._reread()
             finally:
@@ -325,13 +325,13 @@ class Approver:
                 ask_again=bool(verdict.changes), changes=verdict.changes,
                 seen=verdict.seen)))[0]
         if ready:
-            assert self.store is not None
-            for outcome in await self._post(ready, self.store, again, allow_other_vms,
+            assert self.audit_log is not None
+            for outcome in await self._post(ready, self.audit_log, again, allow_other_vms,
                                             progress, damaged):
                 results[outcome.event_id] = outcome
         return [results[i] for i in ids]
 
-    async def _post(self, ready: Mapping[str, Confirmed], store: Store, again: bool,
+    async def _post(self, ready: Mapping[str, Confirmed], log: AuditLog, again: bool,
                     allow_other_vms: bool, progress: Callable[[Progress], None] | None,
                     damaged: str | None) -> list[ApprovalOutcome]:
         """``damaged``: why the store may take no approval (its check, just made), or None."""
@@ -349,10 +349,10 @@ class Approver:
                     for i in ids]
         try:
             if again:
-                attempts = await asyncio.to_thread(store.audit_extend, entries)
+                attempts = await asyncio.to_thread(log.extend, entries)
             else:
                 attempts = await asyncio.to_thread(partial(
-                    store.audit_claim, entries, wire_ids, self.endpoint, vm_id=self.vm_id))
+                    log.extend_claiming, entries, wire_ids, self.endpoint, vm_id=self.vm_id))
         except AlreadyClaimed as exc:
             return [self._claimed(i, ready[i], exc) for i in ids]
         except StoreError as exc:
@@ -382,10 +382,10 @@ class Approver:
             tries.interrupted()
             stopped = _End("interrupted", f"interrupted after {tries.said()}")
             with contextlib.suppress(StoreError):
-                store.audit_extend(outcomes(stopped))
+                log.extend(outcomes(stopped))
             raise
         try:
-            seqs = [o.seq for o in await asyncio.to_thread(store.audit_extend, outcomes(end))]
+            seqs = [o.seq for o in await asyncio.to_thread(log.extend, outcomes(end))]
             note = ""
         except StoreError as exc:
             self.store_error = str(exc)
@@ -474,8 +474,8 @@ class Approver:
                             incarnation=seen.incarnation, error=reason)
         seq = None
         try:
-            assert self.store is not None
-            seq = self.store.audit_extend([entry])[0].seq
+            assert self.audit_log is not None
+            seq = self.audit_log.extend([entry])[0].seq
         except StoreError as problem:
             self.store_error = str(problem)
         return ApprovalOutcome(event_id, False, True, None, f"refused: {reason}", None, seq,

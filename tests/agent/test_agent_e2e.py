@@ -32,7 +32,7 @@ pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.m
 
 def _audit(tmp_path: Path) -> list:
     with Store.open_dir(tmp_path / "data", readonly=True) as store:
-        return store.audit(oldest_first=True)
+        return store.audit_log.records(oldest_first=True)
 
 
 def test_user_reboot_is_approved_only_after_its_prepare_hook_exits_0(

@@ -105,7 +105,7 @@ def run_setui(tmp_path: Path, *args: str, env: dict[str, str] | None = None
 
 def impacts(tmp_path: Path, endpoint: str) -> list[Any]:
     with Store.open_dir(tmp_path / "data", readonly=True) as store:
-        return store.impacts(endpoint=endpoint)
+        return store.sessions.impacts(endpoint=endpoint)
 
 
 def fleet_of(text: str) -> FleetBuilder:
@@ -254,7 +254,7 @@ def measuring(tmp_path: Path) -> bool:
     """Whether the store says a session keeps the agent's heartbeat (set at its first
     answer): from then on a report has something measured to speak of."""
     with Store.open_dir(tmp_path / "data", readonly=True) as store:
-        return any(s.measures for s in store.recorders())
+        return any(s.measures for s in store.sessions.spans())
 
 
 def test_a_report_right_after_the_agent_starts_says_it_is_measuring(tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ def test_a_retry_after_the_event_changed_is_not_sent(scripted: ScriptedImds,
     assert '"failed"' in said and "type: Freeze -> Redeploy" in said
     assert len(scripted.posts()) == 1
     with Store.open_dir(tmp_path / "data", readonly=True) as store:
-        outcome = next(r for r in store.audit() if r.action == APPROVE_OUTCOME)
+        outcome = next(r for r in store.audit_log.records() if r.action == APPROVE_OUTCOME)
     assert outcome.details["ending"] == "changed"
     assert outcome.event["EventType"] == "Freeze"
 

@@ -118,7 +118,7 @@ async def test_a_hold_from_a_dashboard_at_another_endpoint_holds_the_agent(
         assert stop(proc) == 0
     with Store.open_dir(tmp_path / "data", readonly=True) as store:
         actions = [(r.action, r.user, r.details.get("vm_id"))
-                   for r in store.audit(oldest_first=True)]
+                   for r in store.audit_log.records(oldest_first=True)]
     assert actions[:2] == [(HOLD, "oncall", VM_ID), (RELEASE, "oncall", VM_ID)]
 
 
@@ -145,7 +145,7 @@ def test_the_agent_on_a_store_from_another_vm_approves_its_own_event(
         mine.stop()
     assert len(posts(mine)) == 1
     with Store.open_dir(tmp_path / "data", readonly=True) as store:
-        attempts = [r.details.get("vm_id") for r in store.audit(oldest_first=True)
+        attempts = [r.details.get("vm_id") for r in store.audit_log.records(oldest_first=True)
                     if r.action == "approve-attempt"]
     assert attempts == [OTHER_VM, VM_ID]
 

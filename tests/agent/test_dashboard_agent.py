@@ -34,7 +34,8 @@ async def test_the_summary_shows_the_agents_plan_and_h_holds_it(
         await pilot.press("H")
         await d.wait_for(pilot, lambda: log.held([selected]) == set())
         await d.wait_for(pilot, lambda: "HELD" not in summary.plain())
-    records = [r for r in d.store.audit(oldest_first=True) if r.action in (HOLD, RELEASE)]
+    records = [r for r in d.store.audit_log.records(oldest_first=True)
+               if r.action in (HOLD, RELEASE)]
     assert [r.action for r in records] == [HOLD, RELEASE]
     assert all(r.user == "oncall" and r.event_id == selected for r in records)
     assert records[0].event is not None and records[0].incarnation is not None

@@ -143,7 +143,7 @@ def test_a_persons_approval_shows_in_approved_by(tmp_path: Path, emulator: Emula
             stdin=subprocess.DEVNULL)
         assert done.returncode == 0, done.stderr
         with Store.open_dir(tmp_path / "data", readonly=True) as store:
-            who = store.approvals([EVENT_ID])[EVENT_ID].user
+            who = store.audit_log.approvals([EVENT_ID])[EVENT_ID].user
         lines.until(lambda line: '"change": "started"' in line, 30, "the event to start")
         wait_until(lambda: any(f'approved_by="{who}"' in series and 'eventStatus="Started"'
                                in series for series in _series(

@@ -89,7 +89,7 @@ def test_an_event_that_changed_under_its_rule_gets_no_further_step(
         said = next(b for b in sink.bodies if "event changed" in str(b.get("title")))
         assert "no longer matches: EventType Reboot is not Freeze" in str(said["message"])
         with Store.open_dir(tmp_path / "data", readonly=True) as store:
-            audit = [r for r in store.audit(oldest_first=True) if r.action == UNMATCHED]
+            audit = [r for r in store.audit_log.records(oldest_first=True) if r.action == UNMATCHED]
         assert len(audit) == 1 and audit[0].user.startswith("policy:short-freeze (setui agent")
         assert audit[0].event is not None and audit[0].event["EventType"] == "Reboot"
         assert audit[0].details["agent"]["matched"]["EventType"] == "Freeze"
@@ -134,7 +134,7 @@ approve_before = 895
             assert stop(proc) == 0
         assert len(posts(emulator)) == 1
         with Store.open_dir(tmp_path / "data", readonly=True) as store:
-            attempt = next(r for r in store.audit() if r.action == "approve-attempt")
+            attempt = next(r for r in store.audit_log.records() if r.action == "approve-attempt")
         assert attempt.event is not None and attempt.event["DurationInSeconds"] == 7
         assert attempt.incarnation == 2
     finally:

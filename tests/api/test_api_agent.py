@@ -47,7 +47,7 @@ approve = "after-prepare"
 
 def _audit(base: Path) -> list:
     with Store.open_dir(base / "data", readonly=True) as store:
-        return store.audit(oldest_first=True)
+        return store.audit_log.records(oldest_first=True)
 
 
 @pytest.mark.slow
@@ -68,7 +68,8 @@ def test_two_users_see_the_kernels_word_and_the_history_from_before_they_came(
     proc, _ = start_agent(emulator.url, base)
     try:
         with Store.open_dir(base / "data", readonly=True) as store:
-            wait_until(lambda: store.history(limit=1) != [], 30, "the first document stored")
+            wait_until(lambda: store.history.incarnations(limit=1) != [], 30,
+                       "the first document stored")
         alice = run_as(accounts["alice"], base, "history")
         carol = run_as(accounts["carol"], base, "history")
     finally:

@@ -60,7 +60,7 @@ async def approve_through_api(tmp_path: Path, scripted: ScriptedImds,
 
 
 def outcome_record(store: Store) -> Any:
-    return next(r for r in store.audit() if r.action == APPROVE_OUTCOME)
+    return next(r for r in store.audit_log.records() if r.action == APPROVE_OUTCOME)
 
 
 async def test_each_try_reaches_the_client_a_held_retry_as_held(
@@ -93,4 +93,5 @@ async def test_an_outcome_nobody_knows_reaches_the_client_as_unknown(
                                       "service")
     assert [p.attempt for p in heard] == [1]
     assert outcome_record(store).details["outcome"] == "unknown"
-    assert store.claim(MINE, scripted.url) is not None  # nothing is sent again without again
+    # nothing is sent again without again
+    assert store.audit_log.claim(MINE, scripted.url) is not None

@@ -66,13 +66,14 @@ def setui_as(account: Account | None, base: Path, *args: str, endpoint: str,
 
 def _audit(base: Path) -> list:
     with Store.open_dir(base / "data", readonly=True) as store:
-        return store.audit(oldest_first=True)
+        return store.audit_log.records(oldest_first=True)
 
 
 def _recorded(base: Path) -> None:
     """Wait until the agent has stored its first document."""
     with Store.open_dir(base / "data", readonly=True) as store:
-        wait_until(lambda: store.history(limit=1) != [], 30, "the first document stored")
+        wait_until(lambda: store.history.incarnations(limit=1) != [], 30,
+                   "the first document stored")
 
 
 @contextlib.contextmanager

@@ -115,7 +115,7 @@ async def test_no_at_the_prompt_is_recorded_by_the_agent_and_sends_nothing(
     code, out, _err = await asyncio.to_thread(_approve, path, "n\n")
     assert code == 3 and "Approve? [y/N] Cancelled: nothing was approved." in out
     with Store.open_dir(tmp_path / "data", readonly=True) as store:
-        [record] = store.audit()
+        [record] = store.audit_log.records()
     assert record.action == DISMISSED and record.event_id == MINE
     assert record.details["op"] == "dismiss"
 
@@ -129,4 +129,4 @@ async def test_read_only_asks_the_agent_to_approve_nothing(
     assert code == 1
     assert "REFUSED: setui runs read-only (--read-only): it approves nothing" in out
     with Store.open_dir(tmp_path / "data", readonly=True) as store:
-        assert store.audit() == []
+        assert store.audit_log.records() == []

@@ -110,7 +110,7 @@ def status(app: AttachedApp) -> str:
 
 def audit(tmp_path: Path) -> list[Any]:
     with Store.open_dir(tmp_path / "data", readonly=True) as store:
-        return store.audit(oldest_first=True)
+        return store.audit_log.records(oldest_first=True)
 
 
 async def pick(app: AttachedApp, pilot: Any, event_id: str) -> None:
@@ -173,7 +173,7 @@ async def test_it_shows_the_agents_history_from_before_it_opened_and_asks_imds_n
     proc, _ = start_agent(emulator.url, tmp_path, env=plain_env(tmp_path, sock="api.sock"))
     try:
         with Store.open_dir(tmp_path / "data", readonly=True) as store:
-            wait_until(lambda: len(store.history(limit=5)) >= 2, PATIENCE,
+            wait_until(lambda: len(store.history.incarnations(limit=5)) >= 2, PATIENCE,
                        "two incarnations recorded by the agent")
         app = dashboard(tmp_path / "api.sock")
         assert app.client is None and app.store is None and app.poller is None
@@ -451,4 +451,4 @@ def test_a_non_approvers_a_is_dimmed_and_says_who_may_approve(
 
 def _audit_of(base: Path) -> list[Any]:
     with Store.open_dir(base / "data", readonly=True) as store:
-        return store.audit(oldest_first=True)
+        return store.audit_log.records(oldest_first=True)

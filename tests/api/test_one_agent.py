@@ -62,7 +62,7 @@ def test_a_second_agent_on_the_same_store_refuses_to_start_and_names_the_first(
         assert f"another agent runs on this store (pid {first.pid}, since " in second.stderr
         # It read and wrote nothing: one recording session, the first agent's.
         with Store.open_dir(tmp_path / "data", readonly=True) as store:
-            assert [s.pid for s in store.recorders()] == [first.pid]
+            assert [s.pid for s in store.sessions.spans()] == [first.pid]
     finally:
         _stop(first)
 

@@ -62,22 +62,22 @@ def _store(path: Path) -> Store:
     store = record_scenario(path, SCENARIO, seconds=90, holes=[(50, 60)], approvals=[
         Approval(10, 0), Approval(25, 1, user="bob", refused="it lists other VMs")])
     # An approval of the third event whose outcome nobody wrote down.
-    store.audit_append(AuditEntry(action=APPROVE_ATTEMPT, time=START + timedelta(seconds=35),
-                                  user="carol", host="test", endpoint=ENDPOINT,
-                                  event_id=THIRD))
-    store.audit_append(AuditEntry(action=APPROVE_ATTEMPT, time=START + timedelta(seconds=36),
-                                  user="dave", host="test", endpoint=ENDPOINT,
-                                  event_id=ELSEWHERE, details={"vm_id": MADE_ON}))
+    store.audit_log.append(AuditEntry(action=APPROVE_ATTEMPT, time=START + timedelta(seconds=35),
+                                      user="carol", host="test", endpoint=ENDPOINT,
+                                      event_id=THIRD))
+    store.audit_log.append(AuditEntry(action=APPROVE_ATTEMPT, time=START + timedelta(seconds=36),
+                                      user="dave", host="test", endpoint=ENDPOINT,
+                                      event_id=ELSEWHERE, details={"vm_id": MADE_ON}))
     heartbeat(store, 45)
-    store.record_impact(Impact(STALL, START + timedelta(seconds=22), 4.8, ENDPOINT,
-                               wall_seconds=4.8, boottime_seconds=4.8, event_id=SECOND,
-                               event_type="Freeze", announced=5, tie=STARTED))
-    store.record_impact(Impact(BOOT, START + timedelta(seconds=40), 12.5, ENDPOINT,
-                               booted_at=START + timedelta(seconds=41),
-                               first_poll=START + timedelta(seconds=52.5), exact=False,
-                               boot_id="b" * 32))
+    store.sessions.record_impact(Impact(STALL, START + timedelta(seconds=22), 4.8, ENDPOINT,
+                                        wall_seconds=4.8, boottime_seconds=4.8, event_id=SECOND,
+                                        event_type="Freeze", announced=5, tie=STARTED))
+    store.sessions.record_impact(Impact(BOOT, START + timedelta(seconds=40), 12.5, ENDPOINT,
+                                        booted_at=START + timedelta(seconds=41),
+                                        first_poll=START + timedelta(seconds=52.5), exact=False,
+                                        boot_id="b" * 32))
     for seq in range(12):  # a log longer than a page
-        store.audit_append(AuditEntry(action="agent-note", time=START + timedelta(
+        store.audit_log.append(AuditEntry(action="agent-note", time=START + timedelta(
             seconds=70 + seq), user="root", host="test", endpoint=ENDPOINT,
             error=f"note {seq}"))
     return store
@@ -137,7 +137,7 @@ async def test_the_agent_answers_as_the_store_does(
         both: tuple[Store, AgentClient], question: str) -> None:
     store, client = both
     ask = QUESTIONS[question]
-    expected = ask(store)
+    expected = ask(store.record)
     assert expected not in (None, [], {}) or question in (
         "no such incarnation", "unforwarded", "missing_records"), "a question worth asking"
     assert await asyncio.to_thread(ask, client) == expected
@@ -155,7 +155,7 @@ async def test_a_claim_through_the_agent_is_keyed_by_the_vm_as_the_stores_is(
         return [record.claim(ELSEWHERE, ENDPOINT, vm_id=vm_id)
                 for vm_id in (None, MADE_ON, ANOTHER)]
 
-    unknown, same, other = expected = ask(store)
+    unknown, same, other = expected = ask(store.record)
     assert unknown is not None and unknown.made_on == MADE_ON and unknown.user == "dave"
     assert same is not None and same.made_on is None
     assert other is None
@@ -187,7 +187,7 @@ async def test_a_replay_from_the_agent_is_the_replay_from_the_store(
     """One function builds a replay's recording from either (monitor.replay), with what
     the agent measured and when its heartbeat ran."""
     store, client = both
-    from_store = load_recording(store)
+    from_store = load_recording(store.record)
     from_agent = await asyncio.to_thread(load_recording, client)
     assert from_store is not None and from_store.impacts and from_store.measuring
     assert from_agent == from_store
@@ -200,9 +200,10 @@ async def test_a_page_too_large_for_a_frame_is_asked_again_in_halves(
     from setui.api import queries
 
     store, client = both
-    one = len(repr(store.history(limit=1)[0].raw_json))
+    one = len(repr(store.history.incarnations(limit=1)[0].raw_json))
     monkeypatch.setattr(queries, "MAX_ANSWER", 3 * one + 2000)  # a page of 7 is too large
-    assert await asyncio.to_thread(client.history, limit=None) == store.history(limit=None)
+    assert await asyncio.to_thread(client.history, limit=None) \
+        == store.history.incarnations(limit=None)
 
 
 async def test_the_replay_screen_opens_on_the_agents_record(
@@ -255,8 +256,9 @@ async def test_a_read_after_the_agent_closed_the_connection_is_asked_again_a_wri
         return bool(select.select([client._sock], [], [], 0)[0])
 
     await until(closed, what="the agent to close the idle connection")
-    assert await asyncio.to_thread(client.history, limit=None) == store.history(limit=None)
+    assert await asyncio.to_thread(client.history, limit=None) \
+        == store.history.incarnations(limit=None)
     await until(closed, what="the agent to close the idle connection")
     with pytest.raises(ConnectionLost):
         await asyncio.to_thread(client.dismiss, [FIRST])
-    assert await asyncio.to_thread(client.audit, limit=3) == store.audit(limit=3)
+    assert await asyncio.to_thread(client.audit, limit=3) == store.audit_log.records(limit=3)

@@ -179,7 +179,7 @@ async def test_one_query_at_a_time_and_an_answer_past_the_frame_limit_is_refused
             {"EventId": f"E{number}", "EventType": "Reboot", "EventStatus": "Scheduled",
              "Resources": ["vm"], "NotBefore": "Mon, 30 Nov 2026 00:00:00 GMT",
              "Description": big}]})
-        store.record_document(document, seen_at=T0, endpoint="http://127.0.0.1:9")
+        store.history.record(document, seen_at=T0, endpoint="http://127.0.0.1:9")
     peer = await connect()
     answer = await peer.ask(id=1, op="history", limit=1000)
     assert answer["error"]["code"] == "too-large", answer

@@ -55,8 +55,8 @@ def posts(emulator: Emulator) -> list[Any]:
 
 def audit(data_dir: Path) -> list[Any]:
     with Store.open_dir(data_dir, readonly=True) as store:
-        assert store.verify_audit().ok
-        return store.audit(oldest_first=True)
+        assert store.audit_log.verify().ok
+        return store.audit_log.records(oldest_first=True)
 
 
 def test_yes_approves_and_records_the_outcome(emulator: Emulator, data_dir: Path) -> None:
@@ -86,7 +86,7 @@ def test_yes_approves_and_records_the_outcome(emulator: Emulator, data_dir: Path
     assert outcome.attempt_seq == attempt.seq and outcome.latency_ms is not None
     assert f"(audit record {outcome.seq})" in out
     with Store.open_dir(data_dir, readonly=True) as store:  # what it saw is history too
-        assert [r.incarnation for r in store.history()] == [2]
+        assert [r.incarnation for r in store.history.incarnations()] == [2]
 
 
 def test_a_witness_that_cannot_be_written_is_a_warning_not_a_failure(

@@ -55,5 +55,5 @@ def test_a_refusal_or_cancel_that_cannot_be_recorded_says_so(
     assert "locked by another process" in err.getvalue()
     assert [r for r in emulator.requests if r.method == "POST"] == []
     with Store.open_dir(data, readonly=True) as store:
-        assert store.verify_audit().ok
-        assert store.audit(oldest_first=True) == []
+        assert store.audit_log.verify().ok
+        assert store.audit_log.records(oldest_first=True) == []

@@ -39,8 +39,8 @@ def report(imds: ScriptedImds, data_dir: Path) -> subprocess.CompletedProcess[st
 
 def audit(data_dir: Path) -> list[Any]:
     with Store.open_dir(data_dir, readonly=True) as store:
-        assert store.verify_audit().ok
-        return store.audit(oldest_first=True)
+        assert store.audit_log.verify().ok
+        return store.audit_log.records(oldest_first=True)
 
 
 def test_yes_stops_retrying_when_the_event_changed_and_names_the_change(

@@ -70,8 +70,8 @@ def posted_ids(emulator: Emulator) -> list[str]:
 
 def audit(data_dir: Path) -> list[Any]:
     with Store.open_dir(data_dir, readonly=True) as store:
-        assert store.verify_audit().ok
-        return store.audit(oldest_first=True)
+        assert store.audit_log.verify().ok
+        return store.audit_log.records(oldest_first=True)
 
 
 def test_yes_alone_refuses_an_event_of_other_vms(emulator: Emulator, data_dir: Path) -> None:

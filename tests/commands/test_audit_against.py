@@ -54,8 +54,8 @@ def write_log(data_dir: Path, entries: Sequence[AuditEntry], forward: str = "non
     """A real store with these records, each written (and forwarded) on its own."""
     store = Store.open_dir(data_dir, forward=forward)
     for one in entries:
-        store.audit_append(one)
-        assert store.forward_problem is None, store.forward_problem
+        store.audit_log.append(one)
+        assert store.audit_log.forward_problem is None, store.audit_log.forward_problem
     store.close()
     return store
 
@@ -134,7 +134,7 @@ def test_a_hash_planted_in_ssh_connection_is_not_the_records_hash(
     forged_dir = tmp_path / "forged"
     forged = write_log(forged_dir, approval("mallory", ssh_client="10.0.0.1")[:1])
     with Store.open_dir(forged_dir, readonly=True) as reader:
-        forged_hash = reader.audit()[0].hash
+        forged_hash = reader.audit_log.records()[0].hash
     assert forged.path.exists()
     planted = f'10.0.0.1"seq="1"hash="{forged_hash}"'
     write_log(tmp_path / "genuine", approval("alice", ssh_client=planted)[:1],

@@ -41,7 +41,7 @@ def log(store: Store, minute: float, action: str, **fields: object) -> int:
                                  "event": SNAPSHOT, "incarnation": 2}
     values.update(fields)
     entry = AuditEntry(action=action, time=T0 + timedelta(minutes=minute), **values)  # type: ignore[arg-type]
-    return store.audit_append(entry).seq
+    return store.audit_log.append(entry).seq
 
 
 @pytest.fixture
@@ -235,7 +235,7 @@ def test_truncation_with_the_head_rewritten_is_tampering(data_dir: Path) -> None
     """Records cut off the end, and audit_head set to the new last record: the chain in
     the database is consistent, but the witness beside it still says 5."""
     with Store.open_dir(data_dir, readonly=True) as store:
-        records = store.audit(oldest_first=True)
+        records = store.audit_log.records(oldest_first=True)
     tamper(data_dir, "DELETE FROM audit WHERE seq >= 4",
            f"UPDATE audit_head SET seq = 3, hash = '{records[2].hash}'")
     done = setui("audit", "verify", data_dir=data_dir)
@@ -298,8 +298,8 @@ def record_some(data_dir: Path) -> Store:
     store = Store.open_dir(data_dir)
     for minute in range(3):
         log(store, minute, "refused", error="for the test")
-    store.record_document(parse_document({"DocumentIncarnation": 7, "Events": []}),
-                          seen_at=T0, endpoint="http://e")
+    store.history.record(parse_document({"DocumentIncarnation": 7, "Events": []}),
+                         seen_at=T0, endpoint="http://e")
     return store
 
 

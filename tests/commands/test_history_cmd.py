@@ -87,8 +87,8 @@ def busy(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
             assert answer.status_code == 200
             document = parse_document(answer.content)
             seen = datetime.fromtimestamp(clock(), timezone.utc)
-            store.record_document(document, seen_at=seen, endpoint=emulator.url,
-                                  changes=tracker.update(document, seen), after=after)
+            store.history.record(document, seen_at=seen, endpoint=emulator.url,
+                                 changes=tracker.update(document, seen), after=after)
             after = (document.incarnation, content_hash(document))
             polls += 1
             clock.advance(STEP)
@@ -96,7 +96,7 @@ def busy(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
         # An operator opened the approval dialog for the event Azure later cancelled, and
         # said no: the same word, "cancelled", for two different things.
         cancelled = next(e for e in expected if e.kinds[-1] == "cancelled")
-        store.audit_append(AuditEntry(
+        store.audit_log.append(AuditEntry(
             action="cancelled", user="oncall", host="vm-web-0", endpoint=emulator.url,
             time=datetime.fromtimestamp(emulator.epoch + cancelled.times[0] + 2.5,
                                         timezone.utc),
@@ -326,11 +326,11 @@ def test_hostile_history_is_printed_safely(tmp_path: Path) -> None:
         "Resources": [hostile], "NotBefore": "", "Description": hostile}]}
     t0 = datetime(2024, 5, 14, 9, 30, tzinfo=timezone.utc)
     with Store.open_dir(tmp_path / "data") as store:
-        store.record_document(parse_document(json.dumps(body)), seen_at=t0,
-                              endpoint="http://e", changes=())
-        store.audit_append(AuditEntry(action="refused", time=t0 + timedelta(seconds=1),
-                                      user=hostile, host="h", endpoint="http://e",
-                                      event_id=f"E{hostile}", error=hostile))
+        store.history.record(parse_document(json.dumps(body)), seen_at=t0,
+                             endpoint="http://e", changes=())
+        store.audit_log.append(AuditEntry(action="refused", time=t0 + timedelta(seconds=1),
+                                          user=hostile, host="h", endpoint="http://e",
+                                          event_id=f"E{hostile}", error=hostile))
     outputs = [setui(*args, data_dir=tmp_path / "data") for args in (
         ["history"], ["history", "show", "7", "--diff"], ["history", "--event", f"E{hostile}"])]
     for done in outputs:

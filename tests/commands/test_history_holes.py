@@ -171,7 +171,7 @@ def test_report_and_replay_tell_the_same_holes(written: Written) -> None:
     report = json.loads(done.stdout)["holes"]
     assert [(_time(h["from"]), _time(h["to"])) for h in report if not h.get("open")] == closed
     with Store.open_dir(written.data_dir, readonly=True) as store:
-        recording = load_recording(store)
+        recording = load_recording(store.record)
     assert recording is not None
     assert [(h.start, h.end) for h in recording.holes if not h.open] == closed
 

@@ -36,14 +36,14 @@ def recorded(data_dir: Path) -> None:
         for minute, raw in enumerate(documents):
             document = parse_document(raw)
             at = T0 + timedelta(minutes=minute)
-            store.record_document(document, seen_at=at, endpoint=ENDPOINT,
-                                  changes=tracker.update(document, at))
-        store.record_impact(Impact(STALL, T0 + timedelta(minutes=2, seconds=1.3), 4.8,
-                                   ENDPOINT, wall_seconds=4.8, event_id=FREEZE["EventId"],
-                                   event_type="Freeze", announced=5, tie=STARTED))
-        store.record_impact(Impact(BOOT, T0 + timedelta(minutes=5), 133.0, ENDPOINT,
-                                   first_poll=T0 + timedelta(minutes=7, seconds=13),
-                                   boot_id="b"))
+            store.history.record(document, seen_at=at, endpoint=ENDPOINT,
+                                 changes=tracker.update(document, at))
+        store.sessions.record_impact(Impact(STALL, T0 + timedelta(minutes=2, seconds=1.3), 4.8,
+                                            ENDPOINT, wall_seconds=4.8, event_id=FREEZE["EventId"],
+                                            event_type="Freeze", announced=5, tie=STARTED))
+        store.sessions.record_impact(Impact(BOOT, T0 + timedelta(minutes=5), 133.0, ENDPOINT,
+                                            first_poll=T0 + timedelta(minutes=7, seconds=13),
+                                            boot_id="b"))
 
 
 def history(data_dir: Path, *args: str) -> str:

@@ -92,7 +92,8 @@ CASE_IDS = [case.name for case in CASES]
 
 def stored(store: Store) -> dict[int, tuple[object, str]]:
     """incarnation -> (first seen, document): what a fault must never change or lose."""
-    return {r.incarnation: (r.first_seen, r.raw_json) for r in store.history(limit=None)}
+    return {r.incarnation: (r.first_seen, r.raw_json)
+            for r in store.history.incarnations(limit=None)}
 
 
 def watch_env(tmp_path: Path) -> dict[str, str]:

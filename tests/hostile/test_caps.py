@@ -55,10 +55,10 @@ def test_nesting_inside_strings_does_not_count() -> None:
 def nasty_store(tmp_path: Path) -> Path:
     data = tmp_path / "data"
     with Store.open_dir(data) as store:
-        store.record_document(parse_document(document(1, NASTY, Description=NASTY)),
-                              seen_at=T0, endpoint="http://x")
-        store.audit_append(AuditEntry(action="refused", time=T0, user="u\x9b", host="h",
-                                      endpoint="http://x", event_id=NASTY, error=NASTY))
+        store.history.record(parse_document(document(1, NASTY, Description=NASTY)),
+                             seen_at=T0, endpoint="http://x")
+        store.audit_log.append(AuditEntry(action="refused", time=T0, user="u\x9b", host="h",
+                                          endpoint="http://x", event_id=NASTY, error=NASTY))
     return data
 
 
@@ -90,8 +90,8 @@ def test_undecodable_bytes_in_an_event_id_argument(nasty_store: Path) -> None:
 def test_a_huge_document_is_kept_cut_and_says_so(tmp_path: Path) -> None:
     huge = document(7, Description="x" * (hist.MAX_DOCUMENT_BYTES + 10))
     with Store.open_dir(tmp_path / "data") as store:
-        assert store.record_document(parse_document(huge), seen_at=T0, endpoint="http://x")
-        [record] = store.history()
+        assert store.history.record(parse_document(huge), seen_at=T0, endpoint="http://x")
+        [record] = store.history.incarnations()
     assert len(record.raw_json) < 4096
     assert "not kept in full" in record.summary and "KB kept per document" in record.summary
     kept = record.document()  # still a document: the events and their main fields
@@ -104,16 +104,16 @@ def test_the_daily_budget_keeps_only_that_an_incarnation_was_seen(
     monkeypatch.setattr(hist, "DAILY_BUDGET_BYTES", 1200)
     with Store.open_dir(tmp_path / "data") as store:
         for number in range(1, 11):
-            store.record_document(parse_document(document(number, f"E-{number}")),
-                                  seen_at=T0 + timedelta(minutes=number), endpoint="http://x")
-        records = store.history(limit=None)
+            store.history.record(parse_document(document(number, f"E-{number}")),
+                                 seen_at=T0 + timedelta(minutes=number), endpoint="http://x")
+        records = store.history.incarnations(limit=None)
         assert len(records) == 10  # every incarnation is still there
         cut = [r for r in records if "history budget" in r.summary]
         assert cut and len(cut) < 10
         assert all(r.document().events == () and r.changes == () for r in cut)
         assert all("incarnation" in r.summary and "2 MB" not in r.summary for r in cut)
         # The next UTC day has a budget of its own.
-        store.record_document(parse_document(document(11, "E-11")),
-                              seen_at=T0 + timedelta(days=1), endpoint="http://x")
-        newest = store.history(limit=1)[0]
+        store.history.record(parse_document(document(11, "E-11")),
+                             seen_at=T0 + timedelta(days=1), endpoint="http://x")
+        newest = store.history.incarnations(limit=1)[0]
         assert "history budget" not in newest.summary and newest.document().events

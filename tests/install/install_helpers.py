@@ -88,11 +88,11 @@ def filled_store(directory: Path) -> int:
                        "Platform", "DurationInSeconds": 15}] if number % 2 else []
             document = parse_document(json.dumps({"DocumentIncarnation": number,
                                                   "Events": events}))
-            store.record_document(document, seen_at=seen + timedelta(minutes=number),
-                                  endpoint="http://169.254.169.254")
-        store.audit_append(AuditEntry(action="dismissed", time=seen, user="alice",
-                                      host="vm-0", endpoint="http://169.254.169.254",
-                                      event_id="A-1"))
+            store.history.record(document, seen_at=seen + timedelta(minutes=number),
+                                 endpoint="http://169.254.169.254")
+        store.audit_log.append(AuditEntry(action="dismissed", time=seen, user="alice",
+                                          host="vm-0", endpoint="http://169.254.169.254",
+                                          event_id="A-1"))
         directory.mkdir(parents=True)
         for path in sorted(scratch.iterdir()):
             shutil.copy2(path, directory / path.name)

@@ -56,8 +56,8 @@ report = {"status": done.returncode, "out": done.stdout, "err": done.stderr,
                     if line.startswith("setui:")]}
 if Path("/var/lib/setui/setui.db").exists():
     with Store.open_dir("/var/lib/setui", readonly=True) as store:
-        report["incarnations"] = len(store.history(limit=None))
-        report["verified"] = store.verify_audit().ok
+        report["incarnations"] = len(store.history.incarnations(limit=None))
+        report["verified"] = store.audit_log.verify().ok
 print(json.dumps(report))
 """
 

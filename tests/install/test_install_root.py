@@ -97,7 +97,7 @@ def test_the_recorder_retires_into_the_agent_with_its_history(
     root = new_root(tmp_path)
     recorder_layout(root)
     with Store.open_dir(root / "var/lib/private/setui", readonly=True) as old:
-        records = [(r.seq, r.hash) for r in old.audit()]
+        records = [(r.seq, r.hash) for r in old.audit_log.records()]
     path, log = systemctl
     done = setui("service", "install", "--root", str(root), "--now", path=path)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -128,9 +128,9 @@ def test_the_recorder_retires_into_the_agent_with_its_history(
     assert calls(log) == []  # --now too: under a root nothing is started
     # The history and the audit log are the same, and whole.
     with Store.open_dir(root / "var/lib/setui", readonly=True) as store:
-        assert len(store.history(limit=None)) == INCARNATIONS
-        assert [(r.seq, r.hash) for r in store.audit()] == records
-        assert store.verify_audit().ok
+        assert len(store.history.incarnations(limit=None)) == INCARNATIONS
+        assert [(r.seq, r.hash) for r in store.audit_log.records()] == records
+        assert store.audit_log.verify().ok
 
 
 def test_a_shared_store_is_taken_over_in_place(tmp_path: Path,
@@ -153,7 +153,7 @@ def test_a_shared_store_is_taken_over_in_place(tmp_path: Path,
     assert after["var/lib/setui/notes.txt"] == ("f", OPERATOR_UID, 4242, 0o660)
     assert f"left as it was: {shared / 'notes.txt'} (not one of setui's files)" in done.stdout
     with Store.open_dir(shared, readonly=True) as store:
-        assert store.verify_audit().ok
+        assert store.audit_log.verify().ok
 
 
 def test_nothing_moves_while_something_has_the_store_open(

@@ -14,13 +14,14 @@ from setui.emulator.scenario import load_scenario
 from setui.emulator.server import Emulator
 from setui.monitor import Monitor, MonitorUpdate
 from setui.store import Store
+from setui.store.incarnations import History
 from waiting import PATIENCE
 
 FREEZE = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
 
 
-class BlockingStore(Store):
-    """A store whose writes wait for the test, as a database locked by another writer."""
+class BlockingHistory(History):
+    """A history whose writes wait for the test, as a database locked by another writer."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -28,11 +29,19 @@ class BlockingStore(Store):
         self.entered = threading.Event()
         self.completed = 0
 
-    def record_document(self, *args: Any, **kwargs: Any) -> bool:
+    def record(self, *args: Any, **kwargs: Any) -> bool:
         self.entered.set()
         self.release.wait(PATIENCE)
         self.completed += 1
-        return super().record_document(*args, **kwargs)
+        return super().record(*args, **kwargs)
+
+
+class BlockingStore(Store):
+    """A store whose history's writes wait for the test (BlockingHistory)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.history = self.blocking = BlockingHistory(self.database)
 
 
 async def take(updates: Any, count: int) -> list[MonitorUpdate]:
@@ -59,16 +68,16 @@ async def test_a_store_that_blocks_does_not_stop_polling(tmp_path: Path) -> None
         first = await take(updates, 4)
         # Polling went on while the first write still waited: no write had finished
         # (on the loop, each answer would have waited for its write to end first).
-        assert store.entered.is_set() and store.completed == 0
+        assert store.blocking.entered.is_set() and store.blocking.completed == 0
         assert all(u.result.fresh for u in first)
         assert monitor.state.lives[FREEZE].fate is None  # the state moved on regardless
-        store.release.set()
+        store.blocking.release.set()
     finally:
-        store.release.set()
+        store.blocking.release.set()
         await updates.aclose()
         await client.aclose()
         emulator.stop()
-    assert [r.incarnation for r in store.history()] == [2]
+    assert [r.incarnation for r in store.history.incarnations()] == [2]
     store.close()
 
 
@@ -84,7 +93,7 @@ async def test_a_session_is_recorded_and_closed_and_the_next_one_resumes_the_sto
             [update] = await take(updates, 1)
             assert [c.kind for c in update.result.changes] == [ChangeKind.APPEARED]
             await updates.aclose()
-        [session] = store.recorders(endpoint=emulator.url)
+        [session] = store.sessions.spans(endpoint=emulator.url)
         assert session.command == "setui watch" and session.stopped is not None
 
         clock.set(emulator.epoch + 3600)  # the Freeze ran and left while nothing watched
@@ -98,8 +107,8 @@ async def test_a_session_is_recorded_and_closed_and_the_next_one_resumes_the_sto
     [gone] = [c for c in update.result.changes if c.event_id == FREEZE]
     assert gone.kind is ChangeKind.GONE and not gone.certain
     assert "setui was not watching" in gone.detail
-    assert len(store.recorders(endpoint=emulator.url)) == 2
-    newest = store.history(limit=1)[0]
+    assert len(store.sessions.spans(endpoint=emulator.url)) == 2
+    newest = store.history.incarnations(limit=1)[0]
     assert [(c.kind, c.certain) for c in newest.changes if c.event_id == FREEZE] == [
         ("gone", False)]
     store.close()

@@ -60,12 +60,12 @@ def recording(tmp_path: Path) -> Recording:
         # The agent's heartbeat ran for the first 100 s; it saw the Freeze pause the VM
         # and, later, a stall no event was announced for.
         heartbeat(store, 100)
-        store.record_impact(Impact(STALL, START + timedelta(seconds=27), 4.8, ENDPOINT,
-                                   wall_seconds=4.8, boottime_seconds=4.8, event_id=FREEZE,
-                                   event_type="Freeze", announced=5, tie=STARTED))
-        store.record_impact(Impact(STALL, START + timedelta(seconds=95), 3.1, ENDPOINT,
-                                   wall_seconds=3.1))
-        found = load_recording(store)
+        store.sessions.record_impact(Impact(STALL, START + timedelta(seconds=27), 4.8, ENDPOINT,
+                                            wall_seconds=4.8, boottime_seconds=4.8, event_id=FREEZE,
+                                            event_type="Freeze", announced=5, tie=STARTED))
+        store.sessions.record_impact(Impact(STALL, START + timedelta(seconds=95), 3.1, ENDPOINT,
+                                            wall_seconds=3.1))
+        found = load_recording(store.record)
     finally:
         store.close()
     assert found is not None
@@ -133,8 +133,8 @@ def test_a_stall_after_the_last_written_sighting_is_still_in_the_report(
     try:
         late = Impact(STALL, START + timedelta(seconds=600), 2.0, ENDPOINT, wall_seconds=2.0,
                       event_id=FREEZE, event_type="Freeze", announced=5, tie=STARTED)
-        store.record_impact(late)
-        found = load_recording(store)
+        store.sessions.record_impact(late)
+        found = load_recording(store.record)
     finally:
         store.close()
     assert found is not None and found.end >= late.at

@@ -48,7 +48,7 @@ async def opened(app: ReplayApp, pilot: Any) -> ReplayScreen:
 
 
 async def test_the_dashboard_as_it_was_at_a_chosen_moment(recorded: Store) -> None:
-    app = ReplayApp(config=CONFIG, store=recorded, at=at(95))
+    app = ReplayApp(config=CONFIG, store=recorded.record, at=at(95))
     async with app.run_test(size=(120, 36)) as pilot:
         screen = await opened(app, pilot)
         assert screen.moment == at(95)
@@ -72,7 +72,7 @@ async def test_the_dashboard_as_it_was_at_a_chosen_moment(recorded: Store) -> No
 
 async def test_left_right_step_one_incarnation_and_brackets_one_minute(
         recorded: Store) -> None:
-    app = ReplayApp(config=CONFIG, store=recorded, at=at(45))
+    app = ReplayApp(config=CONFIG, store=recorded.record, at=at(45))
     async with app.run_test(size=(120, 36)) as pilot:
         screen = await opened(app, pilot)
         await pilot.press("right")
@@ -91,7 +91,7 @@ async def test_left_right_step_one_incarnation_and_brackets_one_minute(
 
 
 async def test_space_plays_at_1x_10x_60x_then_pauses(recorded: Store) -> None:
-    app = ReplayApp(config=CONFIG, store=recorded, at=at(0))
+    app = ReplayApp(config=CONFIG, store=recorded.record, at=at(0))
     async with app.run_test(size=(120, 36)) as pilot:
         screen = await opened(app, pilot)
         speeds = []
@@ -109,7 +109,7 @@ async def test_space_plays_at_1x_10x_60x_then_pauses(recorded: Store) -> None:
 
 
 async def test_nothing_in_a_replay_can_approve(recorded: Store) -> None:
-    app = ReplayApp(config=CONFIG, store=recorded, at=at(60))
+    app = ReplayApp(config=CONFIG, store=recorded.record, at=at(60))
     async with app.run_test(size=(120, 36)) as pilot:
         screen = await opened(app, pilot)
         actions = {binding.action for binding in screen._bindings.key_to_bindings.get("a", [])}
@@ -121,12 +121,12 @@ async def test_nothing_in_a_replay_can_approve(recorded: Store) -> None:
         assert not isinstance(app.screen, ConfirmationModal)
         assert app.screen is screen
         assert "Approve" not in screen_text(app).splitlines()[-1]
-        assert len(recorded.audit(limit=None)) == 3  # the recorded ones, nothing new
+        assert len(recorded.audit_log.records(limit=None)) == 3  # the recorded ones, nothing new
 
 
 async def test_a_hole_says_nothing_was_recording_and_what_left_meanwhile(
         recorded: Store) -> None:
-    app = ReplayApp(config=CONFIG, store=recorded, at=at(HOLE[0] + 20))
+    app = ReplayApp(config=CONFIG, store=recorded.record, at=at(HOLE[0] + 20))
     async with app.run_test(size=(120, 36)) as pilot:
         screen = await opened(app, pilot)
         status = screen.query_one(StatusBar).plain()
@@ -141,7 +141,7 @@ async def test_a_hole_says_nothing_was_recording_and_what_left_meanwhile(
 
 async def test_replay_at_80x24_keeps_the_label_the_moment_and_the_rows(
         recorded: Store) -> None:
-    app = ReplayApp(config=CONFIG, store=recorded, at=at(95))
+    app = ReplayApp(config=CONFIG, store=recorded.record, at=at(95))
     async with app.run_test(size=(80, 24)) as pilot:
         await opened(app, pilot)
         lines = screen_text(app).splitlines()
@@ -153,7 +153,7 @@ async def test_replay_at_80x24_keeps_the_label_the_moment_and_the_rows(
 
 
 async def test_p_in_the_history_replays_that_incarnation(recorded: Store) -> None:
-    history = HistoryScreen(recorded, config=CONFIG, vm_name="web-0")
+    history = HistoryScreen(recorded.record, config=CONFIG, vm_name="web-0")
     app = ScreenApp(history)
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: len(history.records) == 9)
@@ -208,7 +208,7 @@ def test_snapshot_replay_in_the_hole(recorded: Store, snap_compare: Any,
                                      size: tuple[int, int]) -> None:
     """The REPLAY label and moment, a countdown marked with ?, the hole said in words, the
     cursor keys in the footer and no Approve: at 80x24 as at 120x36."""
-    app = ReplayApp(config=CONFIG, store=recorded, at=at(HOLE[0] + 10))
+    app = ReplayApp(config=CONFIG, store=recorded.record, at=at(HOLE[0] + 10))
 
     async def run_before(pilot: Any) -> None:
         await wait_for(pilot, lambda: app.replay_screen.moment is not None)
@@ -221,7 +221,7 @@ async def test_a_replay_quits_on_ctrl_c_and_says_the_size_it_needs(recorded: Sto
     """What every setui app does in a terminal (setui.ui.shell) holds for the replay too."""
     from setui.ui.screens.small import TooSmallScreen
 
-    app = ReplayApp(config=CONFIG, store=recorded, at=at(95))
+    app = ReplayApp(config=CONFIG, store=recorded.record, at=at(95))
     async with app.run_test(size=(50, 16)) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, TooSmallScreen))
         await pilot.resize_terminal(80, 24)
@@ -231,7 +231,7 @@ async def test_a_replay_quits_on_ctrl_c_and_says_the_size_it_needs(recorded: Sto
 
 
 async def test_without_a_vm_name_the_record_says_which_vm_it_is(recorded: Store) -> None:
-    app = ReplayApp(config=Config(), store=recorded, at=at(95))
+    app = ReplayApp(config=Config(), store=recorded.record, at=at(95))
     async with app.run_test(size=(120, 36)) as pilot:
         screen = await opened(app, pilot)
         status = screen.query_one(StatusBar).plain()
@@ -241,7 +241,7 @@ async def test_without_a_vm_name_the_record_says_which_vm_it_is(recorded: Store)
 
 
 async def test_the_status_line_says_what_the_record_says(recorded: Store) -> None:
-    app = ReplayApp(config=CONFIG, store=recorded, at=at(95))
+    app = ReplayApp(config=CONFIG, store=recorded.record, at=at(95))
     async with app.run_test(size=(120, 36)) as pilot:
         screen = await opened(app, pilot)
         status = screen.query_one(StatusBar).plain()
@@ -256,7 +256,7 @@ async def test_the_status_line_says_what_the_record_says(recorded: Store) -> Non
 
 
 async def test_it_opens_on_the_first_incarnation_with_events(recorded: Store) -> None:
-    app = ReplayApp(config=CONFIG, store=recorded)
+    app = ReplayApp(config=CONFIG, store=recorded.record)
     async with app.run_test(size=(120, 36)) as pilot:
         screen = await opened(app, pilot)
         assert screen.moment == at(10)  # the Reboot appeared; the record began empty at 0
@@ -264,7 +264,7 @@ async def test_it_opens_on_the_first_incarnation_with_events(recorded: Store) ->
 
 
 async def test_an_empty_moment_points_to_the_next_change(recorded: Store) -> None:
-    app = ReplayApp(config=CONFIG, store=recorded, at=at(0))
+    app = ReplayApp(config=CONFIG, store=recorded.record, at=at(0))
     async with app.run_test(size=(120, 36)) as pilot:
         await opened(app, pilot)
         text = screen_text(app)

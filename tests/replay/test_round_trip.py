@@ -86,7 +86,7 @@ def changes(data: Path) -> list[tuple[Any, ...]]:
     """Each change the store holds, oldest first: what must be the same, the scenario
     second it was seen at (a manual clock makes that exact too), and its detail."""
     with Store.open_dir(data, readonly=True) as store:
-        records = sorted(store.history(limit=None), key=lambda r: r.first_seen)
+        records = sorted(store.history.incarnations(limit=None), key=lambda r: r.first_seen)
     t0 = records[0].first_seen
     return [(c.kind, c.event_id, c.event_type, c.status, c.initial, c.certain,
              (r.first_seen - t0).total_seconds(), c.detail)

@@ -48,8 +48,8 @@ def play(store: Store, documents: Iterable[Document], start: datetime = T0,
     after: tuple[int, str] | None = None
     for number, document in enumerate(documents):
         when = start + step * number
-        store.record_document(document, seen_at=when, changes=tracker.update(document, when),
-                              endpoint=endpoint, after=after)
+        store.history.record(document, seen_at=when, changes=tracker.update(document, when),
+                             endpoint=endpoint, after=after)
         after = (document.incarnation, content_hash(document))
     return when
 

@@ -101,7 +101,7 @@ def test_the_agents_files_are_its_groups_to_read_and_root_alone_writes_them(
     # Root writes it and keeps it open, as the agent does (WAL: -wal and -shm stay).
     with Store.open_dir(data) as agent:
         play(agent, STORY)
-        agent.audit_append(entry())
+        agent.audit_log.append(entry())
         names = sorted(p.name for p in data.iterdir())
         assert names == ["setui.db", "setui.db-shm", "setui.db-wal", "setui.db.audit-head"]
         for path in data.iterdir():  # the group reads, whatever root's own group is
@@ -137,8 +137,8 @@ def test_the_agents_files_are_its_groups_to_read_and_root_alone_writes_them(
         denied = as_user(outsider, "history", env=env)
         assert denied.returncode == 1 and "ermission denied" in denied.stdout + denied.stderr
     with Store.open_dir(data, readonly=True) as check:
-        assert [r.action for r in check.audit()] == ["cancelled"]
-        assert check.verify_audit().ok
+        assert [r.action for r in check.audit_log.records()] == ["cancelled"]
+        assert check.audit_log.verify().ok
 
 
 @pytest.mark.slow
@@ -161,7 +161,7 @@ def test_the_agents_store_is_the_default_for_whoever_may_read_it(
              "from setui.config import Config\n"
              "from setui.session import open_store\n"
              "store, problem = open_store(Config(data_dir=Path(sys.argv[1])), or_read=True)\n"
-             "print(store.readonly, len(store.history(limit=10)), problem)\n")
+             "print(store.readonly, len(store.history.incarnations(limit=10)), problem)\n")
     done = as_user(people["sstore-reader"], "-c", front, str(data), python=True)
     assert done.returncode == 0, done.stderr
     readonly, rows, problem = done.stdout.strip().split(" ", 2)
@@ -191,7 +191,7 @@ def test_a_shared_writable_store_is_written_by_nobody_any_more(
 
 def test_a_private_store_stays_owner_only(tmp_path: Path) -> None:
     with Store.open_dir(tmp_path / "mine") as store:
-        store.audit_append(entry())
+        store.audit_log.append(entry())
     assert mode(tmp_path / "mine") == 0o700
     for path in (tmp_path / "mine").iterdir():
         assert mode(path) == 0o600, path
@@ -220,8 +220,8 @@ def test_sqlite_opens_the_agents_store_read_only_for_root_too(base: Path,
         play(agent, STORY)
     before = {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in data.iterdir()}
     with Store.open_dir(data, readonly=True) as reader:
-        assert len(reader.history(limit=10)) == len(STORY)
+        assert len(reader.history.incarnations(limit=10)) == len(STORY)
         with pytest.raises(sqlite3.OperationalError):
-            reader._conn.execute("DELETE FROM meta")  # type: ignore[union-attr]
+            reader.database._conn.execute("DELETE FROM meta")  # type: ignore[union-attr]
     after = {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in data.iterdir()}
     assert set(after) <= set(before) | {"setui.db-shm", "setui.db-wal"}

@@ -16,8 +16,8 @@ from setui.store.against import compare
 def records(tmp_path: Path, *users: str) -> list[AuditRecord]:
     with Store.open_dir(tmp_path / "-".join(users)) as store:
         for user in users:
-            store.audit_append(entry(user=user))
-        return store.audit(oldest_first=True)
+            store.audit_log.append(entry(user=user))
+        return store.audit_log.records(oldest_first=True)
 
 
 def line(record: AuditRecord) -> str:

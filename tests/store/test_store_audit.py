@@ -22,19 +22,19 @@ GENESIS = "0" * 64
 
 def fill(store: Store, count: int = 5) -> None:
     for minute in range(count):
-        store.audit_append(entry(minute=minute, event_id=f"E-{minute}"))
+        store.audit_log.append(entry(minute=minute, event_id=f"E-{minute}"))
 
 
 def test_records_hold_every_field(store: Store) -> None:
     snapshot = {"EventId": "A-1", "EventType": "Freeze", "EventStatus": "Scheduled",
                 "NotBefore": "Tue, 14 May 2024 10:00:00 GMT", "Resources": ["a", "b"],
                 "EventSource": "Platform", "DurationInSeconds": 5, "Description": "d"}
-    attempt = store.audit_append(entry("approve-attempt", event=snapshot,
-                                       details={"api_version": "2020-07-01"}))
-    outcome = store.audit_append(entry("approve-outcome", minute=0.01, status=200,
-                                       latency=0.0421, attempt_seq=attempt.seq))
+    attempt = store.audit_log.append(entry("approve-attempt", event=snapshot,
+                                           details={"api_version": "2020-07-01"}))
+    outcome = store.audit_log.append(entry("approve-outcome", minute=0.01, status=200,
+                                           latency=0.0421, attempt_seq=attempt.seq))
     assert (attempt.seq, outcome.seq) == (1, 2)
-    newest, oldest = store.audit()
+    newest, oldest = store.audit_log.records()
     assert newest == outcome.__class__(**{**outcome.__dict__, "has_outcome": None})
     assert oldest.action == "approve-attempt" and oldest.has_outcome is True
     assert oldest.event == snapshot and oldest.details == {"api_version": "2020-07-01"}
@@ -43,28 +43,28 @@ def test_records_hold_every_field(store: Store) -> None:
     assert newest.latency_ms == 42.1 and newest.latency == pytest.approx(0.0421)
     assert newest.attempt_seq == 1 and newest.status == 200
     assert oldest.prev_hash == GENESIS and newest.prev_hash == oldest.hash
-    assert [r.seq for r in store.audit(limit=1)] == [2]
-    assert [r.seq for r in store.audit(oldest_first=True)] == [1, 2]
+    assert [r.seq for r in store.audit_log.records(limit=1)] == [2]
+    assert [r.seq for r in store.audit_log.records(oldest_first=True)] == [1, 2]
 
 
 def test_an_attempt_without_outcome_is_unknown_not_tampering(store: Store) -> None:
-    store.audit_append(entry("approve-attempt"))
-    record = store.audit()[0]
+    store.audit_log.append(entry("approve-attempt"))
+    record = store.audit_log.records()[0]
     assert record.outcome_unknown and record.has_outcome is False
-    assert store.verify_audit().ok
+    assert store.audit_log.verify().ok
 
 
 def test_hash_is_the_documented_one(store: Store) -> None:
     """An auditor can recompute the chain from the export without setui."""
     fill(store, 3)
     prev = GENESIS
-    for record in store.audit(oldest_first=True):
+    for record in store.audit_log.records(oldest_first=True):
         data = record.to_json()
         content = {k: v for k, v in data.items() if k not in ("hash", "prev_hash")}
         text = prev + "\n" + json.dumps(content, sort_keys=True, separators=(",", ":"))
         assert hashlib.sha256(text.encode()).hexdigest() == record.hash
         prev = record.hash
-    result = store.verify_audit()
+    result = store.audit_log.verify()
     assert result.ok and result.count == 3 and str(result) == "ok, 3 records"
     assert result.head_seq == 3 and result.head_hash == prev
 
@@ -74,19 +74,19 @@ def test_extend_is_all_or_nothing(store: Store) -> None:
     bad = AuditEntry(action="cancelled", time=T0, user="u", host="h", endpoint="e",
                      details={"x": object()})  # cannot be written as JSON
     with pytest.raises(TypeError):
-        store.audit_extend([entry(), bad])
-    assert [r.seq for r in store.audit()] == [1]
-    assert store.audit_append(entry()).seq == 2
-    assert store.verify_audit().ok
+        store.audit_log.extend([entry(), bad])
+    assert [r.seq for r in store.audit_log.records()] == [1]
+    assert store.audit_log.append(entry()).seq == 2
+    assert store.audit_log.verify().ok
 
 
 def test_hostile_text_is_kept_literally(store: Store) -> None:
     hostile = "\x1b[2J\u202e\ud800\x00"
-    store.audit_append(entry(user=hostile, error=hostile, event={"Description": hostile}))
-    record = store.audit()[0]
+    store.audit_log.append(entry(user=hostile, error=hostile, event={"Description": hostile}))
+    record = store.audit_log.records()[0]
     assert record.user.startswith("\x1b[2J\u202e") and "\\ud800" in record.user
     assert record.event == {"Description": hostile}
-    assert store.verify_audit().ok
+    assert store.audit_log.verify().ok
 
 
 def test_triggers_stop_casual_edits(store: Store) -> None:
@@ -110,7 +110,7 @@ def tampered(store: Store, *statements: str | tuple[str, tuple[object, ...]]) ->
 
 
 def check(store: Store, first_bad: int | None, words: str) -> None:
-    result = store.verify_audit()
+    result = store.audit_log.verify()
     assert not result.ok
     assert result.first_bad == first_bad, result
     assert words in result.problem, result.problem
@@ -124,7 +124,7 @@ def check(store: Store, first_bad: int | None, words: str) -> None:
 ])
 def test_an_altered_record_is_found(store: Store, column: str, value: object) -> None:
     fill(store)
-    assert store.verify_audit().ok
+    assert store.audit_log.verify().ok
     tampered(store, (f"UPDATE audit SET {column} = ? WHERE seq = 3", (value,)))
     check(store, 3, "record 3 was altered")
 
@@ -152,7 +152,7 @@ def test_removing_the_newest_record_and_the_head_is_found(store: Store) -> None:
     tampered(store, "DELETE FROM audit WHERE seq = 5", "DELETE FROM audit_head")
     check(store, 4, "head is missing")
     with pytest.raises(StoreError, match="no head record"):
-        store.audit_append(entry())  # nothing is written over the evidence
+        store.audit_log.append(entry())  # nothing is written over the evidence
 
 
 def test_removing_everything_but_the_head_is_found(store: Store) -> None:
@@ -181,11 +181,11 @@ INSERT = ("INSERT INTO audit (seq, time, action, os_user, ssh_client, host, endp
 
 def test_a_record_inserted_at_the_end_is_found(store: Store) -> None:
     fill(store)
-    head = store.audit(limit=1)[0].hash
+    head = store.audit_log.records(limit=1)[0].hash
     tampered(store, (INSERT, forge(store, 6, head)))
     check(store, 6, "record 6 was inserted")
     with pytest.raises(StoreError, match="after its head"):
-        store.audit_append(entry())
+        store.audit_log.append(entry())
 
 
 def test_a_record_inserted_before_the_first_is_found(store: Store) -> None:
@@ -196,7 +196,7 @@ def test_a_record_inserted_before_the_first_is_found(store: Store) -> None:
 
 def test_a_record_inserted_in_the_middle_is_found(store: Store) -> None:
     fill(store)
-    second = store.audit(oldest_first=True)[1].hash
+    second = store.audit_log.records(oldest_first=True)[1].hash
     tampered(store, "UPDATE audit SET seq = seq + 100 WHERE seq >= 3",
              "UPDATE audit SET seq = seq - 99 WHERE seq >= 100",
              (INSERT, forge(store, 3, second)),
@@ -213,7 +213,7 @@ def test_a_record_removed_and_the_rest_renumbered_is_found(store: Store) -> None
 
 def test_a_record_replaced_by_a_forgery_is_found(store: Store) -> None:
     fill(store)
-    second = store.audit(oldest_first=True)[1].hash
+    second = store.audit_log.records(oldest_first=True)[1].hash
     tampered(store, "DELETE FROM audit WHERE seq = 3", (INSERT, forge(store, 3, second)))
     check(store, 3, "chain breaks between records 3 and 4")
 
@@ -227,20 +227,20 @@ def test_a_forged_first_record_is_found(store: Store) -> None:
 def test_appending_after_a_truncation_keeps_the_evidence(store: Store) -> None:
     fill(store)
     tampered(store, "DELETE FROM audit WHERE seq = 5")
-    assert store.audit_append(entry()).seq == 6  # the head still says 5 came before
+    assert store.audit_log.append(entry()).seq == 6  # the head still says 5 came before
     check(store, 5, "record 5 was removed")
 
 
 def test_verify_of_an_empty_log(store: Store) -> None:
-    result = store.verify_audit()
+    result = store.audit_log.verify()
     assert result.ok and result.count == 0 and str(result) == "ok, 0 records"
 
 
 def test_many_records_verify_quickly(data_dir: Path) -> None:
     with Store.open_dir(data_dir) as store:
-        store.audit_extend([entry(minute=i) for i in range(5000)])
-        assert store.verify_audit().count == 5000
-        assert store.audit(limit=1)[0].time == T0 + timedelta(minutes=4999)
+        store.audit_log.extend([entry(minute=i) for i in range(5000)])
+        assert store.audit_log.verify().count == 5000
+        assert store.audit_log.records(limit=1)[0].time == T0 + timedelta(minutes=4999)
 
 
 # -- the head witness beside the database ---------------------------------------------------
@@ -253,21 +253,21 @@ def test_every_append_updates_the_witness_owner_only(store: Store) -> None:
     import stat
 
     fill(store, 3)
-    newest = store.audit(limit=1)[0]
+    newest = store.audit_log.records(limit=1)[0]
     assert json.loads(witness(store).read_text()) == {"seq": 3, "hash": newest.hash}
     if os.name == "posix":
         assert stat.S_IMODE(witness(store).stat().st_mode) == 0o600
     assert sorted(p.name for p in store.path.parent.iterdir() if "audit-head" in p.name) == [
         witness(store).name]  # no temporary file left behind
-    result = store.verify_audit()
-    assert result.ok and not result.warning and store.witness_problem is None
+    result = store.audit_log.verify()
+    assert result.ok and not result.warning and store.audit_log.witness_problem is None
 
 
 def test_truncation_with_the_head_rewritten_is_found(store: Store) -> None:
     """Before the witness this verified as "ok, 3 records"."""
     fill(store)
-    third = store.audit(oldest_first=True)[2].hash
-    fifth = store.audit(limit=1)[0].hash
+    third = store.audit_log.records(oldest_first=True)[2].hash
+    fifth = store.audit_log.records(limit=1)[0].hash
     tampered(store, "DELETE FROM audit WHERE seq >= 4",
              ("UPDATE audit_head SET seq = 3, hash = ?", (third,)))
     check(store, 4, "records were removed from the end: the witness says 5 records ending "
@@ -288,14 +288,14 @@ def test_an_older_copy_of_the_database_put_back_is_found(store: Store) -> None:
     backup = store.path.with_name("backup.db")
     shutil.copyfile(store.path, backup)
     with Store(store.path) as later:
-        later.audit_append(entry(minute=10))  # record 4, then the old copy is put back
+        later.audit_log.append(entry(minute=10))  # record 4, then the old copy is put back
     shutil.copyfile(backup, store.path)
     with Store(store.path) as restored:
         check(restored, 4, "records were removed from the end: the witness says 4 records")
         # New records do not wipe out the evidence: the witness is left as it was.
-        restored.audit_append(entry(minute=20))
-        assert restored.witness_problem is not None
-        assert "kept as evidence" in restored.witness_problem
+        restored.audit_log.append(entry(minute=20))
+        assert restored.audit_log.witness_problem is not None
+        assert "kept as evidence" in restored.audit_log.witness_problem
         check(restored, 4, "record 4 was replaced: the witness says it has hash")
 
 
@@ -303,22 +303,22 @@ def test_no_witness_is_a_warning_not_tampering(store: Store) -> None:
     """Stores written before the witness existed have none."""
     fill(store, 2)
     witness(store).unlink()
-    result = store.verify_audit()
+    result = store.audit_log.verify()
     assert result.ok and result.count == 2 and str(result) == "ok, 2 records"
     assert "there is no audit head witness" in result.warning
-    store.audit_append(entry())  # the next record writes it
-    assert store.verify_audit().warning == ""
+    store.audit_log.append(entry())  # the next record writes it
+    assert store.audit_log.verify().warning == ""
 
 
 def test_a_witness_that_cannot_be_written_never_blocks_the_log(store: Store) -> None:
     fill(store, 1)
     witness(store).unlink()
     witness(store).mkdir()  # not a file: reading and replacing it both fail
-    record = store.audit_append(entry())
-    assert record.seq == 2 and [r.seq for r in store.audit()] == [2, 1]
-    assert store.witness_problem is not None
-    assert "cannot write the audit head witness" in store.witness_problem
-    result = store.verify_audit()
+    record = store.audit_log.append(entry())
+    assert record.seq == 2 and [r.seq for r in store.audit_log.records()] == [2, 1]
+    assert store.audit_log.witness_problem is not None
+    assert "cannot write the audit head witness" in store.audit_log.witness_problem
+    result = store.audit_log.verify()
     assert result.ok and "cannot be read" in result.warning
 
 
@@ -326,11 +326,11 @@ def test_a_witness_behind_the_log_is_a_warning(store: Store) -> None:
     """A crash between the commit and the witness, or a failed write, leaves it behind."""
     fill(store, 2)
     behind = witness(store).read_text()
-    store.audit_append(entry())
+    store.audit_log.append(entry())
     witness(store).write_text(behind)
-    result = store.verify_audit()
+    result = store.audit_log.verify()
     assert result.ok and "names record 2, the log has 3" in result.warning
-    store.audit_append(entry())
+    store.audit_log.append(entry())
     assert json.loads(witness(store).read_text())["seq"] == 4
 
 
@@ -339,7 +339,7 @@ def test_a_dropped_head_table_is_tampering_not_an_error(store: Store) -> None:
     tampered(store, "DROP TABLE audit_head")
     check(store, 5, "the audit_head table was removed")
     with pytest.raises(StoreError, match="lost its head table"):
-        store.audit_append(entry())  # nothing is written over the evidence
+        store.audit_log.append(entry())  # nothing is written over the evidence
 
 
 def test_a_dropped_audit_table_is_tampering_not_an_error(store: Store) -> None:

@@ -37,7 +37,7 @@ def test_open_dir_uses_the_env_dir_when_none_given(monkeypatch: pytest.MonkeyPat
 def test_created_owner_only(tmp_path: Path) -> None:
     data = tmp_path / "a" / "b"
     with Store.open_dir(data) as store:
-        store.audit_append(entry())
+        store.audit_log.append(entry())
         assert stat.S_IMODE(data.stat().st_mode) == 0o700
         for suffix in ("", "-wal", "-shm"):
             path = Path(str(store.path) + suffix)
@@ -46,16 +46,16 @@ def test_created_owner_only(tmp_path: Path) -> None:
 
 
 def test_wal_and_full_sync(store: Store) -> None:
-    assert store._conn is not None
-    assert store._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    assert store.database._conn is not None
+    assert store.database._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert store.database._conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
 
 
 def test_closed_store_says_so(store: Store) -> None:
     store.close()
     store.close()  # twice is fine
     with pytest.raises(StoreError, match="closed"):
-        store.history()
+        store.history.incarnations()
 
 
 def test_data_dir_that_cannot_be_created(tmp_path: Path) -> None:
@@ -101,13 +101,13 @@ def test_readonly_store(data_dir: Path) -> None:
     with pytest.raises(StoreError, match="nothing was recorded"):
         Store.open_dir(data_dir, readonly=True)
     with Store.open_dir(data_dir) as writer:
-        writer.audit_append(entry())
+        writer.audit_log.append(entry())
     with Store.open_dir(data_dir, readonly=True) as reader:
-        assert reader.verify_audit().ok and len(reader.audit()) == 1
+        assert reader.audit_log.verify().ok and len(reader.audit_log.records()) == 1
         with pytest.raises(StoreError, match="read-only"):
-            reader.audit_append(entry())
+            reader.audit_log.append(entry())
         with pytest.raises(StoreError, match="read-only"):
-            reader.record_document(STORY[0], seen_at=T0, endpoint=ENDPOINT)
+            reader.history.record(STORY[0], seen_at=T0, endpoint=ENDPOINT)
 
 
 def test_locked_database_gives_up_after_the_timeout(data_dir: Path) -> None:
@@ -118,7 +118,7 @@ def test_locked_database_gives_up_after_the_timeout(data_dir: Path) -> None:
         with Store.open_dir(data_dir, timeout=0.3) as store:
             started = time.monotonic()
             with pytest.raises(StoreError) as caught:
-                store.audit_append(entry())
+                store.audit_log.append(entry())
             assert time.monotonic() - started >= 0.25  # it did wait for the lock
             assert "locked by another process" in str(caught.value)
             assert "0.3 s" in str(caught.value)
@@ -126,20 +126,20 @@ def test_locked_database_gives_up_after_the_timeout(data_dir: Path) -> None:
         holder.execute("ROLLBACK")
         holder.close()
     with Store.open_dir(data_dir) as store:
-        assert store.audit() == []  # nothing half-written
+        assert store.audit_log.records() == []  # nothing half-written
 
 
 def test_full_disk_is_a_clear_error(store: Store) -> None:
     """SQLITE_FULL, as a full disk gives it (a page-count cap stands in for the disk)."""
-    store.audit_append(entry())
-    assert store._conn is not None
-    pages = store._conn.execute("PRAGMA page_count").fetchone()[0]
-    store._conn.execute(f"PRAGMA max_page_count = {pages}")
+    store.audit_log.append(entry())
+    assert store.database._conn is not None
+    pages = store.database._conn.execute("PRAGMA page_count").fetchone()[0]
+    store.database._conn.execute(f"PRAGMA max_page_count = {pages}")
     with pytest.raises(StoreError) as caught:
-        store.audit_extend([entry(details={"pad": "x" * 5000}) for _ in range(20)])
+        store.audit_log.extend([entry(details={"pad": "x" * 5000}) for _ in range(20)])
     assert "is full" in str(caught.value)
-    assert [r.seq for r in store.audit()] == [1]
-    assert store.verify_audit().ok
+    assert [r.seq for r in store.audit_log.records()] == [1]
+    assert store.audit_log.verify().ok
 
 
 def test_a_number_too_large_for_sqlite_is_a_store_error(store: Store) -> None:
@@ -149,16 +149,16 @@ def test_a_number_too_large_for_sqlite_is_a_store_error(store: Store) -> None:
 
     huge = 99999999999999999999999
     with pytest.raises(StoreError, match="larger than the database can hold"):
-        store.record_document(Document(incarnation=huge, events=(), raw={}), seen_at=T0,
-                              endpoint=ENDPOINT)
+        store.history.record(Document(incarnation=huge, events=(), raw={}), seen_at=T0,
+                             endpoint=ENDPOINT)
     with pytest.raises(StoreError, match="larger than the database can hold"):
-        store.audit_append(entry(incarnation=huge))
+        store.audit_log.append(entry(incarnation=huge))
     with pytest.raises(StoreError, match="larger than the database can hold"):
-        store.incarnation(huge)
-    assert store.history() == [] and store.audit() == []
-    store.audit_append(entry())
-    assert store.record_document(STORY[0], seen_at=T0, endpoint=ENDPOINT)
-    assert store.verify_audit().ok
+        store.history.incarnation(huge)
+    assert store.history.incarnations() == [] and store.audit_log.records() == []
+    store.audit_log.append(entry())
+    assert store.history.record(STORY[0], seen_at=T0, endpoint=ENDPOINT)
+    assert store.audit_log.verify().ok
 
 
 @pytest.mark.parametrize("readonly", [False, True])
@@ -180,9 +180,9 @@ def test_an_empty_file_is_nothing_recorded_to_a_reader(data_dir: Path) -> None:
     with pytest.raises(NothingRecorded, match="nothing was recorded"):
         Store.open_dir(data_dir, readonly=True)
     with Store.open_dir(data_dir) as writer:  # and a writer just carries on
-        writer.audit_append(entry())
+        writer.audit_log.append(entry())
     with Store.open_dir(data_dir, readonly=True) as reader:
-        assert len(reader.audit()) == 1
+        assert len(reader.audit_log.records()) == 1
 
 
 def test_someone_elses_database_is_not_read_as_empty(data_dir: Path) -> None:
@@ -200,10 +200,10 @@ def test_someone_elses_database_is_not_read_as_empty(data_dir: Path) -> None:
 
 def test_history_days_zero_keeps_everything(data_dir: Path) -> None:
     with Store.open_dir(data_dir, history_days=0) as store:
-        assert store.history_days is None
+        assert store.history.history_days is None
         play(store, STORY, step=timedelta(days=400))
-        assert store.prune(now=T0 + timedelta(days=10_000)) == 0
-        assert len(store.history()) == 4
+        assert store.history.prune(now=T0 + timedelta(days=10_000)) == 0
+        assert len(store.history.incarnations()) == 4
 
 
 # -- reading where SQLite cannot create the -shm file ------------------------------------------
@@ -232,10 +232,10 @@ def shm_refused(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def test_without_a_wal_the_file_is_read_as_immutable(data_dir: Path,
                                                      shm_refused: list[str]) -> None:
     with Store.open_dir(data_dir) as writer:
-        writer.audit_append(entry())
+        writer.audit_log.append(entry())
     assert not Path(f"{data_dir / DB_NAME}-wal").exists()  # closed cleanly: merged
     with Store.open_dir(data_dir, readonly=True) as reader:
-        assert reader.verify_audit().ok and len(reader.audit()) == 1
+        assert reader.audit_log.verify().ok and len(reader.audit_log.records()) == 1
     assert shm_refused[-1].endswith("mode=ro&immutable=1")
     assert sorted(p.name for p in data_dir.iterdir()) == [DB_NAME, f"{DB_NAME}.audit-head"]
 
@@ -244,7 +244,7 @@ def test_with_a_wal_a_private_copy_is_read_and_removed(data_dir: Path,
                                                        shm_refused: list[str]) -> None:
     """immutable=1 would ignore the -wal, where the newest records are: they must show."""
     with Store.open_dir(data_dir) as writer:
-        writer.audit_extend([entry(minute=i) for i in range(3)])
+        writer.audit_log.extend([entry(minute=i) for i in range(3)])
         play(writer, STORY)
         wal = Path(f"{writer.path}-wal")
         assert wal.stat().st_size > 0  # not yet merged into the database file
@@ -254,8 +254,8 @@ def test_with_a_wal_a_private_copy_is_read_and_removed(data_dir: Path,
         if POSIX:
             assert stat.S_IMODE(copied.stat().st_mode) == 0o700
         with reader:
-            assert len(reader.audit()) == 3 and reader.verify_audit().ok
-            assert [r.incarnation for r in reader.history()] == [4, 3, 2, 1]
+            assert len(reader.audit_log.records()) == 3 and reader.audit_log.verify().ok
+            assert [r.incarnation for r in reader.history.incarnations()] == [4, 3, 2, 1]
             assert reader.path == data_dir / DB_NAME  # the witness is looked for there
         assert not copied.exists()
 

@@ -27,33 +27,33 @@ KEY = f"http://127.0.0.1:{PORT}"
 
 def test_a_claim_under_one_spelling_holds_under_every_other(tmp_path: Path) -> None:
     with Store.open_dir(tmp_path) as store:
-        store.audit_append(entry("approve-attempt", endpoint=SPELLINGS[0], event_id="A-1"))
+        store.audit_log.append(entry("approve-attempt", endpoint=SPELLINGS[0], event_id="A-1"))
         for spelling in SPELLINGS:
-            claim = store.claim("A-1", spelling)
+            claim = store.audit_log.claim("A-1", spelling)
             assert claim is not None and claim.attempt_seq == 1, spelling
-        assert store.claim("A-1", f"http://127.0.0.1:{PORT + 1}") is None
+        assert store.audit_log.claim("A-1", f"http://127.0.0.1:{PORT + 1}") is None
         # The record keeps the endpoint as it was written: it is evidence.
-        assert store.audit()[0].endpoint == SPELLINGS[0]
+        assert store.audit_log.records()[0].endpoint == SPELLINGS[0]
 
 
 def test_the_history_and_its_recording_sessions_are_one_endpoint(tmp_path: Path) -> None:
     with Store.open_dir(tmp_path) as store:
-        session = store.recorder_start(endpoint=SPELLINGS[1], pid=1, host="h",
+        session = store.sessions.start(endpoint=SPELLINGS[1], pid=1, host="h",
                                        command="setui watch", at=T0)
         play(store, STORY[:2], endpoint=SPELLINGS[0])
         play(store, STORY[2:], start=T0 + timedelta(minutes=2), endpoint=SPELLINGS[1])
-        store.recorder_beat(session, T0 + timedelta(minutes=4), stopped=True)
+        store.sessions.beat(session, T0 + timedelta(minutes=4), stopped=True)
         for spelling in SPELLINGS:
-            rows = store.history(limit=None, endpoint=spelling)
+            rows = store.history.incarnations(limit=None, endpoint=spelling)
             assert [r.incarnation for r in rows] == [4, 3, 2, 1], spelling
             assert {r.endpoint for r in rows} == {KEY}
-            assert [s.id for s in store.recorders(endpoint=spelling)] == [session]
-            assert store.holes(endpoint=spelling, now=T0 + timedelta(minutes=4)) == []
-            newest = store.newest_document(spelling)
+            assert [s.id for s in store.sessions.spans(endpoint=spelling)] == [session]
+            assert store.sessions.holes(endpoint=spelling, now=T0 + timedelta(minutes=4)) == []
+            newest = store.history.newest_document(spelling)
             assert newest is not None and newest[0].incarnation == 4
         # The document seen again under another spelling is the same row, not a new one.
-        assert not store.record_document(STORY[3], seen_at=T0 + timedelta(minutes=9),
-                                         endpoint=SPELLINGS[2])
+        assert not store.history.record(STORY[3], seen_at=T0 + timedelta(minutes=9),
+                                        endpoint=SPELLINGS[2])
 
 
 def test_the_agents_steps_holds_and_notifications_are_one_endpoint(tmp_path: Path) -> None:
@@ -121,20 +121,20 @@ def test_a_store_from_before_is_read_keyed_and_rewritten_once_when_written(
     older_store(path)
     # Read only: nothing rewritten, everything found under the one key.
     with Store(path, readonly=True) as reader:
-        assert {r.endpoint for r in reader.history(limit=None)} == {KEY}
-        assert len(reader.recorders(endpoint=SPELLINGS[1])) == 1
+        assert {r.endpoint for r in reader.history.incarnations(limit=None)} == {KEY}
+        assert len(reader.sessions.spans(endpoint=SPELLINGS[1])) == 1
         assert AgentLog(reader, SPELLINGS[2]).held(["A-2"]) == {"A-2"}
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
     conn.close()
 
     with Store(path) as store:
-        rows = store.history(limit=None, endpoint=KEY)
+        rows = store.history.incarnations(limit=None, endpoint=KEY)
         # The same document under two spellings is one row: the first sighting's, seen
         # until the last sighting of either.
         assert [(r.incarnation, r.first_seen.minute, r.last_seen.minute) for r in rows] == \
             [(3, 46, 47), (2, 32, 45), (1, 29, 31)]
-        assert [s.endpoint for s in store.recorders()] == [KEY]
+        assert [s.endpoint for s in store.sessions.spans()] == [KEY]
         log = AgentLog(store, KEY)
         assert [(s.step, s.state) for s in log.steps()] == [("prepare", "done")]  # newest
         assert log.held(["A-2"]) == {"A-2"}  # the newest hold
@@ -158,7 +158,7 @@ def test_events_under_two_spellings_make_one_story(tmp_path: Path) -> None:
         play(store, [doc(1), doc(2, event("A-1"))], endpoint=SPELLINGS[0])
         play(store, [doc(2, event("A-1")), doc(3)], start=T0 + timedelta(minutes=5),
              endpoint=SPELLINGS[1])
-        kinds = [e.kind for e in store.event_story("A-1") if e.kind != "last-seen"]
+        kinds = [e.kind for e in store.record.event_story("A-1") if e.kind != "last-seen"]
         assert kinds.count("appeared") == 1, kinds
 
 
@@ -167,6 +167,6 @@ def test_a_replay_shows_approvals_made_under_another_spelling(tmp_path: Path) ->
 
     with Store.open_dir(tmp_path) as store:
         play(store, STORY[:2], endpoint=SPELLINGS[1])
-        store.audit_append(entry("approve-attempt", minute=1, endpoint=SPELLINGS[0]))
-        recording = load_recording(store)
+        store.audit_log.append(entry("approve-attempt", minute=1, endpoint=SPELLINGS[0]))
+        recording = load_recording(store.record)
         assert recording is not None and [r.seq for r in recording.audit] == [1]

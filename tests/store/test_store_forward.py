@@ -42,8 +42,8 @@ def test_a_record_reaches_a_udp_collector_as_rfc5424(data_dir: Path,
                                                      udp: socket.socket) -> None:
     port = udp.getsockname()[1]
     with Store.open_dir(data_dir, forward=f"udp://127.0.0.1:{port}") as store:
-        record = store.audit_append(entry())
-        assert store.forward_problem is None and store.unforwarded() == {}
+        record = store.audit_log.append(entry())
+        assert store.audit_log.forward_problem is None and store.audit_log.unforwarded() == {}
     text = udp.recv(65536).decode()
     assert text.startswith("<85>1 2024-05-14T09:30:00.000000Z ")  # authpriv.notice
     assert " setui " in text and "[setui@32473 " in text
@@ -69,7 +69,7 @@ def test_records_reach_a_tcp_collector_octet_counted(data_dir: Path) -> None:
     thread.start()
     port = server.getsockname()[1]
     with Store.open_dir(data_dir, forward=f"tcp://127.0.0.1:{port}") as store:
-        store.audit_extend([entry(), entry("refused")])
+        store.audit_log.extend([entry(), entry("refused")])
     thread.join(10)
     server.close()
     data = b"".join(received)
@@ -91,7 +91,7 @@ def test_the_journal_receives_structured_fields(data_dir: Path, tmp_path: Path) 
     journal.settimeout(10)
     try:
         with Store.open_dir(data_dir, forward=f"journal:{path}") as store:
-            record = store.audit_append(entry())
+            record = store.audit_log.append(entry())
         datagram = journal.recv(65536)
     finally:
         journal.close()
@@ -122,14 +122,14 @@ def test_a_collector_that_is_not_there_blocks_nothing_and_shows(data_dir: Path) 
     port = closed.getsockname()[1]
     closed.close()  # nothing listens there now: the connection is refused
     with Store.open_dir(data_dir, forward=f"tcp://127.0.0.1:{port}") as store:
-        first = store.audit_append(entry())
-        assert first.seq == 1 and store.audit()[0].seq == 1  # written all the same
-        assert store.forward_problem and "cannot send to tcp://127.0.0.1" in \
-            store.forward_problem
-        assert set(store.unforwarded()) == {1}
+        first = store.audit_log.append(entry())
+        assert first.seq == 1 and store.audit_log.records()[0].seq == 1  # written all the same
+        assert store.audit_log.forward_problem and "cannot send to tcp://127.0.0.1" in \
+            store.audit_log.forward_problem
+        assert set(store.audit_log.unforwarded()) == {1}
     # Another process sees it too.
     with Store.open_dir(data_dir, readonly=True) as reader:
-        assert set(reader.unforwarded()) == {1}
+        assert set(reader.audit_log.unforwarded()) == {1}
     # Once the collector is back, the next record takes the missed one with it.
     server = socket.create_server(("127.0.0.1", port))
     server.settimeout(10)
@@ -144,8 +144,8 @@ def test_a_collector_that_is_not_there_blocks_nothing_and_shows(data_dir: Path) 
     thread = threading.Thread(target=collect)
     thread.start()
     with Store.open_dir(data_dir, forward=f"tcp://127.0.0.1:{port}") as store:
-        store.audit_append(entry("cancelled"))
-        assert store.unforwarded() == {}
+        store.audit_log.append(entry("cancelled"))
+        assert store.audit_log.unforwarded() == {}
     thread.join(10)
     server.close()
     seqs = re.findall(rb'seq="(\d+)"', b"".join(got))
@@ -189,20 +189,20 @@ def test_auto_with_nowhere_to_send_marks_each_record_and_none_is_quiet(
     monkeypatch.setattr(auditforward, "SYSLOG_SOCKET", str(tmp_path / "none2"))
     nowhere = "no copy leaves this VM (no journald, no /dev/log): set audit-forward"
     with Store.open_dir(tmp_path / "auto", forward="auto") as store:
-        store.audit_append(entry())
-        assert store.forward_problem == nowhere
-        store.audit_append(entry("cancelled"))
-        assert store.unforwarded() == {1: nowhere, 2: nowhere}
+        store.audit_log.append(entry())
+        assert store.audit_log.forward_problem == nowhere
+        store.audit_log.append(entry("cancelled"))
+        assert store.audit_log.unforwarded() == {1: nowhere, 2: nowhere}
     # Once there is somewhere to send, the next record takes the marked ones with it.
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     sock.bind(str(tmp_path / "none2"))
     sock.settimeout(10)
     with sock, Store.open_dir(tmp_path / "auto", forward="auto") as store:
-        store.audit_append(entry("refused"))
-        assert store.unforwarded() == {}
+        store.audit_log.append(entry("refused"))
+        assert store.audit_log.unforwarded() == {}
         assert [re.search(rb'seq="(\d+)"', sock.recv(65536)).group(1)  # type: ignore[union-attr]
                 for _ in range(3)] == [b"1", b"2", b"3"]
     # Told to send nowhere, nothing is marked: that was the setting's choice.
     with Store.open_dir(tmp_path / "none", forward="none") as store:
-        store.audit_append(entry())
-        assert store.forward_problem is None and store.unforwarded() == {}
+        store.audit_log.append(entry())
+        assert store.audit_log.forward_problem is None and store.audit_log.unforwarded() == {}

@@ -25,22 +25,22 @@ def plant(data_dir: Path, *statements: str) -> None:
 
 
 def test_a_sound_store_may_take_an_approval(store: Store) -> None:
-    store.audit_append(entry())
-    assert store.approval_integrity() is None
+    store.audit_log.append(entry())
+    assert store.audit_log.approval_integrity() is None
 
 
 def test_a_record_swallowed_by_a_trigger_is_an_error_and_nothing_commits(
         store: Store, data_dir: Path) -> None:
-    store.audit_append(entry())
+    store.audit_log.append(entry())
     plant(data_dir, "CREATE TRIGGER swallow BEFORE INSERT ON audit BEGIN "
                     "SELECT RAISE(IGNORE); END")
     with pytest.raises(StoreError, match="did not keep the record just written"):
-        store.audit_append(entry())
-    assert [r.seq for r in store.audit()] == [1]
+        store.audit_log.append(entry())
+    assert [r.seq for r in store.audit_log.records()] == [1]
     head = sqlite3.connect(data_dir / "setui.db").execute(
         "SELECT seq FROM audit_head").fetchone()
     assert head == (1,)  # the head did not move either: the transaction rolled back
-    assert "swallow" in (store.approval_integrity() or "")
+    assert "swallow" in (store.audit_log.approval_integrity() or "")
 
 
 @pytest.mark.parametrize(("statements", "words"), [
@@ -54,9 +54,9 @@ def test_a_record_swallowed_by_a_trigger_is_an_error_and_nothing_commits(
 ])
 def test_an_altered_store_refuses(store: Store, data_dir: Path, statements: list[str],
                                   words: str) -> None:
-    store.audit_append(entry())
+    store.audit_log.append(entry())
     plant(data_dir, *statements)
-    problem = store.approval_integrity()
+    problem = store.audit_log.approval_integrity()
     assert problem is not None and words in problem
 
 
@@ -65,21 +65,22 @@ def test_a_record_appended_by_another_setui_while_checking_is_no_alarm(
     # Six `setui approve` at once: one appends between this check's reading of the log's
     # head and of its records. Both must be of one moment, or the new record looks
     # inserted behind the head's back and an honest approval is refused as tampering.
-    store.audit_append(entry())
+    store.audit_log.append(entry())
     other = Store.open_dir(data_dir)
     appended: list[int] = []
 
     def append_meanwhile(statement: str) -> None:
         if not appended and "FROM audit ORDER BY seq" in statement:
-            appended.extend(r.seq for r in other.audit_extend([entry()]))
+            appended.extend(r.seq for r in other.audit_log.extend([entry()]))
 
-    conn = store._conn
+    conn = store.database._conn
     assert conn is not None
     conn.set_trace_callback(append_meanwhile)
     try:
-        assert store.approval_integrity() is None
+        assert store.audit_log.approval_integrity() is None
     finally:
         conn.set_trace_callback(None)
         other.close()
     assert appended == [2]
-    assert store.approval_integrity() is None and sorted(r.seq for r in store.audit()) == [1, 2]
+    assert store.audit_log.approval_integrity() is None
+    assert sorted(r.seq for r in store.audit_log.records()) == [1, 2]

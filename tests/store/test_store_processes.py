@@ -69,12 +69,12 @@ WRITER = textwrap.dedent("""
             for repeat in range(int(repeats)):
                 seen = T0 + timedelta(minutes=number + loop * 10_000,
                                       seconds=repeat * 61 + int(offset))
-                store.record_document(doc, seen_at=seen, endpoint="http://e",
-                                      changes=tracker.update(doc, seen))
+                store.history.record(doc, seen_at=seen, endpoint="http://e",
+                                     changes=tracker.update(doc, seen))
                 last = number == int(incarnations) and repeat == int(repeats) - 1
                 if last and forever != "forever":
                     barrier("last")
-                record = store.audit_append(AuditEntry(
+                record = store.audit_log.append(AuditEntry(
                     action="cancelled", time=datetime.now(timezone.utc), user=name,
                     host="h", endpoint="http://e", event_id=f"E-{number // 2}",
                     details={"pad": "y" * 300}))
@@ -126,7 +126,7 @@ def test_two_processes_share_the_history_without_duplicates(tmp_path: Path) -> N
         owned = [int(line.split()[1]) for line in lines[:-1]]
         assert max(owned) - min(owned) + 1 > len(owned)
     with Store.open_dir(data_dir) as store:
-        records = store.history(limit=None)
+        records = store.history.incarnations(limit=None)
         numbers = [r.incarnation for r in records]
         assert sorted(numbers) == list(range(1, incarnations + 1))  # once each
         t0 = datetime(2024, 5, 14, 9, 30, tzinfo=timezone.utc)
@@ -134,12 +134,12 @@ def test_two_processes_share_the_history_without_duplicates(tmp_path: Path) -> N
             assert record.first_seen == t0 + timedelta(minutes=record.incarnation)
             assert record.last_seen == t0 + timedelta(minutes=record.incarnation,
                                                       seconds=(repeats - 1) * 61 + 7)
-        audit = store.audit(oldest_first=True)
+        audit = store.audit_log.records(oldest_first=True)
         assert sorted(r.seq for r in audit) == sorted(seqs) == list(range(1, len(seqs) + 1))
         assert {r.user for r in audit} == {"alice", "bob"}
-        assert store.verify_audit().ok
+        assert store.audit_log.verify().ok
         # One story, whoever wrote each row first.
-        assert [s.kind for s in store.event_story("E-1") if s.source == "history"] == [
+        assert [s.kind for s in store.record.event_story("E-1") if s.source == "history"] == [
             "appeared", "started", "completed"]
 
 
@@ -164,12 +164,12 @@ def test_sigkill_mid_write_leaves_a_sound_store(tmp_path: Path, after_lines: int
     assert proc.stderr is not None
     proc.stderr.close()
     with Store.open_dir(data_dir) as store:
-        result = store.verify_audit()
+        result = store.audit_log.verify()
         assert result.ok, result.problem
-        seqs = {r.seq for r in store.audit()}
+        seqs = {r.seq for r in store.audit_log.records()}
         assert {seq for seq, _ in committed} <= seqs  # no committed record lost
-        stored = {r.incarnation for r in store.history(limit=None)}
+        stored = {r.incarnation for r in store.history.incarnations(limit=None)}
         assert {inc for _, inc in committed} <= stored
         # And it goes on: the next record continues the chain.
-        store.audit_append(entry())
-        assert store.verify_audit().ok
+        store.audit_log.append(entry())
+        assert store.audit_log.verify().ok

@@ -15,24 +15,24 @@ def minutes(n: float) -> timedelta:
 
 
 def test_sessions_are_kept_and_a_stopped_one_says_so(store: Store) -> None:
-    first = store.recorder_start(endpoint=ENDPOINT, pid=41, host="vm-web-0",
+    first = store.sessions.start(endpoint=ENDPOINT, pid=41, host="vm-web-0",
                                  command="setui watch", at=T0)
-    store.recorder_beat(first, T0 + minutes(1))
-    store.recorder_beat(first, T0 + minutes(2), stopped=True)
-    [span] = store.recorders(endpoint=ENDPOINT)
+    store.sessions.beat(first, T0 + minutes(1))
+    store.sessions.beat(first, T0 + minutes(2), stopped=True)
+    [span] = store.sessions.spans(endpoint=ENDPOINT)
     assert (span.pid, span.command, span.started, span.stopped) == (
         41, "setui watch", T0, T0 + minutes(2))
     assert span.end == T0 + minutes(2)
-    assert store.recorders(endpoint=ENDPOINT, since=T0 + minutes(3)) == []
+    assert store.sessions.spans(endpoint=ENDPOINT, since=T0 + minutes(3)) == []
 
 
 def test_holes_are_the_times_no_session_covered(store: Store) -> None:
-    a = store.recorder_start(endpoint=ENDPOINT, pid=1, host="h", command="watch", at=T0)
-    store.recorder_beat(a, T0 + minutes(10), stopped=True)
-    b = store.recorder_start(endpoint=ENDPOINT, pid=2, host="h", command="watch",
+    a = store.sessions.start(endpoint=ENDPOINT, pid=1, host="h", command="watch", at=T0)
+    store.sessions.beat(a, T0 + minutes(10), stopped=True)
+    b = store.sessions.start(endpoint=ENDPOINT, pid=2, host="h", command="watch",
                              at=T0 + minutes(30))
-    store.recorder_beat(b, T0 + minutes(40))  # then it died: no stop, no more beats
-    holes = store.holes(endpoint=ENDPOINT, now=T0 + minutes(90))
+    store.sessions.beat(b, T0 + minutes(40))  # then it died: no stop, no more beats
+    holes = store.sessions.holes(endpoint=ENDPOINT, now=T0 + minutes(90))
     assert [(h.start, h.end, h.open) for h in holes] == [
         (T0 + minutes(10), T0 + minutes(30), False), (T0 + minutes(40), T0 + minutes(90), True)]
     # Before the first session nothing can be said either way: no hole is claimed there.
@@ -40,22 +40,22 @@ def test_holes_are_the_times_no_session_covered(store: Store) -> None:
 
 
 def test_a_running_session_leaves_no_hole_at_the_end(store: Store) -> None:
-    a = store.recorder_start(endpoint=ENDPOINT, pid=1, host="h", command="watch", at=T0)
-    store.recorder_beat(a, T0 + minutes(59))
-    assert store.holes(endpoint=ENDPOINT, now=T0 + minutes(60)) == []
+    a = store.sessions.start(endpoint=ENDPOINT, pid=1, host="h", command="watch", at=T0)
+    store.sessions.beat(a, T0 + minutes(59))
+    assert store.sessions.holes(endpoint=ENDPOINT, now=T0 + minutes(60)) == []
 
 
 def test_setui_history_lists_the_holes_between_incarnations(store: Store) -> None:
     from setui.cli import build_parser
     from setui.commands.history import history_command
 
-    a = store.recorder_start(endpoint=ENDPOINT, pid=1, host="h", command="watch", at=T0)
+    a = store.sessions.start(endpoint=ENDPOINT, pid=1, host="h", command="watch", at=T0)
     play(store, [doc(1), doc(2, event("A-1"))])  # at T0 and T0 + 1 min
-    store.recorder_beat(a, T0 + minutes(2), stopped=True)
-    b = store.recorder_start(endpoint=ENDPOINT, pid=2, host="h", command="watch",
+    store.sessions.beat(a, T0 + minutes(2), stopped=True)
+    b = store.sessions.start(endpoint=ENDPOINT, pid=2, host="h", command="watch",
                              at=T0 + minutes(50))
-    store.record_document(doc(5), seen_at=T0 + minutes(50), endpoint=ENDPOINT)
-    store.recorder_beat(b, T0 + minutes(51), stopped=True)
+    store.history.record(doc(5), seen_at=T0 + minutes(50), endpoint=ENDPOINT)
+    store.sessions.beat(b, T0 + minutes(51), stopped=True)
     args = build_parser().parse_args(["history", "--data-dir", str(store.path.parent)])
     out, err = io.StringIO(), io.StringIO()
     assert history_command(args, out=out, err=err) == 0, err.getvalue()
@@ -68,7 +68,7 @@ def test_setui_history_lists_the_holes_between_incarnations(store: Store) -> Non
     assert "nothing was recording" in lines[hole] and "(48m 00s)" in lines[hole]
     assert " 5  " in lines[hole - 1] and " 2  " in lines[hole + 1]
     # Incarnation 5 follows 2 across that hole: its story is not told as certain.
-    newest = store.history(limit=1)[0]
+    newest = store.history.incarnations(limit=1)[0]
     [gone] = [c for c in newest.changes if c.event_id == "A-1"]
     assert gone.kind == "gone" and not gone.certain
     assert "nothing was recording between 2024-05-14 09:31:00 UTC and" in gone.detail
@@ -80,13 +80,13 @@ def test_setui_history_json_lists_the_holes_in_the_same_order(store: Store) -> N
     from setui.cli import build_parser
     from setui.commands.history import history_command
 
-    a = store.recorder_start(endpoint=ENDPOINT, pid=1, host="h", command="watch", at=T0)
+    a = store.sessions.start(endpoint=ENDPOINT, pid=1, host="h", command="watch", at=T0)
     play(store, [doc(1), doc(2, event("A-1"))])  # at T0 and T0 + 1 min
-    store.recorder_beat(a, T0 + minutes(2), stopped=True)
-    b = store.recorder_start(endpoint=ENDPOINT, pid=2, host="h", command="watch",
+    store.sessions.beat(a, T0 + minutes(2), stopped=True)
+    b = store.sessions.start(endpoint=ENDPOINT, pid=2, host="h", command="watch",
                              at=T0 + minutes(50))
-    store.record_document(doc(5), seen_at=T0 + minutes(50), endpoint=ENDPOINT)
-    store.recorder_beat(b, T0 + minutes(51), stopped=True)
+    store.history.record(doc(5), seen_at=T0 + minutes(50), endpoint=ENDPOINT)
+    store.sessions.beat(b, T0 + minutes(51), stopped=True)
     args = build_parser().parse_args(["history", "--json", "--data-dir",
                                       str(store.path.parent)])
     out, err = io.StringIO(), io.StringIO()
@@ -119,11 +119,11 @@ def _history_json(store: Store, *extra: str) -> list[dict[str, object]]:
 
 def _one_shot_reads(store: Store) -> None:
     """A watch from T0 to T0 + 2 min, then `events` and `approve` read #3 and #4 alone."""
-    a = store.recorder_start(endpoint=ENDPOINT, pid=1, host="h", command="watch", at=T0)
+    a = store.sessions.start(endpoint=ENDPOINT, pid=1, host="h", command="watch", at=T0)
     play(store, [doc(1), doc(2, event("A-1"))])  # at T0 and T0 + 1 min
-    store.recorder_beat(a, T0 + minutes(2), stopped=True)
-    store.record_document(doc(3, event("A-1")), seen_at=T0 + minutes(10), endpoint=ENDPOINT)
-    store.record_document(doc(4), seen_at=T0 + minutes(12), endpoint=ENDPOINT)
+    store.sessions.beat(a, T0 + minutes(2), stopped=True)
+    store.history.record(doc(3, event("A-1")), seen_at=T0 + minutes(10), endpoint=ENDPOINT)
+    store.history.record(doc(4), seen_at=T0 + minutes(12), endpoint=ENDPOINT)
 
 
 def test_the_holes_do_not_change_with_the_limit(store: Store) -> None:
@@ -153,11 +153,11 @@ def test_a_hole_never_covers_what_a_one_shot_reading_recorded(store: Store) -> N
 
 
 def test_a_pause_under_a_second_is_no_hole(store: Store) -> None:
-    a = store.recorder_start(endpoint=ENDPOINT, pid=1, host="h", command="watch", at=T0)
-    store.recorder_beat(a, T0 + minutes(2), stopped=True)
-    b = store.recorder_start(endpoint=ENDPOINT, pid=2, host="h", command="watch",
+    a = store.sessions.start(endpoint=ENDPOINT, pid=1, host="h", command="watch", at=T0)
+    store.sessions.beat(a, T0 + minutes(2), stopped=True)
+    b = store.sessions.start(endpoint=ENDPOINT, pid=2, host="h", command="watch",
                              at=T0 + minutes(2) + timedelta(seconds=0.4))
-    store.recorder_beat(b, T0 + minutes(4), stopped=True)
+    store.sessions.beat(b, T0 + minutes(4), stopped=True)
     play(store, [doc(1), doc(2)], start=T0 + minutes(1), step=minutes(2))
     holes = [h for h in _history_json(store) if "not_recording_from" in h]
     # Only the open one: nobody records since the second session stopped.
@@ -166,11 +166,11 @@ def test_a_pause_under_a_second_is_no_hole(store: Store) -> None:
 
 def test_a_running_session_covers_the_time_since_its_last_beat(store: Store) -> None:
     # A dashboard beats once a minute: between two beats its own incarnations are no holes.
-    store.recorder_start(endpoint=ENDPOINT, pid=1, host="h", command="setui", at=T0)
+    store.sessions.start(endpoint=ENDPOINT, pid=1, host="h", command="setui", at=T0)
     play(store, [doc(1), doc(2), doc(3)], step=timedelta(seconds=10))
-    assert store.holes(endpoint=ENDPOINT, now=T0 + timedelta(seconds=40)) == []
+    assert store.sessions.holes(endpoint=ENDPOINT, now=T0 + timedelta(seconds=40)) == []
     # Silent for longer than a running session beats: it died at its last beat, and only
     # its sightings say what was seen after that.
-    holes = store.holes(endpoint=ENDPOINT, now=T0 + minutes(10))
+    holes = store.sessions.holes(endpoint=ENDPOINT, now=T0 + minutes(10))
     assert [(h.start.second, h.end.second, h.open) for h in holes] == [
         (0, 10, False), (10, 20, False), (20, 0, True)]

@@ -33,7 +33,7 @@ def attempt(store: Store, event_id: str, *, endpoint: str = ENDPOINT,
             vm_id: str | None = None) -> int:
     """An approval attempt as the approver writes it (its vmId in the details)."""
     details = {"vm_id": vm_id} if vm_id is not None else {}
-    return store.audit_append(entry("approve-attempt", event_id=event_id, endpoint=endpoint,
+    return store.audit_log.append(entry("approve-attempt", event_id=event_id, endpoint=endpoint,
                                     details=details)).seq
 
 
@@ -65,50 +65,50 @@ def test_a_claim_with_a_vm_id_is_that_vms_through_any_endpoint(tmp_path: Path) -
     with Store.open_dir(tmp_path) as store:
         seq = attempt(store, "A-1", vm_id=VM_A)
         for endpoint in (ENDPOINT, PROXY):
-            claim = store.claim("A-1", endpoint, vm_id=VM_A)
+            claim = store.audit_log.claim("A-1", endpoint, vm_id=VM_A)
             assert claim is not None and claim.attempt_seq == seq, endpoint
         # Another VM behind the same endpoint (the store was copied there): not its claim.
-        assert store.claim("A-1", ENDPOINT, vm_id=VM_B) is None
+        assert store.audit_log.claim("A-1", ENDPOINT, vm_id=VM_B) is None
         # The vmId is compared as the GUID it is, in any case.
-        assert store.claim("a-1", PROXY, vm_id=VM_A.upper()) is not None
+        assert store.audit_log.claim("a-1", PROXY, vm_id=VM_A.upper()) is not None
 
 
 def test_a_claim_without_a_vm_id_is_the_endpoints(tmp_path: Path) -> None:
     with Store.open_dir(tmp_path) as store:
         seq = attempt(store, "A-1")  # made while the vmId was not known
-        claim = store.claim("A-1", ENDPOINT, vm_id=VM_A)  # known now: the same VM
+        claim = store.audit_log.claim("A-1", ENDPOINT, vm_id=VM_A)  # known now: the same VM
         assert claim is not None and claim.attempt_seq == seq
         assert "VM" not in claim.describe()
-        assert store.claim("A-1", PROXY, vm_id=VM_A) is None  # nothing says it was this VM
-        assert store.claim("A-1", ENDPOINT) is not None
+        assert store.audit_log.claim("A-1", PROXY, vm_id=VM_A) is None  # nothing says it was this VM
+        assert store.audit_log.claim("A-1", ENDPOINT) is not None
 
 
 def test_without_the_vm_id_every_claim_of_the_endpoint_counts_and_says_whose(
         tmp_path: Path) -> None:
     with Store.open_dir(tmp_path) as store:
         attempt(store, "A-1", vm_id=VM_A)
-        claim = store.claim("A-1", ENDPOINT)
+        claim = store.audit_log.claim("A-1", ENDPOINT)
         assert claim is not None
         assert "sent by alice from 10.1.2.3 on vm-web-0" in claim.describe()
         assert f"made on VM {VM_A}, and this VM's id is not known" in claim.describe()
-        assert store.claim("A-1", PROXY) is None
+        assert store.audit_log.claim("A-1", PROXY) is None
 
 
 def test_two_processes_claim_once_whatever_endpoint_each_was_given(tmp_path: Path) -> None:
     from setui.store.claims import AlreadyClaimed
 
     with Store.open_dir(tmp_path) as first, Store.open_dir(tmp_path) as second:
-        first.audit_claim([entry("approve-attempt", event_id="A-1", details={"vm_id": VM_A})],
+        first.audit_log.extend_claiming([entry("approve-attempt", event_id="A-1", details={"vm_id": VM_A})],
                           ["A-1"], ENDPOINT, vm_id=VM_A)
         try:
-            second.audit_claim([entry("approve-attempt", event_id="A-1", endpoint=PROXY)],
+            second.audit_log.extend_claiming([entry("approve-attempt", event_id="A-1", endpoint=PROXY)],
                                ["A-1"], PROXY, vm_id=VM_A)
         except AlreadyClaimed as exc:
             assert [c.attempt_seq for c in exc.claims] == [1]
         else:
             raise AssertionError("a second approval of a claimed event was recorded")
         # Another VM on a copy of the store: its own approval is recorded.
-        second.audit_claim([entry("approve-attempt", event_id="A-1")], ["A-1"], ENDPOINT,
+        second.audit_log.extend_claiming([entry("approve-attempt", event_id="A-1")], ["A-1"], ENDPOINT,
                            vm_id=VM_B)
 
 
@@ -121,7 +121,7 @@ def test_a_hold_is_the_vms_whatever_endpoint_set_it(tmp_path: Path) -> None:
         assert AgentLog(store, PROXY).held(["A-1"]) == {"A-1"}  # the endpoint's, unknown VM
         assert AgentLog(store, ENDPOINT).held(["A-1"]) == set()
         # The hold's record says on which VM it was set.
-        assert store.audit()[0].details["vm_id"] == VM_A
+        assert store.audit_log.records()[0].details["vm_id"] == VM_A
 
 
 def test_a_row_from_before_the_vm_id_is_found_then_keyed_by_it(tmp_path: Path) -> None:
@@ -179,14 +179,14 @@ def test_the_upgrade_keeps_every_claim_hold_and_step(tmp_path: Path) -> None:
             assert [(s.event_id, s.step, s.state) for s in log.steps()] == \
                 [("A-1", "approve", "done")]
             assert log.held(["A-2"]) == {"A-2"}
-            claim = store.claim("A-3", ENDPOINT, vm_id=vm_id)
+            claim = store.audit_log.claim("A-3", ENDPOINT, vm_id=vm_id)
             assert claim is not None and claim.attempt_seq == 1
         # Old rows keep their endpoint key: another endpoint does not find them.
         assert AgentLog(store, PROXY, vm_id=VM_A).held(["A-2"]) == set()
-        assert store.claim("A-3", PROXY, vm_id=VM_A) is None
+        assert store.audit_log.claim("A-3", PROXY, vm_id=VM_A) is None
 
     with upgraded(path, 6, kept) as store:
-        assert store.verify_audit().ok
+        assert store.audit_log.verify().ok
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT vm, endpoint FROM agent_steps").fetchall() == \
         [(ENDPOINT, ENDPOINT)]

@@ -55,7 +55,7 @@ async def test_a_locked_database(make_dashboard: Any) -> None:
         table = d.app.main_screen.query_one(EventsTable)
         await d.wait_for(pilot, lambda: bool(table.keys), timeout=DEADLINE)
         d.store.timeout = 0.2  # the busy wait is SQLite's; keep the test short
-        d.store._conn.execute("PRAGMA busy_timeout = 200")
+        d.store.database._conn.execute("PRAGMA busy_timeout = 200")
         other = sqlite3.connect(d.store.path, isolation_level=None)
         other.execute("BEGIN IMMEDIATE")
         try:

@@ -280,7 +280,7 @@ async def test_approve_confirmed_posts_once_and_records(make_dashboard: MakeDash
         assert json.loads(posts[0].body) == {"StartRequests": [{"EventId": reboot.event_id}]}
         assert posts[0].headers["metadata"] == "true"
         assert d.audit_actions() == [APPROVE_ATTEMPT, APPROVE_OUTCOME]
-        outcome = d.store.audit()[0] if d.store else None
+        outcome = d.store.audit_log.records()[0] if d.store else None
         assert outcome is not None and outcome.status == 200 and outcome.user == "oncall"
         await pilot.pause()
         assert table(d).cell_text(reboot.event_id, "approved") == "10:05:00 by oncall"
@@ -464,7 +464,7 @@ async def test_over_the_agents_store_it_reads_records_nothing_and_says_why_it_ap
         assert d.posts() == []
         assert any("this is the agent's store" in n and "approve through the agent" in n
                    for n in d.notices())
-    assert d.store is not None and d.store.history(limit=None) == []
+    assert d.store is not None and d.store.history.incarnations(limit=None) == []
     assert d.audit_actions() == []
 
 

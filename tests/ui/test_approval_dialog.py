@@ -94,7 +94,7 @@ async def test_a_change_under_the_open_dialog_is_never_posted(
         assert "WARNING: this also starts it for 10 other VMs" in text
         assert again.prompt.typed  # now other VMs: "yes" must be typed
         assert d.posts() == []
-        refused = d.store.audit()[0] if d.store else None
+        refused = d.store.audit_log.records()[0] if d.store else None
         assert refused is not None and refused.action == REFUSED
         assert refused.event["EventType"] == "Freeze"  # the snapshot that was confirmed
         await pilot.press("n")
@@ -105,7 +105,7 @@ async def test_a_change_under_the_open_dialog_is_never_posted(
         await pilot.press("y", "e", "s", "enter")
         await d.wait_for(pilot, lambda: len(d.posts()) == 1)
         await d.wait_for(pilot, lambda: APPROVE_OUTCOME in d.audit_actions())
-        attempt = next(r for r in d.store.audit() if r.action == APPROVE_ATTEMPT)
+        attempt = next(r for r in d.store.audit_log.records() if r.action == APPROVE_ATTEMPT)
         assert attempt.event["EventType"] == "Redeploy" and attempt.incarnation == 51
 
 
@@ -241,7 +241,7 @@ async def test_an_approval_against_a_failing_service_shows_its_tries_and_stops(
         # The event starts (Azure did not wait): the retries stop, and say why.
         pinned(d, 101, event(["web-0"], status="Started"))
         await d.wait_for(pilot, lambda: not note().pending, timeout=60)
-        outcome = next(r for r in d.store.audit() if r.action == APPROVE_OUTCOME)
+        outcome = next(r for r in d.store.audit_log.records() if r.action == APPROVE_OUTCOME)
         assert "approval stopped after" in outcome.error and "has started since it was " \
             "shown" in outcome.error and "nothing more was sent" in outcome.error
         assert outcome.details["ending"] == "started"
@@ -279,7 +279,7 @@ async def test_a_change_before_a_retry_is_never_posted_and_is_shown(
         assert "It changed before a retry, so no retry was sent" in text
         assert "type: Freeze -> Redeploy" in text
         assert again.prompt.typed  # other VMs now: "yes" must be typed
-        outcome = next(r for r in d.store.audit() if r.action == APPROVE_OUTCOME)
+        outcome = next(r for r in d.store.audit_log.records() if r.action == APPROVE_OUTCOME)
         assert outcome.details["ending"] == "changed"
         assert outcome.event["EventType"] == "Freeze"  # what was confirmed
         await pilot.press("n")
@@ -311,7 +311,7 @@ async def test_quitting_with_an_approval_in_flight_asks_and_says_its_state(
     said = " ".join(capsys.readouterr().err.split())  # printed on exit, wrapped
     assert f"setui quit while approving {MINE} (approving… attempt" in said
     assert "may or may not have reached the service" in said
-    outcome = next(r for r in d.store.audit() if r.action == APPROVE_OUTCOME)
+    outcome = next(r for r in d.store.audit_log.records() if r.action == APPROVE_OUTCOME)
     assert outcome.details["ending"] == "interrupted"
     # Quit while a try was under way, it may have arrived; between tries, none can have.
     maybe = any(t.get("may_have_arrived") for t in outcome.details["tries"])

@@ -41,7 +41,7 @@ SNAPSHOT = {"EventId": "A-1", "EventType": "Reboot", "EventStatus": "Scheduled",
 def log(store: Store, minute: float, action: str, **fields: Any) -> AuditRecord:
     values: dict[str, Any] = {**WHO, "endpoint": ENDPOINT, "event_id": "A-1",
                               "event": SNAPSHOT, "incarnation": 2, **fields}
-    return store.audit_append(
+    return store.audit_log.append(
         AuditEntry(time=T0 + timedelta(minutes=minute), action=action, **values))
 
 
@@ -95,7 +95,7 @@ async def test_chain_ok_and_paired_rows_newest_first(store: Store) -> None:
     log(store, 2, "cancelled", event_id="B-2")
     log(store, 3, "refused", event_id="C-3", error="event has already started")
     approve(store, 4, event_id=GUID, status=400, error="400 Bad Request")
-    screen = AuditScreen(store)
+    screen = AuditScreen(store.record)
     async with ScreenApp(screen).run_test(size=(120, 36)) as pilot:
         await opened(screen, pilot)
         assert shown_text(banner(screen)) == "✓ Audit chain ok, 6 records verified"
@@ -120,7 +120,7 @@ async def test_chain_ok_and_paired_rows_newest_first(store: Store) -> None:
 
 async def test_who_and_event_fit_in_80_columns(store: Store) -> None:
     approve(store, 1, event_id=GUID, status=400, error="400 Bad Request: " + "x" * 200)
-    screen = AuditScreen(store)
+    screen = AuditScreen(store.record)
     app = ScreenApp(screen)
     async with app.run_test(size=(80, 24)) as pilot:
         await opened(screen, pilot)
@@ -138,7 +138,7 @@ async def test_who_and_event_fit_in_80_columns(store: Store) -> None:
 
 async def test_one_record_one_row_in_words(store: Store) -> None:
     log(store, 1, "cancelled")
-    screen = AuditScreen(store)
+    screen = AuditScreen(store.record)
     async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
         await opened(screen, pilot)
         assert shown_text(banner(screen)) == "✓ Audit chain ok, 1 record verified"
@@ -147,7 +147,7 @@ async def test_one_record_one_row_in_words(store: Store) -> None:
 
 async def test_attempt_without_outcome_says_so(store: Store) -> None:
     log(store, 1, "approve-attempt", details={"sudo_user": "alice"})
-    screen = AuditScreen(store)
+    screen = AuditScreen(store.record)
     async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
         await opened(screen, pilot)
         assert "outcome unknown" in rows(screen)[0][1]
@@ -160,7 +160,7 @@ async def test_attempt_without_outcome_says_so(store: Store) -> None:
 
 async def test_enter_shows_every_field(store: Store) -> None:
     approve(store, 1)
-    screen = AuditScreen(store)
+    screen = AuditScreen(store.record)
     app = ScreenApp(screen)
     async with app.run_test(size=(80, 24)) as pilot:
         await opened(screen, pilot)
@@ -180,7 +180,7 @@ async def test_enter_shows_every_field(store: Store) -> None:
 async def test_tampered_chain_is_loud_and_in_words(store: Store) -> None:
     approve(store, 1)
     tamper(store)
-    screen = AuditScreen(store)
+    screen = AuditScreen(store.record)
     async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
         await opened(screen, pilot)
         assert shown_text(banner(screen)) == (
@@ -192,7 +192,7 @@ async def test_tampered_chain_is_loud_and_in_words(store: Store) -> None:
 
 async def test_r_verifies_again(store: Store) -> None:
     approve(store, 1)
-    screen = AuditScreen(store)
+    screen = AuditScreen(store.record)
     async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
         await opened(screen, pilot)
         assert banner(screen).has_class("ok")
@@ -220,7 +220,7 @@ async def test_hostile_identity_and_ids_are_literal(store: Store) -> None:
     approve(store, 1, event_id="[b]E[/b]\x1b[31m")
     log(store, 2, "refused", user="[red]root[/red]", host="h\x07", ssh_client="\x1b]0;x\x07",
         error="[link=x]no[/link]\u202e")
-    screen = AuditScreen(store)
+    screen = AuditScreen(store.record)
     app = ScreenApp(screen)
     async with app.run_test(size=(120, 36)) as pilot:
         await opened(screen, pilot)
@@ -239,7 +239,7 @@ async def test_hostile_identity_and_ids_are_literal(store: Store) -> None:
 
 
 async def test_empty_log(store: Store) -> None:
-    screen = AuditScreen(store)
+    screen = AuditScreen(store.record)
     async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
         await opened(screen, pilot)
         assert "chain ok, 0 records" in shown_text(banner(screen))
@@ -263,9 +263,9 @@ async def test_store_errors_are_shown(store: Store, monkeypatch: pytest.MonkeyPa
     def broken(*_: Any, **__: Any) -> Any:
         raise StoreError("database is locked")
 
-    monkeypatch.setattr(store, "verify_audit", broken)
-    monkeypatch.setattr(store, "audit", broken)
-    screen = AuditScreen(store)
+    monkeypatch.setattr(store.record, "verify_audit", broken)
+    monkeypatch.setattr(store.record, "audit", broken)
+    screen = AuditScreen(store.record)
     async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
         await opened(screen, pilot)
         assert "database is locked" in shown_text(banner(screen))
@@ -277,7 +277,7 @@ async def test_store_errors_are_shown(store: Store, monkeypatch: pytest.MonkeyPa
 async def test_more_records_load_at_the_end(store: Store) -> None:
     for minute in range(7):
         log(store, minute, "cancelled", event_id=f"E-{minute}")
-    screen = AuditScreen(store, page_size=3)
+    screen = AuditScreen(store.record, page_size=3)
     async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
         await opened(screen, pilot)
         assert len(rows(screen)) == 3
@@ -293,7 +293,7 @@ async def test_more_records_load_at_the_end(store: Store) -> None:
 
 
 async def test_vim_keys_hidden_and_footer_keys(store: Store) -> None:
-    screen = AuditScreen(store)
+    screen = AuditScreen(store.record)
     async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
         await opened(screen, pilot)
         shown = {b.binding.key for b in screen.active_bindings.values() if b.binding.show}
@@ -305,7 +305,7 @@ def test_pairing_keeps_unmatched_outcomes(store: Store) -> None:
     log(store, 1, "approve-outcome", status=200, latency=0.01)
     approve(store, 2)
     log(store, 3, "approve-attempt", event_id="B-2")
-    paired = pair_records(store.audit())
+    paired = pair_records(store.audit_log.records())
     assert [(r.record.action, r.outcome is not None) for r in paired] == [
         ("approve-attempt", False), ("approve-attempt", True), ("approve-outcome", False)]
 
@@ -316,7 +316,7 @@ async def test_a_missing_witness_is_noted_not_called_tampering(store: Store,
     witness = tmp_path / "data" / "setui.db.audit-head"
     assert witness.exists()
     witness.unlink()
-    screen = AuditScreen(store)
+    screen = AuditScreen(store.record)
     async with ScreenApp(screen).run_test(size=(120, 36)) as pilot:
         await opened(screen, pilot)
         text = shown_text(banner(screen))
@@ -328,7 +328,7 @@ async def test_a_missing_witness_is_noted_not_called_tampering(store: Store,
 async def test_the_event_as_shown_is_never_wrapped(store: Store) -> None:
     """The record's event, as JSON, one line per line: it scrolls sideways."""
     log(store, 1, "cancelled", event={**SNAPSHOT, "Description": LONG})
-    async with ScreenApp(AuditScreen(store)).run_test(size=(80, 24)) as pilot:
+    async with ScreenApp(AuditScreen(store.record)).run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, DetailScreen))

@@ -179,7 +179,7 @@ async def test_the_notice_and_what_was_measured_are_shown(make_dashboard: MakeDa
         await d.advance(pilot, 5)  # seen as it appears
         event = freeze(d)
         assert d.store is not None
-        d.store.record_impact(Impact(
+        d.store.sessions.record_impact(Impact(
             STALL, d.now(), 4.8, d.app.config.endpoint, wall_seconds=4.8,
             event_id=event.event_id, event_type="Freeze", announced=5, tie=STARTED))
         screen = await open_details(d, pilot, event)

@@ -18,6 +18,7 @@ from screenhost import ScreenApp, assert_not_wrapped, drawn_after
 from setui.core.model import parse_document
 from setui.core.tracker import Tracker
 from setui.store import Store, StoreError
+from setui.store.stored import StoredRecord
 from setui.ui.screens.history import (
     DetailScreen,
     HistoryScreen,
@@ -50,7 +51,7 @@ def fill(store: Store, documents: list[dict[str, Any]], start: datetime = T0) ->
         document = parse_document(json.dumps(body))
         seen = start + timedelta(minutes=minute)
         changes = tracker.update(document, seen)
-        store.record_document(document, seen_at=seen, endpoint=ENDPOINT, changes=changes)
+        store.history.record(document, seen_at=seen, endpoint=ENDPOINT, changes=changes)
 
 
 STORY = [
@@ -105,7 +106,7 @@ def body(screen: Screen[Any]) -> str:
 async def test_lists_newest_first_in_utc_with_no_second_time_column_at_80(
         store: Store) -> None:
     fill(store, STORY)
-    screen = HistoryScreen(store)
+    screen = HistoryScreen(store.record)
     async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
         await opened(screen, pilot)
         shown = rows(screen)
@@ -117,7 +118,7 @@ async def test_lists_newest_first_in_utc_with_no_second_time_column_at_80(
 
 async def test_wide_lists_show_the_local_time_beside_utc(store: Store) -> None:
     fill(store, STORY)
-    screen = HistoryScreen(store)
+    screen = HistoryScreen(store.record)
     async with ScreenApp(screen).run_test(size=(120, 36)) as pilot:
         await opened(screen, pilot)
         shown = rows(screen)
@@ -127,7 +128,7 @@ async def test_wide_lists_show_the_local_time_beside_utc(store: Store) -> None:
 
 async def test_enter_shows_the_diff_and_escape_goes_back(store: Store) -> None:
     fill(store, STORY)
-    screen = HistoryScreen(store)
+    screen = HistoryScreen(store.record)
     app = ScreenApp(screen)
     async with app.run_test(size=(80, 24)) as pilot:
         await opened(screen, pilot)
@@ -159,7 +160,7 @@ async def test_enter_shows_the_diff_and_escape_goes_back(store: Store) -> None:
 
 async def test_first_incarnation_has_no_previous(store: Store) -> None:
     fill(store, STORY[1:2])
-    screen = HistoryScreen(store)
+    screen = HistoryScreen(store.record)
     app = ScreenApp(screen)
     async with app.run_test(size=(80, 24)) as pilot:
         await opened(screen, pilot)
@@ -173,7 +174,7 @@ async def test_first_incarnation_has_no_previous(store: Store) -> None:
 async def test_hostile_content_is_shown_literally(store: Store) -> None:
     fill(store, [{"DocumentIncarnation": 7, "Events": [
         event(HOSTILE_ID, Description=HOSTILE_TEXT, Resources=["[b]vm[/b]"])]}])
-    screen = HistoryScreen(store)
+    screen = HistoryScreen(store.record)
     app = ScreenApp(screen)
     async with app.run_test(size=(120, 36)) as pilot:
         await opened(screen, pilot)
@@ -190,7 +191,7 @@ async def test_hostile_content_is_shown_literally(store: Store) -> None:
 
 
 async def test_empty_store_says_so(store: Store) -> None:
-    screen = HistoryScreen(store)
+    screen = HistoryScreen(store.record)
     async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
         await opened(screen, pilot)
         assert rows(screen) == []
@@ -214,8 +215,8 @@ async def test_store_error_shows_the_reason(store: Store,
     def broken(**_: Any) -> list[Any]:
         raise StoreError("database disk image is malformed")
 
-    monkeypatch.setattr(store, "history", broken)
-    screen = HistoryScreen(store)
+    monkeypatch.setattr(store.record, "history", broken)
+    screen = HistoryScreen(store.record)
     async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
         await opened(screen, pilot)
         text = status(screen, "#history-status")
@@ -225,7 +226,7 @@ async def test_store_error_shows_the_reason(store: Store,
 async def test_pages_load_on_demand(store: Store) -> None:
     documents = [{"DocumentIncarnation": n, "Events": [event(f"E-{n}")]} for n in range(1, 13)]
     fill(store, documents)
-    screen = HistoryScreen(store, page_size=5)
+    screen = HistoryScreen(store.record, page_size=5)
     async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
         await opened(screen, pilot)
         assert len(rows(screen)) == 5
@@ -243,7 +244,7 @@ async def test_pages_load_on_demand(store: Store) -> None:
 class CountingStore:
     """Says how much the screen asked for: it must never ask for everything."""
 
-    def __init__(self, real: Store) -> None:
+    def __init__(self, real: StoredRecord) -> None:
         self.real = real
         self.limits: list[int | None] = []
 
@@ -263,7 +264,7 @@ class CountingStore:
 
 async def test_opening_reads_one_page_only(store: Store) -> None:
     fill(store, [{"DocumentIncarnation": n, "Events": []} for n in range(1, 40)])
-    counting = CountingStore(store)
+    counting = CountingStore(store.record)
     screen = HistoryScreen(counting, page_size=10)  # type: ignore[arg-type]
     async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
         await opened(screen, pilot)
@@ -275,7 +276,7 @@ async def test_opening_reads_one_page_only(store: Store) -> None:
 
 async def test_keys_in_the_footer_and_vim_keys_hidden(store: Store) -> None:
     fill(store, STORY)
-    screen = HistoryScreen(store)
+    screen = HistoryScreen(store.record)
     async with ScreenApp(screen).run_test(size=(80, 24)) as pilot:
         await opened(screen, pilot)
         shown = {b.binding.key for b in screen.active_bindings.values() if b.binding.show}
@@ -297,14 +298,14 @@ def test_diff_reports_duplicates_and_unknown_fields() -> None:
 
 async def test_the_holes_when_nothing_was_recording_are_rows_that_open_nothing(
         store: Store) -> None:
-    first = store.recorder_start(endpoint=ENDPOINT, pid=1, host="h", command="watch", at=T0)
+    first = store.sessions.start(endpoint=ENDPOINT, pid=1, host="h", command="watch", at=T0)
     fill(store, STORY[:2])  # #1 at T0, #2 at T0 + 1 min
-    store.recorder_beat(first, T0 + timedelta(minutes=2), stopped=True)
-    second = store.recorder_start(endpoint=ENDPOINT, pid=2, host="h", command="watch",
+    store.sessions.beat(first, T0 + timedelta(minutes=2), stopped=True)
+    second = store.sessions.start(endpoint=ENDPOINT, pid=2, host="h", command="watch",
                                   at=T0 + timedelta(minutes=50))
     fill(store, STORY[2:3], start=T0 + timedelta(minutes=50))  # #3, across the hole
-    store.recorder_beat(second, T0 + timedelta(minutes=51), stopped=True)
-    screen = HistoryScreen(store, page_size=2)  # the hole falls between two pages
+    store.sessions.beat(second, T0 + timedelta(minutes=51), stopped=True)
+    screen = HistoryScreen(store.record, page_size=2)  # the hole falls between two pages
     app = ScreenApp(screen)
     async with app.run_test(size=(100, 24)) as pilot:
         for _ in range(200):  # the pages are read off the loop: wait for all of them
@@ -333,7 +334,7 @@ async def test_the_raw_document_is_never_wrapped(store: Store) -> None:
     JSON: the raw document keeps one line per line and scrolls sideways, as the event
     details do; the prose above it still wraps."""
     fill(store, [{"DocumentIncarnation": 1, "Events": [event("A-1", Description=LONG)]}])
-    async with ScreenApp(HistoryScreen(store)).run_test(size=(80, 24)) as pilot:
+    async with ScreenApp(HistoryScreen(store.record)).run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, IncarnationScreen))

@@ -474,7 +474,7 @@ async def test_a_failing_store_is_still_offered_every_new_incarnation(
 
     async with d.app.run_test(size=WIDE) as pilot:
         await start(d, pilot)
-        monkeypatch.setattr(d.store, "record_document", failing)
+        monkeypatch.setattr(d.store.history, "record", failing)
         await d.advance(pilot, 40)  # several incarnations, many polls of each
         # Five more answers of the last document: each a chance to try it again.
         polled = len(d.gets())

@@ -32,7 +32,7 @@ async def test_history_loads_on_a_thread_while_the_keys_still_work(
     d = make_dashboard("busy", at=300)
     async with d.app.run_test(size=(120, 36)) as pilot:
         await start(d, pilot)
-        release = hold(d.store, "history")
+        release = hold(d.store.record, "history")
         try:
             await pilot.press("h")
             await d.wait_for(pilot, lambda: isinstance(d.app.screen, HistoryScreen))
@@ -55,7 +55,7 @@ async def test_a_screen_closed_before_its_answer_takes_no_harm(
     d = make_dashboard("busy", at=300)
     async with d.app.run_test(size=(120, 36)) as pilot:
         await start(d, pilot)
-        release = hold(d.store, "audit")
+        release = hold(d.store.record, "audit")
         try:
             await pilot.press("l")
             await d.wait_for(pilot, lambda: isinstance(d.app.screen, AuditScreen))

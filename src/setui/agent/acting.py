@@ -126,7 +126,7 @@ class Acting(Telling):
             details={"agent": {"rule": rule.name, "step": step, "changes": changes,
                                "matched": dict(seen.snapshot) if seen else None}})
         await self._set(event_id, MATCH, rule, SKIPPED, detail)
-        await self._db(self.store.audit_append, entry)
+        await self._db(self.store.audit_log.append, entry)
         self._record("unmatched", event_id, rule=rule.name, step=step, state=SKIPPED,
                      detail=told)
         self._notify(event, event_id, rule.name, "event changed", told, extra=step)
@@ -177,7 +177,8 @@ class Acting(Telling):
         claims it here (store.claims; not one made on another VM whose store this is)."""
         if self.store is None:
             return None
-        claim = await self._db(self.store.claim, event_id, self.endpoint, vm_id=self.vm_id)
+        claim = await self._db(self.store.audit_log.claim, event_id, self.endpoint,
+                               vm_id=self.vm_id)
         return None if claim is None or claim.unknown else f"already approved by {claim.user}"
 
     def _approver(self, rule: Rule, hooks: list[dict[str, Any]] | None = None) -> Approver:
@@ -189,7 +190,8 @@ class Acting(Telling):
             details["hooks"] = hooks
         # An event that reaches other VMs is approved only by a rule that says so: the
         # approver refuses it otherwise, as it does for a person, in the policy's words.
-        return Approver(self.client, self.store, endpoint=self.endpoint,
+        return Approver(self.client, None if self.store is None else self.store.audit_log,
+                        endpoint=self.endpoint,
                         identity=Identity(user=actor_label(rule.name), ssh_client=None,
                                           host=self._host),
                         vm_name=self.vm_name, vm_id=self.vm_id, details={"agent": details},
@@ -315,7 +317,7 @@ class Acting(Telling):
     async def _refresh_approvals(self, ids: list[str]) -> None:
         assert self.metrics is not None and self.store is not None
         try:
-            found = await self._db(self.store.approvals, list(dict.fromkeys(ids)))
+            found = await self._db(self.store.audit_log.approvals, list(dict.fromkeys(ids)))
         except Exception:
             return
         self.metrics.set_approved_by({i: r.user for i, r in found.items()})

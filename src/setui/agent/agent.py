@@ -316,7 +316,7 @@ class Agent(Acting, Budgeting):
                 assert self.store is not None
                 with contextlib.suppress(Exception):  # unread: the labels stay as they were
                     approved = {i: r.user
-                                for i, r in self.store.approvals(approval_ids).items()}
+                                for i, r in self.store.audit_log.approvals(approval_ids).items()}
             return rows, decided, approved, failed
 
         if approval_ids or (keeps and (new or pending)):

@@ -119,16 +119,17 @@ class ImpactWatch:
         if store is None or recorder is None or recorder.session_id is None:
             return  # nothing recorded: no sessions to tell boots apart by
         boot = await self.monitor.store_call(this_boot)  # files in /proc: off the loop
-        await self.monitor.store_call(store.recorder_measures, recorder.session_id)
+        await self.monitor.store_call(store.sessions.measures, recorder.session_id)
         if self.metrics is not None and self.metrics.last_impact is None:
             # The last one measured before this agent, for the fleet view's details.
-            last = await self.monitor.store_call(store.impacts, endpoint=self.monitor.endpoint,
-                                                 newest=1)
+            last = await self.monitor.store_call(store.sessions.impacts,
+                                                 endpoint=self.monitor.endpoint, newest=1)
             if last and self.metrics.last_impact is None:
                 self.metrics.last_impact = last[-1]
         if boot.boot_id is None:
             return
-        gap = await self.monitor.store_call(store.boot_gap, endpoint=self.monitor.endpoint,
+        gap = await self.monitor.store_call(store.sessions.boot_gap,
+                                            endpoint=self.monitor.endpoint,
                                             boot_id=boot.boot_id, booted_at=boot.booted_at)
         if gap is None:
             return
@@ -147,7 +148,7 @@ class ImpactWatch:
         then counted and said."""
         store = self.monitor.store
         if store is not None:  # a measurement, recorded as the history is, dry run or not
-            kept = await self.monitor.store_call(store.record_impact, impact)
+            kept = await self.monitor.store_call(store.sessions.record_impact, impact)
             if kept is None:
                 return
             impact = kept

@@ -87,7 +87,7 @@ def _unknown(event_ids: Sequence[str], why: str) -> list[ApprovalOutcome]:
 class AgentApprover:
     """The Approver's interface over the agent's API (see the module doc)."""
 
-    store = None  # the agent keeps the audit log: nothing is written here
+    audit_log = None  # the agent keeps the audit log: nothing is written here
     outlives_front_end = True  # the agent carries an approval on when the front end quits
 
     def __init__(self, client: AgentClient, *, read_only: bool = False,

@@ -483,7 +483,7 @@ class AgentClient:
     def claim(self, event_id: str, endpoint: str, *,
               vm_id: str | None = None) -> Claim | None:
         """The earlier approval that claims the event on this VM: its ``vm_id`` when
-        known, else ``endpoint`` (store.vmkeys, as ``Store.claim``)."""
+        known, else ``endpoint`` (store.vmkeys, as ``AuditLog.claim``)."""
         body = self.request("claim", event_id=event_id, endpoint=endpoint, vm_id=vm_id)
         return self._read(lambda: None if not body.has("claim")
                           else decode_claim(body.fields("claim")))

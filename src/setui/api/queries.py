@@ -41,6 +41,7 @@ from setui.api.protocol import (
 from setui.core.model import MAX_INCARNATION
 from setui.store import IncarnationRecord, Store, StoreError
 from setui.store.db import NothingRecorded
+from setui.store.stored import StoredRecord
 
 __all__ = ["MAX_WAITING", "Queries"]
 
@@ -50,7 +51,7 @@ MAX_AUDIT = 10_000  # audit records in one answer
 MAX_IDS = 1000  # EventIds asked about at once, or known by one prefix
 SHORT = 1000
 
-Query = Callable[[Store], dict[str, Any]]
+Query = Callable[[StoredRecord], dict[str, Any]]
 
 
 def _page(args: Fields) -> IncarnationRecord | None:
@@ -76,7 +77,7 @@ def _incarnation(args: Fields) -> Query:
     number = args.integer("number", high=MAX_INCARNATION)
     endpoint = args.text("endpoint", limit=SHORT, optional=True)
 
-    def run(store: Store) -> dict[str, Any]:
+    def run(store: StoredRecord) -> dict[str, Any]:
         record = store.incarnation(number, endpoint=endpoint)
         return {"record": None if record is None else encode_incarnation(record)}
     return run
@@ -87,7 +88,7 @@ def _previous(args: Fields) -> Query:
     record = IncarnationRecord(args.text("endpoint", limit=SHORT), 0, first_seen, first_seen,
                                "", (), "", row_id=args.integer("row_id"))
 
-    def run(store: Store) -> dict[str, Any]:
+    def run(store: StoredRecord) -> dict[str, Any]:
         found = store.previous(record)
         return {"record": None if found is None else encode_incarnation(found)}
     return run
@@ -116,7 +117,7 @@ def _approvals(args: Fields) -> Query:
     ids = args.texts("event_ids", limit=MAX_IDS, each=SHORT)
     unknown = args.flag("unknown")
 
-    def run(store: Store) -> dict[str, Any]:
+    def run(store: StoredRecord) -> dict[str, Any]:
         found = store.approvals(ids, unknown=unknown)
         return {"approvals": {i: encode_audit(r) for i, r in found.items()}}
     return run
@@ -127,7 +128,7 @@ def _claim(args: Fields) -> Query:
     endpoint = args.text("endpoint", limit=SHORT)
     vm_id = args.text("vm_id", limit=SHORT, optional=True)  # checked by store.vmkeys
 
-    def run(store: Store) -> dict[str, Any]:
+    def run(store: StoredRecord) -> dict[str, Any]:
         found = store.claim(event_id, endpoint, vm_id=vm_id)
         return {"claim": None if found is None else encode_claim(found)}
     return run
@@ -145,7 +146,7 @@ def _audit(args: Fields) -> Query:
     after = args.integer("after", optional=True)
     before = args.integer("before", optional=True)
 
-    def run(store: Store) -> dict[str, Any]:
+    def run(store: StoredRecord) -> dict[str, Any]:
         records = store.audit(limit=limit, oldest_first=oldest_first, after=after,
                               before=before)
         return {"records": [encode_audit(r) for r in records],
@@ -163,7 +164,7 @@ def _recording(args: Fields) -> Query:
     since, until = args.time("since", optional=True), args.time("until", optional=True)
     endpoint = args.text("endpoint", limit=SHORT, optional=True)
 
-    def run(store: Store) -> dict[str, Any]:
+    def run(store: StoredRecord) -> dict[str, Any]:
         found = store.recording(since=since, until=until, endpoint=endpoint)
         return {"recording": None if found is None else encode_recording(found)}
     return run
@@ -220,7 +221,7 @@ class Queries:
 
     def _answer(self, op: str, request_id: int, query: Query) -> bytes:
         try:
-            body = query(self._open())
+            body = query(self._open().record)
         except NothingRecorded as exc:
             return error_frame(UNAVAILABLE, str(exc), request_id)
         except StoreError as exc:

@@ -411,7 +411,7 @@ class ApiServer:
         ids = source.event_ids()
 
         def read() -> tuple[dict[str, AuditRecord], set[str]]:
-            return store.approvals(ids), (log.held(ids) if log is not None else set())
+            return store.audit_log.approvals(ids), (log.held(ids) if log is not None else set())
 
         try:
             approvals, held = await source.store_call(read)

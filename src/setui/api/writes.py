@@ -90,7 +90,8 @@ class Writes:
 
         assert conn.peer is not None
         source = self.source
-        return Approver(source.client, source.store, endpoint=source.endpoint,
+        return Approver(source.client, None if source.store is None else source.store.audit_log,
+                        endpoint=source.endpoint,
                         identity=conn.peer.identity(source.host), vm_name=source.vm_name,
                         vm_id=source.vm_id,
                         store_problem=source.store_problem,

@@ -206,7 +206,8 @@ def standalone(request: ApproveRequest, identity: Identity | None,
         err.write(f"setui approve: {exc}\n")
         return EXIT_USAGE
     store, problem = _open_store(request)
-    approver = Approver(client, store, endpoint=client.endpoint, identity=identity,
+    approver = Approver(client, None if store is None else store.audit_log,
+                        endpoint=client.endpoint, identity=identity,
                         read_only=request.read_only, store_problem=problem, wall=now)
     return StandaloneRoute(client, store, approver, now)
 
@@ -331,12 +332,12 @@ async def _decide(request: ApproveRequest, typed: tuple[str, ...], route: Route,
         outcomes = _unrecorded(approver, await approver.approve(
             list(ids), document, confirmed_as=shown, allow_other_vms=allow, again=again,
             progress=progress), err)
-        store = approver.store
-        if store is not None and store.witness_problem:  # records written, end unvouched
-            err.write(f"setui approve: warning: {printable(store.witness_problem, 400)}\n")
-        if store is not None and store.forward_problem:  # kept here; the copy did not leave
+        log = approver.audit_log
+        if log is not None and log.witness_problem:  # records written, end unvouched
+            err.write(f"setui approve: warning: {printable(log.witness_problem, 400)}\n")
+        if log is not None and log.forward_problem:  # kept here; the copy did not leave
             err.write("setui approve: warning: the audit record is kept on this VM but its "
-                      f"copy did not leave it: {printable(store.forward_problem, 300)} "
+                      f"copy did not leave it: {printable(log.forward_problem, 300)} "
                       "(it is sent again with the next record; `setui audit` marks it)\n")
         retry = [o for o in outcomes if o.ask_again]
         if request.yes or not retry:

@@ -52,7 +52,7 @@ class StandaloneRoute:
     @property
     def record(self) -> Record | None:
         """Where ids typed as a prefix are looked up: the store."""
-        return self.store
+        return None if self.store is None else self.store.record
 
     async def read(self) -> tuple[Document | None, str | None]:
         try:
@@ -80,8 +80,8 @@ class StandaloneRoute:
         if store is None or store.readonly or document is None or approver.store_error:
             return
         try:
-            store.record_document(document, seen_at=seen_at, endpoint=self.endpoint,
-                                  vm_name=approver.vm_name)
+            store.history.record(document, seen_at=seen_at, endpoint=self.endpoint,
+                                 vm_name=approver.vm_name)
         except StoreError as exc:
             err.write(f"setui approve: not recorded in the history: {exc}\n")
 

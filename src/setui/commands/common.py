@@ -23,8 +23,8 @@ from setui.textsafe import printable
 if TYPE_CHECKING:
     from setui.api.client import AgentClient
     from setui.session import ThisVm
-    from setui.store import Store
     from setui.store.reading import Record
+    from setui.store.stored import StoredRecord
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "READS_THE_AGENT", "add_storage_options",
            "agent_for", "agent_vm", "data_dir", "open_readonly", "positive_int",
@@ -108,14 +108,14 @@ def read_record(args: argparse.Namespace, err: IO[str], command: str) -> Record 
     return open_readonly(args)
 
 
-def open_readonly(args: argparse.Namespace) -> Store | None:
-    """The store for reading, or None when nothing has been recorded yet (no database, or
+def open_readonly(args: argparse.Namespace) -> StoredRecord | None:
+    """The store's record for reading, or None when nothing has been recorded yet (no database, or
     an empty file left by a setui stopped before it wrote the schema)."""
     from setui.store import NothingRecorded, Store, default_data_dir
 
     directory = data_dir(args) or default_data_dir()
     try:
-        return Store.open_dir(directory, readonly=True)
+        return Store.open_dir(directory, readonly=True).record
     except NothingRecorded:
         return None
 
@@ -131,8 +131,8 @@ def record_reading(args: argparse.Namespace, document: Document, *, seen_at: dat
     try:
         with Store.open_dir(data_dir(args), history_days=getattr(config, "history_days", 90),
                             forward=getattr(config, "audit_forward", None)) as store:
-            store.record_document(document, seen_at=seen_at, endpoint=endpoint,
-                                  vm_name=vm_name)
+            store.history.record(document, seen_at=seen_at, endpoint=endpoint,
+                                 vm_name=vm_name)
     except StoreError as exc:
         return exc.message
     return None

@@ -72,7 +72,7 @@ def countdown(moment: datetime | None, now: datetime) -> str:
 def event_json(event: Event, vm_name: str | None, now: datetime,
                approval: AuditRecord | None) -> dict[str, Any]:
     """One event for ``--json``: always the same keys. ``approval``: as
-    ``Store.approvals(unknown=True)`` gives it; ``approved_*`` only for an accepted one."""
+    ``AuditLog.approvals(unknown=True)`` gives it; ``approved_*`` only for an accepted one."""
     seconds = None if event.not_before is None else round(
         (event.not_before - now).total_seconds(), 1)
     outcome = _outcome(approval)

@@ -133,9 +133,9 @@ class Monitor:
             await self.recorder.start(self.now())
         baseline: tuple[Document, str] | None = None
         try:
-            baseline = await self.store_call(self.store.newest_document, self.endpoint)
+            baseline = await self.store_call(self.store.history.newest_document, self.endpoint)
             ids = [e.event_id for e in baseline[0].events] if baseline else []
-            self._approved.update(await self.store_call(self.store.approvals, ids))
+            self._approved.update(await self.store_call(self.store.audit_log.approvals, ids))
         except Exception:  # a store that cannot say: start without a baseline
             baseline = None
         if baseline is not None and self.poller.tracker.incarnation is None:
@@ -153,7 +153,7 @@ class Monitor:
             return result
         try:
             found = await self.store_call(partial(
-                self.store.approvals, [c.event_id for c in wanted if c.event_id],
+                self.store.audit_log.approvals, [c.event_id for c in wanted if c.event_id],
                 unknown=True))
         except Exception:
             return result

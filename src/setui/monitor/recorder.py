@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from setui.boot import current_boot_id
 from setui.core.health import PollResult
 from setui.core.model import Document
-from setui.store.store import RECORDER_BEAT, RUNNING_WITHIN, TOUCH_INTERVAL
+from setui.store.incarnations import TOUCH_INTERVAL
+from setui.store.sessions import RECORDER_BEAT, RUNNING_WITHIN
 
 if TYPE_CHECKING:
     from setui.store import Store
@@ -109,7 +110,7 @@ class Recorder:
         if self.session_id is not None:
             # Stopping: if this fails, the last beat already bounds the session.
             with contextlib.suppress(Exception):
-                await self.call(self.store.recorder_beat, self.session_id, at, stopped=True)
+                await self.call(self.store.sessions.beat, self.session_id, at, stopped=True)
         await asyncio.to_thread(self._executor.shutdown, wait=True)
 
     def submit(self, result: PollResult, previous: Document | None,
@@ -162,7 +163,7 @@ class Recorder:
     def _open(self, at: datetime) -> int:
         # The boot it runs in, read here on the store's thread (a file in /proc): how a
         # boot is found later (store.impacts).
-        return self.store.recorder_start(endpoint=self.endpoint, pid=os.getpid(),
+        return self.store.sessions.start(endpoint=self.endpoint, pid=os.getpid(),
                                          host=socket.gethostname(), command=self.command,
                                          at=at, boot_id=current_boot_id())
 
@@ -172,18 +173,18 @@ class Recorder:
 
         assert result.seen_at is not None
         after = (previous.incarnation, content_hash(previous)) if previous is not None else None
-        return self.store.record_document(
+        return self.store.history.record(
             document, seen_at=result.seen_at, endpoint=self.endpoint, changes=result.changes,
             gap=result.gap, after=after, clock_skew=result.health.clock_skew,
             vm_name=vm_name)
 
     def _beat(self, at: datetime, *, begins: bool = False) -> list[RecorderSpan]:
         assert self.session_id is not None
-        self.store.recorder_beat(self.session_id, at, begins=begins)
+        self.store.sessions.beat(self.session_id, at, begins=begins)
         return self._others(at)
 
     def _others(self, at: datetime) -> list[RecorderSpan]:
-        spans = self.store.recorders(endpoint=self.endpoint, since=at - RUNNING_WITHIN)
+        spans = self.store.sessions.spans(endpoint=self.endpoint, since=at - RUNNING_WITHIN)
         return [s for s in spans if s.id != self.session_id and s.stopped is None]
 
     # -- back on the loop --------------------------------------------------------------------

@@ -23,9 +23,9 @@ from setui.core.impact import Impact, impact_words
 from setui.core.model import Document, DocumentError, Event
 from setui.core.tracker import Change, ChangeKind
 from setui.monitor.state import MonitorState
+from setui.store.incarnations import TOUCH_INTERVAL
 from setui.store.reading import Record, RecordingParts
 from setui.store.records import AuditRecord, ChangeRecord, IncarnationRecord
-from setui.store.store import TOUCH_INTERVAL
 
 __all__ = ["RECENT_IMPACT", "Moment", "Recording", "load_recording"]
 

@@ -135,7 +135,7 @@ class AgentLog:
                 return []
             sql += f" AND event_id IN ({', '.join('?' * len(event_ids))})"
             args += [clean_text(i) for i in event_ids]
-        with self.store._using("read the agent's work") as conn:
+        with self.store.database.using("read the agent's work") as conn:
             rows = [_step(r) for r in conn.execute(sql + " ORDER BY updated DESC", args)]
         newest = {(s.event_id.casefold(), s.step): s for s in reversed(rows)}
         return sorted(newest.values(), key=lambda s: s.updated)
@@ -148,7 +148,7 @@ class AgentLog:
         where, args = vm.where()
         values = (clean_text(rule)[:200], state, clean_text(detail)[:MAX_DETAIL],
                   to_db_time(started) if started else None, to_db_time(at))
-        with self.store._using("record the agent's work", write=True) as conn, \
+        with self.store.database.using("record the agent's work", write=True) as conn, \
                 write_transaction(conn):
             # OR REPLACE: two rows of the step (one per key) become the one, keyed by the vmId.
             changed = conn.execute(
@@ -167,7 +167,7 @@ class AgentLog:
         are not rerun: whether a hook finished, or an approval reached the service, is
         not known."""
         where, args = self.vm.where()
-        with self.store._using("record the agent's work", write=True) as conn, \
+        with self.store.database.using("record the agent's work", write=True) as conn, \
                 write_transaction(conn):
             rows = conn.execute(
                 "SELECT event_id, step, rule, state, detail, started, updated FROM agent_steps "
@@ -182,7 +182,7 @@ class AgentLog:
     # -- hook runs ------------------------------------------------------------------------
     def hook_started(self, event_id: str, step: str, *, rule: str, command: str,
                      at: datetime) -> int:
-        with self.store._using("record a hook run", write=True) as conn:
+        with self.store.database.using("record a hook run", write=True) as conn:
             cursor = conn.execute(
                 "INSERT INTO agent_hook_runs (vm, endpoint, event_id, step, rule, command, "
                 "started) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -192,7 +192,7 @@ class AgentLog:
 
     def hook_ended(self, run_id: int, *, at: datetime, exit_status: int | None,
                    timed_out: bool, output: str) -> None:
-        with self.store._using("record a hook run", write=True) as conn:
+        with self.store.database.using("record a hook run", write=True) as conn:
             conn.execute(
                 "UPDATE agent_hook_runs SET ended = ?, exit_status = ?, timed_out = ?, "
                 "output = ? WHERE id = ?",
@@ -208,7 +208,7 @@ class AgentLog:
         if event_id is not None:
             sql += " AND event_id = ?"
             args.append(clean_text(event_id))
-        with self.store._using("read the hook runs") as conn:
+        with self.store.database.using("read the hook runs") as conn:
             return [HookRun(int(r[0]), r[1], r[2], r[3], r[4], from_db_time(r[5]),
                             from_db_time(r[6]) if r[6] else None,
                             None if r[7] is None else int(r[7]), bool(r[8]), r[9])
@@ -228,7 +228,7 @@ class AgentLog:
         twins = [key]
         if vm.vm_id is not None and key.startswith(f"{vm.vm_id}|"):
             twins.append(vm.endpoint + key[len(vm.vm_id):])
-        with self.store._using("queue a notification", write=True) as conn:
+        with self.store.database.using("queue a notification", write=True) as conn:
             cursor = conn.execute(
                 "INSERT INTO agent_notifications (key, vm, endpoint, event_id, change, title, "
                 "body, state, created) SELECT ?, ?, ?, ?, ?, ?, ?, 'pending', ? WHERE NOT "
@@ -242,7 +242,7 @@ class AgentLog:
                           error: str | None = None, final: bool = True) -> None:
         """One attempt's outcome: sent, or failed (``final``: no more attempts)."""
         state = "sent" if sent else ("failed" if final else "pending")
-        with self.store._using("record a notification", write=True) as conn:
+        with self.store.database.using("record a notification", write=True) as conn:
             conn.execute(
                 "UPDATE agent_notifications SET state = ?, attempts = attempts + 1, error = ?, "
                 "sent = CASE WHEN ? THEN ? ELSE sent END WHERE key = ?",
@@ -256,7 +256,7 @@ class AgentLog:
                f"FROM agent_notifications WHERE {where}")
         if pending_only:
             sql += " AND state = 'pending'"
-        with self.store._using("read the notifications") as conn:
+        with self.store.database.using("read the notifications") as conn:
             return [Notification(r[0], r[1], r[2], r[3], r[4], r[5], int(r[6]))
                     for r in conn.execute(sql + " ORDER BY created, key", args)]
 
@@ -267,7 +267,7 @@ class AgentLog:
         if not event_ids:
             return set()
         where, args = self.vm.where()
-        with self.store._using("read the holds") as conn:
+        with self.store.database.using("read the holds") as conn:
             rows = conn.execute(
                 f"SELECT event_id, held FROM agent_holds WHERE {where} AND "
                 f"event_id IN ({', '.join('?' * len(event_ids))}) ORDER BY time",
@@ -280,10 +280,10 @@ class AgentLog:
         first (a hold nobody can account for is worse than none); the record names this
         VM's vmId when it is known."""
         vm = self.vm
-        self.store.audit_append(replace(entry, details=with_vm_id(entry.details, vm.vm_id)))
+        self.store.audit_log.append(replace(entry, details=with_vm_id(entry.details, vm.vm_id)))
         where, args = vm.where()
         values = (int(held), clean_text(entry.user)[:200], to_db_time(entry.time))
-        with self.store._using("record the hold", write=True) as conn, \
+        with self.store.database.using("record the hold", write=True) as conn, \
                 write_transaction(conn):
             changed = conn.execute(
                 "UPDATE OR REPLACE agent_holds SET vm = coalesce(?, vm), held = ?, actor = ?, "

@@ -2,12 +2,13 @@
 
 On a machine with the agent, a front end reads what the agent recorded through its API
 (:class:`setui.api.client.AgentClient`); without one, or told ``--standalone``, it reads a
-store (:class:`setui.store.Store`, opened read-only). Both answer the same questions with
-the same values, so ``setui history``, ``audit``, ``report``, ``replay`` and the others
-have one code path, whichever it is: :class:`Record` is what they may ask.
+store (a read-only :class:`setui.store.Store`'s ``record``: store.stored). Both answer
+the same questions with the same values, so ``setui history``, ``audit``, ``report``,
+``replay`` and the others have one code path, whichever it is: :class:`Record` is what
+they may ask.
 
 :class:`RecordingParts` is what a replay or a report is built from, gathered in one
-place (``Store.recording``) whether the agent or the command reads the store.
+place (store.recording) whether the agent or the command reads the store.
 """
 
 from __future__ import annotations

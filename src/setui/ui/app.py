@@ -126,7 +126,8 @@ class SetuiApp(Approvals, TerminalApp):
 
     def _approver(self) -> Approver:
         assert self.client is not None
-        return Approver(self.client, self.store, endpoint=self.config.endpoint,
+        return Approver(self.client, None if self.store is None else self.store.audit_log,
+                        endpoint=self.config.endpoint,
                         identity=self.identity, read_only=self.config.read_only,
                         store_problem=self.store_problem, wall=self.now)
 
@@ -192,7 +193,7 @@ class SetuiApp(Approvals, TerminalApp):
     @property
     def record(self) -> Record | None:
         """What the history, audit and details screens read: the store."""
-        return self.store
+        return None if self.store is None else self.store.record
 
     @property
     def store_status(self) -> str | None:

@@ -1,0 +1,137 @@
+"""``RecordingSessions``: who recorded which endpoint when, what the agent measured while
+it did (stalls and boots: store.impacts), and the holes where nothing recorded
+(core.holes): how far the record can be trusted, kept beside the history."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+from setui.core.clock import utc_now
+from setui.core.holes import Hole, find_holes
+from setui.core.impact import Impact
+from setui.store import history as hist
+from setui.store import impacts
+from setui.store.database import Database
+from setui.store.endpoints import endpoint_column
+from setui.store.impacts import BootGap
+from setui.store.records import RecorderSpan, from_db_time, to_db_time, utc
+
+__all__ = ["RECORDER_BEAT", "RUNNING_WITHIN", "RecordingSessions"]
+
+# A recording session notes that it still runs this often (monitor.recorder.BEAT_SECONDS);
+# one whose last beat is older than RUNNING_WITHIN has stopped (or died) as far as anyone
+# can tell.
+RECORDER_BEAT = timedelta(seconds=60)
+RUNNING_WITHIN = 2.5 * RECORDER_BEAT
+
+
+class RecordingSessions:
+    """The recording sessions, the impacts measured and the holes in ``database``."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+
+    # -- sessions -------------------------------------------------------------------------
+    def start(self, *, endpoint: str, pid: int, host: str, command: str,
+              at: datetime, boot_id: str | None = None) -> int:
+        """Say that a process records ``endpoint`` from ``at`` on, in the boot ``boot_id``
+        (setui.boot); returns its id."""
+        when = to_db_time(at)
+        with self.database.using("note the recording session", write=True) as conn:
+            cursor = conn.execute(
+                "INSERT INTO recorders (endpoint, pid, host, command, started, last_beat, "
+                "boot_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (endpoint_column(endpoint), pid, hist.clean_text(host)[:200],
+                 hist.clean_text(command)[:200], when, when,
+                 hist.clean_text(boot_id)[:200] if boot_id else None))
+            return int(cursor.lastrowid or 0)
+
+    def measures(self, recorder_id: int) -> None:
+        """The session keeps the agent's heartbeat: what it saw of stalls and boots is in
+        the record, and a stretch it covered with none had none."""
+        with self.database.using("note the recording session", write=True) as conn:
+            conn.execute("UPDATE recorders SET measures = 1 WHERE id = ?", (recorder_id,))
+
+    def beat(self, recorder_id: int, at: datetime, *, stopped: bool = False,
+             begins: bool = False) -> None:
+        """The session was still recording at ``at`` (and stops there, if ``stopped``).
+        ``begins``: its first answer came at ``at``, which is where it starts; it was
+        opened before the service told its time, in this machine's clock, which may not
+        be the record's."""
+        when = to_db_time(at)
+        with self.database.using("note the recording session", write=True) as conn:
+            if begins:
+                conn.execute("UPDATE recorders SET started = ?, last_beat = ? WHERE id = ?",
+                             (when, when, recorder_id))
+                return
+            conn.execute(
+                "UPDATE recorders SET last_beat = max(last_beat, ?), stopped = "
+                "CASE WHEN ? THEN ? ELSE stopped END WHERE id = ?",
+                (when, stopped, when, recorder_id))
+
+    def spans(self, *, endpoint: str | None = None, since: datetime | None = None,
+              ) -> list[RecorderSpan]:
+        """Recording sessions that reached ``since`` or later, oldest first."""
+        where, args = [], []
+        if endpoint is not None:
+            where.append("endpoint = ?")
+            args.append(endpoint_column(endpoint))
+        if since is not None:
+            where.append("coalesce(stopped, last_beat) >= ?")
+            args.append(to_db_time(since))
+        sql = ("SELECT id, endpoint, pid, host, command, started, last_beat, stopped, boot_id, "
+               "measures FROM recorders" + (f" WHERE {' AND '.join(where)}" if where else "")
+               + " ORDER BY started, id")
+        with self.database.using("read the recording sessions") as conn:
+            return [RecorderSpan(int(r[0]), r[1], int(r[2]), r[3], r[4], from_db_time(r[5]),
+                                 from_db_time(r[6]), from_db_time(r[7]) if r[7] else None,
+                                 r[8], bool(r[9]))
+                    for r in conn.execute(sql, args)]
+
+    # -- what events did to the VM (core.impact) -----------------------------------------
+    def record_impact(self, impact: Impact) -> Impact | None:
+        """Keep a stall or a boot the agent measured; None for a boot told already."""
+        endpoint = endpoint_column(impact.endpoint)
+        with self.database.using("record what an event did to the VM", write=True) as conn:
+            row_id = impacts.insert(conn, impact, endpoint)
+        return None if row_id is None else replace(impact, id=row_id, endpoint=endpoint)
+
+    def impacts(self, *, endpoint: str, since: datetime | None = None,
+                until: datetime | None = None, newest: int | None = None) -> list[Impact]:
+        """The stalls and boots measured for ``endpoint`` (the ``newest`` N), oldest first."""
+        with self.database.using("read what events did to the VM") as conn:
+            return impacts.listing(conn, endpoint_column(endpoint), since=since, until=until,
+                                   newest=newest)
+
+    def boot_gap(self, *, endpoint: str, boot_id: str,
+                 booted_at: datetime | None) -> BootGap | None:
+        """The polls around this boot, if the record holds another boot and this one was
+        not told yet (store.impacts)."""
+        with self.database.using("read the recording sessions") as conn:
+            return impacts.boot_gap(conn, endpoint_column(endpoint), boot_id, booted_at)
+
+    # -- where nothing recorded -----------------------------------------------------------
+    def holes(self, *, endpoint: str, now: datetime | None = None) -> list[Hole]:
+        """When nothing recorded ``endpoint``, oldest first, each hole whole: a property
+        of the record (core.holes), the same whoever asks about which stretch of it.
+
+        An open hole (nothing records now) runs to ``now``, by default this machine's
+        clock restated in the record's (the newest incarnation's clock skew)."""
+        endpoint = hist.clean_text(endpoint)
+        spans = self.spans(endpoint=endpoint)
+        with self.database.using("read the history") as conn:
+            sightings = [(from_db_time(a), from_db_time(b)) for a, b in conn.execute(
+                "SELECT first_seen, last_seen FROM incarnations WHERE endpoint = ?",
+                (endpoint,))]
+            if now is None:
+                row = conn.execute(
+                    "SELECT clock_skew FROM incarnations WHERE endpoint = ? "
+                    "ORDER BY first_seen DESC, id DESC LIMIT 1", (endpoint,)).fetchone()
+                skew = row[0] if row is not None and isinstance(row[0], (int, float)) else 0
+                now = utc_now() + timedelta(seconds=skew)
+        now = utc(now)
+        # A session still running covers up to now: it beats only once a RECORDER_BEAT.
+        covered = [(s.started, max(s.end, now) if s.stopped is None
+                    and s.end >= now - RUNNING_WITHIN else s.end) for s in spans]
+        return find_holes(covered, sightings, now=now, endpoint=endpoint)
