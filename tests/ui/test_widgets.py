@@ -291,11 +291,12 @@ async def test_table_lines_are_the_lines_datatable_draws() -> None:
         table.select_key("E2")
         await pilot.pause()
         same_as_datatable()
-        rendered = table.cells_rendered
+        rendered, patched = table.cells_rendered, table.rows_patched
         table.sync(columns, wide_rows(58))  # countdowns tick: characters change in place
         await pilot.pause()
         same_as_datatable()
         assert table.cells_rendered == rendered  # no cell rendered through Rich again
+        assert table.rows_patched == patched + 4  # each row's line changed in place
         table.sync(columns, wide_rows(58, approved="approving…"))  # a new shape
         await pilot.pause()
         same_as_datatable()
