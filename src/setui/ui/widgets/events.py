@@ -135,18 +135,18 @@ def _same_shape(segments: list[Segment], before: Text, after: Text,
 
 
 def _patched_row(line: Strip, before: Sequence[Text], after: Sequence[Text], frame: _Frame,
-                 padding: int) -> Strip | None:
+                 padding: int, *, one_cell_each: bool) -> Strip | None:
     """A row's line for the cells ``after``, from ``line``, its line for ``before`` in the
     same frame, when every changed cell changed only characters in place (a countdown's
     tick: same length, one cell each, same styles at the same places) and ``line`` shows
     each such cell's old text where its column puts it. Its segments are then the same
     but for those characters: the row is neither rendered cell by cell nor simplified
-    again (most of a tick's cost in the table). None when that cannot be known."""
-    if frame.scroll_x or sum(frame.widths) > frame.width:
+    again (most of a tick's cost in the table). ``one_cell_each``: every character of
+    ``line`` takes one cell (else its cells and characters differ). None when that cannot
+    be known."""
+    if frame.scroll_x or sum(frame.widths) > frame.width or not one_cell_each:
         return None  # cut or scrolled: the columns are not where the widths say
     text = line.text
-    if cell_len(text) != len(text):
-        return None  # a double-width character: cells and characters differ
     edits: list[tuple[int, str]] = []
     x = 0
     for width, old, new in zip(frame.widths, before, after, strict=True):
@@ -220,7 +220,10 @@ class EventsTable(DataTable[Text]):
         self._frame: _Frame | None = None
         self._versions: dict[tuple[str, str], int] = {}  # (row, column): bumped on change
         # Per row: what its line was drawn for, the line, and the cells' texts it shows.
-        self._row_lines: dict[str, tuple[tuple[object, ...], Strip, tuple[Text, ...]]] = {}
+        # A line changed in place keeps one cell per character if the line it came from
+        # did (its new characters are checked to): that is measured once per render.
+        self._row_lines: dict[str, tuple[tuple[object, ...], Strip, tuple[Text, ...],
+                                         bool]] = {}
         # Per cell, its segments in the last few states it was drawn in (focused or
         # not, under the cursor or not): a dialog that blurs the table and gives the
         # focus back does not make every cell render through Rich again.
@@ -392,11 +395,15 @@ class EventsTable(DataTable[Text]):
         texts = tuple(self._cells[row].get(column) or _EMPTY for column in self._column_keys)
         strip = None
         if cached is not None and cached[0][:2] == key[:2]:
-            strip = _patched_row(cached[1], cached[2], texts, frame, self.cell_padding)
+            strip = _patched_row(cached[1], cached[2], texts, frame, self.cell_padding,
+                                 one_cell_each=cached[3])
             self.rows_patched += strip is not None
-        if strip is None:
-            strip = self._render_row(row, index, frame)
-        self._row_lines[row] = (key, strip, texts)
+        if strip is not None:
+            self._row_lines[row] = (key, strip, texts, True)
+            return strip
+        strip = self._render_row(row, index, frame)
+        whole = strip.text
+        self._row_lines[row] = (key, strip, texts, cell_len(whole) == len(whole))
         return strip
 
     def _current_frame(self) -> _Frame:
