@@ -134,44 +134,43 @@ def _same_shape(segments: list[Segment], before: Text, after: Text,
     return result
 
 
-def _patched_row(line: Strip, before: Sequence[Text], after: Sequence[Text], frame: _Frame,
-                 padding: int, *, one_cell_each: bool) -> Strip | None:
+def _patched_row(line: Strip, before: Sequence[Text], after: Sequence[Text],
+                 changed: Sequence[int], frame: _Frame, padding: int, *,
+                 one_cell_each: bool) -> Strip | None:
     """A row's line for the cells ``after``, from ``line``, its line for ``before`` in the
-    same frame, when every changed cell changed only characters in place (a countdown's
-    tick: same length, one cell each, same styles at the same places) and ``line`` shows
-    each such cell's old text where its column puts it. Its segments are then the same
-    but for those characters: the row is neither rendered cell by cell nor simplified
-    again (most of a tick's cost in the table). ``one_cell_each``: every character of
-    ``line`` takes one cell (else its cells and characters differ). None when that cannot
-    be known."""
+    same frame, when every cell of ``changed`` (column indexes) changed only characters
+    in place (a countdown's tick: same length, one cell each, same styles at the same
+    places) and ``line`` shows each such cell's old text where its column puts it. Its
+    segments are then the same but for those characters: the row is neither rendered
+    cell by cell nor simplified again (most of a tick's cost in the table).
+    ``one_cell_each``: every character of ``line`` takes one cell (else its cells and
+    characters differ). None when that cannot be known."""
     if frame.scroll_x or sum(frame.widths) > frame.width or not one_cell_each:
         return None  # cut or scrolled: the columns are not where the widths say
     text = line.text
-    edits: list[tuple[int, str]] = []
-    x = 0
-    for width, old, new in zip(frame.widths, before, after, strict=True):
-        if old is not new and old != new:
-            plain = new.plain
-            start = x + padding
-            if (len(old.plain) != len(plain) or old.spans != new.spans
-                    or old.style != new.style or cell_len(plain) != len(plain)
-                    or len(plain) > width - 2 * padding
-                    or text[start:start + len(plain)] != old.plain):
-                return None
-            edits.append((start, plain))
-        x += width
+    edits: list[tuple[int, int]] = []
+    for index in changed:
+        old, new = before[index], after[index]
+        plain = new.plain
+        start = sum(frame.widths[:index]) + padding
+        stop = start + len(plain)
+        if (len(old.plain) != len(plain) or old.spans != new.spans
+                or old.style != new.style or cell_len(plain) != len(plain)
+                or len(plain) > frame.widths[index] - 2 * padding
+                or text[start:stop] != old.plain):
+            return None
+        text = text[:start] + plain + text[stop:]
+        edits.append((start, stop))
     if not edits:
         return None
-    chars = list(text)
-    for start, plain in edits:
-        chars[start:start + len(plain)] = plain
-    changed = "".join(chars)
     segments = []
     at = 0
     for segment in line:
-        size = len(segment.text)
-        segments.append(Segment(changed[at:at + size], segment.style, segment.control))
-        at += size
+        end = at + len(segment.text)
+        if any(start < end and at < stop for start, stop in edits):
+            segment = Segment(text[at:end], segment.style, segment.control)
+        segments.append(segment)
+        at = end
     return Strip(segments, line.cell_length)
 
 
@@ -218,12 +217,13 @@ class EventsTable(DataTable[Text]):
         self._fast: bool | None = None  # see _fast_path
         # Rendered rows and cells, with what they were rendered for (see render_line).
         self._frame: _Frame | None = None
+        self._place: tuple[bool, int, int, int] | None = None  # see _lines_place
         self._versions: dict[tuple[str, str], int] = {}  # (row, column): bumped on change
         # Per row: what its line was drawn for, the line, and the cells' texts it shows.
         # A line changed in place keeps one cell per character if the line it came from
         # did (its new characters are checked to): that is measured once per render.
-        self._row_lines: dict[str, tuple[tuple[object, ...], Strip, tuple[Text, ...],
-                                         bool]] = {}
+        self._row_lines: dict[str, tuple[tuple[_Frame, int, tuple[int, ...]], Strip,
+                                         tuple[Text, ...], bool]] = {}
         # Per cell, its segments in the last few states it was drawn in (focused or
         # not, under the cursor or not): a dialog that blurs the table and gives the
         # focus back does not make every cell render through Rich again.
@@ -361,7 +361,7 @@ class EventsTable(DataTable[Text]):
 
     # -- lines ---------------------------------------------------------------------------------
     def render_lines(self, crop: Region) -> list[Strip]:
-        self._frame = None  # what the lines share is taken once per repaint
+        self._frame = self._place = None  # what the lines share is taken once per repaint
         return super().render_lines(crop)
 
     def notify_style_update(self) -> None:
@@ -369,18 +369,21 @@ class EventsTable(DataTable[Text]):
         self._forget_lines()
 
     def _forget_lines(self) -> None:
-        self._frame = None
+        self._frame = self._place = None
         self._row_lines.clear()
         self._cell_lines.clear()
 
     def render_line(self, y: int) -> Strip:
         """DataTable's line for a row, from the row's line and the cells' segments as last
         rendered, unless something they depend on changed since."""
-        header = self.header_height if self.show_header else 0
-        if y < header or not self._fast_path():
+        place = self._place
+        if place is None:
+            place = self._place = self._lines_place()
+        fast, header, scroll_y, row_count = place
+        if y < header or not fast:
             return super().render_line(y)
-        index = y - header + self.scroll_offset.y
-        if not 0 <= index < len(self._keys) or self.row_count != len(self._keys):
+        index = y - header + scroll_y
+        if not 0 <= index < len(self._keys) or row_count != len(self._keys):
             return super().render_line(y)
         frame = self._frame
         if frame is None:
@@ -395,8 +398,10 @@ class EventsTable(DataTable[Text]):
         texts = tuple(self._cells[row].get(column) or _EMPTY for column in self._column_keys)
         strip = None
         if cached is not None and cached[0][:2] == key[:2]:
-            strip = _patched_row(cached[1], cached[2], texts, frame, self.cell_padding,
-                                 one_cell_each=cached[3])
+            changed = [i for i, (was, now) in enumerate(zip(cached[0][2], key[2], strict=True))
+                       if was != now]
+            strip = _patched_row(cached[1], cached[2], texts, changed, frame,
+                                 self.cell_padding, one_cell_each=cached[3])
             self.rows_patched += strip is not None
         if strip is not None:
             self._row_lines[row] = (key, strip, texts, True)
@@ -405,6 +410,13 @@ class EventsTable(DataTable[Text]):
         whole = strip.text
         self._row_lines[row] = (key, strip, texts, cell_len(whole) == len(whole))
         return strip
+
+    def _lines_place(self) -> tuple[bool, int, int, int]:
+        """Whether rows are drawn here (:meth:`_fast_path`), the header's height, the
+        scroll and the row count: read once per repaint, not once per line (each is a
+        reactive or a walk of the table's state)."""
+        return (self._fast_path(), self.header_height if self.show_header else 0,
+                self.scroll_offset.y, self.row_count)
 
     def _current_frame(self) -> _Frame:
         show_hover, pseudo, update_count = compat.table_state(self)
