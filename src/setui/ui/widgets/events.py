@@ -11,8 +11,9 @@ all its rows every second. A cell whose column keeps its width is updated here i
 instead: only its own rendering is dropped and only the characters that changed are
 repainted. And where DataTable renders a repainted row again cell by cell (two walks of
 the style tree and nine cache look-ups a row, ~0.5 ms), :class:`EventsTable` keeps each
-row's line and each cell's segments until they change, so a tick renders one cell per
-row and joins the row again.
+row's line and each cell's segments until they change; a row whose changed cells changed
+only characters in place (a countdown's tick) takes its last line with those characters
+replaced, rendering no cell and joining nothing.
 
 Both rely on DataTable's internals as textual 8.2 has them, reached only through
 :mod:`setui.ui.compat` (which says why, and what was measured); :meth:`EventsTable._fast_path`
