@@ -60,8 +60,8 @@ class _Seat:
 
     def measure(self, before: dict[int, float] | None, after: dict[int, float] | None,
                 seconds: float) -> None:
-        """The share of a core of the whole process and of each thread (a thread that
-        started or ended in between counts from or up to then)."""
+        """The share of a core of the whole process and of each thread (a thread started
+        in between counts from its start; one that ended in between is left out)."""
         if before is None or after is None:
             return
         shares = {tid: (cpu - before.get(tid, 0.0)) / seconds for tid, cpu in after.items()}

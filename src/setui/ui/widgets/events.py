@@ -147,7 +147,7 @@ def _patched_row(line: Strip, before: Sequence[Text], after: Sequence[Text],
     ``one_cell_each``: every character of ``line`` takes one cell (else its cells and
     characters differ). None when that cannot be known."""
     if frame.scroll_x or sum(frame.widths) > frame.width or not one_cell_each:
-        return None  # cut or scrolled: the columns are not where the widths say
+        return None  # cut, scrolled or wide: the columns are not where the widths say
     text = line.text
     edits: list[tuple[int, int]] = []
     for index in changed:
