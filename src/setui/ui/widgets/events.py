@@ -271,7 +271,7 @@ class EventsTable(DataTable[Text]):
             for key in self._column_keys:
                 cell = row.cells.get(key, _EMPTY)
                 before = old.get(key)
-                if before != cell:
+                if before is not cell and before != cell:
                     changed.append(_Change(row.key, key, before, cell))
             self._cells[row.key] = dict(row.cells)
         if changed:
