@@ -10,7 +10,8 @@ other, an agent and three `setui --standalone` (each its own poller and store). 
   document, from 5 s on to the end): one poller per VM, not one per person;
 - an attached dashboard idle at 80x24 and 200x60: its CPU share of a core (from /proc)
   and the bytes it writes to its terminal per second, beside the standalone dashboard of
-  the same size in the same run (which polls, parses and records itself).
+  the same size in the same run (which polls, parses and records itself); and the share
+  of each of their threads (the main thread's first: the event loop, the repaint).
 
 All eight processes run at once on the machine's cores: each figure beside its reference
 shares the same neighbours.
@@ -21,7 +22,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from common import (
@@ -31,7 +32,7 @@ from common import (
     env_for,
     interrupt,
     ratio,
-    sched_cpu,
+    sched_cpu_by_thread,
     scratch,
     write_scenario,
 )
@@ -55,6 +56,24 @@ class _Seat:
     term: _Terminal
     share: float = 0.0
     rate: float = 0.0
+    threads: list[float] = field(default_factory=list)  # shares: the main thread's first
+
+    def measure(self, before: dict[int, float] | None, after: dict[int, float] | None,
+                seconds: float) -> None:
+        """The share of a core of the whole process and of each thread (a thread started
+        in between counts from its start; one that ended in between is left out)."""
+        if before is None or after is None:
+            return
+        shares = {tid: (cpu - before.get(tid, 0.0)) / seconds for tid, cpu in after.items()}
+        self.share = sum(shares.values())
+        main = shares.pop(self.proc.pid, 0.0)
+        self.threads = [main, *sorted(shares.values(), reverse=True)]
+
+    def per_thread(self) -> str:
+        if not self.threads:
+            return "unknown"
+        others = ", ".join(f"{share * 100:.3f}" for share in self.threads[1:])
+        return f"main thread {self.threads[0] * 100:.3f} %; the others {others} %"
 
     @property
     def label(self) -> str:
@@ -117,16 +136,15 @@ def run(quick: bool = False) -> list[Row]:
         seats = attached + standalone
         time.sleep(WARMUP)
         t0, w0 = time.monotonic(), time.time()
-        cpu0 = {s.proc.pid: sched_cpu(s.proc.pid) for s in seats}
+        cpu0 = {s.proc.pid: sched_cpu_by_thread(s.proc.pid) for s in seats}
         time.sleep(duration)
         t1, w1 = time.monotonic(), time.time()
-        cpu1 = {s.proc.pid: sched_cpu(s.proc.pid) for s in seats}
+        cpu1 = {s.proc.pid: sched_cpu_by_thread(s.proc.pid) for s in seats}
         for seat in seats:
             _stop_pty(seat.proc, seat.term)
             (work / f"terminal-{seat.label}-{seat.proc.pid}.out").write_bytes(
                 bytes(seat.term.data))
-            before, after = cpu0[seat.proc.pid], cpu1[seat.proc.pid]
-            seat.share = (after - before) / (t1 - t0) if None not in (before, after) else 0.0
+            seat.measure(cpu0[seat.proc.pid], cpu1[seat.proc.pid], t1 - t0)
             seat.rate = seat.term.bytes_between(t0, t1) / (t1 - t0)
         interrupt(agent)
         interrupt(reference)
@@ -145,6 +163,10 @@ def run(quick: bool = False) -> list[Row]:
             f"standalone {theirs_seat.label} {theirs_seat.share * 100:.2f} % (same run)",
             ratio(mine.share, theirs_seat.share), f"<= {CPU_TARGET * 100:.1f} %",
             mine.share <= CPU_TARGET))
+        rows.append(Row(
+            f"attached dashboard idle, {said}, {duration:.0f} s (pty {mine.label}): CPU share "
+            "of a core per thread (schedstat; info)", mine.per_thread(),
+            f"standalone {theirs_seat.label}: {theirs_seat.per_thread()}", "-", "-", None))
         rows.append(Row(
             f"attached dashboard idle, {said}, {duration:.0f} s (pty {mine.label}): bytes "
             "written to the terminal per second", f"{mine.rate:,.0f} B/s",

@@ -136,9 +136,16 @@ def sched_cpu(pid: int) -> float | None:
     """CPU seconds of every thread of a running process, in nanoseconds' precision
     (/proc/PID/task/*/schedstat), or None elsewhere: /proc/PID/stat counts in ticks of
     10 ms, too coarse for a figure a few milliseconds a poll."""
+    threads = sched_cpu_by_thread(pid)
+    return None if threads is None else sum(threads.values())
+
+
+def sched_cpu_by_thread(pid: int) -> dict[int, float] | None:
+    """CPU seconds of each thread of a running process, by thread id (the main thread's
+    is the pid), as :func:`sched_cpu` reads them; None elsewhere."""
     try:
-        return sum(int((task / "schedstat").read_text().split()[0])
-                   for task in Path(f"/proc/{pid}/task").iterdir()) / 1e9
+        return {int(task.name): int((task / "schedstat").read_text().split()[0]) / 1e9
+                for task in Path(f"/proc/{pid}/task").iterdir()}
     except (OSError, ValueError, IndexError):
         return None
 

@@ -291,11 +291,12 @@ async def test_table_lines_are_the_lines_datatable_draws() -> None:
         table.select_key("E2")
         await pilot.pause()
         same_as_datatable()
-        rendered = table.cells_rendered
+        rendered, patched = table.cells_rendered, table.rows_patched
         table.sync(columns, wide_rows(58))  # countdowns tick: characters change in place
         await pilot.pause()
         same_as_datatable()
         assert table.cells_rendered == rendered  # no cell rendered through Rich again
+        assert table.rows_patched == patched + 4  # each row's line changed in place
         table.sync(columns, wide_rows(58, approved="approving…"))  # a new shape
         await pilot.pause()
         same_as_datatable()
@@ -308,6 +309,31 @@ async def test_table_lines_are_the_lines_datatable_draws() -> None:
         table._show_hover_cursor = True
         await pilot.pause()
         same_as_datatable()
+
+
+async def test_a_row_with_a_double_width_character_is_drawn_again_not_changed_in_place(
+        ) -> None:
+    """Where a line's characters and cells differ (a wide character left of the
+    countdown), the row is rendered again: what it draws is still DataTable's."""
+    app = TableApp()
+    columns = columns_for("wide")
+
+    def rows_at(second: int) -> list[Row]:
+        return [Row(row.key, {**row.cells, "type": Text("再起動")})
+                for row in wide_rows(second)]
+
+    async with app.run_test(size=(130, 12)) as pilot:
+        table = app.query_one(EventsTable)
+        for second in (59, 58):  # drawn twice: the second in the frame the third shares
+            table.sync(columns, rows_at(second))
+            await pilot.pause()
+        patched = table.rows_patched
+        table.sync(columns, rows_at(57))
+        await pilot.pause()
+        assert table.rows_patched == patched
+        table.render_lines(Region(0, 0, table.size.width, table.size.height))
+        for y in range(table.size.height):
+            assert table.render_line(y) == DataTable.render_line(table, y), y
 
 
 async def test_a_ticking_countdown_repaints_only_its_changed_characters() -> None:

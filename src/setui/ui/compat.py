@@ -10,16 +10,25 @@ back to Textual's own behaviour when they are not.
 
 The workarounds:
 
-* :func:`install`: partial repaints cropped at both ends (``ChopsUpdate``). Installed
+* :func:`install`: partial repaints cropped at both ends (``ChopsUpdate``), and
+  rendered only in the rows they cover (``Compositor._get_renders``). Installed
   explicitly, once, when a setui app starts (:class:`setui.ui.shell.TerminalApp`), not
   as a side effect of a widget mounting.
 * the events table's cell updates (:func:`table_internals` and the functions after it).
 * ``FooterKey``: the Footer's key widget, for the key bar (at the imports).
 * :func:`forget_rendered_widgets`: a closed dialog's widgets let go.
+* :func:`quiet_input`: Textual's input thread asleep until a key arrives, not awake ten
+  times a second. Installed explicitly as the app's driver class when it starts.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import os
+import selectors
+import threading
+from codecs import getincrementaldecoder
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +37,7 @@ from rich.console import Console
 from rich.control import Control
 from rich.segment import Segment
 from rich.style import Style
+from textual.driver import Driver
 from textual.strip import Strip
 from textual.widget import PseudoClasses
 from textual.widgets import DataTable
@@ -46,6 +56,7 @@ __all__ = [
     "install",
     "installed",
     "put_cell",
+    "quiet_input",
     "render_cell",
     "row_end_style",
     "table_internals",
@@ -151,7 +162,63 @@ def install() -> bool:
     # The patch itself (see above): mypy rightly refuses to assign to a method, and this
     # is the one place that means to.
     ChopsUpdate.render_segments = render_segments  # type: ignore[method-assign]
+    _install_cropped_renders()
     return True
+
+
+def _install_cropped_renders() -> None:
+    """Render, for a partial repaint, only the lines of each widget that the repaint
+    covers.
+
+    Fixes: Textual's (8.2.8) ``Compositor._get_renders`` picks the widgets of a partial
+    update by whether their *clip* (the screen, for a widget of a screen) overlaps the
+    box around the dirty regions, so every visible widget, and the screen itself, renders
+    all its lines (styles, line filters, a crop per line) for a clock digit; then only the
+    lines in the dirty spans are used. Measured: on the idle dashboard at 200x60 each
+    second's tick rendered 60 lines of the screen, the key bar, the timeline and the
+    summary besides the table's rows and the clock (~0.2-0.3 ms a second, by timing each
+    widget's render_lines; bench/RESULTS.md, issue 20).
+
+    The clip each widget is rendered in is narrowed to the rows of that box, as Textual
+    does itself for a widget partly scrolled out of view (the same render_lines with a
+    crop); a widget outside them renders nothing. Only for partial updates (a crop
+    smaller than the screen); full ones are Textual's. Needs :func:`install`'s cropped
+    output: a line's chops outside the dirty spans may then be left unrendered.
+    """
+    from textual._compositor import Compositor
+    from textual.geometry import Region
+
+    original = Compositor._get_renders
+    if getattr(original, _MARK, False):
+        return
+    if getattr(original, "__code__", None) is None or original.__code__.co_varnames[:2] != (
+            "self", "crop"):
+        return
+
+    def _get_renders(self: Any, crop: Region | None = None) -> Any:
+        if crop is None or crop == self.size.region:
+            return original(self, crop)
+        return _cropped_renders(self, crop)
+
+    setattr(_get_renders, _MARK, True)
+    Compositor._get_renders = _get_renders  # type: ignore[method-assign]
+
+
+def _cropped_renders(self: Any, crop: Any) -> Any:
+    """``Compositor._get_renders`` of textual 8.2.8 for a crop, each widget clipped to
+    the crop's rows (see :func:`_install_cropped_renders`)."""
+    from textual.geometry import Region
+
+    top, bottom = crop.y, crop.bottom
+    for widget, (region, clip) in self.visible_widgets.items():
+        y = max(clip.y, top)
+        clip = Region(clip.x, y, clip.width, min(clip.bottom, bottom) - y)
+        if clip.height <= 0 or not crop.overlaps(region.intersection(clip)):
+            continue
+        new_x, new_y, new_width, new_height = region.intersection(clip)
+        if new_width and new_height:
+            yield (region, clip, widget.render_lines(
+                Region(new_x - region.x, new_y - region.y, new_width, new_height)))
 
 
 # -- the events table ------------------------------------------------------------------------
@@ -253,3 +320,150 @@ def forget_rendered_widgets() -> None:
         StylesCache.get_inner_outer.cache_clear()
     except (ImportError, AttributeError):
         return
+
+
+# -- the input thread --------------------------------------------------------------------------
+class _Wakeup(threading.Event):
+    """The input thread's exit flag, which also wakes the thread when it is set: a byte
+    down a pipe the thread selects on beside the terminal. The pipe lives as long as one
+    run of the thread (a suspended app stops the thread and starts another on resume)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self._write: int | None = None
+
+    def open(self) -> int:
+        """A fresh pipe for this run of the thread: its reading end."""
+        read, write = os.pipe()
+        os.set_blocking(write, False)
+        with self._lock:
+            self._write = write
+        return read
+
+    def close(self, read: int) -> None:
+        with self._lock:
+            write, self._write = self._write, None
+        os.close(read)
+        if write is not None:
+            os.close(write)
+
+    def set(self) -> None:
+        with self._lock:  # never a write to a pipe closed (and its number reused) meanwhile
+            super().set()
+            if self._write is not None:
+                with contextlib.suppress(BlockingIOError):  # full: the thread is awake
+                    os.write(self._write, b"\0")
+
+
+def _drain(read: int) -> None:
+    with contextlib.suppress(BlockingIOError):
+        os.read(read, 4096)
+
+
+def _quiet_run_input_thread(self: Any) -> None:
+    """``LinuxDriver.run_input_thread`` of textual 8.2.8, asleep while nothing is half read.
+
+    The same loop (one selector, the XTermParser fed what is read, its ``tick`` after every
+    wake for the lone-ESC timeout), with two changes: the select waits with no timeout
+    while the parser holds nothing partial (its ``_timeout_time`` is None), and 0.1 s, as
+    upstream, while it does; and it watches a pipe that :class:`_Wakeup` writes to when
+    the driver sets ``exit_event``, so leaving (quit, suspend) does not wait for a key.
+    """
+    from textual._loop import loop_last
+    from textual._parser import ParseError
+    from textual._xterm_parser import XTermParser
+
+    exit_event: _Wakeup = self.exit_event
+    wake = exit_event.open()
+    os.set_blocking(wake, False)
+    selector = selectors.SelectSelector()
+    fileno = self.fileno
+    selector.register(fileno, selectors.EVENT_READ)
+    selector.register(wake, selectors.EVENT_READ)
+    parser = XTermParser(self._debug)
+    feed, tick = parser.feed, parser.tick
+    decode = getincrementaldecoder("utf-8")().decode
+
+    def process(ready: list[tuple[selectors.SelectorKey, int]], final: bool = False) -> None:
+        keys = []
+        for key, mask in ready:
+            if key.fd == wake:
+                _drain(wake)
+            elif mask & selectors.EVENT_READ:
+                keys.append(key)
+        for last, _key in loop_last(keys):
+            text = decode(os.read(fileno, 1024 * 4), final=final and last)
+            if not text:  # stdin is a pipe that ended
+                break
+            for event in feed(text):
+                self.process_message(event)
+        for event in tick():
+            self.process_message(event)
+
+    try:
+        while not exit_event.is_set():
+            process(selector.select(None if parser._timeout_time is None else 0.1))
+        selector.unregister(fileno)
+        selector.unregister(wake)
+        process(selector.select(0.1), final=True)
+    finally:
+        selector.close()
+        exit_event.close(wake)
+        try:
+            for _event in feed(""):
+                pass
+        except (EOFError, ParseError):
+            pass
+
+
+@functools.cache
+def _quiet_driver(base: type[Driver]) -> type[Driver]:
+    """``base`` (textual 8.2.8's LinuxDriver) with the input thread of
+    :func:`_quiet_run_input_thread` and an ``exit_event`` that wakes it."""
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        base.__init__(self, *args, **kwargs)
+        self.exit_event = _Wakeup()
+
+    quiet: type[Driver] = type(f"Quiet{base.__name__}", (base,), {
+        "__init__": __init__, "run_input_thread": _quiet_run_input_thread,
+        "__doc__": f"{base.__name__} whose input thread sleeps until a key arrives."})
+    return quiet
+
+
+def quiet_input(driver_class: type[Driver]) -> type[Driver]:
+    """The driver to run the app with: Textual's Linux driver with its input thread asleep
+    until a key arrives (or it is told to stop), else ``driver_class`` unchanged.
+
+    Fixes: Textual (8.2.8, and its main branch in June 2026) reads the terminal in a
+    thread that loops on ``selector.select(0.1)`` in ``LinuxDriver.run_input_thread``:
+    it wakes ten times a second whether or not a key came, to call the parser's ``tick``
+    (which only matters while an escape sequence is half read: a lone ESC is told from
+    the start of a sequence by a timeout) and to see ``exit_event``.
+
+    Measured: the attached dashboard idle cost 0.59 % of a core at 80x24, of which that
+    thread took 0.09-0.13 % (schedstat, 30 s; a kernel wake costs ~60 us here). With
+    this driver, side by side with Textual's in one run (40 s): 0.11 % for Textual's
+    input thread, and 0.008 % for every thread but the main one together here
+    (bench/RESULTS.md, issue 20).
+
+    The thread is :func:`_quiet_run_input_thread`: upstream's loop, asleep while the
+    parser holds nothing, ticking every 0.1 s as before while it does, woken through a
+    pipe when ``exit_event`` is set. tests/ui/test_input_thread.py runs a real setui in
+    a pty: the thread asleep with no timeout, a key after it, a lone ESC, quit, suspend
+    and resume. Only Textual's own ``LinuxDriver`` is replaced (not another driver, nor
+    the headless one of Pilot), and only when its parser keeps the timeout this reads.
+    """
+    try:
+        from textual._xterm_parser import XTermParser
+        from textual.drivers.linux_driver import LinuxDriver
+    except ImportError:
+        return driver_class
+    if driver_class is not LinuxDriver or not callable(getattr(LinuxDriver, "run_input_thread",
+                                                               None)):
+        return driver_class
+    probe = XTermParser()
+    if "_timeout_time" not in vars(probe) or probe._timeout_time is not None:
+        return driver_class
+    return _quiet_driver(LinuxDriver)

@@ -38,6 +38,7 @@ class TerminalApp(App[None]):
     def __init__(self) -> None:
         super().__init__()
         compat.install()  # only the cells a repaint asked for reach the terminal
+        self.driver_class = compat.quiet_input(self.driver_class)  # no wakes while idle
         self._without_color: tuple[LineFilter, ...] = (WithoutColor(),)
 
     def get_line_filters(self) -> Sequence[LineFilter]:

@@ -13,6 +13,7 @@ nothing when nothing happens.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
@@ -125,11 +126,19 @@ def _type_style(mine: bool, urgency: Urgency, loud: str, row_style: str) -> str:
     return loud if urgency is Urgency.STARTED else "bold"
 
 
+@functools.lru_cache(maxsize=512)
+def _cell(plain: str, style: str) -> Text:
+    """A cell's text that stays the same from one second to the next (a type, a time of
+    day, a resource list), made once: shared between rows and calls, so read-only. The
+    table compares a row's cells every second, and the same object compares at once."""
+    return Text(plain, style=style)
+
+
 def build_rows(events: Sequence[Event], session: Session, vm_name: str | None, now: datetime,
                palette: Palette, tier: str, *, stale: bool = False) -> list[Row]:
     """The table's rows, in the order given; texts cut to fit their columns. ``stale``:
     the document is older than "live" allows, so every countdown says so (the event may
-    have started, or gone, since)."""
+    have started, or gone, since). The texts are shared between calls: read-only."""
     rows: list[Row] = []
     for event in events:
         life = session.lives.get(event.event_id)
@@ -140,19 +149,19 @@ def build_rows(events: Sequence[Event], session: Session, vm_name: str | None, n
         loud = palette.for_urgency(cd.urgency) if mine else ""
         nb = event.not_before
         cells = {
-            "type": Text(safe(event.event_type, 12), style=_type_style(mine, cd.urgency,
-                                                                        loud, row_style)),
-            "status": Text(safe(event.status, 12), style=row_style),
+            "type": _cell(safe(event.event_type, 12), _type_style(mine, cd.urgency, loud,
+                                                                   row_style)),
+            "status": _cell(safe(event.status, 12), row_style),
             "countdown": _countdown_cell(cd.label(loud=mine, short=tier == "narrow"),
                                          loud or row_style, stale, palette),
-            "utc": Text(time_of_day(nb, now) if nb else "—", style=row_style),
-            "local": Text(time_of_day(nb, now, None) if nb else "—", style=row_style),
-            "impact": Text(impact(event), style=row_style),
-            "source": Text(safe(event.source, 10) if event.source is not None else "—",
-                           style=row_style),
-            "resources": Text(resources_summary(event.resources, vm_name,
-                                                _RESOURCE_WIDTH[tier]),
-                              style="bold" if mine else row_style),
+            "utc": _cell(time_of_day(nb, now) if nb else "—", row_style),
+            "local": _cell(time_of_day(nb, now, None) if nb else "—", row_style),
+            "impact": _cell(impact(event), row_style),
+            "source": _cell(safe(event.source, 10) if event.source is not None else "—",
+                            row_style),
+            "resources": _cell(resources_summary(event.resources, vm_name,
+                                                 _RESOURCE_WIDTH[tier]),
+                               "bold" if mine else row_style),
             "approved": _approval_cell(session.approvals.get(event.event_id), tier, now),
         }
         rows.append(Row(event.event_id, cells))

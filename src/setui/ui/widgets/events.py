@@ -11,8 +11,9 @@ all its rows every second. A cell whose column keeps its width is updated here i
 instead: only its own rendering is dropped and only the characters that changed are
 repainted. And where DataTable renders a repainted row again cell by cell (two walks of
 the style tree and nine cache look-ups a row, ~0.5 ms), :class:`EventsTable` keeps each
-row's line and each cell's segments until they change, so a tick renders one cell per
-row and joins the row again.
+row's line and each cell's segments until they change; a row whose changed cells changed
+only characters in place (a countdown's tick) takes its last line with those characters
+replaced, rendering no cell and joining nothing.
 
 Both rely on DataTable's internals as textual 8.2 has them, reached only through
 :mod:`setui.ui.compat` (which says why, and what was measured); :meth:`EventsTable._fast_path`
@@ -134,6 +135,46 @@ def _same_shape(segments: list[Segment], before: Text, after: Text,
     return result
 
 
+def _patched_row(line: Strip, before: Sequence[Text], after: Sequence[Text],
+                 changed: Sequence[int], frame: _Frame, padding: int, *,
+                 one_cell_each: bool) -> Strip | None:
+    """A row's line for the cells ``after``, from ``line``, its line for ``before`` in the
+    same frame, when every cell of ``changed`` (column indexes) changed only characters
+    in place (a countdown's tick: same length, one cell each, same styles at the same
+    places) and ``line`` shows each such cell's old text where its column puts it. Its
+    segments are then the same but for those characters: the row is neither rendered
+    cell by cell nor simplified again (most of a tick's cost in the table).
+    ``one_cell_each``: every character of ``line`` takes one cell (else its cells and
+    characters differ). None when that cannot be known."""
+    if frame.scroll_x or sum(frame.widths) > frame.width or not one_cell_each:
+        return None  # cut, scrolled or wide: the columns are not where the widths say
+    text = line.text
+    edits: list[tuple[int, int]] = []
+    for index in changed:
+        old, new = before[index], after[index]
+        plain = new.plain
+        start = sum(frame.widths[:index]) + padding
+        stop = start + len(plain)
+        if (len(old.plain) != len(plain) or old.spans != new.spans
+                or old.style != new.style or cell_len(plain) != len(plain)
+                or len(plain) > frame.widths[index] - 2 * padding
+                or text[start:stop] != old.plain):
+            return None
+        text = text[:start] + plain + text[stop:]
+        edits.append((start, stop))
+    if not edits:
+        return None
+    segments = []
+    at = 0
+    for segment in line:
+        end = at + len(segment.text)
+        if any(start < end and at < stop for start, stop in edits):
+            segment = Segment(text[at:end], segment.style, segment.control)
+        segments.append(segment)
+        at = end
+    return Strip(segments, line.cell_length)
+
+
 _EMPTY = Text()
 _STATES_KEPT = 4  # states remembered per cell (see EventsTable._cell_lines)
 
@@ -177,8 +218,13 @@ class EventsTable(DataTable[Text]):
         self._fast: bool | None = None  # see _fast_path
         # Rendered rows and cells, with what they were rendered for (see render_line).
         self._frame: _Frame | None = None
+        self._place: tuple[bool, int, int, int] | None = None  # see _lines_place
         self._versions: dict[tuple[str, str], int] = {}  # (row, column): bumped on change
-        self._row_lines: dict[str, tuple[tuple[object, ...], Strip]] = {}
+        # Per row: what its line was drawn for, the line, and the cells' texts it shows.
+        # A line changed in place keeps one cell per character if the line it came from
+        # did (its new characters are checked to): that is measured once per render.
+        self._row_lines: dict[str, tuple[tuple[_Frame, int, tuple[int, ...]], Strip,
+                                         tuple[Text, ...], bool]] = {}
         # Per cell, its segments in the last few states it was drawn in (focused or
         # not, under the cursor or not): a dialog that blurs the table and gives the
         # focus back does not make every cell render through Rich again.
@@ -187,6 +233,7 @@ class EventsTable(DataTable[Text]):
         self.rebuilds = 0  # how often rows were rebuilt rather than updated (for tests)
         self.cell_updates = 0  # how many cells were updated one by one (for tests)
         self.cells_rendered = 0  # cells rendered for a line (for tests)
+        self.rows_patched = 0  # lines drawn by changing characters of the last (for tests)
 
     def on_mount(self) -> None:
         # The dashboard is up once this table has drawn: its heap leaves the collector.
@@ -224,7 +271,7 @@ class EventsTable(DataTable[Text]):
             for key in self._column_keys:
                 cell = row.cells.get(key, _EMPTY)
                 before = old.get(key)
-                if before != cell:
+                if before is not cell and before != cell:
                     changed.append(_Change(row.key, key, before, cell))
             self._cells[row.key] = dict(row.cells)
         if changed:
@@ -315,7 +362,7 @@ class EventsTable(DataTable[Text]):
 
     # -- lines ---------------------------------------------------------------------------------
     def render_lines(self, crop: Region) -> list[Strip]:
-        self._frame = None  # what the lines share is taken once per repaint
+        self._frame = self._place = None  # what the lines share is taken once per repaint
         return super().render_lines(crop)
 
     def notify_style_update(self) -> None:
@@ -323,18 +370,21 @@ class EventsTable(DataTable[Text]):
         self._forget_lines()
 
     def _forget_lines(self) -> None:
-        self._frame = None
+        self._frame = self._place = None
         self._row_lines.clear()
         self._cell_lines.clear()
 
     def render_line(self, y: int) -> Strip:
         """DataTable's line for a row, from the row's line and the cells' segments as last
         rendered, unless something they depend on changed since."""
-        header = self.header_height if self.show_header else 0
-        if y < header or not self._fast_path():
+        place = self._place
+        if place is None:
+            place = self._place = self._lines_place()
+        fast, header, scroll_y, row_count = place
+        if y < header or not fast:
             return super().render_line(y)
-        index = y - header + self.scroll_offset.y
-        if not 0 <= index < len(self._keys) or self.row_count != len(self._keys):
+        index = y - header + scroll_y
+        if not 0 <= index < len(self._keys) or row_count != len(self._keys):
             return super().render_line(y)
         frame = self._frame
         if frame is None:
@@ -346,9 +396,28 @@ class EventsTable(DataTable[Text]):
         cached = self._row_lines.get(row)
         if cached is not None and cached[0] == key:
             return cached[1]
+        texts = tuple(self._cells[row].get(column) or _EMPTY for column in self._column_keys)
+        strip = None
+        if cached is not None and cached[0][:2] == key[:2]:
+            changed = [i for i, (was, now) in enumerate(zip(cached[0][2], key[2], strict=True))
+                       if was != now]
+            strip = _patched_row(cached[1], cached[2], texts, changed, frame,
+                                 self.cell_padding, one_cell_each=cached[3])
+            self.rows_patched += strip is not None
+        if strip is not None:
+            self._row_lines[row] = (key, strip, texts, True)
+            return strip
         strip = self._render_row(row, index, frame)
-        self._row_lines[row] = (key, strip)
+        whole = strip.text
+        self._row_lines[row] = (key, strip, texts, cell_len(whole) == len(whole))
         return strip
+
+    def _lines_place(self) -> tuple[bool, int, int, int]:
+        """Whether rows are drawn here (:meth:`_fast_path`), the header's height, the
+        scroll and the row count: read once per repaint, not once per line (each is a
+        reactive or a walk of the table's state)."""
+        return (self._fast_path(), self.header_height if self.show_header else 0,
+                self.scroll_offset.y, self.row_count)
 
     def _current_frame(self) -> _Frame:
         show_hover, pseudo, update_count = compat.table_state(self)
