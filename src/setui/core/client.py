@@ -388,8 +388,11 @@ class ImdsClient:
                     progress: _Progress) -> _Answer:
         # The connect phase never gets the enabling delay: that delay is the service
         # thinking, not the TCP handshake; a VM without IMDS should hear so in seconds.
-        extensions = {"timeout": {"connect": min(timeout, self.timeout), "read": timeout,
-                                  "write": timeout, "pool": timeout},
+        # Sending and reading have no limits of their own: _request bounds the whole
+        # exchange by ``timeout`` already, and a limit per read or write was a timer made
+        # and cancelled around each of them, every poll, for nothing.
+        extensions = {"timeout": {"connect": min(timeout, self.timeout), "read": None,
+                                  "write": None, "pool": timeout},
                       "trace": progress.trace}
         key = (method, url, tuple(headers.items()))
         request = self._requests.get(key) if content is None else None
