@@ -143,6 +143,27 @@ def sched_cpu(pid: int) -> float | None:
         return None
 
 
+def sched_threads(pid: int) -> dict[int, tuple[float, int]]:
+    """Every thread of a running process: its CPU seconds and how many times it was
+    run (/proc/PID/task/TID/schedstat: nanoseconds, then the count of its timeslices,
+    about one per wake for a thread that sleeps). Empty without /proc."""
+    threads: dict[int, tuple[float, int]] = {}
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            fields = (task / "schedstat").read_text().split()
+            threads[int(task.name)] = (int(fields[0]) / 1e9, int(fields[2]))
+    except (OSError, ValueError, IndexError):
+        return {}
+    return threads
+
+
+# The floor of a 10 Hz tick, whatever runs it: a wake of the kernel's ten times a second.
+# The same loop as the heartbeat's (agent.heartbeat: sleep, then read the clocks), bare.
+BARE_TICK = [sys.executable, "-c",
+             "import time\nwhile True:\n    time.sleep(0.1)\n    time.monotonic()"]
+PERL_TICK = ["perl", "-e", "select(undef, undef, undef, 0.1) while 1"]
+
+
 def peak_rss(pid: int) -> float | None:
     """A running process's peak RSS in MB (VmHWM), or None without /proc.
 

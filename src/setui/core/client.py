@@ -20,7 +20,7 @@ import math
 import random as _random
 import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -471,7 +471,14 @@ async def _read(response: httpx.Response, limit: int, strict: bool,
                        f"{_size(limit)} any real document needs; not read",
                        status=response.status_code)
     body = bytearray()
-    async for chunk in response.aiter_bytes():
+    # Asked for "identity", the body is the bytes sent: read from the transport's stream
+    # itself, not through httpx's decoding and re-chunking layers (three generators a
+    # chunk, every poll). A server that encodes anyway is decoded as before.
+    stream = response.stream
+    chunks: AsyncIterator[bytes] | httpx.AsyncByteStream = stream \
+        if isinstance(stream, httpx.AsyncByteStream) \
+        and "content-encoding" not in response.headers else response.aiter_bytes()
+    async for chunk in chunks:
         body += chunk
         progress.received = len(body)
         if len(body) > limit:
