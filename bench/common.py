@@ -162,6 +162,34 @@ def sched_threads(pid: int) -> dict[int, tuple[float, int]]:
 BARE_TICK = [sys.executable, "-c",
              "import time\nwhile True:\n    time.sleep(0.1)\n    time.monotonic()"]
 PERL_TICK = ["perl", "-e", "select(undef, undef, undef, 0.1) while 1"]
+# The floor of a poll: an event loop that wakes once a second, writes a GET on one
+# kept-alive connection and reads the answer by its Content-Length, nothing parsed.
+FLOOR_AGENT = "bench-floor/1"
+_FLOOR_POLL = """\
+import asyncio, sys
+from urllib.parse import urlsplit
+url, agent = urlsplit(sys.argv[1]), sys.argv[2]
+ask = (f"GET {url.path}?{url.query} HTTP/1.1\\r\\nHost: {url.netloc}\\r\\n"
+       f"Metadata: true\\r\\nUser-Agent: {agent}\\r\\n\\r\\n").encode()
+async def main():
+    reader, writer = await asyncio.open_connection(url.hostname, url.port)
+    loop = asyncio.get_running_loop()
+    start, k = loop.time(), 0
+    while True:
+        k += 1
+        await asyncio.sleep(start + k - loop.time())
+        writer.write(ask)
+        head = await reader.readuntil(b"\\r\\n\\r\\n")
+        size = [line for line in head.lower().split(b"\\r\\n")
+                if line.startswith(b"content-length:")][0].split(b":")[1]
+        await reader.readexactly(int(size))
+asyncio.run(main())
+"""
+
+
+def floor_poll(url: str) -> list[str]:
+    """argv of the floor of a poll, polling ``url`` (the events document's) until killed."""
+    return [sys.executable, "-c", _FLOOR_POLL, url, FLOOR_AGENT]
 
 
 def peak_rss(pid: int) -> float | None:

@@ -214,7 +214,7 @@ class PlainTransport(httpx.AsyncBaseTransport):
         head = self._heads.get(key)
         if head is None:
             try:
-                head = h11.Request(method=key[0], target=key[1], headers=key[2])
+                head = h11.Request(method=key[0], target=key[1], headers=list(key[2]))
             except h11.LocalProtocolError as exc:
                 raise httpx.LocalProtocolError(str(exc), request=request) from exc
             if "content-length" not in request.headers \
