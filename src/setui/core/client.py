@@ -230,8 +230,8 @@ class ImdsClient:
         if answer.body == self._last_body and self._last_document is not None:
             # The same bytes as the last document read: the same document (parsing is a
             # function of the bytes alone), so the very object is handed back and the
-            # poller knows it has nothing new. An answer in between that differed
-            # replaced the bytes kept, so only the one just before is ever reused.
+            # poller knows it has nothing new. Any other document read since replaced
+            # the bytes kept: only the last one read is ever handed back again.
             document = self._last_document
         else:
             self._last_body, self._last_document = None, None
