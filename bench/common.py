@@ -150,6 +150,55 @@ def sched_cpu_by_thread(pid: int) -> dict[int, float] | None:
         return None
 
 
+def sched_threads(pid: int) -> dict[int, tuple[float, int]]:
+    """Every thread of a running process: its CPU seconds and how many times it was
+    run (/proc/PID/task/TID/schedstat: nanoseconds, then the count of its timeslices,
+    about one per wake for a thread that sleeps). Empty without /proc."""
+    threads: dict[int, tuple[float, int]] = {}
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            fields = (task / "schedstat").read_text().split()
+            threads[int(task.name)] = (int(fields[0]) / 1e9, int(fields[2]))
+    except (OSError, ValueError, IndexError):
+        return {}
+    return threads
+
+
+# The floor of a 10 Hz tick, whatever runs it: a wake of the kernel's ten times a second.
+# The same loop as the heartbeat's (agent.heartbeat: sleep, then read the clocks), bare.
+BARE_TICK = [sys.executable, "-c",
+             "import time\nwhile True:\n    time.sleep(0.1)\n    time.monotonic()"]
+PERL_TICK = ["perl", "-e", "select(undef, undef, undef, 0.1) while 1"]
+# The floor of a poll: an event loop that wakes once a second, writes a GET on one
+# kept-alive connection and reads the answer by its Content-Length, nothing parsed.
+FLOOR_AGENT = "bench-floor/1"
+_FLOOR_POLL = """\
+import asyncio, sys
+from urllib.parse import urlsplit
+url, agent = urlsplit(sys.argv[1]), sys.argv[2]
+ask = (f"GET {url.path}?{url.query} HTTP/1.1\\r\\nHost: {url.netloc}\\r\\n"
+       f"Metadata: true\\r\\nUser-Agent: {agent}\\r\\n\\r\\n").encode()
+async def main():
+    reader, writer = await asyncio.open_connection(url.hostname, url.port)
+    loop = asyncio.get_running_loop()
+    start, k = loop.time(), 0
+    while True:
+        k += 1
+        await asyncio.sleep(start + k - loop.time())
+        writer.write(ask)
+        head = await reader.readuntil(b"\\r\\n\\r\\n")
+        size = [line for line in head.lower().split(b"\\r\\n")
+                if line.startswith(b"content-length:")][0].split(b":")[1]
+        await reader.readexactly(int(size))
+asyncio.run(main())
+"""
+
+
+def floor_poll(url: str) -> list[str]:
+    """argv of the floor of a poll, polling ``url`` (the events document's) until killed."""
+    return [sys.executable, "-c", _FLOOR_POLL, url, FLOOR_AGENT]
+
+
 def peak_rss(pid: int) -> float | None:
     """A running process's peak RSS in MB (VmHWM), or None without /proc.
 

@@ -8,16 +8,24 @@ CPU, in nanoseconds from /proc/PID/task/TID/schedstat, over the steady state (5 
 the end). The two whole processes' steady CPU is beside it (info): what the wake-ups cost
 the rest of the process (the GIL handed over and back) is in that difference, and so is
 the noise between two processes doing the same work.
+
+The floor of any 10 Hz tick runs beside them over the same window: a bare Python loop
+(``time.sleep(0.1); time.monotonic()``, the heartbeat's own loop with nothing else) and
+the same in perl (``select`` with a 0.1 s timeout). What a tick costs is the kernel's
+wake, whatever runs it: the heartbeat's CPU per tick is set beside the bare loop's.
 """
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from common import (
+    BARE_TICK,
+    PERL_TICK,
     SETUI,
     Row,
     env_for,
@@ -34,6 +42,8 @@ from setui.emulator.scenario import load_scenario
 from setui.emulator.server import Emulator
 
 TARGET = 0.1  # % of a core, the heartbeat's thread
+BARE_LOOPS = [("bare Python loop (`time.sleep(0.1); time.monotonic()`)", BARE_TICK),
+              ("bare perl loop (`select` 0.1 s)", PERL_TICK)]
 # `setui watch` with the heartbeat running beside it, its thread's id said on stderr.
 ENTRY = """\
 import sys, time
@@ -73,17 +83,24 @@ def run(quick: bool = False) -> list[Row]:
             beat = subprocess.Popen([sys.executable, "-c", ENTRY, *watch, "--data-dir",
                                      str(beat_dir)], env=env_for(beat_dir), stdout=beat_out,
                                     stderr=err)
+        bare = [(name, subprocess.Popen(argv, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL))
+                for name, argv in BARE_LOOPS if shutil.which(argv[0])]
         said = wait_for_match(beat_err, r"^heartbeat thread (\d+)$", time.monotonic() + 30)
         tid = int(said.group(1)) if said else None
         warmup = 5.0
         time.sleep(max(0.0, started + warmup - time.time()))
         steady0 = (sched_cpu(plain.pid), sched_cpu(beat.pid),
                    thread_cpu(beat.pid, tid) if tid else None, time.monotonic())
+        bare0 = [sched_cpu(p.pid) for _, p in bare]
         time.sleep(max(0.0, started + duration - time.time()))
         steady1 = (sched_cpu(plain.pid), sched_cpu(beat.pid),
                    thread_cpu(beat.pid, tid) if tid else None, time.monotonic())
+        bare1 = [sched_cpu(p.pid) for _, p in bare]
         interrupt(plain)
         interrupt(beat)
+        for _, proc in bare:
+            interrupt(proc)
         stopped = time.time()
         plain_out.close()
         beat_out.close()
@@ -106,6 +123,17 @@ def run(quick: bool = False) -> list[Row]:
             f"({100 * (beat_cpu - plain_cpu) / seconds:+.3f} %)",
             f"`setui watch` alone {plain_share:.3f} %", ratio(beat_cpu, plain_cpu), "-", None),
     ]
+    ticks = seconds / 0.1
+    for (name, _), before, after in zip(bare, bare0, bare1, strict=True):
+        if before is None or after is None:
+            continue
+        cpu = after - before
+        rows.append(Row(
+            f"the floor of a 10 Hz tick: {name}, the same {seconds:.0f} s (schedstat): CPU "
+            "per tick and share of a core (info: the heartbeat thread's per tick is the "
+            "reference)", f"{cpu / ticks * 1e6:.0f} us ({100 * cpu / seconds:.3f} %)",
+            f"heartbeat thread {thread / ticks * 1e6:.0f} us ({share:.3f} %)",
+            ratio(after - before, thread), "-", None))
     low = int(duration * 0.8) * 2
     if polls < low:
         rows.append(Row("heartbeat: too few polls to compare", f"{polls} polls", "-", "-",

@@ -28,6 +28,7 @@ from setui.api.writes import REFUSAL_EVERY, REFUSALS_BURST, Refusals
 from setui.core.model import parse_document
 from setui.monitor.state import MonitorState
 from setui.store import Store
+from waiting import until
 
 T0 = datetime(2026, 11, 25, 19, 0, tzinfo=timezone.utc)
 
@@ -293,3 +294,46 @@ def test_whole_record_queries_are_asked_at_most_every_five_seconds_per_user(
         server._heavy_allowed(root, "verify_audit")  # type: ignore[arg-type]
     clock.now += 5
     server._heavy_allowed(user, "verify_audit")  # type: ignore[arg-type]
+
+
+async def test_the_sweep_rides_a_poll_that_comes_when_it_is_due_else_it_has_its_timer(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Polled once a second, the agent sweeps in the poll's turn of the loop, not at a
+    wake of its own: a poll sooner than the sweep is due sweeps nothing, one at about
+    SWEEP_EVERY since the last sweep does it at once. Without polls the timer sweeps
+    alone, a little after SWEEP_EVERY each time."""
+    from setui.core.health import Health, PollResult
+    from setui.monitor.state import MonitorUpdate
+
+    monkeypatch.setattr(server_module, "SWEEP_EVERY", 3600.0)  # the timer: not in this test
+    clock = Clock()
+    store = Store.open_dir(tmp_path / "data")
+    server = ApiServer(_source(store), authority=Authority([]),
+                       queries=Queries(store.path), say=lambda line: None, mono=clock)
+    swept: list[float] = []
+    monkeypatch.setattr(server, "_sweep", lambda: swept.append(clock.now))
+    bound = bind_socket(tmp_path / "api.sock", group=None)
+    await server.serve(bound.sock)
+    poll = MonitorUpdate(PollResult(Health(), None, fresh=True), (), None)
+    try:
+        await asyncio.sleep(0.05)
+        clock.now += 1800
+        server.publish(poll)
+        await asyncio.sleep(0.05)
+        assert swept == []  # half the time since the last sweep: not due
+        clock.now += 1800 - 20
+        server.publish(poll)
+        await until(lambda: swept == [4580.0], what="the sweep at the poll")
+        clock.now += 3600 - 20
+        server.publish(poll)
+        await until(lambda: swept == [4580.0, 8160.0], what="the next sweep at the poll")
+        # No polls: the timer alone (real time, SWEEP_EVERY made short).
+        monkeypatch.setattr(server_module, "SWEEP_EVERY", 0.05)
+        clock.now += 3600
+        server.publish(poll)  # one more sweep, and the timer is armed with the short time
+        await until(lambda: len(swept) >= 5, what="sweeps by the timer alone")
+    finally:
+        await server.aclose()
+        bound.remove()
+        bound.sock.close()
+        store.close()

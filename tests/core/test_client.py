@@ -738,3 +738,46 @@ async def test_vm_name_asks_compute_metadata_and_never_raises(
     assert client.first_call_pending  # the name is not the enabling call
     assert await make_client(dead_url).vm_name() is None
     assert await make_client(emulator.url + "/nowhere").vm_name() is None  # 404
+
+
+# -- the same bytes again -------------------------------------------------------------------
+def _body(incarnation: int, not_before: str = "Mon, 11 Apr 2022 22:26:58 GMT") -> bytes:
+    return json.dumps({"DocumentIncarnation": incarnation, "Events": [{
+        "EventId": FREEZE_ID, "EventStatus": "Scheduled", "EventType": "Freeze",
+        "ResourceType": "VirtualMachine", "Resources": ["vm-a"],
+        "NotBefore": not_before}]}).encode()
+
+
+async def test_the_same_bytes_again_give_the_same_document_and_only_then(
+        make_client: MakeClient, raw_server: MakeRawServer) -> None:
+    """An answer of the very bytes of the one before is not parsed again: its document
+    is the same object (what the poller takes for "nothing new"). Any other answer is
+    read for what it says: one of the same length that differs in a single digit, the
+    first bytes again after it, and the first bytes after an answer that was no
+    document at all."""
+    first, other = _body(1), _body(2)
+    assert len(first) == len(other)
+    garbage = b'{"DocumentIncarnation": "x"}'
+    script = [first, first, other, first, garbage, first, first]
+
+    async def handler(request: Any, writer: asyncio.StreamWriter) -> None:
+        body = script.pop(0)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+
+    server = await raw_server(handler)
+    client = make_client(server.url)
+    a = (await client.fetch()).document
+    again = (await client.fetch()).document
+    b = (await client.fetch()).document
+    a2 = (await client.fetch()).document
+    with pytest.raises(BadDocument):
+        await client.fetch()
+    a3 = (await client.fetch()).document
+    a4 = (await client.fetch()).document
+    assert a is not None and b is not None and a2 is not None and a3 is not None
+    assert again is a
+    assert (a.incarnation, b.incarnation, a2.incarnation, a3.incarnation) == (1, 2, 1, 1)
+    assert a2 is not a and a2 == a  # parsed anew after an answer that differed
+    assert a3 is not a2  # and after one that was no document
+    assert a4 is a3

@@ -24,7 +24,7 @@ from setui.core.errors import ImdsError, NotFound, RateLimited, ServerError, Unr
 from setui.core.health import ConnectionState, Health, PollResult
 from setui.core.model import Document, parse_document
 from setui.core.poller import Poller
-from setui.core.tracker import ChangeKind
+from setui.core.tracker import Change, ChangeKind, Tracker
 from setui.emulator.clock import ManualClock
 from setui.emulator.faults import parse_faults
 from setui.emulator.server import Emulator
@@ -502,3 +502,33 @@ def test_live_turns_stale_by_itself_and_the_next_try_counts_down() -> None:
                      next_attempt_mono=110.0)
     assert failing.at(104.0).next_attempt_in == pytest.approx(6.0)
     assert failing.at(104.0).state is ConnectionState.RETRYING
+
+
+async def test_the_same_document_again_is_not_tracked_but_one_after_another_is() -> None:
+    """The client hands back the very document of the last answer for the same bytes:
+    the tracker is not asked (it would compare the document with itself), yet the answer
+    is a fresh one that moves the health on. The same object after a different one in
+    between is tracked like any other answer: it brings the event back."""
+    class Counting(Tracker):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fed: list[Document] = []
+
+        def update(self, doc: Document, seen_at: datetime, **kwargs: Any) -> list[Change]:
+            self.fed.append(doc)
+            return super().update(doc, seen_at, **kwargs)
+
+    tracker = Counting()
+    script: list[tuple[float, Outcome]] = [(0.1, ONE_EVENT), (0.1, ONE_EVENT), (0.1, GONE),
+                                           (0.1, ONE_EVENT), (0.1, ONE_EVENT)]
+    poller, _, _ = fake_poller(script, tracker=tracker)
+    results = await take(poller, 5)
+    assert tracker.fed == [ONE_EVENT, GONE, ONE_EVENT]
+    assert [[c.kind for c in r.changes] for r in results] == [
+        [ChangeKind.APPEARED], [], [ChangeKind.CANCELLED], [ChangeKind.ANOMALY,
+                                                            ChangeKind.APPEARED], []]
+    again = results[1]
+    assert again.fresh and again.document is ONE_EVENT and again.details["unchanged"] is True
+    assert again.health.last_success is not None and again.health.last_success_mono is not None
+    assert again.health.last_success > results[0].health.last_success  # type: ignore[operator]
+    assert poller.document is ONE_EVENT

@@ -75,6 +75,7 @@ CONNECT_BURST = 20
 IDLE_AFTER = 60.0
 STALLED_AFTER = 60.0
 SWEEP_EVERY = 1.0
+SWEEP_SLACK = 0.1  # a sweep comes 0.9-1.1 times SWEEP_EVERY after the last (_sweep_due)
 MAX_OUTPUT = 32 * 1024 * 1024  # unread bytes across all clients before a big answer waits
 MAX_CHANGES = 10_000  # changes kept for subscribers between two state frames
 CURRENT_FOR = 1.0  # seconds an encoded state answers ``state`` and ``subscribe``
@@ -133,6 +134,8 @@ class ApiServer:
         self._identifying = ThreadPoolExecutor(max_workers=2, thread_name_prefix="setui-api-peer")
         self._server: asyncio.AbstractServer | None = None
         self._sweeper: asyncio.Task[None] | None = None
+        self._sweep_waiter: asyncio.Future[None] | None = None  # see _sweep_due
+        self._swept_at = mono()
         self._tasks: set[asyncio.Task[None]] = set()
         # What subscribers have not heard yet, and what the next state frame says.
         self._changes: list[Change] = []
@@ -352,7 +355,12 @@ class ApiServer:
 
     def publish(self, update: MonitorUpdate) -> None:
         """One poll's update, from the agent's loop: subscribers hear of it when it
-        changed something (the document or the connection's state)."""
+        changed something (the document or the connection's state). The sweep due about
+        now is done in this turn of the loop too (see _sweep_due)."""
+        waiter = self._sweep_waiter
+        if waiter is not None and not waiter.done() \
+                and self.mono() - self._swept_at >= SWEEP_EVERY * (1 - SWEEP_SLACK):
+            waiter.set_result(None)
         result = update.result
         if not result.changes and update.previous_state is None:
             return
@@ -440,9 +448,24 @@ class ApiServer:
         return True
 
     # -- every second ---------------------------------------------------------------------
+    async def _sweep_due(self) -> None:
+        """Until the next sweep is due: at the poll that comes about SWEEP_EVERY after
+        the last one (publish), else a little after SWEEP_EVERY by a timer of its own.
+        Polled once a second, the sweep rides the poll's wake and the timer never fires:
+        a timer of its own woke the idle agent a second time each second."""
+        loop = asyncio.get_running_loop()
+        self._swept_at = self.mono()
+        self._sweep_waiter = waiter = loop.create_future()
+        timer = loop.call_later(SWEEP_EVERY * (1 + SWEEP_SLACK), _resolve, waiter)
+        try:
+            await waiter
+        finally:
+            self._sweep_waiter = None
+            timer.cancel()
+
     async def _sweep_forever(self) -> None:
         while True:
-            await asyncio.sleep(SWEEP_EVERY)
+            await self._sweep_due()
             try:
                 self._sweep()
             except Exception as exc:  # a bug here must not end the sweeps
@@ -483,3 +506,8 @@ class ApiServer:
         for key in [k for k, at in self._heavy.items() if now - at >= HEAVY_EVERY]:
             del self._heavy[key]
         self.complaints.flush()
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)

@@ -20,7 +20,7 @@ import math
 import random as _random
 import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -182,6 +182,9 @@ class ImdsClient:
         self._bucket = TokenBucket(rate, burst, mono=mono, sleep=sleep)
         self._backoff = backoff or Backoff(base=0.5, cap=10.0, random=random)
         self._etag: str | None = None
+        # The last document parsed and the bytes it came from (see fetch).
+        self._last_body: bytes | None = None
+        self._last_document: Document | None = None
         if transport is None and self.endpoint.startswith("http://"):
             # IMDS is plain http: a lean transport (one kept-alive connection, a second
             # only while an approval overlaps a poll in flight) costs a fraction of the
@@ -224,11 +227,20 @@ class ImdsClient:
             return FetchResult(None, 304, latency, date, answer.head)
         if not 200 <= answer.status < 300:
             raise self._status_error(answer)
-        try:
-            document = parse_document(answer.body)
-        except DocumentError as exc:
-            raise BadDocument(f"the answer is not a scheduled-events document: {_clean(str(exc))}",
-                              status=answer.status) from None
+        if answer.body == self._last_body and self._last_document is not None:
+            # The same bytes as the last document read: the same document (parsing is a
+            # function of the bytes alone), so the very object is handed back and the
+            # poller knows it has nothing new. Any other document read since replaced
+            # the bytes kept: only the last one read is ever handed back again.
+            document = self._last_document
+        else:
+            self._last_body, self._last_document = None, None
+            try:
+                document = parse_document(answer.body)
+            except DocumentError as exc:
+                raise BadDocument("the answer is not a scheduled-events document: "
+                                  f"{_clean(str(exc))}", status=answer.status) from None
+            self._last_body, self._last_document = answer.body, document
         tag = answer.headers.get("etag")
         self._etag = tag if tag and len(tag) <= 200 and tag.isascii() and tag.isprintable() \
             else None
@@ -376,8 +388,11 @@ class ImdsClient:
                     progress: _Progress) -> _Answer:
         # The connect phase never gets the enabling delay: that delay is the service
         # thinking, not the TCP handshake; a VM without IMDS should hear so in seconds.
-        extensions = {"timeout": {"connect": min(timeout, self.timeout), "read": timeout,
-                                  "write": timeout, "pool": timeout},
+        # Sending and reading have no limits of their own: _request bounds the whole
+        # exchange by ``timeout`` already, and a limit per read or write was a timer made
+        # and cancelled around each of them, every poll, for nothing.
+        extensions = {"timeout": {"connect": min(timeout, self.timeout), "read": None,
+                                  "write": None, "pool": timeout},
                       "trace": progress.trace}
         key = (method, url, tuple(headers.items()))
         request = self._requests.get(key) if content is None else None
@@ -456,7 +471,14 @@ async def _read(response: httpx.Response, limit: int, strict: bool,
                        f"{_size(limit)} any real document needs; not read",
                        status=response.status_code)
     body = bytearray()
-    async for chunk in response.aiter_bytes():
+    # Asked for "identity", the body is the bytes sent: read from the transport's stream
+    # itself, not through httpx's decoding and re-chunking layers (three generators a
+    # chunk, every poll). A server that encodes anyway is decoded as before.
+    stream = response.stream
+    chunks: AsyncIterator[bytes] | httpx.AsyncByteStream = stream \
+        if isinstance(stream, httpx.AsyncByteStream) \
+        and "content-encoding" not in response.headers else response.aiter_bytes()
+    async for chunk in chunks:
         body += chunk
         progress.received = len(body)
         if len(body) > limit:

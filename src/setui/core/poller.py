@@ -146,7 +146,13 @@ class Poller:
         self._last_good_mono = mono
         document = fetched.document
         changes: tuple[Change, ...] = ()
-        if document is not None:
+        # The very document of the last answer (the client hands back the same object
+        # for the same bytes) changes nothing: the tracker would compare it whole to
+        # itself and find so. A gap before it hid nothing either: the document before and
+        # after is one, whatever came between (the tracker says [] then too).
+        unchanged = document is None or document is self.document
+        if not unchanged:
+            assert document is not None
             changes = tuple(self.tracker.update(document, seen_at, gap=gap,
                                                 approved=self._approved()))
             self.document = document
@@ -165,7 +171,7 @@ class Poller:
         return PollResult(self.health, self.document, changes, None, fresh=True,
                           seen_at=seen_at, gap=gap if document is not None else None,
                           details={"status": fetched.status, "attempt": self._attempts,
-                                   "unchanged": fetched.document is None})
+                                   "unchanged": unchanged})
 
     def _gap(self, mono: float) -> str | None:
         """Why this answer may not follow the last one directly, if it may not."""
