@@ -79,7 +79,8 @@ def test_a_claim_without_a_vm_id_is_the_endpoints(tmp_path: Path) -> None:
         claim = store.audit_log.claim("A-1", ENDPOINT, vm_id=VM_A)  # known now: the same VM
         assert claim is not None and claim.attempt_seq == seq
         assert "VM" not in claim.describe()
-        assert store.audit_log.claim("A-1", PROXY, vm_id=VM_A) is None  # nothing says it was this VM
+        # nothing says it was this VM
+        assert store.audit_log.claim("A-1", PROXY, vm_id=VM_A) is None
         assert store.audit_log.claim("A-1", ENDPOINT) is not None
 
 
@@ -98,18 +99,20 @@ def test_two_processes_claim_once_whatever_endpoint_each_was_given(tmp_path: Pat
     from setui.store.claims import AlreadyClaimed
 
     with Store.open_dir(tmp_path) as first, Store.open_dir(tmp_path) as second:
-        first.audit_log.extend_claiming([entry("approve-attempt", event_id="A-1", details={"vm_id": VM_A})],
-                          ["A-1"], ENDPOINT, vm_id=VM_A)
+        first.audit_log.extend_claiming(
+            [entry("approve-attempt", event_id="A-1", details={"vm_id": VM_A})],
+            ["A-1"], ENDPOINT, vm_id=VM_A)
         try:
-            second.audit_log.extend_claiming([entry("approve-attempt", event_id="A-1", endpoint=PROXY)],
-                               ["A-1"], PROXY, vm_id=VM_A)
+            second.audit_log.extend_claiming(
+                [entry("approve-attempt", event_id="A-1", endpoint=PROXY)],
+                ["A-1"], PROXY, vm_id=VM_A)
         except AlreadyClaimed as exc:
             assert [c.attempt_seq for c in exc.claims] == [1]
         else:
             raise AssertionError("a second approval of a claimed event was recorded")
         # Another VM on a copy of the store: its own approval is recorded.
-        second.audit_log.extend_claiming([entry("approve-attempt", event_id="A-1")], ["A-1"], ENDPOINT,
-                           vm_id=VM_B)
+        second.audit_log.extend_claiming([entry("approve-attempt", event_id="A-1")], ["A-1"],
+                                         ENDPOINT, vm_id=VM_B)
 
 
 # -- holds and steps ----------------------------------------------------------------------------
