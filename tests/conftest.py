@@ -84,6 +84,44 @@ def _fast_tier_starts_no_process(request: pytest.FixtureRequest,
                     pytrace=False)
 
 
+_SETTING_UP: list[pytest.Item] = []  # the test whose fixtures are being set up
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    _SETTING_UP.append(item)
+    try:
+        return (yield)
+    finally:
+        _SETTING_UP.pop()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any],
+                         request: pytest.FixtureRequest) -> Iterator[object]:
+    """The same rule for the wider fixtures a fast test needs: a module- or session-scoped
+    one is set up before any function-scoped fixture (so before the guard above), and one
+    that started a process slipped a process-starting module into the fast tier unseen.
+    Only such a fixture's own setting up is watched: what pytest tears down meanwhile was
+    set up for another test."""
+    item = _SETTING_UP[-1] if _SETTING_UP else None
+    if item is None or fixturedef.scope == "function" \
+            or item.get_closest_marker("slow") is not None:
+        return (yield)  # a function's fixtures: the guard above sees them
+    original = subprocess.Popen.__init__
+
+    def refuse(self: subprocess.Popen[Any], args: Any, *more: Any, **kwargs: Any) -> None:
+        raise StartsAProcess(f"the fixture {fixturedef.argname} of {item.nodeid} starts a "
+                             f"process ({repr(args)[:200]}) but the test is not marked slow: "
+                             "add @pytest.mark.slow, or set it up in-process (docs/testing.md)")
+
+    subprocess.Popen.__init__ = refuse  # type: ignore[method-assign]
+    try:
+        return (yield)
+    finally:
+        subprocess.Popen.__init__ = original  # type: ignore[method-assign]
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Refuse a suite that collected nothing: CI must never pass by accident."""
     if not items:

@@ -103,6 +103,7 @@ def policy(run_as: str, hook: str = "/usr/bin/id", line: str = "") -> str:
             f'run_as = {json.dumps(run_as)}\n')
 
 
+@pytest.mark.slow
 def test_run_as_is_checked_when_the_policy_is_read(hooker: Account) -> None:
     rule = parse_policy(policy(f"{USER}:{OTHER}")).rules[0]
     assert rule.run_as == RunAs(USER, OTHER)

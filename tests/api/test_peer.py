@@ -87,6 +87,7 @@ def test_a_client_under_another_uid_is_that_uid_with_its_groups(
     assert not creds.in_group(0)
 
 
+@pytest.mark.slow
 @needs_root
 def test_who_may_approve(accounts: dict[str, Account]) -> None:
     setui = grp.getgrnam(APPROVERS_GROUP).gr_gid

@@ -109,6 +109,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outputs]:
     yield found
 
 
+@pytest.mark.slow
 def test_people_read_one_form(outputs: Outputs) -> None:
     assert set(outputs.texts) >= {"watch", "events", "approve prompt", "history",
                                   "history show --diff", "history --event", "report", "audit"}
@@ -116,12 +117,14 @@ def test_people_read_one_form(outputs: Outputs) -> None:
     assert not foreign, "\n".join(foreign)
 
 
+@pytest.mark.slow
 def test_machines_read_iso_8601_utc(outputs: Outputs) -> None:
     foreign = [f for name, items in outputs.jsons.items()
                for f in foreign_in_json(items, name)]
     assert not foreign, "\n".join(foreign)
 
 
+@pytest.mark.slow
 def test_the_prompt_counts_down_as_everything_else(outputs: Outputs) -> None:
     prompt = outputs.texts["approve prompt"]
     not_before = next(line for line in prompt.splitlines() if "NotBefore" in line)

@@ -197,6 +197,7 @@ def test_a_private_store_stays_owner_only(tmp_path: Path) -> None:
         assert mode(path) == 0o600, path
 
 
+@pytest.mark.slow
 def test_the_agents_lock_is_its_groups_to_read(base: Path, group: int) -> None:
     """agent.lock says who holds the store: a member can name the agent too."""
     from setui.agent.lock import AgentLock
@@ -212,6 +213,7 @@ def test_the_agents_lock_is_its_groups_to_read(base: Path, group: int) -> None:
         lock.release()
 
 
+@pytest.mark.slow
 def test_sqlite_opens_the_agents_store_read_only_for_root_too(base: Path,
                                                              group: int) -> None:
     """Reading never writes: a read-only open of the agent's store changes no file."""
