@@ -50,10 +50,12 @@ class _Connection:
         self.idle_since = 0.0
 
     def usable(self) -> bool:
-        """Still open at both ends, with nothing unasked-for waiting to be read."""
+        """Still open at both ends, with nothing unasked-for waiting to be read: bytes
+        the server sent beyond its last answer would be read as the next one's."""
         return not (self.writer.is_closing() or self.reader.at_eof()
                     or self.reader.exception() is not None
-                    or self.h11.our_state is not h11.IDLE)
+                    or self.h11.our_state is not h11.IDLE
+                    or self.h11.trailing_data != (b"", False))
 
     async def next_event(self, timeout: float | None, request: httpx.Request, *,
                          unread: bool = False) -> Any:
