@@ -21,6 +21,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from setui import __version__
@@ -402,12 +403,16 @@ class ApiServer:
                 self._encoded = None
             changes, self._changes = tuple(self._changes), []
             previous, self._previous = self._previous, None
-            state = self.source.state(changes=changes, previous_state=previous,
-                                      approvals=self._approvals)
-            self._broadcast({"push": "state", "state": encode_state(state, self.mono())})
+            self._broadcast(partial(self._state_push, changes, previous))
             self._check_plan()
             if not self._again:
                 return
+
+    def _state_push(self, changes: tuple[Change, ...], previous: ConnectionState | None
+                    ) -> dict[str, Any]:
+        state = self.source.state(changes=changes, previous_state=previous,
+                                  approvals=self._approvals)
+        return {"push": "state", "state": encode_state(state, self.mono())}
 
     async def _refresh(self) -> None:
         """The approvals and holds of the current events, read on the agent's store
@@ -428,10 +433,12 @@ class ApiServer:
             return
         self._approvals, self._held = approvals, frozenset(held)
 
-    def _broadcast(self, body: dict[str, Any]) -> None:
+    def _broadcast(self, body: Callable[[], dict[str, Any]]) -> None:
+        """A push to every subscriber; ``body`` is made only when there is one (the agent
+        with nobody attached encodes no state, plan or tick for nobody)."""
         subscribers = [c for c in self.connections if c.subscribed and not c.closed]
         if subscribers:
-            frame = encode_frame(body)
+            frame = encode_frame(body())
             for conn in subscribers:
                 conn.send(frame)
         self._pushed_at = self.mono()
@@ -444,7 +451,7 @@ class ApiServer:
         if key == self._plan_key:
             return False
         self._plan_key = key
-        self._broadcast({"push": "plan", "plan": encode_plan(plan)})
+        self._broadcast(lambda: {"push": "plan", "plan": encode_plan(plan)})
         return True
 
     # -- every second ---------------------------------------------------------------------
@@ -476,7 +483,7 @@ class ApiServer:
         if vm != self._vm_said:
             self._vm_said = vm
             self._encoded = None
-            self._broadcast({"push": "vm", "vm": encode_vm(vm)})
+            self._broadcast(lambda: {"push": "vm", "vm": encode_vm(vm)})
 
     def _sweep(self) -> None:
         now = self.mono()
@@ -484,12 +491,9 @@ class ApiServer:
         if self._check_plan():
             self.changed()  # an approval by the agent shows in the approvals too
         elif now - self._pushed_at >= TICK_EVERY:
-            if any(c.subscribed and not c.closed for c in self.connections):
-                source = self.source
-                self._broadcast({"push": "tick", "now": time_text(source.monitor.now()),
-                                 "health": encode_health(source.monitor.state.health, now)})
-            else:  # nobody to tell: the tick is not even made
-                self._pushed_at = now
+            source = self.source
+            self._broadcast(lambda: {"push": "tick", "now": time_text(source.monitor.now()),
+                                     "health": encode_health(source.monitor.state.health, now)})
         for conn in list(self.connections):
             if conn.closed:
                 continue
