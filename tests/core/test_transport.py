@@ -18,7 +18,7 @@ from setui.emulator.server import Emulator
 
 MakeEmulator = Callable[..., Emulator]
 MakeRelay = Callable[[str], Awaitable[Any]]
-MakeRawServer = Callable[[Callable[[Any, asyncio.StreamWriter], Awaitable[None]]], Awaitable[Any]]
+MakeRawServer = Callable[..., Awaitable[Any]]
 
 EVENTS = "/metadata/scheduledevents?api-version=2020-07-01"
 TIMEOUT = {"connect": 2.0, "read": 2.0, "write": 2.0, "pool": 2.0}
@@ -196,33 +196,21 @@ async def test_only_plain_http_and_not_after_close(transport: PlainTransport,
 
 
 async def test_bytes_beyond_the_answer_are_never_taken_for_the_next_one(
-        transport: PlainTransport) -> None:
+        transport: PlainTransport, raw_server: MakeRawServer) -> None:
     """A server (or a proxy) that sends two answers to one request: the second is no
     answer to the next request, which goes out on a new connection and gets its own."""
-    served = 0
+    connections: list[asyncio.StreamWriter] = []
 
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        nonlocal served
-        served += 1
-        mark = b"new" if served > 1 else b"old"
-        try:
-            while True:
-                await reader.readuntil(b"\r\n\r\n")
-                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n" + mark
-                             + b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstale")
-                await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            writer.close()
+    async def handler(request: Any, writer: asyncio.StreamWriter) -> None:
+        if writer not in connections:
+            connections.append(writer)
+        mark = b"new" if len(connections) > 1 else b"old"
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n" + mark
+                     + b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstale")
 
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}{EVENTS}"
-    try:
-        first = await send(transport, url)
-        second = await send(transport, url)
-    finally:
-        server.close()
+    server = await raw_server(handler, keep_alive=True)
+    first = await send(transport, server.url + EVENTS)
+    second = await send(transport, server.url + EVENTS)
     assert first[1] == b"old"
     assert second[1] == b"new"
     assert transport.opened == 2
