@@ -126,25 +126,30 @@ class RawServer:
 
 
 @pytest.fixture
-async def raw_server() -> AsyncIterator[Callable[[Handler], Awaitable[RawServer]]]:
+async def raw_server() -> AsyncIterator[Callable[..., Awaitable[RawServer]]]:
     """``await raw_server(handler)``: the handler writes whatever bytes it likes as the
-    answer to each request; the connection closes after each answer."""
+    answer to each request; the connection closes after each answer, or with
+    ``keep_alive=True`` only when the client closes it."""
     servers: list[asyncio.Server] = []
 
-    async def make(handler: Handler) -> RawServer:
+    async def make(handler: Handler, *, keep_alive: bool = False) -> RawServer:
         state = RawServer(url="")
 
         async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             try:
-                head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
-                method, target, _ = head[0].split(" ", 2)
-                headers = {k.strip().lower(): v.strip()
-                           for k, _, v in (line.partition(":") for line in head[1:] if line)}
-                body = await reader.readexactly(int(headers.get("content-length", "0")))
-                request = RawRequest(method, target, headers, body)
-                state.requests.append(request)
-                await handler(request, writer)
-                await writer.drain()
+                while True:
+                    head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1") \
+                        .split("\r\n")
+                    method, target, _ = head[0].split(" ", 2)
+                    headers = {k.strip().lower(): v.strip() for k, _, v in
+                               (line.partition(":") for line in head[1:] if line)}
+                    body = await reader.readexactly(int(headers.get("content-length", "0")))
+                    request = RawRequest(method, target, headers, body)
+                    state.requests.append(request)
+                    await handler(request, writer)
+                    await writer.drain()
+                    if not keep_alive:
+                        break
             except (ConnectionError, asyncio.IncompleteReadError):
                 pass
             finally:

@@ -34,6 +34,7 @@ from setui.core.errors import (
     Unreachable,
 )
 from setui.core.poller import SLOW_INTERVAL
+from setui.core.transport import PlainTransport
 from setui.emulator.clock import DEFAULT_START, ManualClock
 from setui.emulator.faults import parse_faults
 from setui.emulator.scenario import Scenario, parse_scenario
@@ -781,3 +782,61 @@ async def test_the_same_bytes_again_give_the_same_document_and_only_then(
     assert a2 is not a and a2 == a  # parsed anew after an answer that differed
     assert a3 is not a2  # and after one that was no document
     assert a4 is a3
+
+
+class _HttpxOnly(httpx.AsyncBaseTransport):
+    """The lean transport seen through httpx's interface alone: what the client does
+    with any transport but its own (an https endpoint's, a test's)."""
+
+    def __init__(self) -> None:
+        self.inner = PlainTransport()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+_DOCUMENT = b'{"DocumentIncarnation": 3, "Events": []}'
+_DATE = "Date: Mon, 11 Apr 2022 22:26:58 GMT"
+
+
+@pytest.mark.parametrize("answer", [
+    reply(200, _DOCUMENT, _DATE, 'ETag: "abc"', phrase="OK"),
+    reply(200, _DOCUMENT, "date: Mon, 11 Apr 2022 22:26:58 GMT", "DATE: junk"),
+    reply(503, b'{"error": "busy"}', "Retry-After: 3", "retry-after: 7",
+          "Content-Type: application/json", phrase="Busy"),
+    reply(503, b"down", "Retry-After: 7", phrase="Unavailable \xe9"),
+    reply(429, b"", "Retry-After: 2"),
+    reply(302, b"", "Location: http://proxy.example/\xc3\xa9t\xc3\xa9"),  # UTF-8 bytes
+    reply(302, b"", "Location: http://proxy.example/\xe9t\xe9"),  # not UTF-8
+    reply(502, b"<html><b>bad</b> gateway</html>", "Content-Type: Text/HTML; charset=utf-8"),
+    reply(200, b"x" * 300),
+    reply(200, b"not json"),
+    b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n" + _DOCUMENT,
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"80\r\n" + b"x" * 128
+    + b"\r\n" + b"80\r\n" + b"x" * 128 + b"\r\n0\r\n\r\n",
+])
+async def test_the_lean_path_and_httpx_response_give_the_same_outcome(
+        make_client: MakeClient, raw_server: MakeRawServer, answer: bytes) -> None:
+    """The client reads its own transport's answers without an httpx.Response (its
+    headers made a dict, its reason phrase and body read as httpx would): every answer
+    comes out as through httpx's interface, headers repeated, in any case, not ASCII,
+    errors and the size cap included."""
+    async def handler(request: Any, writer: asyncio.StreamWriter) -> None:
+        writer.write(answer)
+
+    server = await raw_server(handler)
+
+    async def outcome(client: ImdsClient) -> tuple[object, ...]:
+        try:
+            got = await client.fetch()
+        except ImdsError as exc:
+            return (type(exc), exc.message, exc.status, exc.retry_after)
+        return (got.status, got.document, got.server_date, client._etag)
+
+    lean = make_client(server.url, max_body=256)
+    general = make_client(server.url, max_body=256, transport=_HttpxOnly())
+    assert isinstance(lean._transport, PlainTransport)
+    assert await outcome(lean) == await outcome(general)

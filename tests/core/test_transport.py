@@ -18,7 +18,7 @@ from setui.emulator.server import Emulator
 
 MakeEmulator = Callable[..., Emulator]
 MakeRelay = Callable[[str], Awaitable[Any]]
-MakeRawServer = Callable[[Callable[[Any, asyncio.StreamWriter], Awaitable[None]]], Awaitable[Any]]
+MakeRawServer = Callable[..., Awaitable[Any]]
 
 EVENTS = "/metadata/scheduledevents?api-version=2020-07-01"
 TIMEOUT = {"connect": 2.0, "read": 2.0, "write": 2.0, "pool": 2.0}
@@ -193,3 +193,43 @@ async def test_only_plain_http_and_not_after_close(transport: PlainTransport,
     await transport.aclose()
     with pytest.raises(httpx.ConnectError, match="closed"):
         await send(transport, url + EVENTS)
+
+
+async def test_bytes_beyond_the_answer_are_never_taken_for_the_next_one(
+        transport: PlainTransport, raw_server: MakeRawServer) -> None:
+    """A server (or a proxy) that sends two answers to one request: the second is no
+    answer to the next request, which goes out on a new connection and gets its own."""
+    connections: list[asyncio.StreamWriter] = []
+
+    async def handler(request: Any, writer: asyncio.StreamWriter) -> None:
+        if writer not in connections:
+            connections.append(writer)
+        mark = b"new" if len(connections) > 1 else b"old"
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n" + mark
+                     + b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstale")
+
+    server = await raw_server(handler, keep_alive=True)
+    first = await send(transport, server.url + EVENTS)
+    second = await send(transport, server.url + EVENTS)
+    assert first[1] == b"old"
+    assert second[1] == b"new"
+    assert transport.opened == 2
+
+
+async def test_a_request_the_server_does_not_take_is_a_write_timeout(
+        transport: PlainTransport) -> None:
+    """A request that does not fit the socket's buffers is waited for while it goes
+    out (a small one is with the kernel at once, and is not): a server that reads
+    nothing makes it a write timeout, not a wait for an answer."""
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(10)  # reads nothing
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}{EVENTS}"
+    try:
+        with pytest.raises(httpx.WriteTimeout):
+            await send(transport, url, method="POST", content=b"x" * (32 * 1024 * 1024),
+                       timeout={**TIMEOUT, "write": 0.5})
+    finally:
+        server.close()

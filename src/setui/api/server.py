@@ -21,6 +21,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from setui import __version__
@@ -75,7 +76,7 @@ CONNECT_BURST = 20
 IDLE_AFTER = 60.0
 STALLED_AFTER = 60.0
 SWEEP_EVERY = 1.0
-SWEEP_SLACK = 0.1  # a sweep comes 0.9-1.1 times SWEEP_EVERY after the last (_sweep_due)
+SWEEP_SLACK = 0.1  # a sweep comes 0.9-1.1 times SWEEP_EVERY after the last (_arm_sweep)
 MAX_OUTPUT = 32 * 1024 * 1024  # unread bytes across all clients before a big answer waits
 MAX_CHANGES = 10_000  # changes kept for subscribers between two state frames
 CURRENT_FOR = 1.0  # seconds an encoded state answers ``state`` and ``subscribe``
@@ -133,8 +134,7 @@ class ApiServer:
         self._heavy: dict[tuple[int, str], float] = {}  # (uid, op) -> when last asked
         self._identifying = ThreadPoolExecutor(max_workers=2, thread_name_prefix="setui-api-peer")
         self._server: asyncio.AbstractServer | None = None
-        self._sweeper: asyncio.Task[None] | None = None
-        self._sweep_waiter: asyncio.Future[None] | None = None  # see _sweep_due
+        self._sweep_timer: asyncio.TimerHandle | None = None  # see _arm_sweep
         self._swept_at = mono()
         self._tasks: set[asyncio.Task[None]] = set()
         # What subscribers have not heard yet, and what the next state frame says.
@@ -156,7 +156,7 @@ class ApiServer:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_unix_server(lambda: Connection(self, self.mono),
                                                      sock=sock)
-        self._sweeper = asyncio.ensure_future(self._sweep_forever())
+        self._arm_sweep()
         self.changed()
 
     def reload(self, authority: Authority) -> None:
@@ -168,9 +168,11 @@ class ApiServer:
         interrupted: the approver records that it may or may not have been sent)."""
         if self._server is not None:
             self._server.close()
-        for task in (self._sweeper, self._flusher):
-            if task is not None:
-                task.cancel()
+        if self._sweep_timer is not None:
+            self._sweep_timer.cancel()
+            self._sweep_timer = None
+        if self._flusher is not None:
+            self._flusher.cancel()
         for conn in list(self.connections):
             conn.fail(ProtocolError(UNAVAILABLE, "the agent is stopping"), complain=False)
         for task in list(self._tasks):
@@ -356,11 +358,10 @@ class ApiServer:
     def publish(self, update: MonitorUpdate) -> None:
         """One poll's update, from the agent's loop: subscribers hear of it when it
         changed something (the document or the connection's state). The sweep due about
-        now is done in this turn of the loop too (see _sweep_due)."""
-        waiter = self._sweep_waiter
-        if waiter is not None and not waiter.done() \
+        now is done here too (see _arm_sweep)."""
+        if self._sweep_timer is not None \
                 and self.mono() - self._swept_at >= SWEEP_EVERY * (1 - SWEEP_SLACK):
-            waiter.set_result(None)
+            self._sweep_now()
         result = update.result
         if not result.changes and update.previous_state is None:
             return
@@ -402,12 +403,16 @@ class ApiServer:
                 self._encoded = None
             changes, self._changes = tuple(self._changes), []
             previous, self._previous = self._previous, None
-            state = self.source.state(changes=changes, previous_state=previous,
-                                      approvals=self._approvals)
-            self._broadcast({"push": "state", "state": encode_state(state, self.mono())})
+            self._broadcast(partial(self._state_push, changes, previous))
             self._check_plan()
             if not self._again:
                 return
+
+    def _state_push(self, changes: tuple[Change, ...], previous: ConnectionState | None
+                    ) -> dict[str, Any]:
+        state = self.source.state(changes=changes, previous_state=previous,
+                                  approvals=self._approvals)
+        return {"push": "state", "state": encode_state(state, self.mono())}
 
     async def _refresh(self) -> None:
         """The approvals and holds of the current events, read on the agent's store
@@ -428,10 +433,12 @@ class ApiServer:
             return
         self._approvals, self._held = approvals, frozenset(held)
 
-    def _broadcast(self, body: dict[str, Any]) -> None:
+    def _broadcast(self, body: Callable[[], dict[str, Any]]) -> None:
+        """A push to every subscriber; ``body`` is made only when there is one (the agent
+        with nobody attached encodes no state, plan or tick for nobody)."""
         subscribers = [c for c in self.connections if c.subscribed and not c.closed]
         if subscribers:
-            frame = encode_frame(body)
+            frame = encode_frame(body())
             for conn in subscribers:
                 conn.send(frame)
         self._pushed_at = self.mono()
@@ -444,32 +451,29 @@ class ApiServer:
         if key == self._plan_key:
             return False
         self._plan_key = key
-        self._broadcast({"push": "plan", "plan": encode_plan(plan)})
+        self._broadcast(lambda: {"push": "plan", "plan": encode_plan(plan)})
         return True
 
     # -- every second ---------------------------------------------------------------------
-    async def _sweep_due(self) -> None:
-        """Until the next sweep is due: at the poll that comes about SWEEP_EVERY after
-        the last one (publish), else a little after SWEEP_EVERY by a timer of its own.
-        Polled once a second, the sweep rides the poll's wake and the timer never fires:
-        a timer of its own woke the idle agent a second time each second."""
-        loop = asyncio.get_running_loop()
+    def _arm_sweep(self) -> None:
+        """The next sweep: at the poll that comes about SWEEP_EVERY after this one
+        (publish), else a little after SWEEP_EVERY by this timer. Polled once a second,
+        the sweep rides the poll's wake and the timer never fires: a timer of its own
+        woke the idle agent a second time each second. Run from the timer's callback or
+        from publish itself: no task and no future to wake, so no turn of the loop of
+        its own either."""
+        if self._sweep_timer is not None:
+            self._sweep_timer.cancel()
         self._swept_at = self.mono()
-        self._sweep_waiter = waiter = loop.create_future()
-        timer = loop.call_later(SWEEP_EVERY * (1 + SWEEP_SLACK), _resolve, waiter)
-        try:
-            await waiter
-        finally:
-            self._sweep_waiter = None
-            timer.cancel()
+        self._sweep_timer = asyncio.get_running_loop().call_later(
+            SWEEP_EVERY * (1 + SWEEP_SLACK), self._sweep_now)
 
-    async def _sweep_forever(self) -> None:
-        while True:
-            await self._sweep_due()
-            try:
-                self._sweep()
-            except Exception as exc:  # a bug here must not end the sweeps
-                self.complain("internal", f"sweep failed: {type(exc).__name__}: {exc}")
+    def _sweep_now(self) -> None:
+        self._arm_sweep()  # first: a sweep that fails is still followed by the next
+        try:
+            self._sweep()
+        except Exception as exc:  # a bug here must not end the sweeps
+            self.complain("internal", f"sweep failed: {type(exc).__name__}: {exc}")
 
     def _check_vm(self) -> None:
         """Push this VM's name and vmId when the agent learned them since the last push
@@ -479,7 +483,7 @@ class ApiServer:
         if vm != self._vm_said:
             self._vm_said = vm
             self._encoded = None
-            self._broadcast({"push": "vm", "vm": encode_vm(vm)})
+            self._broadcast(lambda: {"push": "vm", "vm": encode_vm(vm)})
 
     def _sweep(self) -> None:
         now = self.mono()
@@ -488,8 +492,8 @@ class ApiServer:
             self.changed()  # an approval by the agent shows in the approvals too
         elif now - self._pushed_at >= TICK_EVERY:
             source = self.source
-            self._broadcast({"push": "tick", "now": time_text(source.monitor.now()),
-                             "health": encode_health(source.monitor.state.health, now)})
+            self._broadcast(lambda: {"push": "tick", "now": time_text(source.monitor.now()),
+                                     "health": encode_health(source.monitor.state.health, now)})
         for conn in list(self.connections):
             if conn.closed:
                 continue
@@ -507,7 +511,3 @@ class ApiServer:
             del self._heavy[key]
         self.complaints.flush()
 
-
-def _resolve(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)

@@ -20,7 +20,7 @@ import math
 import random as _random
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -111,7 +111,7 @@ class ApprovalResult:
 class _Answer:
     status: int
     phrase: str
-    headers: httpx.Headers
+    headers: Mapping[str, str]  # by lowercase name (httpx.Headers, or the lean transport's)
     body: bytes
     sent: float
     head: float
@@ -405,19 +405,35 @@ class ImdsClient:
                 self._requests[key] = request
         request.extensions = extensions
         sent = self._mono()
-        response = await self._transport.handle_async_request(request)
-        response.request = request
+        transport = self._transport
+        fields: Mapping[str, str]
+        stream: httpx.AsyncByteStream | _Decoded
+        if isinstance(transport, PlainTransport):
+            # The lean transport's own answer: its head as h11 read it and the body's
+            # stream, with no httpx.Response (nor its Headers) made around them.
+            opened = await transport.open(request)
+            status, fields = opened.head.status_code, opened.fields()
+            phrase, stream = opened.reason, opened.body
+        else:
+            response = await transport.handle_async_request(request)
+            response.request = request
+            status, fields, phrase = response.status_code, response.headers, \
+                response.reason_phrase
+            # Asked for "identity", the body is the bytes sent: read from the
+            # transport's stream, not through httpx's decoding and re-chunking layers. A
+            # server that encodes anyway is decoded.
+            stream = response.stream if isinstance(response.stream, httpx.AsyncByteStream) \
+                and "content-encoding" not in fields else _Decoded(response)
         head = self._mono()
         progress.head = True
-        progress.status = response.status_code
+        progress.status = status
         if enables:
             self.first_call_pending = False
         try:
-            body = await _read(response, limit, strict, progress)
+            body = await _read(stream, fields, status, limit, strict, progress)
         finally:
-            await response.aclose()  # an unread rest closes the connection: reading stops
-        return _Answer(response.status_code, response.reason_phrase, response.headers, body,
-                       sent, head, self._mono())
+            await stream.aclose()  # an unread rest closes the connection: reading stops
+        return _Answer(status, phrase, fields, body, sent, head, self._mono())
 
     # -- errors -----------------------------------------------------------------------------
     def _timeout(self, timeout: float, first: bool, progress: _Progress) -> RequestTimeout:
@@ -459,35 +475,40 @@ class ImdsClient:
         return ImdsError(f"unexpected answer ({status} {answer.phrase}): {said}", status=status)
 
 
-async def _read(response: httpx.Response, limit: int, strict: bool,
-                progress: _Progress) -> bytes:
+async def _read(stream: AsyncIterable[bytes], fields: Mapping[str, str], status: int,
+                limit: int, strict: bool, progress: _Progress) -> bytes:
     """At most ``limit`` bytes of the body. ``strict``: more is TooLarge (known from
     Content-Length before reading, or as soon as the limit is passed); otherwise the
     rest is simply not read."""
-    declared = response.headers.get("content-length", "")
+    declared = fields.get("content-length", "")
     progress.declared = int(declared) if declared.isdigit() and len(declared) < 19 else None
     if strict and progress.declared is not None and progress.declared > limit:
         raise TooLarge(f"the answer is {_size(progress.declared)}, more than the "
-                       f"{_size(limit)} any real document needs; not read",
-                       status=response.status_code)
+                       f"{_size(limit)} any real document needs; not read", status=status)
     body = bytearray()
-    # Asked for "identity", the body is the bytes sent: read from the transport's stream
-    # itself, not through httpx's decoding and re-chunking layers (three generators a
-    # chunk, every poll). A server that encodes anyway is decoded as before.
-    stream = response.stream
-    chunks: AsyncIterator[bytes] | httpx.AsyncByteStream = stream \
-        if isinstance(stream, httpx.AsyncByteStream) \
-        and "content-encoding" not in response.headers else response.aiter_bytes()
-    async for chunk in chunks:
+    async for chunk in stream:
         body += chunk
         progress.received = len(body)
         if len(body) > limit:
             if strict:
                 raise TooLarge(f"the answer grew past {_size(limit)}, more than any real "
-                               "document needs; reading stopped", status=response.status_code)
+                               "document needs; reading stopped", status=status)
             del body[limit:]
             break
     return bytes(body)
+
+
+class _Decoded:
+    """An httpx response's body decoded as its Content-Encoding says, closed with it."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self._response = response
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._response.aiter_bytes()
+
+    async def aclose(self) -> None:
+        await self._response.aclose()
 
 
 def _service_reason(answer: _Answer) -> str:

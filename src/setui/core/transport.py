@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import h11
 import httpx
 
-__all__ = ["MAX_HEAD_BYTES", "PlainTransport", "within"]
+__all__ = ["MAX_HEAD_BYTES", "Answer", "PlainTransport", "within"]
 
 _T = TypeVar("_T")
 MAX_HEAD_BYTES = 64 * 1024  # a status line and headers; real answers have a few hundred
@@ -50,22 +50,37 @@ class _Connection:
         self.idle_since = 0.0
 
     def usable(self) -> bool:
-        """Still open at both ends, with nothing unasked-for waiting to be read."""
+        """Still open at both ends, with nothing unasked-for waiting to be read: bytes
+        the server sent beyond its last answer would be read as the next one's."""
         return not (self.writer.is_closing() or self.reader.at_eof()
                     or self.reader.exception() is not None
-                    or self.h11.our_state is not h11.IDLE)
+                    or self.h11.our_state is not h11.IDLE
+                    or self.h11.trailing_data != (b"", False))
 
-    async def next_event(self, timeout: float | None, request: httpx.Request) -> Any:
-        """The next HTTP event, reading from the socket as h11 needs more bytes."""
+    async def next_event(self, timeout: float | None, request: httpx.Request, *,
+                         unread: bool = False) -> Any:
+        """The next HTTP event, reading from the socket as h11 needs more bytes.
+        ``unread``: the request has just gone out, so h11 holds nothing of the answer
+        unless bytes came before it (then it is asked as usual): it would only say it
+        needs data, a tenth of its work each poll."""
+        if unread and self.h11.trailing_data == (b"", False):
+            event: Any = h11.NEED_DATA
+        else:
+            event = None
         while True:
-            try:
-                event = self.h11.next_event()
-            except h11.RemoteProtocolError as exc:
-                raise httpx.RemoteProtocolError(str(exc), request=request) from exc
+            if event is None:
+                try:
+                    event = self.h11.next_event()
+                except h11.RemoteProtocolError as exc:
+                    raise httpx.RemoteProtocolError(str(exc), request=request) from exc
             if event is not h11.NEED_DATA:
                 return event
+            event = None
             try:
-                data = await within(timeout, self.reader.read(_CHUNK))
+                # No limit of its own (the client bounds the whole exchange): the read
+                # awaited directly, not through one more coroutine.
+                data = await (self.reader.read(_CHUNK) if timeout is None
+                              else within(timeout, self.reader.read(_CHUNK)))
             except asyncio.TimeoutError as exc:
                 raise httpx.ReadTimeout("timed out reading the answer", request=request) \
                     from exc
@@ -121,6 +136,42 @@ class _Body(httpx.AsyncByteStream):
             self._connection = None
 
 
+class Answer:
+    """An answer's head as h11 read it, and its body to read (and close)."""
+
+    __slots__ = ("body", "head")
+
+    def __init__(self, head: h11.Response, body: _Body) -> None:
+        self.head = head
+        self.body = body
+
+    @property
+    def reason(self) -> str:
+        """The reason phrase as httpx gives it (ASCII, anything else left out)."""
+        return bytes(self.head.reason).decode("ascii", errors="ignore")
+
+    def fields(self) -> dict[str, str]:
+        """The header fields by lowercase name, repeated ones joined with ", ", decoded
+        as httpx decodes them (ASCII, else UTF-8, else ISO-8859-1 for all): what
+        ``httpx.Headers.get`` would answer, for a dict's lookup."""
+        raw = list(self.head.headers)  # names lowercased by h11
+        encoding = "ascii"
+        for candidate in ("ascii", "utf-8", "iso-8859-1"):
+            encoding = candidate
+            try:
+                for name, value in raw:
+                    name.decode(candidate)
+                    value.decode(candidate)
+            except UnicodeDecodeError:
+                continue
+            break
+        fields: dict[str, str] = {}
+        for name, value in raw:
+            key, text = name.decode(encoding), value.decode(encoding)
+            fields[key] = f"{fields[key]}, {text}" if key in fields else text
+        return fields
+
+
 class PlainTransport(httpx.AsyncBaseTransport):
     """HTTP/1.1 over plain TCP with keep-alive; ``http://`` URLs only."""
 
@@ -136,6 +187,18 @@ class PlainTransport(httpx.AsyncBaseTransport):
         self.opened = 0  # connections made so far (for tests and the curious)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        answer = await self.open(request)
+        head = answer.head
+        return httpx.Response(
+            head.status_code, headers=head.headers, stream=answer.body,
+            extensions={"http_version": b"HTTP/" + head.http_version,
+                        "reason_phrase": bytes(head.reason)})
+
+    async def open(self, request: httpx.Request) -> Answer:
+        """``request`` sent and its answer's head read; the body left to be read from
+        :attr:`Answer.body`. What :meth:`handle_async_request` does, without the
+        httpx.Response around it (the client's own polls need none: its headers alone
+        were a tenth of a poll's Python)."""
         if request.url.scheme != "http":
             raise httpx.UnsupportedProtocol(f"this transport speaks plain http only, not "
                                             f"{request.url.scheme!r}", request=request)
@@ -149,19 +212,14 @@ class PlainTransport(httpx.AsyncBaseTransport):
         try:
             await self._send(connection, request, self._head(request), timeouts.get("write"))
             read = timeouts.get("read")
-            while True:
+            event = await connection.next_event(read, request, unread=True)
+            while not isinstance(event, h11.Response):
                 event = await connection.next_event(read, request)
-                if isinstance(event, h11.Response):
-                    break
                 # h11.InformationalResponse (100 Continue and the like): read on.
         except BaseException:
             connection.close()
             raise
-        return httpx.Response(
-            event.status_code, headers=event.headers,
-            stream=_Body(self, connection, request, read),
-            extensions={"http_version": b"HTTP/" + event.http_version,
-                        "reason_phrase": bytes(event.reason)})
+        return Answer(event, _Body(self, connection, request, read))
 
     async def aclose(self) -> None:
         self._closed = True
@@ -227,7 +285,10 @@ class PlainTransport(httpx.AsyncBaseTransport):
     @staticmethod
     async def _send(connection: _Connection, request: httpx.Request, head: h11.Request,
                     timeout: float | None) -> None:
-        body = await request.aread()
+        # A request built with its content (every request of the client's) has it read
+        # already; only a streamed one is read here.
+        body = request.content if isinstance(request.stream, httpx.ByteStream) \
+            else await request.aread()
         state = connection.h11
         try:
             data = state.send(head)
@@ -236,9 +297,14 @@ class PlainTransport(httpx.AsyncBaseTransport):
             data += state.send(h11.EndOfMessage())
         except h11.LocalProtocolError as exc:
             raise httpx.LocalProtocolError(str(exc), request=request) from exc
+        writer = connection.writer
         try:
-            connection.writer.write(data)
-            await within(timeout, connection.writer.drain())
+            writer.write(data)
+            # A request fits the socket's buffer: the bytes are with the kernel already
+            # and there is nothing to wait for. drain() only when some are left over (or
+            # the connection is closing: drain says why).
+            if writer.transport.get_write_buffer_size() or writer.is_closing():
+                await within(timeout, writer.drain())
         except asyncio.TimeoutError as exc:
             raise httpx.WriteTimeout("timed out sending the request", request=request) from exc
         except OSError as exc:
