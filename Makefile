@@ -55,7 +55,7 @@ test: $(STAMP)
 # Between edits: the tests that start no process and need no real time (the tier's rule,
 # and how a test is marked, in docs/testing.md).
 test-fast: $(STAMP)
-	$(PY) -m pytest -m "not slow" -n $(WORKERS) -q
+	$(PY) -m pytest -m "not slow" -n $(WORKERS) -q --hypothesis-profile=fast
 
 # `make test` N times (default 3) with a busy loop on every core, the hogs stopped after;
 # stops at the first failing run (tools/hogs.py).

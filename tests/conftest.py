@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from permissions import obey_permissions
 from scripted import scripted
@@ -38,6 +39,11 @@ def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory,
                 "HTTP_PROXY", "HTTPS_PROXY",
                 "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
         monkeypatch.delenv(var, raising=False)
+
+
+# `make test-fast` runs with --hypothesis-profile=fast: a quarter of each property test's
+# examples (tests/examples.py), every one of them in `make test`.
+settings.register_profile("fast", max_examples=25)
 
 
 class StartsAProcess(RuntimeError):

@@ -13,6 +13,7 @@ from api_helpers import JSON
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from examples import examples
 from setui.api.codec import (
     AgentInfo,
     AgentState,
@@ -106,7 +107,7 @@ def _state(documents: list[list[tuple[Any, ...]]]) -> MonitorState:
     return state
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=list(HealthCheck))
 @given(DOCUMENTS)
 def test_a_state_reads_back_as_it_was(documents: list[list[tuple[Any, ...]]]) -> None:
     monitor = _state(documents)
@@ -156,13 +157,13 @@ AUDITS = st.builds(lambda seq, user, error, details, when: _audit(
     TIMES)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(AUDITS)
 def test_audit_records_read_back_as_they_were(record: AuditRecord) -> None:
     assert decode_audit(_through_wire(encode_audit(record))) == record
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.builds(IncarnationRecord, endpoint=TEXT, incarnation=st.integers(0, 2**62),
                  first_seen=TIMES, last_seen=TIMES, raw_json=TEXT,
                  changes=st.lists(st.builds(ChangeRecord, kind=st.sampled_from(
@@ -271,7 +272,7 @@ def _replace(value: Any, path: tuple[Any, ...], new: Any) -> Any:
     return copy
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.data(), JSON)
 def test_a_hostile_agents_frames_decode_to_a_value_or_a_protocol_error(
         data: st.DataObject, replacement: Any) -> None:

@@ -11,6 +11,7 @@ from api_helpers import JSON
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from examples import examples
 from setui.api.protocol import (
     BAD_REQUEST,
     MAX_DEPTH,
@@ -58,7 +59,7 @@ def test_a_frame_past_the_limit_ends_the_stream_after_the_frames_before_it() -> 
     assert splitter.pending == 0  # nothing kept of it
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.binary(max_size=300))
 def test_any_bytes_are_a_frame_or_a_protocol_error(data: bytes) -> None:
     try:
@@ -83,7 +84,7 @@ def test_hostile_frames_are_refused_in_words(line: bytes, words: str) -> None:
     assert words in refused.value.message
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(OBJECTS)
 def test_what_is_encoded_is_ascii_one_line_and_reads_back_the_same(value: dict[str, Any],
                                                                    ) -> None:
@@ -98,7 +99,7 @@ def test_controls_and_bidi_never_leave_raw() -> None:
     assert decode_frame(frame[:-1]) == {"detail": "a\x1b[2Jb\u202ec\udc80"}
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(OBJECTS)
 def test_any_object_is_a_request_or_a_protocol_error(frame: dict[str, Any]) -> None:
     try:
@@ -140,7 +141,7 @@ def test_fields_take_only_what_they_say() -> None:
     assert fields.text("missing", optional=True) is None
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(OBJECTS)
 def test_any_server_frame_is_an_answer_or_a_protocol_error(frame: dict[str, Any]) -> None:
     try:

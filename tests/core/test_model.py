@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from examples import examples
 from setui.core.model import (
     Document,
     DocumentError,
@@ -242,7 +243,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(json_values)
 def test_any_json_value_parses_or_raises_the_one_error(value: object) -> None:
     try:
@@ -258,7 +259,7 @@ field_values = (st.none() | st.booleans() | st.integers() | st.floats() | st.tex
                 | tricky_text | st.lists(st.text() | st.integers(), max_size=2))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.dictionaries(
     st.sampled_from(["EventId", "EventType", "EventStatus", "Resources", "NotBefore",
                      "DurationInSeconds", "EventSource", "Description", "ResourceType"]),
@@ -274,7 +275,7 @@ def test_every_error_in_an_event_names_its_field(changed: dict[str, object],
             assert exc.field.startswith(("Events[0].", "DocumentIncarnation")), exc
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.binary(max_size=200))
 def test_any_bytes_parse_or_raise_the_one_error(data: bytes) -> None:
     # Any other exception fails the test; a document must hold only what was parsed.
@@ -285,7 +286,7 @@ def test_any_bytes_parse_or_raise_the_one_error(data: bytes) -> None:
     assert isinstance(doc, Document)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.fixed_dictionaries({
         "EventId": st.text(min_size=1),

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from examples import examples
 from setui.core.model import parse_document
 from setui.core.tracker import ChangeKind, Tracker, summarize
 
@@ -230,7 +231,7 @@ events_strategy = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 6), events_strategy), min_size=1, max_size=8))
 def test_tracker_never_crashes_and_ends_consistent(sequence) -> None:
     tracker = Tracker()

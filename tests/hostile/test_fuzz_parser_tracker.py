@@ -17,6 +17,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from examples import examples
 from setui.core.model import Document, DocumentError, parse_document
 from setui.core.tracker import ChangeKind, Tracker
 from setui.textsafe import printable
@@ -83,7 +84,7 @@ def _parse(body: Any, as_text: bool) -> Document | None:
         return None
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(st.tuples(bodies, st.booleans()), min_size=1, max_size=6))
 def test_parse_returns_a_document_or_a_document_error_and_the_tracker_never_raises(
         sequence: list[tuple[Any, bool]]) -> None:
@@ -110,7 +111,7 @@ ids = st.lists(st.sampled_from(["a", "b", "c", "not a guid", "[bold]x[/]", "\x1b
                max_size=5)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 20), ids), min_size=2, max_size=12))
 def test_random_incarnation_sequences_and_duplicate_ids_are_reported(
         sequence: list[tuple[int, list[str]]]) -> None:
