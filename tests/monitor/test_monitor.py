@@ -112,3 +112,25 @@ async def test_a_session_is_recorded_and_closed_and_the_next_one_resumes_the_sto
     assert [(c.kind, c.certain) for c in newest.changes if c.event_id == FREEZE] == [
         ("gone", False)]
     store.close()
+
+
+async def test_a_session_whose_heartbeat_runs_says_it_measures_from_its_first_row(
+        tmp_path: Path) -> None:
+    """The agent's heartbeat starts before its first poll; a report read right after the
+    session opened must not find it "not measured" (the flag came one write later)."""
+    emulator, _clock = emulator_at(70)
+    store = Store(tmp_path / "setui.db")
+    try:
+        async with ImdsClient(emulator.url, rate=50, burst=20) as client:
+            monitor = Monitor(client, endpoint=emulator.url, interval=0.2, store=store,
+                              command="setui agent")
+            assert monitor.recorder is not None
+            monitor.recorder.measures = True  # as agent.impact.ImpactWatch.start does
+            updates = monitor.updates()
+            await take(updates, 1)
+            [session] = store.sessions.spans(endpoint=emulator.url)
+            assert session.measures
+            await updates.aclose()
+    finally:
+        emulator.stop()
+        store.close()

@@ -65,6 +65,8 @@ class ImpactWatch:
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self.heartbeat.start()
+        if self.monitor.recorder is not None:  # its session opens at the first poll
+            self.monitor.recorder.measures = True
 
     def stop(self) -> None:
         self.heartbeat.stop()

@@ -70,6 +70,10 @@ class Recorder:
         self.problem: str | None = None  # why the history is not being recorded now
         self.others: list[RecorderSpan] = []  # other sessions recording this endpoint now
         self.session_id: int | None = None
+        # Set by whoever runs a heartbeat (the agent) before the session opens: the
+        # session then says it measures from its first row, with no moment when a report
+        # would read "not measured" while the heartbeat runs.
+        self.measures = False
         self._mono = mono
         self._on_problem = on_problem or (lambda brief, full: None)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="setui-store")
@@ -165,7 +169,8 @@ class Recorder:
         # boot is found later (store.impacts).
         return self.store.sessions.start(endpoint=self.endpoint, pid=os.getpid(),
                                          host=socket.gethostname(), command=self.command,
-                                         at=at, boot_id=current_boot_id())
+                                         at=at, boot_id=current_boot_id(),
+                                         measures=self.measures)
 
     def _write(self, result: PollResult, document: Document, previous: Document | None,
                vm_name: str | None) -> bool:

@@ -34,17 +34,18 @@ class RecordingSessions:
 
     # -- sessions -------------------------------------------------------------------------
     def start(self, *, endpoint: str, pid: int, host: str, command: str,
-              at: datetime, boot_id: str | None = None) -> int:
+              at: datetime, boot_id: str | None = None, measures: bool = False) -> int:
         """Say that a process records ``endpoint`` from ``at`` on, in the boot ``boot_id``
-        (setui.boot); returns its id."""
+        (setui.boot), and whether its heartbeat already runs (see :meth:`measures`);
+        returns its id."""
         when = to_db_time(at)
         with self.database.using("note the recording session", write=True) as conn:
             cursor = conn.execute(
                 "INSERT INTO recorders (endpoint, pid, host, command, started, last_beat, "
-                "boot_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "boot_id, measures) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (endpoint_column(endpoint), pid, hist.clean_text(host)[:200],
                  hist.clean_text(command)[:200], when, when,
-                 hist.clean_text(boot_id)[:200] if boot_id else None))
+                 hist.clean_text(boot_id)[:200] if boot_id else None, int(measures)))
             return int(cursor.lastrowid or 0)
 
     def measures(self, recorder_id: int) -> None:
