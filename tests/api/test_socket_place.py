@@ -80,11 +80,15 @@ def test_a_directory_anyone_may_write_is_refused(tmp_path: Path, emulator: Emula
     assert "writable by others without the sticky bit" in done.stderr
 
 
-# A listener that speaks like an agent would, started as another user.
+# A listener that speaks like an agent would, started as another user. It listens before
+# its socket takes the name the test waits for: a name bound but not yet listening refuses
+# a connection, which the client rightly calls "unavailable" (seen under load).
 IMPOSTOR = r'''
 import os, socket, sys, time
 path = sys.argv[1]
-s = socket.socket(socket.AF_UNIX); s.bind(path); os.chmod(path, 0o666); s.listen(8)
+s = socket.socket(socket.AF_UNIX); s.bind(path + ".new"); os.chmod(path + ".new", 0o666)
+s.listen(8)
+os.rename(path + ".new", path)
 while True:
     c, _ = s.accept()
     c.sendall(b'{"hello": {"api": 1}}\n')
@@ -112,6 +116,6 @@ def test_a_client_refuses_a_socket_served_by_someone_else(
     finally:
         proc.kill()
         proc.wait(timeout=30)
-        for name in ("api.sock", "impostor.py"):
+        for name in ("api.sock", "api.sock.new", "impostor.py"):
             (room / name).unlink(missing_ok=True)
         room.rmdir()
