@@ -169,7 +169,10 @@ def test_without_prometheus_nothing_is_approved_early_and_notbefore_is_not_passe
         tmp_path: Path) -> None:
     """Prometheus does not answer: the agent says why it does not approve, and at
     NotBefore says that the platform starts the event whatever the budget."""
-    scenario = SCENARIO.format(vm="web-0").replace('notice = "15m"', 'notice = "10s"')
+    # The Reboot lasts minutes: the agent's wait ends at NotBefore, and a loaded machine
+    # may wake it seconds late; an event already over by then is "the event is over".
+    scenario = SCENARIO.format(vm="web-0").replace('notice = "15m"', 'notice = "10s"') \
+        .replace("default_duration = 3", "default_duration = 300")
     with Emulator(parse_scenario(scenario), identity=VMS["web-0"]) as emulator:
         agent = Agent("web-0", emulator.url, tmp_path, f"http://127.0.0.1:{free_port()}",
                       free_port())
