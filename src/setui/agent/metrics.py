@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
@@ -185,7 +185,7 @@ class _Polling(Collector):
         owner = self.owner
         polls = CounterMetricFamily("setui_polls", "Polls of the metadata service by outcome",
                                     labels=["outcome"])
-        polls.add_metric(["ok"], owner.polls_ok)
+        polls.add_metric(["ok"], owner.answers() if owner.answers else owner.polls_ok)
         polls.add_metric(["error"], owner.polls_failed)
         yield polls
         errors = CounterMetricFamily("setui_poll_errors", "Failed polls by kind of error",
@@ -197,7 +197,7 @@ class _Polling(Collector):
             "setui_last_success_timestamp_seconds",
             "Unix time of the last good answer from the metadata service (0: none yet)",
             labels=list(IDENTITY_LABELS))
-        last.add_metric(owner.identity_values, owner.last_success)
+        last.add_metric(owner.identity_values, owner.last_answer())
         yield last
 
 
@@ -237,6 +237,10 @@ class AgentMetrics:
         self.approved_by: Mapping[str, str] = {}
         self.last_impact: Impact | None = None  # the last stall or boot measured
         self.last_success = 0.0
+        # The poller's own count of good answers and the time of the newest, when it
+        # polls quietly (see count_answers).
+        self.answers: Callable[[], int] | None = None
+        self.newest_answer: Callable[[], float | None] | None = None
         self.polls_ok = 0
         self.polls_failed = 0
         self.poll_errors: dict[str, int] = {}  # by kind, as label values
@@ -302,6 +306,21 @@ class AgentMetrics:
         self.location = compute.get("location", "")
         self._rendered: dict[str, tuple[Document | None, Mapping[str, str], Impact | None,
                                         bytes]] = {}
+
+    def count_answers(self, answers: Callable[[], int],
+                      newest: Callable[[], float | None]) -> None:
+        """Take the count of good polls, and the monotonic time of the newest, from the
+        poller itself: its quiet polls (core.quiet) reach the agent in results seconds
+        apart, and a scrape in between counts them all the same."""
+        self.answers, self.newest_answer = answers, newest
+
+    def last_answer(self) -> float:
+        """Unix time of the last good answer (0: none yet)."""
+        newest = self.newest_answer() if self.newest_answer else None
+        last: float = self.last_success
+        if newest is None:
+            return last
+        return max(last, time.time() - max(0.0, time.monotonic() - newest))
 
     def observe_impact(self, impact: Impact) -> None:
         """A stall or a boot measured: counted, and the last one shown (replaced whole)."""

@@ -199,7 +199,10 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
 
         monitor = Monitor(client, endpoint=config.endpoint, interval=config.interval,
                           store=store, vm_name=vm_name, command="setui agent",
-                          on_store_problem=store_problem)
+                          on_store_problem=store_problem,
+                          # Quiet polls while nothing waits for an unchanged answer.
+                          quiet_ok=lambda: worker.idle and impacts.idle)
+        metrics.count_answers(monitor.poller.answers, monitor.poller.newest_answer)
         sender = None
         if policy.urls and not dry_run:
             log = AgentLog(store, config.endpoint, vm_id=vm_id_of(compute)) \
