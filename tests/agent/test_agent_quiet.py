@@ -11,8 +11,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from agent_helpers import metrics_url, start_agent, stop, write_policy
+
 from children import wait_until
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator

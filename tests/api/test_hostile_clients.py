@@ -13,6 +13,7 @@ attackers' own reports say how they were turned away.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import os
@@ -238,10 +239,8 @@ def _api_fds(pid: int, path: Path) -> int:
             ends.add(f"socket:[{fields[6]}]")
     opened = 0
     for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
+        with contextlib.suppress(OSError):  # closed meanwhile
             opened += os.readlink(fd) in ends
-        except OSError:
-            pass  # closed meanwhile
     return opened
 
 

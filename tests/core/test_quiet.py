@@ -96,7 +96,8 @@ class Run:
 
 @pytest.fixture
 async def run_quiet(make_client: MakeClient, raw_server: MakeRawServer,
-                    monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Callable[..., Awaitable[Run]]]:
+                    monkeypatch: pytest.MonkeyPatch
+                    ) -> AsyncIterator[Callable[..., Awaitable[Run]]]:
     """``await run_quiet(script, span=..., quiet=...)``: a poller polling the script's
     server quietly, its results collected; stopped (and the server released) after."""
     runs: list[Run] = []
@@ -172,7 +173,7 @@ async def test_a_new_document_is_told_at_the_poll_that_brought_it(
     script = Script([answer(A)] * 4 + [answer(B)])
     run = await run_quiet(script, span=60.0)
     await until(lambda: any(r.changes for r in run.results[1:]), what="the new event")
-    news = [r for r in run.results[1:] if r.changes][0]
+    news = next(r for r in run.results[1:] if r.changes)
     assert [c.kind for c in news.changes] == [ChangeKind.APPEARED]
     assert news.document is not None and news.document.incarnation == 2
     # Read from the thread's answer: the server was not asked again for it.

@@ -49,7 +49,7 @@ SLOW_INTERVAL = 10.0
 # Polled quietly, a result at least this often even when nothing is new: what the
 # consumers keep on their own clocks (the recorder's touch, the API's ticks, a metrics
 # file) never waits longer for the time of the last answer than this.
-QUIET_SPAN = 5.0
+QUIET_SPAN = 10.0
 _log = logging.getLogger(__name__)
 
 

@@ -68,6 +68,7 @@ class Exchange:
     sending: bool = False  # its bytes had begun to leave
     head: h11.Response | None = None
     head_mono: float = 0.0
+    fields: dict[str, str] = field(default_factory=dict)  # the head's, by lowercase name
     chunks: list[bytes] = field(default_factory=list)
     done_mono: float = 0.0
     error: BaseException | None = None  # before the head: raised by answer()
@@ -243,7 +244,7 @@ class QuietPolls:
         head = exchange.head
         if head is None or exchange.cut is not None:
             return False
-        fields = head_fields(head.headers)
+        fields = exchange.fields
         if not job.repeat.nothing_new(head.status_code, fields, exchange.body()):
             return False
         polls = self.latest.polls + 1 if self.latest is not None else 1
@@ -276,6 +277,7 @@ class QuietPolls:
             while not isinstance(event, h11.Response):
                 event = _next_event(sock, state, deadline, self._mono)
             made.head, made.head_mono = event, self._mono()
+            made.fields = head_fields(event.headers)
         except Exception as exc:  # what the transport raises, or a bug: the client says it
             made.error = exc
             made.done_mono = self._mono()
@@ -295,7 +297,7 @@ class QuietPolls:
         """Read the body up to one byte past ``limit`` (more is the client's error to
         name, and a Content-Length past it is named from the head alone)."""
         assert made.head is not None
-        declared = head_fields(made.head.headers).get("content-length", "")
+        declared = made.fields.get("content-length", "")
         if declared.isdigit() and len(declared) < 19 and int(declared) > limit:
             return  # not read: the connection is dropped, the client says why
         size = 0
@@ -342,6 +344,7 @@ class QuietPolls:
         except OSError as exc:
             raise httpx.ConnectError(str(exc) or type(exc).__name__) from exc
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setblocking(False)  # each wait is a select until the exchange's deadline
         state = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD_BYTES)
         with self._lock:
             if self._closed:
@@ -382,17 +385,24 @@ class _Bell:
         self._w.close()
 
 
-def _left(deadline: float, mono: Callable[[], float]) -> float:
+def _ready(sock: socket.socket, deadline: float, mono: Callable[[], float], *,
+           write: bool = False) -> None:
+    """Until the (non-blocking) socket can be read or written, before ``deadline``: one
+    select, where a socket with a timeout would set its mode and poll each time."""
     left = deadline - mono()
-    if left <= 0:
+    if left <= 0 or not select.select([] if write else [sock], [sock] if write else [], [],
+                                      left)[1 if write else 0]:
         raise TimeoutError
-    return left
 
 
 def _send(sock: socket.socket, data: bytes, deadline: float, mono: Callable[[], float]) -> None:
+    view = memoryview(data)
     try:
-        sock.settimeout(_left(deadline, mono))
-        sock.sendall(data)
+        while view:
+            try:
+                view = view[sock.send(view):]
+            except BlockingIOError:  # the kernel's buffer is full: a request never fills it
+                _ready(sock, deadline, mono, write=True)
     except TimeoutError as exc:
         raise httpx.WriteTimeout("timed out sending the request") from exc
     except OSError as exc:
@@ -414,8 +424,13 @@ def _next_event(sock: socket.socket, state: h11.Connection, deadline: float,
             return event
         event = None
         try:
-            sock.settimeout(_left(deadline, mono))
-            data = sock.recv(_CHUNK)
+            while True:
+                _ready(sock, deadline, mono)
+                try:
+                    data = sock.recv(_CHUNK)
+                    break
+                except BlockingIOError:  # readable, and then not: wait again
+                    continue
         except TimeoutError as exc:
             raise httpx.ReadTimeout("timed out reading the answer") from exc
         except OSError as exc:
