@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from email.utils import formatdate
@@ -284,3 +285,16 @@ async def test_stopping_ends_the_thread_even_while_it_waits_for_an_answer(
     assert len(quiet_threads()) == 1
     run.task.cancel()
     await until(lambda: not quiet_threads(), what="the thread's end")
+
+
+async def test_quiet_polls_take_their_tokens_from_the_clients_rate_limit(
+        run_quiet: Callable[..., Awaitable[Run]]) -> None:
+    """Every request of the client's takes a token, the thread's too: at one token a
+    second, polls every 0.2 s come once a second."""
+    script = Script([answer(A)])
+    run = await run_quiet(script, span=600.0, rate=1.0, burst=1)
+    await until(lambda: len(run.results) == 1, what="the first result")
+    start, before = time.monotonic(), script.requests
+    await until(lambda: script.requests >= before + 4, what="four quiet polls")
+    made = script.requests - before
+    assert made <= (time.monotonic() - start) * 1.0 + 2, made

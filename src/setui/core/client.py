@@ -265,7 +265,7 @@ class ImdsClient:
         return Repeat(host=url.host, port=url.port or 80, target=url.raw_path,
                       headers=tuple((k.encode("ascii"), v.encode("ascii"))
                                     for k, v in headers.items()),
-                      timeout=self.timeout, max_body=self.max_body,
+                      timeout=self.timeout, max_body=self.max_body, token=self._bucket.take,
                       nothing_new=partial(_nothing_new, self._last_body, self._etag))
 
     def _poll_headers(self) -> dict[str, str]:

@@ -55,6 +55,8 @@ class Repeat:
     headers: tuple[tuple[bytes, bytes], ...]  # Host first
     timeout: float  # the whole exchange, connecting included
     max_body: int
+    # A token of the client's rate limit taken (0), or the seconds until one is there.
+    token: Callable[[], float]
     # status, header fields by lowercase name, body -> the answer says nothing new
     nothing_new: Callable[[int, Mapping[str, str], bytes], bool]
 
@@ -218,7 +220,7 @@ class QuietPolls:
                 if delay <= 0:
                     break
                 self._kick.wait(delay)
-            if self._ended(job):
+            if not self._token(job):
                 return
             asked, self._now = self._now, False
             exchange = self._exchange(job)
@@ -233,6 +235,16 @@ class QuietPolls:
                 return
             # The grid's next tick still ahead: no drift, no catching up after a slow one.
             at = job.start + (int((now - job.start) / job.interval) + 1) * job.interval
+
+    def _token(self, job: _Job) -> bool:
+        """A token of the client's rate limit taken, as every request of the client's
+        takes one (waiting if need be); False if the job ended meanwhile."""
+        while not self._ended(job):
+            wait = job.repeat.token()
+            if wait <= 0:
+                return True
+            self._kick.wait(wait)
+        return False
 
     def _ended(self, job: _Job) -> bool:
         """The job was given up (its caller cancelled) or the thread is to end: both are
