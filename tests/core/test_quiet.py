@@ -7,6 +7,7 @@ up to."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import threading
 import time
@@ -298,3 +299,23 @@ async def test_quiet_polls_take_their_tokens_from_the_clients_rate_limit(
     await until(lambda: script.requests >= before + 4, what="four quiet polls")
     made = script.requests - before
     assert made <= (time.monotonic() - start) * 1.0 + 2, made
+
+
+async def test_a_bug_on_the_thread_ends_the_quiet_not_the_polling(
+        run_quiet: Callable[..., Awaitable[Run]], monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    script = Script([answer(A)])
+    run = await run_quiet(script, span=600.0)
+    client = run.poller.client
+    repeat = client.repeat
+
+    def broken() -> Any:
+        def judge(*args: Any) -> bool:
+            raise ValueError("a bug in the judge")
+        made = repeat()
+        return None if made is None else dataclasses.replace(made, nothing_new=judge)
+
+    monkeypatch.setattr(client, "repeat", broken)
+    await until(lambda: len(run.results) >= 4, what="polls on the loop after the bug")
+    assert all(r.polls == 1 and r.error is None for r in run.results)
+    assert "quiet polls failed" in caplog.text

@@ -163,9 +163,15 @@ class Poller:
             return await self._attempt()
         if self._quiet is None:
             self._quiet = QuietPolls(mono=self._mono)
-        made = await self._quiet.run(repeat, first_at=next_at, start=start,
-                                     interval=self.interval,
-                                     deliver_by=max(next_at, self._mono()) + QUIET_SPAN)
+        try:
+            made = await self._quiet.run(repeat, first_at=next_at, start=start,
+                                         interval=self.interval,
+                                         deliver_by=max(next_at, self._mono()) + QUIET_SPAN)
+        except Exception:  # a bug: polling goes on, on the loop, from now on
+            _log.exception("quiet polls failed; polling on the event loop from now on")
+            self._quiet_ok = None
+            await self._wait_until(next_at)
+            return await self._attempt()
         self.fold_quiet()
         latest = self._quiet.latest
         quiet = latest.polls - self._quiet_told if latest is not None else 0

@@ -200,7 +200,10 @@ class QuietPolls:
                         return
                     job = self._job
                 if job is not None and not job.done:
-                    self._poll(job)
+                    try:
+                        self._poll(job)
+                    except Exception as exc:  # a bug: the loop must hear, not wait forever
+                        self._deliver(job, exc)
                     continue
                 # Looked first, then waited: a job given meanwhile has kicked already.
                 self._kick.wait(None)
@@ -264,11 +267,15 @@ class QuietPolls:
                             fields.get("date"), exchange.head_mono)
         return True
 
-    def _deliver(self, job: _Job, exchange: Exchange | None) -> None:
+    def _deliver(self, job: _Job, exchange: Exchange | Exception | None) -> None:
         job.done = True  # this job polls no more: the next is the loop's to give
 
         def settle() -> None:
-            if not job.future.done():
+            if job.future.done():
+                return
+            if isinstance(exchange, Exception):
+                job.future.set_exception(exchange)
+            else:
                 job.future.set_result(exchange)
         with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits
             job.loop.call_soon_threadsafe(settle)
