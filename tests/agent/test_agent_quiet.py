@@ -4,6 +4,7 @@ policy has nothing to do, its polls run on their own thread (core.quiet); what i
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -11,9 +12,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from agent_helpers import metrics_url, start_agent, stop, write_policy
+from agent_helpers import agent_env, metrics_url, start_agent, stop, write_policy
 
 from children import wait_until
+from setui.api.client import Subscription, Tick
+from setui.core.health import ConnectionState
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
 
@@ -93,3 +96,35 @@ def _appeared(line: str, event_id: str) -> bool:
     record = json.loads(line)
     return record.get("event_id") == event_id and record.get("change") == "appeared"
 
+
+
+def test_a_subscriber_hears_the_connection_live_while_the_agent_polls_quietly(
+        tmp_path: Path) -> None:
+    """Ticks come every TICK_EVERY (5 s); quiet results every QUIET_SPAN (10 s), longer
+    than "live" allows (3 s): each tick must read the thread's answers, not the last
+    result's time."""
+    emu = Emulator(parse_scenario(SCENARIO), speed=1.0)
+    emu.start()
+    socket_path = tmp_path / "api.sock"
+    proc, _ = start_agent(emu.url, tmp_path, "--policy", str(write_policy(tmp_path, POLICY)),
+                          env=agent_env(tmp_path, SETUI_SOCKET=str(socket_path)))
+
+    async def ticks() -> list[Tick]:
+        sub = await Subscription.open(socket_path, timeout=10)
+        heard: list[Tick] = []
+        try:
+            while len(heard) < 4:
+                push = await asyncio.wait_for(sub.next(), 60)
+                if isinstance(push, Tick):
+                    heard.append(push)
+        finally:
+            await sub.aclose()
+        return heard
+
+    try:
+        wait_until(socket_path.exists, 30, "the agent's socket")
+        heard = asyncio.run(ticks())
+        assert [t.health.state for t in heard] == [ConnectionState.LIVE] * 4, heard
+    finally:
+        assert stop(proc) == 0
+        emu.stop()

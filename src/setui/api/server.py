@@ -516,7 +516,7 @@ class ApiServer:
         elif now - self._pushed_at >= TICK_EVERY:
             source = self.source
             self._broadcast(lambda: {"push": "tick", "now": time_text(source.monitor.now()),
-                                     "health": encode_health(source.monitor.state.health, now)})
+                                     "health": encode_health(source.monitor.health(), now)})
         for conn in list(self.connections):
             if conn.closed:
                 continue
