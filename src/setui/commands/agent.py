@@ -207,10 +207,9 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
         if policy.urls and not dry_run:
             log = AgentLog(store, config.endpoint, vm_id=vm_id_of(compute)) \
                 if store is not None else None
-            counted = metrics.notifications
+            counted = metrics
             sender = Sender(policy.urls, log, retries=policy.retries,
-                            on_outcome=lambda m, sent, error: counted.labels(
-                                outcome="sent" if sent else "failed").inc())
+                            on_outcome=lambda m, sent, error: counted.count_notification(sent))
         worker = Agent(policy=policy, monitor=monitor, client=client,
                        store=store, vm_id=vm_id_of(compute),
                        vm_name=vm_name, dry_run=dry_run, say=output.agent, notifier=sender,
