@@ -391,3 +391,39 @@ def test_docs_metrics_md_names_every_metric_and_label_the_agent_exports() -> Non
     assert len(names) >= 10 and "resources_listed" in labels
     missing = [f"`{n}`" for n in sorted(names | labels) if f"`{n}`" not in doc]
     assert not missing, missing
+
+
+def test_counted_families_are_rendered_once_per_change_and_a_change_is_never_missed() -> None:
+    """A few hundred counter and histogram series: rendered again only when one of them
+    changed (a scrape every 15 s of an idle agent rendered them all each time), and every
+    way they change shows at the next scrape, in either format."""
+    from setui.agent.metrics import AgentMetrics
+    from setui.core.impact import STALL, Impact
+
+    openmetrics = "application/openmetrics-text; version=1.0.0"
+    metrics = AgentMetrics(vm_name="vm-a", compute=None, version="0")
+    first = metrics.exposition()[0]
+    kept = dict(metrics._counted_kept)
+    assert metrics.exposition()[0] == first
+    assert metrics._counted_kept == kept and all(  # the same bytes, not made again
+        metrics._counted_kept[k][1] is kept[k][1] for k in kept)
+    at = datetime(2026, 11, 25, 19, 22, 1, tzinfo=timezone.utc)
+    changes = [
+        (lambda: metrics.count_hook_run("prepare", "ok"),
+         'setui_hook_runs_total{hook="prepare",outcome="ok"} 1.0'),
+        (lambda: metrics.count_approval("approved", "policy"),
+         'setui_approvals_total{actor_kind="policy",outcome="approved"} 1.0'),
+        (lambda: metrics.count_notification(True), 'setui_notifications_total{outcome="sent"} 1.0'),
+        (lambda: metrics.observe_impact(Impact(STALL, at, 2.0)),
+         'setui_stalls_total{announced="false"} 1.0'),
+        (lambda: metrics.observe_notice("Freeze", 300.0),
+         'setui_event_notice_seconds_count{eventType="Freeze"} 1.0'),
+    ]
+    for change, line in changes:
+        metrics.exposition(openmetrics)  # both formats kept before the change
+        metrics.exposition()
+        change()
+        assert line in metrics.exposition()[0].decode(), line
+        om = metrics.exposition(openmetrics)[0].decode()
+        assert line in om, line
+        assert om.count("# EOF") == 1 and om.endswith("# EOF\n")

@@ -13,8 +13,10 @@ attackers' own reports say how they were turned away.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -226,8 +228,20 @@ def _rss_kib(pid: int) -> int:
     raise AssertionError("no VmRSS")
 
 
-def _fds(pid: int) -> int:
-    return len(list(Path(f"/proc/{pid}/fd").iterdir()))
+def _api_fds(pid: int, path: Path) -> int:
+    """The process's open ends of the API's socket: the listener and every connection it
+    accepted (/proc/net/unix names them all by its path). Its other files come and go
+    with its work (a quiet poll's connection, a hook's pipes) and are not counted."""
+    ends = set()
+    for line in Path("/proc/net/unix").read_text().splitlines()[1:]:
+        fields = line.split()
+        if len(fields) >= 8 and fields[7] == str(path):
+            ends.add(f"socket:[{fields[6]}]")
+    opened = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):  # closed meanwhile
+            opened += os.readlink(fd) in ends
+    return opened
 
 
 class _Subscriber:
@@ -275,7 +289,8 @@ def test_hostile_clients_change_nothing_for_polling_hooks_or_other_clients(
         subscriber = _Subscriber(socket_path)
         wait_until(lambda: subscriber.pushes or subscriber.error, 30, "a first push")
         assert subscriber.error is None, subscriber.error
-        rss_before, fds_before = _rss_kib(proc.pid), _fds(proc.pid)
+        rss_before, fds_before = _rss_kib(proc.pid), _api_fds(proc.pid, socket_path)
+        assert fds_before >= 2  # the listener and root's subscription, at least
 
         attackers = {mode: run_script_as(accounts[who], [str(base / "attack.py"),
                                                          str(socket_path), mode,
@@ -324,7 +339,7 @@ def test_hostile_clients_change_nothing_for_polling_hooks_or_other_clients(
 
         # Memory and files stayed bounded, and came back.
         assert peak - rss_before < 64 * 1024, (rss_before, peak)
-        wait_until(lambda: _fds(proc.pid) <= fds_before + 2, 60,
+        wait_until(lambda: _api_fds(proc.pid, socket_path) <= fds_before + 2, 60,
                    "the attackers' connections to be let go")
 
         # How the attackers were turned away.

@@ -298,6 +298,47 @@ def test_whole_record_queries_are_asked_at_most_every_five_seconds_per_user(
     server._heavy_allowed(user, "verify_audit")  # type: ignore[arg-type]
 
 
+async def test_with_nothing_to_sweep_the_agent_sleeps_until_a_client_or_a_complaint(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No client, no complaint, nothing to forget: no sweep, at a poll or by a timer (the
+    agent's loop sleeps between quiet polls' results). A complaint arms it again, and
+    it stops again once the complaint is told."""
+    from setui.core.health import Health, PollResult
+    from setui.monitor.state import MonitorUpdate
+
+    monkeypatch.setattr(server_module, "SWEEP_EVERY", 0.05)
+    clock = Clock()
+    store = Store.open_dir(tmp_path / "data")
+    said: list[str] = []
+    server = ApiServer(_source(store), authority=Authority([]),
+                       queries=Queries(store.path), say=said.append, mono=clock)
+    swept: list[float] = []
+    sweep = server._sweep
+    monkeypatch.setattr(server, "_sweep", lambda: (swept.append(clock.now), sweep()))
+    bound = bind_socket(tmp_path / "api.sock", group=None)
+    await server.serve(bound.sock)
+    poll = MonitorUpdate(PollResult(Health(), None, fresh=True), (), None)
+    try:
+        await until(lambda: len(swept) == 1, what="the first sweep")
+        await until(lambda: server._sweep_timer is None, what="no timer after it")
+        clock.now += 3600
+        server.publish(poll)
+        assert len(swept) == 1  # nothing to sweep: the poll sweeps nothing either
+        server.complain("busy", "one")
+        server.complain("busy", "two")  # counted, to be told a minute on
+        assert said == ["setui agent: api: one"]
+        await until(lambda: len(swept) >= 3, what="sweeps while a complaint is owed")
+        clock.now += 61
+        await until(lambda: len(said) == 2 and server._sweep_timer is None,
+                    what="the complaint told, and no more sweeps")
+        assert said[1] == "setui agent: api: two"
+    finally:
+        await server.aclose()
+        bound.remove()
+        bound.sock.close()
+        store.close()
+
+
 async def test_the_sweep_rides_a_poll_that_comes_when_it_is_due_else_it_has_its_timer(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Polled once a second, the agent sweeps in the poll's turn of the loop, not at a
@@ -314,6 +355,7 @@ async def test_the_sweep_rides_a_poll_that_comes_when_it_is_due_else_it_has_its_
                        queries=Queries(store.path), say=lambda line: None, mono=clock)
     swept: list[float] = []
     monkeypatch.setattr(server, "_sweep", lambda: swept.append(clock.now))
+    monkeypatch.setattr(server, "_sweep_wanted", lambda: True)  # a client, say
     bound = bind_socket(tmp_path / "api.sock", group=None)
     await server.serve(bound.sock)
     poll = MonitorUpdate(PollResult(Health(), None, fresh=True), (), None)

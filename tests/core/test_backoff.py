@@ -98,6 +98,17 @@ def test_the_bucket_allows_a_burst_then_the_rate() -> None:
     assert bucket.tokens == 3.0
 
 
+def test_take_takes_a_token_or_says_how_long_to_wait() -> None:
+    """The quiet polls' thread waits on its own, for as long as take() says."""
+    t = FakeTime()
+    bucket = TokenBucket(4.0, 3, mono=t.mono)
+    assert [bucket.take() for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert bucket.take() == pytest.approx(0.25)  # none taken: the wait is the caller's
+    assert bucket.take() == pytest.approx(0.25)
+    t.now += 0.25
+    assert bucket.take() == 0.0
+
+
 def test_polling_once_a_second_leaves_room_for_an_approval_at_once() -> None:
     t = FakeTime()
     bucket = TokenBucket(4.0, 3, mono=t.mono)

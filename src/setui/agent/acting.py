@@ -246,7 +246,7 @@ class Acting(Telling):
                                           else "error" if result.error is not None
                                           else "failed")
         if self.metrics is not None:
-            self.metrics.hook_runs.labels(hook=step, outcome=outcome).inc()
+            self.metrics.count_hook_run(step, outcome)
         self._record("finished" if result.ok else "failed", event_id, rule=rule.name,
                      step=step, state=state, detail=f"{hook.text}: {described}")
         if not result.ok:
@@ -263,7 +263,7 @@ class Acting(Telling):
                   f"{MIN_HOOK_SECONDS:g} s")
         await self._set(event.event_id, step, rule, SKIPPED, detail)
         if self.metrics is not None:
-            self.metrics.hook_runs.labels(hook=step, outcome="deadline").inc()
+            self.metrics.count_hook_run(step, "deadline")
         self._record("skipped", event.event_id, rule=rule.name, step=step, state=SKIPPED,
                      detail=detail)
         self._notify(event, event.event_id, rule.name, "hook not run",
@@ -297,7 +297,7 @@ class Acting(Telling):
         await self._set(event_id, "approve", rule, state, outcome.message)
         if self.metrics is not None:
             kind = "refused" if outcome.refused else result
-            self.metrics.approvals.labels(outcome=kind, actor_kind="policy").inc()
+            self.metrics.count_approval(kind, "policy")
         self._record(result, event_id, rule=rule.name, step="approve", state=state,
                      detail=f"{outcome.message} (as {actor})")
         event = self.last_seen.get(event_id)
@@ -340,7 +340,7 @@ class Acting(Telling):
         if self.metrics is None:
             return
         if step == "approve":
-            self.metrics.approvals.labels(outcome="interrupted", actor_kind="policy").inc()
+            self.metrics.count_approval("interrupted", "policy")
         else:
-            self.metrics.hook_runs.labels(hook=step, outcome="interrupted").inc()
+            self.metrics.count_hook_run(step, "interrupted")
 

@@ -123,7 +123,7 @@ class Agent(Acting, Budgeting):
         the steps that wait for it may start, at the next poll."""
         self.vm_name = vm_name
         self.monitor.vm_name = vm_name
-        self._idle = False
+        self._busy()
 
     def id_learned(self, vm_id: str) -> None:
         """This VM's vmId is known at last: from now on its steps, holds, claims and
@@ -135,7 +135,18 @@ class Agent(Acting, Budgeting):
         if self.notifier is not None and self.notifier.log is not None:
             self.notifier.log.vm_id = vm_id  # its messages are this VM's too
         self._looked_up.clear()
+        self._busy()
+
+    @property
+    def idle(self) -> bool:
+        """Nothing to do until the document changes: no step waits on the clock, a hold
+        or a task. The agent's polls may then be quiet (core.quiet)."""
+        return self._idle
+
+    def _busy(self) -> None:
+        """Something to do at the next poll, whatever it says."""
         self._idle = False
+        self.monitor.want_next()
 
     async def start(self) -> None:
         """Take up where a previous agent stopped: what it left running is interrupted."""

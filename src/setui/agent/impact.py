@@ -86,6 +86,12 @@ class ImpactWatch:
         if len(self._pending) < _PENDING:
             self._pending.append(_Pending(stall, at, before if isinstance(before, Document)
                                           else None))
+            self.monitor.want_next()
+
+    @property
+    def idle(self) -> bool:
+        """No stall waits for a poll to be tied, and the boot was looked for."""
+        return self._booted and not self._pending
 
     # -- each poll ----------------------------------------------------------------------------
     async def handle(self, update: MonitorUpdate) -> None:

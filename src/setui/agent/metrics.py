@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
@@ -185,7 +185,7 @@ class _Polling(Collector):
         owner = self.owner
         polls = CounterMetricFamily("setui_polls", "Polls of the metadata service by outcome",
                                     labels=["outcome"])
-        polls.add_metric(["ok"], owner.polls_ok)
+        polls.add_metric(["ok"], owner.answers() if owner.answers else owner.polls_ok)
         polls.add_metric(["error"], owner.polls_failed)
         yield polls
         errors = CounterMetricFamily("setui_poll_errors", "Failed polls by kind of error",
@@ -197,7 +197,7 @@ class _Polling(Collector):
             "setui_last_success_timestamp_seconds",
             "Unix time of the last good answer from the metadata service (0: none yet)",
             labels=list(IDENTITY_LABELS))
-        last.add_metric(owner.identity_values, owner.last_success)
+        last.add_metric(owner.identity_values, owner.last_answer())
         yield last
 
 
@@ -237,42 +237,51 @@ class AgentMetrics:
         self.approved_by: Mapping[str, str] = {}
         self.last_impact: Impact | None = None  # the last stall or boot measured
         self.last_success = 0.0
+        # The poller's own count of good answers and the time of the newest, when it
+        # polls quietly (see count_answers).
+        self.answers: Callable[[], int] | None = None
+        self.newest_answer: Callable[[], float | None] | None = None
         self.polls_ok = 0
         self.polls_failed = 0
         self.poll_errors: dict[str, int] = {}  # by kind, as label values
         self.busy: frozenset[str] = frozenset()  # set_activity
         self.waiting: frozenset[str] = frozenset()
-        # Two registries, one exposition: the document's families, rendered once per
-        # document and approvals and kept per content type; and everything else.
+        # Three registries, one exposition: the document's families, rendered once per
+        # document and approvals; the counters and histograms (a few hundred series),
+        # rendered once per change of theirs (count_* and observe_*: _changed); both
+        # kept per content type; and the polls and activity, rendered at every scrape.
         self._described = CollectorRegistry(auto_describe=True)
         self._described.register(_Current(self))
+        self._counted = CollectorRegistry(auto_describe=True)
+        self._counts = 0  # changes of the counted families so far
+        self._counted_kept: dict[str, tuple[int, bytes]] = {}
         self._live = CollectorRegistry(auto_describe=True)
         self._live.register(_Polling(self))
         self._live.register(_Activity(self))
-        self.approvals = Counter("setui_approvals", "Approvals by outcome and kind of actor",
-                                 ["outcome", "actor_kind"], registry=self._live)
-        self.hook_runs = Counter("setui_hook_runs", "Hook runs by hook and outcome",
-                                 ["hook", "outcome"], registry=self._live)
-        self.notifications = Counter("setui_notifications", "Notifications by outcome",
-                                     ["outcome"], registry=self._live)
-        self.impacts = Histogram(
+        self._approvals = Counter("setui_approvals", "Approvals by outcome and kind of actor",
+                                 ["outcome", "actor_kind"], registry=self._counted)
+        self._hook_runs = Counter("setui_hook_runs", "Hook runs by hook and outcome",
+                                 ["hook", "outcome"], registry=self._counted)
+        self._notifications = Counter("setui_notifications", "Notifications by outcome",
+                                     ["outcome"], registry=self._counted)
+        self._impacts = Histogram(
             "setui_event_impact_seconds", "Stalls and boots of this VM the agent measured, "
             "by the type of the event they were tied to (none: no event announced)",
-            ["eventType"], buckets=IMPACT_BUCKETS, registry=self._live)
-        self.stalls = Counter("setui_stalls", "Stalls of this VM over 0.5 s the agent's "
+            ["eventType"], buckets=IMPACT_BUCKETS, registry=self._counted)
+        self._stalls = Counter("setui_stalls", "Stalls of this VM over 0.5 s the agent's "
                               "heartbeat saw, by whether an event was announced for them",
-                              ["announced"], registry=self._live)
-        self.notices = Histogram(
+                              ["announced"], registry=self._counted)
+        self._notices = Histogram(
             "setui_event_notice_seconds", "Notice of this VM's events: first seen to the "
             "NotBefore first announced (0: appeared Started), when seen to appear",
-            ["eventType"], buckets=NOTICE_BUCKETS, registry=self._live)
+            ["eventType"], buckets=NOTICE_BUCKETS, registry=self._counted)
         # Every known series at 0 from the start: a counter first seen at 1 has no
         # increase, and an alert on increase() would miss the first failure.
-        for metric, values in ((self.approvals, (APPROVAL_OUTCOMES, ACTOR_KINDS)),
-                               (self.hook_runs, (HOOKS, HOOK_OUTCOMES)),
-                               (self.notifications, (NOTIFICATION_OUTCOMES,)),
-                               (self.impacts, (IMPACT_TYPES,)), (self.stalls, (ANNOUNCED,)),
-                               (self.notices, (EVENT_TYPES,))):
+        for metric, values in ((self._approvals, (APPROVAL_OUTCOMES, ACTOR_KINDS)),
+                               (self._hook_runs, (HOOKS, HOOK_OUTCOMES)),
+                               (self._notifications, (NOTIFICATION_OUTCOMES,)),
+                               (self._impacts, (IMPACT_TYPES,)), (self._stalls, (ANNOUNCED,)),
+                               (self._notices, (EVENT_TYPES,))):
             for labels in itertools.product(*values):
                 metric.labels(*labels)
         self._server: MetricsServer | None = None
@@ -303,17 +312,52 @@ class AgentMetrics:
         self._rendered: dict[str, tuple[Document | None, Mapping[str, str], Impact | None,
                                         bytes]] = {}
 
+    def count_answers(self, answers: Callable[[], int],
+                      newest: Callable[[], float | None]) -> None:
+        """Take the count of good polls, and the monotonic time of the newest, from the
+        poller itself: its quiet polls (core.quiet) reach the agent in results seconds
+        apart, and a scrape in between counts them all the same."""
+        self.answers, self.newest_answer = answers, newest
+
+    def last_answer(self) -> float:
+        """Unix time of the last good answer (0: none yet)."""
+        newest = self.newest_answer() if self.newest_answer else None
+        last: float = self.last_success
+        if newest is None:
+            return last
+        return max(last, time.time() - max(0.0, time.monotonic() - newest))
+
     def observe_impact(self, impact: Impact) -> None:
         """A stall or a boot measured: counted, and the last one shown (replaced whole)."""
-        self.impacts.labels(type_label(impact.event_type)).observe(impact.measured)
+        self._impacts.labels(type_label(impact.event_type)).observe(impact.measured)
         if impact.kind == STALL:
-            self.stalls.labels("true" if impact.event_id else "false").inc()
+            self._stalls.labels("true" if impact.event_id else "false").inc()
+        self._changed()
         if self.last_impact is None or impact.at >= self.last_impact.at:
             self.last_impact = impact
 
     def observe_notice(self, event_type: str, seconds: float) -> None:
         """The notice an event of this VM was seen to give (0: none)."""
-        self.notices.labels(type_label(event_type)).observe(max(seconds, 0.0))
+        self._notices.labels(type_label(event_type)).observe(max(seconds, 0.0))
+        self._changed()
+
+    def count_hook_run(self, hook: str, outcome: str) -> None:
+        self._hook_runs.labels(hook=hook, outcome=outcome).inc()
+        self._changed()
+
+    def count_approval(self, outcome: str, actor_kind: str) -> None:
+        self._approvals.labels(outcome=outcome, actor_kind=actor_kind).inc()
+        self._changed()
+
+    def count_notification(self, sent: bool) -> None:
+        """A notification sent, or given up (any thread: the notifier's)."""
+        self._notifications.labels(outcome="sent" if sent else "failed").inc()
+        self._changed()
+
+    def _changed(self) -> None:
+        """The counted families changed: the next scrape renders them again. Only
+        through here (count_*, observe_*), or a scrape would show the old values."""
+        self._counts += 1
 
     @property
     def identity(self) -> dict[str, str]:
@@ -332,8 +376,9 @@ class AgentMetrics:
         """The whole exposition in the format ``accept`` asks for, and its content type.
 
         The document's families are rendered again only when the document or the
-        approvals differ from those they were rendered from; the counters and the
-        time of the last good answer are rendered every time."""
+        approvals differ from those they were rendered from, the counters and
+        histograms only when they changed; the polls and the time of the last good
+        answer every time."""
         encoder, content_type = choose_encoder(accept)
         document, approved_by, impact = self.document, self.approved_by, self.last_impact
         kept = self._rendered.get(content_type)
@@ -345,7 +390,12 @@ class AgentMetrics:
             if described.endswith(_EOF):  # OpenMetrics: one "# EOF", after the rest
                 described = described[:-len(_EOF)]
             self._rendered[content_type] = (document, approved_by, impact, described)
-        return described + encoder(self._live), content_type
+        counts = self._counts
+        counted = self._counted_kept.get(content_type)
+        if counted is None or counted[0] != counts:
+            counted = (counts, encoder(self._counted).removesuffix(_EOF))
+            self._counted_kept[content_type] = counted
+        return described + counted[1] + encoder(self._live), content_type
 
     async def serve(self, host: str, port: int) -> tuple[str, int]:
         """Answer scrapes on ``host:port`` (0: a free port) from the caller's event loop,

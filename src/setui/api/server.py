@@ -106,6 +106,10 @@ class Complaints:
             entry[1] += 1
             entry[2] = message
 
+    def owed(self) -> bool:
+        """Whether some complaint was counted and not said yet."""
+        return any(entry[1] for entry in self._kinds.values())
+
     def flush(self) -> None:
         now = self.mono()
         for entry in self._kinds.values():
@@ -207,6 +211,7 @@ class ApiServer:
                     "the agent: slow down")
         self.connections.add(conn)
         self._per_uid[uid] += 1
+        self._keep_sweeping()
         return None
 
     def _arrival(self, uid: int) -> TokenBucket:
@@ -254,6 +259,7 @@ class ApiServer:
 
     def complain(self, kind: str, message: str) -> None:
         self.complaints.note(kind, f"setui agent: api: {printable(message, 300)}")
+        self._keep_sweeping()
 
     # -- requests -------------------------------------------------------------------------
     def dispatch(self, conn: Connection, request: Request) -> None:
@@ -469,11 +475,28 @@ class ApiServer:
             SWEEP_EVERY * (1 + SWEEP_SLACK), self._sweep_now)
 
     def _sweep_now(self) -> None:
-        self._arm_sweep()  # first: a sweep that fails is still followed by the next
+        if self._sweep_timer is not None:  # due at a poll: the timer's turn is this one
+            self._sweep_timer.cancel()
+            self._sweep_timer = None
         try:
             self._sweep()
         except Exception as exc:  # a bug here must not end the sweeps
             self.complain("internal", f"sweep failed: {type(exc).__name__}: {exc}")
+        finally:  # a sweep that fails is still followed by the next
+            if self._sweep_wanted():
+                self._arm_sweep()
+
+    def _sweep_wanted(self) -> bool:
+        """Whether anything is left for a sweep: a connection to watch, a complaint to
+        count, something to forget. With none, the agent's loop sleeps between the
+        results of its polls (quiet polls come seconds apart): a connection or a
+        complaint arms the sweep again (:meth:`_keep_sweeping`)."""
+        return bool(self.connections or self._arrivals or self._heavy
+                    or self.writes.refusals.owed() or self.complaints.owed())
+
+    def _keep_sweeping(self) -> None:
+        if self._sweep_timer is None and self._server is not None:
+            self._arm_sweep()
 
     def _check_vm(self) -> None:
         """Push this VM's name and vmId when the agent learned them since the last push
@@ -493,7 +516,7 @@ class ApiServer:
         elif now - self._pushed_at >= TICK_EVERY:
             source = self.source
             self._broadcast(lambda: {"push": "tick", "now": time_text(source.monitor.now()),
-                                     "health": encode_health(source.monitor.state.health, now)})
+                                     "health": encode_health(source.monitor.health(), now)})
         for conn in list(self.connections):
             if conn.closed:
                 continue

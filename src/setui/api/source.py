@@ -73,6 +73,7 @@ class AgentSource:
     def state(self, *, changes: tuple[Change, ...] = (),
               previous_state: ConnectionState | None = None,
               approvals: Mapping[str, AuditRecord] | None = None) -> AgentState:
+        self.monitor.health()  # the quiet thread's answers taken in: live is live
         return AgentState(state=self.monitor.state, now=self.monitor.now(),
                           interval=self.monitor.interval, changes=changes,
                           previous_state=previous_state, approvals=dict(approvals or {}),

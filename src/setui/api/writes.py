@@ -60,6 +60,10 @@ class Refusals:
             return None
         return self._untold.pop(uid, 0)
 
+    def owed(self) -> bool:
+        """Whether a uid's buckets are still kept (forget_idle drops them when full)."""
+        return bool(self._buckets)
+
     def forget_idle(self) -> None:
         """Drop the buckets that are full again and owe no count (bounded memory)."""
         for uid in [u for u, b in self._buckets.items()

@@ -199,15 +199,17 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
 
         monitor = Monitor(client, endpoint=config.endpoint, interval=config.interval,
                           store=store, vm_name=vm_name, command="setui agent",
-                          on_store_problem=store_problem)
+                          on_store_problem=store_problem,
+                          # Quiet polls while nothing waits for an unchanged answer.
+                          quiet_ok=lambda: worker.idle and impacts.idle)
+        metrics.count_answers(monitor.poller.answers, monitor.poller.newest_answer)
         sender = None
         if policy.urls and not dry_run:
             log = AgentLog(store, config.endpoint, vm_id=vm_id_of(compute)) \
                 if store is not None else None
-            counted = metrics.notifications
+            counted = metrics
             sender = Sender(policy.urls, log, retries=policy.retries,
-                            on_outcome=lambda m, sent, error: counted.labels(
-                                outcome="sent" if sent else "failed").inc())
+                            on_outcome=lambda m, sent, error: counted.count_notification(sent))
         worker = Agent(policy=policy, monitor=monitor, client=client,
                        store=store, vm_id=vm_id_of(compute),
                        vm_name=vm_name, dry_run=dry_run, say=output.agent, notifier=sender,

@@ -23,6 +23,7 @@ import time
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from types import TracebackType
 from typing import Any
 from urllib.parse import quote
@@ -52,6 +53,7 @@ from setui.core.errors import (
     Unreachable,
 )
 from setui.core.model import Document, DocumentError, parse_document
+from setui.core.quiet import Exchange, Repeat
 from setui.core.ratelimit import TokenBucket
 from setui.core.transport import PlainTransport, within
 from setui.textsafe import printable
@@ -211,13 +213,17 @@ class ImdsClient:
         self._requests: dict[tuple[str, str, tuple[tuple[str, str], ...]], httpx.Request] = {}
 
     # -- public -----------------------------------------------------------------------------
-    async def fetch(self) -> FetchResult:
-        """GET the events document: one attempt, no retries. Raises ImdsError only."""
+    async def fetch(self, made: Exchange | None = None) -> FetchResult:
+        """GET the events document: one attempt, no retries. Raises ImdsError only.
+
+        ``made``: the GET that :meth:`repeat` described, made already by another thread
+        (core.quiet): its answer, or how it failed, is read here as if it had been made
+        here, so every answer has one reading and every failure one wording."""
         first = self.first_call_pending
-        headers = {"If-None-Match": self._etag} if self._etag else {}
+        headers = self._poll_headers()
         answer = await self._request("GET", self.url, headers=headers,
                                      timeout=self.enabling_timeout if first else self.timeout,
-                                     limit=self.max_body, strict=True, enables=True)
+                                     limit=self.max_body, strict=True, enables=True, made=made)
         latency = answer.done - answer.sent
         date = parse_http_date(answer.headers.get("date"))
         if answer.status == 304:
@@ -241,10 +247,29 @@ class ImdsClient:
                 raise BadDocument("the answer is not a scheduled-events document: "
                                   f"{_clean(str(exc))}", status=answer.status) from None
             self._last_body, self._last_document = answer.body, document
-        tag = answer.headers.get("etag")
-        self._etag = tag if tag and len(tag) <= 200 and tag.isascii() and tag.isprintable() \
-            else None
+        self._etag = _etag(answer.headers)
         return FetchResult(document, answer.status, latency, date, answer.head)
+
+    def repeat(self) -> Repeat | None:
+        """The next poll as another thread can make it and judge it (core.quiet): the
+        request's bytes, and whether an answer says nothing new, that is what
+        :meth:`fetch` would read as the document of the last answer again, or as 304.
+        None while there is no last document to compare with, or the first call (the
+        one that may take minutes) has not been answered."""
+        if self.first_call_pending or self._last_document is None \
+                or not self.endpoint.startswith("http://"):
+            return None
+        url = httpx.URL(self.url)
+        headers = {"Host": url.netloc.decode("ascii"), **self._headers,
+                   **self._poll_headers()}
+        return Repeat(host=url.host, port=url.port or 80, target=url.raw_path,
+                      headers=tuple((k.encode("ascii"), v.encode("ascii"))
+                                    for k, v in headers.items()),
+                      timeout=self.timeout, max_body=self.max_body, token=self._bucket.take,
+                      nothing_new=partial(_nothing_new, self._last_body, self._etag))
+
+    def _poll_headers(self) -> dict[str, str]:
+        return {"If-None-Match": self._etag} if self._etag else {}
 
     def forget_etag(self) -> None:
         """Make the next fetch a full GET (for a caller that lost the cached document)."""
@@ -330,10 +355,12 @@ class ImdsClient:
     async def _request(self, method: str, url: str, *, timeout: float, limit: int,
                        strict: bool, enables: bool = False,
                        headers: dict[str, str] | None = None,
-                       content: bytes | None = None) -> _Answer:
+                       content: bytes | None = None, made: Exchange | None = None) -> _Answer:
         """One exchange within ``timeout`` (the rate-limit wait is not counted), with
-        every failure turned into an ImdsError."""
-        await self._bucket.acquire()
+        every failure turned into an ImdsError. ``made``: an exchange made already (its
+        thread kept the pace and the time limit): only read."""
+        if made is None:
+            await self._bucket.acquire()
         progress = _Progress()
         first = enables and self.first_call_pending
         loop = asyncio.get_running_loop()
@@ -342,7 +369,7 @@ class ImdsClient:
             try:
                 return await within(timeout, self._send(
                     method, url, headers or {}, content, timeout, limit, strict, enables,
-                    progress))
+                    progress, made))
             except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
                 if not (method == "GET" and progress.reused and not progress.head):
                     raise
@@ -385,7 +412,7 @@ class ImdsClient:
 
     async def _send(self, method: str, url: str, headers: dict[str, str], content: bytes | None,
                     timeout: float, limit: int, strict: bool, enables: bool,
-                    progress: _Progress) -> _Answer:
+                    progress: _Progress, made: Exchange | None = None) -> _Answer:
         # The connect phase never gets the enabling delay: that delay is the service
         # thinking, not the TCP handshake; a VM without IMDS should hear so in seconds.
         # Sending and reading have no limits of their own: _request bounds the whole
@@ -408,7 +435,16 @@ class ImdsClient:
         transport = self._transport
         fields: Mapping[str, str]
         stream: httpx.AsyncByteStream | _Decoded
-        if isinstance(transport, PlainTransport):
+        if made is not None:
+            # Made on another thread: its times, how far it got, and then its answer (or
+            # its failure, raised here as the transport would have raised it).
+            sent = made.sent
+            progress.reused = made.reused
+            progress.sending = made.sending
+            opened = made.answer()
+            status, fields = opened.head.status_code, opened.fields()
+            phrase, stream = opened.reason, opened.body
+        elif isinstance(transport, PlainTransport):
             # The lean transport's own answer: its head as h11 read it and the body's
             # stream, with no httpx.Response (nor its Headers) made around them.
             opened = await transport.open(request)
@@ -424,7 +460,7 @@ class ImdsClient:
             # server that encodes anyway is decoded.
             stream = response.stream if isinstance(response.stream, httpx.AsyncByteStream) \
                 and "content-encoding" not in fields else _Decoded(response)
-        head = self._mono()
+        head = self._mono() if made is None else made.head_mono
         progress.head = True
         progress.status = status
         if enables:
@@ -433,7 +469,8 @@ class ImdsClient:
             body = await _read(stream, fields, status, limit, strict, progress)
         finally:
             await stream.aclose()  # an unread rest closes the connection: reading stops
-        return _Answer(status, phrase, fields, body, sent, head, self._mono())
+        return _Answer(status, phrase, fields, body, sent, head,
+                       self._mono() if made is None else made.done_mono)
 
     # -- errors -----------------------------------------------------------------------------
     def _timeout(self, timeout: float, first: bool, progress: _Progress) -> RequestTimeout:
@@ -528,6 +565,21 @@ def _service_reason(answer: _Answer) -> str:
     if "html" in answer.headers.get("content-type", "").lower():
         text = _TAG_RE.sub(" ", text)  # a proxy's error page: its words, not its markup
     return _clean(text)
+
+
+def _nothing_new(body: bytes | None, etag: str | None, status: int, fields: Mapping[str, str],
+                 got: bytes) -> bool:
+    """Whether fetch would read this answer as the last document again (the same bytes,
+    and the same ETag kept) or as 304 to the ETag it sent: nothing to hand on."""
+    if status == 304:
+        return etag is not None
+    return 200 <= status < 300 and got == body and _etag(fields) == etag
+
+
+def _etag(fields: Mapping[str, str]) -> str | None:
+    """The answer's ETag, if it is one to send back in If-None-Match."""
+    tag = fields.get("etag")
+    return tag if tag and len(tag) <= 200 and tag.isascii() and tag.isprintable() else None
 
 
 def _clean(text: str, limit: int = MAX_TEXT) -> str:

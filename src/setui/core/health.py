@@ -86,3 +86,6 @@ class PollResult:
     seen_at: datetime | None = None  # in the service's time when the VM clock is off
     gap: str | None = None  # why something may have been missed before this answer
     details: dict[str, object] = field(default_factory=dict)
+    # The polls this result stands for: more than one when answers that said nothing new
+    # were made on the quiet thread (core.quiet) and told in one result.
+    polls: int = 1

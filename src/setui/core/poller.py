@@ -6,6 +6,11 @@ requests in flight, skips the ticks a slow answer missed instead of catching up 
 burst, backs off when the service fails, and turns every outcome, even a bug, into a
 :class:`PollResult`; the loop itself never dies until it is cancelled.
 
+Polled quietly (``quiet_ok``: the agent, all day), the steady poll runs on a thread
+of its own (core.quiet) while the consumers have nothing to do with an unchanged answer:
+the loop then hears of the answers that say nothing new only every :data:`QUIET_SPAN`
+(one result standing for them all, ``PollResult.polls``), and of anything else at once.
+
 It also owns what only the place that polls can know: the service's clock (times are
 stamped in it when the VM's clock is off), whether an answer came after a gap (failed
 or late polls, which the tracker must not read as "nothing happened"), and when the
@@ -21,18 +26,19 @@ import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from setui.core.backoff import Backoff
+from setui.core.backoff import Backoff, parse_http_date
 from setui.core.client import FetchResult, ImdsClient
 from setui.core.clock import ServiceClock, utc_now
 from setui.core.errors import ImdsError, Unreachable
 from setui.core.health import ConnectionState, Health, PollResult, stale_after
 from setui.core.model import Document
 from setui.core.pace import check_interval
+from setui.core.quiet import Exchange, QuietPolls
 from setui.core.tracker import Change, Tracker
 
-__all__ = ["SLOW_INTERVAL", "URGENT_CAP", "Poller"]
+__all__ = ["QUIET_SPAN", "SLOW_INTERVAL", "URGENT_CAP", "Poller"]
 
 # While an event of this VM is close or under way, no wait between tries is longer than
 # max(interval, this), whatever the backoff says (Retry-After still wins).
@@ -40,6 +46,10 @@ URGENT_CAP = 5.0
 # After an answer that retrying cannot fix (400, 404, 405: a wrong endpoint or version),
 # keep asking slowly: the operator may fix things, and the dashboard should notice.
 SLOW_INTERVAL = 10.0
+# Polled quietly, a result at least this often even when nothing is new: what the
+# consumers keep on their own clocks (the recorder's touch, the API's ticks, a metrics
+# file) never waits longer for the time of the last answer than this.
+QUIET_SPAN = 10.0
 _log = logging.getLogger(__name__)
 
 
@@ -53,7 +63,8 @@ class Poller:
                  slow_interval: float = SLOW_INTERVAL,
                  urgent: Callable[[], bool] | None = None,
                  approved: Callable[[], frozenset[str]] | None = None,
-                 clock: ServiceClock | None = None) -> None:
+                 clock: ServiceClock | None = None,
+                 quiet_ok: Callable[[], bool] | None = None) -> None:
         self.client = client
         self.interval = check_interval(interval)
         self.slow_interval = max(self.interval, slow_interval)
@@ -75,6 +86,14 @@ class Poller:
         self._waiter: asyncio.Future[None] | None = None
         self._running = False
         self._attempts = 0
+        # Quiet polls: allowed while quiet_ok() says the consumers need no unchanged
+        # answer; the thread's count of quiet answers taken into health, and into results.
+        self._quiet_ok = quiet_ok
+        self._quiet: QuietPolls | None = None
+        self._quiet_folded = 0
+        self._quiet_told = 0
+        self._answered = 0  # good answers read on the loop (quiet ones are the thread's)
+        self._quiet_before = 0  # quiet answers of the threads of earlier runs
 
     def poll_now(self) -> None:
         """Poll at once (the dashboard's ``r`` key), even during a backoff wait. A call
@@ -83,6 +102,14 @@ class Poller:
         self._wake.set()
         if self._waiter is not None:
             _resolve(self._waiter)
+        if self._quiet is not None:
+            self._quiet.poll_now()
+
+    def want_next(self) -> None:
+        """The next answer is wanted whatever it says (something the consumers wait
+        for changed between polls); the pace stays. Call it from the loop's thread."""
+        if self._quiet is not None:
+            self._quiet.deliver_next()
 
     async def results(self) -> AsyncIterator[PollResult]:
         """Poll until cancelled; yields after every attempt, failed ones included."""
@@ -93,9 +120,12 @@ class Poller:
             start = self._mono()
             next_at = start
             while True:
-                await self._wait_until(next_at)
-                self._wake.clear()
-                result = await self._attempt()
+                if self._may_be_quiet():
+                    result = await self._quietly(next_at, start)
+                else:
+                    await self._wait_until(next_at)
+                    self._wake.clear()
+                    result = await self._attempt()
                 self._wake.clear()  # presses during the request were answered by it
                 now = self._mono()
                 if result.fresh:
@@ -111,12 +141,85 @@ class Poller:
                 yield result
         finally:
             self._running = False
+            if self._quiet is not None:
+                self._quiet.close()
+                latest = self._quiet.latest
+                self._quiet_before += latest.polls if latest is not None else 0
+                self._quiet = None
+                self._quiet_folded = self._quiet_told = 0
+
+    # -- quietly ---------------------------------------------------------------------------
+    def _may_be_quiet(self) -> bool:
+        """Polled quietly, live, with nothing asked of the next poll but its answer."""
+        return self._quiet_ok is not None and self.health.state is ConnectionState.LIVE \
+            and self.document is not None and not self._wake.is_set() and self._quiet_ok()
+
+    async def _quietly(self, next_at: float, start: float) -> PollResult:
+        """Polls on the thread from ``next_at`` until one is news or the span is over:
+        the news read here, else one result for the quiet answers."""
+        repeat = self.client.repeat()
+        if repeat is None:  # nothing to compare with: this poll on the loop
+            await self._wait_until(next_at)
+            return await self._attempt()
+        if self._quiet is None:
+            self._quiet = QuietPolls(mono=self._mono)
+        try:
+            made = await self._quiet.run(repeat, first_at=next_at, start=start,
+                                         interval=self.interval,
+                                         deliver_by=max(next_at, self._mono()) + QUIET_SPAN)
+        except Exception:  # a bug: polling goes on, on the loop, from now on
+            _log.exception("quiet polls failed; polling on the event loop from now on")
+            self._quiet_ok = None
+            await self._wait_until(next_at)
+            return await self._attempt()
+        self.fold_quiet()
+        latest = self._quiet.latest
+        quiet = latest.polls - self._quiet_told if latest is not None else 0
+        self._quiet_told += quiet
+        self._attempts += quiet
+        if made is not None:
+            result = await self._attempt(made)
+            return replace(result, polls=result.polls + quiet)
+        return PollResult(self.health, self.document, (), None, fresh=True,
+                          seen_at=self.health.last_success, polls=quiet,
+                          details={"status": 200, "attempt": self._attempts,
+                                   "unchanged": True})
+
+    def answers(self) -> int:
+        """Good answers so far, quiet ones included, each counted once when it came:
+        what a count of polls shows at any moment. Read it from the loop's thread."""
+        latest = self._quiet.latest if self._quiet is not None else None
+        return self._answered + self._quiet_before + (latest.polls if latest else 0)
+
+    def newest_answer(self) -> float | None:
+        """The monotonic time of the newest good answer, a quiet one included."""
+        latest = self._quiet.latest if self._quiet is not None else None
+        told = self.health.last_success_mono
+        if latest is None:
+            return told
+        return latest.done_mono if told is None else max(told, latest.done_mono)
+
+    def fold_quiet(self) -> bool:
+        """Take into :attr:`health` (and the service's clock) the quiet answers the
+        thread had since this was last asked; True if there were any. Readers of the
+        health call it first: between results, live is the thread's to say."""
+        latest = self._quiet.latest if self._quiet is not None else None
+        if latest is None or latest.polls == self._quiet_folded:
+            return False
+        self._quiet_folded = latest.polls
+        self.clock.observe(parse_http_date(latest.date), latest.head_mono)
+        self._last_good_mono = latest.done_mono
+        ago = max(0.0, self._mono() - latest.done_mono)
+        self.health = replace(self.health, last_success=self.clock.now() - timedelta(seconds=ago),
+                              last_success_mono=latest.done_mono, latency=latest.latency,
+                              clock_skew=self.clock.skew)
+        return True
 
     # -- one attempt ------------------------------------------------------------------------
-    async def _attempt(self) -> PollResult:
+    async def _attempt(self, made: Exchange | None = None) -> PollResult:
         self._attempts += 1
         try:
-            fetched = await self.client.fetch()
+            fetched = await (self.client.fetch() if made is None else self.client.fetch(made))
             if fetched.document is None and self.document is None:
                 # 304, but the cached document is not ours (the client was used before
                 # this poller): ask again in full. Sequential, so still one in flight.
@@ -144,6 +247,7 @@ class Poller:
         gap = self._gap(mono)
         self._failed_since = 0
         self._last_good_mono = mono
+        self._answered += 1
         document = fetched.document
         changes: tuple[Change, ...] = ()
         # The very document of the last answer (the client hands back the same object

@@ -4,13 +4,15 @@ IMDS answers 429 beyond about 5 requests per second per VM, approvals included. 
 client takes one token per HTTP request (polls, approvals and their retries alike), so
 no mix of them can exceed ``rate`` per second for long; ``burst`` lets an approval go
 out at once even right after a poll, because polling once a second leaves the bucket
-full.
+full. The quiet polls' thread (core.quiet) takes its tokens from the same bucket:
+its methods may be called from any thread.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import threading
 import time
 from collections.abc import Awaitable, Callable
 
@@ -33,6 +35,7 @@ class TokenBucket:
         self._sleep = sleep
         self._tokens = float(burst)
         self._stamp = mono()
+        self._lock = threading.Lock()
 
     def _refill(self) -> None:
         now = self._mono()
@@ -43,21 +46,29 @@ class TokenBucket:
     @property
     def tokens(self) -> float:
         """Tokens available now (fractional while refilling)."""
-        self._refill()
-        return self._tokens
+        with self._lock:
+            self._refill()
+            return self._tokens
 
     def try_acquire(self) -> bool:
         """Take a token if one is there; never waits."""
-        self._refill()
-        if self._tokens >= 1.0:
-            self._tokens -= 1.0
-            return True
-        return False
+        return self.take() == 0.0
+
+    def take(self) -> float:
+        """Take a token and return 0, or return the seconds until one will be there
+        (taking none): a wait of the caller's own, on whatever thread it runs."""
+        with self._lock:
+            self._refill()
+            if self._tokens >= 1.0:
+                self._tokens -= 1.0
+                return 0.0
+            return (1.0 - self._tokens) / self.rate
 
     def wait_time(self) -> float:
         """Seconds until a token will be there (0 if one is there now)."""
-        self._refill()
-        return 0.0 if self._tokens >= 1.0 else (1.0 - self._tokens) / self.rate
+        with self._lock:
+            self._refill()
+            return 0.0 if self._tokens >= 1.0 else (1.0 - self._tokens) / self.rate
 
     async def acquire(self) -> float:
         """Wait for a token and take it; returns the seconds spent waiting."""

@@ -16,13 +16,13 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 import h11
 import httpx
 
-__all__ = ["MAX_HEAD_BYTES", "Answer", "PlainTransport", "within"]
+__all__ = ["MAX_HEAD_BYTES", "Answer", "PlainTransport", "head_fields", "within"]
 
 _T = TypeVar("_T")
 MAX_HEAD_BYTES = 64 * 1024  # a status line and headers; real answers have a few hundred
@@ -141,7 +141,7 @@ class Answer:
 
     __slots__ = ("body", "head")
 
-    def __init__(self, head: h11.Response, body: _Body) -> None:
+    def __init__(self, head: h11.Response, body: httpx.AsyncByteStream) -> None:
         self.head = head
         self.body = body
 
@@ -151,25 +151,30 @@ class Answer:
         return bytes(self.head.reason).decode("ascii", errors="ignore")
 
     def fields(self) -> dict[str, str]:
-        """The header fields by lowercase name, repeated ones joined with ", ", decoded
-        as httpx decodes them (ASCII, else UTF-8, else ISO-8859-1 for all): what
-        ``httpx.Headers.get`` would answer, for a dict's lookup."""
-        raw = list(self.head.headers)  # names lowercased by h11
-        encoding = "ascii"
-        for candidate in ("ascii", "utf-8", "iso-8859-1"):
-            encoding = candidate
-            try:
-                for name, value in raw:
-                    name.decode(candidate)
-                    value.decode(candidate)
-            except UnicodeDecodeError:
-                continue
-            break
-        fields: dict[str, str] = {}
-        for name, value in raw:
-            key, text = name.decode(encoding), value.decode(encoding)
-            fields[key] = f"{fields[key]}, {text}" if key in fields else text
-        return fields
+        """The header fields by lowercase name: see :func:`head_fields`."""
+        return head_fields(self.head.headers)
+
+
+def head_fields(headers: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
+    """Header fields as h11 read them (names lowercased), by name, repeated ones joined
+    with ", ", decoded as httpx decodes them (ASCII, else UTF-8, else ISO-8859-1 for
+    all): what ``httpx.Headers.get`` would answer, for a dict's lookup."""
+    raw = list(headers)
+    encoding = "ascii"
+    for candidate in ("ascii", "utf-8", "iso-8859-1"):
+        encoding = candidate
+        try:
+            for name, value in raw:
+                name.decode(candidate)
+                value.decode(candidate)
+        except UnicodeDecodeError:
+            continue
+        break
+    fields: dict[str, str] = {}
+    for name, value in raw:
+        key, text = name.decode(encoding), value.decode(encoding)
+        fields[key] = f"{fields[key]}, {text}" if key in fields else text
+    return fields
 
 
 class PlainTransport(httpx.AsyncBaseTransport):

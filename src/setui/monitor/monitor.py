@@ -47,8 +47,8 @@ class Monitor:
                  state: MonitorState | None = None, command: str = "setui",
                  wall: Callable[[], datetime] = utc_now,
                  mono: Callable[[], float] = time.monotonic,
-                 on_store_problem: Callable[[str | None, str | None], None] | None = None
-                 ) -> None:
+                 on_store_problem: Callable[[str | None, str | None], None] | None = None,
+                 quiet_ok: Callable[[], bool] | None = None) -> None:
         self.client = client
         self.endpoint = endpoint
         self.store = store
@@ -57,6 +57,7 @@ class Monitor:
         self._wall = wall
         self._mono = mono
         self.clock = ServiceClock(wall=wall, mono=mono)
+        self._quiet_ok = quiet_ok
         self._approved: set[str] = set()
         # A store opened to read (the agent's, which the agent records) is only read.
         self.recorder = Recorder(store, endpoint=endpoint, command=command, mono=mono,
@@ -67,7 +68,7 @@ class Monitor:
     def _poller(self, interval: float, tracker: Tracker) -> Poller:
         return Poller(self.client, interval=interval, tracker=tracker, wall=self._wall,
                       mono=self._mono, clock=self.clock, urgent=self.urgent,
-                      approved=lambda: frozenset(self._approved))
+                      approved=lambda: frozenset(self._approved), quiet_ok=self._quiet_ok)
 
     # -- what is known now ------------------------------------------------------------------
     def now(self) -> datetime:
@@ -76,11 +77,18 @@ class Monitor:
 
     def health(self) -> Health:
         """The connection's health as it stands at this moment (live turns stale)."""
+        self._fold_quiet()
         return self.state.health.at(self._mono())
 
     def stale(self) -> bool:
         """Whether the document shown is older than "live" allows."""
+        self._fold_quiet()
         return self.state.health.is_stale(self._mono())
+
+    def _fold_quiet(self) -> None:
+        """Answers the quiet thread had since the last result keep the state live."""
+        if self.poller.fold_quiet():
+            self.state.health = self.poller.health
 
     @property
     def interval(self) -> float:
@@ -107,6 +115,10 @@ class Monitor:
 
     def poll_now(self) -> None:
         self.poller.poll_now()
+
+    def want_next(self) -> None:
+        """The next poll's update is wanted even if nothing changed (see Poller)."""
+        self.poller.want_next()
 
     # -- running ----------------------------------------------------------------------------
     async def updates(self) -> AsyncGenerator[MonitorUpdate, None]:
