@@ -5,7 +5,6 @@ that came from another VM behind the same endpoint, the agent approves its own e
 
 from __future__ import annotations
 
-import contextlib
 import json
 import subprocess
 from collections.abc import Iterator
@@ -65,21 +64,15 @@ notify = true
 """
 
 
-@contextlib.contextmanager
-def running_vm(vm_id: str, port: int = 0) -> Iterator[Emulator]:
-    """A VM serving the user reboot, told apart by its ``vm_id``; stopped after."""
-    emulator = Emulator(parse_scenario(USER_REBOOT), speed=1.0, port=port,
-                        identity={"vmId": vm_id})
-    emulator.start()
-    try:
-        yield emulator
-    finally:
-        emulator.stop()
+def vm_of(vm_id: str, port: int = 0) -> Emulator:
+    """A VM serving the user reboot, told apart by its ``vm_id``: started by ``with``."""
+    return Emulator(parse_scenario(USER_REBOOT), speed=1.0, port=port,
+                    identity={"vmId": vm_id})
 
 
 @pytest.fixture
 def vm() -> Iterator[Emulator]:
-    with running_vm(VM_ID) as emulator:
+    with vm_of(VM_ID) as emulator:
         yield emulator
 
 
@@ -129,12 +122,12 @@ async def test_a_hold_from_a_dashboard_at_another_endpoint_holds_the_agent(
 
 def test_the_agent_on_a_store_from_another_vm_approves_its_own_event(
         tmp_path: Path) -> None:
-    with running_vm(OTHER_VM) as other:  # its event approved into the store this VM will have
+    with vm_of(OTHER_VM) as other:  # its event approved into the store this VM will have
         done = subprocess.run([*SETUI, "approve", "--endpoint", other.url, EVENT_ID, "--yes"],
                               capture_output=True, text=True, timeout=60,
                               env=agent_env(tmp_path), stdin=subprocess.DEVNULL)
         assert done.returncode == 0, done.stdout + done.stderr
-    with running_vm(VM_ID, other.port) as mine:  # this VM, behind the same endpoint
+    with vm_of(VM_ID, other.port) as mine:  # this VM, behind the same endpoint
         proc, lines = start_agent(mine.url, tmp_path, "--policy",
                                   str(write_policy(tmp_path, APPROVE_NOW)))
         try:

@@ -41,14 +41,10 @@ def clock() -> ManualClock:
 @contextlib.contextmanager
 def vm(clock: ManualClock, vm_id: str | None, port: int = 0) -> Iterator[Emulator]:
     """A VM: the emulator with its vmId (None: it serves none), the Freeze announced."""
-    emulator = Emulator(load_scenario("live-migration"), clock=clock, port=port,
-                        identity={"vmId": vm_id} if vm_id else None)
-    emulator.start()
-    try:
+    with Emulator(load_scenario("live-migration"), clock=clock, port=port,
+                  identity={"vmId": vm_id} if vm_id else None) as emulator:
         clock.advance(61)  # the Freeze is announced, 15 minutes ahead
         yield emulator
-    finally:
-        emulator.stop()
 
 
 @pytest.fixture

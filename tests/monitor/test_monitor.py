@@ -56,11 +56,9 @@ async def take(updates: Any, count: int) -> list[MonitorUpdate]:
 def emulator() -> Iterator[tuple[Emulator, ManualClock]]:
     """The live-migration scenario 70 s in (its Freeze announced), on a clock the test moves."""
     clock = ManualClock(1_800_000_000.0)
-    emulator = Emulator(load_scenario("live-migration"), clock=clock, speed=1.0)
-    emulator.start()
-    clock.set(emulator.epoch + 70)
-    yield emulator, clock
-    emulator.stop()
+    with Emulator(load_scenario("live-migration"), clock=clock, speed=1.0) as emulator:
+        clock.set(emulator.epoch + 70)
+        yield emulator, clock
 
 
 @contextlib.asynccontextmanager
