@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from emulated import freeze_announced, posts
 from forwarder import Forwarder, forwarder
-from setui.emulator.scenario import load_scenario
 from setui.emulator.server import Emulator, ManualClock
 
 __all__ = ["forwarder"]  # the fixture, used by name
@@ -41,9 +41,8 @@ def clock() -> ManualClock:
 @contextlib.contextmanager
 def vm(clock: ManualClock, vm_id: str | None, port: int = 0) -> Iterator[Emulator]:
     """A VM: the emulator with its vmId (None: it serves none), the Freeze announced."""
-    with Emulator(load_scenario("live-migration"), clock=clock, port=port,
-                  identity={"vmId": vm_id} if vm_id else None) as emulator:
-        clock.advance(61)  # the Freeze is announced, 15 minutes ahead
+    with freeze_announced(clock, port=port,
+                          identity={"vmId": vm_id} if vm_id else None) as emulator:
         yield emulator
 
 
@@ -58,10 +57,6 @@ def approve(endpoint: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-m", "setui.cli", "approve", "--endpoint", endpoint, EVENT_ID,
          "--yes", "--allow-other-vms"], capture_output=True, text=True, timeout=60,
         env=dict(os.environ, SETUI_DATA_DIR=str(data_dir)), stdin=subprocess.DEVNULL)
-
-
-def posts(emulator: Emulator) -> int:
-    return len([r for r in emulator.requests if r.method == "POST"])
 
 
 @contextlib.contextmanager
@@ -85,7 +80,7 @@ def test_another_endpoint_that_reaches_the_same_vm_does_not_approve_again(
     again = approve(proxy.url, tmp_path)
     assert again.returncode == 1, again.stdout + again.stderr
     assert "already approved by" in again.stdout, again.stdout
-    assert posts(vm_a) == 1
+    assert len(posts(vm_a)) == 1
 
 
 def test_a_store_from_another_vm_does_not_block_this_vms_approval(
@@ -93,14 +88,14 @@ def test_a_store_from_another_vm_does_not_block_this_vms_approval(
     with approved_then_replaced(vm_a, clock, tmp_path, VM_B) as vm_b:
         mine = approve(vm_b.url, tmp_path)
     assert mine.returncode == 0, mine.stdout + mine.stderr
-    assert posts(vm_b) == 1
+    assert len(posts(vm_b)) == 1
     for words in ("already", "may already", "Approve again", VM_A):
         assert words not in mine.stdout + mine.stderr, mine.stdout + mine.stderr
     # And back on the first VM, its own claim still holds.
     with vm(clock, VM_A, vm_a.port) as vm_a_again:
         again = approve(vm_a_again.url, tmp_path)
     assert again.returncode == 1 and "already approved by" in again.stdout, again.stdout
-    assert posts(vm_a_again) == 0
+    assert len(posts(vm_a_again)) == 0
 
 
 def test_without_this_vms_id_the_endpoints_claims_count_and_say_whose_they_are(
@@ -109,7 +104,7 @@ def test_without_this_vms_id_the_endpoints_claims_count_and_say_whose_they_are(
     with approved_then_replaced(vm_a, clock, tmp_path, None) as unnamed:
         refused = approve(unnamed.url, tmp_path)
     assert refused.returncode == 1, refused.stdout + refused.stderr
-    assert posts(unnamed) == 0
+    assert len(posts(unnamed)) == 0
     assert "already approved by" in refused.stdout, refused.stdout
     assert f"made on VM {VM_A}" in refused.stdout, refused.stdout
     assert "this VM's id is not known" in refused.stdout, refused.stdout
