@@ -53,12 +53,16 @@ async def take(updates: Any, count: int) -> list[MonitorUpdate]:
 
 
 @pytest.fixture
-def emulator() -> Iterator[tuple[Emulator, ManualClock]]:
+def clock() -> ManualClock:
+    return ManualClock(1_800_000_000.0)
+
+
+@pytest.fixture
+def emulator(clock: ManualClock) -> Iterator[Emulator]:
     """The live-migration scenario 70 s in (its Freeze announced), on a clock the test moves."""
-    clock = ManualClock(1_800_000_000.0)
     with Emulator(load_scenario("live-migration"), clock=clock, speed=1.0) as emulator:
         clock.set(emulator.epoch + 70)
-        yield emulator, clock
+        yield emulator
 
 
 @contextlib.asynccontextmanager
@@ -76,9 +80,9 @@ async def monitoring(emulator: Emulator, store: Store, **options: Any) -> AsyncI
 
 
 async def test_a_store_that_blocks_does_not_stop_polling(
-        tmp_path: Path, emulator: tuple[Emulator, ManualClock]) -> None:
+        tmp_path: Path, emulator: Emulator) -> None:
     store = BlockingStore(tmp_path / "setui.db")
-    async with monitoring(emulator[0], store, vm_name="WestNO_0") as (monitor, updates):
+    async with monitoring(emulator, store, vm_name="WestNO_0") as (monitor, updates):
         try:
             # Were the write on this loop, it would hang here: the store never answers.
             first = await take(updates, 4)
@@ -94,22 +98,21 @@ async def test_a_store_that_blocks_does_not_stop_polling(
 
 
 async def test_a_session_is_recorded_and_closed_and_the_next_one_resumes_the_story(
-        tmp_path: Path, emulator: tuple[Emulator, ManualClock]) -> None:
-    emu, clock = emulator
+        tmp_path: Path, emulator: Emulator, clock: ManualClock) -> None:
     store = Store(tmp_path / "setui.db")
-    async with monitoring(emu, store, command="setui watch") as (_monitor, updates):
+    async with monitoring(emulator, store, command="setui watch") as (_monitor, updates):
         [update] = await take(updates, 1)
         assert [c.kind for c in update.result.changes] == [ChangeKind.APPEARED]
-    [session] = store.sessions.spans(endpoint=emu.url)
+    [session] = store.sessions.spans(endpoint=emulator.url)
     assert session.command == "setui watch" and session.stopped is not None
 
-    clock.set(emu.epoch + 3600)  # the Freeze ran and left while nothing watched
-    async with monitoring(emu, store) as (_monitor, updates):
+    clock.set(emulator.epoch + 3600)  # the Freeze ran and left while nothing watched
+    async with monitoring(emulator, store) as (_monitor, updates):
         [update] = await take(updates, 1)
     [gone] = [c for c in update.result.changes if c.event_id == FREEZE]
     assert gone.kind is ChangeKind.GONE and not gone.certain
     assert "setui was not watching" in gone.detail
-    assert len(store.sessions.spans(endpoint=emu.url)) == 2
+    assert len(store.sessions.spans(endpoint=emulator.url)) == 2
     newest = store.history.incarnations(limit=1)[0]
     assert [(c.kind, c.certain) for c in newest.changes if c.event_id == FREEZE] == [
         ("gone", False)]
@@ -117,17 +120,16 @@ async def test_a_session_is_recorded_and_closed_and_the_next_one_resumes_the_sto
 
 
 async def test_a_session_whose_heartbeat_runs_says_it_measures_from_its_first_row(
-        tmp_path: Path, emulator: tuple[Emulator, ManualClock]) -> None:
+        tmp_path: Path, emulator: Emulator) -> None:
     """The agent's heartbeat starts before its first poll; a report read right after the
     session opened must not find it "not measured" (the flag came one write later)."""
-    emu, _clock = emulator
     store = Store(tmp_path / "setui.db")
     try:
-        async with monitoring(emu, store, command="setui agent") as (monitor, updates):
+        async with monitoring(emulator, store, command="setui agent") as (monitor, updates):
             assert monitor.recorder is not None
             monitor.recorder.measures = True  # as agent.impact.ImpactWatch.start does
             await take(updates, 1)
-            [session] = store.sessions.spans(endpoint=emu.url)
+            [session] = store.sessions.spans(endpoint=emulator.url)
             assert session.measures
     finally:
         store.close()
