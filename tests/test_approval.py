@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
+from emulated import freeze_announced, posts
 from setui.approval import Approver
 from setui.core.client import ApprovalResult, FetchResult, ImdsClient
 from setui.core.model import Document
 from setui.emulator.faults import Faults
-from setui.emulator.scenario import load_scenario
 from setui.emulator.server import Emulator, ManualClock
 from setui.identity import Identity
 from setui.outcome import ApprovalOutcome
@@ -36,8 +36,7 @@ def clock() -> ManualClock:
 
 @pytest.fixture
 def emulator(clock: ManualClock) -> Iterator[Emulator]:
-    with Emulator(load_scenario("live-migration"), clock=clock) as emu:
-        clock.advance(61)  # the Freeze is announced at second 60, 15 minutes ahead
+    with freeze_announced(clock) as emu:
         yield emu
 
 
@@ -54,10 +53,6 @@ async def client(emulator: Emulator) -> AsyncIterator[ImdsClient]:
 def store(tmp_path: Path) -> Iterator[Store]:
     with Store.open_dir(tmp_path / "data") as opened:
         yield opened
-
-
-def posts(emulator: Emulator) -> list[Any]:
-    return [r for r in emulator.requests if r.method == "POST"]
 
 
 def approver(client: Any, store: Store | None, **kw: Any) -> Approver:

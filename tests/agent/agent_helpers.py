@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from children import SETUI, Lines, wait_until
+from emulated import posts as posts
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
 
@@ -65,10 +66,6 @@ def hook(tmp_path: Path) -> Path:
     path.write_text(HOOK)
     path.chmod(0o755)
     return path
-
-
-def posts(emu: Emulator) -> list[object]:
-    return [r for r in emu.requests if r.method == "POST"]
 
 
 def more_polls(emu: Emulator, count: int = 5) -> None:

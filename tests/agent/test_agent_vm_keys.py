@@ -64,18 +64,16 @@ notify = true
 """
 
 
-def start_vm(vm_id: str, port: int = 0) -> Emulator:
-    emulator = Emulator(parse_scenario(USER_REBOOT), speed=1.0, port=port,
-                        identity={"vmId": vm_id})
-    emulator.start()
-    return emulator
+def vm_of(vm_id: str, port: int = 0) -> Emulator:
+    """A VM serving the user reboot, told apart by its ``vm_id``: started by ``with``."""
+    return Emulator(parse_scenario(USER_REBOOT), speed=1.0, port=port,
+                    identity={"vmId": vm_id})
 
 
 @pytest.fixture
 def vm() -> Iterator[Emulator]:
-    emulator = start_vm(VM_ID)
-    yield emulator
-    emulator.stop()
+    with vm_of(VM_ID) as emulator:
+        yield emulator
 
 
 async def press_hold(data: Path, endpoint: str, *, shown: str) -> None:
@@ -124,25 +122,22 @@ async def test_a_hold_from_a_dashboard_at_another_endpoint_holds_the_agent(
 
 def test_the_agent_on_a_store_from_another_vm_approves_its_own_event(
         tmp_path: Path) -> None:
-    other = start_vm(OTHER_VM)
-    try:  # the event approved on the other VM, into the store this VM will have
+    with vm_of(OTHER_VM) as other:  # its event approved into the store this VM will have
         done = subprocess.run([*SETUI, "approve", "--endpoint", other.url, EVENT_ID, "--yes"],
                               capture_output=True, text=True, timeout=60,
                               env=agent_env(tmp_path), stdin=subprocess.DEVNULL)
         assert done.returncode == 0, done.stdout + done.stderr
-    finally:
-        other.stop()
-    mine = start_vm(VM_ID, other.port)  # this VM, behind the same endpoint
-    proc, lines = start_agent(mine.url, tmp_path, "--policy",
-                              str(write_policy(tmp_path, APPROVE_NOW)))
-    try:
-        line = lines.until(lambda text: agent_said("approved", "approve")(text)
-                           or agent_said("skipped", "approve")(text)
-                           or agent_said("failed", "approve")(text), 60, "the approve step")
-        assert json.loads(line)["agent"] == "approved", line
-    finally:
-        assert stop(proc) == 0
-        mine.stop()
+    with vm_of(VM_ID, other.port) as mine:  # this VM, behind the same endpoint
+        proc, lines = start_agent(mine.url, tmp_path, "--policy",
+                                  str(write_policy(tmp_path, APPROVE_NOW)))
+        try:
+            line = lines.until(lambda text: agent_said("approved", "approve")(text)
+                               or agent_said("skipped", "approve")(text)
+                               or agent_said("failed", "approve")(text), 60,
+                               "the approve step")
+            assert json.loads(line)["agent"] == "approved", line
+        finally:
+            assert stop(proc) == 0
     assert len(posts(mine)) == 1
     with Store.open_dir(tmp_path / "data", readonly=True) as store:
         attempts = [r.details.get("vm_id") for r in store.audit_log.records(oldest_first=True)

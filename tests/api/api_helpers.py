@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 
 from accounts import Account, made_accounts, needs_accounts
 from children import SETUI, Lines, wait_until
+from emulated import posts as posts
 from setui.api.client import AgentClient, ApiError
 from setui.api.codec import AgentInfo
 from setui.api.peer import Authority
@@ -165,10 +166,6 @@ def stand_in_agent(path: Path, hello: dict[str, object], answer: bytes = b"",
     finally:
         thread.join(timeout=30)
         server.close()
-
-
-def posts(emu: Emulator) -> list[object]:
-    return [r for r in emu.requests if r.method == "POST"]
 
 
 def plain_env(tmp_path: Path, *, data: str = "data", sock: str | None = None,

@@ -7,6 +7,7 @@ there but does not answer."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -17,14 +18,18 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from api_helpers import EVENT_ID, ROOT, VM, Account, needs_root, posts, run_as, start_agent, stop
 
 from children import PYTHON, Lines, wait_until
 from scripted import Answer, Hang, ScriptedImds, document, event
+from setui.api.client import Subscription, VmPush
+from setui.emulator.faults import parse_faults
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
 from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, DISMISSED, REFUSED, Store
+from waiting import PATIENCE
 
 pytestmark = [pytest.mark.slow, needs_root]
 
@@ -232,34 +237,86 @@ def test_someone_who_may_not_reach_the_socket_is_told_so_and_runs_standalone(
     assert EVENT_ID not in nobody.stdout
 
 
-def test_watch_prints_the_agents_lines_and_carries_on_across_its_restart(
-        base: Path, emulator: Emulator, decoy: Emulator) -> None:
-    proc, _ = start_agent(emulator.url, base)
+@contextlib.contextmanager
+def watching(base: Path, decoy: Emulator, *, attaches: int) -> Iterator[Lines]:
+    """``setui watch --json`` as root, attached to the agent in ``base``; its lines. After,
+    ended by Ctrl-C: cleanly, having attached ``attaches`` times and asked IMDS nothing."""
     watch = setui_as(None, base, "watch", "--json", endpoint=decoy.url, background=True)
     assert isinstance(watch, subprocess.Popen)
-    lines = Lines(watch)
     try:
-        first = json.loads(lines.until(lambda line: EVENT_ID in line, 60, "the event"))
-        assert first["change"] == "appeared" and first["initial"] is True
-        assert first["this_vm"] is True
-        assert stop(proc) == 0
-        gone = json.loads(lines.until(lambda line: "went away" in line, 60, "the agent gone"))
-        assert gone["change"] == "connection" and gone["state"] == "stale"
-        proc, _ = start_agent(emulator.url, base)
-        # The agent started again may say "enabling" until its own first poll is answered:
-        # what watch must come back to is the agent's word that the connection is live.
-        back = json.loads(lines.until(
-            lambda line: '"connection"' in line and json.loads(line)["state"] != "enabling",
-            60, "it back"))
-        assert back["state"] == "live", back
+        yield Lines(watch)
     finally:
         watch.send_signal(signal.SIGINT)
         _out, err = watch.communicate(timeout=60)
-        assert stop(proc) == 0
     assert watch.returncode == 0 and "Traceback" not in err, err
-    assert err.count("setui: attached to the agent (pid") == 2
+    assert err.count("setui: attached to the agent (pid") == attaches, err
     assert decoy.requests == []
+
+
+def test_watch_prints_the_agents_lines_and_carries_on_across_its_restart(
+        base: Path, emulator: Emulator, decoy: Emulator) -> None:
+    proc, _ = start_agent(emulator.url, base)
+    try:
+        with watching(base, decoy, attaches=2) as lines:
+            first = json.loads(lines.until(lambda line: EVENT_ID in line, 60, "the event"))
+            assert first["change"] == "appeared" and first["initial"] is True
+            assert first["this_vm"] is True
+            assert stop(proc) == 0
+            gone = json.loads(lines.until(lambda line: "went away" in line, 60,
+                                          "the agent gone"))
+            assert gone["change"] == "connection" and gone["state"] == "stale"
+            proc, _ = start_agent(emulator.url, base)
+            # The agent started again may say "enabling" until its own first poll is
+            # answered: what watch must come back to is the agent's word that the
+            # connection is live.
+            back = json.loads(lines.until(
+                lambda line: '"connection"' in line and json.loads(line)["state"] != "enabling",
+                60, "it back"))
+            assert back["state"] == "live", back
+    finally:
+        assert stop(proc) == 0
     assert not any(line.startswith('{"time"') and '"recording' in line for line in lines.seen)
+
+
+async def _vm_pushed(sub: Subscription) -> VmPush:
+    """The agent's next ``vm`` push to ``sub``, past its states and ticks."""
+    async for push in sub:
+        if isinstance(push, VmPush):
+            return push
+    raise AssertionError("the agent went before it pushed this VM")
+
+
+async def test_watch_attached_before_the_agent_knew_this_vm_marks_its_events_once_pushed(
+        base: Path, emulator: Emulator, decoy: Emulator) -> None:
+    """The agent learns this VM's name after a watch attached (the compute metadata failing
+    first): watch takes the agent's ``vm`` push, without reconnecting, and marks the next
+    change as this VM's, where before it could only say it did not know."""
+    emulator.set_faults(parse_faults("compute-503=1"))
+    proc, _ = start_agent(emulator.url, base)
+    try:
+        with watching(base, decoy, attaches=1) as lines:  # one: the push, not a reconnect
+            first = json.loads(lines.until(lambda line: EVENT_ID in line, 60, "the event"))
+            assert first["change"] == "appeared" and first["this_vm"] is None
+            # A subscriber of the test's own hears the push in the same sweep as watch,
+            # so the change made after it reaches watch after the push too.
+            sub = await Subscription.open(base / "run" / "api.sock", timeout=10)
+            try:
+                assert sub.hello.agent.vm_name is None
+                emulator.set_faults(None)
+                pushed = await asyncio.wait_for(_vm_pushed(sub), PATIENCE)
+            finally:
+                await sub.aclose()
+            assert pushed.vm.vm_name == VM
+            answer = httpx.post(f"{emulator.url}/metadata/scheduledevents",
+                                params={"api-version": "2020-07-01"},
+                                headers={"Metadata": "true"},
+                                json={"StartRequests": [{"EventId": EVENT_ID}]})
+            assert answer.status_code == 200
+            started = json.loads(lines.until(lambda line: '"started"' in line, 60,
+                                             "the start"))
+    finally:
+        assert stop(proc) == 0
+    assert started["this_vm"] is True, started
 
 
 # -- an approval in the agent, as the command hears it ---------------------------------------------

@@ -20,6 +20,7 @@ from textual.widgets.data_table import ColumnKey
 
 from children import SETUI, wait_until
 from dashboard import wait_for
+from emulated import posts
 from setui.api.approving import AgentApprover
 from setui.api.attach import attach
 from setui.config import Config
@@ -91,10 +92,6 @@ def emulator() -> Iterator[Emulator]:
 
 def gets(emu: Emulator) -> list[Any]:
     return [r for r in emu.requests if r.method == "GET"]
-
-
-def posts(emu: Emulator) -> list[Any]:
-    return [r for r in emu.requests if r.method == "POST"]
 
 
 def dashboard(sock: Path) -> AttachedApp:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from emulated import freeze_announced, posts
 from setui.emulator.scenario import load_scenario, parse_scenario
 from setui.emulator.server import Emulator, ManualClock
 from setui.store import Store
@@ -39,18 +40,13 @@ def clock() -> ManualClock:
 
 @pytest.fixture
 def emulator(clock: ManualClock) -> Iterator[Emulator]:
-    with Emulator(load_scenario("live-migration"), clock=clock) as emu:
-        clock.advance(61)  # the documented Freeze is announced, 15 minutes ahead
+    with freeze_announced(clock) as emu:
         yield emu
 
 
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
     return tmp_path / "data"
-
-
-def posts(emulator: Emulator) -> list[Any]:
-    return [r for r in emulator.requests if r.method == "POST"]
 
 
 def audit(data_dir: Path) -> list[Any]:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from emulated import posts
 from setui.emulator.scenario import load_scenario
 from setui.emulator.server import Emulator, ManualClock
 from setui.store import Store
@@ -58,10 +59,6 @@ def setui(emulator: Emulator, *args: str, data_dir: Path,
                           text=True, timeout=60, env=dict(os.environ,
                                                           SETUI_DATA_DIR=str(data_dir)),
                           stdin=subprocess.DEVNULL if stdin is None else None)
-
-
-def posts(emulator: Emulator) -> list[Any]:
-    return [r for r in emulator.requests if r.method == "POST"]
 
 
 def posted_ids(emulator: Emulator) -> list[str]:

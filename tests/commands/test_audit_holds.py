@@ -18,12 +18,11 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from setui.emulator.scenario import load_scenario
-from setui.emulator.server import Emulator, ManualClock
+from emulated import freeze_announced, posts
+from setui.emulator.server import Emulator
 from setui.store import Store
 from setui.store.audit import GENESIS, _content, _row_values, chain_hash
 
@@ -39,19 +38,13 @@ def setui(*args: str, data_dir: Path, **env: str) -> subprocess.CompletedProcess
 
 @pytest.fixture
 def emulator() -> Iterator[Emulator]:
-    clock = ManualClock()
-    with Emulator(load_scenario("live-migration"), clock=clock) as emu:
-        clock.advance(61)  # the documented Freeze is announced, 15 minutes ahead
+    with freeze_announced() as emu:
         yield emu
 
 
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
     return tmp_path / "data"
-
-
-def posts(emulator: Emulator) -> list[Any]:
-    return [r for r in emulator.requests if r.method == "POST"]
 
 
 def approve(emulator: Emulator, data_dir: Path, **env: str) -> subprocess.CompletedProcess[str]:

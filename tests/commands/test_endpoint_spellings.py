@@ -11,17 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from setui.emulator.scenario import load_scenario
-from setui.emulator.server import Emulator, ManualClock
+from emulated import freeze_announced
+from setui.emulator.server import Emulator
 
 EVENT_ID = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
 
 
 @pytest.fixture
 def emulator() -> Iterator[Emulator]:
-    clock = ManualClock()
-    with Emulator(load_scenario("live-migration"), clock=clock) as emu:
-        clock.advance(61)  # the Freeze is announced, 15 minutes ahead
+    with freeze_announced() as emu:
         yield emu
 
 

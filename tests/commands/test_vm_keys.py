@@ -11,6 +11,7 @@ the refusal says whose they were.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -19,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from emulated import freeze_announced, posts
 from forwarder import Forwarder, forwarder
-from setui.emulator.scenario import load_scenario
 from setui.emulator.server import Emulator, ManualClock
 
 __all__ = ["forwarder"]  # the fixture, used by name
@@ -37,20 +38,18 @@ def clock() -> ManualClock:
     return ManualClock()
 
 
-def vm(clock: ManualClock, vm_id: str | None, port: int = 0) -> Emulator:
+@contextlib.contextmanager
+def vm(clock: ManualClock, vm_id: str | None, port: int = 0) -> Iterator[Emulator]:
     """A VM: the emulator with its vmId (None: it serves none), the Freeze announced."""
-    emulator = Emulator(load_scenario("live-migration"), clock=clock, port=port,
-                        identity={"vmId": vm_id} if vm_id else None)
-    emulator.start()
-    clock.advance(61)  # the Freeze is announced, 15 minutes ahead
-    return emulator
+    with freeze_announced(clock, port=port,
+                          identity={"vmId": vm_id} if vm_id else None) as emulator:
+        yield emulator
 
 
 @pytest.fixture
 def vm_a(clock: ManualClock) -> Iterator[Emulator]:
-    emulator = vm(clock, VM_A)
-    yield emulator
-    emulator.stop()
+    with vm(clock, VM_A) as emulator:
+        yield emulator
 
 
 def approve(endpoint: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
@@ -60,19 +59,17 @@ def approve(endpoint: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
         env=dict(os.environ, SETUI_DATA_DIR=str(data_dir)), stdin=subprocess.DEVNULL)
 
 
-def posts(emulator: Emulator) -> int:
-    return len([r for r in emulator.requests if r.method == "POST"])
-
-
+@contextlib.contextmanager
 def approved_then_replaced(first: Emulator, clock: ManualClock, data_dir: Path,
-                           vm_id: str | None) -> Emulator:
+                           vm_id: str | None) -> Iterator[Emulator]:
     """The event approved on ``first`` into ``data_dir``; then ``first`` gone, and the VM
     ``vm_id`` in its place behind the same endpoint (a store that came with an image, or
     was copied), its event not approved."""
     done = approve(first.url, data_dir)
     assert done.returncode == 0, done.stdout + done.stderr
     first.stop()
-    return vm(clock, vm_id, first.port)
+    with vm(clock, vm_id, first.port) as replaced:
+        yield replaced
 
 
 def test_another_endpoint_that_reaches_the_same_vm_does_not_approve_again(
@@ -83,40 +80,31 @@ def test_another_endpoint_that_reaches_the_same_vm_does_not_approve_again(
     again = approve(proxy.url, tmp_path)
     assert again.returncode == 1, again.stdout + again.stderr
     assert "already approved by" in again.stdout, again.stdout
-    assert posts(vm_a) == 1
+    assert len(posts(vm_a)) == 1
 
 
 def test_a_store_from_another_vm_does_not_block_this_vms_approval(
         vm_a: Emulator, clock: ManualClock, tmp_path: Path) -> None:
-    vm_b = approved_then_replaced(vm_a, clock, tmp_path, VM_B)
-    try:
+    with approved_then_replaced(vm_a, clock, tmp_path, VM_B) as vm_b:
         mine = approve(vm_b.url, tmp_path)
-    finally:
-        vm_b.stop()
     assert mine.returncode == 0, mine.stdout + mine.stderr
-    assert posts(vm_b) == 1
+    assert len(posts(vm_b)) == 1
     for words in ("already", "may already", "Approve again", VM_A):
         assert words not in mine.stdout + mine.stderr, mine.stdout + mine.stderr
     # And back on the first VM, its own claim still holds.
-    vm_a_again = vm(clock, VM_A, vm_a.port)
-    try:
+    with vm(clock, VM_A, vm_a.port) as vm_a_again:
         again = approve(vm_a_again.url, tmp_path)
-    finally:
-        vm_a_again.stop()
     assert again.returncode == 1 and "already approved by" in again.stdout, again.stdout
-    assert posts(vm_a_again) == 0
+    assert len(posts(vm_a_again)) == 0
 
 
 def test_without_this_vms_id_the_endpoints_claims_count_and_say_whose_they_are(
         vm_a: Emulator, clock: ManualClock, tmp_path: Path) -> None:
     # Compute metadata without a vmId: this VM's id is not known.
-    unnamed = approved_then_replaced(vm_a, clock, tmp_path, None)
-    try:
+    with approved_then_replaced(vm_a, clock, tmp_path, None) as unnamed:
         refused = approve(unnamed.url, tmp_path)
-    finally:
-        unnamed.stop()
     assert refused.returncode == 1, refused.stdout + refused.stderr
-    assert posts(unnamed) == 0
+    assert len(posts(unnamed)) == 0
     assert "already approved by" in refused.stdout, refused.stdout
     assert f"made on VM {VM_A}" in refused.stdout, refused.stdout
     assert "this VM's id is not known" in refused.stdout, refused.stdout

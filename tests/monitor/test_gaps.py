@@ -64,6 +64,7 @@ def test_a_freeze_that_ran_while_every_poll_failed_is_never_cancelled(tmp_path: 
     assert not any(json.loads(line)["change"] == "cancelled" for line in lines.seen)
 
 
+@pytest.mark.slow  # needs real time: stale comes MIN_STALE_AFTER (3 s) after the last answer
 async def test_the_dashboard_stops_saying_live_while_the_service_hangs(
         make_dashboard: MakeDashboard) -> None:
     d = make_dashboard("live-migration", at=70)

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from setui.core.client import ImdsClient
 from setui.core.tracker import ChangeKind
@@ -48,62 +52,63 @@ async def take(updates: Any, count: int) -> list[MonitorUpdate]:
     return [await asyncio.wait_for(updates.__anext__(), PATIENCE) for _ in range(count)]
 
 
-def emulator_at(seconds: float) -> tuple[Emulator, ManualClock]:
-    clock = ManualClock(1_800_000_000.0)
-    emulator = Emulator(load_scenario("live-migration"), clock=clock, speed=1.0)
-    emulator.start()
-    clock.set(emulator.epoch + seconds)
-    return emulator, clock
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(1_800_000_000.0)
 
 
-async def test_a_store_that_blocks_does_not_stop_polling(tmp_path: Path) -> None:
-    emulator, _ = emulator_at(70)
+@pytest.fixture
+def emulator(clock: ManualClock) -> Iterator[Emulator]:
+    """The live-migration scenario 70 s in (its Freeze announced), on a clock the test moves."""
+    with Emulator(load_scenario("live-migration"), clock=clock, speed=1.0) as emulator:
+        clock.set(emulator.epoch + 70)
+        yield emulator
+
+
+@contextlib.asynccontextmanager
+async def monitoring(emulator: Emulator, store: Store, **options: Any) -> AsyncIterator[
+        tuple[Monitor, AsyncGenerator[MonitorUpdate, None]]]:
+    """A monitor polling ``emulator`` every 0.2 s into ``store`` through a client of its
+    own, and its updates (not started yet); both closed after."""
+    async with ImdsClient(emulator.url, rate=50, burst=20) as client:
+        monitor = Monitor(client, endpoint=emulator.url, interval=0.2, store=store, **options)
+        updates = monitor.updates()
+        try:
+            yield monitor, updates
+        finally:
+            await updates.aclose()
+
+
+async def test_a_store_that_blocks_does_not_stop_polling(
+        tmp_path: Path, emulator: Emulator) -> None:
     store = BlockingStore(tmp_path / "setui.db")
-    client = ImdsClient(emulator.url, rate=50, burst=20)
-    monitor = Monitor(client, endpoint=emulator.url, interval=0.2, store=store,
-                      vm_name="WestNO_0")
-    updates = monitor.updates()
-    try:
-        # Were the write on this loop, it would hang here: the store never answers.
-        first = await take(updates, 4)
-        # Polling went on while the first write still waited: no write had finished
-        # (on the loop, each answer would have waited for its write to end first).
-        assert store.blocking.entered.is_set() and store.blocking.completed == 0
-        assert all(u.result.fresh for u in first)
-        assert monitor.state.lives[FREEZE].fate is None  # the state moved on regardless
-        store.blocking.release.set()
-    finally:
-        store.blocking.release.set()
-        await updates.aclose()
-        await client.aclose()
-        emulator.stop()
+    async with monitoring(emulator, store, vm_name="WestNO_0") as (monitor, updates):
+        try:
+            # Were the write on this loop, it would hang here: the store never answers.
+            first = await take(updates, 4)
+            # Polling went on while the first write still waited: no write had finished
+            # (on the loop, each answer would have waited for its write to end first).
+            assert store.blocking.entered.is_set() and store.blocking.completed == 0
+            assert all(u.result.fresh for u in first)
+            assert monitor.state.lives[FREEZE].fate is None  # the state moved on regardless
+        finally:
+            store.blocking.release.set()
     assert [r.incarnation for r in store.history.incarnations()] == [2]
     store.close()
 
 
 async def test_a_session_is_recorded_and_closed_and_the_next_one_resumes_the_story(
-        tmp_path: Path) -> None:
-    emulator, clock = emulator_at(70)
+        tmp_path: Path, emulator: Emulator, clock: ManualClock) -> None:
     store = Store(tmp_path / "setui.db")
-    try:
-        async with ImdsClient(emulator.url, rate=50, burst=20) as client:
-            monitor = Monitor(client, endpoint=emulator.url, interval=0.2, store=store,
-                              command="setui watch")
-            updates = monitor.updates()
-            [update] = await take(updates, 1)
-            assert [c.kind for c in update.result.changes] == [ChangeKind.APPEARED]
-            await updates.aclose()
-        [session] = store.sessions.spans(endpoint=emulator.url)
-        assert session.command == "setui watch" and session.stopped is not None
+    async with monitoring(emulator, store, command="setui watch") as (_monitor, updates):
+        [update] = await take(updates, 1)
+        assert [c.kind for c in update.result.changes] == [ChangeKind.APPEARED]
+    [session] = store.sessions.spans(endpoint=emulator.url)
+    assert session.command == "setui watch" and session.stopped is not None
 
-        clock.set(emulator.epoch + 3600)  # the Freeze ran and left while nothing watched
-        async with ImdsClient(emulator.url, rate=50, burst=20) as client:
-            monitor = Monitor(client, endpoint=emulator.url, interval=0.2, store=store)
-            updates = monitor.updates()
-            [update] = await take(updates, 1)
-            await updates.aclose()
-    finally:
-        emulator.stop()
+    clock.set(emulator.epoch + 3600)  # the Freeze ran and left while nothing watched
+    async with monitoring(emulator, store) as (_monitor, updates):
+        [update] = await take(updates, 1)
     [gone] = [c for c in update.result.changes if c.event_id == FREEZE]
     assert gone.kind is ChangeKind.GONE and not gone.certain
     assert "setui was not watching" in gone.detail
@@ -115,22 +120,16 @@ async def test_a_session_is_recorded_and_closed_and_the_next_one_resumes_the_sto
 
 
 async def test_a_session_whose_heartbeat_runs_says_it_measures_from_its_first_row(
-        tmp_path: Path) -> None:
+        tmp_path: Path, emulator: Emulator) -> None:
     """The agent's heartbeat starts before its first poll; a report read right after the
     session opened must not find it "not measured" (the flag came one write later)."""
-    emulator, _clock = emulator_at(70)
     store = Store(tmp_path / "setui.db")
     try:
-        async with ImdsClient(emulator.url, rate=50, burst=20) as client:
-            monitor = Monitor(client, endpoint=emulator.url, interval=0.2, store=store,
-                              command="setui agent")
+        async with monitoring(emulator, store, command="setui agent") as (monitor, updates):
             assert monitor.recorder is not None
             monitor.recorder.measures = True  # as agent.impact.ImpactWatch.start does
-            updates = monitor.updates()
             await take(updates, 1)
             [session] = store.sessions.spans(endpoint=emulator.url)
             assert session.measures
-            await updates.aclose()
     finally:
-        emulator.stop()
         store.close()

@@ -25,8 +25,8 @@ import pytest
 from store_helpers import STORY, entry, play
 
 from accounts import Account, made_accounts, needs_accounts
-from setui.emulator.scenario import load_scenario
-from setui.emulator.server import Emulator, ManualClock
+from emulated import freeze_announced
+from setui.emulator.server import Emulator
 from setui.store import Store, StoreError
 
 ROOT = Path(__file__).parent.parent.parent
@@ -69,9 +69,7 @@ def agents_store(base: Path, group: int) -> Path:
 
 @pytest.fixture
 def emulator() -> Iterator[Emulator]:
-    clock = ManualClock()
-    with Emulator(load_scenario("live-migration"), clock=clock) as emu:
-        clock.advance(61)
+    with freeze_announced() as emu:
         yield emu
 
 

@@ -46,20 +46,8 @@ def test_a_running_session_leaves_no_hole_at_the_end(store: Store) -> None:
 
 
 def test_setui_history_lists_the_holes_between_incarnations(store: Store) -> None:
-    from setui.cli import build_parser
-    from setui.commands.history import history_command
-
-    a = store.sessions.start(endpoint=ENDPOINT, pid=1, host="h", command="watch", at=T0)
-    play(store, [doc(1), doc(2, event("A-1"))])  # at T0 and T0 + 1 min
-    store.sessions.beat(a, T0 + minutes(2), stopped=True)
-    b = store.sessions.start(endpoint=ENDPOINT, pid=2, host="h", command="watch",
-                             at=T0 + minutes(50))
-    store.history.record(doc(5), seen_at=T0 + minutes(50), endpoint=ENDPOINT)
-    store.sessions.beat(b, T0 + minutes(51), stopped=True)
-    args = build_parser().parse_args(["history", "--data-dir", str(store.path.parent)])
-    out, err = io.StringIO(), io.StringIO()
-    assert history_command(args, out=out, err=err) == 0, err.getvalue()
-    lines = out.getvalue().splitlines()
+    _two_watches(store)
+    lines = _history(store).splitlines()
     # Newest first: the hole since the last session stopped (nobody records now), #5,
     # the hole between the two sessions, #2, #1.
     assert "nothing has recorded since then" in lines[1]
@@ -75,23 +63,8 @@ def test_setui_history_lists_the_holes_between_incarnations(store: Store) -> Non
 
 
 def test_setui_history_json_lists_the_holes_in_the_same_order(store: Store) -> None:
-    import json
-
-    from setui.cli import build_parser
-    from setui.commands.history import history_command
-
-    a = store.sessions.start(endpoint=ENDPOINT, pid=1, host="h", command="watch", at=T0)
-    play(store, [doc(1), doc(2, event("A-1"))])  # at T0 and T0 + 1 min
-    store.sessions.beat(a, T0 + minutes(2), stopped=True)
-    b = store.sessions.start(endpoint=ENDPOINT, pid=2, host="h", command="watch",
-                             at=T0 + minutes(50))
-    store.history.record(doc(5), seen_at=T0 + minutes(50), endpoint=ENDPOINT)
-    store.sessions.beat(b, T0 + minutes(51), stopped=True)
-    args = build_parser().parse_args(["history", "--json", "--data-dir",
-                                      str(store.path.parent)])
-    out, err = io.StringIO(), io.StringIO()
-    assert history_command(args, out=out, err=err) == 0, err.getvalue()
-    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    _two_watches(store)
+    lines = _history_json(store)
     shape = [line.get("incarnation", "hole") for line in lines]
     assert shape == ["hole", 5, "hole", 2, 1]
     between = lines[2]
@@ -104,24 +77,44 @@ def test_setui_history_json_lists_the_holes_in_the_same_order(store: Store) -> N
     assert lines[0]["not_recording_from"] == "2024-05-14T10:21:00Z"
 
 
-def _history_json(store: Store, *extra: str) -> list[dict[str, object]]:
-    import json
-
+def _history(store: Store, *extra: str) -> str:
+    """What `setui history` prints of ``store``."""
     from setui.cli import build_parser
     from setui.commands.history import history_command
 
-    args = build_parser().parse_args(["history", "--json", "--data-dir",
-                                      str(store.path.parent), *extra])
+    args = build_parser().parse_args(["history", "--data-dir", str(store.path.parent),
+                                      *extra])
     out, err = io.StringIO(), io.StringIO()
     assert history_command(args, out=out, err=err) == 0, err.getvalue()
-    return [json.loads(line) for line in out.getvalue().splitlines()]
+    return out.getvalue()
 
 
-def _one_shot_reads(store: Store) -> None:
-    """A watch from T0 to T0 + 2 min, then `events` and `approve` read #3 and #4 alone."""
+def _history_json(store: Store, *extra: str) -> list[dict[str, object]]:
+    import json
+
+    return [json.loads(line) for line in _history(store, "--json", *extra).splitlines()]
+
+
+def _first_watch(store: Store) -> None:
+    """A watch from T0 to T0 + 2 min that saw #1 and #2 (A-1 appears in #2)."""
     a = store.sessions.start(endpoint=ENDPOINT, pid=1, host="h", command="watch", at=T0)
     play(store, [doc(1), doc(2, event("A-1"))])  # at T0 and T0 + 1 min
     store.sessions.beat(a, T0 + minutes(2), stopped=True)
+
+
+def _two_watches(store: Store) -> None:
+    """The first watch, then a second from T0 + 50 to 51 min that saw #5 (A-1 gone): 48
+    minutes that nothing recorded lie between."""
+    _first_watch(store)
+    b = store.sessions.start(endpoint=ENDPOINT, pid=2, host="h", command="watch",
+                             at=T0 + minutes(50))
+    store.history.record(doc(5), seen_at=T0 + minutes(50), endpoint=ENDPOINT)
+    store.sessions.beat(b, T0 + minutes(51), stopped=True)
+
+
+def _one_shot_reads(store: Store) -> None:
+    """The first watch, then `events` and `approve` read #3 and #4 alone."""
+    _first_watch(store)
     store.history.record(doc(3, event("A-1")), seen_at=T0 + minutes(10), endpoint=ENDPOINT)
     store.history.record(doc(4), seen_at=T0 + minutes(12), endpoint=ENDPOINT)
 

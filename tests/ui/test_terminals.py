@@ -145,6 +145,7 @@ async def test_ctrl_c_quits(make_dashboard: MakeDashboard) -> None:
 
 async def test_help_scrolls_with_the_usual_keys(make_dashboard: MakeDashboard) -> None:
     d = make_dashboard(poll=False)
+    d.app.animation_level = "none"  # where each key lands, not the glide there (~0.4 s each)
     async with d.app.run_test(size=NARROW) as pilot:
         await pilot.press("question_mark")
         await d.wait_for(pilot, lambda: isinstance(d.app.screen, HelpScreen))
