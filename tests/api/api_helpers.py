@@ -126,6 +126,7 @@ async def agent_in_process(directory: Path, store: Store, *, endpoint: str, star
     monitor = SimpleNamespace(state=state or MonitorState(), now=lambda: started,
                               interval=1.0, recorder=None, endpoint=endpoint, vm_name=vm_name,
                               note_approved=lambda event_id: None, poll_now=lambda: None)
+    monitor.health = lambda: monitor.state.health  # no quiet polls to take in
     agent = SimpleNamespace(steps={}, held=set(), log=None, vm_name=vm_name, vm_id=vm_id)
     info = AgentInfo(pid, started, vm_name, vm_id, endpoint, None, None, False)
     source = AgentSource(monitor=monitor, agent=agent, client=imds,  # type: ignore[arg-type]

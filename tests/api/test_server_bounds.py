@@ -44,6 +44,7 @@ class Clock:
 def _source(store: Store | None, *, dry_run: bool = False) -> AgentSource:
     monitor = SimpleNamespace(state=MonitorState(), now=lambda: T0, interval=1.0,
                               recorder=None, endpoint="http://127.0.0.1:9", vm_name="vm")
+    monitor.health = lambda: monitor.state.health  # no quiet polls to take in
     agent = SimpleNamespace(steps={}, held=set(), log=None, vm_name="vm", vm_id=None)
     info = AgentInfo(1, T0, "vm", None, "http://127.0.0.1:9", None, None, dry_run)
     return AgentSource(monitor=monitor, agent=agent, client=None, store=store,  # type: ignore[arg-type]

@@ -262,7 +262,7 @@ class AgentMetrics:
                                  ["outcome", "actor_kind"], registry=self._counted)
         self._hook_runs = Counter("setui_hook_runs", "Hook runs by hook and outcome",
                                  ["hook", "outcome"], registry=self._counted)
-        self._notifications = Counter("setui_notifications", "Notifications by outcome",
+        self._notifications_told = Counter("setui_notifications", "Notifications by outcome",
                                      ["outcome"], registry=self._counted)
         self._impacts = Histogram(
             "setui_event_impact_seconds", "Stalls and boots of this VM the agent measured, "
@@ -279,7 +279,7 @@ class AgentMetrics:
         # increase, and an alert on increase() would miss the first failure.
         for metric, values in ((self._approvals, (APPROVAL_OUTCOMES, ACTOR_KINDS)),
                                (self._hook_runs, (HOOKS, HOOK_OUTCOMES)),
-                               (self._notifications, (NOTIFICATION_OUTCOMES,)),
+                               (self._notifications_told, (NOTIFICATION_OUTCOMES,)),
                                (self._impacts, (IMPACT_TYPES,)), (self._stalls, (ANNOUNCED,)),
                                (self._notices, (EVENT_TYPES,))):
             for labels in itertools.product(*values):
@@ -351,7 +351,7 @@ class AgentMetrics:
 
     def count_notification(self, sent: bool) -> None:
         """A notification sent, or given up (any thread: the notifier's)."""
-        self._notifications.labels(outcome="sent" if sent else "failed").inc()
+        self._notifications_told.labels(outcome="sent" if sent else "failed").inc()
         self._changed()
 
     def _changed(self) -> None:
