@@ -44,12 +44,11 @@ demo: $(RUNSTAMP)
 # and 80 s with 4 (docs/testing.md). WORKERS=0 runs in this one process.
 WORKERS ?= 4
 
-# The test runs and the benchmarks keep their compiled modules even where
-# PYTHONDONTWRITEBYTECODE is set (an empty value is no value to Python): else every test
-# worker compiles src and rewrites the asserts of each test module anew, each run (about
-# 5 s of a core per worker), and every process a benchmark starts compiles what it
-# imports (an installed setui has its modules compiled).
-test test-fast bench: export PYTHONDONTWRITEBYTECODE :=
+# The test runs keep their compiled modules even where PYTHONDONTWRITEBYTECODE is set (an
+# empty value is no value to Python): else every worker compiles src and rewrites the
+# asserts of each test module anew, each run (about 5 s of a core per worker). bench/run.py
+# compiles setui itself before it measures.
+test test-fast: export PYTHONDONTWRITEBYTECODE :=
 
 # The architecture's contracts ([tool.importlinter] in pyproject.toml) and the types
 # ([tool.mypy]: src/setui, strict) before the tests. Everything, both tiers.
