@@ -319,3 +319,18 @@ async def test_a_bug_on_the_thread_ends_the_quiet_not_the_polling(
     await until(lambda: len(run.results) >= 4, what="polls on the loop after the bug")
     assert all(r.polls == 1 and r.error is None for r in run.results)
     assert "quiet polls failed" in caplog.text
+
+
+async def test_a_bug_describing_the_poll_ends_the_quiet_not_the_polling(
+        run_quiet: Callable[..., Awaitable[Run]], monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    script = Script([answer(A)])
+    run = await run_quiet(script, span=600.0)
+
+    def broken() -> Any:
+        raise UnicodeEncodeError("ascii", "é", 0, 1, "a header that is not ASCII")
+
+    monkeypatch.setattr(run.poller.client, "repeat", broken)
+    await until(lambda: len(run.results) >= 4, what="polls on the loop after the bug")
+    assert all(r.polls == 1 and r.error is None for r in run.results)
+    assert "quiet polls failed" in caplog.text

@@ -259,18 +259,18 @@ class AgentMetrics:
         self._live.register(_Polling(self))
         self._live.register(_Activity(self))
         self._approvals = Counter("setui_approvals", "Approvals by outcome and kind of actor",
-                                 ["outcome", "actor_kind"], registry=self._counted)
+                                  ["outcome", "actor_kind"], registry=self._counted)
         self._hook_runs = Counter("setui_hook_runs", "Hook runs by hook and outcome",
-                                 ["hook", "outcome"], registry=self._counted)
+                                  ["hook", "outcome"], registry=self._counted)
         self._notifications_told = Counter("setui_notifications", "Notifications by outcome",
-                                     ["outcome"], registry=self._counted)
+                                           ["outcome"], registry=self._counted)
         self._impacts = Histogram(
             "setui_event_impact_seconds", "Stalls and boots of this VM the agent measured, "
             "by the type of the event they were tied to (none: no event announced)",
             ["eventType"], buckets=IMPACT_BUCKETS, registry=self._counted)
         self._stalls = Counter("setui_stalls", "Stalls of this VM over 0.5 s the agent's "
-                              "heartbeat saw, by whether an event was announced for them",
-                              ["announced"], registry=self._counted)
+                               "heartbeat saw, by whether an event was announced for them",
+                               ["announced"], registry=self._counted)
         self._notices = Histogram(
             "setui_event_notice_seconds", "Notice of this VM's events: first seen to the "
             "NotBefore first announced (0: appeared Started), when seen to appear",

@@ -267,10 +267,7 @@ async def watch(config: Config, *, as_json: bool, record: bool, out: IO[str],
         await this_vm.learn(client, tries=1)  # the first answer's lines know it, mostly
         monitor = Monitor(client, endpoint=config.endpoint, interval=config.interval,
                           store=store, record=record, vm_name=this_vm.name,
-                          command="setui watch", on_store_problem=store_problem,
-                          # Its lines say changes: an unchanged answer has nothing to
-                          # print, so its polls may all be quiet (core.quiet).
-                          quiet_ok=lambda: True)
+                          command="setui watch", on_store_problem=store_problem)
         if this_vm.name is None:
             learning = asyncio.ensure_future(_learn_vm_name(
                 this_vm, client, monitor, lambda line: _say(err, line, journal, NOTICE)))

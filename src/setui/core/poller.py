@@ -157,21 +157,23 @@ class Poller:
     async def _quietly(self, next_at: float, start: float) -> PollResult:
         """Polls on the thread from ``next_at`` until one is news or the span is over:
         the news read here, else one result for the quiet answers."""
-        repeat = self.client.repeat()
-        if repeat is None:  # nothing to compare with: this poll on the loop
-            await self._wait_until(next_at)
-            return await self._attempt()
-        if self._quiet is None:
-            self._quiet = QuietPolls(mono=self._mono)
+        made: Exchange | None = None
         try:
-            made = await self._quiet.run(repeat, first_at=next_at, start=start,
-                                         interval=self.interval,
-                                         deliver_by=max(next_at, self._mono()) + QUIET_SPAN)
+            repeat = self.client.repeat()
+            if repeat is not None:
+                if self._quiet is None:
+                    self._quiet = QuietPolls(mono=self._mono)
+                made = await self._quiet.run(
+                    repeat, first_at=next_at, start=start, interval=self.interval,
+                    deliver_by=max(next_at, self._mono()) + QUIET_SPAN)
         except Exception:  # a bug: polling goes on, on the loop, from now on
             _log.exception("quiet polls failed; polling on the event loop from now on")
             self._quiet_ok = None
+            repeat = None
+        if repeat is None:  # nothing to compare with (or the bug above): on the loop
             await self._wait_until(next_at)
             return await self._attempt()
+        assert self._quiet is not None
         self.fold_quiet()
         latest = self._quiet.latest
         quiet = latest.polls - self._quiet_told if latest is not None else 0

@@ -135,6 +135,7 @@ class Monitor:
                 yield MonitorUpdate(result, tuple(announce), before)
         finally:
             if self.recorder is not None:
+                self._fold_quiet()  # the service's time of the last answer, quiet or not
                 await self.recorder.stop(self.now())
 
     async def _resume(self) -> None:
