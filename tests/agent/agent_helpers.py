@@ -181,6 +181,20 @@ def stop(proc: subprocess.Popen[str]) -> int:
     return proc.wait(timeout=20)
 
 
+def ended(proc: subprocess.Popen[str], told: bool) -> int:
+    """The exit status of an agent: waited for if it was told to stop already (``told``:
+    SIGTERM sent), else stopped. Told twice, a SIGTERM that lands after its event loop
+    closed, while it exits on its own, ends it as the signal's default does (-15)."""
+    if not told:
+        return stop(proc)
+    try:
+        return proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        pytest.fail("the agent did not end within 60 s of its SIGTERM")
+
+
 def records(lines: Lines) -> list[dict[str, object]]:
     return [json.loads(line) for line in lines.seen if line.startswith("{")]
 

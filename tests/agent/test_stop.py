@@ -14,6 +14,7 @@ from agent_helpers import (
     Sink,
     agent_env,
     agent_said,
+    ended,
     more_polls,
     posts,
     records,
@@ -59,14 +60,16 @@ def test_a_clean_stop_mid_hook_interrupts_it_at_its_bound_and_says_so_everywhere
     textfile = tmp_path / "setui.prom"
     proc, lines = start_agent(emulator.url, tmp_path, "--policy", str(policy), "--stop-grace",
                               "1", "--metrics-file", str(textfile), env=env)
+    told = False
     try:
         lines.until(agent_said("running", "prepare"), 30, "the prepare hook")
         wait_until(lambda: (tmp_path / "runs").exists(), 10, "the hook to run")
         proc.send_signal(signal.SIGTERM)
+        told = True
         said = json.loads(lines.until(agent_said("interrupted", "prepare"), 30,
                                       "the interruption, said"))
     finally:
-        assert stop(proc) == 0
+        assert ended(proc, told) == 0
     assert "stopped while it ran" in str(said["detail"])
     assert any(r.get("agent") == "stopping" for r in records(lines))
     wait_until(lambda: any("interrupted" in str(b.get("title")) for b in sink.bodies), 30,
@@ -96,14 +99,16 @@ def test_a_hook_that_ends_within_the_bound_is_kept_and_nothing_new_starts(
     env = agent_env(tmp_path, HOOK_WAIT="1")
     proc, lines = start_agent(emulator.url, tmp_path, "--policy", str(policy), "--stop-grace",
                               "60", env=env)
+    told = False
     try:
         lines.until(agent_said("running", "prepare"), 30, "the prepare hook")
         proc.send_signal(signal.SIGTERM)
+        told = True
         waiting = json.loads(lines.until(agent_said("stopping"), 30, "the wait, said"))
         (tmp_path / "go").touch()
         lines.until(agent_said("finished", "prepare"), 30, "the hook's own end")
     finally:
-        assert stop(proc) == 0
+        assert ended(proc, told) == 0
     assert "waiting up to 60 s for prepare" in str(waiting["detail"])
     assert _steps(tmp_path, emulator.url)["prepare"] == DONE
     assert posts(emulator) == []  # stopping: the approval after it did not start
