@@ -142,3 +142,27 @@ async def test_the_details_countdown_ticks() -> None:
                            "the countdown to tick")
     finally:
         server.stop()
+
+
+async def test_an_answer_that_comes_as_the_app_closes_is_dropped_not_an_error() -> None:
+    """The app's widgets are removed before its messages stop: a refresh answered then
+    (a worker's, under load) found no table and failed the app's exit."""
+    from setui.ui.fleet.app import Refreshed
+    from setui.ui.fleet.status import FleetStatus
+    from setui.ui.fleet.table import FleetTable
+
+    server = Canned(200, json.dumps(OK).encode())
+    try:
+        app = FleetApp(FleetWatcher(PrometheusClient(server.url)), refresh=0.5)
+        async with app.run_test(size=(100, 24)) as pilot:
+            await wait_for(pilot, lambda: "● live" in status(app), "live")
+            update = app.update
+            await app.query_one(FleetTable).remove()
+            await app.query_one(FleetStatus).remove()
+            before = app.refreshes
+            app.post_message(Refreshed(update, ("", None), [], 0))
+            app.post_message(Refreshed(update, ("not the view", None), [], 0))
+            await wait_for(pilot, lambda: app.refreshes >= before + 2, "both answers taken")
+        assert app.return_code in (0, None)
+    finally:
+        server.stop()

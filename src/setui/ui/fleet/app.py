@@ -212,8 +212,7 @@ class FleetApp(TerminalApp):
         self.refreshes += 1
         if message.view == (self.filter_text, self.group) and message.update.fleet is not None:
             self._hidden = message.hidden
-            self.query_one(FleetTable).show(message.lines, self.palette)
-            self._draw_status()
+            self._show(message.lines)
         else:  # the filter changed while the query ran, or nothing came: build them here
             self._redraw()
 
@@ -224,12 +223,23 @@ class FleetApp(TerminalApp):
 
     def _redraw(self) -> None:
         lines, self._hidden = lines_for(self.update, self.filter_text, self.group)
-        self.query_one(FleetTable).show(lines, self.palette)
-        self._draw_status()
+        self._show(lines)
+
+    def _show(self, lines: list[Line]) -> None:
+        """The table and the status drawn again; nothing once they are gone (an answer
+        that comes while the app closes: its widgets are removed before its messages
+        stop)."""
+        tables = self.query(FleetTable)
+        if tables:
+            tables.first().show(lines, self.palette)
+            self._draw_status()
 
     def _draw_status(self) -> None:
         auth = self.watcher.client.auth.described
-        self.query_one(FleetStatus).show(FleetStatusView(
+        statuses = self.query(FleetStatus)
+        if not statuses:
+            return
+        statuses.first().show(FleetStatusView(
             now=self.now(), url=self.watcher.client.url, auth=auth, update=self.update,
             answer_age=self.answer_age(), stale_after=3 * self.refresh_seconds + 5,
             next_in=max(0.0, self._next_at - self._mono()) if not self._busy else None,
