@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from setui.store import AuditEntry, Store
+from waiting import wait_until
 
 T0 = datetime(2024, 5, 14, 9, 30, tzinfo=timezone.utc)
 ENDPOINT = "http://169.254.169.254"
@@ -213,6 +214,19 @@ def tcp_collector() -> tuple[socket.socket, list[bytes], threading.Thread]:
     return server, got, thread
 
 
+def frames(data: bytes) -> int:
+    """How many whole octet-counted frames ``data`` begins with (the rest may be on its
+    way)."""
+    whole = 0
+    while data:
+        length, space, rest = data.partition(b" ")
+        if not space or not length.isdigit() or len(rest) < int(length):
+            break
+        whole += 1
+        data = rest[int(length):]
+    return whole
+
+
 def octet_counted(data: bytes) -> list[str]:
     out = []
     while data:
@@ -238,6 +252,9 @@ def test_hostile_values_round_trip_through_every_forwarded_form(
         server, got, thread = tcp_collector()
         try:
             count = hostile_log(data_dir, f"tcp://127.0.0.1:{server.getsockname()[1]}")
+            # Every record read before the collector stops listening: closing it drops
+            # the connections it has not accepted yet (a loaded machine's collector lags).
+            wait_until(lambda: frames(b"".join(got)) >= count, 60, "every record collected")
         finally:
             server.close()
             thread.join(PATIENCE)
