@@ -209,3 +209,28 @@ async def test_read_only_offers_no_approve_key_through_check_action() -> None:
         await pilot.press("a")  # still said why, by the app that hosts it
         await pilot.pause()
         assert [type(m).__name__ for m in app.asked] == ["ApprovalRequested"]
+
+
+def test_no_textual_subclass_of_ours_takes_a_private_name_of_textuals() -> None:
+    """An attribute of ours named as one of Textual's own overwrites it: FleetApp's
+    `_closing`, set at unmount, was MessagePump's, and Textual then skipped closing the
+    app's messages and timers. Every `self._name =` under ui/ is checked against the
+    private attributes Textual's base classes set."""
+    import textual
+
+    base = Path(textual.__file__).parent
+    assigned = re.compile(r"self\.(_[a-zA-Z]\w*)\s*(?::[^=]*)?=[^=]")
+    theirs: set[str] = set()
+    for name in ("message_pump.py", "dom.py", "widget.py", "app.py", "screen.py",
+                 "scroll_view.py"):
+        theirs |= set(assigned.findall((base / name).read_text(encoding="utf-8")))
+    assert "_closing" in theirs  # the check finds what it looks for
+    found = []
+    for path in sorted((SRC / "ui").rglob("*.py")):
+        if path.name == "compat.py":
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            clash = [n for n in assigned.findall(line) if n in theirs]
+            if clash:
+                found.append(f"{path.relative_to(ROOT)}:{number}: {clash}")
+    assert found == [], "\n".join(found)

@@ -102,7 +102,7 @@ class FleetApp(TerminalApp):
         self.refreshes = 0  # answers drawn (tests wait on it)
         self._busy = False  # a refresh asked for and not yet drawn
         self._querying = threading.Event()  # a query thread is running
-        self._closing = False
+        self._unmounted = False
         self._next_at = 0.0
         self._hidden = 0
 
@@ -131,7 +131,7 @@ class FleetApp(TerminalApp):
     def on_unmount(self) -> None:
         # Whichever of this and the query thread comes second closes the client (closing
         # twice is harmless; never while a query uses it).
-        self._closing = True
+        self._unmounted = True
         if not self._querying.is_set():
             self.watcher.close()
 
@@ -160,7 +160,7 @@ class FleetApp(TerminalApp):
     def _query(self) -> None:
         """Start one refresh unless one is running: never two queries at once, and the
         next starts ``refresh_seconds`` after this one started."""
-        if self._busy or self._closing:
+        if self._busy or self._unmounted:
             return
         self._busy = True
         self._next_at = self._mono() + self.refresh_seconds
@@ -182,15 +182,15 @@ class FleetApp(TerminalApp):
             finally:
                 self._querying.clear()
                 done.set()
-                if self._closing:
+                if self._unmounted:
                     self.watcher.close()
 
         self._querying.set()
         threading.Thread(target=job, name="setui-fleet-query", daemon=True).start()
         while not done.wait(0.25):
-            if self._closing:
+            if self._unmounted:
                 return
-        if box and not self._closing:
+        if box and not self._unmounted:
             self.post_message(box[0])
 
     def _refresh(self, view: tuple[str, Group | None]) -> Refreshed:

@@ -65,7 +65,7 @@ class KeyBar(Footer):
     def __init__(self) -> None:
         super().__init__(compact=True)
         self._fitted: tuple[object, ...] | None = None  # what the bar shows now
-        self._ready = False  # the screen's bindings have been told once (as Footer waits)
+        self._told = False  # the screen's bindings have been told once (as Footer waits)
 
     def _keys(self) -> list[Shown]:
         shown: dict[str, Shown] = {}
@@ -104,7 +104,7 @@ class KeyBar(Footer):
         return (*keys, palette is not None and palette[1])
 
     def compose(self) -> ComposeResult:
-        if not self._ready:
+        if not self._told:
             return
         keys, palette = self._layout()
         self._fitted = self._signature(keys, palette)
@@ -129,7 +129,7 @@ class KeyBar(Footer):
         return True
 
     def on_resize(self, event: Resize) -> None:
-        if self._ready and self._changed():
+        if self._told and self._changed():
             self.call_after_refresh(self.recompose)
 
     def bindings_changed(self, screen: Screen[object]) -> None:
@@ -137,7 +137,7 @@ class KeyBar(Footer):
         bindings often (each filter keystroke, each dialog closed), and a recomposed
         bar costs tens of milliseconds on the event loop."""
         # Footer.bindings_changed, but for the check of what changed.
-        self._ready = True
+        self._told = True
         if not screen.app.app_focus or not self.is_attached or screen is not self.screen:
             return
         if self._changed():
