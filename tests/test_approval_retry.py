@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from scripted import Answer, Drop, Hang, Refuse, ScriptedImds, document, event
+from scripted import FAR, Answer, Drop, Hang, Refuse, ScriptedImds, document, event
 from setui.approval import Approver
 from setui.core.backoff import Backoff
 from setui.core.client import ImdsClient
@@ -303,3 +303,28 @@ async def test_a_retry_after_is_obeyed_and_never_waited_past_the_deadline(
     assert [p.next_in for p in heard] == [0.5]  # the second's 100 s is past the 70 s
     assert not outcome.approved and len(scripted.posts()) == 2
     assert outcome_record(store).details["ending"] == "gave-up"
+
+
+@pytest.mark.parametrize("before, approved", [(timedelta(seconds=0.1), False),
+                                              (timedelta(seconds=30), True)])
+async def test_a_retry_is_never_waited_for_past_not_before(
+        scripted: ScriptedImds, store: Store, before: timedelta, approved: bool) -> None:
+    """The first POST is answered 503 with a Retry-After of 0.3 s. A tenth of a second
+    before NotBefore, that wait reaches past it (Azure starts the event then by itself):
+    no second try, and the outcome says why. Thirty seconds before, the retry goes."""
+    not_before = datetime(2035, 1, 1, tzinfo=timezone.utc)
+    scripted.serve(document(7, event(MINE, ["web-0"], not_before=FAR)))
+    scripted.on_posts(Answer(503, retry_after=0.3))
+    async with client_of(scripted) as client:
+        shown = (await client.fetch()).document
+        approver = Approver(client, store.audit_log, endpoint=scripted.url, identity=WHO,
+                            vm_name="web-0", wall=lambda: not_before - before)
+        [outcome] = await approver.approve([MINE], shown)
+    if approved:
+        assert outcome.approved and len(scripted.posts()) == 2
+        return
+    assert not outcome.approved, f"a retry waited past NotBefore: {outcome.message}"
+    assert len(scripted.posts()) == 1
+    assert "its NotBefore passes before the next try" in outcome.message
+    record = outcome_record(store)
+    assert record.details["ending"] == "stopped" and record.status == 503

@@ -51,11 +51,12 @@ approve = "now"
 """
 
 
-def _document(incarnation: int, kind: str, duration: int) -> dict[str, Any]:
+def _document(incarnation: int, kind: str, duration: int,
+              not_before_in: float = 900) -> dict[str, Any]:
     return {"DocumentIncarnation": incarnation, "Events": [{
         "EventId": EVENT_ID, "EventStatus": "Scheduled", "EventType": kind,
         "ResourceType": "VirtualMachine", "Resources": ["app-vm-1"],
-        "NotBefore": formatdate(time.time() + 900, usegmt=True),
+        "NotBefore": formatdate(time.time() + not_before_in, usegmt=True),
         "Description": "maintenance", "EventSource": "Platform",
         "DurationInSeconds": duration}]}
 
@@ -137,5 +138,47 @@ approve_before = 895
             attempt = next(r for r in store.audit_log.records() if r.action == "approve-attempt")
         assert attempt.event is not None and attempt.event["DurationInSeconds"] == 7
         assert attempt.incarnation == 2
+    finally:
+        emulator.stop()
+
+
+WINDOW = """
+[[rule]]
+name = "close-freeze"
+event_type = "Freeze"
+not_before_within = 600
+prepare = "{hook}"
+approve = "after-prepare"
+"""
+
+
+@pytest.mark.slow
+def test_an_event_whose_not_before_moved_out_of_the_window_gets_no_further_step(
+        tmp_path: Path, hook: Path) -> None:
+    """The rule took the Freeze 300 s before its NotBefore (within its 600 s); while the
+    prepare hook ran, the service moved NotBefore an hour out. The check before the
+    approval is the rule's whole check, not_before_within included: no approval."""
+    emulator = Emulator(parse_scenario('name = "pinned"\nvm_name = "app-vm-1"\n'))
+    emulator.start()
+    try:
+        emulator.pin_document(_document(1, "Freeze", 5, not_before_in=300))
+        policy = write_policy(tmp_path, WINDOW.format(hook=hook))
+        env = agent_env(tmp_path, HOOK_WAIT="1")
+        proc, lines = start_agent(emulator.url, tmp_path, "--policy", str(policy), env=env)
+        try:
+            lines.until(agent_said("running", "prepare"), 30, "the prepare hook")
+            emulator.pin_document(_document(2, "Freeze", 5, not_before_in=3600))
+            lines.until(lambda line: '"incarnation": 2' in line, 30, "the moved NotBefore")
+            (tmp_path / "go").touch()
+            lines.until(lambda line: agent_said("unmatched")(line)
+                        or agent_said("approved", "approve")(line), 30,
+                        "the step after the prepare hook")
+            more_polls(emulator, 10)
+        finally:
+            assert stop(proc) == 0
+        assert posts(emulator) == [], "approved though NotBefore left the rule's window"
+        [unmatched] = [r for r in records(lines) if r.get("agent") == "unmatched"]
+        assert unmatched["step"] == "approve" and unmatched["rule"] == "close-freeze"
+        assert "NotBefore is more than not_before_within 600 s away" in str(unmatched["detail"])
     finally:
         emulator.stop()

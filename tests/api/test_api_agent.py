@@ -121,6 +121,40 @@ def test_a_non_approver_is_refused_and_the_refusal_recorded_as_the_kernel_says(
 
 
 @pytest.mark.slow
+def test_a_non_approver_is_refused_release_and_dismiss_and_each_refusal_recorded(
+        base: Path, emulator: Emulator, accounts: dict[str, Account]) -> None:
+    """Release and dismiss are approvers' ops as approve and hold are: a member of the
+    socket's group who is not an approver changes nothing with them, and each refusal is
+    in the audit log under the name the kernel gave."""
+    proc, _ = start_agent(emulator.url, base)
+    try:
+        with Store.open_dir(base / "data", readonly=True) as store:
+            wait_until(lambda: store.history.incarnations(limit=1) != [], 30,
+                       "the first document stored")
+        held = run_as(accounts["alice"], base, "hold", {"id": EVENT_ID})
+        assert held["held"] is True, held
+        released = run_as(accounts["carol"], base, "release", {"id": EVENT_ID})
+        dismissed = run_as(accounts["carol"], base, "dismiss", {"ids": [EVENT_ID]})
+        with AgentClient.connect(base / "run" / "api.sock") as client:
+            still_held = EVENT_ID in client.state()[1].held
+    finally:
+        assert stop(proc) == 0
+    assert "error" in released, f"a non-approver released the hold: {released}"
+    assert "error" in dismissed, f"a non-approver's dismissal was recorded: {dismissed}"
+    for refused_op in (released, dismissed):
+        assert refused_op["error"]["code"] == "forbidden"
+        assert "not in group setui" in refused_op["error"]["message"]
+    assert still_held
+    assert [(r.action, r.user, r.event_id, r.details.get("op")) for r in _audit(base)] == [
+        (HOLD, "sapi-alice", EVENT_ID, "hold"),
+        (REFUSED, "sapi-carol", EVENT_ID, "release"),
+        (REFUSED, "sapi-carol", EVENT_ID, "dismiss")]
+    for record in _audit(base)[1:]:
+        assert record.details["api"]["uid"] == accounts["carol"].uid
+        assert "not in group setui" in (record.error or "")
+
+
+@pytest.mark.slow
 def test_two_approvers_at_once_make_one_post_recorded_under_the_winner(
         base: Path, emulator: Emulator, accounts: dict[str, Account]) -> None:
     proc, _ = start_agent(emulator.url, base)

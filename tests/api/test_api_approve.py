@@ -23,7 +23,7 @@ from setui.core.model import parse_document
 from setui.monitor.state import MonitorState
 from setui.outcome import HELD, ApprovalOutcome, Progress
 from setui.snapshot import confirmed
-from setui.store import APPROVE_OUTCOME, Store
+from setui.store import APPROVE_OUTCOME, REFUSED, Store
 
 MINE = "F02C2EDE-3B1C-4D5E-9F00-0123456789AB"
 T0 = datetime(2026, 11, 25, 19, 0, tzinfo=timezone.utc)
@@ -95,3 +95,37 @@ async def test_an_outcome_nobody_knows_reaches_the_client_as_unknown(
     assert outcome_record(store).details["outcome"] == "unknown"
     # nothing is sent again without again
     assert store.audit_log.claim(MINE, scripted.url) is not None
+
+
+async def test_an_event_that_changed_since_the_client_confirmed_it_is_refused(
+        tmp_path: Path, scripted: ScriptedImds) -> None:
+    """The operator confirmed a Freeze; by the time the request reaches the agent, its
+    document and the service's both say Reboot. The agent holds the approval against
+    what the client confirmed, not against its own newer document: refused, nothing
+    sent, the changes said and the operator asked again."""
+    changed = document(8, event(MINE, ["web-0"], kind="Reboot"))
+    scripted.serve(changed)
+    client = ImdsClient(scripted.url, timeout=10.0, enabling_timeout=10.0,
+                        backoff=Backoff(base=0.02, cap=0.05), rate=100, burst=100)
+    seen = confirmed(parse_document(SHOWN), MINE)
+    assert seen is not None
+
+    def run(path: Path) -> ApprovalOutcome:
+        with AgentClient.connect(path, timeout=10) as api:
+            [outcome] = api.approve([MINE], {MINE: seen})
+        return outcome
+
+    with Store.open_dir(tmp_path / "data") as store:
+        async with agent_in_process(tmp_path, store, endpoint=scripted.url, started=T0,
+                                    state=MonitorState(document=parse_document(changed)),
+                                    imds=client) as path:
+            outcome = await asyncio.to_thread(run, path)
+        await client.aclose()
+        assert not outcome.approved and outcome.refused, \
+            f"approved as the agent's document has it: {outcome}"
+        assert outcome.ask_again
+        assert "type: Freeze -> Reboot" in outcome.changes
+        assert scripted.posts() == []
+        [record] = store.audit_log.records()
+        assert record.action == REFUSED and record.incarnation == 7
+        assert record.event is not None and record.event["EventType"] == "Freeze"

@@ -720,6 +720,23 @@ async def test_an_answer_cut_off_after_an_accepting_head_is_accepted(
     assert result.status == 200
 
 
+@pytest.mark.parametrize(("status", "phrase"), [(500, "Internal Server Error"),
+                                                 (400, "Bad Request"),
+                                                 (503, "Service Unavailable")])
+async def test_an_answer_cut_off_after_a_failing_head_is_not_accepted(
+        make_client: MakeClient, raw_server: MakeRawServer, status: int, phrase: str) -> None:
+    """The head said no; that its body never arrived whole changes nothing."""
+    async def handler(request: Any, writer: asyncio.StreamWriter) -> None:
+        writer.write(f"HTTP/1.1 {status} {phrase}\r\nContent-Type: application/json\r\n"
+                     "Content-Length: 50\r\n\r\n{\"error\": ".encode())
+
+    client = make_client((await raw_server(handler)).url)
+    with pytest.raises(ImdsError) as caught:
+        result = await client.approve([REBOOT_ID])
+        pytest.fail(f"counted as accepted: {result}")
+    assert caught.value.status == status
+
+
 @pytest.mark.parametrize(("ids", "error"), [(REBOOT_ID, TypeError), ([], ValueError),
                                              (["", REBOOT_ID], ValueError)])
 async def test_approving_nothing_is_a_programming_error(make_client: MakeClient, ids: object,
