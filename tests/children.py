@@ -64,6 +64,23 @@ class Lines:
 
         threading.Thread(target=pump, daemon=True).start()
 
+    def rest(self, timeout: float = 60.0) -> list[str]:
+        """Every line seen, the ones not consumed yet included, once the process's stdout
+        has ended (call it after the process was stopped); fails after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while not self._ended and (remaining := deadline - time.monotonic()) > 0:
+            try:
+                line = self._queue.get(timeout=remaining)
+            except queue.Empty:
+                break
+            if line is None:
+                self._ended = True
+                break
+            self.seen.append(line)
+        if not self._ended:
+            pytest.fail(f"the process's output did not end within {timeout} s")
+        return self.seen
+
     def until(self, done: Callable[[str], bool], timeout: float, what: str) -> str:
         """The first line from now on for which ``done`` holds; fails after ``timeout``."""
         deadline = time.monotonic() + timeout

@@ -125,6 +125,28 @@ def test_a_record_forwarded_twice_unchanged_is_one_record(tmp_path: Path,
     assert "the 2 records of the copy match the log" in done.stdout
 
 
+# -- the genuine hash with other values --------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "genuine", "other"), [
+    ("event_id", f'event_id="{EVENT_ID}"', 'event_id="F020BA2E-3BC0-4C40-A10B-86575A9EABD5"'),
+    ("time", 'time="2024-05-14T09:30:00.000000Z"', 'time="2024-05-14T09:10:00.000000Z"'),
+])
+def test_a_line_with_the_records_hash_but_other_values_differs(
+        tmp_path: Path, udp: socket.socket, name: str, genuine: str, other: str) -> None:
+    """A collector's line that carries the log's hash for record 1 but another EventId or
+    time was not written by setui from that record: the hash alone is no match."""
+    data_dir = tmp_path / "data"
+    write_log(data_dir, approval(), forward=udp_target(udp))
+    first, second = received(udp, 2)
+    assert genuine in first, first
+    copy = copy_file(tmp_path, [first.replace(genuine, other), second])
+    done = setui("audit", "verify", "--against", str(copy), data_dir=data_dir)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.startswith("ok, 2 records")  # the chain itself is sound
+    assert f"record 1 differs under the same hash: {name} " in done.stdout, done.stdout
+    assert "the copy's line was not written by setui from this record" in done.stdout
+
+
 # -- a hash planted in free text -------------------------------------------------------------
 @pytest.mark.slow
 def test_a_hash_planted_in_ssh_connection_is_not_the_records_hash(

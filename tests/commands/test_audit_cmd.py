@@ -263,6 +263,45 @@ def test_no_witness_is_a_warning(data_dir: Path) -> None:
     assert listing.stdout.splitlines()[-1].startswith("chain: ok, 5 records (warning: ")
 
 
+def forged(seq: int, prev_hash: str) -> str:
+    """An INSERT of a record whose hash is right and chains on ``prev_hash``, as someone
+    who read how the hash is made (setui.store.audit) could make it."""
+    values = {"seq": seq, "time": "2024-05-14T09:34:00.000000Z", "action": "approve-outcome",
+              "user": "mallory", "ssh_client": None, "host": "vm-web-0",
+              "endpoint": "http://169.254.169.254", "event_id": "D-4", "event": None,
+              "incarnation": 2, "attempt_seq": 5, "status": 200, "error": None,
+              "latency_ms": 42.0, "details": {}}
+    digest = hashlib.sha256((prev_hash + "\n" + json.dumps(
+        values, sort_keys=True, separators=(",", ":"))).encode()).hexdigest()
+    return ("INSERT INTO audit (seq, time, action, os_user, ssh_client, host, endpoint, "
+            "event_id, event_json, incarnation, attempt_seq, status, error, latency_ms, "
+            f"details_json, prev_hash, hash) VALUES ({seq}, '{values['time']}', "
+            f"'approve-outcome', 'mallory', NULL, 'vm-web-0', '{values['endpoint']}', "
+            f"'D-4', NULL, 2, 5, 200, NULL, 42.0, '{{}}', '{prev_hash}', '{digest}')")
+
+
+@pytest.mark.parametrize("witness", ["none", "behind"])
+def test_a_forged_newest_record_the_witness_does_not_name_is_tampering(
+        data_dir: Path, witness: str) -> None:
+    """The newest record replaced by a forgery that chains on the record before it, the
+    log's head left as it was, and no witness to compare it with: none at all (a store of
+    an older setui), or one still naming the record before (written after each commit, it
+    may trail). Only the log's own head shows the forgery."""
+    with Store.open_dir(data_dir, readonly=True) as store:
+        records = store.audit_log.records(oldest_first=True)
+    path = data_dir / "setui.db.audit-head"
+    if witness == "none":
+        path.unlink()
+    else:
+        path.write_text(json.dumps({"seq": 4, "hash": records[3].hash}))
+    tamper(data_dir, "DELETE FROM audit WHERE seq = 5", forged(5, records[3].hash))
+    done = setui("audit", "verify", data_dir=data_dir)
+    assert done.returncode == 1, done.stdout
+    assert done.stdout.splitlines()[0] == (
+        "TAMPERED: record 5 was replaced (it does not match the log's head)")
+    assert "Records from 5 on cannot be trusted." in done.stdout
+
+
 def test_a_dropped_head_table_is_tampering(data_dir: Path) -> None:
     tamper(data_dir, "DROP TABLE audit_head")
     done = setui("audit", "verify", data_dir=data_dir)

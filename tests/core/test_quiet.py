@@ -39,9 +39,11 @@ def document(incarnation: int, *ids: str) -> bytes:
     return json.dumps({"DocumentIncarnation": incarnation, "Events": events}).encode()
 
 
-def answer(body: bytes, status: str = "200 OK", *, length: int | None = None) -> bytes:
+def answer(body: bytes, status: str = "200 OK", *, length: int | None = None,
+           etag: str | None = None) -> bytes:
+    tag = f"ETag: {etag}\r\n" if etag is not None else ""
     return (f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
-            f"Date: {formatdate(usegmt=True)}\r\n"
+            f"Date: {formatdate(usegmt=True)}\r\n{tag}"
             f"Content-Length: {len(body) if length is None else length}\r\n\r\n"
             ).encode() + body
 
@@ -58,6 +60,7 @@ class Script:
 
     answers: list[bytes | tuple[bytes, bytes] | None]
     requests: int = 0
+    headers: list[dict[str, str]] = field(default_factory=list)  # each request's, in order
     connections: list[asyncio.StreamWriter] = field(default_factory=list)
     release: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -66,6 +69,7 @@ class Script:
             self.connections.append(writer)
         n = self.requests
         self.requests += 1
+        self.headers.append(request.headers)
         reply = self.answers[min(n, len(self.answers) - 1)]
         if reply is None:
             await self.release.wait()
@@ -334,3 +338,28 @@ async def test_a_bug_describing_the_poll_ends_the_quiet_not_the_polling(
     await until(lambda: len(run.results) >= 4, what="polls on the loop after the bug")
     assert all(r.polls == 1 and r.error is None for r in run.results)
     assert "quiet polls failed" in caplog.text
+
+
+async def test_the_same_bytes_under_a_new_etag_are_read_by_the_client(
+        run_quiet: Callable[..., Awaitable[Run]]) -> None:
+    """The same document under another ETag is not "nothing new" to the thread: the
+    client reads it and keeps the new tag, which the next polls send back."""
+    script = Script([answer(A, etag='"one"')] * 3 + [answer(A, etag='"two"')])
+    run = await run_quiet(script, span=60.0)
+    await until(lambda: script.requests >= 6, what="polls after the new ETag")
+    sent = [h.get("if-none-match") for h in script.headers]
+    assert sent[1:3] == ['"one"', '"one"']
+    assert set(sent[4:]) == {'"two"'}, f"the polls after the new tag sent {sent[4:]}"
+    assert all(not r.changes and r.error is None for r in run.results[1:])
+
+
+async def test_a_304_to_a_request_without_if_none_match_is_an_error(
+        run_quiet: Callable[..., Awaitable[Run]]) -> None:
+    """Without an ETag the polls send no If-None-Match, so a 304 is no "unchanged":
+    the thread hands it to the client, which names it, as it would on the loop."""
+    script = Script([answer(A)] * 3 + [answer(b"", "304 Not Modified")])
+    run = await run_quiet(script, span=60.0)
+    await until(lambda: any(r.error for r in run.results), what="the 304 told as an error")
+    assert all("if-none-match" not in h for h in script.headers)
+    error = next(r.error for r in run.results if r.error)
+    assert "304 Not Modified to a request that had nothing cached" in error.message
