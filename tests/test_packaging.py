@@ -29,6 +29,39 @@ def test_a_command_builds_only_its_own_arguments() -> None:
     assert done.stdout.strip() == "[]"
 
 
+def _packages_in_tree() -> list[str]:
+    """Every package of the source tree: src/setui and its subpackages, and themes/."""
+    found = [".".join(path.parent.relative_to(ROOT / "src").parts)
+             for path in (ROOT / "src" / "setui").rglob("__init__.py")]
+    return sorted([*found, "setui.themes"])
+
+
+def test_the_package_list_names_every_package_in_the_tree() -> None:
+    """pyproject.toml lists the packages (setui.themes lives outside src/, where find
+    cannot see it): a package added to the tree and not to the list would be left out
+    of the wheel."""
+    from setui.tomlread import parse_toml
+
+    project = parse_toml((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    setuptools = project["tool"]["setuptools"]
+    assert sorted(setuptools["packages"]) == _packages_in_tree()
+    assert setuptools["package-dir"] == {"": "src", "setui.themes": "themes"}
+    assert (ROOT / "themes" / "__init__.py").is_file()
+
+
+def test_every_package_data_pattern_matches_a_file() -> None:
+    """A pattern that matches nothing says the wheel ships a file it does not."""
+    from setui.tomlread import parse_toml
+
+    setuptools = parse_toml((ROOT / "pyproject.toml").read_text(encoding="utf-8"))[
+        "tool"]["setuptools"]
+    for package, patterns in setuptools["package-data"].items():
+        where = (ROOT / setuptools["package-dir"][package] if package in
+                 setuptools["package-dir"] else ROOT / "src" / package.replace(".", "/"))
+        for pattern in patterns:
+            assert list(where.glob(pattern)), f"{package}: {pattern} matches no file"
+
+
 def test_every_command_still_parses_its_own_options() -> None:
     from setui.cli import build_parser
 
@@ -61,9 +94,8 @@ def test_the_wheel_installs_alone_and_runs(tmp_path: Path) -> None:
                    "setui/ui/fleet/help.md", f"setui-{__version__}.dist-info/licenses/LICENSE"):
         assert wanted in names, wanted
     assert not [n for n in names if "/tests/" in n or "/bench/" in n or "__pycache__" in n]
-    packages = {str(path.parent.relative_to(ROOT / "src").as_posix())
-                for path in (ROOT / "src" / "setui").rglob("__init__.py")}
-    assert packages - {name.rsplit("/", 1)[0] for name in names} == set()
+    assert set(_packages_in_tree()) - {name.rsplit("/", 1)[0].replace("/", ".")
+                                       for name in names} == set()
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)

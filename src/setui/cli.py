@@ -247,7 +247,35 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                     "the local API and acts by the policy.")
     if wanted("service"):
         _command_module("service").add_arguments(service)
+    _take_everywhere(parser, (connection, polling, dashboard))
     return parser
+
+
+def _take_everywhere(parser: argparse.ArgumentParser,
+                     shared: Sequence[argparse.ArgumentParser]) -> None:
+    """Every option the top level takes, taken after every command and subcommand too
+    (``setui history show 6 --standalone`` as ``setui --standalone history show 6``), in
+    its own group, unless that parser defines the option itself. The copies default to
+    SUPPRESS, so one given before the command is not reset. argparse has no public way
+    to list a parser's subparsers or options: ``_actions`` and ``_option_string_actions``
+    are what its own ``parents=`` reads."""
+    for action in parser._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        for sub in dict.fromkeys(action.choices.values()):
+            for parent in shared:
+                missing = [option for option in parent._actions
+                           if option.option_strings and not any(
+                               name in sub._option_string_actions
+                               for name in option.option_strings)]
+                if not missing:
+                    continue
+                title = parent._action_groups[-1].title
+                group = next((g for g in sub._action_groups if g.title == title), None)
+                group = group or sub.add_argument_group(title)
+                for option in missing:
+                    group._add_action(option)
+            _take_everywhere(sub, shared)
 
 
 def _command_module(name: str) -> ModuleType:

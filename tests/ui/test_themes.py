@@ -82,7 +82,7 @@ def test_shipped_themes_load_without_problems() -> None:
 
 
 def test_every_shipped_file_is_complete() -> None:
-    for path in sorted((ROOT / "src" / "setui" / "themes").glob("*.toml")):
+    for path in sorted((ROOT / "themes").glob("*.toml")):
         theme = load_theme_file(path)
         assert theme.name == path.stem
         for key in COLOR_KEYS:
@@ -133,9 +133,9 @@ def test_variable_docs_match_the_dashboard() -> None:
     assert "under 5 minutes" in SETUI_VARIABLES["setui-soon"]
     assert "hour" not in SETUI_VARIABLES["setui-soon"]
     # There is no RECORDING indicator: no variable for one, in the code or the README.
-    readme = (ROOT / "src" / "setui" / "themes" / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "themes" / "README.md").read_text(encoding="utf-8")
     assert "setui-recording" not in SETUI_VARIABLES and "RECORDING" not in readme
-    for path in sorted((ROOT / "src" / "setui" / "themes").glob("*.toml")):
+    for path in sorted((ROOT / "themes").glob("*.toml")):
         assert "setui-recording" not in path.read_text(encoding="utf-8"), path.name
 
 
@@ -171,7 +171,7 @@ async def test_theme_palette_keeps_a_builtin_current_theme() -> None:
 
 
 def test_readme_documents_every_variable() -> None:
-    readme = (ROOT / "src" / "setui" / "themes" / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "themes" / "README.md").read_text(encoding="utf-8")
     for name in SETUI_VARIABLES:
         assert f"`{name}`" in readme, name
     for name in SHIPPED:

@@ -21,7 +21,7 @@ from setui.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
     READS_THE_AGENT,
-    add_storage_options,
+    add_json_option,
     positive_int,
     read_record,
     when,
@@ -66,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "export`, `journalctl -o json`) or lines holding setui's "
                              "[setui@32473 ...] element (a collector's, syslog's): name "
                              "every record that differs (see docs/audit.md)")
-    add_storage_options(verify)
+    add_json_option(verify)
     export = sub.add_parser("export", help="write the whole log as JSON lines",
                             description="Write every audit record, oldest first, as one "
                                         "JSON object per line (- for standard output), "
@@ -75,7 +75,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     export.add_argument("--force", action="store_true",
                         help="replace FILE if it exists (without it, an existing file is "
                              "left alone and the export refused)")
-    add_storage_options(export, json=False)
     # Accepted rather than refused: whoever passes it asks for JSON and gets it, and a
     # script that passes --json to every command keeps working. The help says so.
     export.add_argument("--json", action="store_true", default=argparse.SUPPRESS,

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from setui.store.reading import Record
     from setui.store.stored import StoredRecord
 
-__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "READS_THE_AGENT", "add_storage_options",
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "READS_THE_AGENT", "add_json_option",
            "agent_for", "agent_vm", "data_dir", "open_readonly", "positive_int",
            "read_record", "record_reading", "when", "whole_number", "would_overwrite"]
 
@@ -172,17 +172,9 @@ def positive_int(text: str) -> int:
     return value
 
 
-def add_storage_options(parser: argparse.ArgumentParser, *, json: bool = True) -> None:
-    """The common options again, on a sub-command, so they may follow it; SUPPRESS keeps
-    a value given before the sub-command. ``json``: the sub-command also writes JSON."""
-    parser.add_argument("--data-dir", metavar="DIR", type=Path, default=argparse.SUPPRESS,
-                        help="where history and the audit log live (env SETUI_DATA_DIR)")
-    parser.add_argument("--endpoint", metavar="URL", default=argparse.SUPPRESS,
-                        help=argparse.SUPPRESS)
-    parser.add_argument("--api-version", metavar="V", default=argparse.SUPPRESS,
-                        help=argparse.SUPPRESS)
-    parser.add_argument("--config", metavar="FILE", type=Path, default=argparse.SUPPRESS,
-                        help=argparse.SUPPRESS)
-    if json:
-        parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                            help="JSON with stable keys")
+def add_json_option(parser: argparse.ArgumentParser) -> None:
+    """The command's ``--json`` again on a sub-command that writes JSON too, so it may
+    follow it; SUPPRESS keeps one given before the sub-command. The options every
+    command takes follow every sub-command already (cli.build_parser)."""
+    parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                        help="JSON with stable keys")

@@ -23,7 +23,7 @@ from setui.commands.common import (
     EXIT_OK,
     EXIT_USAGE,
     READS_THE_AGENT,
-    add_storage_options,
+    add_json_option,
     positive_int,
     read_record,
     when,
@@ -110,7 +110,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     show.add_argument("incarnation", type=incarnation_number, metavar="INCARNATION")
     show.add_argument("--diff", action="store_true",
                       help="first what changed against the incarnation before it")
-    add_storage_options(show)
+    add_json_option(show)
     export = sub.add_parser(
         "export-scenario", help="the record as a scenario the emulator plays",
         description="Write the recorded events as an emulator scenario (times relative to "
@@ -128,7 +128,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     export.add_argument("--vm-name", metavar="NAME", default=argparse.SUPPRESS,
                         help="this VM's name in the scenario (default: the configured one, "
                              "else the one the record keeps, else the first resource)")
-    add_storage_options(export, json=False)  # it writes a scenario file, never JSON
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,13 +1,13 @@
 """setui's colour themes: the shipped ones and the user's, as Textual themes.
 
-Shipped themes are TOML files in ``src/setui/themes/``, installed as the package data
-``setui.themes``; users add their own to ``config_dir() / "themes"``.
+Shipped themes are TOML files in ``themes/`` at the top of the repository, installed as
+the package ``setui.themes``; users add their own to ``config_dir() / "themes"``.
 Every file is checked (TOML, types, every colour and text style) and a bad one is a line
 in :attr:`ThemeLoadResult.problems`, never an exception: one notification at start-up
 lists them all. A user theme with the name of a shipped one replaces it.
 
 setui's own CSS variables (``$setui-urgent`` and friends, see :data:`SETUI_VARIABLES`
-and ``src/setui/themes/README.md``) are always present in a loaded theme: the ones a file leaves
+and ``themes/README.md``) are always present in a loaded theme: the ones a file leaves
 out are derived from its colours by :func:`variable_defaults`.
 
 The command palette's theme list (:func:`theme_provider`) offers these themes only:

@@ -1,1 +1,0 @@
-"""setui's shipped themes, as TOML files; installed as the package data ``setui.themes``."""
