@@ -17,9 +17,12 @@ Nothing is written for it: ``stopped`` says the process stopped cleanly there (a
 after it was a shutdown, store.impacts), which a crash is not, and the lock tells the
 same thing to whoever asks. Sessions of another host (a store copied here, another
 host name) are judged by their beats alone: the lock here says nothing of their
-processes. A session that holds no lock (``setui watch``, the dashboard) keeps the rule
-of the beats: whether its pid still runs cannot be told safely (pids are reused, and
-another pid namespace sees other numbers).
+processes. (A reader in another pid namespace under the same host name would see the
+holder's pid as another number, or not at all, and take a running agent's session for
+over: readers of the agent's store run beside it, as root.) A session that holds no
+lock (``setui watch``, the dashboard) keeps the rule of the beats: whether its pid still
+runs cannot be told safely (pids are reused, and another pid namespace sees other
+numbers).
 """
 
 from __future__ import annotations
