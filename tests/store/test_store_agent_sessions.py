@@ -82,7 +82,7 @@ def test_the_list_of_locks_is_read_for_granted_flocks_on_the_file_alone(
         f"2: POSIX  ADVISORY  WRITE 4444 fe:00:{inode} 0 EOF\n"  # not a flock
         f"3: FLOCK  ADVISORY  WRITE 4545 fe:00:{inode + 1} 0 EOF\n"  # another file
         "4: FLOCK  ADVISORY  WRITE garbage\n\n")
-    assert flock_holders(lock, locks=listing) == {4242}
+    assert flock_holders(lock, locks=listing) == frozenset({4242})
     # No file: nobody can hold it. No list (not Linux): not known.
     assert flock_holders(tmp_path / "none", locks=listing) == frozenset()
     assert flock_holders(lock, locks=tmp_path / "no-list") is None
@@ -94,7 +94,7 @@ def test_the_kernel_names_the_process_that_holds_the_lock_until_it_ends(
         tmp_path: Path) -> None:
     lock = tmp_path / AGENT_LOCK
     with holding(lock) as proc:
-        assert flock_holders(lock) == {proc.pid}
+        assert flock_holders(lock) == frozenset({proc.pid})
     assert flock_holders(lock) == frozenset()
 
 
@@ -153,3 +153,18 @@ def test_a_session_that_stopped_is_not_judged_by_the_lock(store: Store) -> None:
     store.sessions.beat(session, T0 + seconds(15), stopped=True)
     assert store.sessions.ended(store.sessions.spans()) == set()
     assert _holes(store) == [(seconds(15), seconds(30), True)]
+
+
+async def test_a_recorder_names_no_dead_agent_as_recording_beside_it(store: Store) -> None:
+    """What the dashboard says of another recorder on its store (monitor.recorder)."""
+    from setui.monitor.recorder import Recorder
+
+    _agent(store, 1)  # no process holds this store's lock: that agent is gone
+    watch = _agent(store, 2, command="setui watch")
+    recorder = Recorder(store, endpoint=ENDPOINT, command="setui")
+    await recorder.start(T0 + seconds(30))
+    try:
+        assert recorder.problem is None
+        assert [s.id for s in recorder.others] == [watch]
+    finally:
+        await recorder.stop(T0 + seconds(31))
