@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import re
 import sys
@@ -69,6 +70,11 @@ def report_command(args: argparse.Namespace, *, out: IO[str], err: IO[str]) -> i
             return EXIT_FAILED
         with contextlib.closing(store):
             recording = load_recording(store, since=since, until=until)
+            # Read to its end, the record may have stopped being kept there: nothing
+            # has recorded since (an agent that crashed, a watch stopped). The recording
+            # ends where the record does; the report of it says that hole too.
+            since_end = [h for h in store.holes(endpoint=recording.endpoint) if h.open] \
+                if recording is not None and until is None else []
     except RecordError as exc:
         err.write(f"setui report: {exc}\n")
         return EXIT_FAILED
@@ -79,6 +85,8 @@ def report_command(args: argparse.Namespace, *, out: IO[str], err: IO[str]) -> i
     report = build_report(recording, since=since, until=until,
                           terminate_notice=getattr(config, "terminate_notice",
                                                    DEFAULT_TERMINATE_NOTICE))
+    if since_end and not any(h.open for h in report.holes):
+        report = dataclasses.replace(report, holes=(*report.holes, *since_end))
     if getattr(args, "format", "md") == "json":
         out.write(json.dumps(report_json(report), ensure_ascii=True, indent=2) + "\n")
     else:

@@ -24,7 +24,7 @@ from setui.boot import current_boot_id
 from setui.core.health import PollResult
 from setui.core.model import Document
 from setui.store.incarnations import TOUCH_INTERVAL
-from setui.store.sessions import RECORDER_BEAT, RUNNING_WITHIN
+from setui.store.sessions import RECORDER_BEAT
 
 if TYPE_CHECKING:
     from setui.store import Store
@@ -189,8 +189,8 @@ class Recorder:
         return self._others(at)
 
     def _others(self, at: datetime) -> list[RecorderSpan]:
-        spans = self.store.sessions.spans(endpoint=self.endpoint, since=at - RUNNING_WITHIN)
-        return [s for s in spans if s.id != self.session_id and s.stopped is None]
+        return [s for s in self.store.sessions.running(endpoint=self.endpoint, at=at)
+                if s.id != self.session_id]
 
     # -- back on the loop --------------------------------------------------------------------
     def _done_soon(self, loop: asyncio.AbstractEventLoop, *, count: bool = True

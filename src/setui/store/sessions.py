@@ -1,9 +1,34 @@
 """``RecordingSessions``: who recorded which endpoint when, what the agent measured while
 it did (stalls and boots: store.impacts), and the holes where nothing recorded
-(core.holes): how far the record can be trusted, kept beside the history."""
+(core.holes): how far the record can be trusted, kept beside the history.
+
+When a session ended. A session stops in its row (``stopped``) when its process stops
+cleanly; one that died says nothing, so its last beat bounds it, and a session counts as
+running while its last beat is under :data:`RUNNING_WITHIN` old. An agent's session is
+told at once: the agent holds the store's lock (``<data-dir>/agent.lock``) for life and
+the kernel lets go of it the moment the process dies, however it dies, so an agent's
+session on this host whose process does not hold that lock now is over at its last beat.
+The kernel's list of locks says who holds it (store.flocks), read without taking the
+lock, so a reader never keeps a starting agent out. That serves every reader alike: a
+standalone ``setui history`` while no agent runs (or an agent just restarted), and the
+new agent itself, which holds the lock with another pid than the dead session's.
+
+Nothing is written for it: ``stopped`` says the process stopped cleanly there (a boot
+after it was a shutdown, store.impacts), which a crash is not, and the lock tells the
+same thing to whoever asks. Sessions of another host (a store copied here, another
+host name) are judged by their beats alone: the lock here says nothing of their
+processes. (A reader in another pid namespace under the same host name would see the
+holder's pid as another number, or not at all, and take a running agent's session for
+over: readers of the agent's store run beside it, as root.) A session that holds no
+lock (``setui watch``, the dashboard) keeps the rule of the beats: whether its pid still
+runs cannot be told safely (pids are reused, and another pid namespace sees other
+numbers).
+"""
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Iterable
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -14,16 +39,21 @@ from setui.store import history as hist
 from setui.store import impacts
 from setui.store.database import Database
 from setui.store.endpoints import endpoint_column
+from setui.store.flocks import flock_holders
 from setui.store.impacts import BootGap
+from setui.store.place import AGENT_LOCK
 from setui.store.records import RecorderSpan, from_db_time, to_db_time, utc
 
-__all__ = ["RECORDER_BEAT", "RUNNING_WITHIN", "RecordingSessions"]
+__all__ = ["AGENT_COMMAND", "RECORDER_BEAT", "RUNNING_WITHIN", "RecordingSessions"]
 
 # A recording session notes that it still runs this often (monitor.recorder.BEAT_SECONDS);
 # one whose last beat is older than RUNNING_WITHIN has stopped (or died) as far as anyone
 # can tell.
 RECORDER_BEAT = timedelta(seconds=60)
 RUNNING_WITHIN = 2.5 * RECORDER_BEAT
+# The command an agent's session is opened with (commands.agent): its process holds the
+# store's lock for as long as it runs.
+AGENT_COMMAND = "setui agent"
 
 
 class RecordingSessions:
@@ -90,6 +120,28 @@ class RecordingSessions:
                                  r[8], bool(r[9]))
                     for r in conn.execute(sql, args)]
 
+    def running(self, *, endpoint: str, at: datetime) -> list[RecorderSpan]:
+        """The sessions recording ``endpoint`` at ``at`` as far as the store can tell
+        (see the module), oldest first."""
+        spans = self.spans(endpoint=endpoint, since=at - RUNNING_WITHIN)
+        ended = self.ended(spans)
+        return [s for s in spans if s.stopped is None and s.id not in ended]
+
+    def ended(self, spans: Iterable[RecorderSpan]) -> set[int]:
+        """The ids of the sessions in ``spans`` that did not stop in their row and are
+        known to be over: an agent's on this host whose process does not hold the store's
+        lock now. Empty when that cannot be told (the lock's file cannot be looked at, or
+        the kernel's list of locks cannot be read)."""
+        here = hist.clean_text(socket.gethostname())[:200]
+        agents = [s for s in spans
+                  if s.stopped is None and s.command == AGENT_COMMAND and s.host == here]
+        if not agents:
+            return set()
+        holders = flock_holders(self.database.path.parent / AGENT_LOCK)
+        if holders is None:
+            return set()
+        return {s.id for s in agents if s.pid not in holders}
+
     # -- what events did to the VM (core.impact) -----------------------------------------
     def record_impact(self, impact: Impact) -> Impact | None:
         """Keep a stall or a boot the agent measured; None for a boot told already."""
@@ -133,6 +185,9 @@ class RecordingSessions:
                 now = utc_now() + timedelta(seconds=skew)
         now = utc(now)
         # A session still running covers up to now: it beats only once a RECORDER_BEAT.
-        covered = [(s.started, max(s.end, now) if s.stopped is None
+        # One known to be over (an agent's that no longer holds the lock) ends at its
+        # last beat at once.
+        ended = self.ended(spans)
+        covered = [(s.started, max(s.end, now) if s.stopped is None and s.id not in ended
                     and s.end >= now - RUNNING_WITHIN else s.end) for s in spans]
         return find_holes(covered, sightings, now=now, endpoint=endpoint)
