@@ -315,7 +315,8 @@ async def _decide(request: ApproveRequest, typed: tuple[str, ...], route: Route,
     again = request.again
     # The agent's refusal of who asks (who may approve, what to do) is said once, by the
     # report below, not beside each event too.
-    whoever = route.approver.why_not() if isinstance(route, AttachedRoute) else None
+    whoever = route.approver.why_not() if isinstance(route, AttachedRoute) \
+        and not request.read_only else None
     for _round in range(_ROUNDS):
         going: list[str] = []
         refused: dict[str, str] = {}
