@@ -39,7 +39,6 @@ class Reach:
 
     client: AgentClient | None
     words: str  # the status line's: "attached to the agent (...)", or why standalone
-    path: Path  # where it looked
     told: bool = False  # standalone because told so: it did not look
     given: bool = False  # the socket was named on purpose, not the service's default
     service: Path | None = None  # what shows the agent is installed as this VM's service
@@ -83,7 +82,7 @@ def reach(config: Config, *, default: Path = DEFAULT_SOCKET,
     path = socket_of(config, default)
     given = config.socket is not None
     if config.standalone:
-        return Reach(None, "standalone (--standalone): polling IMDS itself", path, told=True,
+        return Reach(None, "standalone (--standalone): polling IMDS itself", told=True,
                      given=given, service=service)
     try:
         client = AgentClient.connect(path)
@@ -96,10 +95,9 @@ def reach(config: Config, *, default: Path = DEFAULT_SOCKET,
         if not given and service is not None:
             words += (", though the agent is installed as this VM's service "
                       f"({printable(str(service), 200)})")
-        return Reach(None, words, path, given=given, service=service, why=why,
+        return Reach(None, words, given=given, service=service, why=why,
                      wrong=given and (missing or isinstance(exc, NotASocket)))
-    return Reach(client, attached_words(client, utc_now()), path, given=given,
-                 service=service)
+    return Reach(client, attached_words(client, utc_now()), given=given, service=service)
 
 
 def attach(config: Config) -> tuple[AgentClient | None, str]:
