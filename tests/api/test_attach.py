@@ -60,7 +60,7 @@ def test_the_service_installed_and_not_answering_is_said_and_not_gone_around(
     assert found.line == (f"standalone: no agent at {layout.socket}, though the agent is "
                           f"installed as this VM's service ({layout.runtime_dir})")
     assert found.around is not None and found.around.startswith(
-        f"not approved: the agent is installed as this VM's service ({layout.runtime_dir}) "
+        f"the agent is installed as this VM's service ({layout.runtime_dir}) "
         f"and cannot be reached: no agent at {layout.socket}. ")
     told = reach(Config(standalone=True), default=layout.socket,
                  service=layout.service_installed())

@@ -63,15 +63,16 @@ async def test_the_dashboards_approvals_are_off_where_the_agent_should_answer(
             await wait_for(pilot, lambda: table.select_key(MINE))
             await pilot.pause()
             assert app.main_screen.active_bindings["a"].enabled is False  # shown, dimmed
+            # Said once at the start: why, and what to do (not twice over, as standalone).
+            [greeted] = [n for n in app.notices if said in n]
+            assert greeted.startswith("Approvals are off: ") and "--standalone" in greeted
             await pilot.press("a")
-            await wait_for(pilot, lambda: any(n.startswith("Approvals are off: not approved")
+            await wait_for(pilot, lambda: any(n.startswith("Not approved: ")
                                               for n in app.notices))
             await pilot.pause()
             assert not isinstance(app.screen, ConfirmationModal)
-            [refused] = [n for n in app.notices
-                         if n.startswith("Approvals are off: not approved")][-1:]
-            assert said in refused and "--standalone" in refused
-            assert refused.count("not approved") == 1
+            [refused] = [n for n in app.notices if n.startswith("Not approved: ")]
+            assert refused == "Not approved: " + greeted.removeprefix("Approvals are off: ")
     finally:
         if store is not None:
             store.close()

@@ -62,10 +62,10 @@ class Reach:
             return None
         why = self.why.rstrip(".")
         if self.given:
-            return (f"not approved: {why}. Approving goes through the agent at the socket "
+            return (f"{why}. Approving goes through the agent at the socket "
                     f"given: name the one it answers on; {_STANDALONE}.")
         if self.service is not None:
-            return (f"not approved: the agent is installed as this VM's service "
+            return (f"the agent is installed as this VM's service "
                     f"({printable(str(self.service), 200)}) and cannot be reached: {why}. "
                     "Approving from here would go around it: start it (systemctl start "
                     f"setui-agent) or ask who runs this VM; {_STANDALONE}.")

@@ -128,7 +128,7 @@ def _reach(config: Config | None, err: IO[str]) -> tuple[AgentClient | None, int
         return None, None
     found = reach_agent(config)
     if found.around is not None:
-        err.write(f"setui approve: {printable(found.around, 700)}\n")
+        err.write(f"setui approve: not approved: {printable(found.around, 700)}\n")
         return None, EXIT_USAGE if found.wrong else EXIT_FAILED
     if found.told and (found.given or found.service is not None):
         err.write("setui approve: standalone (--standalone): this process approves, and the "

@@ -237,13 +237,13 @@ class SetuiApp(Approvals, TerminalApp):
         lacks = limits(self.client.api_version)
         if lacks is not None:  # the commands say it on stderr (cli.py)
             self.notify(lacks, severity="warning", timeout=30, markup=False)
-        if self.standalone:  # why, when it was not asked for
+        if self.no_approvals and not self.config.read_only:  # why standalone, and so what
+            self.notify(safe(self.no_approvals, 700), title="Approvals are off",
+                        severity="warning", timeout=15, markup=False)
+        elif self.standalone:  # why, when it was not asked for
             said = safe(self.standalone, 300)
             self.notify(f"{said[:1].upper()}{said[1:]}; this dashboard polls IMDS itself.",
                         timeout=8, markup=False)
-        if self.no_approvals and not self.config.read_only:
-            self.notify(safe(self.no_approvals, 700), title="Approvals are off",
-                        severity="warning", timeout=15, markup=False)
         if self.store is None:
             self.notify(f"No history or audit log: {self.store_status}. Approvals are refused "
                         "until the audit log can be written.", severity="warning",

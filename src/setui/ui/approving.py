@@ -93,7 +93,7 @@ class Approvals:
                             title="Read-only", timeout=8, markup=False)
             return
         if self.no_approvals is not None:  # the agent should approve; nothing to record
-            self.notify(safe(self.no_approvals, 700), title="Approvals are off",
+            self.notify(safe(self.no_approvals, 700), title="Not approved",
                         severity="error", timeout=15, markup=False)
             return
         if self.session.pending(event_id):
