@@ -78,7 +78,9 @@ def test_two_users_see_the_kernels_word_and_the_history_from_before_they_came(
                             "may_approve": True, "why_not": None}
     assert carol["you"] == {"uid": accounts["carol"].uid, "user": "sapi-carol",
                             "may_approve": False,
-                            "why_not": "you are not root and not in group setui"}
+                            "why_not": "you are not root and not in group setui, who may "
+                                       "approve here: ask an administrator to add you to it "
+                                       "(it counts from your next login)"}
     assert alice["incarnations"] == carol["incarnations"] == [1]
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from api_helpers import plain_env, stand_in_agent, start_agent, stop
 
-from setui.api.attach import attach, attached_words
+from setui.api.attach import attach, attached_words, reach
 from setui.config import Config
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
@@ -27,7 +27,44 @@ def test_told_to_run_standalone_it_does_not_even_look(tmp_path: Path) -> None:
 def test_nothing_at_the_socket_is_standalone_and_says_where_it_looked(tmp_path: Path) -> None:
     client, words = attach(Config(socket=tmp_path / "api.sock"))
     assert client is None
-    assert words == f"standalone: no agent at {tmp_path / 'api.sock'}"
+    assert words == (f"standalone: no agent at {tmp_path / 'api.sock'}: nothing is there "
+                     "(the socket named by --socket, SETUI_SOCKET or socket = in the config)")
+    # The service's own socket, with no service here: standalone, nothing to go around.
+    found = reach(Config(), default=tmp_path / "run" / "api.sock")
+    assert found.client is None and found.line is None and found.around is None
+    assert found.words == f"standalone: no agent at {tmp_path / 'run' / 'api.sock'}"
+
+
+def test_a_file_or_a_directory_given_as_the_socket_is_not_a_socket(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    (tmp_path / "dir").mkdir()
+    for name, kind in (("file", "a regular file"), ("dir", "a directory")):
+        found = reach(Config(socket=tmp_path / name))
+        assert found.client is None and found.wrong
+        assert found.line == (f"standalone: no agent at {tmp_path / name}: it is {kind}, "
+                              "not a socket")
+        assert found.around is not None and "--standalone" in found.around
+
+
+def test_the_service_installed_and_not_answering_is_said_and_not_gone_around(
+        tmp_path: Path) -> None:
+    """Found by the layout under a test root (SETUI_SYSTEM_ROOT): never the real /run."""
+    from setui.install.layout import system_layout
+
+    layout = system_layout({"SETUI_SYSTEM_ROOT": str(tmp_path)})
+    assert layout.service_installed() is None
+    layout.runtime_dir.mkdir(parents=True)
+    assert layout.service_installed() == tmp_path / "run" / "setui"
+    found = reach(Config(), default=layout.socket, service=layout.service_installed())
+    assert found.client is None and not found.wrong
+    assert found.line == (f"standalone: no agent at {layout.socket}, though the agent is "
+                          f"installed as this VM's service ({layout.runtime_dir})")
+    assert found.around is not None and found.around.startswith(
+        f"the agent is installed as this VM's service ({layout.runtime_dir}) "
+        f"and cannot be reached: no agent at {layout.socket}. ")
+    told = reach(Config(standalone=True), default=layout.socket,
+                 service=layout.service_installed())
+    assert told.told and told.around is None and told.line is None
 
 
 def test_an_agent_of_another_api_version_is_not_attached_to(tmp_path: Path) -> None:

@@ -424,8 +424,14 @@ asyncio.run(main())
 '''
 
 
+@pytest.mark.parametrize("approvers", [None, '["sapi-bob", "%sapi-ops-leads"]'])
 def test_a_non_approvers_a_is_dimmed_and_says_who_may_approve(
-        base: Path, emulator: Emulator, accounts: dict[str, Account]) -> None:
+        approvers: str | None, base: Path, emulator: Emulator,
+        accounts: dict[str, Account]) -> None:
+    """Who may approve as the agent's config has it (its group, or the approvers it
+    names), and what to do: said once in each notice."""
+    if approvers is not None:
+        (base / "config.toml").write_text(f"approvers = {approvers}\n")
     proc, _ = start_agent(emulator.url, base)
     try:
         script = base / "not_an_approver.py"
@@ -437,9 +443,14 @@ def test_a_non_approvers_a_is_dimmed_and_says_who_may_approve(
         assert stop(proc) == 0
     assert seen["action"] == "approve" and seen["enabled"] is False  # shown, dimmed
     assert seen["dialog"] is False
-    why = ("the agent does not take approvals from sapi-carol: you are not root and not in "
-           "group setui (approvals through the agent are for root and the members of group "
-           "setui, or the approvers its config names (approvers =))")
+    if approvers is None:
+        why = ("the agent does not take approvals from sapi-carol: you are not root and not "
+               "in group setui, who may approve here: ask an administrator to add you to it "
+               "(it counts from your next login)")
+    else:
+        why = ("the agent does not take approvals from sapi-carol: you are not among the "
+               f"approvers the agent's config names (approvers = {approvers}), who with root "
+               "may approve here: ask an administrator to add you there")
     assert f"Approvals: You may read here, not approve: {why}" in seen["notices"]
     assert f"Not approved: {why}" in seen["notices"]
     assert posts(emulator) == []

@@ -101,7 +101,10 @@ def test_who_may_approve(accounts: dict[str, Account]) -> None:
     assert default.describe() == "root and the members of group setui" and not default.notes
     assert default.why_not(Credentials(1, 0, 0, ())) is None
     assert default.why_not(creds(alice, (ops, setui))) is None
-    assert default.why_not(creds(carol, (ops,))) == "you are not root and not in group setui"
+    # Who may approve as this agent has it, and what to do, said once.
+    assert default.why_not(creds(carol, (ops,))) == (
+        "you are not root and not in group setui, who may approve here: ask an administrator "
+        "to add you to it (it counts from your next login)")
     # A kernel that cannot say the groups: the primary group alone counts, and that is said.
     assert "Linux 4.13" in (default.why_not(creds(alice, None)) or "")
 
@@ -109,10 +112,15 @@ def test_who_may_approve(accounts: dict[str, Account]) -> None:
     assert narrowed.notes == ["there is no group nosuchgroup-x on this VM",
                               "there is no user nosuchuser-x on this VM"]
     assert narrowed.why_not(creds(carol, (ops,))) is None
-    assert "not among the approvers" in (narrowed.why_not(creds(alice, (ops, setui))) or "")
+    assert narrowed.why_not(creds(alice, (ops, setui))) == (
+        "you are not among the approvers the agent's config names (approvers = "
+        '["sapi-carol", "%nosuchgroup-x", "nosuchuser-x"]), who with root may approve here: '
+        "ask an administrator to add you there")
     assert narrowed.why_not(Credentials(1, 0, 0, ())) is None  # root, always
     assert Authority(["%sapi-ops"]).why_not(creds(carol, (ops,))) is None
     assert Authority([]).describe() == "root only"
+    assert Authority([]).why_not(creds(alice, (ops, setui))) == (
+        "the agent's config names no approvers (approvers = []): only root may approve")
 
     missing = Authority(None, group="nosuchgroup-x")
     assert missing.why_not(creds(alice, (ops, setui))) == (

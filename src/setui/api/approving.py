@@ -44,10 +44,6 @@ _T = TypeVar("_T")
 
 # Where an outcome the front end could not hear is found.
 ASK_THE_AGENT = "ask the agent: `setui audit` shows what became of it"
-# Who the agent lets approve (docs/api.md, "Who may approve"), said beside its refusal.
-WHO_MAY = ("approvals through the agent are for root and the members of group setui, or "
-           "the approvers its config names (approvers =)")
-
 
 LOOK_BACK = 1000  # audit records read, newest first, to find what became of an approval
 # How far before the approval was sent its attempt record may be stamped (the agent's
@@ -125,13 +121,17 @@ class AgentApprover:
             return READ_ONLY
         hello = self._hello()
         if not hello.you.may_approve:
-            why = printable(hello.you.why_not or "it does not say why", 300)
-            return f"the agent does not take approvals from {printable(hello.you.user, 64)}: " \
-                   f"{why} ({WHO_MAY})"
+            return self._not_from(hello.you.user, hello.you.why_not)
         if hello.agent.dry_run:
             return "the agent runs with --dry-run: it posts nothing, for the policy or for a " \
                    "person"
         return None
+
+    @staticmethod
+    def _not_from(user: str, why: str | None) -> str:
+        """The agent's refusal of who asks, in its words (who may approve, what to do)."""
+        return (f"the agent does not take approvals from {printable(user, 64)}: "
+                f"{printable(why or 'it does not say why', 400)}")
 
     def refusal(self, event_id: str, document: Document | None, *,
                 allow_other_vms: bool = True) -> str | None:
@@ -204,9 +204,10 @@ class AgentApprover:
             if exc.code == INTERNAL:  # it failed somewhere in the approval
                 self.in_doubt += [InDoubt(i, sent, os.getpid()) for i in ids]
                 return _unknown(ids, f"the agent failed while it approved ({exc.message})")
-            extra = f" ({WHO_MAY})" if exc.code == FORBIDDEN else ""
-            return _refused(ids, f"the agent refused: {exc.message}{extra}; nothing was "
-                                 "sent")
+            if exc.code == FORBIDDEN:  # who may approve, as the agent has it: said once
+                return _refused(ids, f"{self._not_from(self._hello().you.user, exc.message)}"
+                                     "; nothing was sent")
+            return _refused(ids, f"the agent refused: {exc.message}; nothing was sent")
         if any(o.ask_again for o in outcomes):  # what to ask again about: the agent's now
             try:
                 self.last_read = self.client.state()[0].state.document

@@ -21,13 +21,14 @@ import grp
 import itertools
 import os
 import socket
+import stat
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from setui.api.codec import (
     AgentState,
@@ -87,8 +88,8 @@ from setui.store.records import (
 from setui.textsafe import printable
 
 __all__ = ["CONNECT_TIMEOUT", "DEFAULT_SOCKET", "AgentClient", "ApiError", "ConnectionLost",
-           "HoldAnswer", "NoAgent", "PlanPush", "Push", "StatePush", "Subscription", "Tick",
-           "VmPush"]
+           "HoldAnswer", "NoAgent", "NotASocket", "PlanPush", "Push", "StatePush",
+           "Subscription", "Tick", "VmPush"]
 
 DEFAULT_SOCKET = Path("/run/setui/api.sock")
 CONNECT_TIMEOUT = 1.0  # connect and hello: an agent that takes longer is not answering
@@ -121,6 +122,10 @@ class NoAgent(ApiError):
 
     def __init__(self, message: str) -> None:
         super().__init__(UNAVAILABLE, message)
+
+
+class NotASocket(NoAgent):
+    """What is at the socket's path is a file, a directory or anything but a socket."""
 
 
 class ConnectionLost(ApiError):
@@ -161,25 +166,42 @@ def _connect(path: Path, timeout: float) -> socket.socket:
     except (FileNotFoundError, NotADirectoryError):
         sock.close()
         raise NoAgent(f"no agent at {shown}") from None
-    except ConnectionRefusedError:
-        sock.close()
-        raise NoAgent(f"no agent at {shown} (a socket is left there; nothing answers)") \
-            from None
-    except PermissionError:
-        sock.close()
-        raise ApiError(FORBIDDEN, f"cannot reach the agent at {shown}: you are not in group "
-                                  f"{printable(_group_name(path), 40)}") from None
-    except TimeoutError:
-        sock.close()
-        raise NoAgent(f"the agent at {shown} did not answer within {timeout:g} s") from None
     except OSError as exc:
         sock.close()
-        raise NoAgent(f"cannot reach the agent at {shown}: {exc.strerror or exc}") from None
+        kind = _not_a_socket(path)
+        if kind is not None:  # what connect() says of a file or a directory misleads
+            raise NotASocket(f"no agent at {shown}: it is {kind}, not a socket") from None
+        _unreachable(exc, shown, path, timeout)
     if server.uid not in (0, os.getuid()):
         sock.close()
         raise ApiError(FORBIDDEN, f"the socket at {shown} is served by uid {server.uid}, "
                                   "neither root nor you: it is not setui's agent")
     return sock
+
+
+def _not_a_socket(path: Path) -> str | None:
+    """What is at ``path`` when it is there and is not a socket (followed, as connect()
+    follows it); None when it is one, or cannot be looked at."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISSOCK(mode):
+        return None
+    return "a directory" if stat.S_ISDIR(mode) else "a regular file" if stat.S_ISREG(mode) \
+        else "something else"
+
+
+def _unreachable(exc: OSError, shown: str, path: Path, timeout: float) -> NoReturn:
+    """Why a socket that is there cannot be reached, in words."""
+    if isinstance(exc, ConnectionRefusedError):
+        raise NoAgent(f"no agent at {shown} (a socket is left there; nothing answers)") from None
+    if isinstance(exc, PermissionError):
+        raise ApiError(FORBIDDEN, f"cannot reach the agent at {shown}: you are not in group "
+                                  f"{printable(_group_name(path), 40)}") from None
+    if isinstance(exc, TimeoutError):
+        raise NoAgent(f"the agent at {shown} did not answer within {timeout:g} s") from None
+    raise NoAgent(f"cannot reach the agent at {shown}: {exc.strerror or exc}") from None
 
 
 def _error(answer: Answer) -> ApiError:

@@ -17,6 +17,7 @@ resolved when the agent starts and at each reload (SIGHUP), never per connection
 from __future__ import annotations
 
 import errno
+import json
 import os
 import socket
 import struct
@@ -177,7 +178,8 @@ class Authority:
         return "root and " + ", ".join(self.approvers) if self.approvers else "root only"
 
     def why_not(self, creds: Credentials) -> str | None:
-        """Why this client may not approve, or None when it may."""
+        """Why this client may not approve, or None when it may: who may, as this agent
+        has it, and what to do, said once (the clients show it as it is)."""
         if creds.uid == 0 or creds.uid in self.uids:
             return None
         if any(creds.in_group(gid) for gid in self.gids):
@@ -186,7 +188,18 @@ class Authority:
             return ("the kernel does not say which groups you are in (Linux 4.13 or later "
                     "does): only your primary group counts")
         if self.approvers is not None:
-            return "you are not among the approvers the agent's config names (approvers)"
+            named = f"approvers = {_toml_list(self.approvers)}"
+            if not self.approvers:
+                return f"the agent's config names no approvers ({named}): only root may approve"
+            return (f"you are not among the approvers the agent's config names ({named}), "
+                    "who with root may approve here: ask an administrator to add you there")
         if not self.gids:
             return f"there is no group {self.group} on this VM: only root may approve"
-        return f"you are not root and not in group {self.group}"
+        return (f"you are not root and not in group {self.group}, who may approve here: ask "
+                "an administrator to add you to it (it counts from your next login)")
+
+
+def _toml_list(names: Sequence[str], most: int = 12) -> str:
+    """``["%ops", "alice"]``, as the config file writes it (the first ``most`` names)."""
+    shown = ", ".join(json.dumps(name) for name in names[:most])
+    return f"[{shown}, …]" if len(names) > most else f"[{shown}]"

@@ -123,7 +123,8 @@ class Writes:
             shown = [i for i in ids if find_event(document, i) is not None] or ids[:1]
             await asyncio.to_thread(approver.record_refusal, shown, document,
                                     f"{op} through the agent's API: {why}")
-        raise ProtocolError(FORBIDDEN, f"{op} refused: {why}")
+        # The code says it is refused; the message says who may, and what to do, once.
+        raise ProtocolError(FORBIDDEN, why)
 
     async def approve(self, conn: Connection, request_id: int, args: Fields) -> dict[str, Any]:
         ids = _ids(args)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,8 +24,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from setui.commands.approveroutes import Route, StandaloneRoute, attached
-from setui.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, agent_for, data_dir
+from setui.commands.approveroutes import AttachedRoute, Route, StandaloneRoute, attached
+from setui.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, data_dir, reach_agent
+from setui.config import Config
 from setui.core.clock import utc_now
 from setui.core.model import Document, Event, is_this_vm
 from setui.core.timefmt import duration, signed_countdown, stamp
@@ -51,8 +53,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "Where the agent answers on its socket (setui agent, the VM's service), the agent's "
         "document is shown and the approval runs in the agent, as who the kernel says you "
         "are (root and group setui, or the approvers its config names), each try printed as "
-        "it ends; this command asks IMDS nothing and writes no audit log of its own. "
-        "--standalone approves from this process, into its own audit log.")
+        "it ends; this command asks IMDS nothing and writes no audit log of its own. Where "
+        "the agent should answer and does not (a socket given that is not there, or the "
+        "agent installed as the service), nothing is approved: --standalone approves from "
+        "this process, into its own audit log, not the agent's.")
     parser.add_argument("event_ids", nargs="+", metavar="EVENT_ID",
                         help="the EventId(s) to approve, as in the current document: "
                              "the full id or a unique prefix of at least 6 characters")
@@ -103,12 +107,34 @@ def run(args: argparse.Namespace) -> int:
         allow_other_vms=bool(getattr(args, "allow_other_vms", False)),
         again=bool(getattr(args, "again", False)),
     )
-    agent = agent_for(args, sys.stderr, "setui approve")
+    agent, code = _reach(getattr(args, "config_resolved", None), sys.stderr)
+    if code is not None:
+        return code
     try:
         return asyncio.run(approve_command(request, stdin=sys.stdin, out=sys.stdout,
                                            err=sys.stderr, agent=agent))
     except KeyboardInterrupt:
         return EXIT_FAILED  # said by the command: what it knows of what was sent
+
+
+def _reach(config: Config | None, err: IO[str]) -> tuple[AgentClient | None, int | None]:
+    """The agent to approve through; or None to approve from this process, where that
+    goes around no agent; or an exit code, having said why not: the agent should answer
+    (a socket given on purpose, or the agent installed as the service) and does not, and
+    --standalone was not given. Told to run standalone where there is an agent, it says
+    that the approval is not in the agent's audit log."""
+    config = config or Config()
+    if os.name != "posix":  # no Unix socket API off POSIX: no agent to go around
+        return None, None
+    found = reach_agent(config)
+    if found.around is not None:
+        err.write(f"setui approve: not approved: {printable(found.around, 700)}\n")
+        return None, EXIT_USAGE if found.wrong else EXIT_FAILED
+    if found.told and (found.given or found.service is not None):
+        err.write("setui approve: standalone (--standalone): this process approves, and the "
+                  "approval is recorded in your own audit log, not in the agent's audit "
+                  "log\n")
+    return found.client, None
 
 
 # -- the preview -------------------------------------------------------------------------------
@@ -287,6 +313,10 @@ async def _decide(request: ApproveRequest, typed: tuple[str, ...], route: Route,
     # asked interactively, such an event needs the word "yes".
     allow = request.allow_other_vms or not request.yes
     again = request.again
+    # The agent's refusal of who asks (who may approve, what to do) is said once, by the
+    # report below, not beside each event too.
+    whoever = route.approver.why_not() if isinstance(route, AttachedRoute) \
+        and not request.read_only else None
     for _round in range(_ROUNDS):
         going: list[str] = []
         refused: dict[str, str] = {}
@@ -300,7 +330,8 @@ async def _decide(request: ApproveRequest, typed: tuple[str, ...], route: Route,
             if event is not None:
                 out.write("\n".join(preview(event, vm_name, now())) + "\n")
             if reason is not None:
-                out.write(f"  REFUSED: {printable(reason, 300)}\n")
+                if reason != whoever:
+                    out.write(f"  REFUSED: {printable(reason, 300)}\n")
                 refused[event_id] = reason
                 continue
             going.append(event_id)

@@ -21,14 +21,17 @@ from setui.core.timefmt import stamp
 from setui.textsafe import printable
 
 if TYPE_CHECKING:
+    from setui.api.attach import Reach
     from setui.api.client import AgentClient
+    from setui.config import Config
     from setui.session import ThisVm
     from setui.store.reading import Record
     from setui.store.stored import StoredRecord
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "READS_THE_AGENT", "add_json_option",
            "agent_for", "agent_vm", "data_dir", "open_readonly", "positive_int",
-           "read_record", "record_reading", "when", "whole_number", "would_overwrite"]
+           "reach_agent", "read_record", "record_reading", "when", "whole_number",
+           "would_overwrite"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -48,20 +51,30 @@ def data_dir(args: argparse.Namespace) -> Path | None:
 def agent_for(args: argparse.Namespace, err: IO[str], command: str) -> AgentClient | None:
     """The agent's API when its socket answers (setui.api.attach), so the command asks
     IMDS nothing and keeps no store of its own; None to run standalone: told so, or no
-    agent on this machine. An agent's socket that is there but does not answer, or that
-    this user may not reach, is said in one line on ``err``: the command then works on
-    its own, which is not what the machine's agent records."""
+    agent. Where one should answer (a socket given on purpose, or the agent installed as
+    the service) and none does, or this user may not reach it, that is said in one line
+    on ``err``: the command then works on its own, which is not what the machine's agent
+    records. For the readers: ``setui approve``, for which that is an error, asks
+    :func:`reach_agent` itself."""
     from setui.config import Config
 
     config = getattr(args, "config_resolved", None) or Config()
     if config.standalone or os.name != "posix":  # no Unix socket API off POSIX
         return None
-    from setui.api.attach import attach, socket_of
+    found = reach_agent(config)
+    if found.line is not None:
+        err.write(f"{command}: {printable(found.line, 400)}\n")
+    return found.client
 
-    client, words = attach(config)
-    if client is None and _something_at(socket_of(config)):
-        err.write(f"{command}: {printable(words, 400)}\n")
-    return client
+
+def reach_agent(config: Config) -> Reach:
+    """Where this front end stands with the agent (setui.api.attach.reach), the service's
+    socket and whether it is installed looked for on this system (setui.install.layout)."""
+    from setui.api.attach import reach
+    from setui.install.layout import system_layout
+
+    layout = system_layout()
+    return reach(config, default=layout.socket, service=layout.service_installed())
 
 
 # What --help says of a reader where the agent answers (history, audit, report, replay).
@@ -84,17 +97,6 @@ def agent_vm(agent: AgentClient, given: str | None) -> ThisVm:
         this_vm.source = "the agent"
     this_vm.vm_id = agent.hello.agent.vm_id
     return this_vm
-
-
-def _something_at(path: Path) -> bool:
-    """Whether an agent's socket is there, or would be but this user may not look."""
-    try:
-        os.lstat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return False
-    except OSError:  # the directory keeps this user out: it is the agent's
-        return True
-    return True
 
 
 def read_record(args: argparse.Namespace, err: IO[str], command: str) -> Record | None:

@@ -17,9 +17,11 @@ from setui.config import Config
 
 if TYPE_CHECKING:
     from setui.fleet import PrometheusAuth
+    from setui.store import Store
+    from setui.ui.app import SetuiApp
 
-__all__ = ["EXIT_USAGE", "not_a_terminal", "open_dashboard", "open_fleet", "open_replay",
-           "read_only_why", "run"]
+__all__ = ["EXIT_USAGE", "live_app", "not_a_terminal", "open_dashboard", "open_fleet",
+           "open_replay", "read_only_why", "run"]
 
 EXIT_USAGE = 2
 
@@ -57,33 +59,47 @@ def open_dashboard(config: Config, *, demo: bool = False, zoom: int | None = Non
     from setui.config import config_dir, default_config_path
 
     themes, saved = config_dir() / "themes", config_path or default_config_path()
-    standalone: str | None = None
-    if not demo:
-        from setui.api.attach import attach
-
-        client, words = attach(config)  # a connect and a hello, before any event loop
-        if client is not None:
-            from setui.ui.attached import AttachedApp
-
-            # The app reads the agent's record through this client, and closes it.
-            attached = AttachedApp(agent=client, config=config, user_themes=themes,
-                                   zoom=zoom, config_path=saved, read_only_why=read_only_why)
-            attached.run()
-            return attached.return_code or 0
-        standalone = "" if config.standalone else words
-    from setui.session import make_client, open_store
-    from setui.ui.app import SetuiApp
-
-    store, problem = open_store(config, or_read=True)
-    app = SetuiApp(client=make_client(config), config=config, store=store,
-                   store_problem=problem, demo=demo, user_themes=themes, zoom=zoom,
-                   config_path=saved, read_only_why=read_only_why, standalone=standalone)
+    app, store = live_app(config, demo=demo, user_themes=themes, zoom=zoom, config_path=saved,
+                          read_only_why=read_only_why)
     try:
         app.run()
     finally:
         if store is not None:
             store.close()
     return app.return_code or 0
+
+
+def live_app(config: Config, *, demo: bool = False, user_themes: Path | None = None,
+             zoom: int | None = None, config_path: Path | None = None,
+             read_only_why: str | None = None) -> tuple[SetuiApp, Store | None]:
+    """The live dashboard, not yet running: attached to the agent when it answers (the
+    app closes its client), else standalone with the store it records in (the caller
+    closes it), approving only where that goes around no agent (setui.api.attach)."""
+    standalone: str | None = None
+    no_approvals: str | None = None
+    if not demo:
+        from setui.commands.common import reach_agent
+
+        found = reach_agent(config)  # a connect and a hello, before any event loop
+        if found.client is not None:
+            from setui.ui.attached import AttachedApp
+
+            return AttachedApp(agent=found.client, config=config, user_themes=user_themes,
+                               zoom=zoom, config_path=config_path,
+                               read_only_why=read_only_why), None
+        standalone = "" if found.told else found.words
+        if found.told and (found.given or found.service is not None):
+            standalone = ("standalone (--standalone): approvals made here are recorded in "
+                          "your own audit log, not in the agent's")
+        no_approvals = found.around
+    from setui.session import make_client, open_store
+    from setui.ui.app import SetuiApp
+
+    store, problem = open_store(config, or_read=True)
+    return SetuiApp(client=make_client(config), config=config, store=store,
+                    store_problem=problem, demo=demo, user_themes=user_themes, zoom=zoom,
+                    config_path=config_path, read_only_why=read_only_why,
+                    standalone=standalone, no_approvals=no_approvals), store
 
 
 def open_fleet(config: Config, *, url: str, auth: PrometheusAuth, refresh: float,

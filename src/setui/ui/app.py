@@ -87,11 +87,13 @@ class SetuiApp(Approvals, TerminalApp):
                  mono: Callable[[], float] = time.monotonic, identity: Identity | None = None,
                  poll: bool = True, user_themes: Path | None = None,
                  zoom: int | None = None, config_path: Path | None = None,
-                 read_only_why: str | None = None, standalone: str | None = None) -> None:
+                 read_only_why: str | None = None, standalone: str | None = None,
+                 no_approvals: str | None = None) -> None:
         """``standalone``: this dashboard polls IMDS itself, and why when it was not asked
         to (setui.api.attach's words: "" when told to); None says nothing of it (the demo,
-        tests). ``client`` is None only for a dashboard attached to the agent
-        (ui.attached)."""
+        tests). ``no_approvals``: why it may not approve, standalone (the agent should
+        answer and does not: setui.api.attach). ``client`` is None only for a dashboard
+        attached to the agent (ui.attached)."""
         super().__init__()
         self.config_path = config_path  # where a theme picked in the palette is saved
         self.client = client
@@ -119,6 +121,7 @@ class SetuiApp(Approvals, TerminalApp):
         self._read_only_why = read_only_why
         self.approver = self._approver()
         self.standalone = standalone
+        self.no_approvals = no_approvals
         self.title = "setui DEMO: the built-in emulator, not a real VM" if demo else "setui"
         self._report_poll = False  # r was pressed: say what the next answer was
         self.agent_window = AgentWindow(self, store, endpoint=config.endpoint,
@@ -187,8 +190,9 @@ class SetuiApp(Approvals, TerminalApp):
 
     @property
     def approvals_off(self) -> str | None:
-        """Standalone, only read-only turns approvals off (the main screen knows)."""
-        return None
+        """Standalone: why approving here would go around the agent, if it would (the
+        main screen knows read-only itself)."""
+        return self.no_approvals
 
     @property
     def record(self) -> Record | None:
@@ -233,7 +237,10 @@ class SetuiApp(Approvals, TerminalApp):
         lacks = limits(self.client.api_version)
         if lacks is not None:  # the commands say it on stderr (cli.py)
             self.notify(lacks, severity="warning", timeout=30, markup=False)
-        if self.standalone:  # why, when it was not asked for
+        if self.no_approvals and not self.config.read_only:  # why standalone, and so what
+            self.notify(safe(self.no_approvals, 700), title="Approvals are off",
+                        severity="warning", timeout=15, markup=False)
+        elif self.standalone:  # why, when it was not asked for
             said = safe(self.standalone, 300)
             self.notify(f"{said[:1].upper()}{said[1:]}; this dashboard polls IMDS itself.",
                         timeout=8, markup=False)

@@ -60,6 +60,7 @@ class Approvals:
     _mono: Callable[[], float]
     _said_read_only: bool
     _read_only_why: str | None
+    no_approvals: str | None  # standalone where the agent should answer: why not approve
 
     if TYPE_CHECKING:  # the App's own, as the mixin uses them
         def notify(self, message: str, *, title: str = "",
@@ -90,6 +91,10 @@ class Approvals:
                                               "in the config file")
                 self.notify(f"Approvals are off: this dashboard runs read-only ({why}).",
                             title="Read-only", timeout=8, markup=False)
+            return
+        if self.no_approvals is not None:  # the agent should approve; nothing to record
+            self.notify(safe(self.no_approvals, 700), title="Not approved",
+                        severity="error", timeout=15, markup=False)
             return
         if self.session.pending(event_id):
             self.notify("An approval of this event is already under way.", markup=False)
