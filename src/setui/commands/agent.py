@@ -372,7 +372,7 @@ def _load(args: argparse.Namespace, config: Config, err: IO[str]
     must exist; the default one (beside the config file) may be absent: then the agent
     only observes."""
     from setui.agent.policy import Policy, PolicyError, default_policy, load_policy
-    from setui.agent.trust import untrusted
+    from setui.agent.trust import untrusted, untrusted_command
     from setui.config import default_config_path
 
     config_file = Path(getattr(args, "config", None) or default_config_path()).absolute()
@@ -405,8 +405,16 @@ def _load(args: argparse.Namespace, config: Config, err: IO[str]
     except PolicyError as exc:
         print(f"setui agent: policy refused: {printable(str(exc), 600)}", file=err)
         return None
-    if refuse([(f"the {step} hook of rule {rule.name}", Path(hook.argv[0]))
-               for rule, step, hook in policy.hooks()]):
+    # Each hook's program and the files its arguments name (a script behind an
+    # interpreter), at the hook's line in the policy.
+    hooks = [(str(PolicyError(str(path), hook.line, f"the {step} hook of rule {rule.name}:"
+                              f" {problem}")))
+             for rule, step, hook in policy.hooks()
+             if (problem := untrusted_command(hook.argv)) is not None]
+    for problem in hooks:
+        head = "a real run would refuse to start" if args.dry_run else "refusing to start"
+        print(f"setui agent: {head}: {printable(problem, 600)}", file=err)
+    if hooks and not args.dry_run:
         return None
     for note in policy.notes:
         print(f"setui agent: note: {note}", file=err)
