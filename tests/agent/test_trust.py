@@ -127,8 +127,7 @@ def test_the_same_for_a_policy_named_in_a_config_file(tmp_path: Path) -> None:
     os.chown(config, NOBODY, NOBODY)
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 2
-    assert (f"the config file that names the policy: {config}: owned by uid {NOBODY} "
-            "(nobody)") in done.stderr
+    assert f"the config file: {config}: owned by uid {NOBODY} (nobody)" in done.stderr
 
 
 @pytest.mark.slow
@@ -215,6 +214,54 @@ def test_what_the_check_follows(tmp_path: Path) -> None:
     assert "not an absolute path" in (untrusted("relative/hook") or "")
     assert "cannot be checked" in (untrusted(tmp_path / "missing") or "")
     assert untrusted(write_policy(tmp_path, "")) is None
+
+
+# The config file the root agent reads: who may approve, the store, the socket, IMDS and
+# where audit records go. What was reproduced: a file nobody owned, naming nobody among
+# the approvers and with no policy key, was taken, and nobody's hello said may_approve.
+NAMES_NOBODY = 'approvers = ["%ops", "nobody"]\n'
+
+
+def _config_owned(config: Path) -> str:
+    os.chown(config, NOBODY, NOBODY)
+    return (f"refusing to start: the config file: {config}: owned by uid {NOBODY} (nobody), "
+            "not by root or this agent's user (uid 0 (root))")
+
+
+def _config_directory_writable(config: Path) -> str:
+    config.parent.chmod(0o777)  # anyone could put another file in its place
+    return (f"refusing to start: the config file: {config}: the directory {config.parent} "
+            "is writable by group or others (mode 0777)")
+
+
+def _config_directory_owned(config: Path) -> str:
+    os.chown(config.parent, NOBODY, NOBODY)
+    return (f"refusing to start: the config file: {config}: the directory {config.parent} "
+            f"is owned by uid {NOBODY} (nobody)")
+
+
+@pytest.mark.parametrize("dry_run", [False, True], ids=["run", "dry-run"])
+@pytest.mark.parametrize("spoil", [_config_owned, _config_directory_writable,
+                                   _config_directory_owned])
+@pytest.mark.slow
+def test_a_root_agent_refuses_a_config_file_another_user_could_change(
+        tmp_path: Path, spoil: Callable[[Path], str], dry_run: bool) -> None:
+    etc = tmp_path / "etc"
+    etc.mkdir(mode=0o755)
+    config = etc / "config.toml"
+    config.write_text(NAMES_NOBODY)
+    config.chmod(0o644)
+    why = spoil(config)
+    # A dry run too: it still serves the socket and writes the store the file names.
+    done = subprocess.run([*SETUI, "agent", "--endpoint", "http://127.0.0.1:9",
+                           *(["--dry-run"] if dry_run else [])],
+                          capture_output=True, text=True, timeout=60,
+                          env=agent_env(tmp_path, SETUI_CONFIG=str(config)))
+    assert done.returncode == 2, done.stderr
+    assert why in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    # Refused before anything: no store was made, no socket.
+    assert not (tmp_path / "data").exists()
 
 
 # What was reproduced: ["/bin/sh", "/path/evil.sh"] with the script (or its directory)
