@@ -8,7 +8,10 @@ processes could not reach pytest's root-only temporary directories to write them
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,7 +26,7 @@ from agent_helpers import (
     write_policy,
 )
 
-from children import SETUI
+from children import SETUI, Lines
 from setui.agent.trust import untrusted, untrusted_command
 from setui.core.clock import utc_now
 from setui.emulator.server import Emulator
@@ -262,6 +265,43 @@ def test_a_root_agent_refuses_a_config_file_another_user_could_change(
     assert "Traceback" not in done.stderr
     # Refused before anything: no store was made, no socket.
     assert not (tmp_path / "data").exists()
+
+
+
+@pytest.mark.slow
+def test_an_agent_of_a_users_own_reads_that_users_own_config(emulator: Emulator) -> None:
+    # The rule is the agent's user's, not root's alone: nobody's own agent takes nobody's
+    # own file (what a root agent refuses above), and serves the approvers it names.
+    base = Path(tempfile.mkdtemp(prefix="setui-own-", dir="/tmp"))
+    try:
+        base.chmod(0o755)
+        home = base / "home"
+        home.mkdir(mode=0o755)
+        config = home / "config.toml"
+        config.write_text('approvers = ["nobody"]\n')
+        config.chmod(0o644)
+        for path in (home, config):
+            os.chown(path, NOBODY, NOBODY)
+        env = dict(os.environ, SETUI_CONFIG=str(config), SETUI_DATA_DIR=str(home / "data"),
+                   SETUI_SOCKET=str(home / "api.sock"), HOME=str(home),
+                   PYTHONUNBUFFERED="1", PYTHONIOENCODING="utf-8")
+        proc = subprocess.Popen(
+            # The interpreter without children's shim: its exec of the interpreter again
+            # is refused to nobody here (EACCES), the first one is not.
+            ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+             sys.executable, "-m", "setui.cli", "agent", "--endpoint", emulator.url,
+             "--interval", "0.2"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, encoding="utf-8",
+            env=env, cwd="/")
+        lines = Lines(proc)
+        try:
+            said = lines.until(lambda line: "may approve:" in line, 60, "the API")
+        finally:
+            assert stop(proc) == 0
+        assert "may approve: root and nobody" in said
+        assert not any("refusing" in line for line in lines.seen)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 # What was reproduced: ["/bin/sh", "/path/evil.sh"] with the script (or its directory)
