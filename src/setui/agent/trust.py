@@ -182,12 +182,12 @@ def _argument(argument: str, uid: int | None) -> str | None:
         problem = _way(text, missing.passed, trusted, mine)
         if problem is not None:
             return problem
-        holder = missing.passed[-1][1]  # its lstat: a directory or file, never a link
-        if holder.st_uid not in trusted or holder.st_mode & 0o022:
-            who = (f"owned by {_owner(holder.st_uid)}" if holder.st_uid not in trusted else
-                   f"writable by group or others (mode {stat.S_IMODE(holder.st_mode):04o})")
+        # Its owner was checked on the way; a sticky directory lets anyone add a name.
+        holder = missing.passed[-1][1]
+        if stat.S_ISDIR(holder.st_mode) and holder.st_mode & 0o022:
             return (f"{text}: is not there, and someone else could make it: "
-                    f"{missing.holder} is {who}")
+                    f"{missing.holder} is writable by group or others (mode "
+                    f"{stat.S_IMODE(holder.st_mode):04o})")
         return None
     except OSError as exc:
         if exc.errno == errno.ENAMETOOLONG:
