@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from children import SETUI
-from setui.config import Config, ConfigError, load_config, save_setting
+from setui.config import Config, ConfigError, config_source, load_config, save_setting
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -307,3 +307,26 @@ def test_a_config_file_that_cannot_be_looked_for_is_said_not_a_traceback(
     assert done.returncode == 2, done.stderr
     assert "cannot look for the config file" in done.stderr, done.stderr
     assert "Permission denied" in done.stderr, done.stderr
+
+
+def test_what_the_root_agent_reads_is_checked_before_it_is_read(tmp_path: Path) -> None:
+    # setui agent passes setui.agent.trust's check (tests/agent/test_trust.py, and at
+    # SIGHUP tests/api/test_config_trust.py); a front end passes none.
+    file = write(tmp_path, "not TOML [")
+    asked: list[Path] = []
+
+    def trust(path: Path) -> str | None:
+        asked.append(path)
+        return f"{path}: owned by uid 1001 (alice), not by root or this agent's user"
+
+    with pytest.raises(ConfigError) as refused:
+        load_config(file, environ={}, trust=trust)
+    assert str(refused.value) == (f"the config file: {file}: owned by uid 1001 (alice), "
+                                  "not by root or this agent's user")
+    assert asked == [file.absolute()]
+    # No file to read: nothing to ask of it.
+    absent = {"SETUI_CONFIG": str(tmp_path / "absent.toml")}
+    assert config_source(None, absent) is None
+    assert load_config(None, environ=absent, trust=trust) == Config()
+    assert config_source(None, {"SETUI_CONFIG": str(file)}) == file
+    assert len(asked) == 1

@@ -23,6 +23,9 @@ to 900, default 300): what a Terminate's notice is measured against.
 ``socket`` (env ``SETUI_SOCKET``) is where the agent answers its local API, and
 ``approvers`` (a list of user names and ``%group`` names) narrows who may approve through
 it (docs/api.md).
+
+What the root agent reads is held to more (``trust=``: setui.agent.trust, as its policy
+is): a front end reads its user's own file as it is.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import os
 import re
 import shlex
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -53,8 +56,8 @@ from setui.envsettings import VARIABLES, from_environment
 from setui.textsafe import printable
 from setui.tomlread import TomlError, parse_toml
 
-__all__ = ["Config", "ConfigError", "config_dir", "default_config_path", "load_config",
-           "save_setting"]
+__all__ = ["Config", "ConfigError", "config_dir", "config_source", "default_config_path",
+           "load_config", "save_setting"]
 
 
 
@@ -143,14 +146,29 @@ _WORDS = {str: "a string", int: "a number", bool: "true or false", list: "a list
 _APPROVER = re.compile(r"%?[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\$?")
 
 
-def load_config(path: Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
-    """Read the config file (if any) and the environment into a Config."""
+def config_source(path: Path | None = None, environ: Mapping[str, str] | None = None
+                  ) -> Path | None:
+    """The file :func:`load_config` reads: ``path`` when given, else the default one when
+    it is there; None when there is none to read."""
+    if path is not None:
+        return path
+    file = default_config_path(environ)
+    return file if _present(file) else None
+
+
+def load_config(path: Path | None = None, environ: Mapping[str, str] | None = None, *,
+                trust: Callable[[Path], str | None] | None = None) -> Config:
+    """Read the config file (if any) and the environment into a Config. ``trust``: why
+    the file (its absolute path) must not be read, or None; asked before it is read."""
     env = os.environ if environ is None else environ
-    explicit = path is not None
-    file = path if path is not None else default_config_path(env)
+    source = config_source(path, env)
+    file = source or default_config_path(env)
     values: dict[str, Any] = {}
-    if explicit or _present(file):
-        values = _read_file(file)
+    if source is not None:
+        problem = trust(source.absolute()) if trust is not None else None
+        if problem is not None:
+            raise ConfigError(f"the config file: {printable(problem, 600)}")
+        values = _read_file(source)
     origins: dict[str, str] = {}
     for key, variable in VARIABLES.items():
         value = from_environment(key, env)

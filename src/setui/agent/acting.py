@@ -135,11 +135,11 @@ class Acting(Telling):
         """What a real run would do now, in words, after the same checks (nothing is
         posted, run or written)."""
         if step != "approve":
-            from setui.agent.trust import untrusted
+            from setui.agent.trust import untrusted_command
 
             hook = rule.prepare if step == "prepare" else rule.recover
             assert hook is not None
-            problem = untrusted(hook.argv[0])
+            problem = untrusted_command(hook.argv)
             if problem is not None:
                 return f"refuse to run {step} '{hook.text}': {problem}"
             event = self.last_seen.get(event_id)

@@ -1,9 +1,11 @@
 """Running a hook: one command, the event in its environment and on its stdin, a time limit.
 
 The command is checked first (agent.trust: only what root or the agent's user could have
-written is run), then run without a shell (the policy gives its words), in a process
-group of its own so that a timeout ends the whole tree it started, with a bounded share
-of its output kept (the last ``MAX_OUTPUT`` characters: where the error usually is).
+written is run, its program and every argument that names a file), then run without a
+shell (the policy gives its words), in ``/`` (where relative arguments were checked, as
+under the unit), in a process group of its own so that a timeout ends the whole tree it
+started, with a bounded share of its output kept (the last ``MAX_OUTPUT`` characters:
+where the error usually is).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any, TypedDict
 
 from setui.agent.policy import Hook
 from setui.agent.runas import resolve
-from setui.agent.trust import untrusted
+from setui.agent.trust import HOOK_DIRECTORY, untrusted_command
 from setui.core.model import Event
 from setui.core.timefmt import iso
 from setui.store.agent import MAX_OUTPUT
@@ -99,26 +101,26 @@ async def run_hook(hook: Hook, *, env: dict[str, str], stdin: bytes,
     """Run ``hook`` to its end or its timeout (``timeout``, else the hook's own); never
     raises but CancelledError (then the process group is killed too)."""
     started = time.monotonic()
-    # Checked again now, not only at start: the file or a directory above it may have
-    # changed hands since.
-    problem = untrusted(hook.argv[0])
+    # Checked again now, not only at start: a file or a directory above it may have
+    # changed hands since, or a name been made.
+    problem = untrusted_command(hook.argv)
     if problem is not None:
         return HookResult(None, False, "", error=f"refused: {problem}")
     environment = {**os.environ, **_printable_env(env)}
-    as_user: dict[str, Any] = {}
+    spawning: dict[str, Any] = {"cwd": HOOK_DIRECTORY}
     if hook.run_as is not None:  # who the name means now, not when the policy was read
         try:
             account = await asyncio.to_thread(resolve, hook.run_as)
         except LookupError as exc:
             return HookResult(None, False, "", error=str(exc))
         environment.update(account.environment())
-        as_user = account.spawn_arguments()
+        spawning = account.spawn_arguments()
     try:
         process = await asyncio.create_subprocess_exec(
             *hook.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT, env=environment, start_new_session=True,
-            **as_user)
-    except (OSError, subprocess.SubprocessError) as exc:
+            **spawning)
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:  # ValueError: a NUL
         return HookResult(None, False, "", error=_start_error(exc, hook))
     kept = bytearray()
 

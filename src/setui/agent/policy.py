@@ -67,6 +67,8 @@ class Hook:
     argv: tuple[str, ...]
     timeout: float
     run_as: RunAs | None = None
+    # Its line in the policy, for what is said of it (a file it names refused at start).
+    line: int | None = field(default=None, compare=False)
 
     @property
     def name(self) -> str:
@@ -359,7 +361,7 @@ class _Parser:
                 # Found through PATH, it could be anyone's: the agent checks what it runs.
                 raise self.fail(at(key), f"rule {name!r}: {key} must name its command by "
                                          f"its absolute path, not {argv[0]!r}")
-            return Hook(tuple(argv), timeout, run_as)
+            return Hook(tuple(argv), timeout, run_as, line=at(key))
 
         resource = raw.get("resource")
         if resource is not None and (not isinstance(resource, str) or not resource):

@@ -18,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from setui.agent.trust import untrusted
 from setui.api.codec import AgentInfo
 from setui.api.peer import Authority
 from setui.api.protocol import API_VERSION
@@ -105,14 +106,15 @@ async def start_api(bound: BoundSocket, agent: Agent, *, config: Config,
 def _reload_on_hangup(server: ApiServer, config_file: Path | None,
                       say: Callable[[str], None]) -> None:
     def reload() -> Authority:
-        return Authority(load_config(config_file).approvers)
+        # Held to the rule it was held to at start (setui.agent.trust), before it is read.
+        return Authority(load_config(config_file, trust=untrusted).approvers)
 
     async def reloading() -> None:
         try:
             authority = await asyncio.to_thread(reload)
         except ConfigError as exc:
-            say(f"setui agent: SIGHUP: the config is refused, so who may approve is "
-                f"unchanged: {exc}")
+            say(f"setui agent: SIGHUP: the config is refused, so the agent keeps the one it "
+                f"has and who may approve is unchanged: {exc}")
             return
         server.reload(authority)
         for note in authority.notes:

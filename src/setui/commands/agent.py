@@ -364,33 +364,51 @@ def _loop_error(context: dict[str, Any]) -> str:
     return f"{text}: {type(exc).__name__}: {exc}" if exc is not None else text
 
 
+def _config_refused(args: argparse.Namespace, err: IO[str]) -> bool:
+    """Whether the config file read could have been written by someone but root or this
+    agent's user (said on ``err``): it decides who may approve, where the store, the
+    socket and IMDS are and where audit records go. A dry run is held to it too: it
+    still serves the socket and writes the store the file names."""
+    from setui.agent.trust import untrusted
+    from setui.config import ConfigError, config_source
+
+    try:
+        file = config_source(getattr(args, "config", None))
+    except ConfigError as exc:
+        print(f"setui agent: {exc}", file=err)
+        return True
+    problem = untrusted(file.absolute()) if file is not None else None
+    if problem is None:
+        return False
+    print(f"setui agent: refusing to start: the config file: {printable(problem, 600)}; "
+          "make it and each directory above it root's, not writable by group or others",
+          file=err)
+    return True
+
+
 def _load(args: argparse.Namespace, config: Config, err: IO[str]
           ) -> tuple[Policy, Path | None] | None:
     """The policy, checked whole, with every file it depends on written only by root or
     this agent's user, and where it was read (None: there was none); None when it is
     refused (said on ``err``). A policy that was named
     must exist; the default one (beside the config file) may be absent: then the agent
-    only observes."""
+    only observes. (The config file that names it was checked before: _config_refused.)"""
     from setui.agent.policy import Policy, PolicyError, default_policy, load_policy
-    from setui.agent.trust import untrusted
+    from setui.agent.trust import untrusted, untrusted_command
     from setui.config import default_config_path
 
     config_file = Path(getattr(args, "config", None) or default_config_path()).absolute()
     path = args.policy if args.policy is not None else config.policy
-    chosen_by = [] if args.policy is not None else [
-        ("the config file that names the policy", config_file)]
     if path is None:
-        path, chosen_by = default_policy(config_file), []
+        path = default_policy(config_file)
         if not path.exists() and not path.is_symlink():
             print(f"setui agent: no policy ({printable(str(path), 300)} does not exist): "
                   "observing only", file=err)
             return Policy(), None
     path = Path(path).expanduser().absolute()
 
-    def refuse(files: list[tuple[str, Path]]) -> bool:
+    def refuse(problems: list[str]) -> bool:
         """Say why each file could be someone else's; True when the run must stop."""
-        problems = [f"{what}: {problem}" for what, file in files
-                    if (problem := untrusted(file)) is not None]
         for problem in problems:
             head = "a real run would refuse to start" if args.dry_run else \
                 "refusing to start"
@@ -398,15 +416,20 @@ def _load(args: argparse.Namespace, config: Config, err: IO[str]
         return bool(problems) and not args.dry_run
 
     # A policy that is not there is said by the reading below, in plainer words.
-    if refuse([*chosen_by, *([("the policy", path)] if path.exists() else [])]):
+    policy_problem = untrusted(path) if path.exists() else None
+    if refuse([f"the policy: {policy_problem}"] if policy_problem is not None else []):
         return None
     try:
         policy = load_policy(path)
     except PolicyError as exc:
         print(f"setui agent: policy refused: {printable(str(exc), 600)}", file=err)
         return None
-    if refuse([(f"the {step} hook of rule {rule.name}", Path(hook.argv[0]))
-               for rule, step, hook in policy.hooks()]):
+    # Each hook's program and the files its arguments name (a script behind an
+    # interpreter), at the hook's line in the policy.
+    if refuse([str(PolicyError(str(path), hook.line,
+                               f"the {step} hook of rule {rule.name}: {problem}"))
+               for rule, step, hook in policy.hooks()
+               if (problem := untrusted_command(hook.argv)) is not None]):
         return None
     for note in policy.notes:
         print(f"setui agent: note: {note}", file=err)
@@ -457,6 +480,8 @@ def run(args: argparse.Namespace) -> int:
         # A config file's `standalone = true` is the front ends' (they share the file).
         print("setui agent: --standalone is for the other commands: the agent is what they "
               "attach to", file=sys.stderr)
+        return EXIT_USAGE
+    if _config_refused(args, sys.stderr):
         return EXIT_USAGE
     loaded = _load(args, config, sys.stderr)
     if loaded is None:
