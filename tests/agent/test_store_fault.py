@@ -8,14 +8,17 @@ steps, the prepare hook ran once, the approval was made once, and /healthz is 20
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
 from agent_helpers import (
+    EVENT_ID,
     agent_env,
     agent_said,
     more_polls,
@@ -26,8 +29,14 @@ from agent_helpers import (
 )
 
 from children import wait_until
+from setui.agent.agent import Agent
+from setui.agent.policy import parse_policy
+from setui.core.client import ImdsClient
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
+from setui.monitor import Monitor
+from setui.store import Store
+from setui.store.agent import AgentLog
 
 pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
 
@@ -210,3 +219,69 @@ def test_a_hook_that_ends_while_the_store_fails_is_kept_and_the_event_approved(
     assert len(sent) == 1, sent
     assert _kept(tmp_path, emulator.url) == ("rule drain: prepare done, approve done",
                                              [("prepare", 0)], 1)
+
+
+class _HoldingClient(ImdsClient):
+    """A real client that, when the approver reads the document again just before it
+    writes its attempt (the read after ``forget_etag``), first has ``hold`` called: the
+    store is taken between the approval's ``running`` state and its audit record."""
+
+    hold: Callable[[], None] | None = None
+
+    def forget_etag(self) -> None:
+        super().forget_etag()
+        hold, self.hold = self.hold, None
+        if hold is not None:
+            hold()
+
+
+@pytest.mark.slow
+async def test_an_approval_the_audit_log_could_not_take_waits_and_is_made_once(
+        tmp_path: Path, emulator: Emulator) -> None:
+    """The store is held just as the approval starts: the audit log cannot take its
+    attempt, so nothing is sent, and the approval is neither failed nor lost: it waits,
+    and is made once the store answers."""
+    data = tmp_path / "data"
+    policy = parse_policy('[[rule]]\nname = "mine"\nevent_source = "User"\napprove = "now"\n')
+    client = _HoldingClient(emulator.url)
+    store = Store.open_dir(data)
+    holder: list[sqlite3.Connection] = []
+    client.hold = lambda: holder.append(_hold(tmp_path))
+    said: list[dict[str, object]] = []
+
+    async def run() -> None:
+        async for update in updates:
+            await agent.handle(update)
+            if holder and any(r["agent"] == "error" for r in said):
+                holder.pop().rollback()  # the store answers again
+            if any(r["agent"] == "approved" for r in said):
+                return
+
+    try:
+        monitor = Monitor(client, endpoint=emulator.url, interval=0.2, store=store)
+        agent = Agent(policy=policy, monitor=monitor, client=client, store=store,
+                      vm_name="app-vm-1", dry_run=False, say=said.append)
+        await agent.start()
+        updates = monitor.updates()
+        await asyncio.wait_for(run(), 90)
+        await agent.stop(grace=5)
+        await updates.aclose()
+        await monitor.aclose()
+        steps = AgentLog(store, emulator.url).steps([EVENT_ID])
+        actions = sorted(r.action for r in store.audit_log.records())
+    finally:
+        for conn in holder:
+            conn.close()
+        await client.aclose()
+        store.close()
+    kinds = [(r["agent"], r.get("step")) for r in said if r["agent"] != "short notice"]
+    assert kinds[0] == ("matched", "match") and kinds.count(("approved", "approve")) == 1
+    assert ("failed", "approve") not in kinds, said
+    error = next(r for r in said if r["agent"] == "error")
+    assert "setui.db" in str(error["detail"]), error
+    # Its waiting state not kept, and the approval not done: two errors, one line.
+    recovered = next(r for r in said if r["agent"] == "recovered")
+    assert str(recovered["detail"]).endswith(" works again after 2 errors"), recovered
+    assert len(posts(emulator)) == 1
+    assert [(s.step, s.state) for s in steps] == [("match", "done"), ("approve", "done")]
+    assert actions == ["approve-attempt", "approve-outcome"], actions  # no refusal
