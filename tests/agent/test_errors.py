@@ -21,7 +21,7 @@ from agent_helpers import (
 )
 
 from setui.agent.agent import Agent
-from setui.agent.errors import AgentErrors
+from setui.agent.errors import WORK, AgentErrors, acting_kind
 from setui.agent.notify import Notifier
 from setui.agent.policy import parse_policy
 from setui.core.client import ImdsClient
@@ -63,6 +63,20 @@ def test_a_repeated_error_is_said_once_a_window_with_a_count() -> None:
     clock.now += 121
     assert [f.kind for f in errors.due().over] == ["history"]
     assert errors.state == {}
+
+
+def test_what_keeps_the_agent_from_acting() -> None:
+    clock = Clock()
+    errors = AgentErrors(mono=clock)
+    errors.failed("the event loop", "accept failed")
+    errors.failed("recording the history", "disk full", quiet=True)
+    errors.failed(acting_kind("E2"), "locked")
+    clock.now += 1
+    errors.failed(WORK, "locked too")
+    assert [(f.kind, f.last) for f in errors.acting()] == [
+        ("the steps of event E2", "locked"), ("the agent's work", "locked too")]
+    errors.ok(acting_kind("E2"))
+    assert [f.kind for f in errors.acting()] == [WORK]
 
 
 def _refusing_store(data: Path) -> None:

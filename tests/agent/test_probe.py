@@ -16,7 +16,7 @@ from agent_helpers import agent_env, agent_said, start_agent, stop, write_policy
 
 from children import wait_until
 from setui.agent.policy import parse_policy
-from setui.agent.probe import drain_reason, health_verdict
+from setui.agent.probe import drain_reason, health_verdict, work_verdict
 from setui.core.health import ConnectionState, Health
 from setui.core.model import Event, EventStatus, EventType
 from setui.emulator.scenario import parse_scenario
@@ -83,6 +83,20 @@ def test_health_in_words() -> None:
                                      last_error="connection refused\x1b[2J"))
     assert not ok and text.startswith("IMDS unreachable: connection refused")
     assert "\x1b" not in text
+
+
+def test_health_says_what_keeps_the_agent_from_recording_or_acting() -> None:
+    live = health_verdict(Health(ConnectionState.LIVE, last_success=NOW))
+    assert work_verdict(live, []) == live
+    ok, text = work_verdict(live, ["the agent's work: the database setui.db stayed locked",
+                                   "cannot record the history: disk full\x1b[2J"])
+    assert not ok
+    assert text == ("cannot record or act: the agent's work: the database setui.db stayed "
+                    "locked; cannot record the history: disk full\\x1b[2J; polling IMDS; "
+                    "last good answer at 2026-05-14T09:00:00Z"), text
+    assert "\x1b" not in text
+    ok, text = work_verdict(health_verdict(Health()), ["the agent's work: locked"])
+    assert not ok and text.endswith("; no answer from IMDS yet")
 
 
 def _probe_url(proc) -> str:  # type: ignore[no-untyped-def]

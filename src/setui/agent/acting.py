@@ -9,6 +9,11 @@ its rule last matched it, with the policy as the actor; one whose outcome is unk
 POST may have arrived) is said, told and counted so, never as failed. A dry run makes the
 same checks (an earlier approval, :meth:`~setui.approval.Approver.check` bound as the
 approval would be, a claim, a hook's owner) and says what it would do.
+
+A store that fails takes no step and loses none: a hook or an approval starts only once
+its ``running`` state is kept; what came of it is kept in memory at once and written as
+soon as the store answers; an approval the audit log could not take (nothing was sent)
+waits and is tried again at the next poll, not failed.
 """
 
 from __future__ import annotations
@@ -18,9 +23,11 @@ import contextlib
 import os
 from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from setui.agent.deadline import MIN_HOOK_SECONDS, Limit, deadline_of, limit_of
+from setui.agent.errors import StoreFault
 from setui.agent.plan import MATCH
 from setui.agent.rules import mismatch
 from setui.agent.telling import Telling
@@ -34,9 +41,11 @@ from setui.store.agent import (
     SKIPPED,
     UNKNOWN,
     UNMATCHED,
+    WAITING,
     Step,
 )
 from setui.store.records import APPROVED, AuditEntry, event_snapshot
+from setui.textsafe import printable
 
 if TYPE_CHECKING:
     from setui.agent.metrics import AgentMetrics
@@ -78,6 +87,7 @@ class Acting(Telling):
         async def _set(self, event_id: str, step: str, rule: Rule, state: str,
                        detail: str = "", started: datetime | None = None) -> None: ...
         async def _budget_words(self, event: Event, rule: Rule) -> str | None: ...
+        async def _keep(self, event_id: str, write: Callable[[], object]) -> None: ...
 
     def _incarnation(self) -> int:
         document = self.monitor.state.document
@@ -126,7 +136,7 @@ class Acting(Telling):
             details={"agent": {"rule": rule.name, "step": step, "changes": changes,
                                "matched": dict(seen.snapshot) if seen else None}})
         await self._set(event_id, MATCH, rule, SKIPPED, detail)
-        await self._db(self.store.audit_log.append, entry)
+        await self._keep(event_id, partial(self.store.audit_log.append, entry))
         self._record("unmatched", event_id, rule=rule.name, step=step, state=SKIPPED,
                      detail=told)
         self._notify(event, event_id, rule.name, "event changed", told, extra=step)
@@ -218,7 +228,13 @@ class Acting(Telling):
         run_id = await self._db(self.log.hook_started, event_id, step, rule=rule.name,
                                 command=hook.text, at=now)
         detail = f"{step} '{hook.name}'"
-        await self._set(event_id, step, rule, RUNNING, detail, started=now)
+        try:
+            await self._set(event_id, step, rule, RUNNING, detail, started=now)
+        except Exception:  # not run: its run says so, and it is tried again next poll
+            await self._keep(event_id, partial(
+                self.log.hook_ended, run_id, at=self.monitor.now(), exit_status=None,
+                timed_out=False, output="not run: the store could not keep its step"))
+            raise
         self._record("running", event_id, rule=rule.name, step=step, state=RUNNING,
                      detail=hook.text)
         assert self.vm_name is not None  # no step before it is known (_next)
@@ -234,9 +250,10 @@ class Acting(Telling):
                                exit_status=None, timed_out=False,
                                output="killed: the agent stopped while it ran")
             raise
-        await self._db(self.log.hook_ended, run_id, at=self.monitor.now(),
-                       exit_status=result.exit_status, timed_out=result.timed_out,
-                       output=result.output if result.error is None else result.error)
+        await self._keep(event_id, partial(
+            self.log.hook_ended, run_id, at=self.monitor.now(),
+            exit_status=result.exit_status, timed_out=result.timed_out,
+            output=result.output if result.error is None else result.error))
         state = DONE if result.ok else FAILED
         cut = result.timed_out and limit.by_deadline
         described = result.describe() + (
@@ -284,12 +301,21 @@ class Acting(Telling):
         await self._set(event_id, "approve", rule, RUNNING, "approve",
                         started=self.monitor.now())
         actor = actor_label(rule.name)
+        approver = self._approver(rule, hooks)
         # Bound to the event as its rule last matched it (just now, in _recheck): if the
         # service's document says otherwise when it is read again, nothing is sent.
-        outcome = (await self._approver(rule, hooks).approve(
+        outcome = (await approver.approve(
             [event_id], self.monitor.state.document,
             confirmed_as={event_id: self.matched[event_id]},
             allow_other_vms=rule.other_vms is True))[0]
+        if outcome.refused and outcome.record_seq is None and approver.store_error:
+            # The audit log took neither the attempt nor the refusal: nothing was sent, and
+            # nothing is an outcome yet. It waits, and is tried again at the next poll.
+            problem = printable(approver.store_error, 300)
+            await self._set(event_id, "approve", rule, WAITING,
+                            f"waiting: the audit log cannot be written ({problem})")
+            raise StoreFault(f"approve not done, tried again at the next poll: "
+                             f"{outcome.message}")
         # A POST that may have arrived is neither approved nor failed: said so everywhere,
         # and the event stays claimed (nothing is sent for it again without a person).
         result = APPROVED if outcome.approved else UNKNOWN if outcome.unknown else FAILED

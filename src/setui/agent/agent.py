@@ -11,6 +11,13 @@ agent neither repeats what finished nor blindly reruns what a dead agent left ru
 under way, then interrupts it and tells. At most one task works on an event at a time:
 never two hooks for one event at once. A hold, set by a person from the dashboard, stops
 any step from starting. What it says and tells, its errors included, is agent.telling's.
+
+A store that fails loses no event's work: a rule decided but not kept is decided again at
+the next poll (not at the next change of the document), a step that cannot be kept
+``running`` first is not taken and is tried again at the next poll, and what was done
+(a hook's outcome, an approval's) is kept in memory at once and written before anything
+else for that event once the store answers. While it fails, :meth:`Agent.faults` says
+why (``/healthz``).
 """
 
 from __future__ import annotations
@@ -20,11 +27,12 @@ import contextlib
 import socket
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from setui.agent.acting import Acting
 from setui.agent.budgeting import PLATFORM_STARTS, Budgeting
-from setui.agent.errors import AgentErrors
+from setui.agent.errors import WORK, AgentErrors, StoreFault, acting_kind
 from setui.agent.plan import MATCH, plan_of
 from setui.agent.policy import Policy, Rule
 from setui.agent.rules import NameUnknown, first_match
@@ -42,6 +50,7 @@ from setui.store.agent import (
     AgentLog,
     Step,
 )
+from setui.store.db import StoreError
 from setui.store.records import event_snapshot
 
 if TYPE_CHECKING:
@@ -109,6 +118,12 @@ class Agent(Acting, Budgeting):
         self._looked_up: set[str] = set()
         self._said: set[tuple[str, str]] = set()  # dry run: each "would" said once
         self._interrupted: list[Step] = []
+        # What a previous agent left running is known (marked interrupted): until then
+        # nothing is decided or done.
+        self._resumed = False
+        # Writes of what was done or decided that the store refused, per event, in order:
+        # written before anything else is done for that event.
+        self._unsaved: dict[str, list[Callable[[], object]]] = {}
         self.stopping = False  # a clean stop is under way: no step starts any more
         self._idle = False
         self._timed = any(rule.not_before_within is not None for rule in policy.rules)
@@ -137,6 +152,17 @@ class Agent(Acting, Budgeting):
         self._looked_up.clear()
         self._busy()
 
+    def faults(self) -> list[str]:
+        """Why the agent cannot record or act now, in words (empty: it can): the history
+        it cannot write, and the errors of its work and of each event's steps, which
+        last until that work succeeds again."""
+        reasons = []
+        recorder = self.monitor.recorder
+        if recorder is not None and recorder.problem is not None:
+            reasons.append(f"cannot record the history: {recorder.problem}")
+        reasons += [f"{f.kind}: {f.last}" for f in self.errors.acting()]
+        return reasons
+
     @property
     def idle(self) -> bool:
         """Nothing to do until the document changes: no step waits on the clock, a hold
@@ -149,16 +175,24 @@ class Agent(Acting, Budgeting):
         self.monitor.want_next()
 
     async def start(self) -> None:
-        """Take up where a previous agent stopped: what it left running is interrupted."""
+        """Take up where a previous agent stopped: what it left running is interrupted
+        (tried again at each poll while the store cannot say)."""
         if self.notifier is not None:
             self.notifier.start()
-        if self.log is None or self.dry_run:
-            return
         try:
-            left = await self._db(self.log.interrupt_running, self.monitor.now())
+            await self._resume()
         except Exception as exc:
-            self._record("store", None, detail=f"cannot read the agent's work: {exc}")
+            self.error(WORK, f"cannot read the agent's work: {exc}")
+            self._busy()
+
+    async def _resume(self) -> None:
+        if self._resumed:
             return
+        if self.log is None or self.dry_run:
+            self._resumed = True
+            return
+        left = await self._db(self.log.interrupt_running, self.monitor.now())
+        self._resumed = True
         for step in left:
             self._record("interrupted", step.event_id, rule=step.rule, step=step.step,
                          state=INTERRUPTED, detail="the agent stopped while this ran; it is "
@@ -195,6 +229,10 @@ class Agent(Acting, Budgeting):
                 await task
         for step in cut:
             await self._cut(step, grace)
+        # What was done and not kept yet: one more try each, until the store refuses one.
+        for event_id in list(self._unsaved):
+            if not await self._flush(event_id):
+                break
         if self.notifier is not None:
             await asyncio.to_thread(self.notifier.stop)
 
@@ -216,10 +254,11 @@ class Agent(Acting, Budgeting):
             self.fine("reading the events")
         try:
             await self._handle(update)
-        except Exception as exc:  # a store that fails, or a bug
-            self.error("the agent's work", f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # a store that fails, or a bug: tried again next poll
+            self.error(WORK, _words(exc))
+            self._busy()
         else:
-            self.fine("the agent's work")
+            self.fine(WORK)
         self._errors_due()
 
     async def _handle(self, update: MonitorUpdate) -> None:
@@ -234,6 +273,7 @@ class Agent(Acting, Budgeting):
         ids += [c.event_id for c in result.changes if c.event_id and c.event_id not in ids]
         for event in document.events:
             self.last_seen[event.event_id] = event
+        await self._resume()
         await self._catch_up(document.events, ids, approvals=bool(result.changes))
         for step in self._interrupted:
             self._notify(self.last_seen.get(step.event_id), step.event_id, step.rule,
@@ -261,7 +301,7 @@ class Agent(Acting, Budgeting):
         # and no unmatched event could match later (only not_before_within depends on time).
         self._idle = not any(rule.acts and (self._next(i) is not None or self._on_clock(i))
                              for i, rule in self.rule_of.items()) \
-            and not any(not t.done() for t in self.tasks.values()) \
+            and not any(not t.done() for t in self.tasks.values()) and not self._unsaved \
             and not (self._timed and any(e.event_id not in self.rule_of
                                          for e in document.events))
         self.waiting = {i: r for i, r in self.waiting.items() if i in ids}
@@ -274,7 +314,8 @@ class Agent(Acting, Budgeting):
             return  # every step waits for this VM's name: none is done yet
         for event_id in [i for i in self.rule_of if i not in current]:
             task = self.tasks.get(event_id)
-            if (task is not None and not task.done()) or self._next(event_id) is not None:
+            if (task is not None and not task.done()) or self._next(event_id) is not None \
+                    or event_id in self._unsaved:
                 continue
             for table in (self.rule_of, self.last_seen, self.tasks, self.matched):
                 table.pop(event_id, None)
@@ -282,6 +323,7 @@ class Agent(Acting, Budgeting):
             self._looked_up.discard(event_id)
             for key in [k for k in self.steps if k[0] == event_id]:
                 del self.steps[key]
+            self.fine(acting_kind(event_id))  # nothing more to do for it, failing or not
 
     async def _catch_up(self, events: tuple[Event, ...], ids: list[str], *,
                         approvals: bool) -> None:
@@ -292,7 +334,6 @@ class Agent(Acting, Budgeting):
         when the document changed, who approved the current events (for the metrics)."""
         now = self.monitor.now()
         new = [i for i in ids if i not in self._looked_up]
-        self._looked_up.update(new)
         keeps = self.log is not None and not self.dry_run
         pending = [(event, rule) for event in events if event.event_id not in self.rule_of
                    and (rule := self._decide(event, now)) is not None]
@@ -300,12 +341,22 @@ class Agent(Acting, Budgeting):
             if approvals and self.metrics is not None and self.store is not None else []
 
         def settle() -> tuple[list[Step], list[tuple[Event, Rule, str]],
-                              dict[str, str] | None, Exception | None]:
+                              dict[str, str] | None, Exception | None, bool]:
             rows: list[Step] = []
+            approved = None
+            if approval_ids:
+                assert self.store is not None
+                with contextlib.suppress(Exception):  # unread: the labels stay as they were
+                    approved = {i: r.user
+                                for i, r in self.store.audit_log.approvals(approval_ids).items()}
             if keeps and new:
                 assert self.log is not None
-                with contextlib.suppress(Exception):  # unread: decided as if new
+                try:
                     rows = self.log.steps(new)
+                except Exception as exc:
+                    # Unread: nothing is decided, since a previous agent may have decided
+                    # and done some of it; asked again at the next poll.
+                    return [], [], approved, exc, True
             taken = {r.event_id for r in rows if r.step == MATCH and r.rule in self.rules}
             decided: list[tuple[Event, Rule, str]] = []
             failed: Exception | None = None
@@ -322,18 +373,14 @@ class Agent(Acting, Budgeting):
                         failed = exc
                         break
                 decided.append((event, rule, plan))
-            approved = None
-            if approval_ids:
-                assert self.store is not None
-                with contextlib.suppress(Exception):  # unread: the labels stay as they were
-                    approved = {i: r.user
-                                for i, r in self.store.audit_log.approvals(approval_ids).items()}
-            return rows, decided, approved, failed
+            return rows, decided, approved, failed, False
 
         if approval_ids or (keeps and (new or pending)):
-            rows, decided, approved, failed = await self._db(settle)
+            rows, decided, approved, failed, unread = await self._db(settle)
         else:
-            rows, decided, approved, failed = settle()  # nothing to read or write
+            rows, decided, approved, failed, unread = settle()  # nothing to read or write
+        if not unread:
+            self._looked_up.update(new)
         for row in rows:
             self.steps[(row.event_id, row.step)] = row
             known = self.rules.get(row.rule)
@@ -355,6 +402,16 @@ class Agent(Acting, Budgeting):
         if failed is not None:
             raise failed
 
+    def rule_now(self, event: Event) -> Rule | None:
+        """The rule ``event`` falls under by the policy now, decided again and kept
+        nowhere (the probe's, for an event whose decided rule the store has not kept);
+        None when none matches or it waits for this VM's name."""
+        try:
+            return first_match(self.policy.rules, event, vm_name=self.vm_name,
+                               now=self.monitor.now())
+        except NameUnknown:
+            return None
+
     def _decide(self, event: Event, now: datetime) -> Rule | None:
         """The rule the event falls under; None also while that waits for this VM's name
         (said once per event)."""
@@ -372,30 +429,59 @@ class Agent(Acting, Budgeting):
 
     async def _set(self, event_id: str, step: str, rule: Rule, state: str, detail: str = "",
                    started: datetime | None = None) -> None:
-        """Keep the step's state, in the store first (not in a dry run)."""
+        """Keep the step's state (not in a dry run). ``running``, before the step acts: in
+        the store first, or not at all (raises: the step is not taken). Any other state
+        says what was done or decided: held in memory at once, and written now or, while
+        the store fails, before anything else for the event (:meth:`_keep`)."""
         now = self.monitor.now()
-        if self.log is not None and not self.dry_run:
-            await self._db(self.log.set_step, event_id, step, rule=rule.name, state=state,
-                           at=now, detail=detail, started=started)
+        write = partial(self.log.set_step, event_id, step, rule=rule.name, state=state,
+                        at=now, detail=detail, started=started) \
+            if self.log is not None and not self.dry_run else None
+        if write is not None and state == RUNNING:
+            await self._db(write)
         old = self.steps.get((event_id, step))
         self.steps[(event_id, step)] = Step(event_id, step, rule.name, state, detail,
                                             started or (old.started if old else None), now)
         self._activity()
+        if write is not None and state != RUNNING:
+            await self._keep(event_id, write)
+
+    async def _keep(self, event_id: str, write: Callable[[], object]) -> None:
+        """Write what was done or decided for ``event_id`` (already in memory), after any
+        such write of it the store refused before; when the store refuses it too, it is
+        said, and tried again at the next poll before anything else for the event."""
+        self._unsaved.setdefault(event_id, []).append(write)
+        await self._flush(event_id)
+
+    async def _flush(self, event_id: str) -> bool:
+        """The event's writes the store refused, written in order; whether none is left
+        (one still refused is said, and tried again at the next poll)."""
+        pending = self._unsaved.get(event_id)
+        while pending:
+            try:
+                await self._db(pending[0])
+            except Exception as exc:
+                self.error(acting_kind(event_id), "cannot keep what was done (tried again "
+                           f"at the next poll): {_words(exc)}", event_id=event_id)
+                self._busy()
+                return False
+            pending.pop(0)
+        self._unsaved.pop(event_id, None)
+        return True
 
     async def _advance(self) -> None:
         """Start a task for every event with a step to take (and no task already)."""
         due = [i for i, rule in self.rule_of.items()
-               if rule.acts and self._next(i) is not None
+               if rule.acts and (self._next(i) is not None or i in self._unsaved)
                and (i not in self.tasks or self.tasks[i].done())]
         if not due or (self.log is None and not self.dry_run):
             return  # no audit log, nothing done: the agent observes (and said so)
         if self.log is not None:
-            try:
-                self.held = await self._db(self.log.held, due)
-            except Exception:
-                return  # a hold cannot be checked: act on nothing until it can
+            # Raises when a hold cannot be checked: nothing is acted on until it can.
+            self.held = await self._db(self.log.held, due)
         for event_id in due:
             if event_id in self.held:
+                await self._flush(event_id)  # what was done is kept all the same
                 continue
             self.tasks[event_id] = asyncio.ensure_future(self._drive(event_id))
 
@@ -454,7 +540,8 @@ class Agent(Acting, Budgeting):
         rule = self.rule_of[event_id]
         current: str | None = None
         try:
-            while (nxt := self._next(event_id)) is not None:
+            # What was done is kept before anything more is done.
+            while await self._flush(event_id) and (nxt := self._next(event_id)) is not None:
                 step, skip = nxt
                 current = step
                 if skip is not None:
@@ -483,13 +570,22 @@ class Agent(Acting, Budgeting):
                         self._activity()
                 else:
                     await self._hook(event_id, rule, step)
-                self.fine(f"the steps of event {event_id}")
                 current = None
+            if event_id not in self._unsaved:
+                self.fine(acting_kind(event_id))
         except Exception as exc:  # a store that fails: said, and tried again next poll
-            self.error(f"the steps of event {event_id}", f"{type(exc).__name__}: {exc}",
-                       event_id=event_id, rule=rule.name, step=current)
+            self.error(acting_kind(event_id), _words(exc), event_id=event_id,
+                       rule=rule.name, step=current)
+            self._busy()
         finally:
             self.claims_met.pop(event_id, None)
             if self.budget_waits.pop(event_id, None) is not None:
                 self._activity()
 
+
+def _words(exc: BaseException) -> str:
+    """An exception in words: a store's own message says what failed and where; anything
+    else (a bug) is named by its type."""
+    if isinstance(exc, (StoreError, StoreFault)):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"

@@ -10,7 +10,8 @@ two windows without an error of it. Kinds that already speak for themselves (the
 connection's state, the history's recording) are only tracked.
 
 Plain state, no I/O: the agent prints and notifies what it returns. ``state`` is what a
-client of the agent could be shown.
+client of the agent could be shown; :meth:`AgentErrors.acting` what keeps the agent from
+acting now (``/healthz`` says it).
 """
 
 from __future__ import annotations
@@ -19,9 +20,23 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["WINDOW", "AgentErrors", "Due", "Failing"]
+__all__ = ["WINDOW", "WORK", "AgentErrors", "Due", "Failing", "StoreFault", "acting_kind"]
 
 WINDOW = 60.0  # seconds between two lines of one kind of error, and before it is told
+# The kinds that stop the agent acting: its work at each poll (deciding, keeping what it
+# decided, checking holds), and the steps of one event.
+WORK = "the agent's work"
+_STEPS = "the steps of event "
+
+
+def acting_kind(event_id: str) -> str:
+    """The kind of the errors of one event's steps."""
+    return f"{_STEPS}{event_id}"
+
+
+class StoreFault(Exception):
+    """The store did not take what a step needed it to: nothing was done, and the step is
+    tried again at the next poll. The message says what, in words."""
 
 
 @dataclass
@@ -77,6 +92,13 @@ class AgentErrors:
             return self._say(failing, now)
         failing.unsaid += 1
         return None
+
+    def acting(self) -> list[Failing]:
+        """The errors that keep the agent from acting now, oldest first: its work at each
+        poll, and each event's steps (each ends when it works again)."""
+        return sorted((f for f in self.state.values()
+                       if f.kind == WORK or f.kind.startswith(_STEPS)),
+                      key=lambda f: f.since)
 
     def ok(self, kind: str) -> Failing | None:
         """``kind`` works again; what it was, when it was failing."""

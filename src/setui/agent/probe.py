@@ -1,15 +1,18 @@
 """The load balancer's probe: ``/readyz`` takes this VM out of rotation around its
-events, ``/healthz`` says whether the agent still hears from IMDS.
+events, ``/healthz`` says whether the agent hears from IMDS and can record and act.
 
 An Azure Load Balancer or Application Gateway health probe on ``/readyz`` needs no
 script: it gets 503 (with the reason in a line of text) from a rule's ``drain_before``
 seconds before this VM's event, or from the moment its ``prepare`` starts, or from its
 approval, whichever comes first, and while any event of this VM has started; and 200 again
 once the event is over and its ``recover`` has finished (whatever its outcome: a failed
-recover is told, and a person decides). ``/healthz`` is 200 while the agent's polls of
-IMDS are answered, 503 with the reason otherwise. Both are computed when asked, from
-what the agent holds in memory: no I/O, a few microseconds on the agent's loop. The server
-is agent.scrape's, bounded the same way as the metrics'.
+recover is told, and a person decides). The rule of an event in the current document is
+the one the agent decided, or else the policy's for it now: an event whose rule the
+store could not keep yet is inside its drain window all the same. ``/healthz`` is 200
+while the agent's polls of IMDS are answered and nothing keeps it from recording the
+history or acting (agent.Agent.faults); 503 with the reasons otherwise. Both are
+computed when asked, from what the agent holds in memory: no I/O, a few microseconds on
+the agent's loop. The server is agent.scrape's, bounded the same way as the metrics'.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ if TYPE_CHECKING:
     from setui.agent.agent import Agent
     from setui.agent.policy import Rule
 
-__all__ = ["Probe", "drain_reason", "health_verdict"]
+__all__ = ["Probe", "drain_reason", "health_verdict", "work_verdict"]
 
 MAX_BODY = 2000  # characters of reasons: a probe reads the status, people the first line
 
@@ -90,9 +93,20 @@ def health_verdict(health: Health) -> tuple[bool, str]:
     if health.state is ConnectionState.ENABLING:
         return False, "no answer from IMDS yet"
     if health.state is ConnectionState.STALE:
-        return False, f"IMDS has not answered for too long{last}"
+        # Not answered, or not asked: polls wait while the agent waits for its store.
+        return False, f"the last good answer from IMDS is too old{last}"
     error = printable(health.last_error or "no reason given", 300)
     return False, f"IMDS {health.state.value}: {error}{last}"
+
+
+def work_verdict(imds: tuple[bool, str], faults: list[str]) -> tuple[bool, str]:
+    """``/healthz``: IMDS's verdict (:func:`health_verdict`), and what keeps the agent
+    from recording or acting (``faults``, in words), each said."""
+    ok, text = imds
+    if not faults:
+        return ok, text
+    said = "; ".join(printable(f, 300) for f in faults)
+    return False, f"cannot record or act: {said}; {text}"
 
 
 class Probe:
@@ -119,7 +133,10 @@ class Probe:
             event = current.get(event_id) or agent.last_seen.get(event_id)
             if event is None or not event.affects(vm):
                 continue
-            why = drain_reason(event, agent.rule_of.get(event_id), states.get(event_id, {}),
+            rule = agent.rule_of.get(event_id)
+            if rule is None and event_id in current:
+                rule = agent.rule_now(event)  # the store has not kept its rule (yet)
+            why = drain_reason(event, rule, states.get(event_id, {}),
                                ended=event_id in agent.ended or event_id not in current,
                                now=now)
             if why is not None:
@@ -132,7 +149,8 @@ class Probe:
         if method not in ("GET", "HEAD"):
             return http_response(405, b"the probe answers GET and HEAD\n", method=method)
         if path == "/healthz":
-            ok, text = health_verdict(self.agent.monitor.health())
+            ok, text = work_verdict(health_verdict(self.agent.monitor.health()),
+                                    self.agent.faults())
         elif path == "/readyz":
             ok, reasons = self.readiness()
             if self.agent.vm_name is None:
@@ -143,7 +161,8 @@ class Probe:
                 ok, text = True, f"dry run, would answer 503: {text}"
         else:
             return http_response(404, b"the probe answers /readyz (take this VM out of "
-                                      b"rotation) and /healthz (the agent hears from IMDS)\n",
+                                      b"rotation) and /healthz (the agent hears from IMDS "
+                                      b"and can record and act)\n",
                                  method=method)
         body = (text[:MAX_BODY] + "\n").encode("utf-8", "replace")
         return http_response(200 if ok else 503, body, method=method)
