@@ -160,3 +160,23 @@ def test_measured_only_where_a_heartbeat_ran_even_for_a_moment() -> None:
     assert recording((-60, -1), (0, 30)).measured_since(START + timedelta(seconds=30)) == \
         START - timedelta(seconds=60)
     assert not recording((-60, -1), (0, 30)).measured_over(START, START + timedelta(minutes=1))
+
+
+def test_a_running_session_measures_up_to_the_records_end_before_its_first_beat(
+        tmp_path: Path) -> None:
+    """An agent that has just begun has beaten no further than its start (a beat a minute),
+    while a document it saw a moment later is already written: its heartbeat runs, so the
+    report says "none measured so far" since its start, not that nothing was measured
+    (seen failing under load in the agent's report test)."""
+    store: Store = record_scenario(tmp_path / "setui.db", SCENARIO, seconds=3)
+    try:
+        agent = store.sessions.start(endpoint=ENDPOINT, pid=1, host="elsewhere",
+                                     command="setui agent", at=START)
+        store.sessions.measures(agent)
+        found = load_recording(store.record)
+    finally:
+        store.close()
+    assert found is not None and found.end > START
+    assert found.measured_since(found.end) == START
+    assert "none measured so far; the agent's heartbeat has run since" in markdown(
+        build_report(found))

@@ -54,6 +54,10 @@ def gather(history: History, audit_log: AuditLog, sessions: RecordingSessions, *
     start = max(since, first) if since is not None else first
     start = min(start, end)
     holes = tuple(h for h in sessions.holes(endpoint=endpoint) if h.overlaps(first, end))
-    measuring = tuple((s.started, s.end) for s in spans if s.measures)
+    # A session still running measures up to the record's end, though its last beat (one
+    # a minute) may be older than a sighting written since.
+    live = {s.id for s in sessions.running(endpoint=endpoint, at=end)}
+    measuring = tuple((s.started, max(s.end, end) if s.id in live else s.end)
+                      for s in spans if s.measures)
     return RecordingParts(endpoint, tuple(records), audit, holes, bool(spans), start,
                           end, measured, measuring)
