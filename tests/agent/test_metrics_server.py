@@ -5,6 +5,8 @@ endpoint's cap and deadlines on their own."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import selectors
 import socket
 import subprocess
@@ -20,6 +22,7 @@ from agent_helpers import USER_REBOOT, agent_env, metrics_url, posts, stop, writ
 from children import SETUI, Lines, wait_until
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
+from waiting import until
 
 IDLE = 200
 FILES = 128
@@ -159,13 +162,19 @@ def _scrape(url: str) -> bool:
         return False
 
 
-async def test_past_the_cap_a_client_waits_and_an_idle_one_is_dropped_at_its_deadline(
-        ) -> None:
-    """One slot: an idle client holds it until its head deadline, the next one waits
-    (in the kernel's backlog) and is then answered; a client that never reads a large
-    answer is aborted after the send deadline, and its slot is free again."""
-    import asyncio
+async def _dropped(reader: asyncio.StreamReader) -> bool:
+    """Whether the server closed or reset the connection, having said nothing."""
+    try:
+        return await asyncio.wait_for(reader.read(), 30) == b""
+    except ConnectionResetError:
+        return True
 
+
+async def test_a_client_gets_its_share_and_the_greediest_makes_room() -> None:
+    """One client (an address here) holds at most its share: one more connection is reset
+    at once. When the server is full, the oldest connection of the client holding the most
+    is reset for a newer one, and a well-behaved client is answered at once; a client that
+    never reads a large answer is aborted after the send deadline."""
     from setui.agent.scrape import MetricsServer
 
     big = b"x" * (32 << 20)  # more than the socket buffers hold
@@ -173,30 +182,67 @@ async def test_past_the_cap_a_client_waits_and_an_idle_one_is_dropped_at_its_dea
     def exposition(accept: str) -> tuple[bytes, str]:
         return (big if accept == "big" else b"setui_up 1\n"), "text/plain"
 
-    server = MetricsServer(exposition, max_connections=1, head_timeout=0.5,
-                           send_timeout=0.5)
+    server = MetricsServer(exposition, max_connections=3, max_per_client=2,
+                           head_timeout=60, send_timeout=0.5)
     host, port = await server.start("127.0.0.1", 0)
+    held: list[asyncio.StreamWriter] = []
+
+    async def connect(source: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        reader, writer = await asyncio.open_connection(host, port, local_addr=(source, 0))
+        held.append(writer)
+        writer.write(b"GET /metrics HTTP/1.1\r\n")  # and never the rest
+        with contextlib.suppress(ConnectionError):  # reset at once, refused
+            await writer.drain()
+        return reader, writer
+
     try:
-        idle_reader, idle = await asyncio.open_connection(host, port)
+        first, _ = await connect("127.0.0.2")
+        await connect("127.0.0.2")
+        await until(lambda: server.open == 2, what="the greedy client's two connections")
+        third, _ = await connect("127.0.0.2")
+        assert await _dropped(third) and server.refused == 1 and server.open == 2
+        other, _ = await connect("127.0.0.3")
+        await until(lambda: server.open == 3, what="another client's connection")
+        # Full: a well-behaved client makes room, at the greediest client's oldest.
         reader, writer = await asyncio.open_connection(host, port)
         writer.write(b"GET /metrics HTTP/1.1\r\n\r\n")
         await writer.drain()
         answer = await asyncio.wait_for(reader.read(), 30)
         assert answer.startswith(b"HTTP/1.1 200 OK") and answer.endswith(b"setui_up 1\n")
-        # The idle one was dropped, without a word, at its deadline.
-        assert await asyncio.wait_for(idle_reader.read(), 30) == b""
         writer.close()
-        idle.close()
+        assert await _dropped(first) and server.evicted == 1
+        assert not other.at_eof()
+        for writer in held:
+            writer.close()
+        await until(lambda: server.open == 0, what="the slow clients' connections to go")
         # A client that asks for a large answer and never reads it.
         _, hog = await asyncio.open_connection(host, port)
         hog.write(b"GET /metrics HTTP/1.1\r\nAccept: big\r\n\r\n")
         await hog.drain()
-        deadline = asyncio.get_running_loop().time() + 30
-        while server.open == 0 and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(0.05)
-        while server.open and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(0.05)
-        assert server.open == 0, "the unread answer's connection was never dropped"
+        await until(lambda: server.open == 1, what="the hog's connection")
+        await until(lambda: server.open == 0, what="the unread answer's connection to drop")
         hog.close()
     finally:
         await server.aclose()
+
+
+async def test_a_client_on_this_host_is_its_address_and_its_user() -> None:
+    """Across addresses, clients differ by address; on loopback the kernel names the user
+    owning the other end (this test's: root), where netlink is allowed."""
+    import os
+
+    from setui.agent.peers import client_of
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    try:
+        for source in ("127.0.0.1", "127.0.0.2"):
+            with socket.socket() as client:
+                client.bind((source, 0))
+                client.connect(listener.getsockname())
+                accepted, _ = listener.accept()
+                with accepted:
+                    assert client_of(accepted) == (source, os.geteuid())
+    finally:
+        listener.close()

@@ -7,13 +7,29 @@ thread and a file descriptor per connection, with no cap and no timeout. 200 idl
 connections to the old unbounded endpoint here, under a limit of 128 open files, made every
 poll fail with "Too many open files"; a thread per connection would fail the same way.
 
-So connections are accepted one at a time while fewer than :data:`MAX_CONNECTIONS` are
-open; past that the listening socket is left alone and the kernel's backlog holds the rest
-(no descriptor of ours, no CPU). Each connection has :data:`HEAD_TIMEOUT` seconds from
-its accept to send a whole request head (trickling bytes does not extend it), and
-:data:`SEND_TIMEOUT` more for its answer to be taken; then it is aborted. One request per
-connection, then close. An ``accept`` that fails (out of files, a reset) waits a second
-and tries again, silently: it is never a traceback in the agent's log.
+Every connection is accepted at once and counted against its client (agent.peers: an
+address across the network, on this host the user owning the other end). A client holds
+at most :data:`MAX_PER_CLIENT` connections: one more is reset as soon as it is accepted.
+At most :data:`MAX_CONNECTIONS` are open: past that, the oldest connection of the client
+holding the most is reset to make room. So however many connections one client opens,
+or however slowly it sends them, the listening socket's backlog keeps moving, and a
+well-behaved client (the load balancer's probe, a Prometheus), which sends its whole
+request as soon as it connects and is answered in the same turn of the loop, is never
+the one dropped: slow clients wait, or start again. Each connection has
+:data:`HEAD_TIMEOUT` seconds from its accept to send a whole request head (trickling
+bytes does not extend it), and :data:`SEND_TIMEOUT` more for its answer to be taken; then
+it is aborted. One request per connection, then close. An ``accept`` that fails (out of
+files, a reset) waits a second and tries again, silently: it is never a traceback in the
+agent's log. Descriptors held: the cap, and one just accepted.
+
+Why not a server of its own package: uvicorn's ``limit_concurrency`` answers 503 past
+the limit (on ``/readyz``, the very "take this VM out of rotation" an attacker wants)
+and has no bound by client; neither it nor hypercorn bounds connections by client, and
+either is a new dependency of a root process with a task per connection. h11, a
+dependency already, would parse a head this server only splits at its first line and
+blank line; what is hard here is who is accepted and who is dropped, which is this
+module's ~100 lines, tested on their own (tests/agent/test_metrics_server.py) and under a
+slowloris from another user (tests/agent/test_probe_slowloris.py).
 """
 
 from __future__ import annotations
@@ -22,18 +38,22 @@ import asyncio
 import contextlib
 import errno
 import socket
+import struct
 from collections.abc import Callable
 
+from setui.agent.peers import Client, client_of
 from setui.listening import listen
 
-__all__ = ["HEAD_TIMEOUT", "MAX_CONNECTIONS", "MAX_REQUEST", "SEND_TIMEOUT", "BoundedServer",
-           "MetricsServer", "http_answer", "http_response", "request_of"]
+__all__ = ["HEAD_TIMEOUT", "MAX_CONNECTIONS", "MAX_PER_CLIENT", "MAX_REQUEST", "SEND_TIMEOUT",
+           "BoundedServer", "MetricsServer", "http_answer", "http_response", "request_of"]
 
 MAX_CONNECTIONS = 16  # scrapers: a Prometheus or two, a person with curl
-HEAD_TIMEOUT = 5.0  # seconds from accept to the end of the request head
+MAX_PER_CLIENT = 4  # of them from one client (agent.peers): an address, on this host a uid
+HEAD_TIMEOUT = 2.0  # seconds from accept to the end of the request head
 SEND_TIMEOUT = 10.0  # seconds more for the client to take the answer
 MAX_REQUEST = 16 * 1024  # bytes of a request line and headers
 ACCEPT_RETRY = 1.0  # seconds before accepting again after the system refused one
+_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close with a reset
 _OUT_OF_RESOURCES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 _REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed",
             503: "Service Unavailable"}
@@ -86,8 +106,9 @@ class _Scrape(asyncio.Protocol):
     the callbacks the loop makes anyway. Anything but a whole head in time (too long, too
     slow, closed first) is closed without a word."""
 
-    def __init__(self, server: BoundedServer) -> None:
+    def __init__(self, server: BoundedServer, client: Client) -> None:
         self.server = server
+        self.client = client
         self.head: bytes | None = b""  # None once answered
         self.transport: asyncio.Transport | None = None
         self.timer: asyncio.TimerHandle | None = None
@@ -134,20 +155,44 @@ class _Scrape(asyncio.Protocol):
         if self.transport is not None:
             self.transport.abort()
 
+    def evict(self) -> None:
+        """Dropped for a newer connection: reset (no TIME_WAIT left behind), now."""
+        if self.timer is not None:
+            self.timer.cancel()
+        if self.transport is not None:
+            sock = self.transport.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET)
+            self.transport.abort()
+
+
+def _reset(conn: socket.socket) -> None:
+    """Close a connection just accepted with a reset: refused, without a word."""
+    with contextlib.suppress(OSError):
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET)
+    conn.close()
+
 
 class BoundedServer:
     """Answers requests on one address from the caller's event loop, each with what
     ``respond(head)`` gives."""
 
     def __init__(self, respond: Respond, *, max_connections: int = MAX_CONNECTIONS,
-                 head_timeout: float = HEAD_TIMEOUT, send_timeout: float = SEND_TIMEOUT
-                 ) -> None:
+                 max_per_client: int = MAX_PER_CLIENT, head_timeout: float = HEAD_TIMEOUT,
+                 send_timeout: float = SEND_TIMEOUT,
+                 client_of: Callable[[socket.socket], Client] = client_of) -> None:
         self.respond = respond
         self.head_timeout = head_timeout
         self.send_timeout = send_timeout
         self.max_connections = max_connections
-        self._open: set[_Scrape] = set()  # connections accepted and not yet lost
-        self._room: asyncio.Event | None = None
+        self.max_per_client = max_per_client
+        self.client_of = client_of
+        # Connections accepted and not yet lost, oldest first; and how many each client has.
+        self._open: dict[_Scrape, None] = {}
+        self._held: dict[Client, int] = {}
+        self.refused = 0  # connections reset at once: their client had its share
+        self.evicted = 0  # connections reset for a newer one: the server was full
         self._sock: socket.socket | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -155,8 +200,6 @@ class BoundedServer:
         """Listen on ``host:port`` (port 0: a free one); the address it listens on."""
         sock = listen(host, port)
         self._sock = sock
-        self._room = asyncio.Event()
-        self._room.set()
         self._task = asyncio.ensure_future(self._serve(sock))
         bound = sock.getsockname()
         return str(bound[0]), int(bound[1])
@@ -167,29 +210,44 @@ class BoundedServer:
 
     def release(self, scrape: _Scrape) -> None:
         """A connection is gone: its slot is free (once, however often it is said)."""
-        self._open.discard(scrape)
-        if self._room is not None:
-            self._room.set()
+        if self._open.pop(scrape, False) is None:
+            left = self._held.get(scrape.client, 0) - 1
+            if left > 0:
+                self._held[scrape.client] = left
+            else:
+                self._held.pop(scrape.client, None)
+
+    def _victim(self) -> _Scrape | None:
+        """The oldest connection of the client that holds the most."""
+        most = max(self._held.values(), default=0)
+        return next((s for s in self._open if self._held.get(s.client) == most), None)
 
     async def _serve(self, sock: socket.socket) -> None:
         loop = asyncio.get_running_loop()
-        assert self._room is not None
         while True:
-            if self.open >= self.max_connections:
-                self._room.clear()
-                await self._room.wait()
-                continue
             try:
                 conn, _ = await loop.sock_accept(sock)
             except OSError as exc:  # out of files, or a connection reset before accept
                 if exc.errno in _OUT_OF_RESOURCES:
                     await asyncio.sleep(ACCEPT_RETRY)
                 continue
-            await self._take(conn)
+            client = self.client_of(conn)
+            if self._held.get(client, 0) >= self.max_per_client:
+                self.refused += 1
+                _reset(conn)
+                continue
+            if self.open >= self.max_connections:
+                victim = self._victim()
+                if victim is not None:
+                    self.evicted += 1
+                    self.release(victim)
+                    victim.evict()
+            await self._take(conn, client)
 
-    async def _take(self, conn: socket.socket) -> None:
-        scrape = _Scrape(self)
-        self._open.add(scrape)
+    async def _take(self, conn: socket.socket, client: Client) -> None:
+        scrape = _Scrape(self, client)
+        self._open[scrape] = None
+        self._held[client] = self._held.get(client, 0) + 1
         try:
             await asyncio.get_running_loop().connect_accepted_socket(lambda: scrape, conn)
         except OSError:
@@ -213,9 +271,9 @@ class MetricsServer(BoundedServer):
     """Answers scrapes with what ``exposition(accept)`` gives."""
 
     def __init__(self, exposition: Exposition, *, max_connections: int = MAX_CONNECTIONS,
-                 head_timeout: float = HEAD_TIMEOUT, send_timeout: float = SEND_TIMEOUT
-                 ) -> None:
+                 max_per_client: int = MAX_PER_CLIENT, head_timeout: float = HEAD_TIMEOUT,
+                 send_timeout: float = SEND_TIMEOUT) -> None:
         super().__init__(lambda head: http_answer(head, exposition),
-                         max_connections=max_connections, head_timeout=head_timeout,
-                         send_timeout=send_timeout)
+                         max_connections=max_connections, max_per_client=max_per_client,
+                         head_timeout=head_timeout, send_timeout=send_timeout)
         self.exposition = exposition
