@@ -2,8 +2,9 @@
 its bench: ``COUNT`` connections to ``HOST:PORT`` from ``SOURCE``, each sending the start
 of a request head for ``PATH`` and then one more header line a second, never the blank
 line that ends it; one the server drops is opened again at once. It says ``holding N``
-(on stdout, once) when N connections have been opened, and ends after ``SECONDS`` or
-``MAX_OPENS`` connections in all, whichever comes first.
+(on stdout, once) when N connections have been opened, and ends after ``SECONDS``,
+``MAX_OPENS`` connections in all, or a SIGTERM, whichever comes first, saying ``opened N``
+(how many connections it made in all).
 
     python slowloris.py HOST PORT PATH COUNT SECONDS SOURCE
 """
@@ -11,6 +12,7 @@ line that ends it; one the server drops is opened again at once. It says ``holdi
 from __future__ import annotations
 
 import selectors
+import signal
 import socket
 import sys
 import time
@@ -25,6 +27,12 @@ def main(host: str, port: int, path: str, count: int, seconds: float, source: st
     opened = 0
     said = False
     end = time.monotonic() + seconds
+
+    def stop(*_: object) -> None:
+        nonlocal end
+        end = 0.0
+
+    signal.signal(signal.SIGTERM, stop)
 
     def connect() -> None:
         nonlocal opened

@@ -6,7 +6,6 @@ endpoint's cap and deadlines on their own."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import selectors
 import socket
 import subprocess
@@ -171,10 +170,12 @@ async def _dropped(reader: asyncio.StreamReader) -> bool:
 
 
 async def test_a_client_gets_its_share_and_the_greediest_makes_room() -> None:
-    """One client (an address here) holds at most its share: one more connection is reset
-    at once. When the server is full, the oldest connection of the client holding the most
-    is reset for a newer one, and a well-behaved client is answered at once; a client that
-    never reads a large answer is aborted after the send deadline."""
+    """One client (an address here) holds at most its share: a new connection of its
+    without a whole request yet is reset. When the server is full, a new client's
+    connection takes the place of the oldest of the client holding the most. A request
+    whole at its accept is answered then, whoever sends it, even from the greedy client's
+    own address. A client that never reads a large answer is aborted after the send
+    deadline."""
     from setui.agent.scrape import MetricsServer
 
     big = b"x" * (32 << 20)  # more than the socket buffers hold
@@ -187,35 +188,63 @@ async def test_a_client_gets_its_share_and_the_greediest_makes_room() -> None:
     host, port = await server.start("127.0.0.1", 0)
     held: list[asyncio.StreamWriter] = []
 
-    async def connect(source: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        reader, writer = await asyncio.open_connection(host, port, local_addr=(source, 0))
-        held.append(writer)
-        writer.write(b"GET /metrics HTTP/1.1\r\n")  # and never the rest
-        with contextlib.suppress(ConnectionError):  # reset at once, refused
+    async def connect(source: str) -> asyncio.StreamReader | None:
+        """A connection that sends part of a request; None if it was reset at once."""
+        try:
+            reader, writer = await asyncio.open_connection(host, port,
+                                                           local_addr=(source, 0))
+            held.append(writer)
+            writer.write(b"GET /metrics HTTP/1.1\r\n")  # and never the rest
             await writer.drain()
-        return reader, writer
+        except ConnectionError:
+            return None
+        return reader
+
+    async def whole(source: str) -> None:
+        """A request sent whole before the server has even accepted its connection."""
+        with socket.socket() as sock:
+            sock.bind((source, 0))
+            sock.connect((host, port))  # the kernel's handshake; not accepted yet
+            sock.sendall(b"GET /metrics HTTP/1.1\r\n\r\n")
+            sock.setblocking(False)
+            answer = b""
+            while chunk := await asyncio.wait_for(
+                    asyncio.get_running_loop().sock_recv(sock, 65536), 30):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200 OK") and answer.endswith(b"setui_up 1\n")
 
     try:
-        first, _ = await connect("127.0.0.2")
-        await connect("127.0.0.2")
+        first = await connect("127.0.0.2")
+        second = await connect("127.0.0.2")
         await until(lambda: server.open == 2, what="the greedy client's two connections")
-        third, _ = await connect("127.0.0.2")
-        assert await _dropped(third) and server.refused == 1 and server.open == 2
-        other, _ = await connect("127.0.0.3")
+        third = await connect("127.0.0.2")
+        assert third is None or await _dropped(third)
+        assert server.refused == 1 and server.open == 2
+        # A whole request from the greedy client's own address: answered at once.
+        await whole("127.0.0.2")
+        assert server.at_once == 1 and server.open == 2
+        other = await connect("127.0.0.3")
         await until(lambda: server.open == 3, what="another client's connection")
-        # Full: a well-behaved client makes room, at the greediest client's oldest.
-        reader, writer = await asyncio.open_connection(host, port)
-        writer.write(b"GET /metrics HTTP/1.1\r\n\r\n")
-        await writer.drain()
-        answer = await asyncio.wait_for(reader.read(), 30)
-        assert answer.startswith(b"HTTP/1.1 200 OK") and answer.endswith(b"setui_up 1\n")
-        writer.close()
-        assert await _dropped(first) and server.evicted == 1
-        assert not other.at_eof()
+        # Full: a new client makes room, at the greediest client's oldest.
+        newer = await connect("127.0.0.4")
+        assert first is not None and await _dropped(first) and server.evicted == 1
+        await until(lambda: server.open == 3, what="the new client's connection")
+        # Full still: a whole request is answered at once, and drops no one.
+        await whole("127.0.0.1")
+        assert server.at_once == 2 and server.evicted == 1 and server.open == 3
+        assert second is not None and other is not None and newer is not None
+        assert not (second.at_eof() or other.at_eof() or newer.at_eof())
         for writer in held:
             writer.close()
         await until(lambda: server.open == 0, what="the slow clients' connections to go")
-        # A client that asks for a large answer and never reads it.
+        # Clients that ask for a large answer and never read it: one whose request came
+        # whole (the rest of its answer is left to a slot), one whose request came later.
+        with socket.socket() as early:
+            early.connect((host, port))
+            early.sendall(b"GET /metrics HTTP/1.1\r\nAccept: big\r\n\r\n")
+            await until(lambda: server.open == 1, what="the early hog's connection")
+            assert server.at_once == 3
+            await until(lambda: server.open == 0, what="the early hog to be dropped")
         _, hog = await asyncio.open_connection(host, port)
         hog.write(b"GET /metrics HTTP/1.1\r\nAccept: big\r\n\r\n")
         await hog.drain()

@@ -38,7 +38,6 @@ _ID = struct.Struct(">HH16s16s")  # inet_diag_sockid: ports and addresses, netwo
 _TAIL = struct.Struct("=III")  # the id's interface, and its cookie (none: all ones)
 _UID_AT = _HEADER.size + 64  # inet_diag_msg: 4 bytes, the id (48), 3 words, then uid
 _NO_COOKIE = 0xFFFFFFFF
-_refused = False  # netlink is not allowed here: not asked again
 
 
 def _requests(peer: tuple[str, int], mine: tuple[str, int]) -> list[bytes]:
@@ -65,31 +64,44 @@ def _requests(peer: tuple[str, int], mine: tuple[str, int]) -> list[bytes]:
     return requests
 
 
+class _Asking:
+    """One netlink socket kept for the lookups (one descriptor, made at the first)."""
+
+    sock: socket.socket | None = None
+    refused = False  # netlink is not allowed here: not tried again
+
+
 def owner(peer: tuple[str, int], mine: tuple[str, int]) -> int | None:
     """The uid owning the socket at ``peer`` connected to ``mine`` (both on this host), as
     the kernel says; None when it cannot be asked or does not know it."""
-    global _refused
-    if _refused or not hasattr(socket, "AF_NETLINK"):
+    if _Asking.refused or not hasattr(socket, "AF_NETLINK"):
         return None
     try:
         requests = _requests(peer, mine)
     except ValueError:
         return None
-    try:
-        asking = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _SOCK_DIAG)
-    except OSError:
-        _refused = True
-        return None
-    with asking:
-        asking.settimeout(0.2)  # the kernel answers within the send; this only bounds it
-        for request in requests:
-            try:
-                asking.send(request)
-                answer = asking.recv(8192)
-            except OSError:
-                return None
-            if len(answer) >= _UID_AT + 4 and _HEADER.unpack_from(answer)[1] != _ERROR:
-                return int(struct.unpack_from("=I", answer, _UID_AT)[0])
+    asking = _Asking.sock
+    if asking is None:
+        try:
+            asking = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _SOCK_DIAG)
+        except OSError:
+            _Asking.refused = True
+            return None
+        asking.setblocking(False)  # the kernel answers within the send, or not at all
+        _Asking.sock = asking
+    for request in requests:
+        try:
+            while True:  # anything left of an earlier lookup is not this one's answer
+                asking.recv(8192)
+        except OSError:
+            pass
+        try:
+            asking.send(request)
+            answer = asking.recv(8192)
+        except OSError:
+            return None
+        if len(answer) >= _UID_AT + 4 and _HEADER.unpack_from(answer)[1] != _ERROR:
+            return int(struct.unpack_from("=I", answer, _UID_AT)[0])
     return None
 
 

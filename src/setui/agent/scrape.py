@@ -7,28 +7,35 @@ thread and a file descriptor per connection, with no cap and no timeout. 200 idl
 connections to the old unbounded endpoint here, under a limit of 128 open files, made every
 poll fail with "Too many open files"; a thread per connection would fail the same way.
 
-Every connection is accepted at once and counted against its client (agent.peers: an
-address across the network, on this host the user owning the other end). A client holds
-at most :data:`MAX_PER_CLIENT` connections: one more is reset as soon as it is accepted.
-At most :data:`MAX_CONNECTIONS` are open: past that, the oldest connection of the client
-holding the most is reset to make room. So however many connections one client opens,
-or however slowly it sends them, the listening socket's backlog keeps moving, and a
-well-behaved client (the load balancer's probe, a Prometheus), which sends its whole
-request as soon as it connects and is answered in the same turn of the loop, is never
-the one dropped: slow clients wait, or start again. Each connection has
+Every connection waiting is accepted at once, in batches of :data:`ACCEPT_BATCH` a wake,
+from a backlog of :data:`BACKLOG` (200 connections held by a slowloris filled the old
+128, and a probe's SYN was then dropped, to be sent again a second later):
+
+- A request already whole when its connection is accepted (a well-behaved client's: the
+  load balancer's probe, a Prometheus, curl send theirs as soon as they connect) is
+  answered then and there, ahead of every slower one, and never holds a place.
+- Any other connection is counted against its client (agent.peers: an address across
+  the network; on this host, the user owning the other end). A client holds at most
+  :data:`MAX_PER_CLIENT`: one more is reset at once. At most :data:`MAX_CONNECTIONS` are
+  open: past that, a new one takes the place of the oldest connection of the client
+  holding the most, which is reset.
+
+So however many connections one client opens, and however slowly it sends on them, the
+backlog keeps moving, each of its connections costs the agent a few tens of
+microseconds, and other clients keep their places. Each connection held has
 :data:`HEAD_TIMEOUT` seconds from its accept to send a whole request head (trickling
 bytes does not extend it), and :data:`SEND_TIMEOUT` more for its answer to be taken; then
 it is aborted. One request per connection, then close. An ``accept`` that fails (out of
-files, a reset) waits a second and tries again, silently: it is never a traceback in the
-agent's log. Descriptors held: the cap, and one just accepted.
+files) stops accepting for a second, silently: it is never a traceback in the agent's
+log. Descriptors held: the cap, and one being accepted.
 
 Why not a server of its own package: uvicorn's ``limit_concurrency`` answers 503 past
 the limit (on ``/readyz``, the very "take this VM out of rotation" an attacker wants)
 and has no bound by client; neither it nor hypercorn bounds connections by client, and
 either is a new dependency of a root process with a task per connection. h11, a
 dependency already, would parse a head this server only splits at its first line and
-blank line; what is hard here is who is accepted and who is dropped, which is this
-module's ~100 lines, tested on their own (tests/agent/test_metrics_server.py) and under a
+blank line; what is hard here is who is answered first and who is dropped, which is
+this module's ~150 lines, tested on their own (tests/agent/test_metrics_server.py) and under a
 slowloris from another user (tests/agent/test_probe_slowloris.py).
 """
 
@@ -52,6 +59,8 @@ MAX_PER_CLIENT = 4  # of them from one client (agent.peers): an address, on this
 HEAD_TIMEOUT = 2.0  # seconds from accept to the end of the request head
 SEND_TIMEOUT = 10.0  # seconds more for the client to take the answer
 MAX_REQUEST = 16 * 1024  # bytes of a request line and headers
+BACKLOG = 1024  # connections the kernel keeps for accept (capped by net.core.somaxconn)
+ACCEPT_BATCH = 64  # connections accepted in one wake of the loop
 ACCEPT_RETRY = 1.0  # seconds before accepting again after the system refused one
 _RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close with a reset
 _OUT_OF_RESOURCES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
@@ -106,16 +115,26 @@ class _Scrape(asyncio.Protocol):
     the callbacks the loop makes anyway. Anything but a whole head in time (too long, too
     slow, closed first) is closed without a word."""
 
-    def __init__(self, server: BoundedServer, client: Client) -> None:
+    def __init__(self, server: BoundedServer, client: Client, rest: bytes | None = None
+                 ) -> None:
         self.server = server
         self.client = client
-        self.head: bytes | None = b""  # None once answered
+        self.head: bytes | None = b"" if rest is None else None  # None once answered
+        self.rest = rest  # what is left to send of an answer begun at its accept
         self.transport: asyncio.Transport | None = None
         self.timer: asyncio.TimerHandle | None = None
+        self.evicted = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        if self.evicted:  # dropped for a newer one between its accept and now
+            self.evict()
+            return
+        if self.rest is not None:
+            transport.write(self.rest)
+            self._close()
+            return
         self.timer = asyncio.get_running_loop().call_later(self.server.head_timeout,
                                                            self.abort)
 
@@ -157,6 +176,7 @@ class _Scrape(asyncio.Protocol):
 
     def evict(self) -> None:
         """Dropped for a newer connection: reset (no TIME_WAIT left behind), now."""
+        self.evicted = True
         if self.timer is not None:
             self.timer.cancel()
         if self.transport is not None:
@@ -168,7 +188,7 @@ class _Scrape(asyncio.Protocol):
 
 
 def _reset(conn: socket.socket) -> None:
-    """Close a connection just accepted with a reset: refused, without a word."""
+    """Close a connection just accepted with a reset, without a word."""
     with contextlib.suppress(OSError):
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET)
     conn.close()
@@ -191,16 +211,18 @@ class BoundedServer:
         # Connections accepted and not yet lost, oldest first; and how many each client has.
         self._open: dict[_Scrape, None] = {}
         self._held: dict[Client, int] = {}
-        self.refused = 0  # connections reset at once: their client had its share
-        self.evicted = 0  # connections reset for a newer one: the server was full
+        self.at_once = 0  # requests whole at their accept, answered then
+        self.refused = 0  # connections reset at their accept: their client had its share
+        self.evicted = 0  # connections reset to make room for a newer one
         self._sock: socket.socket | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._retry: asyncio.TimerHandle | None = None
+        self._connecting: set[asyncio.Task[None]] = set()
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         """Listen on ``host:port`` (port 0: a free one); the address it listens on."""
-        sock = listen(host, port)
+        sock = listen(host, port, BACKLOG)
         self._sock = sock
-        self._task = asyncio.ensure_future(self._serve(sock))
+        asyncio.get_running_loop().add_reader(sock.fileno(), self._accept)
         bound = sock.getsockname()
         return str(bound[0]), int(bound[1])
 
@@ -217,52 +239,105 @@ class BoundedServer:
             else:
                 self._held.pop(scrape.client, None)
 
-    def _victim(self) -> _Scrape | None:
-        """The oldest connection of the client that holds the most."""
-        most = max(self._held.values(), default=0)
-        return next((s for s in self._open if self._held.get(s.client) == most), None)
+    def _victim(self, client: Client) -> _Scrape | None:
+        """The connection to drop for a new one of ``client``: its own oldest if it has
+        its share already, else, when the server is full, the oldest connection of the
+        client that holds the most; None when there is room."""
+        if self._held.get(client, 0) >= self.max_per_client:
+            most = client
+        elif self.open >= self.max_connections:
+            top = max(self._held.values(), default=0)
+            most = next((s.client for s in self._open if self._held[s.client] == top), client)
+        else:
+            return None
+        return next((s for s in self._open if s.client == most), None)
 
-    async def _serve(self, sock: socket.socket) -> None:
+    def _accept(self) -> None:
+        """Every connection waiting (up to ACCEPT_BATCH), each answered at once or given
+        its place."""
+        sock = self._sock
+        if sock is None:
+            return
         loop = asyncio.get_running_loop()
-        while True:
+        for _ in range(ACCEPT_BATCH):
             try:
-                conn, _ = await loop.sock_accept(sock)
+                conn, _ = sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
             except OSError as exc:  # out of files, or a connection reset before accept
                 if exc.errno in _OUT_OF_RESOURCES:
-                    await asyncio.sleep(ACCEPT_RETRY)
+                    loop.remove_reader(sock.fileno())
+                    self._retry = loop.call_later(ACCEPT_RETRY, self._resume)
+                return
+            conn.setblocking(False)
+            rest = self._at_once(conn)
+            if rest == b"":  # answered whole: closed, never held
+                conn.close()
                 continue
             client = self.client_of(conn)
-            if self._held.get(client, 0) >= self.max_per_client:
-                self.refused += 1
+            if rest is None and self._held.get(client, 0) >= self.max_per_client:
+                self.refused += 1  # not even a whole request yet, and its share taken
                 _reset(conn)
                 continue
-            if self.open >= self.max_connections:
-                victim = self._victim()
-                if victim is not None:
-                    self.evicted += 1
-                    self.release(victim)
-                    victim.evict()
-            await self._take(conn, client)
+            victim = self._victim(client)
+            if victim is not None:
+                self.evicted += 1
+                self.release(victim)
+                victim.evict()
+            self._take(loop, conn, client, rest)
 
-    async def _take(self, conn: socket.socket, client: Client) -> None:
-        scrape = _Scrape(self, client)
+    def _at_once(self, conn: socket.socket) -> bytes | None:
+        """A request already whole at its accept (a well-behaved client's, as a rule) is
+        answered then and there, ahead of every slower one: what is left to send of the
+        answer (empty: all of it sent, or the client gone); None when no whole head
+        has come yet."""
+        try:
+            data = conn.recv(MAX_REQUEST + 4, socket.MSG_PEEK)
+        except OSError:
+            return None
+        end = data.find(b"\r\n\r\n")
+        if not 0 <= end <= MAX_REQUEST:
+            return None
+        self.at_once += 1
+        try:
+            conn.recv(len(data))  # taken: unread data at close would be a reset
+            answer = self.respond(data[:end])
+            return answer[conn.send(answer):]
+        except OSError:
+            return b""
+
+    def _resume(self) -> None:
+        self._retry = None
+        if self._sock is not None:
+            asyncio.get_running_loop().add_reader(self._sock.fileno(), self._accept)
+
+    def _take(self, loop: asyncio.AbstractEventLoop, conn: socket.socket,
+              client: Client, rest: bytes | None) -> None:
+        scrape = _Scrape(self, client, rest)
         self._open[scrape] = None
         self._held[client] = self._held.get(client, 0) + 1
+        task = loop.create_task(self._connect(loop, conn, scrape))
+        self._connecting.add(task)  # held until done: the loop keeps only a weak reference
+        task.add_done_callback(self._connecting.discard)
+
+    async def _connect(self, loop: asyncio.AbstractEventLoop, conn: socket.socket,
+                       scrape: _Scrape) -> None:
         try:
-            await asyncio.get_running_loop().connect_accepted_socket(lambda: scrape, conn)
+            await loop.connect_accepted_socket(lambda: scrape, conn)
         except OSError:
             conn.close()
             self.release(scrape)
 
     async def aclose(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        retry, self._retry = self._retry, None
+        if retry is not None:
+            retry.cancel()
         sock, self._sock = self._sock, None
         if sock is not None:
+            asyncio.get_running_loop().remove_reader(sock.fileno())
             sock.close()
+        for task in list(self._connecting):
+            task.cancel()
         for scrape in list(self._open):
             scrape.abort()
 
