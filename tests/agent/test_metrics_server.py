@@ -256,22 +256,26 @@ async def test_a_client_gets_its_share_and_the_greediest_makes_room() -> None:
 
 
 async def test_a_client_on_this_host_is_its_address_and_its_user() -> None:
-    """Across addresses, clients differ by address; on loopback the kernel names the user
-    owning the other end (this test's: root), where netlink is allowed."""
+    """Across addresses, clients differ by address (an IPv6 one by its /64, an IPv4 one
+    mapped in IPv6 as IPv4); on this host the kernel names the user owning the other end
+    (this test's: root), where netlink is allowed."""
     import os
 
     from setui.agent.peers import client_of
 
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    try:
-        for source in ("127.0.0.1", "127.0.0.2"):
-            with socket.socket() as client:
-                client.bind((source, 0))
-                client.connect(listener.getsockname())
-                accepted, _ = listener.accept()
-                with accepted:
-                    assert client_of(accepted) == (source, os.geteuid())
-    finally:
-        listener.close()
+    cases = [(socket.AF_INET, "127.0.0.1", socket.AF_INET, "127.0.0.1", "127.0.0.1"),
+             (socket.AF_INET, "127.0.0.1", socket.AF_INET, "127.0.0.2", "127.0.0.2"),
+             (socket.AF_INET6, "::", socket.AF_INET, "127.0.0.3", "127.0.0.3"),
+             (socket.AF_INET6, "::1", socket.AF_INET6, "::1", "::")]
+    for family, host, client_family, source, client in cases:
+        with socket.socket(family) as listener, socket.socket(client_family) as sock:
+            try:
+                listener.bind((host, 0))
+            except OSError:
+                continue  # no IPv6 here
+            listener.listen()
+            sock.bind((source, 0))
+            sock.connect((source if host == "::" else host, listener.getsockname()[1]))
+            accepted, _ = listener.accept()
+            with accepted:
+                assert client_of(accepted) == (client, os.geteuid()), (host, source)

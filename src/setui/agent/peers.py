@@ -38,30 +38,39 @@ _ID = struct.Struct(">HH16s16s")  # inet_diag_sockid: ports and addresses, netwo
 _TAIL = struct.Struct("=III")  # the id's interface, and its cookie (none: all ones)
 _UID_AT = _HEADER.size + 64  # inet_diag_msg: 4 bytes, the id (48), 3 words, then uid
 _NO_COOKIE = 0xFFFFFFFF
+_BODY = _REQ.size + _ID.size + _TAIL.size
+_MAPPED = bytes(10) + b"\xff\xff"  # ::ffff:0:0/96, IPv4 in IPv6
+
+
+def _packed(host: str) -> bytes:
+    """An address as 4 bytes (IPv4, or IPv4 mapped in IPv6) or 16 (IPv6); ValueError if
+    it is not one."""
+    try:
+        return socket.inet_pton(socket.AF_INET, host)
+    except OSError:
+        pass
+    try:
+        raw = socket.inet_pton(socket.AF_INET6, host.split("%")[0])
+    except OSError as exc:
+        raise ValueError(host) from exc
+    return raw[12:] if raw.startswith(_MAPPED) else raw
 
 
 def _requests(peer: tuple[str, int], mine: tuple[str, int]) -> list[bytes]:
     """A sock_diag request for each family the other end's socket may be of (its source:
-    ``peer``; its destination: ``mine``)."""
-    found: list[tuple[int, bytes, bytes]] = []
-    a = ipaddress.ip_address(peer[0].split("%")[0])
-    b = ipaddress.ip_address(mine[0].split("%")[0])
-    a4 = a.ipv4_mapped if isinstance(a, ipaddress.IPv6Address) else a
-    b4 = b.ipv4_mapped if isinstance(b, ipaddress.IPv6Address) else b
-    if a4 is not None and b4 is not None:  # an IPv4 socket, or an IPv6 one mapping it
-        found.append((socket.AF_INET, a4.packed.ljust(16, b"\0"), b4.packed.ljust(16, b"\0")))
-        found.append((socket.AF_INET6, ipaddress.IPv6Address(f"::ffff:{a4}").packed,
-                      ipaddress.IPv6Address(f"::ffff:{b4}").packed))
+    ``peer``; its destination: ``mine``): an IPv4 one, or an IPv6 one mapping IPv4."""
+    a, b = _packed(peer[0]), _packed(mine[0])
+    if len(a) == len(b) == 4:
+        found = [(socket.AF_INET, a + bytes(12), b + bytes(12)),
+                 (socket.AF_INET6, _MAPPED + a, _MAPPED + b)]
     else:
-        found.append((socket.AF_INET6, a.packed.rjust(16, b"\0"), b.packed.rjust(16, b"\0")))
-    requests = []
-    for family, source, destination in found:
-        body = (_REQ.pack(family, socket.IPPROTO_TCP, 0, 0, 0xFFFFFFFF)
-                + _ID.pack(peer[1], mine[1], source, destination)
-                + _TAIL.pack(0, _NO_COOKIE, _NO_COOKIE))
-        requests.append(_HEADER.pack(_HEADER.size + len(body), _BY_FAMILY, _REQUEST, 1, 0)
-                        + body)
-    return requests
+        found = [(socket.AF_INET6, _MAPPED + a if len(a) == 4 else a,
+                  _MAPPED + b if len(b) == 4 else b)]
+    return [_HEADER.pack(_HEADER.size + _BODY, _BY_FAMILY, _REQUEST, 0, 0)
+            + _REQ.pack(family, socket.IPPROTO_TCP, 0, 0, 0xFFFFFFFF)
+            + _ID.pack(peer[1], mine[1], source, destination)
+            + _TAIL.pack(0, _NO_COOKIE, _NO_COOKIE)
+            for family, source, destination in found]
 
 
 class _Asking:
@@ -69,6 +78,7 @@ class _Asking:
 
     sock: socket.socket | None = None
     refused = False  # netlink is not allowed here: not tried again
+    seq = 0  # of the last request: its answer carries it
 
 
 def owner(peer: tuple[str, int], mine: tuple[str, int]) -> int | None:
@@ -90,14 +100,16 @@ def owner(peer: tuple[str, int], mine: tuple[str, int]) -> int | None:
         asking.setblocking(False)  # the kernel answers within the send, or not at all
         _Asking.sock = asking
     for request in requests:
+        _Asking.seq = (_Asking.seq + 1) & 0xFFFFFFFF
         try:
-            while True:  # anything left of an earlier lookup is not this one's answer
-                asking.recv(8192)
-        except OSError:
-            pass
-        try:
-            asking.send(request)
-            answer = asking.recv(8192)
+            asking.send(request[:8] + struct.pack("=I", _Asking.seq) + request[12:])
+            for _ in range(8):  # an answer left of an earlier lookup is not this one's
+                answer = asking.recv(8192)
+                if len(answer) >= _HEADER.size and _HEADER.unpack_from(answer)[3] == \
+                        _Asking.seq:
+                    break
+            else:
+                return None
         except OSError:
             return None
         if len(answer) >= _UID_AT + 4 and _HEADER.unpack_from(answer)[1] != _ERROR:
@@ -110,15 +122,16 @@ def client_of(conn: socket.socket) -> Client:
     try:
         peer = conn.getpeername()
         mine = conn.getsockname()
-        address = ipaddress.ip_address(str(peer[0]).split("%")[0])
+        host, port = str(peer[0]), int(peer[1])
+        raw = _packed(host)
     except (OSError, ValueError, IndexError, TypeError):
         return ("", None)
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    if isinstance(address, ipaddress.IPv6Address):
-        key = str(ipaddress.IPv6Network((address, 64), strict=False).network_address)
+    if len(raw) == 4:
+        key = socket.inet_ntop(socket.AF_INET, raw)
+        local = raw[0] == 127
     else:
-        key = str(address)
-    if not (address.is_loopback or str(peer[0]) == str(mine[0])):
+        key = str(ipaddress.IPv6Network((raw[:8] + bytes(8), 64)).network_address)
+        local = raw == bytes(15) + b"\x01"
+    if not local and _packed(str(mine[0])) != raw:
         return (key, None)
-    return (key, owner((str(peer[0]), int(peer[1])), (str(mine[0]), int(mine[1]))))
+    return (key, owner((host, port), (str(mine[0]), int(mine[1]))))
