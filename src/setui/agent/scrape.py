@@ -27,7 +27,7 @@ microseconds, and other clients keep their places. Each connection held has
 bytes does not extend it), and :data:`SEND_TIMEOUT` more for its answer to be taken; then
 it is aborted. One request per connection, then close. An ``accept`` that fails (out of
 files) stops accepting for a second, silently: it is never a traceback in the agent's
-log. Descriptors held: the cap, and one being accepted.
+log. Descriptors held: the cap, one being accepted, and agent.peers' netlink socket.
 
 Why not a server of its own package: uvicorn's ``limit_concurrency`` answers 503 past
 the limit (on ``/readyz``, the very "take this VM out of rotation" an attacker wants)
@@ -301,8 +301,17 @@ class BoundedServer:
         self.at_once += 1
         try:
             conn.recv(len(data))  # taken: unread data at close would be a reset
+        except OSError:
+            return b""
+        try:
             answer = self.respond(data[:end])
+        except Exception:
+            conn.close()  # and the loop's handler says why, as for any callback
+            raise
+        try:
             return answer[conn.send(answer):]
+        except BlockingIOError:
+            return answer
         except OSError:
             return b""
 
@@ -324,7 +333,7 @@ class BoundedServer:
                        scrape: _Scrape) -> None:
         try:
             await loop.connect_accepted_socket(lambda: scrape, conn)
-        except OSError:
+        except (OSError, asyncio.CancelledError):  # cancelled: the server is closing
             conn.close()
             self.release(scrape)
 
