@@ -7,6 +7,7 @@ times in a row."""
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -117,3 +118,38 @@ def test_a_probe_is_answered_while_another_user_holds_200_slow_requests(
         assert proc.poll() is None
     finally:
         assert stop(proc) == 0
+
+
+def test_where_the_kernel_does_not_name_the_user_a_probe_is_answered_all_the_same(
+        attacker: Account) -> None:
+    """The server as the shipped unit runs it, where netlink is not allowed: a client on
+    this host is its address alone, so the slowloris and the probe count as one client.
+    A probe's request, whole when its connection is accepted, is answered all the same."""
+    import asyncio
+
+    from setui.agent.scrape import BoundedServer, http_response
+
+    def by_address(conn: socket.socket) -> tuple[str, int | None]:
+        return (str(conn.getpeername()[0]), None)
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    server = BoundedServer(lambda head: http_response(200, b"ready\n"), client_of=by_address)
+    try:
+        _, port = asyncio.run_coroutine_threadsafe(
+            server.start("127.0.0.1", 0), loop).result(30)
+        slow = Slowloris(attacker, port, "/readyz", "127.0.0.1")
+        try:
+            wait_until(slow.holding, 60, f"{ATTACKERS} slow requests")
+            for _ in range(PROBES):
+                _answered(f"http://127.0.0.1:{port}/readyz", "ready")
+            assert slow.proc.poll() is None
+            assert server.refused > 0  # the slowloris was at its share, and refused
+        finally:
+            slow.close()
+    finally:
+        asyncio.run_coroutine_threadsafe(server.aclose(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=30)
+        loop.close()

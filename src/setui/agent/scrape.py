@@ -11,9 +11,12 @@ Every connection waiting is accepted at once, in batches of :data:`ACCEPT_BATCH`
 from a backlog of :data:`BACKLOG` (200 connections held by a slowloris filled the old
 128, and a probe's SYN was then dropped, to be sent again a second later):
 
-- A request already whole when its connection is accepted (a well-behaved client's: the
-  load balancer's probe, a Prometheus, curl send theirs as soon as they connect) is
-  answered then and there, ahead of every slower one, and never holds a place.
+- On Linux the kernel hands a connection over only once its first data has come, or
+  after about HEAD_TIMEOUT (TCP_DEFER_ACCEPT): so the request of a client that sends it
+  in one piece as it connects (the load balancer's probe, a Prometheus, curl) is whole
+  when its connection is accepted, and is answered then and there, ahead of every slower
+  one, holding no place, whoever else shares its client (the test: a slowloris of
+  another user where the kernel does not name users).
 - Any other connection is counted against its client (agent.peers: an address across
   the network; on this host, the user owning the other end). A client holds at most
   :data:`MAX_PER_CLIENT`: one more is reset at once. At most :data:`MAX_CONNECTIONS` are
@@ -221,6 +224,10 @@ class BoundedServer:
     async def start(self, host: str, port: int) -> tuple[str, int]:
         """Listen on ``host:port`` (port 0: a free one); the address it listens on."""
         sock = listen(host, port, BACKLOG)
+        if hasattr(socket, "TCP_DEFER_ACCEPT"):  # Linux: accepted once data has come
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_DEFER_ACCEPT,
+                                max(1, round(self.head_timeout)))
         self._sock = sock
         asyncio.get_running_loop().add_reader(sock.fileno(), self._accept)
         bound = sock.getsockname()
