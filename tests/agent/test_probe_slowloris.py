@@ -153,3 +153,30 @@ def test_where_the_kernel_does_not_name_the_user_a_probe_is_answered_all_the_sam
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=30)
         loop.close()
+
+
+def test_the_kernel_names_the_user_of_a_client_on_this_host(attacker: Account) -> None:
+    """A connection from another user's process on 127.0.0.1: its client is the address
+    and that user's uid, as netlink's sock_diag says (not the agent's own, root)."""
+    from setui.agent.peers import client_of
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        listener.settimeout(60)
+        port = listener.getsockname()[1]
+        child = subprocess.Popen(
+            ["setpriv", f"--reuid={attacker.uid}", f"--regid={attacker.gid}",
+             "--clear-groups", sys.executable, "-I", "-c",
+             "import socket, sys\n"
+             f"s = socket.create_connection(('127.0.0.1', {port}))\n"
+             "sys.stdin.read()\n"],
+            stdin=subprocess.PIPE, cwd="/", env={"PATH": "/usr/bin:/bin"})
+        try:
+            accepted, _ = listener.accept()
+            with accepted:
+                assert client_of(accepted) == ("127.0.0.1", attacker.uid)
+        finally:
+            assert child.stdin is not None
+            child.stdin.close()
+            child.wait(timeout=30)
