@@ -5,6 +5,7 @@ endpoint's cap and deadlines on their own."""
 
 from __future__ import annotations
 
+import asyncio
 import selectors
 import socket
 import subprocess
@@ -20,6 +21,7 @@ from agent_helpers import USER_REBOOT, agent_env, metrics_url, posts, stop, writ
 from children import SETUI, Lines, wait_until
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
+from waiting import until
 
 IDLE = 200
 FILES = 128
@@ -159,13 +161,21 @@ def _scrape(url: str) -> bool:
         return False
 
 
-async def test_past_the_cap_a_client_waits_and_an_idle_one_is_dropped_at_its_deadline(
-        ) -> None:
-    """One slot: an idle client holds it until its head deadline, the next one waits
-    (in the kernel's backlog) and is then answered; a client that never reads a large
-    answer is aborted after the send deadline, and its slot is free again."""
-    import asyncio
+async def _dropped(reader: asyncio.StreamReader) -> bool:
+    """Whether the server closed or reset the connection, having said nothing."""
+    try:
+        return await asyncio.wait_for(reader.read(), 30) == b""
+    except ConnectionResetError:
+        return True
 
+
+async def test_a_client_gets_its_share_and_the_greediest_makes_room() -> None:
+    """One client (an address here) holds at most its share: a new connection of its
+    without a whole request yet is reset. When the server is full, a new client's
+    connection takes the place of the oldest of the client holding the most. A request
+    whole at its accept is answered then, whoever sends it, even from the greedy client's
+    own address. A client that never reads a large answer is aborted after the send
+    deadline."""
     from setui.agent.scrape import MetricsServer
 
     big = b"x" * (32 << 20)  # more than the socket buffers hold
@@ -173,30 +183,99 @@ async def test_past_the_cap_a_client_waits_and_an_idle_one_is_dropped_at_its_dea
     def exposition(accept: str) -> tuple[bytes, str]:
         return (big if accept == "big" else b"setui_up 1\n"), "text/plain"
 
-    server = MetricsServer(exposition, max_connections=1, head_timeout=0.5,
-                           send_timeout=0.5)
+    server = MetricsServer(exposition, max_connections=3, max_per_client=2,
+                           head_timeout=60, send_timeout=0.5)
     host, port = await server.start("127.0.0.1", 0)
-    try:
-        idle_reader, idle = await asyncio.open_connection(host, port)
-        reader, writer = await asyncio.open_connection(host, port)
-        writer.write(b"GET /metrics HTTP/1.1\r\n\r\n")
-        await writer.drain()
-        answer = await asyncio.wait_for(reader.read(), 30)
+    held: list[asyncio.StreamWriter] = []
+
+    async def connect(source: str) -> asyncio.StreamReader | None:
+        """A connection that sends part of a request; None if it was reset at once."""
+        try:
+            reader, writer = await asyncio.open_connection(host, port,
+                                                           local_addr=(source, 0))
+            held.append(writer)
+            writer.write(b"GET /metrics HTTP/1.1\r\n")  # and never the rest
+            await writer.drain()
+        except ConnectionError:
+            return None
+        return reader
+
+    async def whole(source: str) -> None:
+        """A request sent whole before the server has even accepted its connection."""
+        with socket.socket() as sock:
+            sock.bind((source, 0))
+            sock.connect((host, port))  # the kernel's handshake; not accepted yet
+            sock.sendall(b"GET /metrics HTTP/1.1\r\n\r\n")
+            sock.setblocking(False)
+            answer = b""
+            while chunk := await asyncio.wait_for(
+                    asyncio.get_running_loop().sock_recv(sock, 65536), 30):
+                answer += chunk
         assert answer.startswith(b"HTTP/1.1 200 OK") and answer.endswith(b"setui_up 1\n")
-        # The idle one was dropped, without a word, at its deadline.
-        assert await asyncio.wait_for(idle_reader.read(), 30) == b""
-        writer.close()
-        idle.close()
-        # A client that asks for a large answer and never reads it.
+
+    try:
+        first = await connect("127.0.0.2")
+        second = await connect("127.0.0.2")
+        await until(lambda: server.open == 2, what="the greedy client's two connections")
+        third = await connect("127.0.0.2")
+        assert third is None or await _dropped(third)
+        assert server.refused == 1 and server.open == 2
+        # A whole request from the greedy client's own address: answered at once.
+        await whole("127.0.0.2")
+        assert server.at_once == 1 and server.open == 2
+        other = await connect("127.0.0.3")
+        await until(lambda: server.open == 3, what="another client's connection")
+        # Full: a new client makes room, at the greediest client's oldest.
+        newer = await connect("127.0.0.4")
+        assert first is not None and await _dropped(first) and server.evicted == 1
+        await until(lambda: server.open == 3, what="the new client's connection")
+        # Full still: a whole request is answered at once, and drops no one.
+        await whole("127.0.0.1")
+        assert server.at_once == 2 and server.evicted == 1 and server.open == 3
+        assert second is not None and other is not None and newer is not None
+        assert not (second.at_eof() or other.at_eof() or newer.at_eof())
+        for writer in held:
+            writer.close()
+        await until(lambda: server.open == 0, what="the slow clients' connections to go")
+        # Clients that ask for a large answer and never read it: one whose request came
+        # whole (the rest of its answer is left to a slot), one whose request came later.
+        with socket.socket() as early:
+            early.connect((host, port))
+            early.sendall(b"GET /metrics HTTP/1.1\r\nAccept: big\r\n\r\n")
+            await until(lambda: server.open == 1, what="the early hog's connection")
+            assert server.at_once == 3
+            await until(lambda: server.open == 0, what="the early hog to be dropped")
         _, hog = await asyncio.open_connection(host, port)
         hog.write(b"GET /metrics HTTP/1.1\r\nAccept: big\r\n\r\n")
         await hog.drain()
-        deadline = asyncio.get_running_loop().time() + 30
-        while server.open == 0 and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(0.05)
-        while server.open and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(0.05)
-        assert server.open == 0, "the unread answer's connection was never dropped"
+        await until(lambda: server.open == 1, what="the hog's connection")
+        await until(lambda: server.open == 0, what="the unread answer's connection to drop")
         hog.close()
     finally:
         await server.aclose()
+
+
+async def test_a_client_on_this_host_is_its_address_and_its_user() -> None:
+    """Across addresses, clients differ by address (an IPv6 one by its /64, an IPv4 one
+    mapped in IPv6 as IPv4); on this host the kernel names the user owning the other end
+    (this test's: root), where netlink is allowed."""
+    import os
+
+    from setui.agent.peers import client_of
+
+    cases = [(socket.AF_INET, "127.0.0.1", socket.AF_INET, "127.0.0.1", "127.0.0.1"),
+             (socket.AF_INET, "127.0.0.1", socket.AF_INET, "127.0.0.2", "127.0.0.2"),
+             (socket.AF_INET6, "::", socket.AF_INET, "127.0.0.3", "127.0.0.3"),
+             (socket.AF_INET6, "::1", socket.AF_INET6, "::1", "::")]
+    for family, host, client_family, source, client in cases:
+        with socket.socket(family) as listener, socket.socket(client_family) as sock:
+            try:
+                listener.bind((host, 0))
+            except OSError:
+                continue  # no IPv6 here
+            listener.listen()
+            sock.bind((source, 0))
+            sock.connect((source if host == "::" else host, listener.getsockname()[1]))
+            accepted, _ = listener.accept()
+            with accepted:
+                assert client_of(accepted) == (client, os.geteuid()), (host, source)
