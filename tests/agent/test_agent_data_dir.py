@@ -132,5 +132,6 @@ def test_a_lock_held_by_another_process_names_that_process(
         holder.wait(timeout=60)
     assert second.returncode == 2, second.stderr
     assert f"pid {holder.pid} (python" in second.stderr, second.stderr
-    assert "holds the agent's lock" in second.stderr
-    assert f"pid {first.pid}" not in second.stderr
+    assert f"holds the agent's lock {data / 'agent.lock'}, not the agent the file names " \
+           f"(pid {first.pid})" in second.stderr
+    assert "another agent runs" not in second.stderr

@@ -48,20 +48,22 @@ class LockError(Exception):
 
 
 class Held(Exception):
-    """Another agent holds the lock; its pid and since, as far as its file says."""
+    """Another process holds the lock: an agent, its pid and since as its file says; or,
+    when the kernel names a process the file does not (the file is a dead agent's), that
+    process."""
 
     def __init__(self, path: Path, pid: int | None, since: datetime | None,
                  holder: tuple[int, str, int] | None = None) -> None:
         self.pid = pid
         self.since = since
         shown = printable(str(path), 200)
-        if holder is not None and holder[0] != pid:
-            # The file names another process (a dead agent, or none): the kernel's word.
+        if holder is not None and pid is not None and holder[0] != pid:
+            # The file names a process that does not hold it (a dead agent): the kernel's word.
             real, name, uid = holder
             self.pid, self.since = real, None
             super().__init__(f"pid {real} ({printable(name, 40)}, uid {uid}) holds the "
-                             f"agent's lock {shown}, not the agent the file names: stop it "
-                             "and start the agent again")
+                             f"agent's lock {shown}, not the agent the file names (pid {pid})"
+                             ": stop it and start the agent again")
             return
         who = f"pid {pid}" if pid is not None else "its pid is not written yet"
         when = f", since {since:%Y-%m-%dT%H:%M:%SZ}" if since is not None else ""

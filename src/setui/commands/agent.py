@@ -134,7 +134,7 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
     from setui.agent.notify import Notifier as Sender
     from setui.agent.probe import Probe
     from setui.api.serve import open_socket, start_api
-    from setui.api.socketfile import SocketError, choose_socket
+    from setui.api.socketfile import SocketError, check_socket, choose_socket
     from setui.core.clock import utc_now
     from setui.fleet.prometheus import PrometheusClient
     from setui.monitor import Monitor
@@ -149,12 +149,19 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
     socket_path, no_socket = choose_socket(config.socket)
     # The store first, before anything is served or sent: an agent that cannot lock,
     # make or open it does not run (it would poll, serve and notify beside the one that
-    # does, recording nothing).
+    # does, recording nothing). A socket it could not serve stops it before it writes.
     try:
         lock = AgentLock.take(data_dir, since=utc_now(), socket=socket_path)
     except (Held, LockError) as exc:
         what = "" if isinstance(exc, Held) else "cannot take the agent's lock: "
         _say(err, f"setui agent: {what}{exc}; not running", journal, ERR)
+        return EXIT_USAGE
+    try:
+        if socket_path is not None:
+            await asyncio.to_thread(check_socket, socket_path)
+    except SocketError as exc:
+        _say(err, f"setui agent: {exc}", journal, ERR)
+        lock.release()
         return EXIT_USAGE
     for made in lock.made_private:
         _say(err, f"setui agent: made the store private: {made}", journal, NOTICE)
