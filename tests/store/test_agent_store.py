@@ -112,6 +112,10 @@ try:
 except OSError as e:
     print("refused", errno.errorcode.get(e.errno, e.errno), flush=True)
     sys.exit(0)
+if kind == "open":  # only hold it open
+    print("opened", os.getpid(), flush=True)
+    sys.stdin.read()
+    sys.exit(0)
 def lock(offset):
     try:
         if kind == "flock":
@@ -213,6 +217,27 @@ def test_no_member_can_keep_a_restarted_agent_from_starting(
         again, _ = start_agent(emulator.url, data, socket)
         stop_agent(again)
     assert got == "refused EACCES", got
+
+
+@pytest.mark.slow
+def test_a_member_who_opened_a_file_of_the_layout_before_is_named_by_the_agent(
+        base: Path, group: int, people: dict[str, Account], emulator: Emulator) -> None:
+    """A descriptor opened while the files were the group's survives the change of
+    mode: the agent that makes the store private names who has one."""
+    data = agents_store(base, group, mode=0o750)
+    with Store.open_dir(data) as before:
+        play(before, STORY)
+    for path in data.iterdir():  # as the agent of the layout before left them
+        os.chown(path, 0, group)
+        path.chmod(0o640)
+    with locking(people["sstore-reader"], data / "setui.db", "open") as got:
+        assert got.startswith("opened "), got
+        holder = int(got.split()[1])
+        agent, _ = start_agent(emulator.url, data, base / "api.sock")
+        said = stop_agent(agent)
+    assert f"made the store private: {data / 'setui.db'}: mode 0600 (was 0640)" in said
+    assert f"pid {holder} (python" in said and f"has {data / 'setui.db'} open from before " \
+        "it was private" in said, said
 
 
 @pytest.mark.slow

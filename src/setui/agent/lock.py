@@ -24,15 +24,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from setui.procinfo import PROC, process
+from setui.procinfo import PROC, holders, process
 from setui.store.db import StoreError
 from setui.store.place import (
     AGENT_LOCK,
+    DB_NAME,
     Sharing,
     check_dir,
     make_dirs,
     make_private,
     open_nofollow,
+    store_names,
 )
 from setui.store.records import from_db_time, to_db_time
 from setui.textsafe import printable
@@ -77,6 +79,9 @@ class AgentLock:
     fd: int
     since: datetime
     made_private: list[str] = field(default_factory=list)  # what changed, in words
+    # Who else had a file of the store open as it was made private, in words: a
+    # descriptor opened before still reads, and locks, what it opened.
+    still_open: list[str] = field(default_factory=list)
 
     @classmethod
     def take(cls, data_dir: Path, *, since: datetime, socket: Path | None) -> AgentLock:
@@ -123,7 +128,8 @@ class AgentLock:
             os.pwrite(fd, note.encode("utf-8") + b"\n", 0)
         except OSError:
             pass  # held all the same; a second agent just cannot name this one
-        return cls(path, fd, since, made_private)
+        return cls(path, fd, since, made_private,
+                   _still_open(data_dir) if made_private else [])
 
     def release(self) -> None:
         with contextlib.suppress(OSError):
@@ -140,6 +146,15 @@ def _holder(fd: int) -> tuple[int | None, datetime | None]:
                 from_db_time(since) if isinstance(since, str) else None)
     except (OSError, ValueError, UnicodeDecodeError, AttributeError):
         return None, None
+
+
+def _still_open(data_dir: Path) -> list[str]:
+    """Other users' processes that have a file of the store open, in words."""
+    mine = os.geteuid()
+    return [f"pid {who.pid} ({printable(who.name, 40)}, uid {who.uid}) has "
+            f"{printable(str(path), 200)} open"
+            for who, path in holders(data_dir / name for name in store_names(DB_NAME))
+            if who.pid != os.getpid() and who.uid != mine]
 
 
 def _locker(fd: int, proc: Path = PROC) -> tuple[int, str, int] | None:

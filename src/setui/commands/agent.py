@@ -165,6 +165,9 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
         return EXIT_USAGE
     for made in lock.made_private:
         _say(err, f"setui agent: made the store private: {made}", journal, NOTICE)
+    for opener in lock.still_open:
+        _say(err, f"setui agent: {opener} from before it was private: it may still lock "
+                  "it and stall the agent; stop that process", journal, WARNING)
     store, problem = open_store(config)
     if store is None:
         lock.release()
