@@ -128,10 +128,10 @@ def check_dir(directory: Path, *, write: bool) -> os.stat_result:
                      directory)
     if not os.access(directory, os.R_OK | os.X_OK):
         if os.name == "posix" and st.st_uid == 0 and os.geteuid() != 0:
-            raise _error(f"{directory} is root's alone (as the agent's store is): only root "
-                         "reads it. Read the record through the agent: `setui history`, "
-                         "`audit` and `report` ask it when given neither --standalone nor "
-                         "--data-dir; or run this as root (sudo)", directory)
+            raise _error(f"cannot read the data directory {directory}: it is root's alone "
+                         "(as the agent's store is). Read the record through the agent: "
+                         "`setui history`, `audit` and `report` ask it when given neither "
+                         "--standalone nor --data-dir; or run this as root (sudo)", directory)
         raise _error(f"cannot read the data directory {directory}: permission denied. "
                      "Check its permissions, or use --data-dir / SETUI_DATA_DIR", directory)
     if not write or os.name != "posix":
