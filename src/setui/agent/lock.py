@@ -159,17 +159,19 @@ def _still_open(data_dir: Path) -> list[str]:
 
 def _locker(fd: int, proc: Path = PROC) -> tuple[int, str, int] | None:
     """Who holds a ``flock`` on ``fd``'s file, as the kernel's table of locks says: pid,
-    name and uid; None when it is not known (no /proc, gone, or not in the table)."""
+    name and uid; None when it is not known (no /proc, gone, or not in the table). Matched
+    by the inode number alone: on btrfs subvolumes and overlayfs the device ``fstat``
+    gives is not the one the table shows."""
     try:
-        st = os.fstat(fd)
+        inode = os.fstat(fd).st_ino
         table = (proc / "locks").read_text(encoding="ascii", errors="replace")
     except OSError:
         return None
-    where = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
     for line in table.splitlines():
         # "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF"; a waiter's line has "->".
         fields = line.split()
-        if len(fields) < 6 or fields[1] != "FLOCK" or fields[5] != where:
+        if len(fields) < 6 or fields[1] != "FLOCK" \
+                or fields[5].rpartition(":")[2] != str(inode):
             continue
         try:
             pid = int(fields[4])
