@@ -36,9 +36,11 @@ def make_client(config: Config) -> ImdsClient:
 def open_store(config: Config, *, or_read: bool = False) -> tuple[Store | None, str | None]:
     """The store, or None and the reason in words: setui keeps working without one.
 
-    ``or_read``: a store this user may read but not write (the agent's) is opened to read,
-    with the reason it is not written: a dashboard then shows the history the agent keeps
-    and records nothing of its own beside it (its approvals are refused, in those words)."""
+    ``or_read``: a store this user may read but not write (another's that lets it read)
+    is opened to read, with the reason it is not written: a dashboard then shows that
+    history and records nothing of its own beside it (its approvals are refused, in those
+    words). The agent's store is root's alone: anyone else is told so, and how to read it
+    (through the agent); a standalone front end of theirs keeps a store of its own."""
     from setui.store import ReadOnlyStore, Store, StoreError
 
     try:

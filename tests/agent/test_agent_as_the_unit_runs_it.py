@@ -1,9 +1,9 @@
 """A real `setui agent` as setui-agent.service runs it: root with only the unit's
 capabilities (CAP_SETUID, CAP_SETGID, CAP_KILL), no new privileges, the group of its
-directories as its own group and no other, umask 0027; its store and socket directory
-root's and that group's, 0750. A rule's hook runs as the user run_as names, the store's
-files are the group's to read, and a member of the group reads the history and reaches
-the agent's socket, who it is said by the kernel. (setpriv sets up what systemd would;
+directories as its own group and no other, umask 0027; its store root's alone (0700,
+files 0600) and its socket directory root's and that group's, 0750. A rule's hook runs
+as the user run_as names, and a member of the group reaches the agent's socket, who it is
+said by the kernel, and reads the history through it. (setpriv sets up what systemd would;
 the machine has no systemd to run the unit itself.)
 """
 
@@ -45,15 +45,15 @@ def people() -> Iterator[dict[str, Account]]:
 
 @pytest.fixture
 def base(people: dict[str, Account]) -> Iterator[Path]:
-    """/var/lib/setui and /run/setui in miniature (root:GROUP 0750), and a hook root owns
-    that every user may run, printing who runs it."""
+    """/var/lib/setui and /run/setui in miniature (root:GROUP, 0700 and 0750), and a
+    hook root owns that every user may run, printing who runs it."""
     gid = grp.getgrnam(GROUP).gr_gid
     path = Path(tempfile.mkdtemp(prefix="setui-unit-", dir="/tmp"))
     path.chmod(0o755)
-    for name in ("data", "run"):
+    for name, mode in (("data", 0o700), ("run", 0o750)):
         (path / name).mkdir()
         os.chown(path / name, 0, gid)
-        (path / name).chmod(0o750)
+        (path / name).chmod(mode)
     (path / "hooks").mkdir(mode=0o755)
     (path / "hooks" / "print-id").write_text('#!/bin/sh\necho "id: $(id)"\n')
     (path / "hooks" / "print-id").chmod(0o755)
@@ -61,13 +61,15 @@ def base(people: dict[str, Account]) -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def as_member(member: Account, *argv: str) -> subprocess.CompletedProcess[str]:
+def as_member(member: Account, *argv: str, socket: Path | None = None
+              ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["setpriv", f"--reuid={member.uid}", f"--regid={member.gid}", "--init-groups",
          sys.executable, *argv], capture_output=True, text=True, timeout=120, cwd="/",
         env={"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT / "src"),
              "HOME": "/nonexistent", "SETUI_CONFIG": "/nonexistent/config.toml",
-             "XDG_DATA_HOME": "/nonexistent/share"})
+             "XDG_DATA_HOME": "/nonexistent/share",
+             **({"SETUI_SOCKET": str(socket)} if socket is not None else {})})
 
 
 def test_the_agent_under_the_units_limits(base: Path, people: dict[str, Account],
@@ -92,16 +94,17 @@ def test_the_agent_under_the_units_limits(base: Path, people: dict[str, Account]
         status = Path(f"/proc/{proc.pid}/status").read_text()
         assert "CapEff:\t00000000000000e0" in status  # setuid, setgid, kill: no more
         assert "NoNewPrivs:\t1" in status
-        # The socket: root and the group's, 0660; the store's files: the group reads.
+        # The socket: root and the group's, 0660; the store: root's alone.
         sock = os.lstat(base / "run" / "api.sock")
         assert stat.S_ISSOCK(sock.st_mode)
         assert (sock.st_uid, sock.st_gid, stat.S_IMODE(sock.st_mode)) == (0, gid, 0o660)
+        assert stat.S_IMODE(os.lstat(base / "data").st_mode) == 0o700
         for path in (base / "data").iterdir():
             st = os.lstat(path)
-            assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, gid, 0o640), path
+            assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, gid, 0o600), path
         member = people[MEMBER]
-        history = as_member(member, "-m", "setui.cli", "history", "--json", "--data-dir",
-                            str(base / "data"))
+        history = as_member(member, "-m", "setui.cli", "history", "--json",
+                            socket=base / "run" / "api.sock")
         assert history.returncode == 0 and history.stdout.strip(), history.stderr
         hello = as_member(member, "-c", (
             "import json, sys; from pathlib import Path\n"

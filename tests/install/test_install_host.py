@@ -81,8 +81,8 @@ def test_the_recorder_is_stopped_its_store_moved_and_the_agent_started(
     assert "setui-recorder.service" not in report["units"]
     assert "setui-agent.service" in report["units"]
     gid = int(report["group"][0].split(":")[2])
-    assert report["store"]["setui"] == ["d", 0, gid, 0o750]
-    assert report["store"]["setui/setui.db"] == ["f", 0, gid, 0o640]
+    assert report["store"]["setui"] == ["d", 0, gid, 0o700]
+    assert report["store"]["setui/setui.db"] == ["f", 0, gid, 0o600]
     assert report["incarnations"] == INCARNATIONS and report["verified"]
     out = report["out"]
     assert "stopped and disabled setui-recorder.service (it retires into " \

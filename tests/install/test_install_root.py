@@ -71,7 +71,7 @@ def test_an_empty_root_gets_the_group_the_directories_and_the_unit(
         unit: ("f", 0, 0, 0o644),
         "var": ("d", 0, 0, 0o755),
         "var/lib": ("d", 0, 0, 0o755),
-        "var/lib/setui": ("d", 0, gid, 0o750),
+        "var/lib/setui": ("d", 0, gid, 0o700),
     }
     assert (root / unit).read_text() == render_unit(sys.executable)
     assert f"made the group setui (gid {gid}) in {root / 'etc/group'}" in done.stdout
@@ -103,11 +103,11 @@ def test_the_recorder_retires_into_the_agent_with_its_history(
     assert done.returncode == 0, done.stdout + done.stderr
     gid = group_of(root)
     after = tree(root)
-    # The store moved whole, and is root's and the group's to read.
-    assert after["var/lib/setui"] == ("d", 0, gid, 0o750)
+    # The store moved whole, and is root's alone.
+    assert after["var/lib/setui"] == ("d", 0, gid, 0o700)
     assert sorted(p.name for p in (root / "var/lib/setui").iterdir()) == sorted(STORE_FILES)
     for name in STORE_FILES:
-        assert after[f"var/lib/setui/{name}"] == ("f", 0, gid, 0o640), name
+        assert after[f"var/lib/setui/{name}"] == ("f", 0, gid, 0o600), name
     assert after["var/lib/private"] == ("d", 0, 0, 0o700)
     assert not any(key.startswith("var/lib/private/") for key in after)
     assert not any(DYNAMIC_UID in (uid, g) for _, uid, g, _ in after.values())
@@ -118,9 +118,9 @@ def test_the_recorder_retires_into_the_agent_with_its_history(
     said = done.stdout
     for line in (f"removed the link {root / 'var/lib/setui'}",
                  f"moved {root / 'var/lib/private/setui'} to {root / 'var/lib/setui'}",
-                 f"{root / 'var/lib/setui'}: owner root, group setui ({gid}), mode 0750",
+                 f"{root / 'var/lib/setui'}: owner root, group setui ({gid}), mode 0700",
                  f"{', '.join(sorted(STORE_FILES))}: owner root, group setui ({gid}), mode "
-                 "0640",
+                 "0600",
                  f"removed {root / 'etc/systemd/system/setui-recorder.service'}: its "
                  "history is the agent's now",
                  "setui-recorder.service.d holds drop-ins, left as they are"):
@@ -146,14 +146,38 @@ def test_a_shared_store_is_taken_over_in_place(tmp_path: Path,
     assert done.returncode == 0, done.stdout + done.stderr
     assert "found the group setui (gid 4242)" in done.stdout
     after = tree(root)
-    assert after["var/lib/setui"] == ("d", 0, 4242, 0o750)  # no setgid, no group write
+    assert after["var/lib/setui"] == ("d", 0, 4242, 0o700)  # no setgid, no group bits
     for name in STORE_FILES:
-        assert after[f"var/lib/setui/{name}"] == ("f", 0, 4242, 0o640), name
+        assert after[f"var/lib/setui/{name}"] == ("f", 0, 4242, 0o600), name
     # What setui did not make stays as it was, and is named.
     assert after["var/lib/setui/notes.txt"] == ("f", OPERATOR_UID, 4242, 0o660)
     assert f"left as it was: {shared / 'notes.txt'} (not one of setui's files)" in done.stdout
     with Store.open_dir(shared, readonly=True) as store:
         assert store.audit_log.verify().ok
+
+
+def test_the_agents_store_of_the_layout_before_becomes_roots_alone(
+        tmp_path: Path, systemctl: tuple[Path, Path]) -> None:
+    """The agent's store as installs before made it (root:setui 0750, files 0640) let
+    its group open the files, and so lock them: install makes it 0700, files 0600."""
+    root = new_root(tmp_path, group="setui")
+    store = root / "var" / "lib" / "setui"
+    filled_store(store)
+    for path in [store, *store.iterdir()]:
+        os.chown(path, 0, 4242)
+        path.chmod(0o750 if path == store else 0o640)
+    done = setui("service", "install", "--root", str(root), path=systemctl[0])
+    assert done.returncode == 0, done.stdout + done.stderr
+    after = tree(root)
+    assert after["var/lib/setui"] == ("d", 0, 4242, 0o700)
+    for name in STORE_FILES:
+        assert after[f"var/lib/setui/{name}"] == ("f", 0, 4242, 0o600), name
+    assert f"{store}: owner root, group setui (4242), mode 0700" in done.stdout
+    assert f"{', '.join(sorted(STORE_FILES))}: owner root, group setui (4242), mode 0600" \
+        in done.stdout
+    with Store.open_dir(store, readonly=True) as opened:
+        assert len(opened.history.incarnations(limit=None)) == INCARNATIONS
+        assert opened.audit_log.verify().ok
 
 
 def test_nothing_moves_while_something_has_the_store_open(

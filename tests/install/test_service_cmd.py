@@ -131,7 +131,7 @@ def test_print_writes_the_agents_unit_running_this_python(alias: list[str]) -> N
     # Its identity: root (no User=), group setui; the store and the socket's directory.
     assert "User" not in svc and "DynamicUser" not in svc
     assert only(svc, "Group") == "setui" and only(svc, "UMask") == "0027"
-    assert (only(svc, "StateDirectory"), only(svc, "StateDirectoryMode")) == ("setui", "0750")
+    assert (only(svc, "StateDirectory"), only(svc, "StateDirectoryMode")) == ("setui", "0700")
     assert (only(svc, "RuntimeDirectory"), only(svc, "RuntimeDirectoryMode")) == (
         "setui", "0750")
     # What root keeps: three capabilities, no new privileges, a read-only system.

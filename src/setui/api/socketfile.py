@@ -24,7 +24,7 @@ from setui.api.client import DEFAULT_SOCKET, AgentClient, ApiError, NoAgent
 from setui.textsafe import printable
 
 __all__ = ["DEFAULT_SOCKET", "SOCKET_MODE", "BoundSocket", "SocketError", "SocketInUse",
-           "bind_socket", "choose_socket"]
+           "bind_socket", "check_socket", "choose_socket"]
 
 SOCKET_MODE = 0o660
 
@@ -106,6 +106,14 @@ class BoundSocket:
             st = os.lstat(self.path)
             if (st.st_dev, st.st_ino) == self.file:
                 os.unlink(self.path)
+
+
+def check_socket(path: Path) -> None:
+    """Whether a socket may be made at ``path``, made nowhere: SocketError in words (a
+    directory others may write, something there that is not a dead agent's socket,
+    another agent answering). Blocking, as :func:`bind_socket`, which checks again."""
+    _check_directory(path)
+    _clear(path)
 
 
 def bind_socket(path: Path, *, group: int | None) -> BoundSocket:

@@ -30,7 +30,6 @@ from setui.textsafe import printable
 
 if TYPE_CHECKING:
     from setui.agent.agent import Agent
-    from setui.agent.lock import AgentLock
     from setui.agent.metrics import AgentMetrics
     from setui.agent.policy import Policy
     from setui.api.serve import Api
@@ -129,13 +128,14 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
     from setui.agent.agent import STOP_GRACE, Agent
     from setui.agent.budget import TIMEOUT, BudgetClient
     from setui.agent.impact import ImpactWatch
-    from setui.agent.lock import Held
+    from setui.agent.lock import AgentLock, Held, LockError
     from setui.agent.metrics import AgentMetrics
     from setui.agent.notice import NoticeWatch
     from setui.agent.notify import Notifier as Sender
     from setui.agent.probe import Probe
     from setui.api.serve import open_socket, start_api
-    from setui.api.socketfile import SocketError, choose_socket
+    from setui.api.socketfile import SocketError, check_socket, choose_socket
+    from setui.core.clock import utc_now
     from setui.fleet.prometheus import PrometheusClient
     from setui.monitor import Monitor
     from setui.session import make_client, open_store
@@ -147,27 +147,43 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
     output = _Output(out, as_json, under_journal(out))
     data_dir = config.data_dir or default_data_dir()
     socket_path, no_socket = choose_socket(config.socket)
+    # The store first, before anything is served or sent: an agent that cannot lock,
+    # make or open it does not run (it would poll, serve and notify beside the one that
+    # does, recording nothing). A socket it could not serve stops it before it writes.
     try:
-        lock = _lock(data_dir, socket_path, err, journal)
-    except Held as exc:
+        lock = AgentLock.take(data_dir, since=utc_now(), socket=socket_path)
+    except (Held, LockError) as exc:
+        what = "" if isinstance(exc, Held) else "cannot take the agent's lock: "
+        _say(err, f"setui agent: {what}{exc}; not running", journal, ERR)
+        return EXIT_USAGE
+    try:
+        if socket_path is not None:
+            await asyncio.to_thread(check_socket, socket_path)
+    except SocketError as exc:
         _say(err, f"setui agent: {exc}", journal, ERR)
+        lock.release()
+        return EXIT_USAGE
+    for made in lock.made_private:
+        _say(err, f"setui agent: made the store private: {made}", journal, NOTICE)
+    for opener in lock.still_open:
+        _say(err, f"setui agent: {opener} from before it was private: it may still lock "
+                  "it and stall the agent; stop that process", journal, WARNING)
+    store, problem = open_store(config)
+    if store is None:
+        lock.release()
+        _say(err, f"setui agent: cannot open the store: {problem}; not running", journal,
+             ERR)
         return EXIT_USAGE
     try:
         bound = await asyncio.to_thread(open_socket, socket_path, data_dir) \
             if socket_path is not None else None
     except SocketError as exc:
         _say(err, f"setui agent: {exc}", journal, ERR)
-        if lock is not None:
-            lock.release()
+        store.close()
+        lock.release()
         return EXIT_USAGE
     if no_socket:
         _say(err, f"setui agent: {no_socket}", journal, NOTICE)
-    store, problem = open_store(config)
-    if problem:
-        _say(err, f"setui agent: not recording, and not acting: {problem}", journal, WARNING)
-    if store is None and policy.acts and not dry_run:
-        _say(err, "setui agent: the policy's actions need the audit log; observing only",
-             journal, WARNING)
     client = make_client(config)
     metrics: AgentMetrics | None = None
     probe: Probe | None = None
@@ -239,7 +255,7 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
         if bound is not None:
             api = await start_api(bound, worker, config=config, config_file=config_file,
                                   policy_path=policy_path, store_problem=problem,
-                                  since=lock.since if lock else None,
+                                  since=lock.since,
                                   say=lambda line: _say(err, line, journal, NOTICE))
             bound = None  # the API owns it now
         updates = monitor.updates()
@@ -289,8 +305,7 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
         await client.aclose()
         if store is not None:
             store.close()
-        if lock is not None:
-            lock.release()
+        lock.release()
     return 0
 
 
@@ -308,20 +323,6 @@ async def _listen(serve: Callable[[str, int], Awaitable[tuple[str, int]]],
     shown = f"[{host}]" if ":" in host else host
     _say(err, f"setui agent: {what} at http://{shown}:{port}{paths}", journal, INFO)
     return True
-
-
-def _lock(data_dir: Path, socket_path: Path | None, err: IO[str], journal: bool
-          ) -> AgentLock | None:
-    """One agent per store: the lock, or None when the directory cannot hold one (the
-    store cannot be opened there either, and says why). Held when another agent has it."""
-    from setui.agent.lock import AgentLock, LockError
-    from setui.core.clock import utc_now
-
-    try:
-        return AgentLock.take(data_dir, since=utc_now(), socket=socket_path)
-    except LockError as exc:
-        _say(err, f"setui agent: cannot take the agent's lock: {exc}", journal, WARNING)
-        return None
 
 
 async def _learn_identity(this_vm: ThisVm, compute: dict[str, str] | None,

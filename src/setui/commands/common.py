@@ -81,8 +81,8 @@ def reach_agent(config: Config) -> Reach:
 READS_THE_AGENT = (
     "Where the agent answers on its socket (setui agent, the VM's service), this reads the "
     "record the agent keeps, through it. A --data-dir given on the command line is read "
-    "as it is instead; --standalone reads your own store (or the agent's, read-only, "
-    "where you may read it).")
+    "as it is instead; --standalone reads your own store (root: the agent's; no one else "
+    "may read it).")
 
 
 def agent_vm(agent: AgentClient, given: str | None) -> ThisVm:

@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         description=f"Write {AGENT_UNIT}, with ExecStart= naming this Python, to stdout.")
     install_parser = actions.add_parser(
         "install", help=f"install {AGENT_UNIT} (as root) and reload systemd",
-        description=f"Make the group setui, /var/lib/setui (root:setui 0750, the store; an "
+        description=f"Make the group setui, /var/lib/setui (root:setui 0700, the store; an "
                     f"earlier recorder's or shared store taken over) and /etc/setui; write "
                     f"{UNIT_DIR / AGENT_UNIT} (mode 0644, replaced atomically); retire "
                     "setui-recorder.service; run `systemctl daemon-reload`. Says each thing "

@@ -264,8 +264,8 @@ def _write_units(layout: Layout, text: str, systemctl: Systemctl | None, *, now:
     if existed and changed and not restart:
         say(f"If {unit} was already running, `systemctl restart {unit}` makes it use the "
             "new unit.")
-    say(f"Members of group {GROUP} read the history and the audit log and talk to the "
-        f"agent: `usermod -aG {GROUP} NAME` (then they log in again).")
+    say(f"Members of group {GROUP} talk to the agent and read the history and the audit "
+        f"log through it: `usermod -aG {GROUP} NAME` (then they log in again).")
     return EXIT_OK
 
 

@@ -1,7 +1,10 @@
 """The store becomes the agent's: found where the recorder kept it (``/var/lib/private/setui``
 behind the link ``/var/lib/setui`` of a DynamicUser= unit) or where a shared store was
 (``/var/lib/setui``, 2770), moved whole into ``/var/lib/setui``, and given the agent's
-owner and modes: root and group setui, the directory 0750, setui's files 0640.
+owner and modes: root's alone, the directory 0700 and setui's files 0600 (group setui,
+which reads nothing: the directory's group names who may reach the agent's socket). The
+agent's store of the layout before (0750, files 0640, which let its group open the files
+and so lock them) is made so too.
 
 A store is a directory of files (the database, its -wal and -shm, the witness, the agent's
 lock), so it moves or changes hands whole, and only when no process has any of them open:
@@ -132,8 +135,8 @@ def _check_files(plan: StorePlan) -> None:
 
 def plan_store(layout: Layout, group: int, group_name: str) -> StorePlan:
     """What taking the store over on ``layout``'s system would do, the group ``group``
-    (named ``group_name``) to read it; TakeoverError when it cannot be done as things are.
-    Changes nothing."""
+    (named ``group_name``) given to its directory and files; TakeoverError when it
+    cannot be done as things are. Changes nothing."""
     plan = StorePlan(layout.store, group, group_name)
     _where_it_is(layout, plan)
     _check_files(plan)

@@ -59,8 +59,9 @@ class StoreError(RecordError):
 
 
 class ReadOnlyStore(StoreError):
-    """A store this user may read but never write: the agent's (root writes it, its group
-    reads it). A front end reads it, and records and approves nothing there."""
+    """A store this user may read but never write (another's that lets this user read it,
+    as the agent's did before it was root's alone). A front end reads it, and records and
+    approves nothing there."""
 
 
 class NothingRecorded(StoreError):
@@ -358,7 +359,7 @@ def prepare_file(path: Path) -> Sharing:
     after checking the directory may hold an audit log; who reads what is made there.
 
     The file is created by us rather than by SQLite so it has its mode from its first byte
-    (0600, or 0640 with the directory's group in the agent's store), whatever the umask;
+    (0600, the agent's store too), whatever the umask;
     SQLite gives its -wal and -shm files the database's mode (and, as root, its owner and
     group). Nothing here follows a symbolic link.
     """

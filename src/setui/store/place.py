@@ -3,15 +3,20 @@
 The audit log is only as good as its directory: whoever can write it can replace the
 database, plant a symbolic link that makes setui write elsewhere, or delete it all. So
 setui writes a store only in a directory it owns that no one else can write, and only
-files it owns. Its group may read: the agent's store (``/var/lib/setui``: owner root,
-group ``setui``, mode 0750, files 0640) is written by root, the agent, and read by the
-members of its group, for whom setui refuses to write it ("this is the agent's store:
-read-only; approve through the agent"). The shared writable mode (2770, every member
-writing every record) is gone: setui writes no store a group can write.
+files it owns.
 
-setui's files are opened without following symbolic links; what it creates is 0700
-(directories) and 0600 (files) whatever the umask, or 0640 with the directory's group in
-a directory of root's that its group may read (the agent's store).
+No one else reads one either. A file another user may open is a file they may lock: a
+shared ``fcntl`` lock on the -shm file's bytes stalls every write of SQLite's, and a
+``flock`` on ``agent.lock`` keeps the agent from starting, both through a read-only
+descriptor. So every store is its owner's alone: the directory 0700, its files 0600,
+whatever the umask. The agent's store (``/var/lib/setui``) is root's so; its group
+(``setui``) is kept on the directory only to name who may reach the agent's socket
+beside it. Members of that group read the record through the agent's API; a store of
+the old layout (0750, files 0640) is made private by ``setui service install`` and by
+the agent as it starts (:func:`make_private`). The shared writable mode (2770, every
+member writing every record) is gone too.
+
+setui's files are opened without following symbolic links.
 """
 
 from __future__ import annotations
@@ -27,13 +32,15 @@ import platformdirs
 from setui.envsettings import from_environment
 
 __all__ = ["AGENT_DIR_MODE", "AGENT_FILE_MODE", "AGENT_LOCK", "AGENT_STORE", "DB_NAME",
-           "Sharing", "check_dir", "check_file", "default_data_dir", "foreign_entries",
-           "is_temporary", "make_dirs", "open_nofollow", "read_nofollow", "store_names"]
+           "PRIVATE_FILE_MODE", "Sharing", "check_dir", "check_file", "default_data_dir",
+           "foreign_entries", "is_temporary", "make_dirs", "make_private", "open_nofollow",
+           "read_nofollow", "store_names"]
 
 AGENT_STORE = Path("/var/lib/setui")  # the unit's StateDirectory=
-AGENT_DIR_MODE = 0o750  # root writes, group setui reads
-AGENT_FILE_MODE = 0o640
+PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
+AGENT_DIR_MODE = PRIVATE_DIR_MODE  # root's alone; its group only names the socket's
+AGENT_FILE_MODE = PRIVATE_FILE_MODE
 AGENT_LOCK = "agent.lock"  # one agent per store (setui.agent.lock)
 DB_NAME = "setui.db"
 
@@ -45,28 +52,19 @@ def _error(message: str, path: Path, *, readable: bool = False) -> Exception:
 
 
 class Sharing:
-    """Who reads the files setui makes in a store directory: its owner alone (0600), or,
-    in a directory of root's that its group may read (the agent's store), that group too
-    (0640, the directory's group, whatever the writer's own group is). A user's own store
-    stays private whatever its directory's mode: the audit log names people."""
+    """The mode of the files setui makes in a store: its owner's alone (0600), in the
+    agent's store too (see the module's docstring: a file someone may open is a file
+    they may lock)."""
 
-    def __init__(self, directory: os.stat_result) -> None:
-        readable = os.name == "posix" and directory.st_uid == 0 and \
-            stat.S_IMODE(directory.st_mode) & 0o050 == 0o050
-        self.mode = AGENT_FILE_MODE if readable else PRIVATE_FILE_MODE
-        self.group: int | None = directory.st_gid if readable else None
+    mode = PRIVATE_FILE_MODE
+
+    def __init__(self, directory: os.stat_result | None = None) -> None:
+        self.directory = directory
 
     def apply(self, fd: int) -> None:
-        """Give a file just made its mode (the umask may have taken bits) and group. A
-        group this user may not give leaves the file its owner's alone: never wider."""
-        if not hasattr(os, "fchmod"):
-            return
-        os.fchmod(fd, self.mode)
-        if self.group is not None and os.fstat(fd).st_gid != self.group:
-            try:
-                os.fchown(fd, -1, self.group)
-            except PermissionError:
-                os.fchmod(fd, PRIVATE_FILE_MODE)
+        """Give a file just made its mode (the umask may have taken bits, or left some)."""
+        if hasattr(os, "fchmod"):
+            os.fchmod(fd, self.mode)
 
 
 def _readable(path: Path) -> bool:
@@ -81,9 +79,10 @@ def _holds_store(directory: Path) -> bool:
 
 
 def default_data_dir(agent_store: Path = AGENT_STORE) -> Path:
-    """``SETUI_DATA_DIR`` if set; else the agent's store where this user may read it (so
-    every front end reads the history the agent keeps, rather than start a private one
-    beside it; only root writes it); else the platform's per-user data directory."""
+    """``SETUI_DATA_DIR`` if set; else the agent's store where this user may read it
+    (root: a front end run as root reads the history the agent keeps rather than start
+    one beside it; no one else may read it); else the platform's per-user data
+    directory (a user's own store)."""
     given = from_environment("data_dir")
     if given is not None:
         return Path(given).expanduser()
@@ -128,6 +127,11 @@ def check_dir(directory: Path, *, write: bool) -> os.stat_result:
                      f"{_kind(st)}): choose another with --data-dir or SETUI_DATA_DIR",
                      directory)
     if not os.access(directory, os.R_OK | os.X_OK):
+        if os.name == "posix" and st.st_uid == 0 and os.geteuid() != 0:
+            raise _error(f"cannot read the data directory {directory}: it is root's alone "
+                         "(as the agent's store is). Read the record through the agent: "
+                         "`setui history`, `audit` and `report` ask it when given neither "
+                         "--standalone nor --data-dir; or run this as root (sudo)", directory)
         raise _error(f"cannot read the data directory {directory}: permission denied. "
                      "Check its permissions, or use --data-dir / SETUI_DATA_DIR", directory)
     if not write or os.name != "posix":
@@ -139,8 +143,8 @@ def check_dir(directory: Path, *, write: bool) -> os.stat_result:
         # The old shared mode (2770): any member could have rewritten any record.
         raise _error(f"{directory} is writable by its group (mode {mode:o}): a shared "
                      "writable store, which setui no longer writes. `sudo setui service "
-                     "install` makes it the agent's store (root writes it, the group reads "
-                     "it)", directory, readable=mine != 0)
+                     "install` makes it the agent's store (root's alone; its group reads "
+                     "through the agent)", directory, readable=mine != 0)
     if st.st_uid == 0 and mine != 0 and not mode & 0o022 and _holds_store(directory):
         raise _error(f"this is the agent's store ({directory}): read-only; approve through "
                      "the agent (only root writes it; `setui history`, `audit` and "
@@ -155,6 +159,58 @@ def check_dir(directory: Path, *, write: bool) -> os.stat_result:
                      "who can write it can replace the audit log. Run `chmod 700 "
                      f"{directory}`", directory)
     return st
+
+
+def make_private(directory: Path, db_name: str = DB_NAME) -> list[str]:
+    """Make a store its owner's alone: ``directory`` 0700 and setui's files in it 0600,
+    the directory first (from then on no one else can open a file in it). Only what this
+    user owns changes; nothing is followed. What changed, in words (nothing: empty).
+
+    A store of the old layout (the agent's 0750, files 0640) let its group open the
+    files, and so lock them. A descriptor someone opened before keeps working: `setui
+    service install` refuses to change a store anyone has open, and says who."""
+    if os.name != "posix":
+        return []
+    mine = os.geteuid()
+    said: list[str] = []
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    dir_fd = os.open(directory, flags | os.O_DIRECTORY)
+    try:
+        st = os.fstat(dir_fd)
+        if st.st_uid == mine and stat.S_IMODE(st.st_mode) & 0o077:
+            was = stat.S_IMODE(st.st_mode)
+            os.fchmod(dir_fd, PRIVATE_DIR_MODE)
+            said.append(f"{directory}: mode {PRIVATE_DIR_MODE:04o} (was {was:04o})")
+        ours = store_names(db_name)
+        for name in sorted(os.listdir(dir_fd)):
+            if name in ours or is_temporary(name, db_name):
+                changed = _make_file_private(dir_fd, name, flags, mine)
+                if changed is not None:
+                    said.append(f"{directory / name}: mode {PRIVATE_FILE_MODE:04o} (was "
+                                f"{changed:04o})")
+    finally:
+        os.close(dir_fd)
+    return said
+
+
+def _make_file_private(dir_fd: int, name: str, flags: int, mine: int) -> int | None:
+    """One of the store's files 0600 when it is this user's and others may open it: its
+    mode before, or None when it was left as it was (a link, gone, another's, private)."""
+    try:
+        if not stat.S_ISREG(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode):
+            return None  # never opened: a device or a pipe is not setui's to touch
+        fd = os.open(name, flags, dir_fd=dir_fd)
+    except OSError:
+        return None  # a link, or gone: the store's own checks say so when it opens
+    try:
+        st = os.fstat(fd)
+        was = stat.S_IMODE(st.st_mode)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != mine or not was & 0o077:
+            return None
+        os.fchmod(fd, PRIVATE_FILE_MODE)
+        return was
+    finally:
+        os.close(fd)
 
 
 def check_file(path: Path, *, write: bool) -> bool:
