@@ -26,6 +26,7 @@ from pathlib import Path
 
 from setui.procinfo import PROC, holders, process
 from setui.store.db import StoreError
+from setui.store.flocks import flock_holders
 from setui.store.place import (
     AGENT_LOCK,
     DB_NAME,
@@ -112,7 +113,7 @@ class AgentLock:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             pid, when = _holder(fd)
-            holder = _locker(fd)
+            holder = _locker(path)
             os.close(fd)
             raise Held(path, pid, when, holder) from None
         except OSError as exc:
@@ -157,26 +158,12 @@ def _still_open(data_dir: Path) -> list[str]:
             if who.pid != os.getpid() and who.uid != mine]
 
 
-def _locker(fd: int, proc: Path = PROC) -> tuple[int, str, int] | None:
-    """Who holds a ``flock`` on ``fd``'s file, as the kernel's table of locks says: pid,
-    name and uid; None when it is not known (no /proc, gone, or not in the table). Matched
-    by the inode number alone: on btrfs subvolumes and overlayfs the device ``fstat``
-    gives is not the one the table shows."""
-    try:
-        inode = os.fstat(fd).st_ino
-        table = (proc / "locks").read_text(encoding="ascii", errors="replace")
-    except OSError:
-        return None
-    for line in table.splitlines():
-        # "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF"; a waiter's line has "->".
-        fields = line.split()
-        if len(fields) < 6 or fields[1] != "FLOCK" \
-                or fields[5].rpartition(":")[2] != str(inode):
-            continue
-        try:
-            pid = int(fields[4])
-        except ValueError:
-            continue
+def _locker(path: Path, proc: Path = PROC) -> tuple[int, str, int] | None:
+    """Who holds a ``flock`` on ``path``, as the kernel's table of locks says
+    (setui.store.flocks): pid, name and uid; None when it is not known (no /proc, gone,
+    or not in the table)."""
+    holders = flock_holders(path, locks=proc / "locks")
+    for pid in sorted(holders or ()):
         if pid <= 0 or pid == os.getpid():
             continue
         who = process(pid, proc)
