@@ -13,6 +13,7 @@ be that.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cached_property
@@ -22,12 +23,12 @@ from setui.core.holes import MIN_HOLE, Hole
 from setui.core.impact import Impact, impact_words
 from setui.core.model import Document, DocumentError, Event
 from setui.core.tracker import Change, ChangeKind
-from setui.monitor.state import MonitorState
+from setui.monitor.state import EventLife, MonitorState
 from setui.store.incarnations import TOUCH_INTERVAL
 from setui.store.reading import Record, RecordingParts
 from setui.store.records import AuditRecord, ChangeRecord, IncarnationRecord
 
-__all__ = ["RECENT_IMPACT", "Moment", "Recording", "load_recording"]
+__all__ = ["RECENT_IMPACT", "Moment", "Recording", "load_recording", "recorded_lives"]
 
 _LEFT = ("completed", "cancelled", "gone")
 
@@ -218,6 +219,28 @@ def _change(stored: ChangeRecord, record: IncarnationRecord, current: Document,
     return Change(kind, record.incarnation, record.first_seen, event, before,
                   detail=stored.detail, initial=stored.initial, certain=stored.certain,
                   missed=stored.missed)
+
+
+def recorded_lives(records: Iterable[IncarnationRecord], event_ids: Iterable[str],
+                   ) -> dict[str, EventLife]:
+    """The lives of ``event_ids`` as the record tells them, folded from the stored changes
+    of ``records`` (each incarnation that stored a change of one of them, in any order):
+    where a restarted monitor takes each event's life up. An event's departures are left
+    out (it is there again), and so is a change whose document cannot be read."""
+    wanted = {i.casefold() for i in event_ids}
+    state = MonitorState()
+    for record in sorted(records, key=lambda r: (r.first_seen, r.row_id)):
+        try:
+            document = record.document()
+        except (DocumentError, ValueError):
+            continue
+        for stored in record.changes:
+            if (stored.event_id or "").casefold() not in wanted or stored.kind in _LEFT:
+                continue
+            made = _change(stored, record, document, None)
+            if made is not None:
+                state.record(made)
+    return {i: life for i, life in state.lives.items() if i.casefold() in wanted}
 
 
 def load_recording(record: Record, *, since: datetime | None = None,
