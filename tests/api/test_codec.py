@@ -5,6 +5,7 @@ value or a ProtocolError, never another exception."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -61,6 +62,7 @@ from setui.snapshot import confirmed
 from setui.store.records import (
     AuditRecord,
     ChangeRecord,
+    HookRun,
     IncarnationRecord,
     Step,
     StoryEntry,
@@ -198,6 +200,13 @@ def test_the_other_values_read_back_as_they_were() -> None:
              Hole(T0 + timedelta(1.5), T0 + timedelta(2), open=True, endpoint="http://x"))
     parts = RecordingParts("http://x", (), (_audit(2),), holes, True, T0, T0 + timedelta(2))
     assert decode_recording(_through_wire(encode_recording(parts))) == parts
+    runs = (HookRun(1, "E1", "prepare", "drain", "/bin/drain", T0, T0 + timedelta(1), 0,
+                    False, ""),
+            HookRun(2, "E1", "recover", "drain", "/bin/undrain", T0, None, None, False, ""))
+    parts = replace(parts, hook_runs=runs)
+    assert decode_recording(_through_wire(encode_recording(parts))) == parts
+    older = {k: v for k, v in encode_recording(parts).items() if k != "hook_runs"}
+    assert decode_recording(_through_wire(older)).hook_runs == ()  # an older agent's
     hello = Hello(1, "0.1.0", AgentInfo(42, T0, "vm", None, "http://x", "/d", None, False),
                   You(1001, "alice", False, "you are not in group setui"))
     assert decode_hello(_through_wire(encode_hello(hello))) == hello

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from setui.commands.watch import opening_changes
 from setui.core.client import ImdsClient
 from setui.core.tracker import ChangeKind
 from setui.emulator.clock import ManualClock
@@ -133,3 +134,65 @@ async def test_a_session_whose_heartbeat_runs_says_it_measures_from_its_first_ro
             assert session.measures
     finally:
         store.close()
+
+
+async def _until(updates: Any, done: Any, what: str) -> None:
+    """Updates taken until ``done()`` holds (each poll answers in a moment)."""
+    for _ in range(500):
+        if done():
+            return
+        await take(updates, 1)
+    pytest.fail(f"no update brought {what}")
+
+
+async def test_a_restarted_monitor_continues_each_present_events_life_from_the_record(
+        tmp_path: Path, emulator: Emulator, clock: ManualClock) -> None:
+    """Seen to appear and to start by one monitor; the next one on the same store keeps
+    when, and how surely, instead of "in the first document" and "started at least"."""
+    store = Store(tmp_path / "setui.db")
+    clock.set(emulator.epoch + 30)  # before the Freeze appears
+    async with monitoring(emulator, store) as (monitor, updates):
+        await take(updates, 1)
+        clock.set(emulator.epoch + 70)
+        await _until(updates, lambda: FREEZE in monitor.state.lives, "the Freeze")
+        clock.set(emulator.epoch + 970)
+        await _until(updates, lambda: monitor.state.lives[FREEZE].started_at is not None,
+                     "its start")
+        before = monitor.state.lives[FREEZE]
+    assert not before.initial and before.started_exact
+
+    clock.set(emulator.epoch + 980)
+    async with monitoring(emulator, store) as (monitor, updates):
+        [update] = await take(updates, 1)
+        after = monitor.state.lives[FREEZE]
+        told = opening_changes(update.result.changes, monitor.state.lives)
+    assert (after.first_seen, after.first_incarnation, after.initial, after.announced) == (
+        before.first_seen, before.first_incarnation, False, before.announced)
+    assert (after.started_at, after.started_incarnation, after.started_exact) == (
+        before.started_at, before.started_incarnation, True)
+    # setui watch's first lines: the life from the record, not "appeared at start".
+    assert [(c.kind, c.seen_at, c.initial, c.certain) for c in told] == [
+        (ChangeKind.APPEARED, before.first_seen, False, True),
+        (ChangeKind.STARTED, before.started_at, False, True)]
+    assert told[0].event is not None and told[0].event.not_before == before.announced
+    store.close()
+
+
+async def test_an_event_that_started_while_nothing_watched_started_before_it_was_seen_again(
+        tmp_path: Path, emulator: Emulator, clock: ManualClock) -> None:
+    store = Store(tmp_path / "setui.db")
+    clock.set(emulator.epoch + 30)
+    async with monitoring(emulator, store) as (monitor, updates):
+        await take(updates, 1)
+        clock.set(emulator.epoch + 70)
+        await _until(updates, lambda: FREEZE in monitor.state.lives, "the Freeze")
+        before = monitor.state.lives[FREEZE]
+
+    clock.set(emulator.epoch + 970)  # it started while nothing watched
+    async with monitoring(emulator, store) as (monitor, updates):
+        [update] = await take(updates, 1)
+        after = monitor.state.lives[FREEZE]
+    assert (after.first_seen, after.initial) == (before.first_seen, False)
+    assert after.started_at == update.result.seen_at and not after.started_exact
+    assert "started while nothing was watching" in after.notes[-1][1]
+    store.close()

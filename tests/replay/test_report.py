@@ -74,9 +74,9 @@ def test_json_has_stable_keys_and_is_ascii(recorded: Store) -> None:
     reboot, freeze, redeploy = data["events"]
     assert list(reboot) == [
         "event_id", "event_type", "resources", "first_seen", "first_incarnation", "initial",
-        "appeared_started", "not_before", "reschedules", "approvals", "refusals",
-        "started_at", "started_certain", "started_before_not_before_seconds", "gone_at",
-        "fate", "fate_certain", "fate_detail", "notice", "impacts", "impact_measured"]
+        "appeared_started", "not_before", "reschedules", "approvals", "refusals", "holds",
+        "hook_runs", "started_at", "started_certain", "started_before_not_before_seconds",
+        "gone_at", "fate", "fate_certain", "fate_detail", "notice", "impacts", "impact_measured"]
     assert list(reboot["notice"]) == ["seconds", "to_started_seconds", "minimum_seconds",
                                       "short", "appeared_started", "unknown", "words"]
     assert (reboot["notice"]["seconds"], reboot["notice"]["minimum_seconds"]) == (300, 900)

@@ -36,6 +36,7 @@ from setui.store.records import (
     AuditRecord,
     ChangeRecord,
     Claim,
+    HookRun,
     IncarnationRecord,
     Step,
     StoryEntry,
@@ -434,7 +435,25 @@ def encode_recording(parts: RecordingParts) -> dict[str, Any]:
         "start": time_text(parts.start), "end": time_text(parts.end),
         "impacts": [encode_impact(i) for i in parts.impacts],
         "measuring": [[time_text(a), time_text(b)] for a, b in parts.measuring],
+        "hook_runs": [_encode_hook_run(r) for r in parts.hook_runs],
     }
+
+
+def _encode_hook_run(run: HookRun) -> dict[str, Any]:
+    return {"id": run.id, "event_id": run.event_id, "step": run.step, "rule": run.rule,
+            "command": run.command, "started": time_text(run.started),
+            "ended": time_text(run.ended), "exit_status": run.exit_status,
+            "timed_out": run.timed_out}
+
+
+def _decode_hook_run(fields: Fields) -> HookRun:
+    return HookRun(
+        id=fields.integer("id", high=MAX_INT), event_id=fields.text("event_id", limit=SHORT),
+        step=fields.text("step", limit=40), rule=fields.text("rule", limit=SHORT),
+        command=fields.text("command", limit=4000), started=fields.time("started"),
+        ended=fields.time("ended", optional=True),
+        exit_status=fields.integer("exit_status", low=-MAX_INT, high=MAX_INT, optional=True),
+        timed_out=fields.flag("timed_out"), output="")
 
 
 def _span(value: Any, where: str) -> tuple[datetime, datetime]:
@@ -452,7 +471,10 @@ def decode_recording(fields: Fields) -> RecordingParts:
         start=fields.time("start"), end=fields.time("end"),
         impacts=tuple(decode_impact(i) for i in _each(fields, "impacts", MAX_RECORDS)),
         measuring=tuple(_span(s, f"{fields.name('measuring')}[{n}]") for n, s in
-                        enumerate(_list(fields, "measuring", MAX_RECORDS))))
+                        enumerate(_list(fields, "measuring", MAX_RECORDS))),
+        # An agent from before hook runs were in a recording sends none.
+        hook_runs=tuple(_decode_hook_run(r) for r in _each(fields, "hook_runs", MAX_RECORDS)
+                        ) if fields.has("hook_runs") else ())
 
 
 # -- the agent's plan ---------------------------------------------------------------------

@@ -1,8 +1,10 @@
 """``setui report``: what happened to each event, as Markdown for a postmortem or JSON.
 
 Per event: its type and resources, when it was first seen, its NotBefore and every
-reschedule, the notice it gave against the documented minimum, who approved it and when
-(and how long after it appeared), when it started against its NotBefore, what the agent
+reschedule, the notice it gave against the documented minimum, who held the agent's
+automation for it (from when to when), each run of the agent's hooks (step, start, end,
+exit), who approved it and when (and how long after it appeared), when it started against
+its NotBefore, what the agent
 measured of it (a stall, a boot), when it went and how sure that is, the refusals; the
 holes in the record, when nothing was recording; and the stalls and boots with no event.
 Read-only: the agent's record through its API when it answers, else the store. Text from
@@ -32,12 +34,15 @@ from setui.commands.history import parse_since
 from setui.core.impact import BOOT, STALL, Impact, clocks_words, impact_words
 from setui.core.notice import DEFAULT_TERMINATE_NOTICE, Notice, notice_words
 from setui.core.timefmt import duration, iso, stamp
+from setui.store.story import hold_words, hook_run_words
 from setui.textsafe import printable
 
 if TYPE_CHECKING:
     from setui.monitor.report import Act, EventReport, Report
+    from setui.store.records import Hold, HookRun
 
-__all__ = ["add_arguments", "markdown", "report_command", "report_json", "run"]
+__all__ = ["add_arguments", "hold_json", "hook_run_json", "markdown", "report_command",
+           "report_json", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -173,6 +178,10 @@ def _event_md(event: EventReport) -> list[str]:
                      f"incarnation {move.incarnation}")
     if event.notice is not None:
         lines.append(f"- **Notice:** {md(notice_words(event.notice), 300)}")
+    for hold in event.holds:
+        lines.append(f"- **Held:** {md(hold_words(hold), 400)} (audit #{hold.seq}"
+                     + (f", #{hold.release_seq})" if hold.release_seq is not None else ")"))
+    lines += [f"- **Hook run:** {md(hook_run_words(run), 400)}" for run in event.hook_runs]
     approvals = [a for a in event.acts if a.kind != "refused"]
     if not approvals:
         lines.append("- **Approved:** not by anyone through setui on this VM")
@@ -271,6 +280,21 @@ def impact_json(impact: Impact) -> dict[str, Any]:
             "words": impact_words(impact, local=False)}
 
 
+def hold_json(hold: Hold) -> dict[str, Any]:
+    """A person's hold on the agent's automation for an event; ``to``: null while held."""
+    return {"holder": hold.holder, "from": iso(hold.since), "to": iso(hold.until),
+            "released_by": hold.released_by, "audit_seq": hold.seq,
+            "release_audit_seq": hold.release_seq}
+
+
+def hook_run_json(run: HookRun) -> dict[str, Any]:
+    """One run of the agent's hook; ``end`` null: its end is not recorded."""
+    return {"step": run.step, "rule": run.rule, "command": run.command,
+            "start": iso(run.started), "end": iso(run.ended),
+            "exit_status": run.exit_status, "timed_out": run.timed_out,
+            "words": hook_run_words(run)}
+
+
 def _event_json(event: EventReport) -> dict[str, Any]:
     return {
         "event_id": event.event_id, "event_type": event.event_type,
@@ -281,6 +305,8 @@ def _event_json(event: EventReport) -> dict[str, Any]:
                          "from": iso(m.old), "to": iso(m.new)} for m in event.reschedules],
         "approvals": [_act_json(a) for a in event.acts if a.kind != "refused"],
         "refusals": [_act_json(a) for a in event.acts if a.kind == "refused"],
+        "holds": [hold_json(h) for h in event.holds],
+        "hook_runs": [hook_run_json(r) for r in event.hook_runs],
         # A certainty only about what happened: null beside a start or a fate not seen.
         "started_at": iso(event.started_at),
         "started_certain": event.started_certain if event.started_at is not None else None,

@@ -13,7 +13,7 @@ import contextlib
 import json
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -23,9 +23,9 @@ from setui.commands.common import agent_for
 from setui.config import Config
 from setui.core.clock import utc_now
 from setui.core.health import ConnectionState, Health, PollResult
-from setui.core.model import Document, Event, parse_iso
+from setui.core.model import Document, Event, EventStatus, parse_iso
 from setui.core.timefmt import iso, signed_countdown, stamp
-from setui.core.tracker import Change, Tracker
+from setui.core.tracker import Change, ChangeKind, Tracker
 from setui.gctune import freeze_heap_once
 from setui.monitor import Monitor
 from setui.session import ThisVm, make_client, open_store, run_until_stopped
@@ -34,9 +34,10 @@ from setui.textsafe import printable
 
 if TYPE_CHECKING:
     from setui.core.client import ImdsClient
+    from setui.monitor.state import EventLife
 
 __all__ = ["RECORD_KEYS", "add_arguments", "change_record", "connection_record",
-           "format_record", "line_countdown", "run"]
+           "format_record", "line_countdown", "opening_changes", "run"]
 
 # Every --json record has exactly these keys, in this order, whatever its kind: a field
 # that does not apply is null, [] or false, so a consumer never meets a missing key.
@@ -145,7 +146,8 @@ def line_countdown(not_before: str | None, at: str | None) -> str:
 
 def format_record(record: dict[str, Any], *, with_time: bool = True) -> str:
     """A record as one human line, its columns aligned: time, what happened ("appeared at
-    start" for an event already there when watch began), countdown to NotBefore,
+    start" for an event already there when watch began, or when the record began, with
+    no life known from before), countdown to NotBefore,
     incarnation, type, status, EventId, then the rest. Every network string is made
     printable. Without the time for a log that stamps lines itself (the journal)."""
     lead = [_line_time(record["time"])] if with_time else []
@@ -181,6 +183,38 @@ def format_record(record: dict[str, Any], *, with_time: bool = True) -> str:
     if record["detail"]:
         parts.append(f"- {printable(record['detail'], 300)}")
     return "  ".join(parts).rstrip()
+
+
+def opening_changes(changes: Sequence[Change], lives: Mapping[str, EventLife]) -> list[Change]:
+    """What the first document a watch hears is told as: an event whose life is known
+    from before it (the record's, as the agent or a restarted monitor took it up) by
+    that life, "appeared" when it was first seen and "started" when it started, each as
+    surely as the record knows it; "appeared at start" only for one whose life begins
+    now, or began with the record itself."""
+    told: list[Change] = []
+    for change in changes:
+        life = lives.get(change.event_id or "") \
+            if change.kind is ChangeKind.APPEARED and change.initial else None
+        if life is None or change.event is None or life.first_seen >= change.seen_at:
+            told.append(change)
+            continue
+        told.extend(_life_changes(change.event, life, change.incarnation))
+    return sorted(told, key=lambda c: c.seen_at)
+
+
+def _life_changes(event: Event, life: EventLife, incarnation: int) -> list[Change]:
+    """An event's life as the lines a watch would have printed while it happened."""
+    if life.appeared_started:
+        first = event
+    else:  # as it was announced: Scheduled, with the NotBefore it first had
+        first = replace(event, status=EventStatus.SCHEDULED, not_before=life.announced)
+    told = [Change(ChangeKind.APPEARED, life.first_incarnation, life.first_seen, first,
+                   detail="appeared already started" if life.appeared_started else "",
+                   initial=life.initial, certain=life.initial or life.appeared_certain)]
+    if life.started_at is not None and not life.appeared_started:
+        told.append(Change(ChangeKind.STARTED, life.started_incarnation or incarnation,
+                           life.started_at, event, first, certain=life.started_exact))
+    return told
 
 
 class _Printer:
@@ -284,7 +318,8 @@ async def watch(config: Config, *, as_json: bool, record: bool, out: IO[str],
         try:
             async for update in updates:
                 result = update.result
-                lines.show(result.health, result.seen_at or monitor.now(), result.changes,
+                lines.show(result.health, result.seen_at or monitor.now(),
+                           opening_changes(result.changes, monitor.state.lives),
                            kind=_error_kind(result), document=result.document,
                            recording=monitor.recorder is not None
                            and monitor.recorder.problem is None)
@@ -346,9 +381,10 @@ async def _watch_agent(config: Config, path: Path, printer: _Printer, notifier: 
             try:
                 state = sub.state
                 document = state.state.document
-                if tracker is None:  # what is there now: "appeared at start"
+                if tracker is None:  # what is there now, told by the lives the agent knows
                     tracker = Tracker()
-                    changes = tracker.update(document, state.now) if document else []
+                    changes = opening_changes(tracker.update(document, state.now),
+                                              state.state.lives) if document else []
                 else:  # what changed while this watch was not attached
                     changes = tracker.update(document, state.now, gap=_AWAY) \
                         if document else []

@@ -23,12 +23,14 @@ from setui.core.poller import Poller
 from setui.core.timefmt import utc_time
 from setui.core.tracker import ChangeKind, Tracker
 from setui.monitor.recorder import Recorder
+from setui.monitor.replay import recorded_lives
 from setui.monitor.state import MonitorState, MonitorUpdate
 from setui.store.records import APPROVED
 
 if TYPE_CHECKING:
     from setui.core.client import ImdsClient
     from setui.store import AuditRecord, Store
+    from setui.store.records import IncarnationRecord
 
 __all__ = ["URGENT_WINDOW", "Monitor", "MonitorUpdate"]
 
@@ -37,6 +39,10 @@ _T = TypeVar("_T")
 # While an event of this VM is Scheduled this close to its NotBefore, or Started, the
 # poller never backs off further than core.poller.URGENT_CAP.
 URGENT_WINDOW = timedelta(minutes=15)
+# What a restart reads back of the lives of the events still there: at most this many
+# events, and this many stored changes' incarnations of each (the newest).
+_RESUMED_EVENTS = 200
+_RESUMED_RECORDS = 500
 
 
 class Monitor:
@@ -153,6 +159,32 @@ class Monitor:
             baseline = None
         if baseline is not None and self.poller.tracker.incarnation is None:
             self.poller.tracker = Tracker(baseline=baseline[0])
+            await self._resume_lives(baseline[0])
+
+    async def _resume_lives(self, baseline: Document) -> None:
+        """The lives of the events the newest stored document holds, as the record tells
+        them: when each was first seen and started, and how surely. The first document
+        of this session then continues them (MonitorState) instead of beginning them
+        again as "in the first document seen"."""
+        store = self.store
+        if store is None or not baseline.events:
+            return
+        ids = [e.event_id for e in baseline.events[:_RESUMED_EVENTS]]
+
+        def read() -> list[IncarnationRecord]:
+            found: dict[int, IncarnationRecord] = {}
+            for event_id in ids:
+                for record in store.history.incarnations(
+                        limit=_RESUMED_RECORDS, endpoint=self.endpoint, event_id=event_id):
+                    found[record.row_id] = record
+            return list(found.values())
+
+        try:
+            records = await self.store_call(read)
+        except Exception:  # a store that cannot say: the lives begin with this session
+            return
+        for event_id, life in recorded_lives(records, ids).items():
+            self.state.lives.setdefault(event_id, life)
 
     async def _with_approvals(self, result: PollResult) -> PollResult:
         """Say who approved an event that started early (or sent an approval whose outcome

@@ -4,7 +4,8 @@ A :class:`Recording` is read once (on a thread: it is SQLite, or the agent's API
 reads the same through the same function: store.recording) and then answers, for any
 moment, the state a live monitor would have held then: the document current at that
 moment, each event's life folded from the *stored* changes (so the gap rules the store
-applied hold in the replay too) with what the agent measured of it, the audit records up
+applied hold in the replay too) with what the agent measured of it, the holds people set
+on its automation and its hook runs, the audit records up
 to then, the stalls and boots just before, and whether anything was recording at all.
 Nothing is guessed: in a hole the document is shown as the last one recorded, and said to
 be that.
@@ -13,6 +14,7 @@ be that.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cached_property
@@ -21,13 +23,16 @@ from setui.core.health import ConnectionState, Health
 from setui.core.holes import MIN_HOLE, Hole
 from setui.core.impact import Impact, impact_words
 from setui.core.model import Document, DocumentError, Event
+from setui.core.timefmt import stamp
 from setui.core.tracker import Change, ChangeKind
-from setui.monitor.state import MonitorState
+from setui.monitor.state import EventLife, MonitorState
+from setui.store.agent import holds_of
 from setui.store.incarnations import TOUCH_INTERVAL
 from setui.store.reading import Record, RecordingParts
 from setui.store.records import AuditRecord, ChangeRecord, IncarnationRecord
+from setui.store.story import hold_words, hook_run_words
 
-__all__ = ["RECENT_IMPACT", "Moment", "Recording", "load_recording"]
+__all__ = ["RECENT_IMPACT", "Moment", "Recording", "load_recording", "recorded_lives"]
 
 _LEFT = ("completed", "cancelled", "gone")
 
@@ -191,9 +196,29 @@ class Recording(RecordingParts):
             life = state.lives.get(impact.event_id or "")
             if life is not None and impact.at <= at:
                 life.notes.append((impact.at, f"measured: {impact_words(impact, local=False)}"))
+        self._fold_agent(state, at)
         for life in state.lives.values():
             life.notes.sort(key=lambda note: note[0])
         return state
+
+    def _fold_agent(self, state: MonitorState, at: datetime) -> None:
+        """The holds people set on the agent's automation and the agent's hook runs, up
+        to ``at``, in the lives of their events: as they stood at that moment."""
+        lives = {event_id.casefold(): life for event_id, life in state.lives.items()}
+        for hold in holds_of(r for r in self.audit if r.time <= at):
+            life = lives.get(hold.event_id.casefold())
+            if life is not None:
+                life.notes.append((hold.since, hold_words(hold)))
+        for run in self.hook_runs:
+            life = lives.get(run.event_id.casefold())
+            if life is None or run.started > at:
+                continue
+            if run.ended is not None and run.ended > at:
+                words = (f"{run.step} hook (rule {run.rule}) running since "
+                         f"{stamp(run.started, local=False)}")
+            else:
+                words = hook_run_words(run)
+            life.notes.append((run.started, words))
 
 
 def _change(stored: ChangeRecord, record: IncarnationRecord, current: Document,
@@ -218,6 +243,28 @@ def _change(stored: ChangeRecord, record: IncarnationRecord, current: Document,
     return Change(kind, record.incarnation, record.first_seen, event, before,
                   detail=stored.detail, initial=stored.initial, certain=stored.certain,
                   missed=stored.missed)
+
+
+def recorded_lives(records: Iterable[IncarnationRecord], event_ids: Iterable[str],
+                   ) -> dict[str, EventLife]:
+    """The lives of ``event_ids`` as the record tells them, folded from the stored changes
+    of ``records`` (each incarnation that stored a change of one of them, in any order):
+    where a restarted monitor takes each event's life up. An event's departures are left
+    out (it is there again), and so is a change whose document cannot be read."""
+    wanted = {i.casefold() for i in event_ids}
+    state = MonitorState()
+    for record in sorted(records, key=lambda r: (r.first_seen, r.row_id)):
+        try:
+            document = record.document()
+        except (DocumentError, ValueError):
+            continue
+        for stored in record.changes:
+            if (stored.event_id or "").casefold() not in wanted or stored.kind in _LEFT:
+                continue
+            made = _change(stored, record, document, None)
+            if made is not None:
+                state.record(made)
+    return {i: life for i, life in state.lives.items() if i.casefold() in wanted}
 
 
 def load_recording(record: Record, *, since: datetime | None = None,

@@ -3,15 +3,16 @@
 Built from a :class:`~setui.monitor.replay.Recording`: the lives come from folding the
 stored changes into a :class:`MonitorState` (so "started" and "went" carry the same
 certainty as everywhere else: the gap rules were applied when the changes were stored),
-the reschedules from the stored changes, and the approvals and refusals from the audit
-log; each event's notice (core.notice) and what the agent measured of it (core.impact),
+the reschedules from the stored changes, the approvals, refusals and holds (who held the
+agent's automation, from when to when) from the audit log, the agent's hook runs; each
+event's notice (core.notice) and what the agent measured of it (core.impact),
 and the stalls and boots with no event. Nothing is rendered here: ``setui report`` writes
 it as Markdown or JSON.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from setui.core.holes import MIN_HOLE, Hole
@@ -20,6 +21,7 @@ from setui.core.model import DocumentError, Event
 from setui.core.notice import DEFAULT_TERMINATE_NOTICE, Notice, measure_notice, unwatched
 from setui.monitor.replay import Recording
 from setui.monitor.state import MonitorState
+from setui.store.agent import holds_of
 from setui.store.records import (
     APPROVE_ATTEMPT,
     APPROVE_OUTCOME,
@@ -28,6 +30,8 @@ from setui.store.records import (
     REFUSED,
     UNKNOWN,
     AuditRecord,
+    Hold,
+    HookRun,
 )
 
 __all__ = ["Act", "EventReport", "Report", "Reschedule", "build_report"]
@@ -80,6 +84,8 @@ class EventReport:
     # Whether anything it did would have been measured: a stall or a boot tied to it, or
     # the agent's heartbeat running while it was under way; None: it never started.
     impact_measured: bool | None = None
+    holds: list[Hold] = field(default_factory=list)  # a person's holds on the agent's steps
+    hook_runs: list[HookRun] = field(default_factory=list)  # the agent's, oldest first
 
     @property
     def approvals(self) -> list[Act]:
@@ -161,6 +167,16 @@ def build_report(recording: Recording, *, since: datetime | None = None,
             report.fate_detail = note.detail
             break
     _add_acts(events, recording.audit, end)
+    by_key = {event_id.casefold(): report for event_id, report in events.items()}
+    for hold in holds_of(r for r in recording.audit if r.time <= end):
+        if (report := by_key.get(hold.event_id.casefold())) is not None:
+            report.holds.append(hold)
+    for run in recording.hook_runs:
+        if run.started <= end and (report := by_key.get(run.event_id.casefold())) is not None:
+            # Ended after the report's end: still running then, as far as it tells.
+            report.hook_runs.append(run if run.ended is None or run.ended <= end else
+                                    replace(run, ended=None, exit_status=None,
+                                            timed_out=False))
     chosen = [r for r in events.values()
               if r.first_seen <= end and (r.gone_at is None or r.gone_at >= start)]
     chosen.sort(key=lambda r: (r.first_seen, r.event_id))

@@ -104,6 +104,10 @@ class MonitorState:
             del self.anomalies[:-MAX_ANOMALIES]
             return
         life = self.lives.get(event.event_id)
+        if change.kind is ChangeKind.APPEARED and change.initial and life is not None \
+                and life.gone_at is None:
+            self._seen_again(life, change)
+            return
         if change.kind is ChangeKind.APPEARED or life is None:
             appeared = change.kind is ChangeKind.APPEARED
             life = EventLife(event.event_id, change.seen_at, change.incarnation, change.initial,
@@ -120,6 +124,22 @@ class MonitorState:
                 self._record_more(life, change)
             return
         self._record_more(life, change)
+
+    def _seen_again(self, life: EventLife, change: Change) -> None:
+        """The first document of a session holds an event whose life is known already
+        (a restarted monitor took it up from the record): the life goes on from there.
+        One that is Started now but was not when last recorded started while nothing
+        watched: when is not known, only that it was before this sighting."""
+        event = change.event
+        assert event is not None
+        if event.is_scheduled and event.not_before is not None:
+            life.not_before = event.not_before
+        if event.is_started and life.started_at is None:
+            life.started_at = change.seen_at
+            life.started_incarnation = change.incarnation
+            life.started_exact = False
+            life.notes.append((change.seen_at, "already started when seen again: it "
+                                               "started while nothing was watching"))
 
     def _record_more(self, life: EventLife, change: Change) -> None:
         event = change.event

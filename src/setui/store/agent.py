@@ -17,7 +17,8 @@ counts as the same message once the vmId is known (:meth:`AgentLog.queue_notific
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sqlite3
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -36,6 +37,9 @@ from setui.store.records import (
     UNKNOWN,
     WAITING,
     AuditEntry,
+    AuditRecord,
+    Hold,
+    HookRun,
     Step,
     from_db_time,
     to_db_time,
@@ -61,9 +65,12 @@ __all__ = [
     "UNMATCHED",
     "WAITING",
     "AgentLog",
+    "Hold",
     "HookRun",
     "Notification",
     "Step",
+    "holds_of",
+    "hook_runs_of",
 ]
 
 # Audit actions of a person holding or releasing the agent's automation for an event.
@@ -75,20 +82,62 @@ UNMATCHED = "agent-unmatched"
 MAX_OUTPUT = 16 * 1024  # characters of a hook's output kept in the store
 MAX_DETAIL = 1000
 
-@dataclass(frozen=True)
-class HookRun:
-    """One run of a hook: its command, when, how it ended, and what it printed."""
 
-    id: int
-    event_id: str
-    step: str
-    rule: str
-    command: str
-    started: datetime
-    ended: datetime | None
-    exit_status: int | None
-    timed_out: bool
-    output: str
+
+def _hook_run(row: Sequence[object], output: bool = True) -> HookRun:
+    return HookRun(int(str(row[0])), str(row[1]), str(row[2]), str(row[3]), str(row[4]),
+                   from_db_time(str(row[5])), from_db_time(str(row[6])) if row[6] else None,
+                   None if row[7] is None else int(str(row[7])), bool(row[8]),
+                   str(row[9]) if output else "")
+
+
+_HOOK_RUN_COLUMNS = ("id, event_id, step, rule, command, started, ended, exit_status, "
+                     "timed_out, output")
+
+
+def hook_runs_of(conn: sqlite3.Connection, event_ids: Collection[str]) -> list[HookRun]:
+    """The hook runs of ``event_ids`` (case ignored, as EventIds are), whichever key of
+    this VM they were written under, oldest first, their output left out: what a report,
+    a replay and an event's story tell of them. None in a store from before the agent's
+    tables."""
+    if not event_ids:
+        return []
+    wanted = {clean_text(i).casefold() for i in event_ids}
+    try:
+        if len(wanted) <= 500:
+            rows = conn.execute(
+                f"SELECT {_HOOK_RUN_COLUMNS} FROM agent_hook_runs WHERE event_id IN "
+                f"({', '.join('?' * len(wanted))}) ORDER BY id", sorted(wanted)).fetchall()
+        else:
+            rows = conn.execute(
+                f"SELECT {_HOOK_RUN_COLUMNS} FROM agent_hook_runs ORDER BY id").fetchall()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return []
+        raise
+    return [_hook_run(r, output=False) for r in rows if str(r[1]).casefold() in wanted]
+
+
+
+
+def holds_of(records: Iterable[AuditRecord]) -> list[Hold]:
+    """The holds the audit ``records`` (oldest first) tell of, in the order they were set:
+    each hold paired with the release that ended it. A hold set again while one stands
+    changes nothing (the first holder held it); a release of nothing is left out."""
+    holds: list[Hold] = []
+    standing: dict[str, int] = {}
+    for record in records:
+        key = (record.event_id or "").casefold()
+        if not key:
+            continue
+        if record.action == HOLD and key not in standing:
+            standing[key] = len(holds)
+            holds.append(Hold(record.event_id or "", record.user, record.time, record.seq))
+        elif record.action == RELEASE and key in standing:
+            index = standing.pop(key)
+            holds[index] = replace(holds[index], until=record.time, released_by=record.user,
+                                   release_seq=record.seq)
+    return holds
 
 
 @dataclass(frozen=True)
@@ -202,17 +251,13 @@ class AgentLog:
     def hook_runs(self, event_id: str | None = None) -> list[HookRun]:
         """This VM's hook runs (of ``event_id``, or all), oldest first."""
         where, keys = self.vm.where()
-        sql = ("SELECT id, event_id, step, rule, command, started, ended, exit_status, "
-               f"timed_out, output FROM agent_hook_runs WHERE {where}")
+        sql = f"SELECT {_HOOK_RUN_COLUMNS} FROM agent_hook_runs WHERE {where}"
         args: list[object] = [*keys]
         if event_id is not None:
             sql += " AND event_id = ?"
             args.append(clean_text(event_id))
         with self.store.database.using("read the hook runs") as conn:
-            return [HookRun(int(r[0]), r[1], r[2], r[3], r[4], from_db_time(r[5]),
-                            from_db_time(r[6]) if r[6] else None,
-                            None if r[7] is None else int(r[7]), bool(r[8]), r[9])
-                    for r in conn.execute(sql + " ORDER BY id", args)]
+            return [_hook_run(r) for r in conn.execute(sql + " ORDER BY id", args)]
 
     # -- notifications --------------------------------------------------------------------
     def queue_notification(self, key: str, *, event_id: str, change: str, title: str,

@@ -23,6 +23,7 @@ from setui.core.impact import Impact
 from setui.store.records import (
     AuditRecord,
     Claim,
+    HookRun,
     IncarnationRecord,
     StoryEntry,
     VerifyResult,
@@ -46,7 +47,8 @@ class RecordingParts:
     documents): every incarnation before ``end`` (an event's life began when it appeared,
     not when the window opens), the audit records of the endpoint, the holes (each whole),
     whether recording sessions were kept, the window, the stalls and boots measured, and
-    when a heartbeat ran (where nothing measured means none)."""
+    when a heartbeat ran (where nothing measured means none), and the agent's hook runs
+    of its events."""
 
     endpoint: str
     records: tuple[IncarnationRecord, ...]
@@ -57,6 +59,8 @@ class RecordingParts:
     end: datetime
     impacts: tuple[Impact, ...] = ()
     measuring: tuple[tuple[datetime, datetime], ...] = ()
+    # The agent's hook runs of the record's events, oldest first, without their output.
+    hook_runs: tuple[HookRun, ...] = ()
 
 
 class Record(Protocol):

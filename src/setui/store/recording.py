@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from setui.store.agent import hook_runs_of
 from setui.store.endpoints import endpoint_column
 from setui.store.reading import RecordingParts
 
@@ -46,10 +47,16 @@ def gather(history: History, audit_log: AuditLog, sessions: RecordingSessions, *
     # A document's last sighting moves at most once a minute; the sessions say how far
     # the record really reaches.
     measured = tuple(sessions.impacts(endpoint=endpoint, until=until))
-    # A stall or boot measured is the agent seen running then: the record reaches it,
-    # whether or not a document's sighting or the session's last beat was written since.
+    event_ids = {c.event_id for r in records for c in r.changes if c.event_id}
+    with history.database.using("read the hook runs") as conn:
+        runs = tuple(r for r in hook_runs_of(conn, event_ids)
+                     if until is None or r.started <= until)
+    # A stall or boot measured, or a hook run, is the agent seen running then: the record
+    # reaches it, whether or not a document's sighting or the session's last beat was
+    # written since.
     last = max([r.last_seen for r in records] + [s.end for s in spans if s.end >= first]
-               + [i.at for i in measured if i.at >= first])
+               + [i.at for i in measured if i.at >= first]
+               + [r.ended or r.started for r in runs if r.started >= first])
     end = until if until is not None else max(last, audit[-1].time if audit else last)
     start = max(since, first) if since is not None else first
     start = min(start, end)
@@ -60,4 +67,4 @@ def gather(history: History, audit_log: AuditLog, sessions: RecordingSessions, *
     measuring = tuple((s.started, max(s.end, end) if s.id in live else s.end)
                       for s in spans if s.measures)
     return RecordingParts(endpoint, tuple(records), audit, holes, bool(spans), start,
-                          end, measured, measuring)
+                          end, measured, measuring, runs)

@@ -37,6 +37,8 @@ __all__ = [
     "AuditRecord",
     "ChangeRecord",
     "Claim",
+    "Hold",
+    "HookRun",
     "IncarnationRecord",
     "RecorderSpan",
     "Step",
@@ -390,3 +392,33 @@ class Claim:
             return f"may already have been sent {said}: its outcome is unknown"
         return (f"may already have been sent {said}: no outcome is recorded, so it is in "
                 "flight, or setui stopped before writing it down")
+
+
+@dataclass(frozen=True)
+class HookRun:
+    """One run of a hook: its command, when, how it ended, and what it printed."""
+
+    id: int
+    event_id: str
+    step: str
+    rule: str
+    command: str
+    started: datetime
+    ended: datetime | None
+    exit_status: int | None
+    timed_out: bool
+    output: str
+
+
+@dataclass(frozen=True)
+class Hold:
+    """A person's hold on the agent's automation for an event, from the audit log: who
+    set it and when, and who released it and when (None: not released)."""
+
+    event_id: str
+    holder: str
+    since: datetime
+    seq: int  # the hold's audit record
+    until: datetime | None = None
+    released_by: str | None = None
+    release_seq: int | None = None  # the release's audit record
