@@ -2,8 +2,10 @@
 
 A failure that repeats (a store that cannot be written, a textfile that cannot be
 replaced, the event loop's own complaints) once printed a line per poll: thousands of
-lines that bury the first one. Here each kind of error is said at once the first time,
-then once per ``window`` (a minute) with how many more there were. A kind that keeps
+lines that bury the first one. Here each kind of error is said by setui.logs' one rule:
+at once the first time, then once per ``window`` (a minute) with how many more there
+were. The lines are the agent's own records (``agent: error``), not log lines: they go
+where its decisions go, in the same format, JSON included. A kind that keeps
 failing for a window is an error state: told once (the agent notifies through the
 policy's URLs), and told again when it works again: when the caller says so, or after
 two windows without an error of it. Kinds that already speak for themselves (the
@@ -20,9 +22,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from setui.logs import WINDOW, Limiter
+
 __all__ = ["WINDOW", "WORK", "AgentErrors", "Due", "Failing", "StoreFault", "acting_kind"]
 
-WINDOW = 60.0  # seconds between two lines of one kind of error, and before it is told
+# WINDOW (setui.logs: a minute between two lines of one kind) is also how long a kind
+# keeps failing before it is told.
 # The kinds that stop the agent acting: its work at each poll (deciding, keeping what it
 # decided, checking holds), and the steps of one event.
 WORK = "the agent's work"
@@ -48,8 +53,6 @@ class Failing:
     last: str
     last_at: float
     count: int = 1
-    unsaid: int = 0  # errors since the last line about it
-    said_at: float | None = None
     told: bool = False  # the error state was told (notified)
     quiet: bool = False  # its caller says it: its end is said only if it was told
 
@@ -75,6 +78,7 @@ class AgentErrors:
         self.window = window
         self.mono = mono
         self.state: dict[str, Failing] = {}
+        self._lines: Limiter[str] = Limiter(window=window, mono=mono)
 
     def failed(self, kind: str, message: str, *, quiet: bool = False) -> str | None:
         """One error of ``kind``; the line to print now, or None when it is counted for
@@ -82,16 +86,14 @@ class AgentErrors:
         now = self.mono()
         failing = self.state.get(kind)
         if failing is None:
-            self.state[kind] = Failing(kind, now, message, now, said_at=now, quiet=quiet)
-            return None if quiet else message
-        failing.count += 1
-        failing.last, failing.last_at = message, now
+            self.state[kind] = Failing(kind, now, message, now, quiet=quiet)
+        else:
+            failing.count += 1
+            failing.last, failing.last_at = message, now
         if quiet:
             return None
-        if failing.said_at is None or now - failing.said_at >= self.window:
-            return self._say(failing, now)
-        failing.unsaid += 1
-        return None
+        held = self._lines.offer(kind, message)
+        return None if held is None else message + _more(held)
 
     def acting(self) -> list[Failing]:
         """The errors that keep the agent from acting now, oldest first: its work at each
@@ -102,29 +104,28 @@ class AgentErrors:
 
     def ok(self, kind: str) -> Failing | None:
         """``kind`` works again; what it was, when it was failing."""
+        self._lines.forget(kind)
         return self.state.pop(kind, None)
 
     def due(self) -> Due:
         """The lines owed (a count, once a window), the error states to tell now (a window
         long, not told yet), and those over (two windows without an error)."""
         now = self.mono()
-        lines: list[str] = []
+        lines = [message + _more(held) for message, held in self._lines.due()]
         tell: list[Failing] = []
         over: list[Failing] = []
         for failing in list(self.state.values()):
-            if failing.unsaid and failing.said_at is not None \
-                    and now - failing.said_at >= self.window:
-                lines.append(self._say(failing, now))
             if now - failing.last_at >= 2 * self.window:
+                self._lines.forget(failing.kind)
                 over.append(self.state.pop(failing.kind))
             elif not failing.told and failing.lasted(now) >= self.window:
                 failing.told = True
                 tell.append(failing)
         return Due(tuple(lines), tuple(tell), tuple(over))
 
-    def _say(self, failing: Failing, now: float) -> str:
-        more, failing.unsaid, failing.said_at = failing.unsaid, 0, now
-        if not more:
-            return failing.last
-        return (f"{failing.last} (and {more} more time{'s' if more != 1 else ''} since the "
-                f"last line about it)")
+
+def _more(held: int) -> str:
+    """What a line adds for the errors of its kind held back since the last line."""
+    if not held:
+        return ""
+    return f" (and {held} more time{'s' if held != 1 else ''} since the last line about it)"

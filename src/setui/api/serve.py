@@ -87,7 +87,7 @@ async def start_api(bound: BoundSocket, agent: Agent, *, config: Config,
     try:
         authority = await asyncio.to_thread(Authority, config.approvers)
         server = ApiServer(source, authority=authority, queries=Queries(
-            store.path if store is not None else None, store_problem), say=say)
+            store.path if store is not None else None, store_problem))
         await server.serve(bound.sock)
     except BaseException:
         bound.remove()

@@ -9,7 +9,8 @@ writes through :mod:`setui.api.writes`; a state frame encoded once per change fo
 subscriber, a tick every :data:`TICK_EVERY` seconds while nothing changes. A connection
 that asks nothing for :data:`IDLE_AFTER` seconds and is not subscribed is closed; one that
 reads nothing of what waits for it for :data:`STALLED_AFTER` seconds is dropped. Errors a
-client causes are logged once a minute per kind, with a count.
+client causes are logged once a minute per kind, with a count (setui.logs: the
+``setui.api`` logger, or ``say`` when given).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from setui.api.queries import Queries
 from setui.api.writes import Writes
 from setui.core.ratelimit import TokenBucket
 from setui.identity import account_name
+from setui.logs import KindLog
 from setui.textsafe import printable
 
 if TYPE_CHECKING:
@@ -84,48 +86,23 @@ CURRENT_FOR = 1.0  # seconds an encoded state answers ``state`` and ``subscribe`
 # no limit), so a loop of them cannot keep the query thread, and the GIL, busy.
 HEAVY = frozenset({"verify_audit", "recording"})
 HEAVY_EVERY = 5.0
-COMPLAIN_EVERY = 60.0
 
 
-class Complaints:
-    """Problems logged once per kind and minute, then with how many more there were."""
+class Complaints(KindLog):
+    """Problems clients cause, logged once per kind and minute with how many more there
+    were (setui.logs): through the ``setui.api`` logger, or to ``say`` when given."""
 
-    def __init__(self, say: Callable[[str], None],
+    def __init__(self, say: Callable[[str], None] | None = None,
                  mono: Callable[[], float] = time.monotonic) -> None:
-        self.say = say
-        self.mono = mono
-        self._kinds: dict[str, list[Any]] = {}  # kind -> [said at, untold, last message]
-
-    def note(self, kind: str, message: str) -> None:
-        now = self.mono()
-        entry = self._kinds.get(kind)
-        if entry is None or now - entry[0] >= COMPLAIN_EVERY:
-            self._kinds[kind] = [now, 0, message]
-            self.say(message)
-        else:
-            entry[1] += 1
-            entry[2] = message
-
-    def owed(self) -> bool:
-        """Whether some complaint was counted and not said yet."""
-        return any(entry[1] for entry in self._kinds.values())
-
-    def flush(self) -> None:
-        now = self.mono()
-        for entry in self._kinds.values():
-            if entry[1] and now - entry[0] >= COMPLAIN_EVERY:
-                more = entry[1] - 1
-                self.say(entry[2] + (f" (and {more} more like it in the last minute)"
-                                     if more else ""))
-                entry[0], entry[1] = now, 0
+        super().__init__("setui.api", say=say, mono=mono)
 
 
 class ApiServer:
     """Serves the agent's state and takes its requests (see the module doc)."""
 
     def __init__(self, source: AgentSource, *, authority: Authority, queries: Queries,
-                 say: Callable[[str], None], mono: Callable[[], float] = time.monotonic,
-                 ) -> None:
+                 say: Callable[[str], None] | None = None,
+                 mono: Callable[[], float] = time.monotonic) -> None:
         self.source = source
         self.authority = authority
         self.queries = queries

@@ -24,6 +24,7 @@ from setui.commands.watch import change_record, connection_record, format_record
 from setui.config import Config
 from setui.core.timefmt import iso
 from setui.core.vmid import vm_id_of
+from setui.logs import configure as configure_logs
 from setui.session import ThisVm, run_until_stopped, until_answered
 from setui.systemd import ERR, INFO, NOTICE, WARNING, Notifier, for_journal, under_journal
 from setui.textsafe import printable
@@ -144,6 +145,7 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
 
     systemd = Notifier.from_env()
     journal = under_journal(err)
+    configure_logs(err, journal)  # the API's complaints, the poller's own errors
     output = _Output(out, as_json, under_journal(out))
     data_dir = config.data_dir or default_data_dir()
     socket_path, no_socket = choose_socket(config.socket)
