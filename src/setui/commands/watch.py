@@ -27,6 +27,7 @@ from setui.core.model import Document, Event, EventStatus, parse_iso
 from setui.core.timefmt import iso, signed_countdown, stamp
 from setui.core.tracker import Change, ChangeKind, Tracker
 from setui.gctune import freeze_heap_once
+from setui.logs import configure as configure_logs
 from setui.monitor import Monitor
 from setui.session import ThisVm, make_client, open_store, run_until_stopped
 from setui.systemd import ERR, INFO, NOTICE, WARNING, Notifier, for_journal, under_journal
@@ -283,6 +284,7 @@ async def watch(config: Config, *, as_json: bool, record: bool, out: IO[str],
     if agent is not None:
         return await _watch_agent(config, agent, printer, notifier, err)
     journal = under_journal(err)
+    configure_logs(err, journal)  # the poller's own errors, as the agent writes them
     store, problem = open_store(config) if record else (None, None)
     if problem:
         _say(err, f"setui: not recording history: {problem}", journal, WARNING)
