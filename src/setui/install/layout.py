@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from setui.api.peer import DEFAULT_GROUP
+from setui.install.loginhook import LOGIN_HOOK
 from setui.install.unit import AGENT_UNIT, RECORDER_UNIT, UNIT_CONFIG, UNIT_DIR
 from setui.store.place import AGENT_STORE
 from setui.textsafe import printable
@@ -48,6 +49,10 @@ class Layout:
     @property
     def recorder_unit(self) -> Path:
         return self.unit_dir / RECORDER_UNIT
+
+    @property
+    def login_hook(self) -> Path:
+        return self.within(LOGIN_HOOK)
 
     @property
     def config_file(self) -> Path:
