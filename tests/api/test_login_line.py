@@ -139,6 +139,9 @@ def test_the_login_lists_this_vms_event_and_who_holds_it(
         assert login(hook, sock, accounts["carol"], interactive=False) == ""
         # Nothing for a user who may not reach the socket.
         assert login(hook, sock, NOBODY) == ""
+        # Nothing once the budget is spent (a millisecond: Python's start-up, inside it,
+        # takes more).
+        assert login(hook, sock, accounts["carol"], budget="0.001") == ""
         held = run_as(accounts["alice"], base, "hold", {"id": EVENT_ID})
         assert held["held"] is True, held
         said = login(hook, sock, accounts["carol"])
@@ -182,7 +185,8 @@ def test_the_login_line_loads_no_more_of_setui_than_it_must(hook: Path) -> None:
     """As the hook runs it (-I -S), after a whole run: the socket absent."""
     code = ("import sys; sys.path.insert(0, sys.argv[1]); from setui.loginline import main; "
             "main(); print(sorted(m for m, module in sys.modules.items() if module and "
-            "m.split('.')[0] in ('setui', 'email', 'sqlite3', 'httpx', 'asyncio', 'h11')))")
+            "m.split('.')[0] in ('setui', 'email', 'sqlite3', 'httpx', 'asyncio', 'h11', "
+            "'typing')))")
     site = str(Path(loginline.__file__).parent.parent)
     done = subprocess.run([sys.executable, "-I", "-S", "-c", code, site], capture_output=True,
                           text=True, timeout=60, env={"SETUI_SOCKET": "/nonexistent.sock"})
