@@ -3,7 +3,7 @@
 ``setui service install`` puts a hook in /etc/profile.d that runs, in an interactive login
 shell and as the user logging in::
 
-    PYTHON -I -S -c 'import sys; sys.path.insert(0, sys.argv[1]); ...' SITE
+    PYTHON -I -S -c 'import sys; sys.path.append(sys.argv[1]); ...' SITE
 
 and this module asks the agent over its socket what the dashboard would show: one line
 per event of this VM (type, status, the countdown to its NotBefore, who holds it or

@@ -183,7 +183,7 @@ def test_no_socket_says_nothing(tmp_path: Path, hook: Path) -> None:
 @pytest.mark.slow
 def test_the_login_line_loads_no_more_of_setui_than_it_must(hook: Path) -> None:
     """As the hook runs it (-I -S), after a whole run: the socket absent."""
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); from setui.loginline import main; "
+    code = ("import sys; sys.path.append(sys.argv[1]); from setui.loginline import main; "
             "main(); print(sorted(m for m, module in sys.modules.items() if module and "
             "m.split('.')[0] in ('setui', 'email', 'sqlite3', 'httpx', 'asyncio', 'h11', "
             "'typing')))")
@@ -290,3 +290,25 @@ def test_the_hook_quotes_what_it_names(tmp_path: Path) -> None:
                           timeout=60)
     assert done.returncode == 0, done.stderr
     assert "'/opt/it'\"'\"'s here/bin/python3' -I -S -c" in text
+
+
+@pytest.mark.slow
+def test_a_module_beside_setui_never_stands_in_for_the_standard_librarys(
+        tmp_path: Path) -> None:
+    """site-packages may hold a backport named as a library module (enum.py, typing.py):
+    the hook looks in setui's directory after the standard library."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "setui").symlink_to(Path(loginline.__file__).parent)
+    for name in ("json", "socket", "enum", "re"):
+        (site / f"{name}.py").write_text(f"print('the stand-in {name}')\n")
+    hook = tmp_path / "setui-login.sh"
+    hook.write_text(render_hook(sys.executable, site))
+    with socket.socket(socket.AF_UNIX) as server:  # something to connect to, never answering
+        server.bind(str(tmp_path / "api.sock"))
+        server.listen(1)
+        done = subprocess.run(["sh", "-i", "-c", f". {hook}; echo done"], capture_output=True,
+                              text=True, timeout=60, stdin=subprocess.DEVNULL, cwd="/",
+                              env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent",
+                                   "SETUI_SOCKET": str(tmp_path / "api.sock")})
+    assert done.stdout == "done\n", done.stdout

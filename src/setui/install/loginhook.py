@@ -39,9 +39,11 @@ case $- in
     ;;
 esac
 """
-# -I leaves the script's directory off sys.path and -S site-packages: setui's own
-# directory is put first by hand, and nothing else of the environment is looked at.
-_CODE = ("import sys; sys.path.insert(0, sys.argv[1]); "
+# -I leaves the current directory off sys.path and -S site-packages: setui's own directory
+# is added by hand, after the standard library (a module there named as one of the
+# library's, such as an old backport's enum.py, is never the one imported), and nothing
+# else of the environment is looked at.
+_CODE = ("import sys; sys.path.append(sys.argv[1]); "
          "from setui.loginline import main; main()")
 
 
