@@ -68,7 +68,8 @@ class _Frames:
     def __init__(self, sock: socket.socket, deadline: float) -> None:
         self.sock = sock
         self.deadline = deadline
-        self.buffer = b""
+        self.buffer = bytearray()
+        self.scanned = 0  # the buffer's bytes already searched for an end of line
 
     def _wait(self) -> None:
         left = self.deadline - time.monotonic()
@@ -81,15 +82,18 @@ class _Frames:
         self.sock.sendall(json.dumps(frame).encode("ascii") + b"\n")
 
     def next(self) -> dict[str, Any]:
-        while b"\n" not in self.buffer:
-            if len(self.buffer) > _MAX_FRAME:
+        while (end := self.buffer.find(b"\n", self.scanned)) < 0:
+            self.scanned = len(self.buffer)
+            if self.scanned > _MAX_FRAME:
                 raise _Silent("a frame past its bound")
             self._wait()
             chunk = self.sock.recv(1 << 16)
             if not chunk:
                 raise _Silent("the agent closed the connection")
             self.buffer += chunk
-        line, _, self.buffer = self.buffer.partition(b"\n")
+        line = bytes(self.buffer[:end])
+        del self.buffer[:end + 1]
+        self.scanned = 0
         frame = json.loads(line)
         if not isinstance(frame, dict):
             raise _Silent("a frame that is not an object")

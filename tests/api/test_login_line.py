@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -312,3 +313,21 @@ def test_a_module_beside_setui_never_stands_in_for_the_standard_librarys(
                               env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent",
                                    "SETUI_SOCKET": str(tmp_path / "api.sock")})
     assert done.stdout == "done\n", done.stdout
+
+
+def test_frames_split_or_joined_are_read_whole_and_a_refusal_ends_it() -> None:
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        frames = loginline._Frames(ours, time.monotonic() + 30)
+        theirs.sendall(b'{"hello": {"api": 1}}\n{"push": "tick"}\n{"id": 1, "ok": {"x"')
+        assert frames.next() == {"hello": {"api": 1}}
+        theirs.sendall(b': 2}}\n{"error": {"code": "busy", "message": "full"}}\n')
+        assert frames.answer(1) == {"x": 2}  # the push before it passed over
+        with pytest.raises(loginline._Silent):
+            frames.answer(2)
+        theirs.sendall(b'[1]\n')
+        with pytest.raises(loginline._Silent):
+            frames.next()
+        spent = loginline._Frames(ours, time.monotonic() - 1)
+        with pytest.raises(loginline._Silent):
+            spent.next()
