@@ -32,7 +32,7 @@ OTHER_VM = "other-vm-7"
 TWO_VMS = f"""
 name = "login-line"
 vm_name = "{VM}"
-tail = 5
+tail = 600
 
 [[events]]
 id = "{EVENT_ID}"
@@ -126,7 +126,7 @@ def agent_on(scenario: str, base: Path) -> Iterator[Path]:
 
 @needs_root
 @pytest.mark.slow
-def test_the_login_lists_this_vms_event_and_who_holds_it(
+def test_the_login_lists_this_vms_event_and_who_holds_or_approved_it(
         base: Path, hook: Path, accounts: dict[str, Account]) -> None:
     with agent_on(TWO_VMS, base) as sock:
         said = login(hook, sock, accounts["carol"])
@@ -150,6 +150,12 @@ def test_the_login_lists_this_vms_event_and_who_holds_it(
         released = run_as(accounts["bob"], base, "release", {"id": EVENT_ID})
         assert released["held"] is False, released
         assert "held" not in login(hook, sock, accounts["carol"])
+        approved = run_as(accounts["bob"], base, "approve", {"ids": [EVENT_ID]})
+        assert approved["outcomes"][0]["approved"], approved
+        # Started a second after the approval (the scenario's approval_delay).
+        wait_until(lambda: login(hook, sock, accounts["carol"]).startswith(
+            "setui: Reboot Started, approved by sapi-bob\n"), 30,
+            "the login to say the event started, approved by bob")
 
 
 @needs_root
