@@ -241,7 +241,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         _command_module("fleet").add_arguments(fleet)
 
     service = commands.add_parser(
-        "service", help="the agent as the VM's system service (print, install)",
+        "service", help="the agent as the VM's system service (print, install, uninstall)",
         description="The systemd unit that runs `setui agent` as the VM's one service: it "
                     "records the history from boot to shutdown, keeps the audit log, serves "
                     "the local API and acts by the policy.")

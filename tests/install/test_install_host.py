@@ -26,7 +26,7 @@ from setui.store import Store
 
 bin_dir, log, what = sys.argv[1], sys.argv[2], sys.argv[3]
 root = Path("/")
-if what in ("recorder", "old-agent", "busy"):
+if what in ("recorder", "old-agent", "busy", "round-trip"):
     units = root / "etc/systemd/system"
     for name in ("setui-recorder.service", "setui-agent.service"):
         if (units / name).exists() or (units / (name + ".d")).exists():
@@ -49,7 +49,14 @@ done = subprocess.run([sys.executable, "-m", "setui.cli", "service", "install",
 if holder is not None:
     holder.kill()
     holder.wait()
-report = {"status": done.returncode, "out": done.stdout, "err": done.stderr,
+hook = Path("/etc/profile.d/setui-login.sh")
+report = {"hook": hook.read_text() if hook.exists() else None}
+if what == "round-trip":
+    undone = subprocess.run([sys.executable, "-m", "setui.cli", "service", "uninstall"],
+                            capture_output=True, text=True, env=env)
+    report["uninstall"] = {"status": undone.returncode, "out": undone.stdout,
+                           "err": undone.stderr, "hook": hook.exists()}
+report |= {"status": done.returncode, "out": done.stdout, "err": done.stderr,
           "units": sorted(os.listdir("/etc/systemd/system")),
           "store": tree(Path("/var/lib")),
           "group": [line for line in Path("/etc/group").read_text().splitlines()
@@ -89,6 +96,26 @@ def test_the_recorder_is_stopped_its_store_moved_and_the_agent_started(
            "setui-agent.service)" in out
     assert "setui-agent is enabled and started" in out
     assert "usermod -aG setui NAME" in out
+    assert report["hook"] is not None and "setui.loginline" in report["hook"]
+    assert "wrote /etc/profile.d/setui-login.sh: an interactive login shell shows" in out
+
+
+def test_uninstall_stops_the_agent_and_removes_the_unit_and_the_hook_not_the_store(
+        tmp_path: Path) -> None:
+    report, calls = install_on_a_private_system(tmp_path, "round-trip", "--now")
+    assert report["status"] == 0, report["out"] + report["err"]
+    undone = report["uninstall"]
+    assert undone["status"] == 0, undone["out"] + undone["err"]
+    assert calls == ["disable --now setui-recorder.service", "daemon-reload",
+                     "enable --now setui-agent.service",
+                     "disable --now setui-agent.service", "daemon-reload"]
+    assert "setui-agent.service" not in report["units"] and not undone["hook"]
+    assert "removed /etc/systemd/system/setui-agent.service" in undone["out"]
+    assert "removed /etc/profile.d/setui-login.sh" in undone["out"]
+    assert "removed /etc/setui (it was empty)" in undone["out"]
+    # The record stays, whole.
+    assert report["incarnations"] == INCARNATIONS and report["verified"]
+    assert "left: the store /var/lib/setui" in undone["out"]
 
 
 def test_an_agent_running_on_a_store_that_must_change_is_stopped_and_started_again(

@@ -27,6 +27,7 @@ from install_helpers import (
     tree,
 )
 
+from setui.install.loginhook import render_hook
 from setui.install.unit import render_unit
 from setui.store import Store
 
@@ -65,6 +66,8 @@ def test_an_empty_root_gets_the_group_the_directories_and_the_unit(
         "etc": ("d", 0, 0, 0o755),
         "etc/group": ("f", 0, 0, 0o644),
         "etc/group-": ("f", 0, 0, 0o644),  # groupadd's own backup
+        "etc/profile.d": ("d", 0, 0, 0o755),
+        "etc/profile.d/setui-login.sh": ("f", 0, 0, 0o644),
         "etc/setui": ("d", 0, 0, 0o700),
         "etc/systemd": ("d", 0, 0, 0o755),
         "etc/systemd/system": ("d", 0, 0, 0o755),
@@ -74,6 +77,7 @@ def test_an_empty_root_gets_the_group_the_directories_and_the_unit(
         "var/lib/setui": ("d", 0, gid, 0o700),
     }
     assert (root / unit).read_text() == render_unit(sys.executable)
+    assert (root / "etc/profile.d/setui-login.sh").read_text() == render_hook(sys.executable)
     assert f"made the group setui (gid {gid}) in {root / 'etc/group'}" in done.stdout
     assert f"made {root / 'var/lib/setui'}" in done.stdout
     assert f"made {root / 'etc/setui'}" in done.stdout
@@ -261,3 +265,69 @@ def test_installing_needs_root_even_into_a_root(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stdout + done.stderr
     assert "needs root (under" in done.stderr and "it sets owners" in done.stderr
     assert sorted(p.name for p in (root / "etc").iterdir()) == ["group"]
+
+
+def test_uninstall_takes_away_what_install_put_and_leaves_the_store(
+        tmp_path: Path, systemctl: tuple[Path, Path]) -> None:
+    root = new_root(tmp_path)
+    recorder_layout(root)
+    path, log = systemctl
+    before = tree(root)
+    done = setui("service", "install", "--root", str(root), path=path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    store = tree(root / "var/lib/setui")
+    undone = setui("service", "uninstall", "--root", str(root), path=path)
+    assert undone.returncode == 0, undone.stdout + undone.stderr
+    assert calls(log) == []
+    after = tree(root)
+    for gone in ("etc/systemd/system/setui-agent.service", "etc/profile.d/setui-login.sh",
+                 "etc/setui"):
+        assert gone not in after and f"removed {root / gone}" in undone.stdout
+    # The store is as install left it, its history whole; the group stays with it.
+    assert tree(root / "var/lib/setui") == store
+    with Store.open_dir(root / "var/lib/setui", readonly=True) as opened:
+        assert len(opened.history.incarnations(limit=None)) == INCARNATIONS
+    group_of(root)
+    assert f"left: the store {root / 'var/lib/setui'}" in undone.stdout
+    # Nothing else install wrote is left over: only the directories it made to hold them.
+    made = set(after) - set(before) - {f"var/lib/setui/{name}" for name in store} \
+        - {"var/lib/setui", "etc/group-"}
+    assert made == {"etc/profile.d"}, made
+    # A second uninstall finds nothing to remove, and says so.
+    again = setui("service", "uninstall", "--root", str(root), path=path)
+    assert again.returncode == 0, again.stderr
+    assert f"not there: {root / 'etc/systemd/system/setui-agent.service'}" in again.stdout
+
+
+def test_uninstall_leaves_what_is_not_setuis(tmp_path: Path) -> None:
+    """A file of the administrator's under the hook's name, and a policy in /etc/setui,
+    stay where they are."""
+    root = new_root(tmp_path)
+    done = setui("service", "install", "--root", str(root))
+    assert done.returncode == 0, done.stdout + done.stderr
+    hook = root / "etc/profile.d/setui-login.sh"
+    hook.write_text("# the administrator's own\necho hello\n")
+    (root / "etc/setui/policy.toml").write_text("")
+    undone = setui("service", "uninstall", "--root", str(root))
+    assert undone.returncode == 0, undone.stdout + undone.stderr
+    assert hook.read_text() == "# the administrator's own\necho hello\n"
+    assert f"left {hook}: it is not the hook setui writes" in undone.stdout
+    assert (root / "etc/setui/policy.toml").exists()
+    assert f"left {root / 'etc/setui'}: it holds files of yours" in undone.stdout
+    assert not (root / "etc/systemd/system/setui-agent.service").exists()
+
+
+def test_uninstalling_needs_root(tmp_path: Path) -> None:
+    root = new_root(tmp_path)
+    done = setui("service", "install", "--root", str(root))
+    assert done.returncode == 0, done.stdout + done.stderr
+    before = tree(root)
+    undone = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable,
+         "-m", "setui.cli", "service", "uninstall", "--root", str(root)],
+        capture_output=True, text=True, timeout=120, cwd="/",
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(Path(__file__).parents[2] / "src"),
+             "SETUI_CONFIG": "/nonexistent"})
+    assert undone.returncode == 1, undone.stdout + undone.stderr
+    assert "needs root" in undone.stderr
+    assert tree(root) == before

@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 import re
 from datetime import datetime, timezone, tzinfo
-from email.utils import parsedate_to_datetime
 
 __all__ = ["age", "clock", "countdown", "duration", "iso", "local_beside", "local_differs",
            "precise", "restate", "signed_countdown", "stamp", "time_of_day", "utc_time",
@@ -155,6 +154,9 @@ def restate(text: str) -> str:
     UTC alone): what a history recorded by an older setui says, read today."""
     if "GMT" not in text:
         return text
+    # Here, not at the top: email.utils costs milliseconds the login line (setui.loginline,
+    # which writes its countdowns here) cannot spare, and only this reads RFC 1123.
+    from email.utils import parsedate_to_datetime
 
     def one(match: re.Match[str]) -> str:
         try:

@@ -23,6 +23,7 @@ from typing import IO
 from setui.atomicfile import write_atomically
 from setui.install.group import GroupError, ensure_group
 from setui.install.layout import GROUP, Layout, shown
+from setui.install.loginhook import render_hook
 from setui.install.takeover import StorePlan, TakeoverError, busy, carry_out, plan_store
 from setui.install.unit import (
     AGENT_UNIT,
@@ -150,6 +151,8 @@ def install(layout: Layout, *, now: bool, out: IO[str], err: IO[str],
     if status != EXIT_OK:
         return status
     _config_dir(layout, say, err)
+    if _login_hook(layout, say, err) != EXIT_OK:
+        return EXIT_FAILED
     return _write_units(layout, text, systemctl, now=now, say=say, fail=fail,
                         restart=any(unit == AGENT_UNIT for unit, _ in stopped))
 
@@ -224,6 +227,26 @@ def _config_dir(layout: Layout, say: Callable[[str], None], err: IO[str]) -> Non
                   "the agent refuses a policy there")
 
 
+def _login_hook(layout: Layout, say: Callable[[str], None], err: IO[str]) -> int:
+    """The login line's hook in /etc/profile.d (setui.install.loginhook): 0644, root's,
+    replaced whole. A running system without /etc/profile.d gets none (said)."""
+    target = layout.login_hook
+    if layout.host and not target.parent.is_dir():
+        say(f"note: {shown(target.parent)} is not a directory here, so logins will not "
+            "show this VM's events: the login line is not installed")
+        return EXIT_OK
+    try:
+        target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        changed = _write_unit(target, render_hook())
+    except OSError as exc:
+        _say(err, f"setui: cannot write {shown(target)}: {exc.strerror or exc}. Nothing "
+                  "else was changed after the store; run install again")
+        return EXIT_FAILED
+    say(f"{'wrote' if changed else 'unchanged:'} {shown(target)}: an interactive login "
+        "shell shows this VM's events, for root and group setui")
+    return EXIT_OK
+
+
 def _write_units(layout: Layout, text: str, systemctl: Systemctl | None, *, now: bool,
                  restart: bool, say: Callable[[str], None],
                  fail: Callable[[str], int]) -> int:
@@ -270,8 +293,8 @@ def _write_units(layout: Layout, text: str, systemctl: Systemctl | None, *, now:
 
 
 def _write_unit(target: Path, text: str) -> bool:
-    """Write the unit (0644) by renaming a complete file over it, so systemd never reads
-    half a unit. Whether its content changed."""
+    """Write the unit or the hook (0644) by renaming a complete file over it, so systemd
+    or a login never reads half of one. Whether its content changed."""
     with contextlib.suppress(OSError, UnicodeDecodeError):
         if target.read_text(encoding="utf-8") == text and \
                 stat.S_IMODE(target.stat().st_mode) == _UNIT_MODE:

@@ -17,6 +17,7 @@ from pathlib import Path, PurePosixPath
 
 from setui.api.client import DEFAULT_SOCKET
 from setui.api.peer import DEFAULT_GROUP
+from setui.install.loginhook import LOGIN_HOOK
 from setui.install.unit import AGENT_UNIT, RECORDER_UNIT, UNIT_CONFIG, UNIT_DIR
 from setui.store.place import AGENT_STORE
 from setui.textsafe import printable
@@ -60,6 +61,10 @@ class Layout:
     @property
     def recorder_unit(self) -> Path:
         return self.unit_dir / RECORDER_UNIT
+
+    @property
+    def login_hook(self) -> Path:
+        return self.within(LOGIN_HOOK)
 
     @property
     def config_file(self) -> Path:
