@@ -22,6 +22,7 @@ from datetime import datetime
 from functools import partial
 from pathlib import Path
 
+from setui.agent.plan import event_plan as plan_of_steps
 from setui.api.approving import AgentApprover
 from setui.api.attached import LOST_WORDS, AttachedMonitor
 from setui.api.client import AgentClient, ApiError
@@ -30,15 +31,19 @@ from setui.core.clock import utc_now
 from setui.core.timefmt import age
 from setui.identity import Identity
 from setui.snapshot import find_event
-from setui.store.records import APPROVED
+from setui.store.agent import HOLD, RELEASE
+from setui.store.records import APPROVED, AuditRecord, Step
 from setui.textsafe import printable
-from setui.ui.agentwindow import HELD_WORDS, RELEASED_WORDS, event_plan
+from setui.ui.agentwindow import HELD_WORDS, RELEASED_WORDS, due_while_held, event_plan
 from setui.ui.app import SetuiApp
+from setui.ui.changelog import event_name
 from setui.ui.format import safe
-from setui.ui.host import LinkView
+from setui.ui.host import LinkView, PlannedEvent, WindowView
 from setui.ui.messages import ApprovalDone, ApprovalNote
 
-__all__ = ["AttachedApp"]
+__all__ = ["HOLDS_LOOKED_AT", "AttachedApp"]
+
+HOLDS_LOOKED_AT = 200  # the audit log's newest records read for who holds what
 
 
 class AttachedApp(SetuiApp):
@@ -61,6 +66,10 @@ class AttachedApp(SetuiApp):
                          identity=identity, user_themes=user_themes, zoom=zoom,
                          config_path=config_path, read_only_why=read_only_why)
         self.vm_name = config.vm_name or hello.agent.vm_name
+        self.main_screen.attached = True  # its keys: H and the plan shown
+        self._plan_seen: object = None  # the plan the change log took in last
+        self._held_seen: frozenset[str] | None = None  # the holds looked up last
+        self._looking = False  # a look at the audit log for holds is under way
 
     # -- what the shell builds ------------------------------------------------------------
     def _monitor(self) -> AttachedMonitor:  # type: ignore[override]
@@ -127,10 +136,76 @@ class AttachedApp(SetuiApp):
         monitor = self.attached
         self.vm_name = self.config.vm_name or monitor.vm_name
         self._take_approvals()
+        self._take_log()
         off = self.approvals_off
         if off != self._approvals_off:  # a new hello may say otherwise (approvers reread)
             self._approvals_off = off
             self.main_screen.refresh_bindings()
+
+    def _take_log(self) -> None:
+        """What the agent did since the last push, into the change log: approvals, each
+        step begun or ended; a hold or release sends a look at the audit log for who."""
+        monitor, log = self.attached, self.change_log
+        if self._plan_seen is None and self.session.document is not None:  # attached now
+            log.known(self.session.lives, self.session.gone, self.session.document,
+                      self.vm_name)
+        log.approved(monitor.approvals, self._event_name)
+        plan = monitor.plan
+        if plan is not self._plan_seen:
+            self._plan_seen = plan
+            log.planned(plan.steps, self.now(), self._event_name)
+        if plan.held != self._held_seen and not self._looking:
+            self._held_seen = plan.held
+            self._looking = True
+            self.run_worker(self._look_for_holds, thread=True, group="agent-holds",
+                            exit_on_error=False)
+
+    def _look_for_holds(self) -> None:
+        """On a thread: the audit log's newest records, for who held and released."""
+        records: list[AuditRecord] = []
+        with contextlib.suppress(ApiError), AgentClient.connect(self.path) as client:
+            records = [r for r in client.audit(limit=HOLDS_LOOKED_AT)
+                       if r.action in (HOLD, RELEASE)]
+        with contextlib.suppress(RuntimeError):  # the app stopped meanwhile
+            self.call_from_thread(self._holds_read, records)
+
+    def _holds_read(self, records: list[AuditRecord]) -> None:
+        self._looking = False
+        self.change_log.audited(records, self._event_name)
+        if self.attached.plan.held != self._held_seen:  # changed again meanwhile
+            self._take_log()
+        self.main_screen.refresh_view()
+
+    def _event_name(self, event_id: str) -> tuple[str, bool]:
+        """An event's name for the log ("Reboot F020BA2E"), and whether it is this VM's."""
+        event = find_event(self.session.document, event_id)
+        life = None if event is not None else next(
+            (g.event for g in self.session.gone if g.event.event_id == event_id), None)
+        event = event or life
+        mine = event is not None and bool(self.vm_name) and event.affects(self.vm_name)
+        return event_name(event, event_id), mine
+
+    def window(self) -> WindowView:
+        """The agent's plan for the current events that have one (this VM's first), and
+        the change log."""
+        document, plan, now = self.session.document, self.attached.plan, self.now()
+        steps: dict[str, list[Step]] = {}
+        for step in plan.steps:
+            steps.setdefault(step.event_id, []).append(step)
+        planned = []
+        for event in document.events if document is not None else ():
+            held = event.event_id in plan.held
+            if event.event_id not in steps and not held:
+                continue
+            hold = self.change_log.holds.get(event.event_id) if held else None
+            shown = plan_of_steps(steps.get(event.event_id, ()), now=now)
+            if shown is not None and held:
+                shown = due_while_held(shown, event, now, hold)
+            mine = bool(self.vm_name) and event.affects(self.vm_name)
+            planned.append(PlannedEvent(event.event_id, event_name(event, event.event_id),
+                                        mine, shown, held, hold))
+        planned.sort(key=lambda p: not p.mine)  # this VM's first, else in document order
+        return WindowView(attached=True, plans=tuple(planned), log=self.change_log)
 
     def _take_approvals(self) -> None:
         """The agent's word on who approved each current event (any client, its policy)
