@@ -240,3 +240,16 @@ def test_the_pane_folds_to_the_lines_it_has() -> None:
     assert folded[6].startswith("10:00:09")
     short = [t.plain for t in pane_lines(view, T, palette, 4, 60)]
     assert short[0] == "The agent's plan  3 more, w shows all" and len(short) == 4
+
+
+def test_a_stall_the_agent_measured_is_logged_once() -> None:
+    from setui.core.impact import Impact
+
+    log = ChangeLog()
+    stall = Impact("stall", T, 4.8, event_id="F020BA2E-3BC0", event_type="Freeze",
+                   announced=5, tie="started")
+    log.measured([stall], lambda event_id: (f"Freeze {event_id[:8]}", True))
+    log.measured([stall], lambda event_id: (f"Freeze {event_id[:8]}", True))
+    [entry] = log.entries()
+    assert (entry.what, entry.name, entry.mine) == ("measured", "Freeze F020BA2E", True)
+    assert "the VM was paused 4.8s" in entry.text, entry.text

@@ -125,6 +125,7 @@ class SetuiApp(Approvals, TerminalApp):
         self.agent_window = AgentWindow(self, store, endpoint=config.endpoint,
                                         identity=self.identity)
         self.change_log = ChangeLog()  # what just happened, for the pane and `w`
+        self._log_view = WindowView(attached=False, plans=(), log=self.change_log)
 
     def _approver(self) -> Approver:
         assert self.client is not None
@@ -346,7 +347,7 @@ class SetuiApp(Approvals, TerminalApp):
 
     def window(self) -> WindowView | None:
         """Standalone, the change log alone."""
-        return WindowView(attached=False, plans=(), log=self.change_log)
+        return self._log_view
 
     def toggle_hold(self, event_id: str) -> None:
         """``H``: hold or release the agent's automation for the event."""

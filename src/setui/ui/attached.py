@@ -26,12 +26,15 @@ from setui.agent.plan import event_plan as plan_of_steps
 from setui.api.approving import AgentApprover
 from setui.api.attached import LOST_WORDS, AttachedMonitor
 from setui.api.client import AgentClient, ApiError
+from setui.api.codec import Plan
 from setui.config import Config
 from setui.core.clock import utc_now
+from setui.core.impact import Impact
+from setui.core.model import Document
 from setui.core.timefmt import age
 from setui.identity import Identity
 from setui.snapshot import find_event
-from setui.store.agent import HOLD, RELEASE
+from setui.store.agent import HOLD, RELEASE, RUNNING
 from setui.store.records import APPROVED, AuditRecord, Step
 from setui.textsafe import printable
 from setui.ui.agentwindow import HELD_WORDS, RELEASED_WORDS, due_while_held, event_plan
@@ -41,9 +44,10 @@ from setui.ui.format import safe
 from setui.ui.host import LinkView, PlannedEvent, WindowView
 from setui.ui.messages import ApprovalDone, ApprovalNote
 
-__all__ = ["HOLDS_LOOKED_AT", "AttachedApp"]
+__all__ = ["HOLDS_LOOKED_AT", "IMPACTS_LOOKED_AT", "AttachedApp"]
 
 HOLDS_LOOKED_AT = 200  # the audit log's newest records read for who holds what
+IMPACTS_LOOKED_AT = 20  # the newest stalls and boots read when the document changes
 
 
 class AttachedApp(SetuiApp):
@@ -69,7 +73,9 @@ class AttachedApp(SetuiApp):
         self.main_screen.attached = True  # its keys: H and the plan shown
         self._plan_seen: object = None  # the plan the change log took in last
         self._held_seen: frozenset[str] | None = None  # the holds looked up last
+        self._incarnation_seen: int | None = None  # the document the impacts were read at
         self._looking = False  # a look at the audit log for holds is under way
+        self._window: tuple[tuple[object, ...], WindowView, int, bool] | None = None
 
     # -- what the shell builds ------------------------------------------------------------
     def _monitor(self) -> AttachedMonitor:  # type: ignore[override]
@@ -154,26 +160,35 @@ class AttachedApp(SetuiApp):
         if plan is not self._plan_seen:
             self._plan_seen = plan
             log.planned(plan.steps, self.now(), self._event_name)
-        if plan.held != self._held_seen and not self._looking:
-            self._held_seen = plan.held
+        document = self.session.document
+        incarnation = document.incarnation if document is not None else None
+        holds, news = plan.held != self._held_seen, incarnation != self._incarnation_seen
+        if (holds or news) and not self._looking:
+            self._held_seen, self._incarnation_seen = plan.held, incarnation
             self._looking = True
-            self.run_worker(self._look_for_holds, thread=True, group="agent-holds",
-                            exit_on_error=False)
+            self.run_worker(partial(self._read_log, holds, news), thread=True,
+                            group="agent-log", exit_on_error=False)
 
-    def _look_for_holds(self) -> None:
-        """On a thread: the audit log's newest records, for who held and released."""
+    def _read_log(self, holds: bool, news: bool) -> None:
+        """On a thread: the audit log's newest records, for who held and released; and,
+        the document having changed, the stalls and boots the agent measured lately."""
         records: list[AuditRecord] = []
+        impacts: list[Impact] = []
         with contextlib.suppress(ApiError), AgentClient.connect(self.path) as client:
-            records = [r for r in client.audit(limit=HOLDS_LOOKED_AT)
-                       if r.action in (HOLD, RELEASE)]
+            if holds:
+                records = [r for r in client.audit(limit=HOLDS_LOOKED_AT)
+                           if r.action in (HOLD, RELEASE)]
+            if news:
+                impacts = client.impacts(endpoint=self._hello.agent.endpoint,
+                                         newest=IMPACTS_LOOKED_AT)
         with contextlib.suppress(RuntimeError):  # the app stopped meanwhile
-            self.call_from_thread(self._holds_read, records)
+            self.call_from_thread(self._log_read, records, impacts)
 
-    def _holds_read(self, records: list[AuditRecord]) -> None:
+    def _log_read(self, records: list[AuditRecord], impacts: list[Impact]) -> None:
         self._looking = False
         self.change_log.audited(records, self._event_name)
-        if self.attached.plan.held != self._held_seen:  # changed again meanwhile
-            self._take_log()
+        self.change_log.measured(impacts, self._event_name)
+        self._take_log()  # what changed again meanwhile
         self.main_screen.refresh_view()
 
     def _event_name(self, event_id: str) -> tuple[str, bool]:
@@ -187,8 +202,21 @@ class AttachedApp(SetuiApp):
 
     def window(self) -> WindowView:
         """The agent's plan for the current events that have one (this VM's first), and
-        the change log."""
-        document, plan, now = self.session.document, self.attached.plan, self.now()
+        the change log: the same view while nothing it shows has changed, unless a step
+        runs or an event is held (their words move with the clock)."""
+        document, plan = self.session.document, self.attached.plan
+        made = (document, plan, self.vm_name)
+        last = self._window
+        if last is not None and all(a is b for a, b in zip(made, last[0], strict=True)) \
+                and self.change_log.version == last[2] and not last[3]:
+            return last[1]
+        view = self._make_window(document, plan)
+        ticks = bool(plan.held) or any(s.state == RUNNING for s in plan.steps)
+        self._window = (made, view, self.change_log.version, ticks)
+        return view
+
+    def _make_window(self, document: Document | None, plan: Plan) -> WindowView:
+        now = self.now()
         steps: dict[str, list[Step]] = {}
         for step in plan.steps:
             steps.setdefault(step.event_id, []).append(step)

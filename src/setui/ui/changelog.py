@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from setui.agent.plan import MATCH, step_words
+from setui.core.impact import Impact, impact_words
 from setui.core.model import Document, Event
 from setui.core.notice import measure_notice, notice_words
 from setui.core.timefmt import signed_countdown, time_of_day
@@ -71,6 +72,7 @@ class ChangeLog:
         self.version = 0
         self._steps: dict[tuple[str, str], tuple[str, str]] = {}
         self._audit_seen: set[int] = set()  # the audit records taken in, by seq
+        self._impacts_seen: set[tuple[str, datetime]] = set()
         self.holds: dict[str, Hold] = {}
 
     def entries(self) -> list[LogEntry]:
@@ -197,3 +199,15 @@ class ChangeLog:
             else:
                 continue
             self._audit_seen.add(record.seq)
+
+    def measured(self, impacts: Iterable[Impact],
+                 name: Callable[[str], tuple[str, bool]]) -> None:
+        """The stalls and boots the agent measured (this VM's, by definition), each once."""
+        for impact in impacts:
+            key = (impact.kind, impact.at)
+            if key in self._impacts_seen:
+                continue
+            self._impacts_seen.add(key)
+            label = name(impact.event_id)[0] if impact.event_id else "-"
+            self.add(impact.at, "measured", label, impact_words(impact, local=False),
+                     mine=True)

@@ -137,16 +137,25 @@ def pane_lines(view: WindowView, now: datetime, palette: Palette, lines: int,
 
 
 class WindowPane(ChangedLines):
-    """The pane (see the module doc); the screen gives it its lines each second."""
+    """The pane (see the module doc); the screen gives it its view each second, and the
+    lines are made again only when the view, the log, the room or the day changed (a
+    host hands the same view while nothing in it moves with the clock)."""
+
+    _made: tuple[object, ...] | None = None
 
     def show(self, view: WindowView | None, now: datetime, palette: Palette,
              lines: int) -> None:
         shown = view is not None and lines >= MIN_LINES
         self.display = shown
         if view is None or not shown:
+            self._made = None
             self.set_lines([])
             return
         width = self.size.width or self.app.size.width
+        made = (view, view.log.version, lines, width, now.date(), palette)
+        if made == self._made:
+            return
+        self._made = made
         self.set_lines(pane_lines(view, now, palette, lines - 1, width))  # its rule
 
 
