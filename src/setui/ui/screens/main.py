@@ -213,7 +213,8 @@ class MainScreen(Screen[None]):
         Binding("H", "hold_quietly", "Hold agent", show=False),
         Binding("d", "details", "Details", key_display="⏎"),
         Binding("enter", "details", "Details", show=False),
-        # The plan and the log whole (attached), the log whole (standalone).
+        # The plan and the log whole (attached), the log whole (standalone). One key:
+        # the bar places it where its first binding is, in both modes.
         Binding("w", "window", "Plan+log"),
         Binding("w", "window_log", "Log"),
         Binding("slash", "filter", "Filter"),
@@ -506,6 +507,11 @@ class MainScreen(Screen[None]):
             SystemCommand("Hold or release the agent for the selected event",
                           "setui agent takes no step for it while held; audit-logged (H)",
                           self.action_hold),
+            SystemCommand("The agent's plan and the change log" if self.attached
+                          else "The change log",
+                          "What the agent plans and what just happened, whole (w)"
+                          if self.attached else "What just happened, whole (w)",
+                          self.action_window),
             SystemCommand("Details of the selected event",
                           "Every field, its life so far, raw JSON (Enter, d)",
                           self.action_details),
