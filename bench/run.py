@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ROOT, Row, machine
 
 SUITES = ["parse_track", "store", "cold_start", "watch_cost", "agent_cost", "heartbeat", "latency",
-          "approval", "dashboard", "attached", "fleet"]
+          "approval", "dashboard", "attached", "attached_pane", "fleet"]
 
 
 def table(rows: list[Row]) -> str:

@@ -120,8 +120,8 @@ def pane_lines(view: WindowView, now: datetime, palette: Palette, lines: int,
         more = (f"{left} more, w shows all" if left else "w shows it whole" if fold else "")
         out.append(_title("The agent's plan", palette, more))
         if not plans:
-            out.append(Text("  No rule of the agent's policy matches an event now: it "
-                            "only watches.", style=palette.secondary))
+            out.append(Text("  Nothing planned: no rule of the agent's policy matches "
+                            "an event now.", style=palette.secondary))
         out.extend(shown[:room])
     log_room = lines - len(out)
     if log_room < 2:
@@ -166,8 +166,8 @@ def whole_lines(view: WindowView, now: datetime, palette: Palette,
     if view.attached:
         out.append(_title("The agent's plan", palette))
         if not view.plans:
-            out.append(Text("  No rule of the agent's policy matches an event now: it "
-                            "only watches.", style=palette.secondary))
+            out.append(Text("  Nothing planned: no rule of the agent's policy matches "
+                            "an event now.", style=palette.secondary))
         for item in view.plans:
             out.extend(plan_lines(item, now, palette, fold=False))
         out.append(Text(""))
