@@ -534,6 +534,8 @@ async def test_the_pane_shows_the_agents_plan_its_refusal_as_meant_and_what_happ
                 user = account_name(os.getuid())
                 await wait_for(pilot, lambda: f"approve due, held by {user} since"
                                in pane(app), PATIENCE)
+                summary = app.main_screen.query_one(EventSummary).plain()
+                assert f"HELD by {user}; rule late: approve due" in summary, summary
                 text = pane(app)
                 log = text[text.index("What just happened"):]
                 assert "appeared" in log and "Freeze" in log

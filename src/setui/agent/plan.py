@@ -27,7 +27,7 @@ from setui.store.agent import (
 )
 
 __all__ = ["MATCH", "NOT_EARLY", "STEPS", "EventPlan", "StepView", "event_plan", "not_early",
-           "plan_of", "plan_text", "step_words"]
+           "plan_of", "plan_text", "plan_words", "step_words"]
 
 MATCH = "match"  # the step row that records which rule an event falls under, and its plan
 STEPS = ("prepare", "approve", "recover")
@@ -151,8 +151,11 @@ def event_plan(steps: Sequence[Step], *, now: datetime) -> EventPlan | None:
 def plan_text(steps: Sequence[Step], *, now: datetime, held: bool = False) -> str:
     """The event's plan with each step's state in place; "" when no rule matched it."""
     plan = event_plan(steps, now=now)
-    if plan is None:
-        return ""
+    return "" if plan is None else plan_words(plan, held=held)
+
+
+def plan_words(plan: EventPlan, *, held: bool = False) -> str:
+    """An event's plan on one line: ``rule drain: prepare 'drain' exited 0, ...``."""
     if plan.let_go is not None:
         done = ", ".join(s.words for s in plan.steps)
         text = (f"rule {plan.rule} {plan.let_go}" + (f"; {done}" if done else "")

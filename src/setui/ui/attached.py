@@ -23,6 +23,7 @@ from functools import partial
 from pathlib import Path
 
 from setui.agent.plan import event_plan as plan_of_steps
+from setui.agent.plan import plan_words
 from setui.api.approving import AgentApprover
 from setui.api.attached import LOST_WORDS, AttachedMonitor
 from setui.api.client import AgentClient, ApiError
@@ -305,7 +306,16 @@ class AttachedApp(SetuiApp):
             return ""
         plan = self.attached.plan
         steps = [s for s in plan.steps if s.event_id == event_id]
-        return event_plan(steps, held=event_id in plan.held, now=self.now())
+        held, now = event_id in plan.held, self.now()
+        event = find_event(self.session.document, event_id)
+        shown = plan_of_steps(steps, now=now) if held and event is not None else None
+        if shown is None or event is None:
+            return event_plan(steps, held=held, now=now)
+        # Held past its approve time: said as due, and by whom (as the pane says it).
+        hold = self.change_log.holds.get(event.event_id)
+        who = f"HELD by {hold.user}" if hold is not None else "HELD by a person"
+        text = plan_words(due_while_held(shown, event, now, hold))
+        return f"{who}; {text}"
 
     def toggle_hold(self, event_id: str) -> None:
         """``H``: the agent's own hold (or release) of the event, on a thread."""
