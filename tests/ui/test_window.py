@@ -253,3 +253,37 @@ def test_a_stall_the_agent_measured_is_logged_once() -> None:
     [entry] = log.entries()
     assert (entry.what, entry.name, entry.mine) == ("measured", "Freeze F020BA2E", True)
     assert "the VM was paused 4.8s" in entry.text, entry.text
+
+
+def test_the_log_in_the_pane_scrolls_past_its_newest_entries() -> None:
+    log = ChangeLog()
+    for i in range(10):
+        log.add(T + timedelta(seconds=i), "appeared", f"Reboot {i:08d}", "this VM")
+    view = WindowView(attached=False, plans=(), log=log)
+    lines = [t.plain for t in pane_lines(view, T, Palette(), 4, 100, skip=2)]
+    assert lines[0] == "What just happened, newest first  2 newer above (scroll up); 10 in all: w"
+    assert [line[:8] for line in lines[1:]] == ["10:00:07", "10:00:06", "10:00:05"]
+    # No further than the oldest entry at the bottom.
+    last = [t.plain for t in pane_lines(view, T, Palette(), 4, 100, skip=50)]
+    assert last[-1].startswith("10:00:00") and "7 newer above" in last[0]
+
+
+async def test_the_mouse_wheel_over_the_pane_scrolls_the_log(
+        make_dashboard: MakeDashboard) -> None:
+    from textual.events import MouseScrollDown, MouseScrollUp
+
+    d = make_dashboard(at=200)
+    async with d.app.run_test(size=NARROW) as pilot:
+        await start(d, pilot)
+        await d.advance(pilot, 240, step=20)
+        widget = d.app.main_screen.query_one(WindowPane)
+        await d.wait_for(pilot, lambda: "in all: w" in pane(d))
+        newest = pane(d).splitlines()[1]
+        for _ in range(3):
+            widget.post_message(MouseScrollDown(widget, 1, 1, 0, 0, 0, False, False, False))
+        await d.wait_for(pilot, lambda: "3 newer above" in pane(d))
+        assert newest not in pane(d)
+        for _ in range(5):
+            widget.post_message(MouseScrollUp(widget, 1, 1, 0, 0, 0, False, False, False))
+        await d.wait_for(pilot, lambda: "newer above" not in pane(d))
+        assert pane(d).splitlines()[1] == newest

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from rich.text import Text
+from textual.events import MouseScrollDown, MouseScrollUp
 
 from setui.agent.plan import NOT_EARLY
 from setui.core.timefmt import time_of_day
@@ -26,8 +27,8 @@ from setui.ui.format import Palette
 from setui.ui.host import PlannedEvent, WindowView
 from setui.ui.widgets.lines import ChangedLines
 
-__all__ = ["MIN_LINES", "WindowPane", "log_line", "pane_lines", "plan_head", "plan_lines",
-           "whole_lines"]
+__all__ = ["MIN_LINES", "WindowPane", "log_line", "log_skip", "pane_lines", "plan_head",
+           "plan_lines", "plan_part", "whole_lines"]
 
 MIN_LINES = 3  # below this the pane is not shown: its rule, a title and a line
 _WHAT = 17  # the log's kind column, as wide as watch's: "appeared at start"
@@ -101,38 +102,55 @@ def _title(text: str, palette: Palette, more: str = "") -> Text:
     return title
 
 
+def plan_part(view: WindowView, now: datetime, palette: Palette, lines: int) -> list[Text]:
+    """The plan's lines in the pane (attached; none standalone): whole, or each event on
+    a line, this VM's first, leaving the log its title and its newest entry at least."""
+    if not view.attached:
+        return []
+    plans = view.plans
+    room = max(lines - 1 - 2, 1)  # the plan's title; the log's title and one entry
+    whole = sum(1 + (len(p.plan.steps) if p.plan else 0) for p in plans)
+    fold = whole > room
+    shown: list[Text] = []
+    for item in plans:
+        shown.extend(plan_lines(item, now, palette, fold=fold))
+    left = len(plans) - room if fold and len(plans) > room else 0
+    more = (f"{left} more, w shows all" if left else "w shows it whole" if fold else "")
+    out = [_title("The agent's plan", palette, more)]
+    if not plans:
+        out.append(Text("  Nothing planned: no rule of the agent's policy matches an "
+                        "event now.", style=palette.secondary))
+    out.extend(shown[:room])
+    return out
+
+
+def log_skip(view: WindowView, lines: int, plan: int, skip: int) -> int:
+    """How many of the log's newest entries can be scrolled past, at most ``skip``, with
+    ``plan`` lines of plan above it in ``lines``."""
+    room = lines - plan - 1  # the log's title
+    return max(0, min(skip, len(view.log) - room))
+
+
 def pane_lines(view: WindowView, now: datetime, palette: Palette, lines: int,
-               width: int) -> list[Text]:
-    """What fits in ``lines``: the plan (attached), whole or each event on a line, this
-    VM's first; then the log's newest entries in the lines left (two at least: its title
-    and the newest). What is left out is counted in the titles, for ``w``."""
+               width: int, skip: int = 0) -> list[Text]:
+    """What fits in ``lines``: the plan (attached, :func:`plan_part`), then the log's
+    newest entries in the lines left (``skip``: past the newest that many). What is
+    left out is counted in the titles, for ``w``."""
     entries = view.log.entries()
-    out: list[Text] = []
-    if view.attached:
-        plans = view.plans
-        room = max(lines - 1 - 2, 1)  # the plan's title; the log's title and one entry
-        whole = sum(1 + (len(p.plan.steps) if p.plan else 0) for p in plans)
-        fold = whole > room
-        shown: list[Text] = []
-        for item in plans:
-            shown.extend(plan_lines(item, now, palette, fold=fold))
-        left = len(plans) - room if fold and len(plans) > room else 0
-        more = (f"{left} more, w shows all" if left else "w shows it whole" if fold else "")
-        out.append(_title("The agent's plan", palette, more))
-        if not plans:
-            out.append(Text("  Nothing planned: no rule of the agent's policy matches "
-                            "an event now.", style=palette.secondary))
-        out.extend(shown[:room])
+    out = plan_part(view, now, palette, lines)
     log_room = lines - len(out)
     if log_room < 2:
         return out[:lines]
+    skip = log_skip(view, lines, len(out), skip)
     cut_log = len(entries) > log_room - 1
-    out.append(_title("What just happened, newest first", palette,
-                      f"{len(entries)} in all: w" if cut_log else ""))
+    more = f"{len(entries)} in all: w" if cut_log else ""
+    if skip:
+        more = f"{skip} newer above (scroll up); {more}"
+    out.append(_title("What just happened, newest first", palette, more))
     if not entries:
         out.append(Text("  Nothing has changed since the dashboard opened.",
                         style=palette.secondary))
-    out.extend(log_line(e, now, palette, width) for e in entries[:log_room - 1])
+    out.extend(log_line(e, now, palette, width) for e in entries[skip:skip + log_room - 1])
     return out[:lines]
 
 
@@ -142,21 +160,41 @@ class WindowPane(ChangedLines):
     host hands the same view while nothing in it moves with the clock)."""
 
     _made: tuple[object, ...] | None = None
+    _shown: tuple[WindowView, datetime, Palette, int] | None = None
+    skip = 0  # the log's newest entries scrolled past (the mouse wheel over the pane)
 
     def show(self, view: WindowView | None, now: datetime, palette: Palette,
              lines: int) -> None:
         shown = view is not None and lines >= MIN_LINES
         self.display = shown
         if view is None or not shown:
-            self._made = None
+            self._made = self._shown = None
             self.set_lines([])
             return
+        self._shown = (view, now, palette, lines)
         width = self.size.width or self.app.size.width
-        made = (view, view.log.version, lines, width, now.date(), palette)
+        made = (view, view.log.version, lines, width, now.date(), palette, self.skip)
         if made == self._made:
             return
         self._made = made
-        self.set_lines(pane_lines(view, now, palette, lines - 1, width))  # its rule
+        self.set_lines(pane_lines(view, now, palette, lines - 1, width,  # its rule
+                                  self.skip))
+
+    def _scroll(self, by: int) -> None:
+        if self._shown is None:
+            return
+        view, now, palette, lines = self._shown
+        plan = len(plan_part(view, now, palette, lines - 1))
+        self.skip = log_skip(view, lines - 1, plan, max(0, self.skip + by))
+        self.show(*self._shown)
+
+    def on_mouse_scroll_down(self, event: MouseScrollDown) -> None:
+        event.stop()
+        self._scroll(1)
+
+    def on_mouse_scroll_up(self, event: MouseScrollUp) -> None:
+        event.stop()
+        self._scroll(-1)
 
 
 def whole_lines(view: WindowView, now: datetime, palette: Palette,
