@@ -10,7 +10,6 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from textual.widgets._footer import FooterKey
 
 from dashboard import NARROW, WIDE, Dashboard, MakeDashboard, screen_text, start
 from setui.agent.plan import event_plan, not_early, plan_text, step_words
@@ -20,6 +19,7 @@ from setui.store.agent import HOLD, RELEASE
 from setui.store.records import Step
 from setui.ui.agentwindow import due_while_held
 from setui.ui.changelog import ChangeLog, Hold
+from setui.ui.compat import FooterKey
 from setui.ui.format import Palette
 from setui.ui.host import PlannedEvent, WindowView
 from setui.ui.screens.window import WindowScreen
