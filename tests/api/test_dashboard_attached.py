@@ -5,6 +5,7 @@ stopped and started again under it, and `setui` itself attaching in a terminal."
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import select
@@ -465,3 +466,129 @@ def test_a_non_approvers_a_is_dimmed_and_says_who_may_approve(
 def _audit_of(base: Path) -> list[Any]:
     with Store.open_dir(base / "data", readonly=True) as store:
         return store.audit_log.records(oldest_first=True)
+
+
+# The Freeze (8 s in) lists this VM and web-1; its rule prepares, then would approve,
+# but does not say other_vms = true: the agent does not approve it early.
+OTHERS = f"""
+name = "others"
+vm_name = "{VM}"
+tail = 600
+
+[[events]]
+id = "{FIRST}"
+type = "Reboot"
+source = "User"
+at = 0
+notice = "15m"
+
+[[events]]
+id = "{THIRD}"
+type = "Freeze"
+at = 2
+notice = "15m"
+resources = ["{VM}", "web-1"]
+duration = 5
+"""
+
+OTHERS_POLICY = """
+[[rule]]
+name = "drain"
+event_type = "Freeze"
+prepare = "/bin/true"
+approve = "after-prepare"
+
+[[rule]]
+name = "late"
+event_type = "Reboot"
+approve = "before-not-before"
+approve_before = 898
+"""
+
+
+def pane(app: AttachedApp) -> str:
+    from setui.ui.widgets.window import WindowPane
+
+    return app.main_screen.query_one(WindowPane).plain()
+
+
+def footer(app: AttachedApp) -> str:
+    from setui.ui.widgets.keys import KeyBar
+
+    bar = app.screen.query_one(KeyBar)
+    return " ".join(f"{k.key_display or k.key} {k.description}"
+                    for k in bar.query("FooterKey").results() if hasattr(k, "description"))
+
+
+async def test_the_pane_shows_the_agents_plan_its_refusal_as_meant_and_what_happened(
+        tmp_path: Path) -> None:
+    """Below the timeline: the agent's plan for this VM's events, each step with its
+    state; the Freeze that also lists web-1 is "not approved early", not "approve
+    failed", here and in the agent's own line; the change log, newest first, says what
+    appeared, the prepare hook's end and who held the Reboot. Held past its approve
+    time, the Reboot's plan says the approval is due and who holds it."""
+    policy = tmp_path / "policy.toml"
+    policy.write_text(OTHERS_POLICY)
+    with Emulator(parse_scenario(OTHERS), speed=1.0) as emulator:
+        proc, lines = start_agent(emulator.url, tmp_path, "--policy", str(policy),
+                                  env=plain_env(tmp_path, sock="api.sock"))
+        try:
+            app = dashboard(tmp_path / "api.sock")
+            async with app.run_test(size=(120, 36)) as pilot:
+                await shown(app, pilot, FIRST)
+                await pick(app, pilot, FIRST)
+                await pilot.press("H")  # before its moment (2 s after it appeared)
+                await wait_for(pilot, lambda: "HELD by " in pane(app), PATIENCE)
+                await wait_for(pilot, lambda: "not approved early" in pane(app), PATIENCE)
+                text = pane(app)
+                assert "The agent's plan" in text
+                assert "Freeze" in text and "rule drain" in text
+                assert "prepare 'true' exited 0" in text
+                assert ("not approved early: it also starts for web-1 (other_vms is not "
+                        "set)") in text
+                assert "approve failed" not in text and "approval failed" not in text
+                user = account_name(os.getuid())
+                await wait_for(pilot, lambda: f"approve due, held by {user} since"
+                               in pane(app), PATIENCE)
+                summary = app.main_screen.query_one(EventSummary).plain()
+                assert f"HELD by {user}; rule late: approve due" in summary, summary
+                text = pane(app)
+                log = text[text.index("What just happened"):]
+                assert "appeared" in log and "Freeze" in log
+                assert "held" in log and f"by {user}" in log
+                # Newest first: the refusal came after the prepare's end.
+                assert log.index("not approved early") < log.index("exited 0")
+                # `w`: both whole, on a screen of their own; Escape is back.
+                await pilot.press("w")
+                from setui.ui.screens.window import WindowScreen
+
+                await wait_for(pilot, lambda: isinstance(app.screen, WindowScreen))
+                assert "not approved early" in app.screen.plain()  # type: ignore[attr-defined]
+                await pilot.press("escape")
+                await wait_for(pilot, lambda: app.screen is app.main_screen)
+        finally:
+            assert stop(proc) == 0
+    said = [json.loads(line) for line in lines.rest() if line.startswith("{")]
+    refusal = next(r for r in said if r.get("step") == "approve"
+                   and r.get("event_id") == THIRD and r.get("agent") != "running")
+    assert refusal["agent"] == "skipped", refusal
+    assert str(refusal["detail"]).startswith(
+        "not approved early: it also starts for web-1 (other_vms is not set)"), refusal
+
+
+@pytest.mark.parametrize("size", [(120, 36), (60, 20)])
+async def test_attached_the_footer_shows_the_hold_key(tmp_path: Path, emulator: Emulator,
+                                                      size: tuple[int, int]) -> None:
+    """Holding the agent is what only the attached dashboard does: H is on the bar, at
+    60x20 too, with w (the plan and the log whole), help and quit."""
+    proc, _ = start_agent(emulator.url, tmp_path, env=plain_env(tmp_path, sock="api.sock"))
+    try:
+        app = dashboard(tmp_path / "api.sock")
+        async with app.run_test(size=size) as pilot:
+            await shown(app, pilot, FIRST)
+            await pilot.pause()
+            keys = footer(app)
+            for key in ("a Approve", "H Hold agent", "w Plan+log", "? Help", "q Quit"):
+                assert key in keys, keys
+    finally:
+        assert stop(proc) == 0

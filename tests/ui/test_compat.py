@@ -134,6 +134,9 @@ class Host:
     def agent_plan(self, event_id: str | None) -> str:
         return ""
 
+    def window(self) -> None:
+        return None
+
 
 class HostApp(ScreenApp):
     """Hosts a main screen, with the dashboard's stylesheet, and records what it is

@@ -25,6 +25,7 @@ from setui.ui.screens.help import HelpScreen, help_text
 from setui.ui.screens.history import DetailScreen, HistoryScreen
 from setui.ui.screens.main import MainScreen
 from setui.ui.screens.replay import ReplayScreen
+from setui.ui.screens.window import WindowScreen
 
 MakeDashboard = Any  # the conftest fixture, loosely, as in test_app.py
 
@@ -39,6 +40,7 @@ SECTIONS: list[tuple[str, list[type[Any]]]] = [
     ("Audit log", [AuditScreen]),
     ("Replay", [ReplayScreen, ReplayApp]),
     ("This help", [HelpScreen]),
+    ("The plan and the log", [WindowScreen]),
 ]
 # Keys Textual binds by itself (Ctrl+P, Tab, Ctrl+Q ...) are not in these BINDINGS; the one
 # an operator needs is listed here by hand.

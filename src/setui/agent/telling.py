@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from setui.agent.errors import AgentErrors, Failing
+from setui.agent.plan import NOT_EARLY, not_early
 from setui.core.model import Event
 from setui.core.timefmt import duration, stamp
 from setui.core.tracker import ChangeKind
@@ -32,7 +33,11 @@ __all__ = ["ALWAYS_TOLD", "MEANS", "Telling"]
 
 # Told even by a rule that does not notify: a person must know the agent could not act.
 ALWAYS_TOLD = frozenset({"hook failed", "hook not run", "approval failed",
-                         "approval outcome unknown", "interrupted", "event changed"})
+                         "approval outcome unknown", "interrupted", "event changed",
+                         NOT_EARLY})
+# An early approval refused because the event also starts for other VMs: nothing
+# failed, the platform starts it at NotBefore (said as the budget's skip is).
+_PLATFORM_STARTS = "the platform starts the event at NotBefore"
 # A lifecycle change in words, for $detail when the change carries none of its own (the
 # templates read "$change: $detail.", which must never say "completed: .").
 MEANS = {
@@ -63,12 +68,17 @@ class Telling:
 
     def _record(self, kind: str, event_id: str | None, *, rule: str | None = None,
                 step: str | None = None, state: str | None = None, detail: str = "") -> None:
+        if step == "approve" and kind == "failed" and (early := not_early(detail)):
+            kind, detail = "skipped", f"{early.split(' (as ')[0]}; {_PLATFORM_STARTS}"
         self.say({"time": self.monitor.now(), "agent": kind, "event_id": event_id,
                   "rule": rule, "step": step, "state": state, "detail": detail})
 
     # -- events -----------------------------------------------------------------------------
     def _notify(self, event: Event | None, event_id: str, rule_name: str, change: str,
                 detail: str, *, extra: str = "", always: bool = False) -> None:
+        if change == "approval failed" and (early := not_early(detail)):
+            change, detail = NOT_EARLY, f"{early.removeprefix(NOT_EARLY + ': ')}; " \
+                f"{_PLATFORM_STARTS}"
         rule = self.rules.get(rule_name)
         if not (always or (rule is not None and rule.notify) or change in ALWAYS_TOLD):
             return

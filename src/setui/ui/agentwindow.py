@@ -9,26 +9,56 @@ A dashboard with no agent running finds no rows and shows nothing more.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Sequence
-from datetime import datetime
+from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from setui.agent.plan import plan_text
+from setui.agent.plan import EventPlan, plan_text
+from setui.core.timefmt import time_of_day
 from setui.store.agent import HOLD, RELEASE, AgentLog, Step
 from setui.store.records import AuditEntry, event_snapshot
 
 if TYPE_CHECKING:
     from textual.app import App
 
-    from setui.core.model import Document
+    from setui.core.model import Document, Event
     from setui.identity import Identity
     from setui.store import Store
+    from setui.ui.changelog import Hold
 
-__all__ = ["HELD_WORDS", "READ_EVERY", "RELEASED_WORDS", "AgentWindow", "event_plan"]
+__all__ = ["HELD_WORDS", "READ_EVERY", "RELEASED_WORDS", "AgentWindow", "due_while_held",
+           "event_plan"]
 
 READ_EVERY = 2.0  # seconds between reads of the agent's work
 HELD_WORDS = "Held: the agent takes no step for this event until released (H)."
 RELEASED_WORDS = "Released: the agent may act on it again."
+
+
+_BEFORE = re.compile(r"approve (\d+(?:\.\d+)?) s before NotBefore")
+
+
+def due_while_held(plan: EventPlan, event: Event, now: datetime,
+                   hold: Hold | None) -> EventPlan:
+    """A held event's plan, its approval said as due once its time has come ("approve
+    due, held by alice since 10:02:11 UTC") rather than as still planned."""
+    states = {s.name: s.state for s in plan.steps}
+    views = []
+    for view in plan.steps:
+        if view.name == "approve" and view.state is None:
+            before = _BEFORE.match(view.words)
+            due = (before is not None and event.not_before is not None
+                   and now >= event.not_before - timedelta(seconds=float(before.group(1))))
+            due = due or view.words.startswith("approve at once") or (
+                view.words.startswith("approve after prepare") and states.get("prepare")
+                == "done")
+            if due:
+                who = (f"{hold.user} since {time_of_day(hold.since, now)} UTC"
+                       if hold is not None else "a person")
+                view = replace(view, words=f"approve due, held by {who}")
+        views.append(view)
+    return replace(plan, steps=tuple(views))
 
 
 def event_plan(steps: Sequence[Step], *, held: bool, now: datetime) -> str:

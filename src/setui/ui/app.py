@@ -37,6 +37,7 @@ from setui.monitor import Monitor
 from setui.session import ThisVm
 from setui.ui.agentwindow import AgentWindow
 from setui.ui.approving import Approvals
+from setui.ui.changelog import ChangeLog
 from setui.ui.format import (
     Palette,
     announcement,
@@ -45,7 +46,7 @@ from setui.ui.format import (
     poll_report,
     safe,
 )
-from setui.ui.host import LinkView
+from setui.ui.host import LinkView, WindowView
 from setui.ui.messages import EventRequest, PollUpdate, Session
 from setui.ui.screens.confirm import GUARD_SECONDS
 from setui.ui.screens.details import details_screen
@@ -126,6 +127,8 @@ class SetuiApp(Approvals, TerminalApp):
         self._report_poll = False  # r was pressed: say what the next answer was
         self.agent_window = AgentWindow(self, store, endpoint=config.endpoint,
                                         identity=self.identity)
+        self.change_log = ChangeLog()  # what just happened, for the pane and `w`
+        self._log_view = WindowView(attached=False, plans=(), log=self.change_log)
 
     def _approver(self) -> Approver:
         assert self.client is not None
@@ -349,6 +352,10 @@ class SetuiApp(Approvals, TerminalApp):
         """What `setui agent` plans and does for the event ("" when nothing)."""
         return self.agent_window.text(event_id, self.now())
 
+    def window(self) -> WindowView | None:
+        """Standalone, the change log alone."""
+        return self._log_view
+
     def toggle_hold(self, event_id: str) -> None:
         """``H``: hold or release the agent's automation for the event."""
         self.agent_window.toggle(event_id, self.session.document, self.now())
@@ -356,6 +363,7 @@ class SetuiApp(Approvals, TerminalApp):
     # -- results ----------------------------------------------------------------------------
     def on_poll_update(self, message: PollUpdate) -> None:
         """Announce what the monitor saw (it already took the result), and redraw."""
+        self.change_log.took(message.result.changes, self.vm_name)
         self._taken()
         said = [announcement(change, self.vm_name, self.now()) for change in message.announce]
         if message.previous_state is not None:

@@ -22,23 +22,33 @@ from datetime import datetime
 from functools import partial
 from pathlib import Path
 
+from setui.agent.plan import event_plan as plan_of_steps
+from setui.agent.plan import plan_words
 from setui.api.approving import AgentApprover
 from setui.api.attached import LOST_WORDS, AttachedMonitor
 from setui.api.client import AgentClient, ApiError
+from setui.api.codec import Plan
 from setui.config import Config
 from setui.core.clock import utc_now
+from setui.core.impact import Impact
+from setui.core.model import Document
 from setui.core.timefmt import age
 from setui.identity import Identity
 from setui.snapshot import find_event
-from setui.store.records import APPROVED
+from setui.store.agent import HOLD, RELEASE, RUNNING
+from setui.store.records import APPROVED, AuditRecord, Step
 from setui.textsafe import printable
-from setui.ui.agentwindow import HELD_WORDS, RELEASED_WORDS, event_plan
+from setui.ui.agentwindow import HELD_WORDS, RELEASED_WORDS, due_while_held, event_plan
 from setui.ui.app import SetuiApp
+from setui.ui.changelog import event_name
 from setui.ui.format import safe
-from setui.ui.host import LinkView
+from setui.ui.host import LinkView, PlannedEvent, WindowView
 from setui.ui.messages import ApprovalDone, ApprovalNote
 
-__all__ = ["AttachedApp"]
+__all__ = ["HOLDS_LOOKED_AT", "IMPACTS_LOOKED_AT", "AttachedApp"]
+
+HOLDS_LOOKED_AT = 200  # the audit log's newest records read for who holds what
+IMPACTS_LOOKED_AT = 20  # the newest stalls and boots read when the document changes
 
 
 class AttachedApp(SetuiApp):
@@ -61,6 +71,12 @@ class AttachedApp(SetuiApp):
                          identity=identity, user_themes=user_themes, zoom=zoom,
                          config_path=config_path, read_only_why=read_only_why)
         self.vm_name = config.vm_name or hello.agent.vm_name
+        self.main_screen.attached = True  # its keys: H and the plan shown
+        self._plan_seen: object = None  # the plan the change log took in last
+        self._held_seen: frozenset[str] | None = None  # the holds looked up last
+        self._incarnation_seen: int | None = None  # the document the impacts were read at
+        self._looking = False  # a look at the audit log for holds is under way
+        self._window: tuple[tuple[object, ...], WindowView, int, bool] | None = None
 
     # -- what the shell builds ------------------------------------------------------------
     def _monitor(self) -> AttachedMonitor:  # type: ignore[override]
@@ -127,10 +143,98 @@ class AttachedApp(SetuiApp):
         monitor = self.attached
         self.vm_name = self.config.vm_name or monitor.vm_name
         self._take_approvals()
+        self._take_log()
         off = self.approvals_off
         if off != self._approvals_off:  # a new hello may say otherwise (approvers reread)
             self._approvals_off = off
             self.main_screen.refresh_bindings()
+
+    def _take_log(self) -> None:
+        """What the agent did since the last push, into the change log: approvals, each
+        step begun or ended; a hold or release sends a look at the audit log for who."""
+        monitor, log = self.attached, self.change_log
+        if self._plan_seen is None and self.session.document is not None:  # attached now
+            log.known(self.session.lives, self.session.gone, self.session.document,
+                      self.vm_name)
+        log.approved(monitor.approvals, self._event_name)
+        plan = monitor.plan
+        if plan is not self._plan_seen:
+            self._plan_seen = plan
+            log.planned(plan.steps, self.now(), self._event_name)
+        document = self.session.document
+        incarnation = document.incarnation if document is not None else None
+        holds, news = plan.held != self._held_seen, incarnation != self._incarnation_seen
+        if (holds or news) and not self._looking:
+            self._held_seen, self._incarnation_seen = plan.held, incarnation
+            self._looking = True
+            self.run_worker(partial(self._read_log, holds, news), thread=True,
+                            group="agent-log", exit_on_error=False)
+
+    def _read_log(self, holds: bool, news: bool) -> None:
+        """On a thread: the audit log's newest records, for who held and released; and,
+        the document having changed, the stalls and boots the agent measured lately."""
+        records: list[AuditRecord] = []
+        impacts: list[Impact] = []
+        with contextlib.suppress(ApiError), AgentClient.connect(self.path) as client:
+            if holds:
+                records = [r for r in client.audit(limit=HOLDS_LOOKED_AT)
+                           if r.action in (HOLD, RELEASE)]
+            if news:
+                impacts = client.impacts(endpoint=self._hello.agent.endpoint,
+                                         newest=IMPACTS_LOOKED_AT)
+        with contextlib.suppress(RuntimeError):  # the app stopped meanwhile
+            self.call_from_thread(self._log_read, records, impacts)
+
+    def _log_read(self, records: list[AuditRecord], impacts: list[Impact]) -> None:
+        self._looking = False
+        self.change_log.audited(records, self._event_name)
+        self.change_log.measured(impacts, self._event_name)
+        self._take_log()  # what changed again meanwhile
+        self.main_screen.refresh_view()
+
+    def _event_name(self, event_id: str) -> tuple[str, bool]:
+        """An event's name for the log ("Reboot F020BA2E"), and whether it is this VM's."""
+        event = find_event(self.session.document, event_id)
+        life = None if event is not None else next(
+            (g.event for g in self.session.gone if g.event.event_id == event_id), None)
+        event = event or life
+        mine = event is not None and bool(self.vm_name) and event.affects(self.vm_name)
+        return event_name(event, event_id), mine
+
+    def window(self) -> WindowView:
+        """The agent's plan for the current events that have one (this VM's first), and
+        the change log: the same view while nothing it shows has changed, unless a step
+        runs or an event is held (their words move with the clock)."""
+        document, plan = self.session.document, self.attached.plan
+        made = (document, plan, self.vm_name)
+        last = self._window
+        if last is not None and all(a is b for a, b in zip(made, last[0], strict=True)) \
+                and self.change_log.version == last[2] and not last[3]:
+            return last[1]
+        view = self._make_window(document, plan)
+        ticks = bool(plan.held) or any(s.state == RUNNING for s in plan.steps)
+        self._window = (made, view, self.change_log.version, ticks)
+        return view
+
+    def _make_window(self, document: Document | None, plan: Plan) -> WindowView:
+        now = self.now()
+        steps: dict[str, list[Step]] = {}
+        for step in plan.steps:
+            steps.setdefault(step.event_id, []).append(step)
+        planned = []
+        for event in document.events if document is not None else ():
+            held = event.event_id in plan.held
+            if event.event_id not in steps and not held:
+                continue
+            hold = self.change_log.holds.get(event.event_id) if held else None
+            shown = plan_of_steps(steps.get(event.event_id, ()), now=now)
+            if shown is not None and held:
+                shown = due_while_held(shown, event, now, hold)
+            mine = bool(self.vm_name) and event.affects(self.vm_name)
+            planned.append(PlannedEvent(event.event_id, event_name(event, event.event_id),
+                                        mine, shown, held, hold))
+        planned.sort(key=lambda p: not p.mine)  # this VM's first, else in document order
+        return WindowView(attached=True, plans=tuple(planned), log=self.change_log)
 
     def _take_approvals(self) -> None:
         """The agent's word on who approved each current event (any client, its policy)
@@ -202,7 +306,16 @@ class AttachedApp(SetuiApp):
             return ""
         plan = self.attached.plan
         steps = [s for s in plan.steps if s.event_id == event_id]
-        return event_plan(steps, held=event_id in plan.held, now=self.now())
+        held, now = event_id in plan.held, self.now()
+        event = find_event(self.session.document, event_id)
+        shown = plan_of_steps(steps, now=now) if held and event is not None else None
+        if shown is None or event is None:
+            return event_plan(steps, held=held, now=now)
+        # Held past its approve time: said as due, and by whom (as the pane says it).
+        hold = self.change_log.holds.get(event.event_id)
+        who = f"HELD by {hold.user}" if hold is not None else "HELD by a person"
+        text = plan_words(due_while_held(shown, event, now, hold))
+        return f"{who}; {text}"
 
     def toggle_hold(self, event_id: str) -> None:
         """``H``: the agent's own hold (or release) of the event, on a thread."""

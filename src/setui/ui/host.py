@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING, Protocol
 from setui.core.health import Health
 
 if TYPE_CHECKING:
+    from setui.agent.plan import EventPlan
     from setui.config import Config
+    from setui.ui.changelog import ChangeLog, Hold
     from setui.ui.format import Palette
     from setui.ui.messages import Session
 
-__all__ = ["DashboardHost", "LinkView"]
+__all__ = ["DashboardHost", "LinkView", "PlannedEvent", "WindowView"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,30 @@ class LinkView:
     # Seconds between the agent's words while nothing changes (0: this dashboard polls):
     # the last answer's age reads "<Ns" under it, rather than counting up between them.
     every: float = 0.0
+
+
+@dataclass(frozen=True)
+class PlannedEvent:
+    """The agent's plan for one event, as the dashboard's pane shows it: the event's
+    name ("Reboot F020BA2E"), whether it is this VM's, its plan (None: no rule of the
+    agent's matched it), and whether a person holds it (and who, when known)."""
+
+    event_id: str
+    name: str
+    mine: bool
+    plan: EventPlan | None
+    held: bool = False
+    hold: Hold | None = None
+
+
+@dataclass(frozen=True)
+class WindowView:
+    """What the pane under the timeline shows: attached, the agent's plan for the events
+    (``plans``, this VM's first) and the change log; standalone, the change log alone."""
+
+    attached: bool
+    plans: tuple[PlannedEvent, ...]
+    log: ChangeLog
 
 
 class DashboardHost(Protocol):
@@ -84,3 +110,7 @@ class DashboardHost(Protocol):
 
     def agent_plan(self, event_id: str | None) -> str:
         """What `setui agent` plans and does for the event ("" when nothing)."""
+
+    def window(self) -> WindowView | None:
+        """The agent's plan and the change log for the pane under the timeline; None:
+        no pane (a replay shows the past)."""

@@ -58,6 +58,7 @@ from setui.ui.widgets.notices import NoticeLine, Notices, give_notice
 from setui.ui.widgets.status import StatusBar, StatusView
 from setui.ui.widgets.summary import EventSummary
 from setui.ui.widgets.timeline import ZOOMS, Lane, Timeline
+from setui.ui.widgets.window import WindowPane
 
 if TYPE_CHECKING:
     from setui.ui.host import DashboardHost
@@ -68,6 +69,7 @@ _RESOURCE_WIDTH = {"wide": 16, "medium": 16, "narrow": 13}
 _SUMMARY_LINES = 3  # a rule and two lines
 _TIMELINE_FRAME = 2  # its rule and its axis
 _FOOTER_LINES = 1
+_EMPTY_LINES = 5  # "No scheduled events" and its padding, when the table is hidden
 _ROOM_FOR_NOT_BEFORE = 72  # columns: below, the table leaves out its NotBefore column
 
 
@@ -203,14 +205,23 @@ class MainScreen(Screen[None]):
         # dimmed; either way pressing it says why.
         Binding("a", "approve", "Approve"),
         Binding("a", "approve_read_only", "Approve", show=False),
+        # The bar keeps the keys in this order and drops them from the right where room
+        # is short (widgets.keys). Attached, holding the agent is what only this
+        # dashboard does: H comes next. Standalone it works too (through the store) but
+        # is not shown: the agent this dashboard is not attached to may not be running.
+        Binding("H", "hold", "Hold agent"),
+        Binding("H", "hold_quietly", "Hold agent", show=False),
         Binding("d", "details", "Details", key_display="⏎"),
         Binding("enter", "details", "Details", show=False),
+        # The plan and the log whole (attached), the log whole (standalone). One key:
+        # the bar places it where its first binding is, in both modes.
+        Binding("w", "window", "Plan+log"),
+        Binding("w", "window_log", "Log"),
         Binding("slash", "filter", "Filter"),
         Binding("m", "this_vm", "This VM"),
         Binding("r", "poll_now", "Poll"),
         Binding("h", "history", "History"),
         Binding("l", "audit", "Audit"),
-        Binding("H", "hold", "Hold agent", show=False),
         Binding("plus", "zoom_in", "Zoom in", show=False),
         Binding("minus", "zoom_out", "Zoom out", show=False),
         Binding("j", "cursor_down", "Down", show=False),
@@ -233,6 +244,8 @@ class MainScreen(Screen[None]):
         self.read_only = read_only  # approvals are off: no key for them (check_action)
         self._zoom = zoom  # the timeline's first zoom level (ZOOMS), None: its default
         self._tier: str | None = None
+        # Attached to the agent (set by its app before mounting): the keys of that mode.
+        self.attached = False
 
     @property
     def setui(self) -> DashboardHost:
@@ -251,6 +264,7 @@ class MainScreen(Screen[None]):
         yield Static(id="empty")
         yield EventSummary(id="summary")
         yield Timeline(id="timeline")
+        yield WindowPane(id="window")
         yield Input(placeholder="filter: type, status, EventId, resource, description…",
                     id="filter")
         yield NoticeLine(self.notices)
@@ -345,8 +359,13 @@ class MainScreen(Screen[None]):
         timeline = self.query_one(Timeline)
         timeline.show(lanes, now, palette, max_lanes=lane_lines)
         # The table takes what the timeline leaves, so the summary and the timeline sit
-        # right under its last row and the free space, if any, is at the bottom.
-        table.fit(table_lines + lane_lines - (timeline.lines - 1))
+        # right under its last row; the pane under them takes the free space, if any.
+        table_room = table_lines + lane_lines - (timeline.lines - 1)
+        table.fit(table_room)
+        used = (status.lines + _SUMMARY_LINES + 1 + timeline.lines + _FOOTER_LINES
+                + (1 if box.display else 0) + self.query_one(NoticeLine).lines
+                + (min(len(events) + 1, max(table_room, 3)) if events else _EMPTY_LINES))
+        self.query_one(WindowPane).show(host.window(), now, palette, height - used)
 
     def _mark_selection(self, table: EventsTable, event: Event | None, now: datetime) -> None:
         """The selection takes the colour of this VM's urgency (app.tcss): the cursor's
@@ -367,6 +386,10 @@ class MainScreen(Screen[None]):
             return False if self.read_only else None if self.setui.approvals_off else True
         if action == "approve_read_only":  # what a refused `a` runs: the app says why
             return self.read_only or bool(self.setui.approvals_off)
+        if action in ("hold", "window"):  # the keys of the mode the dashboard is in
+            return self.attached
+        if action in ("hold_quietly", "window_log"):
+            return not self.attached
         return True
 
     def _filtering(self) -> bool:
@@ -484,6 +507,11 @@ class MainScreen(Screen[None]):
             SystemCommand("Hold or release the agent for the selected event",
                           "setui agent takes no step for it while held; audit-logged (H)",
                           self.action_hold),
+            SystemCommand("The agent's plan and the change log" if self.attached
+                          else "The change log",
+                          "What the agent plans and what just happened, whole (w)"
+                          if self.attached else "What just happened, whole (w)",
+                          self.action_window),
             SystemCommand("Details of the selected event",
                           "Every field, its life so far, raw JSON (Enter, d)",
                           self.action_details),
@@ -520,6 +548,21 @@ class MainScreen(Screen[None]):
         selected = self._selected_or_say()
         if selected is not None:
             self.post_message(HoldRequested(selected))
+
+    def action_hold_quietly(self) -> None:
+        """``H`` standalone: the same hold, through the store the agent reads."""
+        self.action_hold()
+
+    def action_window(self) -> None:
+        """``w``: the plan and the change log whole, scrollable."""
+        from setui.ui.screens.window import WindowScreen
+
+        host = self.setui
+        self.app.push_screen(WindowScreen(host.window, host.now, lambda: host.palette))
+
+    def action_window_log(self) -> None:
+        """``w`` standalone: the change log whole."""
+        self.action_window()
 
     def action_details(self) -> None:
         selected = self._selected()

@@ -140,6 +140,10 @@ class ReplayView:
         del event_id
         return ""
 
+    def window(self) -> None:
+        """Nor the change log of now: the replay's own timeline is the past."""
+        return None
+
 
 class ReplayScreen(MainScreen, inherit_bindings=False):
     """The dashboard at a past moment, with a time cursor and no way to approve."""
