@@ -56,8 +56,9 @@ class Repeat:
 
 
 @dataclass
-class Exchange:
-    """One GET as the thread made it: how far it got, and its answer or failure."""
+class Exchange(httpx.AsyncByteStream):
+    """One GET as the thread made it: how far it got, its answer or failure, and its body
+    as a stream read already (the chunks, then how it ended if it did not end well)."""
 
     sent: float  # monotonic, when it began
     reused: bool  # on the kept-alive connection (else a new one was made)
@@ -74,24 +75,16 @@ class Exchange:
         """The answer as the lean transport would give it, or its failure raised."""
         if self.head is None:
             raise self.error or httpx.RemoteProtocolError("no answer")
-        return Answer(self.head, _Made(self.chunks, self.cut))
+        return Answer(self.head, self)
 
     def body(self) -> bytes:
         return b"".join(self.chunks)
 
-
-class _Made(httpx.AsyncByteStream):
-    """A body read already: its chunks, then how it ended if it did not end well."""
-
-    def __init__(self, chunks: list[bytes], cut: BaseException | None) -> None:
-        self._chunks = chunks
-        self._cut = cut
-
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        for chunk in self._chunks:
+        for chunk in self.chunks:
             yield chunk
-        if self._cut is not None:
-            raise self._cut
+        if self.cut is not None:
+            raise self.cut
 
     async def aclose(self) -> None:
         pass
@@ -273,8 +266,7 @@ class QuietPolls:
 
     # -- one exchange -----------------------------------------------------------------------
     def exchange(self, repeat: Repeat) -> Exchange:
-        """One GET on the thread's connection, blocking: the thread's step (tests make it
-        on its own to hold it to the exchange's rules)."""
+        """One GET on the thread's connection, blocking: the thread's step (and tests')."""
         kept = self._kept
         if kept is not None and not kept.reusable(self._mono()):
             self._drop()

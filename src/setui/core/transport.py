@@ -68,9 +68,6 @@ class _Connection(Wire):
                 raise failed("read", exc, request) from exc
         return event
 
-    def close(self) -> None:
-        self.writer.close()
-
 
 class _Body(httpx.AsyncByteStream):
     """The answer's body as the caller reads it; the connection goes back to the pool
@@ -87,10 +84,9 @@ class _Body(httpx.AsyncByteStream):
         connection = self._connection
         if connection is None:
             return
-        request = self._request
         try:
-            while (chunk := connection.chunk(
-                    await connection.next_event(self._timeout, request), request)) is not None:
+            while (chunk := connection.chunk(await connection.next_event(
+                    self._timeout, self._request), self._request)) is not None:
                 yield chunk
         except BaseException:
             await self.aclose()
@@ -100,7 +96,7 @@ class _Body(httpx.AsyncByteStream):
 
     async def aclose(self) -> None:
         if self._connection is not None:
-            self._connection.close()  # an unread rest makes it useless for the next one
+            self._connection.writer.close()  # an unread rest makes it useless for the next
             self._connection = None
 
 
@@ -116,18 +112,16 @@ class PlainTransport(httpx.AsyncBaseTransport):
         self.opened = 0  # connections made so far (for tests and the curious)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        answer = await self.open(request)
-        head = answer.head
+        head, body = await self.open(request)
         return httpx.Response(
-            head.status_code, headers=head.headers, stream=answer.body,
+            head.status_code, headers=head.headers, stream=body,
             extensions={"http_version": b"HTTP/" + head.http_version,
                         "reason_phrase": bytes(head.reason)})
 
     async def open(self, request: httpx.Request) -> Answer:
-        """``request`` sent and its answer's head read; the body left to be read from
-        :attr:`Answer.body`. What :meth:`handle_async_request` does, without the
-        httpx.Response around it (the client's own polls need none: its headers alone
-        were a tenth of a poll's Python)."""
+        """``request`` sent and its answer's head read, the body left to read: without the
+        httpx.Response of :meth:`handle_async_request` (the client's own polls need none:
+        its headers alone were a tenth of a poll's Python)."""
         if request.url.scheme != "http":
             raise httpx.UnsupportedProtocol(f"this transport speaks plain http only, not "
                                             f"{request.url.scheme!r}", request=request)
@@ -143,7 +137,7 @@ class PlainTransport(httpx.AsyncBaseTransport):
             read = timeouts.get("read")
             head = await connection.next_event(read, request, unread=True)
         except BaseException:
-            connection.close()
+            connection.writer.close()
             raise
         return Answer(head, _Body(self, connection, request, read))
 
@@ -151,21 +145,20 @@ class PlainTransport(httpx.AsyncBaseTransport):
         self._closed = True
         idle, self._idle = self._idle, None
         if idle is not None:
-            idle.close()
+            idle.writer.close()
 
     # -- the pool of one ---------------------------------------------------------------------
     def _take_idle(self) -> _Connection | None:
         idle, self._idle = self._idle, None
         if idle is not None and not idle.reusable(self._mono(), self.keepalive_expiry):
-            idle.close()
+            idle.writer.close()
             return None
         return idle
 
     def _release(self, connection: _Connection) -> None:
-        """A connection whose exchange completed: kept for the next request if HTTP
-        allows it and no other is kept, else closed."""
+        """Kept for the next request if HTTP allows it and no other is kept, else closed."""
         if self._closed or self._idle is not None or not connection.finish(self._mono()):
-            connection.close()
+            connection.writer.close()
             return
         self._idle = connection
 

@@ -27,7 +27,6 @@ CHUNK = 64 * 1024  # the most one read takes
 # the longest Retry-After obeyed (backoff.MAX_RETRY_AFTER, 120 s).
 KEEPALIVE_EXPIRY = 180.0
 
-# A step's timeout and other failures as httpx names them, and the timeout's words.
 _STEPS: dict[str, tuple[type[httpx.TransportError], type[httpx.TransportError], str]] = {
     "connect": (httpx.ConnectTimeout, httpx.ConnectError, "no connection to {}:{} within {} s"),
     "send": (httpx.WriteTimeout, httpx.WriteError, "timed out sending the request"),
