@@ -56,6 +56,7 @@ from setui.core.model import Document, DocumentError, parse_document
 from setui.core.quiet import Exchange, Repeat
 from setui.core.ratelimit import TokenBucket
 from setui.core.transport import PlainTransport, within
+from setui.core.wire import KEEPALIVE_EXPIRY, declared_length
 from setui.textsafe import printable
 
 __all__ = ["ENABLING_TIMEOUT", "KEEPALIVE_EXPIRY", "MAX_BODY_BYTES", "REQUEST_TIMEOUT",
@@ -72,9 +73,6 @@ NAME_TIMEOUT = 2.0  # the VM name is a nicety; startup must not wait long for it
 # service documents as "retry after some time" (410, 429, 5xx). Never 400.
 _APPROVAL_RETRIED = (Unreachable, RequestTimeout, Gone, RateLimited, ServerError)
 MAX_BODY_BYTES = 4 * 1024 * 1024  # real documents are a few KB
-# Longer than any wait between polls: the slow pace (10 s), the backoff cap (30 s) and
-# the longest Retry-After obeyed (backoff.MAX_RETRY_AFTER, 120 s).
-KEEPALIVE_EXPIRY = 180.0
 MAX_REASON_BODY = 16 * 1024  # of an error answer we read only enough to quote it
 MAX_TEXT = 200  # network text quoted in a message is cut to this
 _TAG_RE = re.compile(r"<[^>]*>")
@@ -517,8 +515,7 @@ async def _read(stream: AsyncIterable[bytes], fields: Mapping[str, str], status:
     """At most ``limit`` bytes of the body. ``strict``: more is TooLarge (known from
     Content-Length before reading, or as soon as the limit is passed); otherwise the
     rest is simply not read."""
-    declared = fields.get("content-length", "")
-    progress.declared = int(declared) if declared.isdigit() and len(declared) < 19 else None
+    progress.declared = declared_length(fields)
     if strict and progress.declared is not None and progress.declared > limit:
         raise TooLarge(f"the answer is {_size(progress.declared)}, more than the "
                        f"{_size(limit)} any real document needs; not read", status=status)

@@ -14,10 +14,9 @@ one reading and a failure one wording, whichever thread made the request. The th
 also gives the loop a result when the loop asked for one by a time (the recorder's
 touch, the consumers' own pace) or at once (``poll_now``).
 
-The thread keeps the transport's rules for the wire: one kept-alive connection, not
-used again when the server closed it or sent bytes nobody asked for; the whole exchange
-within the client's timeout; the head bounded by ``MAX_HEAD_BYTES``; a body larger than
-the client takes is not read on (the client then says so from what arrived).
+The thread keeps the transport's rules of the exchange (core.wire) on a blocking socket,
+the whole exchange within the client's timeout; a body larger than the client takes is
+not read on (the client then says so from what arrived).
 """
 
 from __future__ import annotations
@@ -35,14 +34,9 @@ from typing import Any, NamedTuple
 import h11
 import httpx
 
-from setui.core.transport import MAX_HEAD_BYTES, Answer, head_fields
+from setui.core.wire import CHUNK, Answer, Wire, declared_length, failed, head_fields, request_head
 
 __all__ = ["Exchange", "Quiet", "QuietPolls", "Repeat"]
-
-_CHUNK = 64 * 1024
-# As the client's (core.client.KEEPALIVE_EXPIRY): a connection idle longer than any
-# wait the poller makes is not trusted to be open still.
-_KEEPALIVE_EXPIRY = 180.0
 
 
 @dataclass(frozen=True)
@@ -62,8 +56,9 @@ class Repeat:
 
 
 @dataclass
-class Exchange:
-    """One GET as the thread made it: how far it got, and its answer or failure."""
+class Exchange(httpx.AsyncByteStream):
+    """One GET as the thread made it: how far it got, its answer or failure, and its body
+    as a stream read already (the chunks, then how it ended if it did not end well)."""
 
     sent: float  # monotonic, when it began
     reused: bool  # on the kept-alive connection (else a new one was made)
@@ -80,24 +75,16 @@ class Exchange:
         """The answer as the lean transport would give it, or its failure raised."""
         if self.head is None:
             raise self.error or httpx.RemoteProtocolError("no answer")
-        return Answer(self.head, _Made(self.chunks, self.cut))
+        return Answer(self.head, self)
 
     def body(self) -> bytes:
         return b"".join(self.chunks)
 
-
-class _Made(httpx.AsyncByteStream):
-    """A body read already: its chunks, then how it ended if it did not end well."""
-
-    def __init__(self, chunks: list[bytes], cut: BaseException | None) -> None:
-        self._chunks = chunks
-        self._cut = cut
-
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        for chunk in self._chunks:
+        for chunk in self.chunks:
             yield chunk
-        if self._cut is not None:
-            raise self._cut
+        if self.cut is not None:
+            raise self.cut
 
     async def aclose(self) -> None:
         pass
@@ -122,7 +109,6 @@ class _Job:
     deliver_by: float
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[Exchange | None]
-    request: h11.Request
     done: bool = False
 
 
@@ -138,9 +124,7 @@ class QuietPolls:
         self._next = False  # hand the next answer over whatever it says
         self._closed = False
         self._thread: threading.Thread | None = None
-        self._sock: socket.socket | None = None
-        self._h11: h11.Connection | None = None
-        self._idle_since = 0.0
+        self._kept: _Socket | None = None  # the kept-alive connection
         self.latest: Quiet | None = None  # replaced whole by the thread: read it any time
         self.opened = 0  # connections made so far (for tests and the curious)
 
@@ -151,8 +135,8 @@ class QuietPolls:
         later (None: see :attr:`latest`). Cancelled, the thread stops polling."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Exchange | None] = loop.create_future()
-        request = h11.Request(method=b"GET", target=repeat.target, headers=list(repeat.headers))
-        job = _Job(repeat, first_at, start, interval, deliver_by, loop, future, request)
+        request_head(b"GET", repeat.target, repeat.headers)  # a header h11 refuses: raised here
+        job = _Job(repeat, first_at, start, interval, deliver_by, loop, future)
         with self._lock:
             if self._closed:
                 raise RuntimeError("quiet polls closed")
@@ -185,11 +169,11 @@ class QuietPolls:
         """End the thread (a read under way is cut short) and its connection."""
         with self._lock:
             self._closed = True
-            sock = self._sock
+            kept = self._kept
         self._kick.ring()
-        if sock is not None:
+        if kept is not None:
             with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+                kept.sock.shutdown(socket.SHUT_RDWR)
 
     # -- the thread -------------------------------------------------------------------------
     def _serve(self) -> None:
@@ -226,7 +210,7 @@ class QuietPolls:
             if not self._token(job):
                 return
             asked, self._now = self._now, False
-            exchange = self._exchange(job)
+            exchange = self.exchange(job.repeat)
             if self._ended(job):
                 return
             if not self._quiet(job, exchange):
@@ -281,103 +265,122 @@ class QuietPolls:
             job.loop.call_soon_threadsafe(settle)
 
     # -- one exchange -----------------------------------------------------------------------
-    def _exchange(self, job: _Job) -> Exchange:
-        repeat = job.repeat
-        sock, state = self._kept()
-        made = Exchange(sent=self._mono(), reused=sock is not None)
+    def exchange(self, repeat: Repeat) -> Exchange:
+        """One GET on the thread's connection, blocking: the thread's step (and tests')."""
+        kept = self._kept
+        if kept is not None and not kept.reusable(self._mono()):
+            self._drop()
+            kept = None
+        made = Exchange(sent=self._mono(), reused=kept is not None)
         deadline = made.sent + repeat.timeout
         try:
-            if sock is None or state is None:
-                sock, state = self._connect(repeat)
+            if kept is None:
+                kept = self._connect(repeat)
             made.sending = True
-            data = state.send(job.request) + state.send(h11.EndOfMessage())
-            _send(sock, data, deadline, self._mono)
-            event = _next_event(sock, state, deadline, self._mono, unread=True)
-            while not isinstance(event, h11.Response):
-                event = _next_event(sock, state, deadline, self._mono)
-            made.head, made.head_mono = event, self._mono()
-            made.fields = head_fields(event.headers)
+            kept.send(kept.request(b"GET", repeat.target, repeat.headers), deadline)
+            made.head = head = kept.next_event(deadline, unread=True)
+            made.head_mono, made.fields = self._mono(), head_fields(head.headers)
         except Exception as exc:  # what the transport raises, or a bug: the client says it
             made.error = exc
             made.done_mono = self._mono()
             self._drop()
             return made
-        self._body(made, sock, state, deadline, repeat.max_body)
+        self._body(made, kept, deadline, repeat.max_body)
         made.done_mono = self._mono()
-        if state.our_state is h11.DONE and state.their_state is h11.DONE:
-            state.start_next_cycle()
-            self._idle_since = made.done_mono
-        else:
+        if not kept.finish(made.done_mono):
             self._drop()
         return made
 
-    def _body(self, made: Exchange, sock: socket.socket, state: h11.Connection,
-              deadline: float, limit: int) -> None:
+    @staticmethod
+    def _body(made: Exchange, kept: _Socket, deadline: float, limit: int) -> None:
         """Read the body up to one byte past ``limit`` (more is the client's error to
         name, and a Content-Length past it is named from the head alone)."""
-        assert made.head is not None
-        declared = made.fields.get("content-length", "")
-        if declared.isdigit() and len(declared) < 19 and int(declared) > limit:
+        declared = declared_length(made.fields)
+        if declared is not None and declared > limit:
             return  # not read: the connection is dropped, the client says why
         size = 0
         try:
             while size <= limit:
-                event = _next_event(sock, state, deadline, self._mono)
-                if isinstance(event, h11.Data):
-                    made.chunks.append(bytes(event.data))
-                    size += len(event.data)
-                elif isinstance(event, h11.EndOfMessage):
+                chunk = kept.chunk(kept.next_event(deadline))
+                if chunk is None:
                     return
-                elif isinstance(event, h11.ConnectionClosed):
-                    raise httpx.RemoteProtocolError("the server closed the connection "
-                                                    "mid-answer")
+                made.chunks.append(chunk)
+                size += len(chunk)
         except Exception as exc:
             made.cut = exc
 
-    def _kept(self) -> tuple[socket.socket | None, h11.Connection | None]:
-        """The kept-alive connection if it may carry the next request: open, not expired,
-        idle at both ends, and with nothing unasked-for waiting to be read."""
-        sock, state = self._sock, self._h11
-        if sock is None or state is None:
-            return None, None
-        usable = state.our_state is h11.IDLE and state.trailing_data == (b"", False) \
-            and self._mono() - self._idle_since < _KEEPALIVE_EXPIRY
-        if usable:
-            # Something to read at once is the server's close or bytes nobody asked for,
-            # which would be read as the next answer's.
-            try:
-                usable = not select.select([sock], [], [], 0)[0]
-            except (OSError, ValueError):
-                usable = False
-        if not usable:
-            self._drop()
-            return None, None
-        return sock, state
-
-    def _connect(self, repeat: Repeat) -> tuple[socket.socket, h11.Connection]:
+    def _connect(self, repeat: Repeat) -> _Socket:
         try:
             sock = socket.create_connection((repeat.host, repeat.port), timeout=repeat.timeout)
-        except TimeoutError as exc:
-            raise httpx.ConnectTimeout(f"no connection to {repeat.host}:{repeat.port} within "
-                                       f"{repeat.timeout} s") from exc
         except OSError as exc:
-            raise httpx.ConnectError(str(exc) or type(exc).__name__) from exc
+            raise failed("connect", exc, None, repeat.host, repeat.port, repeat.timeout) \
+                from exc
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.setblocking(False)  # each wait is a select until the exchange's deadline
-        state = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD_BYTES)
+        kept = _Socket(sock, self._mono)
         with self._lock:
             if self._closed:
                 sock.close()
                 raise httpx.ConnectError("closed")
-            self._sock, self._h11 = sock, state
+            self._kept = kept
         self.opened += 1
-        return sock, state
+        return kept
 
     def _drop(self) -> None:
         with self._lock:
-            sock, self._sock, self._h11 = self._sock, None, None
-        if sock is not None:
-            sock.close()
+            kept, self._kept = self._kept, None
+        if kept is not None:
+            kept.sock.close()
+
+
+class _Socket(Wire):
+    """A :class:`Wire` on a non-blocking socket, each wait one select until the deadline
+    (a socket with a timeout would set its mode and poll at each call)."""
+
+    __slots__ = ("mono", "sock")
+
+    def __init__(self, sock: socket.socket, mono: Callable[[], float]) -> None:
+        super().__init__()
+        self.sock, self.mono = sock, mono
+
+    def waiting(self) -> bool:
+        try:
+            return bool(select.select([self.sock], [], [], 0)[0])
+        except (OSError, ValueError):
+            return True
+
+    def send(self, data: bytes, deadline: float) -> None:
+        view = memoryview(data)
+        try:
+            while view:
+                try:
+                    view = view[self.sock.send(view):]
+                except BlockingIOError:  # the kernel's buffer is full: a request never fills it
+                    self._ready(deadline, write=True)
+        except OSError as exc:  # TimeoutError included
+            raise failed("send", exc) from exc
+
+    def next_event(self, deadline: float, *, unread: bool = False) -> Any:
+        """The next HTTP event, reading as h11 needs more bytes."""
+        data = None
+        while (event := self.event(data, unread=unread)) is h11.NEED_DATA:
+            unread = False
+            while True:
+                try:
+                    self._ready(deadline)
+                    data = self.sock.recv(CHUNK)
+                    break
+                except BlockingIOError:  # readable, and then not: wait again
+                    continue
+                except OSError as exc:  # TimeoutError included
+                    raise failed("read", exc) from exc
+        return event
+
+    def _ready(self, deadline: float, *, write: bool = False) -> None:
+        sock, left = self.sock, deadline - self.mono()
+        if left <= 0 or not select.select([] if write else [sock], [sock] if write else [], [],
+                                          left)[1 if write else 0]:
+            raise TimeoutError
 
 
 class _Bell:
@@ -403,61 +406,3 @@ class _Bell:
         self._r.close()
         self._w.close()
 
-
-def _ready(sock: socket.socket, deadline: float, mono: Callable[[], float], *,
-           write: bool = False) -> None:
-    """Until the (non-blocking) socket can be read or written, before ``deadline``: one
-    select, where a socket with a timeout would set its mode and poll each time."""
-    left = deadline - mono()
-    if left <= 0 or not select.select([] if write else [sock], [sock] if write else [], [],
-                                      left)[1 if write else 0]:
-        raise TimeoutError
-
-
-def _send(sock: socket.socket, data: bytes, deadline: float, mono: Callable[[], float]) -> None:
-    view = memoryview(data)
-    try:
-        while view:
-            try:
-                view = view[sock.send(view):]
-            except BlockingIOError:  # the kernel's buffer is full: a request never fills it
-                _ready(sock, deadline, mono, write=True)
-    except TimeoutError as exc:
-        raise httpx.WriteTimeout("timed out sending the request") from exc
-    except OSError as exc:
-        raise httpx.WriteError(str(exc) or type(exc).__name__) from exc
-
-
-def _next_event(sock: socket.socket, state: h11.Connection, deadline: float,
-                mono: Callable[[], float], *, unread: bool = False) -> Any:
-    """The next HTTP event, reading as h11 needs more bytes: the transport's rules
-    (``_Connection.next_event``), blocking until ``deadline``."""
-    event: Any = h11.NEED_DATA if unread and state.trailing_data == (b"", False) else None
-    while True:
-        if event is None:
-            try:
-                event = state.next_event()
-            except h11.RemoteProtocolError as exc:
-                raise httpx.RemoteProtocolError(str(exc)) from exc
-        if event is not h11.NEED_DATA:
-            return event
-        event = None
-        try:
-            while True:
-                _ready(sock, deadline, mono)
-                try:
-                    data = sock.recv(_CHUNK)
-                    break
-                except BlockingIOError:  # readable, and then not: wait again
-                    continue
-        except TimeoutError as exc:
-            raise httpx.ReadTimeout("timed out reading the answer") from exc
-        except OSError as exc:
-            raise httpx.ReadError(str(exc) or type(exc).__name__) from exc
-        if not data and state.their_state is h11.SEND_RESPONSE:
-            raise httpx.RemoteProtocolError("the server closed the connection without an "
-                                            "answer")
-        try:
-            state.receive_data(data)
-        except h11.RemoteProtocolError as exc:
-            raise httpx.RemoteProtocolError(str(exc)) from exc
