@@ -9,6 +9,7 @@ steps, the prepare hook ran once, the approval was made once, and /healthz is 20
 from __future__ import annotations
 
 import asyncio
+import re
 import sqlite3
 import threading
 import time
@@ -96,6 +97,11 @@ def _hold(tmp_path: Path) -> sqlite3.Connection:
     return holder
 
 
+# Both steps done, as the plan says it: the hook's exit, then the service's answer.
+DONE_PLAN = re.compile(r"rule drain: prepare 'hook\.sh' exited 0, approved: the service "
+                       r"answered HTTP 200 in \d+ ms")
+
+
 def _kept(tmp_path: Path, endpoint: str) -> tuple[str, list[tuple[str, int | None]], int]:
     """What the store says of the event: its plan, its hook runs (step, exit status) and
     how many approvals of it have an outcome."""
@@ -168,8 +174,9 @@ def test_an_event_that_appears_while_the_store_fails_loses_no_work(
     assert not ran_during, "a hook ran while its step could not be kept"
     assert runs.read_text().splitlines() == [f"prepare {EVENT} Reboot this_vm=true"]
     assert len(sent) == 1, sent
-    assert _kept(tmp_path, emulator.url) == ("rule drain: prepare done, approve done",
-                                             [("prepare", 0)], 1)
+    plan, runs_kept, outcomes = _kept(tmp_path, emulator.url)
+    assert (runs_kept, outcomes) == ([("prepare", 0)], 1)
+    assert DONE_PLAN.fullmatch(plan), plan
 
 
 def test_a_hook_that_ends_while_the_store_fails_is_kept_and_the_event_approved(
@@ -217,8 +224,9 @@ def test_a_hook_that_ends_while_the_store_fails_is_kept_and_the_event_approved(
     assert approved_during == []
     assert runs.read_text().splitlines() == [f"prepare {EVENT} Reboot this_vm=true"]
     assert len(sent) == 1, sent
-    assert _kept(tmp_path, emulator.url) == ("rule drain: prepare done, approve done",
-                                             [("prepare", 0)], 1)
+    plan, runs_kept, outcomes = _kept(tmp_path, emulator.url)
+    assert (runs_kept, outcomes) == ([("prepare", 0)], 1)
+    assert DONE_PLAN.fullmatch(plan), plan
 
 
 class _HoldingClient(ImdsClient):
