@@ -5,6 +5,9 @@ second is one row whose ``last_seen`` moves, and two setui processes recording t
 document meet on the UNIQUE constraint instead of writing it twice. The changes stored
 with a new row are derived against the row before it in the store, so every writer (a
 ``setui watch`` service, a dashboard, a restarted process) tells the same story.
+
+:class:`History` is the store's part over these rows: what a recorder writes each poll
+and a reader asks, and the retention of the rows.
 """
 
 from __future__ import annotations
@@ -14,42 +17,33 @@ import hashlib
 import json
 import math
 import sqlite3
-from collections.abc import Callable, Sequence
-from dataclasses import replace
-from datetime import datetime
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from setui.core.model import Document, DocumentError, format_not_before, parse_document
 from setui.core.timefmt import restate, stamp
 from setui.core.tracker import Change, ChangeKind, Tracker, summarize
+from setui.store.connection import Database
+from setui.store.endpoints import endpoint_column
 from setui.store.records import (
     ChangeRecord,
     IncarnationRecord,
     StoryEntry,
+    clean_text,
     from_db_time,
+    stored_json,
     to_db_time,
+    utc,
 )
 
-__all__ = ["clean_text", "content_hash", "event_story", "find_incarnation", "insert_or_touch",
-           "previous", "prune", "query_history", "stored_json"]
+__all__ = ["TOUCH_INTERVAL", "History", "content_hash", "event_story", "find_incarnation",
+           "insert_or_touch", "previous", "prune", "query_history"]
 
 _COLUMNS = ("id, endpoint, incarnation, content_hash, first_seen, last_seen, raw_json, "
             "changes_json, summary, clock_skew, vm_name")
 _NAME_LIMIT = 200  # a VM name is at most 64 characters in Azure: more is not a name
-
-
-def clean_text(text: str) -> str:
-    """Text SQLite can store: lone surrogates (valid in JSON escapes) become visible escapes."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text
-
-
-def stored_json(value: Any) -> str:
-    """Canonical JSON, ASCII-only so any string the network sent can be stored and hashed."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
 def content_hash(doc: Document) -> str:
@@ -395,3 +389,118 @@ def prune(conn: sqlite3.Connection, cutoff: datetime) -> int:
     except BaseException:
         _rollback(conn)
         raise
+
+
+# An unchanged document bumps its row's last_seen at most this often: a day of polling
+# once a second is at most 1,440 small updates and no new rows.
+TOUCH_INTERVAL = timedelta(seconds=60)
+# Retention runs at most this often, when a new incarnation is recorded.
+PRUNE_INTERVAL = timedelta(hours=1)
+
+
+@dataclass(frozen=True)
+class _Touched:
+    """The last document written for an endpoint, and when."""
+
+    incarnation: int
+    raw: Mapping[str, Any]
+    digest: str
+    written: datetime
+
+
+class History:
+    """The history of incarnations in ``database``.
+
+    ``history_days=None`` (or 0, as the config file spells it) keeps the history
+    forever; the audit log is always kept whole.
+    """
+
+    def __init__(self, database: Database, *, history_days: int | None = 90) -> None:
+        self.database = database
+        # 0 means "keep forever" in the config file; as a day count it would prune all.
+        self.history_days = history_days if history_days and history_days > 0 else None
+        self._touched: dict[str, _Touched] = {}
+        self._last_prune: datetime | None = None
+
+    def record(self, doc: Document, *, seen_at: datetime, endpoint: str,
+               changes: Sequence[Change] = (), gap: str | None = None,
+               after: tuple[int, str] | None = None,
+               clock_skew: float | None = None, vm_name: str | None = None) -> bool:
+        """Record one sighting of ``doc``; True when it is a new incarnation row.
+
+        Idempotent per (endpoint, incarnation, content): a repeat only moves last_seen,
+        and at most once a minute. ``changes`` (from the caller's tracker) are the story
+        when the caller saw the newest stored document just before this one (``after``:
+        its incarnation and :func:`content_hash`, ``gap`` None or the gap the caller's
+        tracker already told); otherwise they are derived against the stored one across
+        a gap, so every writer tells the same story and none claims continuity it lacks.
+        ``vm_name``: this VM's name in Resources, kept with the incarnation.
+        """
+        seen_at = utc(seen_at)
+        endpoint = endpoint_column(endpoint)
+        with self.database.using("record the history", write=True) as conn:
+            touched = self._touched.get(endpoint)
+            # Polled once a second, the same document comes back again and again: a dict
+            # comparison spares hashing it each time.
+            if touched is not None and touched.incarnation == doc.incarnation \
+                    and touched.raw == doc.raw:
+                digest = touched.digest
+                if timedelta(0) <= seen_at - touched.written < TOUCH_INTERVAL:
+                    return False
+            else:
+                digest = content_hash(doc)
+            new = insert_or_touch(conn, doc, seen_at=seen_at, endpoint=endpoint,
+                                       changes=changes, digest=digest, gap=gap, after=after,
+                                       clock_skew=clock_skew, vm_name=vm_name)
+            self._touched[endpoint] = _Touched(doc.incarnation, doc.raw, digest, seen_at)
+            if new and self.history_days is not None and (
+                    self._last_prune is None or seen_at - self._last_prune >= PRUNE_INTERVAL):
+                self._last_prune = seen_at
+                prune(conn, seen_at - timedelta(days=self.history_days))
+            return new
+
+    def incarnations(self, *, limit: int | None = 50, since: datetime | None = None,
+                     endpoint: str | None = None, event_id: str | None = None,
+                     before: IncarnationRecord | None = None) -> list[IncarnationRecord]:
+        """Stored incarnations, newest first; ``before`` pages past an earlier result."""
+        # Ids from the command line or the network may hold lone surrogates (undecodable
+        # bytes, \ud800 in JSON): the store keeps them escaped, so look them up so.
+        event_id = None if event_id is None else clean_text(event_id)
+        endpoint = None if endpoint is None else endpoint_column(endpoint)
+        with self.database.using("read the history") as conn:
+            return query_history(conn, limit=limit, since=since, endpoint=endpoint,
+                                      event_id=event_id, before=before)
+
+    def incarnation(self, number: int, *, endpoint: str | None = None) -> IncarnationRecord | None:
+        """The most recently seen document with that incarnation number."""
+        endpoint = None if endpoint is None else endpoint_column(endpoint)
+        with self.database.using("read the history") as conn:
+            return find_incarnation(conn, number, endpoint)
+
+    def previous(self, record: IncarnationRecord) -> IncarnationRecord | None:
+        """The document seen at the same endpoint just before ``record``."""
+        with self.database.using("read the history") as conn:
+            return previous(conn, record)
+
+    def prune(self, *, now: datetime) -> int:
+        """Delete history last seen more than ``history_days`` before ``now``."""
+        if self.history_days is None:
+            return 0
+        with self.database.using("prune the history", write=True) as conn:
+            self._last_prune = utc(now)
+            return prune(conn, utc(now) - timedelta(days=self.history_days))
+
+    def newest_document(self, endpoint: str) -> tuple[Document, str] | None:
+        """The newest stored document of ``endpoint`` and its content hash: where a
+        restarted monitor takes up the story."""
+        with self.database.using("read the history") as conn:
+            row = conn.execute(
+                "SELECT raw_json, content_hash FROM incarnations WHERE endpoint = ? "
+                "ORDER BY first_seen DESC, id DESC LIMIT 1", (endpoint_column(endpoint),)
+            ).fetchone()
+        if row is None:
+            return None
+        try:
+            return parse_document(row[0]), row[1]
+        except (DocumentError, ValueError):
+            return None
