@@ -60,29 +60,8 @@ from setui.store.records import (
 )
 from setui.store.store import Store
 
-__all__ = [
-    "ACTIONS",
-    "APPROVED",
-    "APPROVE_ATTEMPT",
-    "APPROVE_OUTCOME",
-    "CANCELLED",
-    "DB_NAME",
-    "DISMISSALS",
-    "DISMISSED",
-    "FAILED",
-    "REFUSED",
-    "UNKNOWN",
-    "AuditEntry",
-    "AuditRecord",
-    "ChangeRecord",
-    "IncarnationRecord",
-    "NothingRecorded",
-    "ReadOnlyStore",
-    "Store",
-    "StoreError",
-    "StoryEntry",
-    "VerifyResult",
-    "action_word",
-    "default_data_dir",
-    "event_snapshot",
-]
+__all__ = ["ACTIONS", "APPROVED", "APPROVE_ATTEMPT", "APPROVE_OUTCOME", "CANCELLED", "DB_NAME",
+           "DISMISSALS", "DISMISSED", "FAILED", "REFUSED", "UNKNOWN", "AuditEntry", "AuditRecord",
+           "ChangeRecord", "IncarnationRecord", "NothingRecorded", "ReadOnlyStore", "Store",
+           "StoreError", "StoryEntry", "VerifyResult", "action_word", "default_data_dir",
+           "event_snapshot"]

@@ -38,8 +38,8 @@ from setui.store.records import (
     utc,
 )
 
-__all__ = ["TOUCH_INTERVAL", "History", "content_hash", "event_story", "find_incarnation",
-           "insert_or_touch", "previous", "prune", "query_history"]
+__all__ = ["TOUCH_INTERVAL", "History", "content_hash", "event_story", "insert_or_touch",
+           "prune"]
 
 _COLUMNS = ("id, endpoint, incarnation, content_hash, first_seen, last_seen, raw_json, "
             "changes_json, summary, clock_skew, vm_name")
@@ -274,62 +274,6 @@ def _restated(change: ChangeRecord) -> ChangeRecord:
     return change if detail is change.detail else replace(change, detail=detail)
 
 
-def query_history(conn: sqlite3.Connection, *, limit: int | None, since: datetime | None,
-                  endpoint: str | None, event_id: str | None,
-                  before: IncarnationRecord | None) -> list[IncarnationRecord]:
-    """Newest first; every filter is served by an index."""
-    where: list[str] = []
-    params: list[Any] = []
-    if endpoint is not None:
-        where.append("endpoint = ?")
-        params.append(endpoint)
-    if since is not None:
-        where.append("first_seen >= ?")
-        params.append(to_db_time(since))
-    if before is not None:
-        where.append("(first_seen < ? OR (first_seen = ? AND id < ?))")
-        stamp = to_db_time(before.first_seen)
-        params += [stamp, stamp, before.row_id]
-    if event_id is not None:
-        where.append("id IN (SELECT incarnation_id FROM event_changes WHERE event_id = ?)")
-        params.append(event_id)
-    sql = f"SELECT {_COLUMNS} FROM incarnations"
-    if where:
-        sql += " WHERE " + " AND ".join(where)
-    sql += " ORDER BY first_seen DESC, id DESC"
-    if limit is not None:
-        sql += " LIMIT ?"
-        params.append(max(0, limit))
-    return [_record(row) for row in conn.execute(sql, params)]
-
-
-def find_incarnation(conn: sqlite3.Connection, number: int,
-                     endpoint: str | None) -> IncarnationRecord | None:
-    """The most recently seen row with that incarnation number."""
-    sql = f"SELECT {_COLUMNS} FROM incarnations WHERE incarnation = ?"
-    params: list[Any] = [number]
-    if endpoint is not None:
-        sql += " AND endpoint = ?"
-        params.append(endpoint)
-    row = conn.execute(sql + " ORDER BY last_seen DESC, id DESC LIMIT 1", params).fetchone()
-    return _record(row) if row else None
-
-
-def previous(conn: sqlite3.Connection, record: IncarnationRecord) -> IncarnationRecord | None:
-    stamp = to_db_time(record.first_seen)
-    if record.row_id:
-        row = conn.execute(
-            f"SELECT {_COLUMNS} FROM incarnations WHERE endpoint = ? AND "
-            "(first_seen < ? OR (first_seen = ? AND id < ?)) "
-            "ORDER BY first_seen DESC, id DESC LIMIT 1",
-            (record.endpoint, stamp, stamp, record.row_id)).fetchone()
-    else:
-        row = conn.execute(
-            f"SELECT {_COLUMNS} FROM incarnations WHERE endpoint = ? AND first_seen < ? "
-            "ORDER BY first_seen DESC, id DESC LIMIT 1", (record.endpoint, stamp)).fetchone()
-    return _record(row) if row else None
-
-
 def event_story(conn: sqlite3.Connection, event_id: str) -> list[StoryEntry]:
     """Each stored change of the event, oldest first, and where it stands now."""
     rows = conn.execute(
@@ -462,25 +406,64 @@ class History:
     def incarnations(self, *, limit: int | None = 50, since: datetime | None = None,
                      endpoint: str | None = None, event_id: str | None = None,
                      before: IncarnationRecord | None = None) -> list[IncarnationRecord]:
-        """Stored incarnations, newest first; ``before`` pages past an earlier result."""
-        # Ids from the command line or the network may hold lone surrogates (undecodable
-        # bytes, \ud800 in JSON): the store keeps them escaped, so look them up so.
-        event_id = None if event_id is None else clean_text(event_id)
-        endpoint = None if endpoint is None else endpoint_column(endpoint)
+        """Stored incarnations, newest first; ``before`` pages past an earlier result.
+        Every filter is served by an index."""
+        where: list[str] = []
+        params: list[Any] = []
+        if endpoint is not None:
+            where.append("endpoint = ?")
+            params.append(endpoint_column(endpoint))
         with self.database.using("read the history") as conn:
-            return query_history(conn, limit=limit, since=since, endpoint=endpoint,
-                                      event_id=event_id, before=before)
+            if since is not None:
+                where.append("first_seen >= ?")
+                params.append(to_db_time(since))
+            if before is not None:
+                where.append("(first_seen < ? OR (first_seen = ? AND id < ?))")
+                stamp = to_db_time(before.first_seen)
+                params += [stamp, stamp, before.row_id]
+            if event_id is not None:
+                # Ids from the command line or the network may hold lone surrogates
+                # (undecodable bytes, \ud800 in JSON): the store keeps them escaped, so look
+                # them up so.
+                where.append("id IN (SELECT incarnation_id FROM event_changes WHERE event_id = ?)")
+                params.append(clean_text(event_id))
+            sql = f"SELECT {_COLUMNS} FROM incarnations"
+            if where:
+                sql += " WHERE " + " AND ".join(where)
+            sql += " ORDER BY first_seen DESC, id DESC"
+            if limit is not None:
+                sql += " LIMIT ?"
+                params.append(max(0, limit))
+            return [_record(row) for row in conn.execute(sql, params)]
 
     def incarnation(self, number: int, *, endpoint: str | None = None) -> IncarnationRecord | None:
         """The most recently seen document with that incarnation number."""
-        endpoint = None if endpoint is None else endpoint_column(endpoint)
+        sql = f"SELECT {_COLUMNS} FROM incarnations WHERE incarnation = ?"
+        params: list[Any] = [number]
+        if endpoint is not None:
+            sql += " AND endpoint = ?"
+            params.append(endpoint_column(endpoint))
         with self.database.using("read the history") as conn:
-            return find_incarnation(conn, number, endpoint)
+            row = conn.execute(sql + " ORDER BY last_seen DESC, id DESC LIMIT 1",
+                               params).fetchone()
+            return _record(row) if row else None
 
     def previous(self, record: IncarnationRecord) -> IncarnationRecord | None:
         """The document seen at the same endpoint just before ``record``."""
         with self.database.using("read the history") as conn:
-            return previous(conn, record)
+            stamp = to_db_time(record.first_seen)
+            if record.row_id:
+                row = conn.execute(
+                    f"SELECT {_COLUMNS} FROM incarnations WHERE endpoint = ? AND "
+                    "(first_seen < ? OR (first_seen = ? AND id < ?)) "
+                    "ORDER BY first_seen DESC, id DESC LIMIT 1",
+                    (record.endpoint, stamp, stamp, record.row_id)).fetchone()
+            else:
+                row = conn.execute(
+                    f"SELECT {_COLUMNS} FROM incarnations WHERE endpoint = ? AND first_seen < ? "
+                    "ORDER BY first_seen DESC, id DESC LIMIT 1",
+                    (record.endpoint, stamp)).fetchone()
+            return _record(row) if row else None
 
     def prune(self, *, now: datetime) -> int:
         """Delete history last seen more than ``history_days`` before ``now``."""

@@ -24,38 +24,11 @@ from setui.core.model import (
 )
 from setui.core.timefmt import stamp
 
-__all__ = [
-    "ACTIONS",
-    "APPROVED",
-    "APPROVE_ATTEMPT",
-    "APPROVE_OUTCOME",
-    "CANCELLED",
-    "DISMISSALS",
-    "DISMISSED",
-    "FAILED",
-    "IMPACT_SOURCE",
-    "REFUSED",
-    "UNKNOWN",
-    "AuditEntry",
-    "AuditRecord",
-    "ChangeRecord",
-    "Claim",
-    "Hold",
-    "HookRun",
-    "IncarnationRecord",
-    "RecorderSpan",
-    "Step",
-    "StoryEntry",
-    "VerifyResult",
-    "action_word",
-    "approval_result",
-    "clean_text",
-    "event_snapshot",
-    "from_db_time",
-    "stored_json",
-    "to_db_time",
-    "utc",
-]
+__all__ = ["ACTIONS", "APPROVED", "APPROVE_ATTEMPT", "APPROVE_OUTCOME", "CANCELLED", "DISMISSALS",
+           "DISMISSED", "FAILED", "IMPACT_SOURCE", "REFUSED", "UNKNOWN", "AuditEntry",
+           "AuditRecord", "ChangeRecord", "Claim", "Hold", "HookRun", "IncarnationRecord",
+           "RecorderSpan", "Step", "StoryEntry", "VerifyResult", "action_word", "approval_result",
+           "clean_text", "event_snapshot", "from_db_time", "stored_json", "to_db_time", "utc"]
 
 APPROVE_ATTEMPT = "approve-attempt"
 APPROVE_OUTCOME = "approve-outcome"
