@@ -4,8 +4,12 @@ log, the recording sessions and the agent's work.
 Standard library ``sqlite3`` only: no textual, no httpx, no setui.ui.
 
 One module per concept, each table's class beside its SQL, so whoever looks for one
-thing finds it in one place, and the imports run one way (each module only imports the
-ones above it here):
+thing finds it in one place; the imports run one way, each module importing only those
+above it here (the "store-layers" import contract keeps it so: no circle). Two splits
+are kept on purpose: the values (records) apart from the SQL that stores them, and the
+Record a front end asks (reading) apart from the store that answers it (stored), because
+the agent's client side imports the values and the Record but nothing that opens or
+writes the database (the "api-client" contract).
 
 * ``errors``: RecordError, StoreError and its kinds, sqlite3 and OS errors in words.
 * ``records``: the values handed out and taken in (frozen dataclasses, action and state
