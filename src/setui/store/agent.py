@@ -48,28 +48,9 @@ from setui.store.records import (
 from setui.store.vmkeys import VmKey, with_vm_id
 
 # The step and its states are values (store.records), re-exported for the agent's callers.
-__all__ = [
-    "DONE",
-    "FAILED",
-    "FINISHED",
-    "HOLD",
-    "INTERRUPTED",
-    "MAX_OUTPUT",
-    "PLANNED",
-    "RELEASE",
-    "RUNNING",
-    "SKIPPED",
-    "UNKNOWN",
-    "UNMATCHED",
-    "WAITING",
-    "AgentLog",
-    "Hold",
-    "HookRun",
-    "Notification",
-    "Step",
-    "holds_of",
-    "hook_runs_of",
-]
+__all__ = ["DONE", "FAILED", "FINISHED", "HOLD", "INTERRUPTED", "MAX_OUTPUT", "PLANNED", "RELEASE",
+           "RUNNING", "SKIPPED", "UNKNOWN", "UNMATCHED", "WAITING", "AgentLog", "Hold", "HookRun",
+           "Notification", "Step", "holds_of", "hook_runs_of"]
 
 # Audit actions of a person holding or releasing the agent's automation for an event.
 HOLD = "agent-hold"

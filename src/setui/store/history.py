@@ -353,11 +353,8 @@ class _Touched:
 
 
 class History:
-    """The history of incarnations in ``database``.
-
-    ``history_days=None`` (or 0, as the config file spells it) keeps the history
-    forever; the audit log is always kept whole.
-    """
+    """The history of incarnations in ``database``, kept ``history_days`` (None, or 0 as
+    the config file spells it: forever)."""
 
     def __init__(self, database: Database, *, history_days: int | None = 90) -> None:
         self.database = database
