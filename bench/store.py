@@ -43,8 +43,7 @@ from common import (
 
 from setui.core.model import format_not_before, parse_document
 from setui.store import DB_NAME, ChangeRecord, Store
-from setui.store.history import stored_json
-from setui.store.records import to_db_time
+from setui.store.records import stored_json, to_db_time
 
 ROWS = 100_000
 READ_TARGET = 0.150

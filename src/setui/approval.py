@@ -64,7 +64,7 @@ from setui.store import (
     StoreError,
     event_snapshot,
 )
-from setui.store.auditlog import AuditLog
+from setui.store.audit import AuditLog
 from setui.store.claims import AlreadyClaimed, Claim
 from setui.store.vmkeys import with_vm_id
 from setui.tries import Tries, unread

@@ -20,7 +20,7 @@ from setui.agent.metrics import parse_listen
 from setui.emulator.server import Emulator
 from setui.store import Store
 from setui.store.agent import DONE, INTERRUPTED, RUNNING, SKIPPED, AgentLog
-from setui.store.db import SCHEMA_VERSION
+from setui.store.schema import SCHEMA_VERSION
 
 T = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

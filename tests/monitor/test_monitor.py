@@ -19,7 +19,7 @@ from setui.emulator.scenario import load_scenario
 from setui.emulator.server import Emulator
 from setui.monitor import Monitor, MonitorUpdate
 from setui.store import Store
-from setui.store.incarnations import History
+from setui.store.history import History
 from waiting import PATIENCE
 
 FREEZE = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"

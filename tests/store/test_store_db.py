@@ -214,10 +214,10 @@ def test_history_days_zero_keeps_everything(data_dir: Path) -> None:
 def shm_refused(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every plain ``mode=ro`` open fails as in a read-only directory; returns the URIs
     that were opened."""
-    from setui.store import db
+    from setui.store import connection
 
     opened: list[str] = []
-    real = db._reader
+    real = connection._reader
 
     def reader(target: str, *args: object, **kw: object) -> sqlite3.Connection:
         opened.append(target)
@@ -225,7 +225,7 @@ def shm_refused(monkeypatch: pytest.MonkeyPatch) -> list[str]:
             raise sqlite3.OperationalError("attempt to write a readonly database")
         return real(target, *args, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(db, "_reader", reader)
+    monkeypatch.setattr(connection, "_reader", reader)
     return opened
 
 

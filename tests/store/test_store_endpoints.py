@@ -18,7 +18,7 @@ from store_helpers import STORY, T0, doc, entry, event, play
 from oldstores import back_to
 from setui.store import AuditEntry, Store
 from setui.store.agent import AgentLog
-from setui.store.db import SCHEMA_VERSION
+from setui.store.schema import SCHEMA_VERSION
 
 PORT = 48123
 SPELLINGS = (f"HTTP://127.0.0.1:{PORT}", f"http://localhost:{PORT}/", f"http://[::1]:{PORT}")

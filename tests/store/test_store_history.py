@@ -13,8 +13,8 @@ from store_helpers import ENDPOINT, STORY, T0, doc, entry, event, play, raw
 
 from oldstores import back_to
 from setui.core.tracker import Tracker
-from setui.store import Store
-from setui.store.db import DB_NAME, SCHEMA_VERSION
+from setui.store import DB_NAME, Store
+from setui.store.schema import SCHEMA_VERSION
 
 
 def test_each_distinct_document_once_newest_first(store: Store) -> None:

@@ -10,8 +10,7 @@ from store_helpers import ENDPOINT, STORY, T0, play
 
 from oldstores import back_to
 from setui.core.impact import BOOT, IMPACT_SOURCE, STALL, STARTED, Impact
-from setui.store import Store
-from setui.store.db import DB_NAME
+from setui.store import DB_NAME, Store
 
 MINUTE = timedelta(minutes=1)
 

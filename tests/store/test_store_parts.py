@@ -12,8 +12,7 @@ import pytest
 from store_helpers import ENDPOINT, STORY, T0, entry, play
 
 from setui.core.impact import STALL, Impact
-from setui.store import Store, StoreError
-from setui.store.db import DB_NAME
+from setui.store import DB_NAME, Store, StoreError
 
 WRITES: dict[str, tuple[str, Callable[[Store], Any]]] = {
     "history": ("record the history",

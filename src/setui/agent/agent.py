@@ -50,7 +50,7 @@ from setui.store.agent import (
     AgentLog,
     Step,
 )
-from setui.store.db import StoreError
+from setui.store.errors import StoreError
 from setui.store.records import event_snapshot
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ from datetime import datetime
 from pathlib import Path
 
 from setui.procinfo import PROC, holders, process
-from setui.store.db import StoreError
+from setui.store.errors import StoreError
 from setui.store.flocks import flock_holders
 from setui.store.place import (
     AGENT_LOCK,

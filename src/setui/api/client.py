@@ -77,7 +77,8 @@ from setui.core.holes import Hole
 from setui.core.impact import Impact
 from setui.outcome import ApprovalOutcome, Progress
 from setui.snapshot import Confirmed
-from setui.store.reading import RecordError, RecordingParts
+from setui.store.errors import RecordError
+from setui.store.reading import RecordingParts
 from setui.store.records import (
     AuditRecord,
     Claim,

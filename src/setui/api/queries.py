@@ -40,7 +40,7 @@ from setui.api.protocol import (
 )
 from setui.core.model import MAX_INCARNATION
 from setui.store import IncarnationRecord, Store, StoreError
-from setui.store.db import NothingRecorded
+from setui.store.errors import NothingRecorded
 from setui.store.stored import StoredRecord
 
 __all__ = ["MAX_WAITING", "Queries"]

@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def audit_command(args: argparse.Namespace, *, out: IO[str], err: IO[str]) -> int:
-    from setui.store.reading import RecordError
+    from setui.store.errors import RecordError
 
     command = getattr(args, "audit_command", None)
     try:

@@ -145,7 +145,7 @@ def open_replay(args: argparse.Namespace, *, since: datetime | None = None,
         return EXIT_USAGE
     from setui.commands.common import read_record
     from setui.config import config_dir
-    from setui.store.reading import RecordError
+    from setui.store.errors import RecordError
     from setui.ui.replay_app import ReplayApp
 
     record = None

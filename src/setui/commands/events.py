@@ -144,7 +144,7 @@ class _Reading:
     def approvals(self, err: IO[str]) -> dict[str, AuditRecord]:
         """Who approved which event, from the audit log (then closed); empty, and said,
         if it cannot tell."""
-        from setui.store.reading import RecordError
+        from setui.store.errors import RecordError
 
         if self.record is None:
             return {}
@@ -164,7 +164,7 @@ async def _from_imds(args: argparse.Namespace, err: IO[str],
     """One GET, kept in the history; the store read for approvals."""
     from setui.core.endpoint import DEFAULT_API_VERSION, DEFAULT_ENDPOINT
     from setui.core.errors import ImdsError
-    from setui.store.reading import RecordError
+    from setui.store.errors import RecordError
 
     if make_client is None:
         from setui.core.client import ImdsClient

@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def history_command(args: argparse.Namespace, *, out: IO[str], err: IO[str]) -> int:
-    from setui.store.reading import RecordError
+    from setui.store.errors import RecordError
 
     as_json = bool(getattr(args, "json", False))
     try:

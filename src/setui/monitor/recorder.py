@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from setui.boot import current_boot_id
 from setui.core.health import PollResult
 from setui.core.model import Document
-from setui.store.incarnations import TOUCH_INTERVAL
+from setui.store.history import TOUCH_INTERVAL
 from setui.store.sessions import RECORDER_BEAT
 
 if TYPE_CHECKING:

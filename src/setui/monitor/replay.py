@@ -1,7 +1,7 @@
 """What the monitor knew at a past moment, rebuilt from the store: the road replay takes.
 
 A :class:`Recording` is read once (on a thread: it is SQLite, or the agent's API, which
-reads the same through the same function: store.recording) and then answers, for any
+reads the same through the same function: store.stored.gather) and then answers, for any
 moment, the state a live monitor would have held then: the document current at that
 moment, each event's life folded from the *stored* changes (so the gap rules the store
 applied hold in the replay too) with what the agent measured of it, the holds people set
@@ -27,7 +27,7 @@ from setui.core.timefmt import stamp
 from setui.core.tracker import Change, ChangeKind
 from setui.monitor.state import EventLife, MonitorState
 from setui.store.agent import holds_of
-from setui.store.incarnations import TOUCH_INTERVAL
+from setui.store.history import TOUCH_INTERVAL
 from setui.store.reading import Record, RecordingParts
 from setui.store.records import AuditRecord, ChangeRecord, IncarnationRecord
 from setui.store.story import hold_words, hook_run_words
@@ -271,7 +271,7 @@ def load_recording(record: Record, *, since: datetime | None = None,
                    until: datetime | None = None,
                    endpoint: str | None = None) -> Recording | None:
     """One endpoint's record (the newest one's, unless named) for the moments from
-    ``since`` to ``until`` (store.recording says what it holds), from a store or from the
+    ``since`` to ``until`` (store.stored.gather says what it holds), from a store or from the
     agent alike; None when nothing was recorded there. Blocking: call it on a thread."""
     parts = record.recording(since=since, until=until, endpoint=endpoint)
     if parts is None:

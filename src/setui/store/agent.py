@@ -21,11 +21,11 @@ import sqlite3
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from setui.store.db import write_transaction
+from setui.store.audit import AuditLog
+from setui.store.connection import Database, write_transaction
 from setui.store.endpoints import endpoint_column
-from setui.store.history import clean_text
 from setui.store.records import (
     DONE,
     FAILED,
@@ -41,37 +41,16 @@ from setui.store.records import (
     Hold,
     HookRun,
     Step,
+    clean_text,
     from_db_time,
     to_db_time,
 )
 from setui.store.vmkeys import VmKey, with_vm_id
 
-if TYPE_CHECKING:
-    from setui.store.store import Store
-
 # The step and its states are values (store.records), re-exported for the agent's callers.
-__all__ = [
-    "DONE",
-    "FAILED",
-    "FINISHED",
-    "HOLD",
-    "INTERRUPTED",
-    "MAX_OUTPUT",
-    "PLANNED",
-    "RELEASE",
-    "RUNNING",
-    "SKIPPED",
-    "UNKNOWN",
-    "UNMATCHED",
-    "WAITING",
-    "AgentLog",
-    "Hold",
-    "HookRun",
-    "Notification",
-    "Step",
-    "holds_of",
-    "hook_runs_of",
-]
+__all__ = ["DONE", "FAILED", "FINISHED", "HOLD", "INTERRUPTED", "MAX_OUTPUT", "PLANNED", "RELEASE",
+           "RUNNING", "SKIPPED", "UNKNOWN", "UNMATCHED", "WAITING", "AgentLog", "Hold", "HookRun",
+           "Notification", "Step", "holds_of", "hook_runs_of"]
 
 # Audit actions of a person holding or releasing the agent's automation for an event.
 HOLD = "agent-hold"
@@ -158,11 +137,19 @@ def _step(row: Sequence[object]) -> Step:
                 from_db_time(str(row[5])) if row[5] else None, from_db_time(str(row[6])))
 
 
+class _Opened(Protocol):
+    """An opened store (store.store.Store): the agent's tables are in its database, and
+    a hold is written to its audit log first."""
+
+    database: Database
+    audit_log: AuditLog
+
+
 class AgentLog:
-    """The agent's tables in ``store`` (schema version 8, store/db.py), as this VM's:
+    """The agent's tables in ``store`` (schema version 8, store/schema.py), as this VM's:
     ``endpoint``, and ``vm_id`` once it is known (set it when it is learned)."""
 
-    def __init__(self, store: Store, endpoint: str, *, vm_id: str | None = None) -> None:
+    def __init__(self, store: _Opened, endpoint: str, *, vm_id: str | None = None) -> None:
         self.store = store
         self.endpoint = endpoint_column(endpoint)  # one spelling (store.endpoints)
         self.vm_id = vm_id

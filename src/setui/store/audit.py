@@ -1,10 +1,12 @@
-"""The audit log: append-only records in a SHA-256 hash chain.
+"""The audit log: append-only records in a SHA-256 hash chain, and :class:`AuditLog`, the
+store's part that writes and reads it (all an approval needs: the approver holds only
+this), with its copy off the VM (setui.auditforward).
 
 Each record's hash covers its content (a canonical JSON of every column but the hashes)
 and the previous record's hash, starting from 64 zeros. A one-row ``audit_head`` table,
 written in the same transaction as each record, holds the newest seq and hash. After
 each append the same seq and hash are also written to a witness file beside the
-database (``setui.db.audit-head``, owner-only, replaced atomically).
+database (store.witness).
 
 What :func:`verify` finds:
 
@@ -40,14 +42,29 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from setui.atomicfile import write_atomically
-from setui.store.db import StoreError
-from setui.store.history import clean_text, stored_json
-from setui.store.place import Sharing, read_nofollow
-from setui.store.records import AuditEntry, AuditRecord, VerifyResult, from_db_time, to_db_time
+from setui.auditforward import Forwarder
+from setui.core.clock import utc_now
+from setui.store import claims
+from setui.store.connection import Database
+from setui.store.errors import StoreError
+from setui.store.records import (
+    APPROVE_ATTEMPT,
+    APPROVED,
+    UNKNOWN,
+    AuditEntry,
+    AuditRecord,
+    VerifyResult,
+    clean_text,
+    from_db_time,
+    stored_json,
+    to_db_time,
+)
+from setui.store.schema import trigger_problem
+from setui.store.vmkeys import VmKey
+from setui.store.witness import read_witness, update_witness, witness_path
+from setui.textsafe import printable
 
-__all__ = ["GENESIS", "append", "chain_hash", "for_event", "listing", "read_witness",
-           "update_witness", "verify", "witness_path"]
+__all__ = ["GENESIS", "AuditLog", "append", "chain_hash", "for_event", "listing", "verify"]
 
 GENESIS = "0" * 64
 
@@ -279,62 +296,6 @@ def _tables(conn: sqlite3.Connection) -> set[str]:
             conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
 
-# -- the witness file ----------------------------------------------------------------------
-def witness_path(db_path: Path) -> Path:
-    """``setui.db.audit-head``: named after the database, so two never share one."""
-    return db_path.with_name(db_path.name + ".audit-head")
-
-
-def read_witness(path: Path) -> tuple[int, str] | None:
-    """(seq, hash) from the witness, None if there is none; OSError or ValueError if it
-    cannot be read or is not a witness."""
-    try:
-        text = read_nofollow(path).decode("ascii")
-    except FileNotFoundError:
-        return None
-    except StoreError as exc:  # a symbolic link: never followed
-        raise ValueError(exc.message) from None
-    data = json.loads(text)
-    if not isinstance(data, dict):
-        raise ValueError("not a JSON object")
-    seq, digest = data.get("seq"), data.get("hash")
-    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1 \
-            or not isinstance(digest, str) or len(digest) != 64:
-        raise ValueError("it holds no record number and hash")
-    return seq, digest
-
-
-def update_witness(conn: sqlite3.Connection, path: Path, seq: int, digest: str,
-                   *, sharing: Sharing | None = None) -> str | None:
-    """Make the witness name record ``seq`` (just committed); why not, if it was not.
-
-    Never raises: the records are committed already, and an exception would read as
-    "not recorded". A witness the log contradicts is left as it is, so the evidence of a
-    truncated or replaced log survives the records appended after it.
-    """
-    try:
-        try:
-            current = read_witness(path)
-        except (OSError, ValueError, UnicodeDecodeError):
-            current = None  # unreadable: nothing in it is worth keeping; replace it
-        if current is not None:
-            row = conn.execute("SELECT hash FROM audit WHERE seq = ?",
-                               (current[0],)).fetchone()
-            if row is None or row[0] != current[1]:
-                return (f"the audit head witness {path} names record {current[0]}, which the "
-                        "log does not have as it was: it is kept as evidence and not updated. "
-                        "Run `setui audit verify`")
-            if current[0] >= seq:
-                return None  # another setui appended after us and wrote a newer one
-        write_atomically(path, json.dumps({"seq": seq, "hash": digest}) + "\n",
-                         made=sharing.apply if sharing is not None else None)
-    except (OSError, sqlite3.Error, OverflowError) as exc:
-        reason = getattr(exc, "strerror", None) or str(exc)
-        return (f"cannot write the audit head witness {path}: {reason}. The record itself "
-                "was written; `setui audit verify` will say the witness is behind")
-    return None
-
-
 # -- verify --------------------------------------------------------------------------------
 def verify(conn: sqlite3.Connection, witness: Path | None = None) -> VerifyResult:
     """Recompute the chain; the first record altered, inserted or removed, in words.
@@ -472,3 +433,188 @@ def _against_witness(path: Path, witnessed: tuple[int, str] | None,
             "writing it failed or setui stopped in between; the newest records are "
             "checked against the log's own head only, until the next approval"))
     return result(True)
+
+
+# -- the log, as a store's part -------------------------------------------------------
+# The meta keys noting audit records that did not leave the VM: unsent:<seq, 12 digits>.
+_UNSENT = "unsent:"
+
+
+class AuditLog:
+    """The audit log in ``database``; each record written also goes to ``forwarder``."""
+
+    def __init__(self, database: Database, forwarder: Forwarder) -> None:
+        self.database = database
+        self.forwarder = forwarder
+        # Why the last records did not leave the VM, if they did not (also kept in the
+        # store: see unforwarded()).
+        self.forward_problem: str | None = None
+        # Why the audit head witness beside the database was not updated by the last
+        # append, if it was not (the record itself was written; verify reports it too).
+        self.witness_problem: str | None = None
+
+    @property
+    def readonly(self) -> bool:
+        """Whether nothing may be written here (the database was opened read-only)."""
+        return self.database.readonly
+
+    # -- writing --------------------------------------------------------------------------
+    def append(self, entry: AuditEntry) -> AuditRecord:
+        """Append one record; it is committed to disk when this returns."""
+        return self.extend([entry])[0]
+
+    def extend(self, entries: Sequence[AuditEntry], *,
+               guard: Callable[[sqlite3.Connection], None] | None = None,
+               ) -> list[AuditRecord]:
+        """Append several records atomically: all are committed or none is. ``guard``
+        runs first in the same write transaction (audit.append)."""
+        if not entries:
+            return []
+        path = self.database.path
+        with self.database.using("write the audit log", write=True) as conn:
+            records = append(conn, entries, path, guard=guard)
+            # After the commit, and never raising: the records are written whatever
+            # becomes of the witness, and a failure shows in verify.
+            self.witness_problem = update_witness(
+                conn, witness_path(path), records[-1].seq, records[-1].hash,
+                sharing=self.database.sharing)
+            self.forward_problem = self._forward(conn, records)
+            return records
+
+    def extend_claiming(self, entries: Sequence[AuditEntry], event_ids: Sequence[str],
+                        endpoint: str, *, vm_id: str | None = None) -> list[AuditRecord]:
+        """Append approval attempts only if none of ``event_ids`` is claimed already on
+        this VM (its ``vm_id`` if known, else ``endpoint``: store.claims, store.vmkeys), in
+        the same write transaction: of several processes approving one event at once, one
+        appends. Raises :class:`AlreadyClaimed` otherwise."""
+        here = VmKey.of(endpoint, vm_id)
+        return self.extend(entries, guard=lambda c: claims.check(c, event_ids, here))
+
+    def _forward(self, conn: sqlite3.Connection, records: list[AuditRecord]) -> str | None:
+        """Send the records (and those that failed before) out; never raises: they are
+        committed whatever becomes of the copy. A failure is kept in ``meta`` beside the
+        log, so every reader can say which records did not leave."""
+        if not self.forwarder.enabled:
+            return None
+        earlier = [int(key.split(":", 1)[1]) for (key,) in conn.execute(
+            "SELECT key FROM meta WHERE key LIKE ? ORDER BY key LIMIT 50", (_UNSENT + "%",))]
+        resend: list[AuditRecord] = []
+        if earlier:
+            wanted = set(earlier)
+            resend = [r for r in listing(conn, None, True) if r.seq in wanted]
+        problem = self.forwarder.send([r.to_json() for r in (*resend, *records)])
+        try:
+            with conn:
+                if problem is None:
+                    conn.executemany("DELETE FROM meta WHERE key = ?",
+                                     [(f"{_UNSENT}{seq:012d}",) for seq in earlier])
+                else:
+                    note = json.dumps({"target": str(self.forwarder.target), "error": problem,
+                                       "time": to_db_time(utc_now())})
+                    conn.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                                     [(f"{_UNSENT}{r.seq:012d}", note) for r in records])
+        except sqlite3.Error as exc:
+            problem = (problem or "") + f" (and the store could not note it: {exc})"
+        return problem
+
+    # -- reading --------------------------------------------------------------------------
+    def records(self, *, limit: int | None = None, oldest_first: bool = False,
+                after: int | None = None, before: int | None = None) -> list[AuditRecord]:
+        """Audit records, newest first unless ``oldest_first``; ``after`` and ``before``
+        (sequence numbers, neither included) page through a long log."""
+        with self.database.using("read the audit log") as conn:
+            return listing(conn, limit, oldest_first, after=after, before=before)
+
+    def unforwarded(self) -> dict[int, str]:
+        """Records that did not leave the VM: seq -> why, oldest first."""
+        with self.database.using("read the audit log") as conn:
+            rows = conn.execute("SELECT key, value FROM meta WHERE key LIKE ? ORDER BY key",
+                                (_UNSENT + "%",)).fetchall()
+        out: dict[int, str] = {}
+        for key, value in rows:
+            try:
+                note = json.loads(value)
+                out[int(str(key).split(":", 1)[1])] = str(note.get("error") or "unknown")
+            except (ValueError, TypeError, AttributeError):
+                out.setdefault(0, "a note about an unsent record cannot be read")
+        return out
+
+    def claim(self, event_id: str, endpoint: str, *,
+              vm_id: str | None = None) -> claims.Claim | None:
+        """The earlier approval that claims ``event_id`` on this VM, if any
+        (store.claims)."""
+        with self.database.using("read the audit log") as conn:
+            return claims.find(conn, event_id, VmKey.of(endpoint, vm_id))
+
+    def approvals(self, event_ids: Sequence[str], *,
+                  unknown: bool = False) -> dict[str, AuditRecord]:
+        """The newest accepted approval (its outcome record) of each of ``event_ids``
+        that has one. With ``unknown``, for the others the newest approval whose outcome
+        is unknown, as its attempt record (who sent it, and when): the one whose
+        ``result`` is not APPROVED."""
+        with self.database.using("read the audit log") as conn:
+            found: dict[str, AuditRecord] = {}
+            for event_id in event_ids:
+                records = for_event(conn, clean_text(event_id))
+                record = next((r for r in reversed(records) if r.result == APPROVED), None)
+                if record is None and unknown:
+                    attempts = {r.seq: r for r in records if r.action == APPROVE_ATTEMPT}
+                    record = next((attempts.get(r.attempt_seq or -1, r)
+                                   for r in reversed(records) if r.result == UNKNOWN), None)
+                if record is not None:
+                    found[event_id] = record
+            return found
+
+    # -- checking -------------------------------------------------------------------------
+    def approval_integrity(self) -> str | None:
+        """Why this store must not take an approval now, in words; None when it may.
+
+        Before each approval: SQLite's ``quick_check`` of the audit table (a damaged page
+        would swallow the records about to be written; the history's pages, which can be
+        hundreds of megabytes, are not read, so the check costs what the audit log costs),
+        no trigger setui did not create and both guards as written, and the whole chain
+        with its head and witness. A witness that is only behind is no reason to refuse."""
+        doing = "check the audit log before approving"
+        path = self.database.path
+        try:
+            with self.database.using(doing) as conn:
+                rows = [str(r[0]) for r in conn.execute("PRAGMA quick_check(audit)")]
+                if rows != ["ok"]:
+                    return (f"the database {path} is damaged (SQLite's quick_check: "
+                            f"{printable('; '.join(rows), 300)}). Keep it for the record; "
+                            "setui approves nothing into it")
+                problem = trigger_problem(conn, path)
+                if problem:
+                    return problem
+                result = verify(conn, witness_path(path))
+        except StoreError as exc:
+            return exc.message
+        if not result.ok:
+            return (f"the audit log in {path} is broken ({result.problem}); setui "
+                    "approves nothing on top of it. Run `setui audit verify`")
+        return None
+
+    def missing_records(self) -> str | None:
+        """Why the log is shorter than its witness says, in words; None if it is not.
+        A quick check for readers that do not verify the whole chain (``history``)."""
+        path = self.database.path
+        witness = witness_path(path)
+        try:
+            named = read_witness(witness)
+        except (OSError, ValueError, UnicodeDecodeError):
+            return None  # unreadable: verify reports it
+        if named is None:
+            return None
+        with self.database.using("read the audit log") as conn:
+            last = conn.execute("SELECT max(seq) FROM audit").fetchone()[0] or 0
+        if named[0] <= last:
+            return None
+        return (f"the audit log in {path} ends at record {last}, but its witness "
+                f"{witness} names record {named[0]}: records were removed, or the database "
+                "was replaced by an older or empty one. Run `setui audit verify`")
+
+    def verify(self) -> VerifyResult:
+        """Recompute the hash chain; compare its end with the head record and with the
+        witness file beside the database."""
+        with self.database.using("verify the audit log") as conn:
+            return verify(conn, witness_path(self.database.path))

@@ -24,8 +24,8 @@ import sqlite3
 from collections.abc import Sequence
 
 from setui.core.vmid import vm_id_key
-from setui.store.db import StoreError
 from setui.store.endpoints import endpoint_column
+from setui.store.errors import StoreError
 from setui.store.records import (
     APPROVE_ATTEMPT,
     APPROVE_OUTCOME,

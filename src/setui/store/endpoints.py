@@ -21,7 +21,7 @@ import sqlite3
 from collections.abc import Callable
 
 from setui.core.endpoint import endpoint_key
-from setui.store.history import clean_text
+from setui.store.records import clean_text
 
 __all__ = ["SQL_FUNCTION", "endpoint_column", "keyed_view", "register", "rewrite"]
 

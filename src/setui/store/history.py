@@ -5,6 +5,9 @@ second is one row whose ``last_seen`` moves, and two setui processes recording t
 document meet on the UNIQUE constraint instead of writing it twice. The changes stored
 with a new row are derived against the row before it in the store, so every writer (a
 ``setui watch`` service, a dashboard, a restarted process) tells the same story.
+
+:class:`History` is the store's part over these rows: what a recorder writes each poll
+and a reader asks, and the retention of the rows.
 """
 
 from __future__ import annotations
@@ -14,42 +17,33 @@ import hashlib
 import json
 import math
 import sqlite3
-from collections.abc import Callable, Sequence
-from dataclasses import replace
-from datetime import datetime
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from setui.core.model import Document, DocumentError, format_not_before, parse_document
 from setui.core.timefmt import restate, stamp
 from setui.core.tracker import Change, ChangeKind, Tracker, summarize
+from setui.store.connection import Database
+from setui.store.endpoints import endpoint_column
 from setui.store.records import (
     ChangeRecord,
     IncarnationRecord,
     StoryEntry,
+    clean_text,
     from_db_time,
+    stored_json,
     to_db_time,
+    utc,
 )
 
-__all__ = ["clean_text", "content_hash", "event_story", "find_incarnation", "insert_or_touch",
-           "previous", "prune", "query_history", "stored_json"]
+__all__ = ["TOUCH_INTERVAL", "History", "content_hash", "event_story", "insert_or_touch",
+           "prune"]
 
 _COLUMNS = ("id, endpoint, incarnation, content_hash, first_seen, last_seen, raw_json, "
             "changes_json, summary, clock_skew, vm_name")
 _NAME_LIMIT = 200  # a VM name is at most 64 characters in Azure: more is not a name
-
-
-def clean_text(text: str) -> str:
-    """Text SQLite can store: lone surrogates (valid in JSON escapes) become visible escapes."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text
-
-
-def stored_json(value: Any) -> str:
-    """Canonical JSON, ASCII-only so any string the network sent can be stored and hashed."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
 def content_hash(doc: Document) -> str:
@@ -280,62 +274,6 @@ def _restated(change: ChangeRecord) -> ChangeRecord:
     return change if detail is change.detail else replace(change, detail=detail)
 
 
-def query_history(conn: sqlite3.Connection, *, limit: int | None, since: datetime | None,
-                  endpoint: str | None, event_id: str | None,
-                  before: IncarnationRecord | None) -> list[IncarnationRecord]:
-    """Newest first; every filter is served by an index."""
-    where: list[str] = []
-    params: list[Any] = []
-    if endpoint is not None:
-        where.append("endpoint = ?")
-        params.append(endpoint)
-    if since is not None:
-        where.append("first_seen >= ?")
-        params.append(to_db_time(since))
-    if before is not None:
-        where.append("(first_seen < ? OR (first_seen = ? AND id < ?))")
-        stamp = to_db_time(before.first_seen)
-        params += [stamp, stamp, before.row_id]
-    if event_id is not None:
-        where.append("id IN (SELECT incarnation_id FROM event_changes WHERE event_id = ?)")
-        params.append(event_id)
-    sql = f"SELECT {_COLUMNS} FROM incarnations"
-    if where:
-        sql += " WHERE " + " AND ".join(where)
-    sql += " ORDER BY first_seen DESC, id DESC"
-    if limit is not None:
-        sql += " LIMIT ?"
-        params.append(max(0, limit))
-    return [_record(row) for row in conn.execute(sql, params)]
-
-
-def find_incarnation(conn: sqlite3.Connection, number: int,
-                     endpoint: str | None) -> IncarnationRecord | None:
-    """The most recently seen row with that incarnation number."""
-    sql = f"SELECT {_COLUMNS} FROM incarnations WHERE incarnation = ?"
-    params: list[Any] = [number]
-    if endpoint is not None:
-        sql += " AND endpoint = ?"
-        params.append(endpoint)
-    row = conn.execute(sql + " ORDER BY last_seen DESC, id DESC LIMIT 1", params).fetchone()
-    return _record(row) if row else None
-
-
-def previous(conn: sqlite3.Connection, record: IncarnationRecord) -> IncarnationRecord | None:
-    stamp = to_db_time(record.first_seen)
-    if record.row_id:
-        row = conn.execute(
-            f"SELECT {_COLUMNS} FROM incarnations WHERE endpoint = ? AND "
-            "(first_seen < ? OR (first_seen = ? AND id < ?)) "
-            "ORDER BY first_seen DESC, id DESC LIMIT 1",
-            (record.endpoint, stamp, stamp, record.row_id)).fetchone()
-    else:
-        row = conn.execute(
-            f"SELECT {_COLUMNS} FROM incarnations WHERE endpoint = ? AND first_seen < ? "
-            "ORDER BY first_seen DESC, id DESC LIMIT 1", (record.endpoint, stamp)).fetchone()
-    return _record(row) if row else None
-
-
 def event_story(conn: sqlite3.Connection, event_id: str) -> list[StoryEntry]:
     """Each stored change of the event, oldest first, and where it stands now."""
     rows = conn.execute(
@@ -395,3 +333,154 @@ def prune(conn: sqlite3.Connection, cutoff: datetime) -> int:
     except BaseException:
         _rollback(conn)
         raise
+
+
+# An unchanged document bumps its row's last_seen at most this often: a day of polling
+# once a second is at most 1,440 small updates and no new rows.
+TOUCH_INTERVAL = timedelta(seconds=60)
+# Retention runs at most this often, when a new incarnation is recorded.
+PRUNE_INTERVAL = timedelta(hours=1)
+
+
+@dataclass(frozen=True)
+class _Touched:
+    """The last document written for an endpoint, and when."""
+
+    incarnation: int
+    raw: Mapping[str, Any]
+    digest: str
+    written: datetime
+
+
+class History:
+    """The history of incarnations in ``database``, kept ``history_days`` (None, or 0 as
+    the config file spells it: forever)."""
+
+    def __init__(self, database: Database, *, history_days: int | None = 90) -> None:
+        self.database = database
+        # 0 means "keep forever" in the config file; as a day count it would prune all.
+        self.history_days = history_days if history_days and history_days > 0 else None
+        self._touched: dict[str, _Touched] = {}
+        self._last_prune: datetime | None = None
+
+    def record(self, doc: Document, *, seen_at: datetime, endpoint: str,
+               changes: Sequence[Change] = (), gap: str | None = None,
+               after: tuple[int, str] | None = None,
+               clock_skew: float | None = None, vm_name: str | None = None) -> bool:
+        """Record one sighting of ``doc``; True when it is a new incarnation row.
+
+        Idempotent per (endpoint, incarnation, content): a repeat only moves last_seen,
+        and at most once a minute. ``changes`` (from the caller's tracker) are the story
+        when the caller saw the newest stored document just before this one (``after``:
+        its incarnation and :func:`content_hash`, ``gap`` None or the gap the caller's
+        tracker already told); otherwise they are derived against the stored one across
+        a gap, so every writer tells the same story and none claims continuity it lacks.
+        ``vm_name``: this VM's name in Resources, kept with the incarnation.
+        """
+        seen_at = utc(seen_at)
+        endpoint = endpoint_column(endpoint)
+        with self.database.using("record the history", write=True) as conn:
+            touched = self._touched.get(endpoint)
+            # Polled once a second, the same document comes back again and again: a dict
+            # comparison spares hashing it each time.
+            if touched is not None and touched.incarnation == doc.incarnation \
+                    and touched.raw == doc.raw:
+                digest = touched.digest
+                if timedelta(0) <= seen_at - touched.written < TOUCH_INTERVAL:
+                    return False
+            else:
+                digest = content_hash(doc)
+            new = insert_or_touch(conn, doc, seen_at=seen_at, endpoint=endpoint,
+                                       changes=changes, digest=digest, gap=gap, after=after,
+                                       clock_skew=clock_skew, vm_name=vm_name)
+            self._touched[endpoint] = _Touched(doc.incarnation, doc.raw, digest, seen_at)
+            if new and self.history_days is not None and (
+                    self._last_prune is None or seen_at - self._last_prune >= PRUNE_INTERVAL):
+                self._last_prune = seen_at
+                prune(conn, seen_at - timedelta(days=self.history_days))
+            return new
+
+    def incarnations(self, *, limit: int | None = 50, since: datetime | None = None,
+                     endpoint: str | None = None, event_id: str | None = None,
+                     before: IncarnationRecord | None = None) -> list[IncarnationRecord]:
+        """Stored incarnations, newest first; ``before`` pages past an earlier result.
+        Every filter is served by an index."""
+        where: list[str] = []
+        params: list[Any] = []
+        if endpoint is not None:
+            where.append("endpoint = ?")
+            params.append(endpoint_column(endpoint))
+        with self.database.using("read the history") as conn:
+            if since is not None:
+                where.append("first_seen >= ?")
+                params.append(to_db_time(since))
+            if before is not None:
+                where.append("(first_seen < ? OR (first_seen = ? AND id < ?))")
+                stamp = to_db_time(before.first_seen)
+                params += [stamp, stamp, before.row_id]
+            if event_id is not None:
+                # Ids from the command line or the network may hold lone surrogates
+                # (undecodable bytes, \ud800 in JSON): the store keeps them escaped, so look
+                # them up so.
+                where.append("id IN (SELECT incarnation_id FROM event_changes WHERE event_id = ?)")
+                params.append(clean_text(event_id))
+            sql = f"SELECT {_COLUMNS} FROM incarnations"
+            if where:
+                sql += " WHERE " + " AND ".join(where)
+            sql += " ORDER BY first_seen DESC, id DESC"
+            if limit is not None:
+                sql += " LIMIT ?"
+                params.append(max(0, limit))
+            return [_record(row) for row in conn.execute(sql, params)]
+
+    def incarnation(self, number: int, *, endpoint: str | None = None) -> IncarnationRecord | None:
+        """The most recently seen document with that incarnation number."""
+        sql = f"SELECT {_COLUMNS} FROM incarnations WHERE incarnation = ?"
+        params: list[Any] = [number]
+        if endpoint is not None:
+            sql += " AND endpoint = ?"
+            params.append(endpoint_column(endpoint))
+        with self.database.using("read the history") as conn:
+            row = conn.execute(sql + " ORDER BY last_seen DESC, id DESC LIMIT 1",
+                               params).fetchone()
+            return _record(row) if row else None
+
+    def previous(self, record: IncarnationRecord) -> IncarnationRecord | None:
+        """The document seen at the same endpoint just before ``record``."""
+        with self.database.using("read the history") as conn:
+            stamp = to_db_time(record.first_seen)
+            if record.row_id:
+                row = conn.execute(
+                    f"SELECT {_COLUMNS} FROM incarnations WHERE endpoint = ? AND "
+                    "(first_seen < ? OR (first_seen = ? AND id < ?)) "
+                    "ORDER BY first_seen DESC, id DESC LIMIT 1",
+                    (record.endpoint, stamp, stamp, record.row_id)).fetchone()
+            else:
+                row = conn.execute(
+                    f"SELECT {_COLUMNS} FROM incarnations WHERE endpoint = ? AND first_seen < ? "
+                    "ORDER BY first_seen DESC, id DESC LIMIT 1",
+                    (record.endpoint, stamp)).fetchone()
+            return _record(row) if row else None
+
+    def prune(self, *, now: datetime) -> int:
+        """Delete history last seen more than ``history_days`` before ``now``."""
+        if self.history_days is None:
+            return 0
+        with self.database.using("prune the history", write=True) as conn:
+            self._last_prune = utc(now)
+            return prune(conn, utc(now) - timedelta(days=self.history_days))
+
+    def newest_document(self, endpoint: str) -> tuple[Document, str] | None:
+        """The newest stored document of ``endpoint`` and its content hash: where a
+        restarted monitor takes up the story."""
+        with self.database.using("read the history") as conn:
+            row = conn.execute(
+                "SELECT raw_json, content_hash FROM incarnations WHERE endpoint = ? "
+                "ORDER BY first_seen DESC, id DESC LIMIT 1", (endpoint_column(endpoint),)
+            ).fetchone()
+        if row is None:
+            return None
+        try:
+            return parse_document(row[0]), row[1]
+        except (DocumentError, ValueError):
+            return None

@@ -17,8 +17,7 @@ from datetime import datetime
 
 from setui.core.impact import BOOT, Impact
 from setui.core.model import Document, DocumentError, parse_document
-from setui.store.history import clean_text
-from setui.store.records import from_db_time, to_db_time
+from setui.store.records import clean_text, from_db_time, to_db_time
 
 __all__ = ["BootGap", "boot_gap", "for_event", "insert", "listing"]
 

@@ -30,6 +30,7 @@ from pathlib import Path
 import platformdirs
 
 from setui.envsettings import from_environment
+from setui.store.errors import ReadOnlyStore, StoreError
 
 __all__ = ["AGENT_DIR_MODE", "AGENT_FILE_MODE", "AGENT_LOCK", "AGENT_STORE", "DB_NAME",
            "PRIVATE_FILE_MODE", "Sharing", "check_dir", "check_file", "default_data_dir",
@@ -46,8 +47,6 @@ DB_NAME = "setui.db"
 
 
 def _error(message: str, path: Path, *, readable: bool = False) -> Exception:
-    from setui.store.db import ReadOnlyStore, StoreError  # db imports this module
-
     return (ReadOnlyStore if readable else StoreError)(message, path=path)
 
 
@@ -113,7 +112,7 @@ def check_dir(directory: Path, *, write: bool) -> os.stat_result:
 
     Reading only needs a directory (an auditor reads another account's store, a member of
     group setui the agent's); writing also needs one this user owns and no one else can
-    write. :class:`~setui.store.db.ReadOnlyStore` when it is a store this user may read
+    write. :class:`~setui.store.errors.ReadOnlyStore` when it is a store this user may read
     but not write (the agent's)."""
     try:
         st = os.stat(directory)

@@ -5,10 +5,12 @@ On a machine with the agent, a front end reads what the agent recorded through i
 store (a read-only :class:`setui.store.Store`'s ``record``: store.stored). Both answer
 the same questions with the same values, so ``setui history``, ``audit``, ``report``,
 ``replay`` and the others have one code path, whichever it is: :class:`Record` is what
-they may ask.
+they may ask, and every error is a :class:`RecordError` (store.errors).
 
 :class:`RecordingParts` is what a replay or a report is built from, gathered in one
-place (store.recording) whether the agent or the command reads the store.
+place (store.stored) whether the agent or the command reads the store.
+
+Nothing here opens or writes a database: the agent's client side imports it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Protocol
 
 from setui.core.holes import Hole
 from setui.core.impact import Impact
+from setui.store.errors import RecordError
 from setui.store.records import (
     AuditRecord,
     Claim,
@@ -29,16 +32,8 @@ from setui.store.records import (
     VerifyResult,
 )
 
+# RecordError is store.errors'; also importable from here, beside the Record it is of.
 __all__ = ["Record", "RecordError", "RecordingParts"]
-
-
-class RecordError(Exception):
-    """The record cannot be read as asked: a store's error (setui.store.StoreError) or
-    the agent's (setui.api.client.ApiError); ``message`` says what, for people."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 @dataclass(frozen=True)

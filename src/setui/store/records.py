@@ -1,11 +1,14 @@
 """The values the store hands out and takes in: plain frozen dataclasses, no SQL.
 
 Times are aware UTC datetimes in memory and fixed-width ISO 8601 text in the database
-(``2024-05-14T09:30:00.000000Z``), which sorts as text and reads well in ``sqlite3``.
+(``2024-05-14T09:30:00.000000Z``), which sorts as text and reads well in ``sqlite3``;
+text is stored as SQLite can hold it (:func:`clean_text`), JSON canonical and ASCII
+(:func:`stored_json`).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -21,36 +24,11 @@ from setui.core.model import (
 )
 from setui.core.timefmt import stamp
 
-__all__ = [
-    "ACTIONS",
-    "APPROVED",
-    "APPROVE_ATTEMPT",
-    "APPROVE_OUTCOME",
-    "CANCELLED",
-    "DISMISSALS",
-    "DISMISSED",
-    "FAILED",
-    "IMPACT_SOURCE",
-    "REFUSED",
-    "UNKNOWN",
-    "AuditEntry",
-    "AuditRecord",
-    "ChangeRecord",
-    "Claim",
-    "Hold",
-    "HookRun",
-    "IncarnationRecord",
-    "RecorderSpan",
-    "Step",
-    "StoryEntry",
-    "VerifyResult",
-    "action_word",
-    "approval_result",
-    "event_snapshot",
-    "from_db_time",
-    "to_db_time",
-    "utc",
-]
+__all__ = ["ACTIONS", "APPROVED", "APPROVE_ATTEMPT", "APPROVE_OUTCOME", "CANCELLED", "DISMISSALS",
+           "DISMISSED", "FAILED", "IMPACT_SOURCE", "REFUSED", "UNKNOWN", "AuditEntry",
+           "AuditRecord", "ChangeRecord", "Claim", "Hold", "HookRun", "IncarnationRecord",
+           "RecorderSpan", "Step", "StoryEntry", "VerifyResult", "action_word", "approval_result",
+           "clean_text", "event_snapshot", "from_db_time", "stored_json", "to_db_time", "utc"]
 
 APPROVE_ATTEMPT = "approve-attempt"
 APPROVE_OUTCOME = "approve-outcome"
@@ -68,6 +46,20 @@ ACTIONS = (APPROVE_ATTEMPT, APPROVE_OUTCOME, DISMISSED, CANCELLED, REFUSED)
 APPROVED, FAILED, UNKNOWN = "approved", "failed", "unknown"
 
 _DB_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+def clean_text(text: str) -> str:
+    """Text SQLite can store: lone surrogates (valid in JSON escapes) become visible escapes."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def stored_json(value: Any) -> str:
+    """Canonical JSON, ASCII-only so any string the network sent can be stored and hashed."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
 def action_word(action: str) -> str:

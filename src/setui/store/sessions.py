@@ -35,14 +35,13 @@ from datetime import datetime, timedelta
 from setui.core.clock import utc_now
 from setui.core.holes import Hole, find_holes
 from setui.core.impact import Impact
-from setui.store import history as hist
 from setui.store import impacts
-from setui.store.database import Database
+from setui.store.connection import Database
 from setui.store.endpoints import endpoint_column
 from setui.store.flocks import flock_holders
 from setui.store.impacts import BootGap
 from setui.store.place import AGENT_LOCK
-from setui.store.records import RecorderSpan, from_db_time, to_db_time, utc
+from setui.store.records import RecorderSpan, clean_text, from_db_time, to_db_time, utc
 
 __all__ = ["AGENT_COMMAND", "RECORDER_BEAT", "RUNNING_WITHIN", "RecordingSessions"]
 
@@ -73,9 +72,9 @@ class RecordingSessions:
             cursor = conn.execute(
                 "INSERT INTO recorders (endpoint, pid, host, command, started, last_beat, "
                 "boot_id, measures) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (endpoint_column(endpoint), pid, hist.clean_text(host)[:200],
-                 hist.clean_text(command)[:200], when, when,
-                 hist.clean_text(boot_id)[:200] if boot_id else None, int(measures)))
+                (endpoint_column(endpoint), pid, clean_text(host)[:200],
+                 clean_text(command)[:200], when, when,
+                 clean_text(boot_id)[:200] if boot_id else None, int(measures)))
             return int(cursor.lastrowid or 0)
 
     def measures(self, recorder_id: int) -> None:
@@ -132,7 +131,7 @@ class RecordingSessions:
         known to be over: an agent's on this host whose process does not hold the store's
         lock now. Empty when that cannot be told (the lock's file cannot be looked at, or
         the kernel's list of locks cannot be read)."""
-        here = hist.clean_text(socket.gethostname())[:200]
+        here = clean_text(socket.gethostname())[:200]
         agents = [s for s in spans
                   if s.stopped is None and s.command == AGENT_COMMAND and s.host == here]
         if not agents:
@@ -171,7 +170,7 @@ class RecordingSessions:
 
         An open hole (nothing records now) runs to ``now``, by default this machine's
         clock restated in the record's (the newest incarnation's clock skew)."""
-        endpoint = hist.clean_text(endpoint)
+        endpoint = clean_text(endpoint)
         spans = self.spans(endpoint=endpoint)
         with self.database.using("read the history") as conn:
             sightings = [(from_db_time(a), from_db_time(b)) for a, b in conn.execute(

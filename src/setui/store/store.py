@@ -1,6 +1,6 @@
 """``Store``: what a caller opens to keep or read the record, in one SQLite file.
 
-It opens the database once (store.database) and hands out its three parts over it: the
+It opens the database once (store.connection) and hands out its three parts over it: the
 ``history`` of incarnations, the ``audit_log`` (all an approval needs) and the recording
 ``sessions``; ``record`` reads the three as a front end does (store.reading.Record).
 """
@@ -12,10 +12,11 @@ from types import TracebackType
 
 from setui.auditforward import Forwarder
 from setui.envsettings import from_environment
-from setui.store.auditlog import AuditLog
-from setui.store.database import Database
-from setui.store.db import DB_NAME, StoreError, default_data_dir
-from setui.store.incarnations import History
+from setui.store.audit import AuditLog
+from setui.store.connection import Database
+from setui.store.errors import StoreError
+from setui.store.history import History
+from setui.store.place import DB_NAME, default_data_dir
 from setui.store.sessions import RecordingSessions
 from setui.store.stored import StoredRecord
 

@@ -11,7 +11,7 @@ from setui.store import audit as audit_log
 from setui.store import history as hist
 from setui.store import impacts
 from setui.store.agent import HOLD, RELEASE, Hold, HookRun, holds_of, hook_runs_of
-from setui.store.database import Database
+from setui.store.connection import Database
 from setui.store.records import (
     APPROVE_ATTEMPT,
     APPROVE_OUTCOME,
@@ -22,6 +22,7 @@ from setui.store.records import (
     UNKNOWN,
     AuditRecord,
     StoryEntry,
+    clean_text,
 )
 
 __all__ = ["AGENT_SOURCE", "event_story", "hold_words", "hook_run_words"]
@@ -33,7 +34,7 @@ AGENT_SOURCE = "agent"
 def event_story(database: Database, event_id: str) -> list[StoryEntry]:
     """The event's life, oldest first: its changes and every audit record about it,
     read under one hold of the database so the three parts agree."""
-    event_id = hist.clean_text(event_id)
+    event_id = clean_text(event_id)
     with database.using("read the history") as conn:
         story = hist.event_story(conn, event_id)
         records = audit_log.for_event(conn, event_id)

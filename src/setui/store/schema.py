@@ -1,73 +1,27 @@
-"""The SQLite file: where it lives, who may read it, its schema, and errors in words.
+"""The database's schema: its tables, the upgrade from each older version, and the checks
+that a file is setui's, at a version this setui knows, with only its own triggers.
 
-One database holds both the incarnation history and the audit log, so an approval and
-the document it was made against are in the same place and the same backup. WAL mode
-lets a ``setui watch`` service and an operator's dashboard write at the same time;
-``synchronous=FULL`` makes every commit durable before it returns, which is what lets
-setui say "recorded" before it posts an approval.
+One database holds the incarnation history, the audit log, the recording sessions and
+the agent's work, so an approval and the document it was made against are in the same
+place and the same backup. A read-only open never upgrades: temporary views stand in
+for what later versions added (:func:`check_schema`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import shutil
 import sqlite3
-import tempfile
-import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import quote
 
 from setui.store import endpoints
-from setui.store.place import (
-    DB_NAME,
-    Sharing,
-    check_dir,
-    check_file,
-    default_data_dir,
-    make_dirs,
-    open_nofollow,
-)
-from setui.store.reading import RecordError
+from setui.store.errors import NothingRecorded, StoreError
 
-__all__ = [
-    "APPLICATION_ID",
-    "DB_NAME",
-    "SCHEMA_VERSION",
-    "NothingRecorded",
-    "ReadOnlyStore",
-    "StoreError",
-    "connect",
-    "default_data_dir",
-    "describe_error",
-    "prepare_file",
-    "trigger_problem",
-    "write_transaction",
-]
+__all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "VM_COLUMN_SINCE", "check_schema",
+           "refuse_foreign", "trigger_problem"]
 
 SCHEMA_VERSION = 8
 APPLICATION_ID = 0x53455455  # "SETU": marks the file as setui's, so we never write elsewhere
-
-
-class StoreError(RecordError):
-    """The store cannot do what was asked; the message says what, where, and what to do."""
-
-    def __init__(self, message: str, *, path: Path | None = None) -> None:
-        super().__init__(message)
-        self.path = path
-
-
-class ReadOnlyStore(StoreError):
-    """A store this user may read but never write (another's that lets this user read it,
-    as the agent's did before it was root's alone). A front end reads it, and records and
-    approves nothing there."""
-
-
-class NothingRecorded(StoreError):
-    """A reader found no setui data: no file yet, or one created but never given a schema
-    (setui was stopped between the two). Readers report an empty history, not an error."""
-
 
 _SCHEMA_V1 = """
 CREATE TABLE meta (
@@ -302,137 +256,7 @@ _MIGRATIONS: dict[int, str | Callable[[sqlite3.Connection], None]] = {
     5: _SCHEMA_V6, 6: _SCHEMA_V7, 7: _SCHEMA_V8}
 
 
-def describe_error(exc: BaseException, path: Path, doing: str, timeout: float = 5.0) -> str:
-    """A sqlite3 or OS error as a sentence for the operator: what failed and what to do."""
-    text = str(exc)
-    low = text.lower()
-    name = getattr(exc, "sqlite_errorname", "") or ""
-    # Reading needs only read permission; only a writer is told to make things writable.
-    reading = doing.startswith(("read", "verify"))
-    if reading and ("readonly" in name.lower() or "readonly" in low or "unable to open" in low):
-        return (f"cannot {doing}: cannot open {path} for reading ({text}). Check that you may "
-                f"read {path} and {path.parent}, or use --data-dir / SETUI_DATA_DIR")
-    if "readonly" in name.lower() or "readonly" in low or "read-only" in low:
-        return (f"cannot {doing}: the database {path} is read-only. Check the permissions "
-                f"of {path} and {path.parent}, or choose another place with --data-dir or "
-                "SETUI_DATA_DIR")
-    if "full" in name.lower() or "disk is full" in low or "no space" in low:
-        return (f"cannot {doing}: the disk holding {path} is full. Free some space and "
-                "try again")
-    if "disk i/o error" in low or name.startswith("SQLITE_IOERR"):
-        return (f"cannot {doing}: writing {path} failed ({text}); the disk may be full, "
-                "over quota or failing")
-    if "locked" in low or "busy" in low:
-        return (f"cannot {doing}: the database {path} stayed locked by another process for "
-                f"more than {timeout:g} s (another setui writing?). Try again")
-    if "not a database" in low or "malformed" in low or "corrupt" in low:
-        return (f"cannot {doing}: {path} is damaged or is not a setui database ({text}). "
-                "Move it aside and keep it for the record; setui then starts a new one")
-    if "unable to open" in low:
-        return (f"cannot {doing}: cannot open {path}. Check that {path.parent} exists and "
-                "that you may write to it, or use --data-dir / SETUI_DATA_DIR")
-    if isinstance(exc, OverflowError):
-        return (f"cannot {doing} ({path}): a number is larger than the database can hold "
-                f"(at most {2**63 - 1}): {text}")
-    if isinstance(exc, OSError):
-        reason = exc.strerror or text
-        return f"cannot {doing}: {reason}: {exc.filename or path}"
-    return f"cannot {doing} ({path}): {text}"
-
-
-@contextlib.contextmanager
-def write_transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    """Statements in one write transaction (``BEGIN IMMEDIATE``): what they read cannot
-    change before they commit; none of them stays if one fails."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        with contextlib.suppress(sqlite3.Error):
-            conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-
-
-def prepare_file(path: Path) -> Sharing:
-    """Make the data directory (0700, parents too) and an empty database file if missing,
-    after checking the directory may hold an audit log; who reads what is made there.
-
-    The file is created by us rather than by SQLite so it has its mode from its first byte
-    (0600, the agent's store too), whatever the umask;
-    SQLite gives its -wal and -shm files the database's mode (and, as root, its owner and
-    group). Nothing here follows a symbolic link.
-    """
-    data_dir = path.parent
-    try:
-        if not data_dir.exists():
-            make_dirs(data_dir)
-        sharing = Sharing(check_dir(data_dir, write=True))
-        for name in (path.name, f"{path.name}-wal", f"{path.name}-shm",
-                     f"{path.name}-journal"):
-            check_file(data_dir / name, write=True)
-        # The witness is replaced by a rename, never written through; only a link in its
-        # place is refused (anything else is a witness that cannot be written: a warning).
-        if (data_dir / f"{path.name}.audit-head").is_symlink():
-            check_file(data_dir / f"{path.name}.audit-head", write=True)
-        if not os.path.lexists(path):
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
-            with contextlib.suppress(FileExistsError):  # another setui was quicker
-                fd = open_nofollow(path, flags, sharing.mode)
-                try:
-                    sharing.apply(fd)
-                finally:
-                    os.close(fd)
-    except OSError as exc:
-        raise StoreError(describe_error(exc, path, "create the history and audit log"),
-                         path=path) from None
-    return sharing
-
-
-def connect(path: Path, *, timeout: float, readonly: bool) -> sqlite3.Connection:
-    """Open ``path``, set the pragmas, create or migrate the schema (never when reading).
-
-    The file is checked first (a regular file, not a symbolic link) and, before any
-    statement that writes (WAL mode included), checked to be setui's or empty: another
-    program's database is left exactly as it was.
-    """
-    if readonly:
-        if not path.parent.exists():
-            raise NothingRecorded(f"there is no setui database at {path} yet: nothing was "
-                                  "recorded", path=path)
-        check_dir(path.parent, write=False)
-        if not check_file(path, write=False):
-            raise NothingRecorded(f"there is no setui database at {path} yet: nothing was "
-                                  "recorded", path=path)
-        return _connect_readonly(path, timeout)
-    conn: sqlite3.Connection | None = None
-    try:
-        check_file(path, write=False)  # a directory, a link: refused in words
-        _check_nofollow(path)
-        conn = _open(_uri(path, "rw"), timeout)
-        _refuse_foreign(conn, path)
-        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        if str(mode).lower() != "wal":
-            raise StoreError(f"cannot use {path}: SQLite refused WAL mode ({mode})", path=path)
-        _check_schema(conn, path, readonly=False)
-        return conn
-    except StoreError:
-        if conn is not None:
-            conn.close()
-        raise
-    except (sqlite3.Error, OSError) as exc:
-        if conn is not None:
-            conn.close()
-        raise StoreError(describe_error(exc, path, "open the history and audit log", timeout),
-                         path=path) from None
-
-
-def _check_nofollow(path: Path) -> None:
-    """Open the file ourselves without following a link: SQLite would follow it."""
-    os.close(open_nofollow(path, os.O_RDONLY))
-
-
-def _refuse_foreign(conn: sqlite3.Connection, path: Path) -> None:
+def refuse_foreign(conn: sqlite3.Connection, path: Path) -> None:
     """Before anything writes: the file must be setui's, or empty."""
     version = _version(conn, path)
     if version == 0 and conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
@@ -440,126 +264,9 @@ def _refuse_foreign(conn: sqlite3.Connection, path: Path) -> None:
                          "into it. Choose another --data-dir", path=path)
 
 
-def _uri(path: Path, mode: str, *extra: str) -> str:
-    return f"file:{quote(str(path))}?" + "&".join((f"mode={mode}", *extra))
-
-
-def _open(target: str, timeout: float,
-          factory: type[sqlite3.Connection] = sqlite3.Connection) -> sqlite3.Connection:
-    conn = sqlite3.connect(target, uri=True, timeout=timeout, isolation_level=None,
-                           check_same_thread=False, factory=factory)
-    try:
-        conn.execute(f"PRAGMA busy_timeout = {max(0, int(timeout * 1000))}")
-        conn.execute("PRAGMA synchronous = FULL")
-        endpoints.register(conn)
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def _reader(target: str, path: Path, timeout: float,
-            factory: type[sqlite3.Connection] = sqlite3.Connection) -> sqlite3.Connection:
-    """A read-only connection whose schema was checked; sqlite3.Error if it cannot read."""
-    conn = _open(target, timeout, factory)
-    try:
-        _check_schema(conn, path, readonly=True)
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def _connect_readonly(path: Path, timeout: float) -> sqlite3.Connection:
-    """Read ``path`` without ever writing to it or beside it.
-
-    A WAL database is read through its ``-shm`` file, which SQLite must create when it is
-    missing: in a directory or on a filesystem the reader cannot write (a snapshot, a
-    mount of another machine's disk, an auditor's account) the plain read-only open
-    fails. Then, when no ``-wal`` holds unmerged records, the file alone is the whole
-    database and is opened as immutable; otherwise the database and its ``-wal`` are
-    copied to a private temporary directory and the copy is read (``immutable`` would
-    silently leave out the newest records, which are the ones an audit is about).
-    """
-    try:
-        return _reader(_uri(path, "ro"), path, timeout)
-    except StoreError:
-        raise
-    except (sqlite3.Error, OSError) as exc:
-        if not _cannot_share(exc):
-            raise StoreError(describe_error(exc, path, "read the history and audit log",
-                                            timeout), path=path) from None
-        first: BaseException = exc
-    wal = Path(f"{path}-wal")
-    try:
-        if not wal.exists() or wal.stat().st_size == 0:
-            return _reader(_uri(path, "ro", "immutable=1"), path, timeout)
-        return _read_copy(path, wal, timeout)
-    except StoreError:
-        raise
-    except (sqlite3.Error, OSError) as exc:
-        # Say what went wrong with the file itself, if the second try got that far;
-        # otherwise the first error, which names the real obstacle.
-        cause = first if _cannot_share(exc) else exc
-        raise StoreError(
-            describe_error(cause, path, "read the history and audit log", timeout)
-            + f" (setui cannot write beside it in {path.parent}, so it also tried to read "
-              "it from a copy or as unchanging, and that failed too)", path=path) from None
-
-
-def _cannot_share(exc: BaseException) -> bool:
-    """Whether the error is SQLite failing to open or create the shared-memory file (the
-    read-only fallbacks can help) rather than a damaged or busy database (they cannot)."""
-    name = str(getattr(exc, "sqlite_errorname", "") or "")  # Python 3.11+
-    if name:
-        return name.startswith(("SQLITE_CANTOPEN", "SQLITE_READONLY", "SQLITE_IOERR_SHM"))
-    text = str(exc).lower()
-    return "unable to open" in text or "readonly database" in text
-
-
-class _CopyConnection(sqlite3.Connection):
-    """A connection to a private copy of the database: closing it deletes the copy."""
-
-    _cleanup: weakref.finalize[..., _CopyConnection] | None = None
-
-    def close(self) -> None:
-        super().close()
-        if self._cleanup is not None:
-            self._cleanup()
-
-
-def _read_copy(path: Path, wal: Path, timeout: float) -> sqlite3.Connection:
-    """Copy the database and its -wal (owner-only) and open the copy read-only."""
-    directory = Path(tempfile.mkdtemp(prefix="setui-read-"))
-    try:
-        copy = directory / path.name
-        # Another process may be writing (and checkpointing) while we copy: only a copy
-        # during which neither file changed is one consistent state.
-        for _ in range(5):
-            before = _stamp(path, wal)
-            shutil.copyfile(path, copy)
-            shutil.copyfile(wal, Path(f"{copy}-wal"))
-            if _stamp(path, wal) == before:
-                break
-        else:
-            raise StoreError(f"cannot read {path}: it kept changing while setui copied it "
-                             "(it cannot read it in place: the directory is read-only). "
-                             "Try again", path=path)
-        conn = _reader(_uri(copy, "ro"), path, timeout, factory=_CopyConnection)
-    except BaseException:
-        shutil.rmtree(directory, ignore_errors=True)
-        raise
-    assert isinstance(conn, _CopyConnection)
-    # Also removed if the connection is dropped without close(), or at exit.
-    conn._cleanup = weakref.finalize(conn, shutil.rmtree, str(directory), True)
-    return conn
-
-
-def _stamp(*files: Path) -> tuple[tuple[int, int], ...]:
-    return tuple((f.stat().st_size, f.stat().st_mtime_ns) for f in files)
-
-
-def _check_schema(conn: sqlite3.Connection, path: Path, *, readonly: bool) -> None:
+def check_schema(conn: sqlite3.Connection, path: Path, *, readonly: bool) -> None:
+    """Create or upgrade the schema when writing; when reading, refuse what is not
+    setui's and let an older version answer today's queries."""
     version = _version(conn, path)
     if readonly:
         if version == 0:
