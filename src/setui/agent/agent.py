@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from setui.agent.acting import Acting
 from setui.agent.budgeting import PLATFORM_STARTS, Budgeting
 from setui.agent.errors import WORK, AgentErrors, StoreFault, acting_kind
+from setui.agent.notify import started_told
 from setui.agent.plan import MATCH, plan_of
 from setui.agent.policy import Policy, Rule
 from setui.agent.rules import NameUnknown, first_match
@@ -292,8 +293,11 @@ class Agent(Acting, Budgeting):
                 # so a restart after an upgrade does not send the same news again.
                 extra = format_not_before(change.event.not_before) \
                     if change.kind is ChangeKind.RESCHEDULED and change.event else ""
-                self._notify(change.event, event_id, rule.name, change.kind.value,
-                             change.detail or MEANS[change.kind], extra=extra)
+                told, detail = change.event, change.detail or MEANS[change.kind]
+                if change.kind is ChangeKind.STARTED:
+                    told, detail = started_told(told, change.previous, detail)
+                self._notify(told, event_id, rule.name, change.kind.value, detail,
+                             extra=extra)
         await self._advance()
         if result.changes:
             self._forget({e.event_id for e in document.events})
