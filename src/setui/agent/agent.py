@@ -237,6 +237,17 @@ class Agent(Acting, Budgeting):
         if self.notifier is not None:
             await asyncio.to_thread(self.notifier.stop)
 
+    def stop_words(self, grace: float) -> str:
+        """What a stop would wait for now, in words ("" when nothing): the steps running,
+        which may end by themselves within ``grace`` seconds."""
+        busy = {i: t for i, t in self.tasks.items() if i not in self.gating and not t.done()}
+        steps = self._running(busy)
+        if not steps:
+            return ""
+        what = ", ".join(f"{s.step} (rule {s.rule}, event {s.event_id})" for s in steps[:3])
+        more = f" and {len(steps) - 3} more" if len(steps) > 3 else ""
+        return f"waiting up to {grace:g} s for {what}{more} to end"
+
     def _running(self, tasks: dict[str, asyncio.Task[None]]) -> list[Step]:
         return [s for (event_id, _), s in self.steps.items()
                 if event_id in tasks and s.state == RUNNING]

@@ -286,9 +286,10 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
             pinger.cancel()
             learning.cancel()
             systemd.stopping()
-            if api is not None:
-                await api.aclose()
-            await worker.stop(STOP_GRACE if stop_grace is None else stop_grace)
+            grace = STOP_GRACE if stop_grace is None else stop_grace
+            if api is not None:  # each client hears what the stop waits for
+                await api.aclose(worker.stop_words(grace))
+            await worker.stop(grace)
             await updates.aclose()
             await monitor.aclose()
             if metrics_file is not None:  # the last state, not one up to 15 s old

@@ -25,7 +25,7 @@ from pathlib import Path
 from setui.agent.plan import event_plan as plan_of_steps
 from setui.agent.plan import plan_words
 from setui.api.approving import AgentApprover
-from setui.api.attached import LOST_WORDS, AttachedMonitor
+from setui.api.attached import AttachedMonitor
 from setui.api.client import AgentClient, ApiError, HoldAnswer
 from setui.api.codec import Plan
 from setui.config import Config
@@ -120,9 +120,8 @@ class AttachedApp(SetuiApp):
     def link(self) -> LinkView:
         monitor = self.attached
         if monitor.lost is not None:
-            return LinkView(monitor.link_words(), LOST_WORDS, lost=True)
-        return LinkView(monitor.link_words(), f"agent pid {monitor.hello.agent.pid}",
-                        every=monitor.heard_every)
+            return LinkView(monitor.link_words(), monitor.link_short(), lost=True)
+        return LinkView(monitor.link_words(), monitor.link_short(), every=monitor.heard_every)
 
     @property
     def approvals_here(self) -> bool:
