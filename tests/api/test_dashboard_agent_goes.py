@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,11 +16,12 @@ from api_helpers import plain_env, start_agent, stop
 from children import wait_until
 from dashboard import wait_for
 from setui.api.attach import attach
+from setui.api.client import AgentClient
 from setui.config import Config
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
 from setui.ui.attached import AttachedApp
-from setui.ui.widgets.status import StatusBar
+from setui.ui.widgets.status import SKEW_SHOWN, StatusBar
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.name != "posix", reason="Unix sockets")]
 
@@ -109,3 +111,31 @@ async def test_an_agent_killed_is_not_said_to_be_restarting(
             assert "restarting" not in text, text
     finally:
         stop(proc)
+
+
+def test_a_fresh_agent_on_this_hosts_clock_says_no_skew(tmp_path: Path,
+                                                        emulator: Emulator) -> None:
+    """The service's Date and the VM's clock agree (one host): each state read for the
+    agent's first polls says a skew too small to warn of (the Date has whole seconds). The
+    quiet answers are taken in when the state is read, a while after they arrived; held
+    against the clock of when they were taken in, they read as a skew of seconds that
+    grew with their age (shown as "this VM's clock is 3 s ahead" after reconnecting)."""
+    env = plain_env(tmp_path, sock="api.sock")
+    proc, _ = start_agent(emulator.url, tmp_path, env=env, interval="1")
+    skews: list[float] = []
+    try:
+        with AgentClient.connect(tmp_path / "api.sock") as client:
+            last = [0.0]
+
+            def read() -> bool:  # four reads a second, as a dashboard's redraws may
+                if time.monotonic() - last[0] >= 0.25:
+                    last[0] = time.monotonic()
+                    skew = client.state()[0].state.health.clock_skew
+                    if skew is not None:
+                        skews.append(skew)
+                return len([r for r in emulator.requests if r.method == "GET"]) >= 12
+            wait_until(read, 60, "twelve polls")
+    finally:
+        assert stop(proc) == 0
+    # What the status line would warn of (ui.widgets.status), never.
+    assert skews and all(abs(s) < SKEW_SHOWN for s in skews), skews
