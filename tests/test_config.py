@@ -60,6 +60,36 @@ def test_bad_files_are_explained(tmp_path: Path, text: str, words: str) -> None:
         assert str(path) in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("text", "line", "words"),
+    [
+        ("# a comment\n\ncolour = 'red'\n", 3, "unknown setting 'colour'"),
+        ("theme = 'setui-mono'\n  interval = 'fast'\n", 2, "interval must be a number"),
+        ("bell = true\n'interval' = 0.05\n", 2, "must be 0.2 to 300 seconds"),
+        ("\n\n\nendpoint = 'ftp://x'\n", 4, "must start with http://"),
+        ("history_days = 0\nhistory-days = -1\n", 2, "history-days must be a number"),
+        ("bell = true\nprometheus-user = 'u'\n", 2, "basic auth needs both"),
+        ("read-only = true\napprovers = ['a b']\n", 2, "approvers must be user names"),
+    ],
+)
+def test_a_bad_setting_is_named_at_its_line(tmp_path: Path, text: str, line: int,
+                                            words: str) -> None:
+    """As a policy's errors are: ``FILE:LINE: why``."""
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path, environ={})
+    assert f"config file {path}:{line}: " in str(info.value), str(info.value)
+    assert words in str(info.value)
+
+
+def test_a_bad_setting_from_the_environment_names_no_line_of_the_file(
+        tmp_path: Path) -> None:
+    path = write(tmp_path, "\nendpoint = 'http://127.0.0.1:1'\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, environ={"SETUI_ENDPOINT": "ftp://x"})
+    assert str(info.value).startswith("environment variable SETUI_ENDPOINT: "), info.value
+
+
 def test_a_file_nested_too_deeply_is_explained(tmp_path: Path) -> None:
     # The parser recurses once a level: this once ended in a RecursionError traceback.
     path = write(tmp_path, "endpoint = " + "[" * 100_000 + "\n")

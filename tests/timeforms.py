@@ -22,6 +22,7 @@ _FOREIGN = re.compile("|".join([
     r"\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}",  # ISO 8601 is for machines
     r"\b\d{1,2}:\d{2}:\d{2}[.,]\d",  # fractions of a second
     r"\(in \d+(?:\.\d+)? ?(?:s|min|h|days?)\)",  # another way to count down
+    r"(?<![\d-])\d{2}-\d{2} \d{2}:\d{2}(?::\d{2})?\b",  # a date without its year
 ]))
 MACHINE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?Z")
 # JSON keys whose values are times, for machines.

@@ -51,6 +51,7 @@ from setui.snapshot import (
     difference,
     find_event,
     refusal,
+    with_left,
 )
 from setui.store import (
     APPROVE_ATTEMPT,
@@ -71,6 +72,7 @@ from setui.tries import Tries, unread
 
 if TYPE_CHECKING:
     from setui.core.client import ImdsClient
+    from setui.store.records import StoryEntry
 
 __all__ = ["Approver", "Verdict"]
 
@@ -134,6 +136,9 @@ class Approver:
         # asked again is shown.
         self.last_read: Document | None = None
         self.deadline = deadline  # seconds an approval is tried for, from its first try
+        # The record's story of an event (Record.event_story), when there is one: a
+        # refusal of an event that left the document says when and how it left.
+        self.story: Callable[[str], Sequence[StoryEntry]] | None = None
 
     # -- checks ---------------------------------------------------------------------------
     def refusal(self, event_id: str, document: Document | None, *,
@@ -147,8 +152,9 @@ class Approver:
                 "no audit log is open" if self.audit_log is None else "it was opened read-only")
             return (f"the audit log cannot be written ({problem.rstrip('.')}); setui "
                     "approves nothing it cannot record")
-        return refusal(event_id, document, vm_name=self.vm_name,
-                       allow_other_vms=allow_other_vms, consent=self.consent)
+        return with_left(refusal(event_id, document, vm_name=self.vm_name,
+                                 allow_other_vms=allow_other_vms, consent=self.consent),
+                         event_id, document, self.story)
 
     # -- records --------------------------------------------------------------------------
     def _entry(self, action: str, event_id: str, document: Document | None, *,

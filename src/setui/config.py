@@ -164,12 +164,14 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
     source = config_source(path, env)
     file = source or default_config_path(env)
     values: dict[str, Any] = {}
+    lines: dict[str, int] = {}
     if source is not None:
         problem = trust(source.absolute()) if trust is not None else None
         if problem is not None:
             raise ConfigError(f"the config file: {printable(problem, 600)}")
-        values = _read_file(source)
-    origins: dict[str, str] = {}
+        values, lines = _read_file(source)
+    # Each setting from the file is named at its line, as a policy's are.
+    origins = {name: f"config file {file}:{line}" for name, line in lines.items()}
     for key, variable in VARIABLES.items():
         value = from_environment(key, env)
         if value is not None:
@@ -256,10 +258,28 @@ def _present(file: Path) -> bool:
     return True
 
 
-def _read_file(file: Path) -> dict[str, Any]:
+_KEY = re.compile(r"""\s*(?:"([^"\\]*)"|'([^']*)'|([A-Za-z0-9_-]+))\s*=""")
+
+
+def _key_lines(text: str) -> dict[str, int]:
+    """The line (from 1) of each top-level key as written, for messages: the parser
+    gives none. A setting is a top-level key, so the search stops at the first table."""
+    found: dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if _TABLE.match(line):
+            break
+        key = _KEY.match(line)
+        if key is not None:
+            found.setdefault(key[1] or key[2] or key[3] or "", number)
+    return found
+
+
+def _read_file(file: Path) -> tuple[dict[str, Any], dict[str, int]]:
+    """The file's settings, and the line of each (where it can be found)."""
     try:
         data, info = read_small_file(file)
-        raw = parse_toml(data.decode("utf-8"))
+        text = data.decode("utf-8")
+        raw = parse_toml(text)
     except FileNotFoundError:
         raise ConfigError(f"config file {file} does not exist") from None
     except IsADirectoryError:
@@ -272,22 +292,25 @@ def _read_file(file: Path) -> dict[str, Any]:
     except TomlError as exc:
         raise ConfigError(f"config file {file} is not valid TOML: {exc}") from None
     known = {f.name for f in fields(Config)}
+    at = _key_lines(text)
     values: dict[str, Any] = {}
+    lines: dict[str, int] = {}
     for key, value in raw.items():
         name = key.replace("-", "_")
+        where = f"config file {file}:{at[key]}" if key in at else f"config file {file}"
         if name not in known:
             raise ConfigError(
-                f"config file {file}: unknown setting {key!r} "
+                f"{where}: unknown setting {key!r} "
                 f"(known: {', '.join(sorted(k.replace('_', '-') for k in known))})"
             )
         wanted = _TYPES[name]
         if (isinstance(value, bool) and bool not in wanted) or not isinstance(value, wanted):
-            raise ConfigError(
-                f"config file {file}: {key} must be {_WORDS[wanted[0]]}, got {value!r}"
-            )
+            raise ConfigError(f"{where}: {key} must be {_WORDS[wanted[0]]}, got {value!r}")
         values[name] = value
+        if key in at:
+            lines[name] = at[key]
     _check_private(file, info, values)
-    return values
+    return values, lines
 
 
 def _check(config: Config, source: str, origins: Mapping[str, str] | None = None) -> None:

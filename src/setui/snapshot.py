@@ -11,16 +11,18 @@ asked by the approver and by a front end approving through the agent alike.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from setui.core.model import Document, Event, is_this_vm
-from setui.store.records import event_snapshot
+from setui.core.timefmt import stamp
+from setui.store.records import StoryEntry, event_snapshot
 from setui.textsafe import printable, some_names
 
 __all__ = ["NO_DOCUMENT", "READ_ONLY", "Confirmed", "Difference", "changes_between", "confirmed",
-           "difference", "find_event", "other_vms", "refusal", "repeated"]
+           "difference", "find_event", "left_words", "other_vms", "refusal", "repeated",
+           "with_left"]
 
 # Why a front end told never to approve (--read-only) refuses, whoever would approve.
 READ_ONLY = "setui runs read-only (--read-only): it approves nothing"
@@ -174,3 +176,44 @@ def refusal(event_id: str, document: Document | None, *, vm_name: str | None,
             return (f"{beyond}; --yes alone approves only events of this VM alone "
                     "(add --allow-other-vms to approve it anyway)")
     return None
+
+
+# How the record says an event left the document (core.tracker's kinds).
+_LEFT = {
+    "completed": "it completed: it left the document at {at} (incarnation {n}) after it "
+                 "started",
+    "cancelled": "Azure cancelled it: it left the document at {at} (incarnation {n}) "
+                 "before it started",
+    "gone": "it was gone from the document at {at} (incarnation {n}), seen across a gap in "
+            "the record: whether it ran is not known",
+}
+
+
+def left_words(story: Sequence[StoryEntry]) -> str | None:
+    """When and how an event left the document, as the record's ``story`` of it says;
+    None when the record never saw it. A leaving seen across a gap is "gone", whatever
+    the tracker guessed; a leaving the record did not see is said from its last sighting."""
+    seen = [entry for entry in story if entry.source == "history"]
+    if not seen:
+        return None
+    last = seen[-1]
+    at, n = stamp(last.time, local=False), last.incarnation  # kept in the audit log too
+    if last.kind in _LEFT:
+        return _LEFT[last.kind if last.certain else "gone"].format(at=at, n=n)
+    status = f", {printable(last.status, 20)}" if last.status else ""
+    return (f"it was last recorded at {at} (incarnation {n}{status}) and left the document "
+            "while nothing recorded it: gone, whether it ran is not known")
+
+
+def with_left(reason: str | None, event_id: str, document: Document | None,
+              story: Callable[[str], Sequence[StoryEntry]] | None) -> str | None:
+    """``reason`` (a refusal), with when and how the event left when that is why: it is
+    not in ``document``, and the record (``story``, which may raise) knows of it."""
+    if reason is None or story is None or document is None \
+            or find_event(document, event_id) is not None:
+        return reason
+    try:
+        words = left_words(story(event_id))
+    except Exception:  # the record cannot say: the refusal stands as it is
+        return reason
+    return reason if words is None else f"{reason}: {words}"

@@ -290,6 +290,7 @@ try:
         elif op in ("hold", "release"):
             held = getattr(client, op)(args["id"])
             out["held"] = held.held
+            out["rule"], out["acts"] = held.rule, held.acts
         elif op == "dismiss":
             out["recorded"] = client.dismiss(args["ids"])
 except ApiError as exc:

@@ -25,10 +25,11 @@ from api_helpers import (
 )
 
 from children import wait_until
-from setui.api.client import AgentClient
+from setui.api.client import AgentClient, HoldAnswer
 from setui.emulator.server import Emulator
 from setui.store import APPROVE_ATTEMPT, REFUSED, Store
 from setui.store.agent import HOLD, RELEASE
+from setui.ui.attached import hold_words
 
 pytestmark = needs_root
 
@@ -240,3 +241,64 @@ def test_a_hold_through_the_api_is_the_agents_own_and_holds_its_approval(
     records = [(r.action, r.user) for r in _audit(base)]
     assert records[:2] == [(HOLD, "sapi-alice"), (RELEASE, "sapi-bob")]
     assert records[2][0] == APPROVE_ATTEMPT and records[2][1].startswith("policy:drain")
+
+
+NO_RULE_FOR_A_REBOOT = """
+[[rule]]
+name = "freezes"
+event_type = "Freeze"
+approve = "now"
+
+[[rule]]
+name = "watch-reboots"
+event_type = "Reboot"
+event_source = "Platform"
+notify = true
+"""
+
+
+@pytest.mark.slow
+def test_a_hold_on_an_event_no_rule_applies_to_says_so(
+        base: Path, emulator: Emulator, accounts: dict[str, Account]) -> None:
+    """The hold is kept (the policy may change), but the answer says that no rule of the
+    policy applies: the agent would take no step for the event held or not."""
+    policy = base / "policy.toml"
+    policy.write_text(NO_RULE_FOR_A_REBOOT)
+    proc, _ = start_agent(emulator.url, base, "--policy", str(policy))
+    try:
+        with AgentClient.connect(base / "run" / "api.sock") as client:
+            wait_until(lambda: EVENT_ID in _event_ids(client), 30, "the event")
+        held = run_as(accounts["alice"], base, "hold", {"id": EVENT_ID})
+        assert held["held"] is True, held
+        assert held["rule"] is None and held["acts"] is False, held
+        words = hold_words(HoldAnswer(EVENT_ID, True, None, rule=None, acts=False))
+        assert "no rule of the agent's policy applies" in words, words
+        released = run_as(accounts["alice"], base, "release", {"id": EVENT_ID})
+        assert released["held"] is False and released["acts"] is False, released
+    finally:
+        assert stop(proc) == 0
+
+
+@pytest.mark.slow
+def test_a_hold_on_an_event_a_rule_acts_on_names_the_rule(
+        base: Path, emulator: Emulator, accounts: dict[str, Account]) -> None:
+    policy = base / "policy.toml"
+    # Every event is the first rule's now; it would approve a minute before NotBefore,
+    # which is 15 minutes away.
+    policy.write_text(NO_RULE_FOR_A_REBOOT.replace('event_type = "Freeze"\n', "")
+                      .replace('"now"', '"before-not-before"\napprove_before = 60'))
+    proc, _ = start_agent(emulator.url, base, "--policy", str(policy))
+    try:
+        with AgentClient.connect(base / "run" / "api.sock") as client:
+            wait_until(lambda: EVENT_ID in _event_ids(client), 30, "the event")
+        held = run_as(accounts["alice"], base, "hold", {"id": EVENT_ID})
+        assert held == {**held, "held": True, "rule": "freezes", "acts": True}, held
+        words = hold_words(HoldAnswer(EVENT_ID, True, None, rule="freezes", acts=True))
+        assert "no rule" not in words and "until released" in words, words
+    finally:
+        assert stop(proc) == 0
+
+
+def _event_ids(client: AgentClient) -> list[str]:
+    document = client.state()[0].state.document
+    return [e.event_id for e in document.events] if document is not None else []

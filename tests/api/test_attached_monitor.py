@@ -138,10 +138,11 @@ async def test_the_agent_away_is_stale_said_once_and_what_changed_is_announced()
         agent.pushes.put_nowait(ApiError("unavailable", "the agent is stopping"))
         await until(lambda: agent.opened >= 4, what="tries to reach it again")
         assert len(got) == 2 and monitor.stale()  # one update for the loss, not one a try
-        assert monitor.lost == "no agent at /run/setui/api.sock"
-        assert monitor.link_words().startswith("agent restarting: reconnecting…")
-        assert said == [(True, "agent restarting: reconnecting… (the agent is stopping); the "
-                               "events shown are its last word, stale until it is back")]
+        # The agent's own word on its stop stays, not the tries' "no agent at".
+        assert monitor.lost == "the agent is stopping"
+        assert monitor.link_words().startswith("agent stopping: reconnecting…")
+        assert said == [(True, "agent stopping: reconnecting…; the events shown are its last "
+                               "word, stale until it is back")]
         # Back, with an event that appeared meanwhile.
         agent.state = frame(clock, document("E1", "E2", incarnation=2))
         agent.away = False

@@ -328,7 +328,7 @@ async def test_the_agent_restarts_under_it_and_an_approval_cut_off_is_looked_up(
             await pilot.press("n")
             await wait_for(pilot, lambda: app.screen is app.main_screen)
             assert stop(proc) == 0
-            await wait_for(pilot, lambda: "agent restarting: reconnecting…" in status(app))
+            await wait_for(pilot, lambda: "agent stopping" in status(app))
             assert "◐ stale: the agent is not answering" in status(app)
             assert app.stale()
             table = app.main_screen.query_one(EventsTable)

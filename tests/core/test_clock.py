@@ -66,3 +66,20 @@ def test_clock_corrected_again_is_followed() -> None:
     clock.observe(fake.wall, fake.mono)
     assert not clock.skewed
     assert clock.now() == fake.wall
+
+
+def test_an_answer_taken_in_later_measures_the_skew_when_it_arrived() -> None:
+    """A Date read some seconds after its answer arrived (the quiet thread's answers are
+    taken in when the health is next read): the VM's clock then, not now, is what it is
+    held against. Same clock on both sides: no skew, however late it is taken in."""
+    fake, clock = make()
+    arrived = fake.mono
+    date = fake.wall
+    fake.tick(3.0)
+    clock.observe(date, arrived)
+    assert clock.skew == 0 and not clock.skewed
+    # The service 30 s behind, its answer taken in 1.5 s after it arrived.
+    arrived, date = fake.mono, fake.wall - timedelta(seconds=30)
+    fake.tick(1.5)
+    clock.observe(date, arrived)
+    assert clock.skew == -30.0

@@ -180,3 +180,78 @@ def test_a_running_session_measures_up_to_the_records_end_before_its_first_beat(
     assert found.measured_since(found.end) == START
     assert "none measured so far; the agent's heartbeat has run since" in markdown(
         build_report(found))
+
+
+# Two Freezes announced 20 s ahead: one of this VM, one of a neighbour's alone.
+NEIGHBOURS = """
+name = "neighbours"
+vm_name = "web-0"
+tail = 60
+
+[[events]]
+id = "F1000000-0000-4000-8000-000000000000"
+type = "Freeze"
+at = 5
+notice = "20s"
+duration = 5
+resources = ["web-0"]
+
+[[events]]
+id = "F2000000-0000-4000-8000-000000000000"
+type = "Freeze"
+at = 5
+notice = "20s"
+duration = 5
+resources = ["web-1"]
+"""
+MINE, THEIRS = "F1000000-0000-4000-8000-000000000000", "F2000000-0000-4000-8000-000000000000"
+
+
+def test_short_notice_counts_this_vms_events_and_names_the_others_apart(
+        tmp_path: Path) -> None:
+    """The agent tells a short notice only for an event of this VM (agent.notice): the
+    report's count is of those, and a neighbour's is said apart, as not told."""
+    store: Store = record_scenario(tmp_path / "setui.db", NEIGHBOURS, seconds=60)
+    try:
+        found = load_recording(store.record)
+    finally:
+        store.close()
+    assert found is not None
+    report = build_report(found)
+    assert [e.event_id for e in report.short_notice] == [MINE]
+    text = markdown(report)
+    assert f"- **Less notice than documented:** 1 event: Freeze {MINE}\n" in text, text
+    assert (f"- **Less notice than documented, other VMs' events** (the agent tells only "
+            f"this VM's): 1 event: Freeze {THEIRS}\n") in text, text
+    data = report_json(report)
+    assert data["short_notice"] == [MINE]
+    assert data["short_notice_other_vms"] == [THEIRS]
+
+
+def test_the_heartbeat_line_keeps_the_earlier_sessions_that_measured(tmp_path: Path) -> None:
+    """An agent that measured for the first 40 s, stopped, and another since 60 s: the
+    report says both, not only the running one, where none measured a stall."""
+    store: Store = record_scenario(tmp_path / "setui.db", NEIGHBOURS, seconds=120)
+    try:
+        first = store.sessions.start(endpoint=ENDPOINT, pid=1, host="test",
+                                     command="setui agent", at=START)
+        store.sessions.measures(first)
+        store.sessions.beat(first, START + timedelta(seconds=40), stopped=True)
+        second = store.sessions.start(endpoint=ENDPOINT, pid=2, host="test",
+                                      command="setui agent", at=START + timedelta(seconds=60))
+        store.sessions.measures(second)
+        store.sessions.beat(second, START + timedelta(seconds=120))
+        found = load_recording(store.record)
+    finally:
+        store.close()
+    assert found is not None
+    report = build_report(found)
+    assert report.measuring_since == START + timedelta(seconds=60)
+    text = markdown(report)
+    assert ("- **Stalls and boots with no event announced:** none measured so far; the "
+            "agent's heartbeat ran from 2026-11-24 03:00:00 UTC (04:00:00 CET) to 03:00:40 UTC "
+            "(04:00:40 CET) and has run since 2026-11-24 03:01:00 UTC (04:01:00 CET)") in text, \
+        text
+    assert report_json(report)["impacts_measured_spans"] == [
+        {"from": "2026-11-24T03:00:00Z", "to": "2026-11-24T03:00:40Z"},
+        {"from": "2026-11-24T03:01:00Z", "to": None}]

@@ -69,8 +69,9 @@ def test_json_has_stable_keys_and_is_ascii(recorded: Store) -> None:
     assert done.stdout.isascii()
     data = json.loads(done.stdout)
     assert list(data) == ["endpoint", "from", "to", "incarnations", "holes_known", "holes",
-                          "events", "short_notice", "impacts_measured", "impacts_measured_since",
-                          "impacts_without_event"]
+                          "events", "short_notice", "short_notice_other_vms",
+                          "impacts_measured", "impacts_measured_since",
+                          "impacts_measured_spans", "impacts_without_event"]
     reboot, freeze, redeploy = data["events"]
     assert list(reboot) == [
         "event_id", "event_type", "resources", "first_seen", "first_incarnation", "initial",
@@ -81,7 +82,9 @@ def test_json_has_stable_keys_and_is_ascii(recorded: Store) -> None:
                                       "short", "appeared_started", "unknown", "words"]
     assert (reboot["notice"]["seconds"], reboot["notice"]["minimum_seconds"]) == (300, 900)
     assert reboot["notice"]["short"] is True and reboot["notice"]["to_started_seconds"] == 82
-    assert data["short_notice"] == [e["event_id"] for e in data["events"]]
+    # The Freeze is of web-1 and web-2 alone: short too, but not this VM's (web-0).
+    assert data["short_notice"] == [reboot["event_id"], redeploy["event_id"]]
+    assert data["short_notice_other_vms"] == [freeze["event_id"]]
     # Nothing measured the incident: said as not known, never as "none".
     assert (data["impacts_measured"], reboot["impacts"], reboot["impact_measured"]) == \
         (False, [], False)

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from setui.agent.acting import Acting
 from setui.agent.budgeting import PLATFORM_STARTS, Budgeting
 from setui.agent.errors import WORK, AgentErrors, StoreFault, acting_kind
+from setui.agent.notify import started_told
 from setui.agent.plan import MATCH, plan_of
 from setui.agent.policy import Policy, Rule
 from setui.agent.rules import NameUnknown, first_match
@@ -236,6 +237,17 @@ class Agent(Acting, Budgeting):
         if self.notifier is not None:
             await asyncio.to_thread(self.notifier.stop)
 
+    def stop_words(self, grace: float) -> str:
+        """What a stop would wait for now, in words ("" when nothing): the steps running,
+        which may end by themselves within ``grace`` seconds."""
+        busy = {i: t for i, t in self.tasks.items() if i not in self.gating and not t.done()}
+        steps = self._running(busy)
+        if not steps:
+            return ""
+        what = ", ".join(f"{s.step} (rule {s.rule}, event {s.event_id})" for s in steps[:3])
+        more = f" and {len(steps) - 3} more" if len(steps) > 3 else ""
+        return f"waiting up to {grace:g} s for {what}{more} to end"
+
     def _running(self, tasks: dict[str, asyncio.Task[None]]) -> list[Step]:
         return [s for (event_id, _), s in self.steps.items()
                 if event_id in tasks and s.state == RUNNING]
@@ -292,8 +304,11 @@ class Agent(Acting, Budgeting):
                 # so a restart after an upgrade does not send the same news again.
                 extra = format_not_before(change.event.not_before) \
                     if change.kind is ChangeKind.RESCHEDULED and change.event else ""
-                self._notify(change.event, event_id, rule.name, change.kind.value,
-                             change.detail or MEANS[change.kind], extra=extra)
+                told, detail = change.event, change.detail or MEANS[change.kind]
+                if change.kind is ChangeKind.STARTED:
+                    told, detail = started_told(told, change.previous, detail)
+                self._notify(told, event_id, rule.name, change.kind.value, detail,
+                             extra=extra)
         await self._advance()
         if result.changes:
             self._forget({e.event_id for e in document.events})

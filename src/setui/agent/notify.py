@@ -15,19 +15,21 @@ import contextlib
 import heapq
 import itertools
 import queue
+import re
 import string
 import threading
 import time
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from setui.core.backoff import Backoff
 from setui.core.clock import utc_now
+from setui.core.model import Event
 from setui.store.agent import AgentLog
 from setui.textsafe import masked
 
-__all__ = ["Message", "Notifier", "render"]
+__all__ = ["Message", "Notifier", "render", "started_told"]
 
 _FIRST_RETRY = 5.0
 _MAX_RETRY = 300.0
@@ -48,6 +50,19 @@ def render(template: str, fields: Mapping[str, object]) -> str:
     bounded and freed of control characters: it came from the network."""
     clean = {k: masked(str(v)[:_MAX_FIELD]) for k, v in fields.items()}
     return string.Template(template).safe_substitute(clean)
+
+
+_BEFORE_ITS_NOT_BEFORE = re.compile(r" before its NotBefore [^;]*")
+
+
+def started_told(event: Event | None, before: Event | None, detail: str
+                 ) -> tuple[Event | None, str]:
+    """The event and the detail a "started" message tells. A started event has no
+    NotBefore of its own: the message's ``$not_before`` is the one it had while scheduled,
+    and the detail says by how much it came early without naming that time again."""
+    if event is not None and event.not_before is None and before is not None:
+        event = replace(event, not_before=before.not_before)
+    return event, _BEFORE_ITS_NOT_BEFORE.sub(" early", detail)
 
 
 class Notifier:

@@ -29,14 +29,14 @@ from setui.api.client import AgentClient, ApiError, ConnectionLost, NoAgent, Unr
 from setui.api.protocol import FORBIDDEN, INTERNAL
 from setui.core.clock import utc_now
 from setui.outcome import ApprovalOutcome, Progress
-from setui.snapshot import NO_DOCUMENT, READ_ONLY, Confirmed, confirmed, refusal
+from setui.snapshot import NO_DOCUMENT, READ_ONLY, Confirmed, confirmed, refusal, with_left
 from setui.store.records import APPROVE_ATTEMPT, APPROVE_OUTCOME, APPROVED, UNKNOWN
 from setui.textsafe import printable
 
 if TYPE_CHECKING:
     from setui.api.codec import Hello
     from setui.core.model import Document
-    from setui.store.records import AuditRecord, Claim
+    from setui.store.records import AuditRecord, Claim, StoryEntry
 
 __all__ = ["ASK_THE_AGENT", "LOOK_BACK", "AgentApprover", "InDoubt"]
 
@@ -102,6 +102,9 @@ class AgentApprover:
         self._hello = hello or (lambda: self.client.hello)
         self._told_vm_id: str | None = None
         self._wall = wall
+        # The record's story of an event (the agent's, Record.event_story): a refusal of
+        # an event that left the document says when and how it left.
+        self.story: Callable[[str], Sequence[StoryEntry]] | None = None
 
     @property
     def vm_id(self) -> str | None:
@@ -137,8 +140,9 @@ class AgentApprover:
                 allow_other_vms: bool = True) -> str | None:
         """Why the agent would refuse, as far as this side can tell; None when it may go
         ahead. The agent asks again, on its own document, as the kernel says who asks."""
-        return self.why_not() or refusal(event_id, document, vm_name=self.vm_name,
-                                         allow_other_vms=allow_other_vms)
+        return self.why_not() or with_left(
+            refusal(event_id, document, vm_name=self.vm_name, allow_other_vms=allow_other_vms),
+            event_id, document, self.story)
 
     def claim(self, event_id: str) -> Claim | None:
         """The earlier approval of this event on this VM, if any (blocking: a request)."""

@@ -13,9 +13,11 @@ as of the last frame: "live" turns stale when frames stop for longer than the ag
 rule allows plus a tick, and the last answer is as old as the last frame says.
 
 When the agent goes (stopped, restarting, crashed) nothing is lost: the state is shown
-stale and the link says so, the monitor connects again with backoff, subscribes, takes the
-agent's state whole, and announces what changed while it could not see (across a gap, so
-nothing that left unseen is called cancelled).
+stale and the link says so (that it is stopping, and what it waits for, when its last
+frame said so; else only that it cannot be reached: what comes next is not known), the
+monitor connects again with backoff, subscribes, takes the agent's state whole, and
+announces what changed while it could not see (across a gap, so nothing that left unseen
+is called cancelled).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from pathlib import Path
 
 from setui.api.client import ApiError, PlanPush, Push, StatePush, Subscription, VmPush
 from setui.api.codec import AgentInfo, AgentState, Hello, Plan, RecordingStatus
-from setui.api.protocol import TICK_EVERY
+from setui.api.protocol import STOPPING, TICK_EVERY
 from setui.core.backoff import Backoff
 from setui.core.clock import utc_now
 from setui.core.health import ConnectionState, Health, PollResult
@@ -39,15 +41,19 @@ from setui.core.timefmt import duration
 from setui.core.tracker import Change, Tracker
 from setui.monitor.state import ANNOUNCED, EventLife, MonitorState, MonitorUpdate
 from setui.store.records import AuditRecord
+from setui.textsafe import printable
 
-__all__ = ["GAP", "HEARD_EVERY", "LOST_WORDS", "RETRY_CAP", "AttachedMonitor", "agent_words"]
+__all__ = ["GAP", "HEARD_EVERY", "LOST_WORDS", "RETRY_CAP", "STOPPING_WORDS", "AttachedMonitor",
+           "agent_words"]
 
 RETRY_CAP = 10.0  # seconds at most between two tries to reach the agent again
 # Seconds at most between two frames from the agent while nothing changes: a tick every
 # TICK_EVERY, and the agent looks for one to send once a second.
 HEARD_EVERY = TICK_EVERY + 1.0
-# What a front end says while the agent cannot be reached.
-LOST_WORDS = "agent restarting: reconnecting…"
+# What a front end says while the agent cannot be reached: nothing says it will be back.
+LOST_WORDS = "agent not reachable: reconnecting…"
+# ... and when the agent's last frame said it was stopping.
+STOPPING_WORDS = "agent stopping"
 # What the changes seen on reconnecting are said to have come across.
 GAP = "while the dashboard could not reach the agent"
 
@@ -95,6 +101,8 @@ class AttachedMonitor:
         self.approvals: Mapping[str, AuditRecord] = {}
         self.recording: RecordingStatus | None = None
         self.lost: str | None = None  # why the link to the agent is down, while it is
+        # What the agent said it waits for as it stopped ("" nothing), until it is back.
+        self.stopping: str | None = None
         self._mono = mono
         self._wall = wall
         self._on_link = on_link
@@ -143,8 +151,20 @@ class AttachedMonitor:
         if self.lost is None:
             return agent_words(self.hello.agent, self._wall())
         wait = self.next_try_in()
-        return LOST_WORDS + (
+        return self._lost_words() + (
             f" (next try in {round(wait)} s)" if wait is not None and wait >= 0.5 else "")
+
+    def link_short(self) -> str:
+        """The link in a few words, for a narrow status line."""
+        if self.lost is None:
+            return f"agent pid {self.hello.agent.pid}"
+        return STOPPING_WORDS if self.stopping is not None else LOST_WORDS
+
+    def _lost_words(self) -> str:
+        if self.stopping is None:
+            return LOST_WORDS
+        waits = f": {self.stopping};" if self.stopping else ":"
+        return f"{STOPPING_WORDS}{waits} reconnecting…"
 
     def poll_now(self) -> None:
         """Nothing to ask IMDS (the agent polls); while the agent cannot be reached, try
@@ -207,12 +227,16 @@ class AttachedMonitor:
         first time only."""
         self._next_try = self._mono() + self._backoff.delay(attempt)
         first = self.lost is None
-        self.lost = why.rstrip(".") or "the agent went"
+        if first and why.startswith(STOPPING):
+            self.stopping = printable(why[len(STOPPING):].lstrip(": ").rstrip("."), 300)
+        if first or self.stopping is None:  # the agent's own word on its stop stays
+            self.lost = why.rstrip(".") or "the agent went"
         if not first:
             return None
         if self._on_link is not None:
-            self._on_link(True, f"{LOST_WORDS} ({self.lost}); the events "
-                                "shown are its last word, stale until it is back")
+            said = "" if self.stopping is not None else f" ({self.lost})"
+            self._on_link(True, f"{self._lost_words()}{said}; the events shown are its "
+                                "last word, stale until it is back")
         return MonitorUpdate(self._result(), (), None)
 
     def _greeted(self, subscription: Subscription) -> MonitorUpdate:
@@ -222,7 +246,7 @@ class AttachedMonitor:
         before = self.state.document
         self.hello = subscription.hello
         self.vm_name = subscription.hello.agent.vm_name or self.vm_name
-        self.lost = None
+        self.lost = self.stopping = None
         self.plan = subscription.plan
         self._take(subscription.state)
         announce: tuple[Change, ...] = ()

@@ -225,6 +225,11 @@ class HoldAnswer:
     event_id: str  # as the document spells it
     held: bool
     running: str | None  # the step the agent was already running, if any: it goes on
+    # The rule the event falls under (None: none applies, or an agent that does not say)
+    # and whether it acts: a hold of an event no rule acts on changes nothing the agent
+    # does. An agent that does not say is taken to act.
+    rule: str | None = None
+    acts: bool = True
 
 
 def _failed(exc: OSError) -> ConnectionLost:
@@ -602,7 +607,9 @@ class AgentClient:
         body = self.request(op, event_id=event_id)
         return self._read(lambda: HoldAnswer(body.text("event_id", limit=1000),
                                              body.flag("held"),
-                                             body.text("running", limit=40, optional=True)))
+                                             body.text("running", limit=40, optional=True),
+                                             body.text("rule", limit=1000, optional=True),
+                                             body.flag("acts", default=True)))
 
 
 # -- the subscription ---------------------------------------------------------------------

@@ -34,6 +34,7 @@ __all__ = [
     "MAX_REQUEST",
     "OPS",
     "QUERIES",
+    "STOPPING",
     "TICK_EVERY",
     "TOO_LARGE",
     "UNAVAILABLE",
@@ -77,6 +78,9 @@ ERROR_CODES = frozenset({BAD_REQUEST, UNKNOWN_OP, FORBIDDEN, BUSY, TOO_LARGE, UN
 # Seconds without a push after which a subscriber hears a tick: the agent is alive. A
 # subscriber that heard nothing for longer knows less than the agent does.
 TICK_EVERY = 5.0
+# How the agent's last frame to each client begins when it stops (an ``unavailable``
+# error); after a colon, what it waits for before it ends, if anything.
+STOPPING = "the agent is stopping"
 
 # Read-only queries: on the query thread, one at a time per connection.
 QUERIES = frozenset({"history", "incarnation", "previous", "event_story", "event_ids",

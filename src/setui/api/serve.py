@@ -47,11 +47,13 @@ class Api:
     def publish(self, update: MonitorUpdate) -> None:
         self.server.publish(update)
 
-    async def aclose(self) -> None:
+    async def aclose(self, waiting: str = "") -> None:
+        """Stop serving; ``waiting``: what the agent waits for before it ends, told to
+        every client as it goes."""
         with contextlib.suppress(NotImplementedError, RuntimeError, AttributeError):
             asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
         try:
-            await self.server.aclose()
+            await self.server.aclose(waiting)
         finally:
             self.bound.remove()
             self.bound.sock.close()

@@ -43,6 +43,7 @@ from setui.api.protocol import (
     BUSY,
     INTERNAL,
     QUERIES,
+    STOPPING,
     TICK_EVERY,
     UNAVAILABLE,
     ProtocolError,
@@ -144,9 +145,10 @@ class ApiServer:
         """Who may approve, read again (SIGHUP): asked at every request from now on."""
         self.authority = authority
 
-    async def aclose(self) -> None:
-        """Stop accepting, tell every client, stop what runs (an approval in flight is
-        interrupted: the approver records that it may or may not have been sent)."""
+    async def aclose(self, waiting: str = "") -> None:
+        """Stop accepting, tell every client (and what the agent waits for before it
+        ends: ``waiting``), stop what runs (an approval in flight is interrupted: the
+        approver records that it may or may not have been sent)."""
         if self._server is not None:
             self._server.close()
         if self._sweep_timer is not None:
@@ -155,7 +157,8 @@ class ApiServer:
         if self._flusher is not None:
             self._flusher.cancel()
         for conn in list(self.connections):
-            conn.fail(ProtocolError(UNAVAILABLE, "the agent is stopping"), complain=False)
+            conn.fail(ProtocolError(UNAVAILABLE, f"{STOPPING}: {waiting}" if waiting
+                                    else STOPPING), complain=False)
         for task in list(self._tasks):
             task.cancel()
         for task in list(self._tasks):

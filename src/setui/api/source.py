@@ -24,6 +24,7 @@ from setui.store.records import AuditEntry, AuditRecord, event_snapshot
 
 if TYPE_CHECKING:
     from setui.agent.agent import Agent
+    from setui.agent.policy import Rule
     from setui.core.client import ImdsClient
     from setui.identity import Identity
     from setui.monitor import Monitor
@@ -93,6 +94,21 @@ class AgentSource:
         folded = event_id.casefold()
         return next((s.step for s in self.agent.steps.values()
                      if s.event_id.casefold() == folded and s.state == RUNNING), None)
+
+    def rule_for(self, event_id: str) -> Rule | None:
+        """The rule of the agent's policy the event falls under: the one decided for it,
+        the one whose decision waits for this VM's name, or (not decided yet) the one
+        that matches it now; None when no rule applies."""
+        agent = self.agent
+        event = find_event(self.monitor.state.document, event_id)
+        spelt = event.event_id if event is not None else event_id
+        decided = agent.rule_of.get(spelt)
+        if decided is not None:
+            return decided
+        waits = agent.rules.get(agent.waiting.get(spelt, ""))
+        if waits is not None:
+            return waits
+        return agent.rule_now(event) if event is not None else None
 
     async def store_call(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         """Run ``fn`` on the agent's store thread, the recorder's (or a thread of its own

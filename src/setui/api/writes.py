@@ -184,4 +184,7 @@ class Writes:
         except Exception as exc:  # the store failed: nothing changed, said in words
             raise ProtocolError(UNAVAILABLE, f"not recorded, so not changed: {exc}") from None
         self.changed()
-        return {"event_id": spelt, "held": held, "running": self.source.running(spelt)}
+        rule = self.source.rule_for(spelt)
+        return {"event_id": spelt, "held": held, "running": self.source.running(spelt),
+                "rule": rule.name if rule is not None else None,
+                "acts": rule is not None and rule.acts}

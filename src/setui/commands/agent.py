@@ -286,9 +286,10 @@ async def agent(config: Config, policy: Policy, *, dry_run: bool,
             pinger.cancel()
             learning.cancel()
             systemd.stopping()
-            if api is not None:
-                await api.aclose()
-            await worker.stop(STOP_GRACE if stop_grace is None else stop_grace)
+            grace = STOP_GRACE if stop_grace is None else stop_grace
+            if api is not None:  # each client hears what the stop waits for
+                await api.aclose(worker.stop_words(grace))
+            await worker.stop(grace)
             await updates.aclose()
             await monitor.aclose()
             if metrics_file is not None:  # the last state, not one up to 15 s old
@@ -434,9 +435,20 @@ def _load(args: argparse.Namespace, config: Config, err: IO[str]
                for rule, step, hook in policy.hooks()
                if (problem := untrusted_command(hook.argv)) is not None]):
         return None
+    print(f"setui agent: policy {printable(str(path), 300)}: {_rules_said(policy)}", file=err)
     for note in policy.notes:
         print(f"setui agent: note: {note}", file=err)
     return policy, path
+
+
+def _rules_said(policy: Policy) -> str:
+    """The policy's rules in a few words: how many and their names, in order."""
+    if not policy.rules:
+        return "no rules: observing only"
+    count = len(policy.rules)
+    names = printable(", ".join(rule.name for rule in policy.rules), 300)
+    return f"{count} rule{'s' if count != 1 else ''} ({names})" + \
+        ("" if policy.acts else "; none acts: watching and telling only")
 
 
 def _budget_prometheus(policy: Policy, config: Config, *, metrics: bool, err: IO[str]

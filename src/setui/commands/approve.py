@@ -294,6 +294,8 @@ async def _decide(request: ApproveRequest, typed: tuple[str, ...], route: Route,
     from setui.snapshot import confirmed, find_event, other_vms
 
     approver, now = route.approver, route.clock.now
+    if route.record is not None:  # an event that left is refused with when and how
+        approver.story = route.record.event_story
     if fetch_problem:
         err.write(f"setui approve: cannot read the events document: "
                   f"{printable(fetch_problem, 300)}\n")

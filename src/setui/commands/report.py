@@ -20,7 +20,7 @@ import dataclasses
 import json
 import re
 import sys
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import IO, TYPE_CHECKING, Any
 
 from setui.commands.common import (
@@ -205,6 +205,21 @@ def _event_md(event: EventReport) -> list[str]:
     return [*lines, ""]
 
 
+def _heartbeat_runs(report: Report) -> str:
+    """When the agent's heartbeat ran in the window, every run of it: "; the agent's
+    heartbeat ran from A to B and has run since C" (nothing to add without runs)."""
+    def run(begin: datetime, end: datetime) -> str:
+        same_day = begin.astimezone(timezone.utc).date() == end.astimezone(timezone.utc).date()
+        return f"from {stamp(begin)} to {stamp(end, date=not same_day)}"
+
+    ended = [run(begin, end) for begin, end in report.measuring_spans if end is not None]
+    since = report.measuring_since
+    if since is None:
+        return f"; the agent's heartbeat ran {', '.join(ended)}" if ended else ""
+    earlier = f"ran {', '.join(ended)} and " if ended else ""
+    return f" so far; the agent's heartbeat {earlier}has run since {stamp(since)}"
+
+
 def markdown(report: Report) -> str:
     """The report as Markdown that pastes into a postmortem as it is."""
     lines = [f"# Scheduled events: {stamp(report.start)} to {stamp(report.end)}", ""]
@@ -215,19 +230,19 @@ def markdown(report: Report) -> str:
     else:
         lines.append("- **Incarnations recorded:** none in that time")
     lines.append(f"- **Events:** {len(report.events)}")
-    short = report.short_notice
-    if short:
-        lines.append(f"- **Less notice than documented:** {len(short)} event"
-                     f"{'s' * (len(short) != 1)}: " + ", ".join(
-                         f"{md(e.event_type, 24)} {md(e.event_id, 80)}" for e in short))
+    for head, short in (("Less notice than documented:**", report.short_notice),
+                        ("Less notice than documented, other VMs' events** (the agent "
+                         "tells only this VM's):", report.short_notice_other_vms)):
+        if short:
+            lines.append(f"- **{head} {len(short)} event{'s' * (len(short) != 1)}: "
+                         + ", ".join(f"{md(e.event_type, 24)} {md(e.event_id, 80)}"
+                                     for e in short))
     if not report.measured:
         lines.append("- **Stalls and boots:** not measured (no setui agent kept a heartbeat "
                      "in that time)")
     elif not report.unannounced:
-        since = report.measuring_since
-        lines.append("- **Stalls and boots with no event announced:** none measured" + (
-            f" so far; the agent's heartbeat has run since {stamp(since)}"
-            if since is not None else ""))
+        lines.append("- **Stalls and boots with no event announced:** none measured"
+                     + _heartbeat_runs(report))
     else:
         lines.append("- **Stalls and boots with no event announced:**")
         lines += [f"  - {md(impact_words(i), 300)} ({md(clocks_words(i), 200)})"
@@ -330,7 +345,10 @@ def report_json(report: Report) -> dict[str, Any]:
                   for h in report.holes],
         "events": [_event_json(e) for e in report.events],
         "short_notice": [e.event_id for e in report.short_notice],
+        "short_notice_other_vms": [e.event_id for e in report.short_notice_other_vms],
         "impacts_measured": report.measured,
         "impacts_measured_since": iso(report.measuring_since),
+        "impacts_measured_spans": [{"from": iso(begin), "to": iso(end)}
+                                   for begin, end in report.measuring_spans],
         "impacts_without_event": [impact_json(i) for i in report.unannounced],
     }

@@ -44,7 +44,8 @@ class ServiceClock:
         self.skewed_before = self.skewed
         wall_now = self._wall()
         mono_now = self._mono()
-        self.skew = (server_date - wall_now).total_seconds() - (mono_now - received)
+        # The VM's clock when the answer arrived, not now: it may be taken in later.
+        self.skew = (server_date - wall_now).total_seconds() + (mono_now - received)
         if abs(self.skew) > SKEW_THRESHOLD:
             # The Date header has one-second resolution: re-anchoring on every answer
             # would move the clock back by up to a second now and then. Keep the carried

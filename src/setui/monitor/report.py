@@ -84,6 +84,9 @@ class EventReport:
     # Whether anything it did would have been measured: a stall or a boot tied to it, or
     # the agent's heartbeat running while it was under way; None: it never started.
     impact_measured: bool | None = None
+    # Whether it reaches this VM, by the name the record kept (None: not known); the
+    # agent measures and tells a short notice only for this VM's events (agent.notice).
+    this_vm: bool | None = None
     holds: list[Hold] = field(default_factory=list)  # a person's holds on the agent's steps
     hook_runs: list[HookRun] = field(default_factory=list)  # the agent's, oldest first
 
@@ -112,10 +115,23 @@ class Report:
     measured: bool = False  # the agent's heartbeat ran at some time in the window
     # Since when it has run without a break to the window's end; None: not running then.
     measuring_since: datetime | None = None
+    # When it ran in the window, each run without a break, oldest first; the last one's
+    # end is None when it runs to the window's end.
+    measuring_spans: tuple[tuple[datetime, datetime | None], ...] = ()
 
     @property
     def short_notice(self) -> tuple[EventReport, ...]:
-        """The events announced with less notice than documented."""
+        """The events of this VM (or of a VM whose name the record does not know)
+        announced with less notice than documented: the ones the agent tells."""
+        return tuple(e for e in self._short if e.this_vm is not False)
+
+    @property
+    def short_notice_other_vms(self) -> tuple[EventReport, ...]:
+        """Other VMs' events announced with less notice than documented: not told."""
+        return tuple(e for e in self._short if e.this_vm is False)
+
+    @property
+    def _short(self) -> tuple[EventReport, ...]:
         return tuple(e for e in self.events if e.notice is not None and e.notice.short)
 
 
@@ -182,6 +198,9 @@ def build_report(recording: Recording, *, since: datetime | None = None,
     chosen.sort(key=lambda r: (r.first_seen, r.event_id))
     for report in chosen:
         _measure(report, recording, end, terminate_notice)
+        vm_name = recording.vm_name_at(report.first_seen)
+        if vm_name and report.event is not None:
+            report.this_vm = report.event.affects(vm_name)
     holes = tuple(h for h in recording.holes if h.overlaps(start, end))
     incarnations = tuple(r.incarnation for r in recording.records
                          if start <= r.first_seen <= end)
@@ -191,7 +210,24 @@ def build_report(recording: Recording, *, since: datetime | None = None,
     measured = any(begin <= end and until >= start for begin, until in recording.measuring)
     return Report(recording.endpoint, start, end, incarnations, holes,
                   recording.sessions_known, tuple(chosen), unannounced, measured,
-                  recording.measured_since(end))
+                  recording.measured_since(end), _runs(recording, start, end))
+
+
+def _runs(recording: Recording, start: datetime, end: datetime
+          ) -> tuple[tuple[datetime, datetime | None], ...]:
+    """When the agent's heartbeat ran in ``start`` .. ``end``, each run without a break
+    (none over ``MIN_HOLE``, as Recording.measured_since joins them); the end of a run
+    that reaches ``end`` is None."""
+    runs: list[list[datetime]] = []
+    for begin, until in sorted(recording.measuring):
+        if begin > end:
+            break
+        if runs and begin <= runs[-1][1] + MIN_HOLE:
+            runs[-1][1] = max(runs[-1][1], until)
+        else:
+            runs.append([begin, until])
+    return tuple((begin, None if until >= end else until) for begin, until in runs
+                 if until >= start)
 
 
 def _after_hole(recording: Recording, moment: datetime) -> bool:

@@ -25,8 +25,8 @@ from pathlib import Path
 from setui.agent.plan import event_plan as plan_of_steps
 from setui.agent.plan import plan_words
 from setui.api.approving import AgentApprover
-from setui.api.attached import LOST_WORDS, AttachedMonitor
-from setui.api.client import AgentClient, ApiError
+from setui.api.attached import AttachedMonitor
+from setui.api.client import AgentClient, ApiError, HoldAnswer
 from setui.api.codec import Plan
 from setui.config import Config
 from setui.core.clock import utc_now
@@ -45,10 +45,24 @@ from setui.ui.format import safe
 from setui.ui.host import LinkView, PlannedEvent, WindowView
 from setui.ui.messages import ApprovalDone, ApprovalNote
 
-__all__ = ["HOLDS_LOOKED_AT", "IMPACTS_LOOKED_AT", "AttachedApp"]
+__all__ = ["HOLDS_LOOKED_AT", "IMPACTS_LOOKED_AT", "AttachedApp", "hold_words"]
 
 HOLDS_LOOKED_AT = 200  # the audit log's newest records read for who holds what
 IMPACTS_LOOKED_AT = 20  # the newest stalls and boots read when the document changes
+
+
+def hold_words(answer: HoldAnswer) -> str:
+    """What the dashboard says of the agent's answer to ``H``: held or released, and
+    when no rule of its policy acts on the event, that the hold changes nothing it does."""
+    words = HELD_WORDS if answer.held else RELEASED_WORDS
+    if not answer.acts:
+        why = "no rule of the agent's policy applies to this event" if answer.rule is None \
+            else f"its rule {safe(answer.rule, 80)} only watches and tells"
+        words = (f"{'Held' if answer.held else 'Released'}, but {why}: the agent takes no "
+                 "step for it, held or not.")
+    if answer.running:
+        words += f" Its {printable(answer.running, 40)} step, already running, goes on."
+    return words
 
 
 class AttachedApp(SetuiApp):
@@ -106,9 +120,8 @@ class AttachedApp(SetuiApp):
     def link(self) -> LinkView:
         monitor = self.attached
         if monitor.lost is not None:
-            return LinkView(monitor.link_words(), LOST_WORDS, lost=True)
-        return LinkView(monitor.link_words(), f"agent pid {monitor.hello.agent.pid}",
-                        every=monitor.heard_every)
+            return LinkView(monitor.link_words(), monitor.link_short(), lost=True)
+        return LinkView(monitor.link_words(), monitor.link_short(), every=monitor.heard_every)
 
     @property
     def approvals_here(self) -> bool:
@@ -332,9 +345,7 @@ class AttachedApp(SetuiApp):
         except ApiError as exc:
             words, severity = f"Not changed: {printable(exc.message, 300)}", "error"
         else:
-            words, severity = HELD_WORDS if hold else RELEASED_WORDS, "information"
-            if answer.running:
-                words += f" Its {printable(answer.running, 40)} step, already running, goes on."
+            words, severity = hold_words(answer), "information"
         with contextlib.suppress(RuntimeError):  # the app stopped meanwhile
             self.call_from_thread(self.notify, words, severity=severity, timeout=6,
                                   markup=False)

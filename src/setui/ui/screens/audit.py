@@ -33,9 +33,10 @@ __all__ = ["AuditRow", "AuditScreen", "describe_row", "pair_records"]
 
 PAGE = 500
 _SHORT_ID = 8
-# Cells of "action and outcome" in the table: 26 lets all four columns fit in 80 columns;
-# each column more gives this one more, up to 60 (the details have it all anyway).
-_WHAT_LIMIT = 26
+# Cells of "action and outcome" in the table: 21 lets all four columns (the time with
+# its year) fit in 80 columns; each column more gives this one more, up to 60 (the
+# details have it all anyway).
+_WHAT_LIMIT = 21
 _WHAT_MAX = 60
 _ATTEMPT = "approve-attempt"
 _OUTCOME = "approve-outcome"
@@ -146,10 +147,11 @@ def _who(record: AuditRecord, *, short: bool = False) -> str:
 
 
 def _short_time(moment: Any) -> str:
-    """``05-14 09:31:00``, UTC: the year and the local time are in the details; a column
-    saved for Who."""
+    """``2024-05-14 09:31:00`` under a heading that says UTC: the one way times are
+    written (core.timefmt), as the history's list does; the local time is in the
+    details."""
     utc, _ = local_and_utc(moment)
-    return utc[5:]
+    return utc
 
 
 def _what_text(row: AuditRow, limit: int = _WHAT_LIMIT) -> Text:
