@@ -25,11 +25,10 @@ _T = TypeVar("_T")
 
 
 class Kind:
-    """How one field travels: ``write`` gives its JSON, ``reader(key)`` the function that
-    takes it back from an object, checked. A kind whose read is one call of
-    :class:`Fields` gives that call with its bounds bound, made once per shape (a state
-    push reads some thousand fields: each costs one call, as when written out by hand);
-    the others say ``read``."""
+    """How one field travels: ``write`` gives its JSON, ``read`` takes it back from an
+    object, checked. A kind whose read is one call of :class:`Fields` also gives that
+    call as source (``call``), which a shape writes into its decode as a hand-written
+    one would have it: a state push reads some thousand fields."""
 
     def write(self, value: Any) -> Any:
         return value
@@ -37,8 +36,9 @@ class Kind:
     def read(self, fields: Fields, key: str) -> Any:
         raise NotImplementedError
 
-    def reader(self, key: str) -> Callable[[Fields], Any]:
-        return lambda fields: self.read(fields, key)
+    def call(self, key: str) -> str | None:
+        """``read`` of ``key`` from ``fields`` as a Python expression, or None."""
+        return None
 
 
 @dataclass(frozen=True)
@@ -49,11 +49,13 @@ class Text(Kind):
     optional: bool = False
     empty: bool = False
 
-    def reader(self, key: str) -> Callable[[Fields], Any]:
-        limit, optional, text = self.limit, self.optional, Fields.text
-        if self.empty:
-            return lambda fields: text(fields, key, limit=limit, optional=True) or ""
-        return lambda fields: text(fields, key, limit=limit, optional=optional)
+    def read(self, fields: Fields, key: str) -> Any:
+        value = fields.text(key, limit=self.limit, optional=self.optional or self.empty)
+        return value or "" if self.empty else value
+
+    def call(self, key: str) -> str | None:
+        optional, empty = self.optional or self.empty, ' or ""' if self.empty else ""
+        return f"fields.text({key!r}, limit={self.limit}, optional={optional}){empty}"
 
 
 @dataclass(frozen=True)
@@ -80,11 +82,15 @@ class Int(Kind):
     optional: bool = False
     empty: bool = False
 
-    def reader(self, key: str) -> Callable[[Fields], Any]:
-        low, high, optional, integer = self.low, self.high, self.optional, Fields.integer
-        if self.empty:
-            return lambda fields: integer(fields, key, low=low, high=high, optional=True) or 0
-        return lambda fields: integer(fields, key, low=low, high=high, optional=optional)
+    def read(self, fields: Fields, key: str) -> Any:
+        value = fields.integer(key, low=self.low, high=self.high,
+                               optional=self.optional or self.empty)
+        return value or 0 if self.empty else value
+
+    def call(self, key: str) -> str | None:
+        optional, empty = self.optional or self.empty, " or 0" if self.empty else ""
+        return f"fields.integer({key!r}, low={self.low}, high={self.high}, " \
+               f"optional={optional}){empty}"
 
 
 @dataclass(frozen=True)
@@ -110,9 +116,11 @@ class Flag(Kind):
 
     default: bool = False
 
-    def reader(self, key: str) -> Callable[[Fields], Any]:
-        default, flag = self.default, Fields.flag
-        return lambda fields: flag(fields, key, default)
+    def read(self, fields: Fields, key: str) -> Any:
+        return fields.flag(key, self.default)
+
+    def call(self, key: str) -> str | None:
+        return f"fields.flag({key!r}, {self.default})"
 
 
 @dataclass(frozen=True)
@@ -124,9 +132,11 @@ class Time(Kind):
     def write(self, value: Any) -> Any:
         return time_text(value)
 
-    def reader(self, key: str) -> Callable[[Fields], Any]:
-        optional, time = self.optional, Fields.time
-        return lambda fields: time(fields, key, optional=optional)
+    def read(self, fields: Fields, key: str) -> Any:
+        return fields.time(key, optional=self.optional)
+
+    def call(self, key: str) -> str | None:
+        return f"fields.time({key!r}, optional={self.optional})"
 
 
 @dataclass(frozen=True)
@@ -212,13 +222,12 @@ class Pairs(Kind):
         return [[self.kinds[0].write(a), self.kinds[1].write(b)] for a, b in value]
 
     def read(self, fields: Fields, key: str) -> Any:
-        (first, second) = self.names
-        one, two = self.kinds[0].reader(first), self.kinds[1].reader(second)
+        (first, second), (one, two) = self.names, self.kinds
         found = []
         for index, pair in enumerate(_items(fields, key, self.limit)):
             named = Fields({first: pair[0], second: pair[1]} if isinstance(pair, list)
                            and len(pair) == 2 else None, f"{fields.name(key)}[{index}]")
-            found.append((one(named), two(named)))
+            found.append((one.read(named, first), two.read(named, second)))
         return self.into(found)
 
 
@@ -230,23 +239,25 @@ class Shape(Generic[_T]):
     def __init__(self, build: Callable[..., _T], fields: Mapping[str, Kind], *,
                  names: Mapping[str, str] | None = None,
                  fixed: Mapping[str, Any] | None = None) -> None:
-        self.build = build
+        self.build, self.kinds, self.fixed = build, dict(fields), dict(fixed or {})
         keys = list(fields)
-        attrs = [(names or {}).get(key, key) for key in keys]
+        self.attrs = attrs = [(names or {}).get(key, key) for key in keys]
         for attr in attrs:
             if not attr.isidentifier() or iskeyword(attr):
                 raise ValueError(f"{attr!r} cannot be an attribute")
-        # Both directions are written out as one function each, as they would be by hand:
-        # a state push encodes and decodes some thousand fields, and a loop over a table
-        # costs half as much again.
-        scope: dict[str, Any] = {"build": build, "fixed": dict(fixed or {})}
+        # Both directions are written out as one function each, as they would be by hand
+        # (the way dataclasses writes __init__): a state push encodes and decodes some
+        # thousand fields, and a loop over the table costs it about 40% more
+        # (bench/wire_codec.py). A key is written as a literal, an attribute as a name.
+        scope: dict[str, Any] = {"build": build, "fixed": self.fixed,
+                                 "time_text": time_text}
         written, read = [], []
         for n, (key, attr, kind) in enumerate(zip(keys, attrs, fields.values(), strict=True)):
-            plain = type(kind).write is Kind.write  # travels as it is
-            scope[f"w{n}"], scope[f"r{n}"] = kind.write, kind.reader(key)
-            written.append(f"{key!r}: value.{attr}" if plain else
-                           f"{key!r}: w{n}(value.{attr})")
-            read.append(f"{attr}=r{n}(fields)")
+            scope[f"kind{n}"] = kind
+            write = "time_text" if isinstance(kind, Time) else \
+                "" if type(kind).write is Kind.write else f"kind{n}.write"  # "": as it is
+            written.append(f"{key!r}: {write}(value.{attr})")
+            read.append(f"{attr}={kind.call(key) or f'kind{n}.read(fields, {key!r})'}")
         exec(f"def encode(value):\n return {{{', '.join(written)}}}\n"
              f"def decode(fields):\n return build({', '.join(read)}, **fixed)\n", scope)
         self.encode: Callable[[_T], dict[str, Any]] = scope["encode"]
