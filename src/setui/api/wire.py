@@ -36,8 +36,9 @@ class Kind:
     def read(self, fields: Fields, key: str) -> Any:
         raise NotImplementedError
 
-    def call(self, key: str) -> str | None:
-        """``read`` of ``key`` from ``fields`` as a Python expression, or None."""
+    def call(self, key: str, me: str) -> str | None:
+        """``read`` of ``key`` from ``fields`` as a Python expression, or None (``me``
+        is the name this kind has there)."""
         return None
 
 
@@ -53,7 +54,7 @@ class Text(Kind):
         value = fields.text(key, limit=self.limit, optional=self.optional or self.empty)
         return value or "" if self.empty else value
 
-    def call(self, key: str) -> str | None:
+    def call(self, key: str, me: str) -> str | None:
         optional, empty = self.optional or self.empty, ' or ""' if self.empty else ""
         return f"fields.text({key!r}, limit={self.limit}, optional={optional}){empty}"
 
@@ -87,7 +88,7 @@ class Int(Kind):
                                optional=self.optional or self.empty)
         return value or 0 if self.empty else value
 
-    def call(self, key: str) -> str | None:
+    def call(self, key: str, me: str) -> str | None:
         optional, empty = self.optional or self.empty, " or 0" if self.empty else ""
         return f"fields.integer({key!r}, low={self.low}, high={self.high}, " \
                f"optional={optional}){empty}"
@@ -119,7 +120,7 @@ class Flag(Kind):
     def read(self, fields: Fields, key: str) -> Any:
         return fields.flag(key, self.default)
 
-    def call(self, key: str) -> str | None:
+    def call(self, key: str, me: str) -> str | None:
         return f"fields.flag({key!r}, {self.default})"
 
 
@@ -135,7 +136,7 @@ class Time(Kind):
     def read(self, fields: Fields, key: str) -> Any:
         return fields.time(key, optional=self.optional)
 
-    def call(self, key: str) -> str | None:
+    def call(self, key: str, me: str) -> str | None:
         return f"fields.time({key!r}, optional={self.optional})"
 
 
@@ -152,6 +153,9 @@ class Member(Kind):
 
     def read(self, fields: Fields, key: str) -> Any:
         return fields.member(key, self.enum, self.what, optional=self.optional)
+
+    def call(self, key: str, me: str) -> str | None:
+        return f"fields.member({key!r}, {me}.enum, {self.what!r}, optional={self.optional})"
 
 
 @dataclass(frozen=True)
@@ -201,12 +205,14 @@ class Many(Kind):
     into: Callable[[Any], Any] = tuple
 
     def write(self, value: Any) -> Any:
-        return [self.shape.encode(item) for item in value]
+        encode = self.shape.encode
+        return [encode(item) for item in value]
 
     def read(self, fields: Fields, key: str) -> Any:
-        each = [Fields(item, f"{fields.name(key)}[{i}]", fields.code)
-                for i, item in enumerate(_items(fields, key, self.limit))]  # objects first
-        return self.into(self.shape.decode(item) for item in each)
+        name, code, decode = fields.name(key), fields.code, self.shape.decode
+        each = [Fields(item, f"{name}[{i}]", code)  # every one an object before any is read
+                for i, item in enumerate(_items(fields, key, self.limit))]
+        return self.into([decode(item) for item in each])
 
 
 @dataclass(frozen=True)
@@ -219,7 +225,8 @@ class Pairs(Kind):
     into: Callable[[Any], Any] = tuple
 
     def write(self, value: Any) -> Any:
-        return [[self.kinds[0].write(a), self.kinds[1].write(b)] for a, b in value]
+        one, two = (_writer(kind) or (lambda item: item) for kind in self.kinds)
+        return [[one(a), two(b)] for a, b in value]
 
     def read(self, fields: Fields, key: str) -> Any:
         (first, second), (one, two) = self.names, self.kinds
@@ -229,6 +236,13 @@ class Pairs(Kind):
                            and len(pair) == 2 else None, f"{fields.name(key)}[{index}]")
             found.append((one.read(named, first), two.read(named, second)))
         return self.into(found)
+
+
+def _writer(kind: Kind) -> Callable[[Any], Any] | None:
+    """What writes a value of ``kind``; None: it travels as it is."""
+    if isinstance(kind, Time):
+        return time_text
+    return None if type(kind).write is Kind.write else kind.write
 
 
 class Shape(Generic[_T]):
@@ -249,15 +263,13 @@ class Shape(Generic[_T]):
         # (the way dataclasses writes __init__): a state push encodes and decodes some
         # thousand fields, and a loop over the table costs it about 40% more
         # (bench/wire_codec.py). A key is written as a literal, an attribute as a name.
-        scope: dict[str, Any] = {"build": build, "fixed": self.fixed,
-                                 "time_text": time_text}
+        scope: dict[str, Any] = {"build": build, "fixed": self.fixed}
         written, read = [], []
         for n, (key, attr, kind) in enumerate(zip(keys, attrs, fields.values(), strict=True)):
-            scope[f"kind{n}"] = kind
-            write = "time_text" if isinstance(kind, Time) else \
-                "" if type(kind).write is Kind.write else f"kind{n}.write"  # "": as it is
+            scope[f"kind{n}"], scope[f"write{n}"] = kind, _writer(kind)
+            write = "" if scope[f"write{n}"] is None else f"write{n}"
             written.append(f"{key!r}: {write}(value.{attr})")
-            read.append(f"{attr}={kind.call(key) or f'kind{n}.read(fields, {key!r})'}")
+            read.append(f"{attr}={kind.call(key, f'kind{n}') or f'kind{n}.read(fields, {key!r})'}")
         exec(f"def encode(value):\n return {{{', '.join(written)}}}\n"
              f"def decode(fields):\n return build({', '.join(read)}, **fixed)\n", scope)
         self.encode: Callable[[_T], dict[str, Any]] = scope["encode"]
