@@ -20,7 +20,7 @@ from common import ROOT, Row, machine
 
 SUITES = ["parse_track", "store", "cold_start", "login_line", "watch_cost", "agent_cost",
           "heartbeat", "latency", "approval", "dashboard", "attached", "fleet",
-          "probe_slowloris"]
+          "probe_slowloris", "wire_codec"]
 
 
 def table(rows: list[Row]) -> str:
