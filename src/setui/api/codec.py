@@ -1,6 +1,6 @@
 """setui's values on the wire: each ``encode_X`` has its ``decode_X``, and a decode trusts
 nothing (the client trusts the agent no more than it trusts IMDS). Each value's fields,
-kinds and bounds are declared once, as a :class:`~setui.api.wire.Shape`, and both
+kinds and bounds are declared once, as a :class:`~setui.api.shapes.Shape`, and both
 directions come from it; what a shape cannot say (ages, the API version, a confirmed
 snapshot) is written out below.
 
@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from setui.api.protocol import API_VERSION, BAD_REQUEST, Fields, ProtocolError, time_text
-from setui.api.wire import (
+from setui.api.shapes import (
     MAX_INT,
     Flag,
     Int,
@@ -298,9 +298,6 @@ class AgentState:
     recording: RecordingStatus
 
 
-_PREVIOUS_STATE = Member(ConnectionState, "a connection state", optional=True)
-
-
 def encode_state(state: AgentState, mono_now: float) -> dict[str, Any]:
     monitor = state.state
     document = monitor.document
@@ -312,7 +309,8 @@ def encode_state(state: AgentState, mono_now: float) -> dict[str, Any]:
         "health": encode_health(monitor.health, mono_now),
         "lives": _LIVES.write(monitor.lives.values()), "gone": _GONE.write(monitor.gone),
         "anomalies": _CHANGES.write(monitor.anomalies), "changes": _CHANGES.write(state.changes),
-        "previous_state": _PREVIOUS_STATE.write(state.previous_state),
+        "previous_state": None if state.previous_state is None
+        else state.previous_state.value,
         "approvals": {i: encode_audit(r) for i, r in state.approvals.items()},
         "recording": _RECORDING_STATUS.encode(state.recording),
     }
@@ -335,7 +333,8 @@ def decode_state(fields: Fields, mono_now: float) -> AgentState:
     return AgentState(
         state=monitor, now=fields.time("now"), interval=interval,
         changes=_CHANGES.read(fields, "changes"),
-        previous_state=_PREVIOUS_STATE.read(fields, "previous_state"),
+        previous_state=fields.member("previous_state", ConnectionState, "a connection state",
+                                     optional=True),
         approvals={str(i)[:SHORT]: decode_audit(Fields(r, f"approvals.{str(i)[:40]}"))
                    for i, r in approvals.items()},
         recording=_RECORDING_STATUS.decode(recording))

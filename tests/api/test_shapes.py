@@ -13,7 +13,7 @@ import pytest
 
 import setui.api.codec as codec
 from setui.api.protocol import Fields, ProtocolError
-from setui.api.wire import Int, Many, Shape, Text, Time
+from setui.api.shapes import Int, Many, Shape, Text, Time
 
 
 def _shapes() -> list[Shape[Any]]:

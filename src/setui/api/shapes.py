@@ -25,10 +25,10 @@ _T = TypeVar("_T")
 
 
 class Kind:
-    """How one field travels: ``write`` gives its JSON, ``read`` takes it back from an
-    object, checked. A kind whose read is one call of :class:`Fields` also gives that
-    call as source (``call``), which a shape writes into its decode as a hand-written
-    one would have it: a state push reads some thousand fields."""
+    """How one field travels: ``write`` gives its JSON; ``read`` takes it back from an
+    object, checked, or, for a kind whose read is one call of :class:`Fields`, ``call``
+    gives that call as source, which a shape writes into its decode as a hand-written
+    one would have it (a state push reads some thousand fields)."""
 
     def write(self, value: Any) -> Any:
         return value
@@ -49,10 +49,6 @@ class Text(Kind):
     limit: int = MAX_TEXT
     optional: bool = False
     empty: bool = False
-
-    def read(self, fields: Fields, key: str) -> Any:
-        value = fields.text(key, limit=self.limit, optional=self.optional or self.empty)
-        return value or "" if self.empty else value
 
     def call(self, key: str, me: str) -> str | None:
         optional, empty = self.optional or self.empty, ' or ""' if self.empty else ""
@@ -83,11 +79,6 @@ class Int(Kind):
     optional: bool = False
     empty: bool = False
 
-    def read(self, fields: Fields, key: str) -> Any:
-        value = fields.integer(key, low=self.low, high=self.high,
-                               optional=self.optional or self.empty)
-        return value or 0 if self.empty else value
-
     def call(self, key: str, me: str) -> str | None:
         optional, empty = self.optional or self.empty, " or 0" if self.empty else ""
         return f"fields.integer({key!r}, low={self.low}, high={self.high}, " \
@@ -117,9 +108,6 @@ class Flag(Kind):
 
     default: bool = False
 
-    def read(self, fields: Fields, key: str) -> Any:
-        return fields.flag(key, self.default)
-
     def call(self, key: str, me: str) -> str | None:
         return f"fields.flag({key!r}, {self.default})"
 
@@ -132,9 +120,6 @@ class Time(Kind):
 
     def write(self, value: Any) -> Any:
         return time_text(value)
-
-    def read(self, fields: Fields, key: str) -> Any:
-        return fields.time(key, optional=self.optional)
 
     def call(self, key: str, me: str) -> str | None:
         return f"fields.time({key!r}, optional={self.optional})"
@@ -150,9 +135,6 @@ class Member(Kind):
 
     def write(self, value: Any) -> Any:
         return None if value is None else value.value
-
-    def read(self, fields: Fields, key: str) -> Any:
-        return fields.member(key, self.enum, self.what, optional=self.optional)
 
     def call(self, key: str, me: str) -> str | None:
         return f"fields.member({key!r}, {me}.enum, {self.what!r}, optional={self.optional})"
@@ -215,27 +197,29 @@ class Many(Kind):
         return self.into([decode(item) for item in each])
 
 
-@dataclass(frozen=True)
 class Pairs(Kind):
-    """At most ``limit`` two-item lists, each item read as a field of the name given."""
+    """At most ``limit`` two-item lists, each item read as the field ``names`` calls it."""
 
-    names: tuple[str, str]
-    kinds: tuple[Kind, Kind]
-    limit: int
-    into: Callable[[Any], Any] = tuple
+    def __init__(self, names: tuple[str, str], kinds: tuple[Kind, Kind], limit: int,
+                 into: Callable[[Any], Any] = tuple) -> None:
+        self.names, self.limit, self.into = names, limit, into
+        self.writers = [_writer(kind) or (lambda item: item) for kind in kinds]
+        self.pair = Shape(_pair, dict(zip(names, kinds, strict=True)),
+                          names={names[0]: "a", names[1]: "b"})
 
     def write(self, value: Any) -> Any:
-        one, two = (_writer(kind) or (lambda item: item) for kind in self.kinds)
+        one, two = self.writers
         return [[one(a), two(b)] for a, b in value]
 
     def read(self, fields: Fields, key: str) -> Any:
-        (first, second), (one, two) = self.names, self.kinds
-        found = []
-        for index, pair in enumerate(_items(fields, key, self.limit)):
-            named = Fields({first: pair[0], second: pair[1]} if isinstance(pair, list)
-                           and len(pair) == 2 else None, f"{fields.name(key)}[{index}]")
-            found.append((one.read(named, first), two.read(named, second)))
-        return self.into(found)
+        (first, second), name, decode = self.names, fields.name(key), self.pair.decode
+        return self.into([decode(Fields({first: pair[0], second: pair[1]} if isinstance(
+            pair, list) and len(pair) == 2 else None, f"{name}[{index}]"))
+            for index, pair in enumerate(_items(fields, key, self.limit))])
+
+
+def _pair(a: Any, b: Any) -> tuple[Any, Any]:
+    return a, b
 
 
 def _writer(kind: Kind) -> Callable[[Any], Any] | None:
@@ -271,6 +255,7 @@ class Shape(Generic[_T]):
             written.append(f"{key!r}: {write}(value.{attr})")
             read.append(f"{attr}={kind.call(key, f'kind{n}') or f'kind{n}.read(fields, {key!r})'}")
         exec(f"def encode(value):\n return {{{', '.join(written)}}}\n"
-             f"def decode(fields):\n return build({', '.join(read)}, **fixed)\n", scope)
+             f"def decode(fields):\n return build({', '.join(read)}"
+             f"{', **fixed' if self.fixed else ''})\n", scope)
         self.encode: Callable[[_T], dict[str, Any]] = scope["encode"]
         self.decode: Callable[[Fields], _T] = scope["decode"]
