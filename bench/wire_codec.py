@@ -1,6 +1,6 @@
 """The wire codec's cost: encode + decode of a state push and of a recording answer.
 
-The codec makes both directions from declared shapes (setui.api.wire); the reference is
+The codec makes both directions from declared shapes (setui.api.shapes); the reference is
 the hand-written codec they replaced, loaded from git at REFERENCE and run in the same
 process, on the same values, interleaved, so both see the same neighbours. A state push
 is what the agent encodes and every attached dashboard decodes each poll that changes
