@@ -1,5 +1,8 @@
 """setui's values on the wire: each ``encode_X`` has its ``decode_X``, and a decode trusts
-nothing (the client trusts the agent no more than it trusts IMDS).
+nothing (the client trusts the agent no more than it trusts IMDS). Each value's fields,
+kinds and bounds are declared once, as a :class:`~setui.api.shapes.Shape`, and both
+directions come from it; what a shape cannot say (ages, the API version, a confirmed
+snapshot) is written out below.
 
 Pure, no I/O. An event travels as the service's own JSON and is read back with the same
 parser as a document from IMDS (core.model), so it is checked the same way. Monotonic
@@ -16,17 +19,27 @@ from datetime import datetime
 from typing import Any
 
 from setui.api.protocol import API_VERSION, BAD_REQUEST, Fields, ProtocolError, time_text
+from setui.api.shapes import (
+    MAX_INT,
+    Flag,
+    Int,
+    Kind,
+    Many,
+    Member,
+    Num,
+    OneOf,
+    Pairs,
+    Raw,
+    Shape,
+    Text,
+    Texts,
+    Time,
+)
 from setui.core.health import ConnectionState, Health
 from setui.core.holes import Hole
 from setui.core.impact import AROUND, STARTED, Impact
 from setui.core.impact import KINDS as IMPACT_KINDS
-from setui.core.model import (
-    MAX_INCARNATION,
-    Document,
-    DocumentError,
-    Event,
-    parse_document,
-)
+from setui.core.model import MAX_INCARNATION, Document, DocumentError, Event, parse_document
 from setui.core.tracker import Change, ChangeKind
 from setui.monitor.state import EventLife, GoneEvent, MonitorState
 from setui.outcome import ApprovalOutcome, Progress
@@ -44,50 +57,17 @@ from setui.store.records import (
     event_snapshot,
 )
 
-__all__ = [
-    "AgentInfo",
-    "AgentState",
-    "Hello",
-    "Plan",
-    "RecordingParts",
-    "RecordingStatus",
-    "VmIdentity",
-    "You",
-    "decode_audit",
-    "decode_claim",
-    "decode_confirmed",
-    "decode_health",
-    "decode_hello",
-    "decode_holes",
-    "decode_impact",
-    "decode_incarnation",
-    "decode_outcome",
-    "decode_plan",
-    "decode_progress",
-    "decode_recording",
-    "decode_state",
-    "decode_story",
-    "decode_verify",
-    "decode_vm",
-    "encode_audit",
-    "encode_claim",
-    "encode_confirmed",
-    "encode_health",
-    "encode_hello",
-    "encode_holes",
-    "encode_impact",
-    "encode_incarnation",
-    "encode_outcome",
-    "encode_plan",
-    "encode_progress",
-    "encode_recording",
-    "encode_state",
-    "encode_story",
-    "encode_verify",
-    "encode_vm",
-]
+__all__ = ["AgentInfo", "AgentState", "Hello", "Plan", "RecordingParts",
+           "RecordingStatus", "VmIdentity", "You", "decode_audit", "decode_claim",
+           "decode_confirmed", "decode_health", "decode_hello", "decode_holes",
+           "decode_impact", "decode_incarnation", "decode_outcome", "decode_plan",
+           "decode_progress", "decode_recording", "decode_state", "decode_story",
+           "decode_verify", "decode_vm", "encode_audit", "encode_claim",
+           "encode_confirmed", "encode_health", "encode_hello", "encode_holes",
+           "encode_impact", "encode_incarnation", "encode_outcome", "encode_plan",
+           "encode_progress", "encode_recording", "encode_state", "encode_story",
+           "encode_verify", "encode_vm"]
 
-MAX_INT = 2**63 - 1
 MAX_EVENTS = 10_000  # events, lives, gone events or changes in one frame
 MAX_NOTES = 1_000
 MAX_RECORDS = 100_000  # records in one answer; the frame's size bounds it sooner
@@ -98,41 +78,38 @@ _SNAPSHOT_TEXT = ("EventId", "EventType", "EventStatus", "NotBefore", "ResourceT
 MAX_RESOURCES = 10_000
 
 
-def _fail(where: str, problem: str) -> ProtocolError:
-    return ProtocolError(BAD_REQUEST, f"{where}: {problem}")
-
-
-def _list(fields: Fields, key: str, limit: int) -> list[Any]:
-    return fields.items(key, limit=limit, optional=True) or []
-
-
-def _each(fields: Fields, key: str, limit: int) -> list[Fields]:
-    return [Fields(item, f"{fields.name(key)}[{i}]", fields.code)
-            for i, item in enumerate(_list(fields, key, limit))]
-
-
 # -- events and documents -----------------------------------------------------------------
-def _event_json(event: Event) -> dict[str, Any]:
-    return dict(event.raw) if event.raw else event_snapshot(event)
-
-
-def _event(value: Any, where: str) -> Event:
-    """One event, read by the service's own parser."""
-    if not isinstance(value, dict):
-        raise _fail(where, "expected an event object")
-    try:
-        return parse_document({"DocumentIncarnation": 0, "Events": [value]}).events[0]
-    except DocumentError as exc:
-        raise _fail(where, str(exc).replace("Events[0]", "event")) from None
-
-
 def _document(value: Any, where: str) -> Document | None:
     if value is None:
         return None
     try:
         return parse_document(value)
     except DocumentError as exc:
-        raise _fail(where, str(exc)) from None
+        raise ProtocolError(BAD_REQUEST, f"{where}: {exc}") from None
+
+
+class _Event(Kind):
+    """An event as the service's own JSON, read back by its parser: checked as a
+    document from IMDS is."""
+
+    def __init__(self, optional: bool = False) -> None:
+        self.optional = optional
+
+    def write(self, value: Event | None) -> Any:
+        return None if value is None else dict(value.raw) if value.raw \
+            else event_snapshot(value)
+
+    def read(self, fields: Fields, key: str) -> Any:
+        value, where = fields.value(key, optional=self.optional), fields.name(key)
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise ProtocolError(BAD_REQUEST, f"{where}: expected an event object")
+        try:
+            return parse_document({"DocumentIncarnation": 0, "Events": [value]}).events[0]
+        except DocumentError as exc:
+            problem = str(exc).replace("Events[0]", "event")
+            raise ProtocolError(BAD_REQUEST, f"{where}: {problem}") from None
 
 
 # -- health -------------------------------------------------------------------------------
@@ -171,310 +148,111 @@ def decode_health(fields: Fields, mono_now: float) -> Health:
 
 
 # -- changes, lives, gone events ----------------------------------------------------------
-def _encode_change(change: Change) -> dict[str, Any]:
-    return {
-        "kind": change.kind.value, "incarnation": change.incarnation,
-        "seen_at": time_text(change.seen_at),
-        "event": None if change.event is None else _event_json(change.event),
-        "previous": None if change.previous is None else _event_json(change.previous),
-        "detail": change.detail, "initial": change.initial, "certain": change.certain,
-        "missed": change.missed,
-    }
+_CHANGES = Many(Shape(Change, {
+    "kind": Member(ChangeKind, "a kind of change"), "incarnation": Int(MAX_INCARNATION),
+    "seen_at": Time(), "event": _Event(optional=True), "previous": _Event(optional=True),
+    "detail": Text(), "initial": Flag(), "certain": Flag(True),
+    "missed": Int(MAX_INCARNATION)}), MAX_EVENTS)
 
+_LIVES = Many(Shape(EventLife, {
+    "notes": Pairs(("at", "text"), (Time(), Text()), MAX_NOTES, into=list),
+    "event_id": Text(SHORT), "first_seen": Time(), "first_incarnation": Int(MAX_INCARNATION),
+    "initial": Flag(), "started_at": Time(optional=True),
+    "started_incarnation": Int(MAX_INCARNATION, optional=True),
+    "started_exact": Flag(True), "gone_at": Time(optional=True),
+    "gone_incarnation": Int(MAX_INCARNATION, optional=True),
+    "fate": Text(40, optional=True), "fate_certain": Flag(True),
+    "not_before": Time(optional=True),
+    "announced": Time(optional=True), "appeared_certain": Flag(),
+    "appeared_started": Flag()}), MAX_EVENTS, into=list)
 
-def _decode_change(fields: Fields) -> Change:
-    kind = fields.member("kind", ChangeKind, "a kind of change")
-    event = fields.value("event", optional=True)
-    previous = fields.value("previous", optional=True)
-    return Change(
-        kind=kind, incarnation=fields.integer("incarnation", high=MAX_INCARNATION),
-        seen_at=fields.time("seen_at"),
-        event=None if event is None else _event(event, fields.name("event")),
-        previous=None if previous is None else _event(previous, fields.name("previous")),
-        detail=fields.text("detail"), initial=fields.flag("initial"),
-        certain=fields.flag("certain", True),
-        missed=fields.integer("missed", high=MAX_INCARNATION))
-
-
-def _encode_life(life: EventLife) -> dict[str, Any]:
-    return {
-        "event_id": life.event_id, "first_seen": time_text(life.first_seen),
-        "first_incarnation": life.first_incarnation, "initial": life.initial,
-        "started_at": time_text(life.started_at),
-        "started_incarnation": life.started_incarnation,
-        "started_exact": life.started_exact, "gone_at": time_text(life.gone_at),
-        "gone_incarnation": life.gone_incarnation, "fate": life.fate,
-        "fate_certain": life.fate_certain, "not_before": time_text(life.not_before),
-        "notes": [[time_text(at), text] for at, text in life.notes],
-        "announced": time_text(life.announced), "appeared_certain": life.appeared_certain,
-        "appeared_started": life.appeared_started,
-    }
-
-
-def _decode_life(fields: Fields) -> EventLife:
-    notes = []
-    for index, note in enumerate(_list(fields, "notes", MAX_NOTES)):
-        pair = Fields({"at": note[0], "text": note[1]} if isinstance(note, list)
-                      and len(note) == 2 else None, f"{fields.name('notes')}[{index}]")
-        notes.append((pair.time("at"), pair.text("text")))
-    return EventLife(
-        event_id=fields.text("event_id", limit=SHORT), first_seen=fields.time("first_seen"),
-        first_incarnation=fields.integer("first_incarnation", high=MAX_INCARNATION),
-        initial=fields.flag("initial"), started_at=fields.time("started_at", optional=True),
-        started_incarnation=fields.integer("started_incarnation", high=MAX_INCARNATION,
-                                           optional=True),
-        started_exact=fields.flag("started_exact", True),
-        gone_at=fields.time("gone_at", optional=True),
-        gone_incarnation=fields.integer("gone_incarnation", high=MAX_INCARNATION,
-                                        optional=True),
-        fate=fields.text("fate", limit=40, optional=True),
-        fate_certain=fields.flag("fate_certain", True),
-        not_before=fields.time("not_before", optional=True), notes=notes,
-        announced=fields.time("announced", optional=True),
-        appeared_certain=fields.flag("appeared_certain", False),
-        appeared_started=fields.flag("appeared_started", False))
-
-
-def _encode_gone(gone: GoneEvent) -> dict[str, Any]:
-    return {
-        "event": _event_json(gone.event), "fate": gone.fate, "at": time_text(gone.at),
-        "incarnation": gone.incarnation, "started_at": time_text(gone.started_at),
-        "certain": gone.certain, "detail": gone.detail,
-    }
-
-
-def _decode_gone(fields: Fields) -> GoneEvent:
-    return GoneEvent(
-        event=_event(fields.value("event"), fields.name("event")),
-        fate=fields.text("fate", limit=40), at=fields.time("at"),
-        incarnation=fields.integer("incarnation", high=MAX_INCARNATION),
-        started_at=fields.time("started_at", optional=True),
-        certain=fields.flag("certain", True), detail=fields.text("detail"))
+_GONE = Many(Shape(GoneEvent, {
+    "event": _Event(), "fate": Text(40), "at": Time(), "incarnation": Int(MAX_INCARNATION),
+    "started_at": Time(optional=True), "certain": Flag(True), "detail": Text()}),
+    MAX_EVENTS, into=list)
 
 
 # -- the audit log and the history --------------------------------------------------------
-def encode_audit(record: AuditRecord) -> dict[str, Any]:
-    return {**record.to_json(), "has_outcome": record.has_outcome}
+_OBJECT, _OBJECTS = Raw(dict, "an object"), Raw(dict, "an object", dict)  # null: None, {}
+AUDIT = Shape(AuditRecord, {
+    "has_outcome": Raw(bool, "true, false or null"), "seq": Int(), "action": Text(SHORT),
+    "time": Time(), "user": Text(SHORT), "host": Text(SHORT), "endpoint": Text(SHORT),
+    "ssh_client": Text(SHORT, optional=True), "event_id": Text(SHORT, optional=True),
+    "event": _OBJECT, "incarnation": Int(MAX_INCARNATION, optional=True),
+    "attempt_seq": Int(optional=True), "status": Int(999, optional=True),
+    "error": Text(optional=True), "latency_ms": Num(optional=True), "details": _OBJECTS,
+    "prev_hash": Text(200), "hash": Text(200)})
+encode_audit, decode_audit = AUDIT.encode, AUDIT.decode
 
+CLAIM = Shape(Claim, {
+    "event_id": Text(SHORT), "user": Text(SHORT), "host": Text(SHORT),
+    "ssh_client": Text(SHORT, optional=True), "time": Time(), "attempt_seq": Int(),
+    "outcome_seq": Int(optional=True), "unknown": Flag(),
+    "made_on": Text(SHORT, optional=True)})
+encode_claim, decode_claim = CLAIM.encode, CLAIM.decode
 
-def _mapping(fields: Fields, key: str, optional: bool = True) -> dict[str, Any] | None:
-    value = fields.value(key, optional)
-    if value is not None and not isinstance(value, dict):
-        raise fields.fail(key, "expected an object")
-    return value
+INCARNATION = Shape(IncarnationRecord, {
+    "endpoint": Text(SHORT), "incarnation": Int(MAX_INCARNATION), "first_seen": Time(),
+    "last_seen": Time(), "raw_json": Text(8 * 1024 * 1024),
+    "changes": Many(Shape(ChangeRecord, {
+        "kind": Text(40), "event_id": Text(SHORT, optional=True),
+        "event_type": Text(SHORT, optional=True), "status": Text(SHORT, optional=True),
+        "not_before": Text(200, empty=True), "detail": Text(empty=True), "initial": Flag(),
+        "certain": Flag(True), "missed": Int(MAX_INCARNATION)}), MAX_EVENTS),
+    "summary": Text(), "content_hash": Text(200), "row_id": Int(),
+    "clock_skew": Num(optional=True), "vm_name": Text(SHORT, optional=True)})
+encode_incarnation, decode_incarnation = INCARNATION.encode, INCARNATION.decode
 
+STORY = Shape(StoryEntry, {
+    "time": Time(), "kind": Text(SHORT), "event_id": Text(SHORT), "endpoint": Text(SHORT),
+    "incarnation": Int(MAX_INCARNATION, optional=True), "detail": Text(),
+    "event_type": Text(SHORT, optional=True), "status": Text(SHORT, optional=True),
+    "not_before": Text(200, empty=True), "source": Text(40), "audit_seq": Int(optional=True),
+    "initial": Flag(), "certain": Flag(True)})
+encode_story, decode_story = STORY.encode, STORY.decode
 
-def decode_audit(fields: Fields) -> AuditRecord:
-    has_outcome = fields.value("has_outcome", optional=True)
-    if has_outcome is not None and not isinstance(has_outcome, bool):
-        raise fields.fail("has_outcome", "expected true, false or null")
-    return AuditRecord(
-        seq=fields.integer("seq", high=MAX_INT), action=fields.text("action", limit=SHORT),
-        time=fields.time("time"), user=fields.text("user", limit=SHORT),
-        host=fields.text("host", limit=SHORT), endpoint=fields.text("endpoint", limit=SHORT),
-        ssh_client=fields.text("ssh_client", limit=SHORT, optional=True),
-        event_id=fields.text("event_id", limit=SHORT, optional=True),
-        event=_mapping(fields, "event"),
-        incarnation=fields.integer("incarnation", high=MAX_INCARNATION, optional=True),
-        attempt_seq=fields.integer("attempt_seq", high=MAX_INT, optional=True),
-        status=fields.integer("status", high=999, optional=True),
-        error=fields.text("error", optional=True),
-        latency_ms=fields.number("latency_ms", optional=True),
-        details=_mapping(fields, "details") or {},
-        prev_hash=fields.text("prev_hash", limit=200), hash=fields.text("hash", limit=200),
-        has_outcome=has_outcome)
+VERIFY = Shape(VerifyResult, {
+    "ok": Flag(), "count": Int(), "first_bad": Int(optional=True), "problem": Text(empty=True),
+    "head_seq": Int(optional=True), "head_hash": Text(200, optional=True),
+    "warning": Text(empty=True)})
+encode_verify, decode_verify = VERIFY.encode, VERIFY.decode
 
-
-def _decode_change_record(fields: Fields) -> ChangeRecord:
-    return ChangeRecord(
-        kind=fields.text("kind", limit=40),
-        event_id=fields.text("event_id", limit=SHORT, optional=True),
-        event_type=fields.text("event_type", limit=SHORT, optional=True),
-        status=fields.text("status", limit=SHORT, optional=True),
-        not_before=fields.text("not_before", limit=200, optional=True) or "",
-        detail=fields.text("detail", optional=True) or "",
-        initial=fields.flag("initial"), certain=fields.flag("certain", True),
-        missed=fields.integer("missed", high=MAX_INCARNATION))
-
-
-def encode_claim(claim: Claim) -> dict[str, Any]:
-    return {"event_id": claim.event_id, "user": claim.user, "host": claim.host,
-            "ssh_client": claim.ssh_client, "time": time_text(claim.time),
-            "attempt_seq": claim.attempt_seq, "outcome_seq": claim.outcome_seq,
-            "unknown": claim.unknown, "made_on": claim.made_on}
-
-
-def decode_claim(fields: Fields) -> Claim:
-    return Claim(event_id=fields.text("event_id", limit=SHORT),
-                 user=fields.text("user", limit=SHORT), host=fields.text("host", limit=SHORT),
-                 ssh_client=fields.text("ssh_client", limit=SHORT, optional=True),
-                 time=fields.time("time"), attempt_seq=fields.integer("attempt_seq",
-                                                                      high=MAX_INT),
-                 outcome_seq=fields.integer("outcome_seq", high=MAX_INT, optional=True),
-                 unknown=fields.flag("unknown"),
-                 made_on=fields.text("made_on", limit=SHORT, optional=True))
-
-
-def encode_incarnation(record: IncarnationRecord) -> dict[str, Any]:
-    return {
-        "endpoint": record.endpoint, "incarnation": record.incarnation,
-        "first_seen": time_text(record.first_seen), "last_seen": time_text(record.last_seen),
-        "raw_json": record.raw_json, "changes": [c.to_json() for c in record.changes],
-        "summary": record.summary, "content_hash": record.content_hash,
-        "row_id": record.row_id, "clock_skew": record.clock_skew, "vm_name": record.vm_name,
-    }
-
-
-def decode_incarnation(fields: Fields) -> IncarnationRecord:
-    return IncarnationRecord(
-        endpoint=fields.text("endpoint", limit=SHORT),
-        incarnation=fields.integer("incarnation", high=MAX_INCARNATION),
-        first_seen=fields.time("first_seen"), last_seen=fields.time("last_seen"),
-        raw_json=fields.text("raw_json", limit=8 * 1024 * 1024),
-        changes=tuple(_decode_change_record(c) for c in _each(fields, "changes", MAX_EVENTS)),
-        summary=fields.text("summary"), content_hash=fields.text("content_hash", limit=200),
-        row_id=fields.integer("row_id", high=MAX_INT),
-        clock_skew=fields.number("clock_skew", optional=True),
-        vm_name=fields.text("vm_name", limit=SHORT, optional=True))
-
-
-def encode_story(entry: StoryEntry) -> dict[str, Any]:
-    return {
-        "time": time_text(entry.time), "kind": entry.kind, "event_id": entry.event_id,
-        "endpoint": entry.endpoint, "incarnation": entry.incarnation, "detail": entry.detail,
-        "event_type": entry.event_type, "status": entry.status,
-        "not_before": entry.not_before, "source": entry.source,
-        "audit_seq": entry.audit_seq, "initial": entry.initial, "certain": entry.certain,
-    }
-
-
-def decode_story(fields: Fields) -> StoryEntry:
-    return StoryEntry(
-        time=fields.time("time"), kind=fields.text("kind", limit=SHORT),
-        event_id=fields.text("event_id", limit=SHORT),
-        endpoint=fields.text("endpoint", limit=SHORT),
-        incarnation=fields.integer("incarnation", high=MAX_INCARNATION, optional=True),
-        detail=fields.text("detail"),
-        event_type=fields.text("event_type", limit=SHORT, optional=True),
-        status=fields.text("status", limit=SHORT, optional=True),
-        not_before=fields.text("not_before", limit=200, optional=True) or "",
-        source=fields.text("source", limit=40),
-        audit_seq=fields.integer("audit_seq", high=MAX_INT, optional=True),
-        initial=fields.flag("initial"), certain=fields.flag("certain", True))
-
-
-def encode_verify(result: VerifyResult) -> dict[str, Any]:
-    return {"ok": result.ok, "count": result.count, "first_bad": result.first_bad,
-            "problem": result.problem, "head_seq": result.head_seq,
-            "head_hash": result.head_hash, "warning": result.warning}
-
-
-def decode_verify(fields: Fields) -> VerifyResult:
-    return VerifyResult(
-        ok=fields.flag("ok"), count=fields.integer("count", high=MAX_INT),
-        first_bad=fields.integer("first_bad", high=MAX_INT, optional=True),
-        problem=fields.text("problem", optional=True) or "",
-        head_seq=fields.integer("head_seq", high=MAX_INT, optional=True),
-        head_hash=fields.text("head_hash", limit=200, optional=True),
-        warning=fields.text("warning", optional=True) or "")
+_HOLES = Many(Shape(Hole, {
+    "from": Time(), "to": Time(), "open": Flag(), "endpoint": Text(SHORT, empty=True)},
+    names={"from": "start", "to": "end"}), MAX_RECORDS)
 
 
 def encode_holes(holes: Iterable[Hole]) -> list[dict[str, Any]]:
-    return [{"from": time_text(h.start), "to": time_text(h.end), "open": h.open,
-             "endpoint": h.endpoint} for h in holes]
+    return _HOLES.write(holes)  # type: ignore[no-any-return]
 
 
 def decode_holes(fields: Fields, key: str = "holes") -> tuple[Hole, ...]:
-    return tuple(Hole(span.time("from"), span.time("to"), open=span.flag("open"),
-                      endpoint=span.text("endpoint", limit=SHORT, optional=True) or "")
-                 for span in _each(fields, key, MAX_RECORDS))
+    return _HOLES.read(fields, key)  # type: ignore[no-any-return]
 
 
-def encode_impact(impact: Impact) -> dict[str, Any]:
-    return {
-        "kind": impact.kind, "at": time_text(impact.at), "seconds": impact.seconds,
-        "endpoint": impact.endpoint, "wall_seconds": impact.wall_seconds,
-        "boottime_seconds": impact.boottime_seconds,
-        "booted_at": time_text(impact.booted_at), "first_poll": time_text(impact.first_poll),
-        "exact": impact.exact, "boot_id": impact.boot_id, "event_id": impact.event_id,
-        "event_type": impact.event_type, "announced": impact.announced, "tie": impact.tie,
-        "id": impact.id,
-    }
+IMPACT = Shape(Impact, {
+    "kind": OneOf(IMPACT_KINDS, f"one of {', '.join(IMPACT_KINDS)}"),
+    "tie": OneOf((STARTED, AROUND), f"{STARTED} or {AROUND}", optional=True),
+    "seconds": Num(floor=True), "at": Time(), "endpoint": Text(SHORT, empty=True),
+    "wall_seconds": Num(optional=True), "boottime_seconds": Num(optional=True),
+    "booted_at": Time(optional=True), "first_poll": Time(optional=True),
+    "exact": Flag(True), "boot_id": Text(SHORT, optional=True),
+    "event_id": Text(SHORT, optional=True), "event_type": Text(SHORT, optional=True),
+    "announced": Int(low=-MAX_INT, optional=True), "id": Int(empty=True)})
+encode_impact, decode_impact = IMPACT.encode, IMPACT.decode
 
-
-def decode_impact(fields: Fields) -> Impact:
-    kind = fields.text("kind", limit=40)
-    if kind not in IMPACT_KINDS:
-        raise fields.fail("kind", f"not one of {', '.join(IMPACT_KINDS)}")
-    tie = fields.text("tie", limit=40, optional=True)
-    if tie not in (None, STARTED, AROUND):
-        raise fields.fail("tie", f"not {STARTED} or {AROUND}")
-    seconds = fields.number("seconds")
-    if seconds < 0:
-        raise fields.fail("seconds", "must not be negative")
-    return Impact(
-        kind=kind, at=fields.time("at"), seconds=seconds,
-        endpoint=fields.text("endpoint", limit=SHORT, optional=True) or "",
-        wall_seconds=fields.number("wall_seconds", optional=True),
-        boottime_seconds=fields.number("boottime_seconds", optional=True),
-        booted_at=fields.time("booted_at", optional=True),
-        first_poll=fields.time("first_poll", optional=True), exact=fields.flag("exact", True),
-        boot_id=fields.text("boot_id", limit=SHORT, optional=True),
-        event_id=fields.text("event_id", limit=SHORT, optional=True),
-        event_type=fields.text("event_type", limit=SHORT, optional=True),
-        announced=fields.integer("announced", low=-MAX_INT, high=MAX_INT, optional=True),
-        tie=tie, id=fields.integer("id", high=MAX_INT, optional=True) or 0)
-
-
-def encode_recording(parts: RecordingParts) -> dict[str, Any]:
-    return {
-        "endpoint": parts.endpoint,
-        "records": [encode_incarnation(r) for r in parts.records],
-        "audit": [encode_audit(r) for r in parts.audit],
-        "holes": encode_holes(parts.holes), "sessions_known": parts.sessions_known,
-        "start": time_text(parts.start), "end": time_text(parts.end),
-        "impacts": [encode_impact(i) for i in parts.impacts],
-        "measuring": [[time_text(a), time_text(b)] for a, b in parts.measuring],
-        "hook_runs": [_encode_hook_run(r) for r in parts.hook_runs],
-    }
-
-
-def _encode_hook_run(run: HookRun) -> dict[str, Any]:
-    return {"id": run.id, "event_id": run.event_id, "step": run.step, "rule": run.rule,
-            "command": run.command, "started": time_text(run.started),
-            "ended": time_text(run.ended), "exit_status": run.exit_status,
-            "timed_out": run.timed_out}
-
-
-def _decode_hook_run(fields: Fields) -> HookRun:
-    return HookRun(
-        id=fields.integer("id", high=MAX_INT), event_id=fields.text("event_id", limit=SHORT),
-        step=fields.text("step", limit=40), rule=fields.text("rule", limit=SHORT),
-        command=fields.text("command", limit=4000), started=fields.time("started"),
-        ended=fields.time("ended", optional=True),
-        exit_status=fields.integer("exit_status", low=-MAX_INT, high=MAX_INT, optional=True),
-        timed_out=fields.flag("timed_out"), output="")
-
-
-def _span(value: Any, where: str) -> tuple[datetime, datetime]:
-    pair = Fields({"from": value[0], "to": value[1]} if isinstance(value, list)
-                  and len(value) == 2 else None, where)
-    return pair.time("from"), pair.time("to")
-
-
-def decode_recording(fields: Fields) -> RecordingParts:
-    return RecordingParts(
-        endpoint=fields.text("endpoint", limit=SHORT),
-        records=tuple(decode_incarnation(r) for r in _each(fields, "records", MAX_RECORDS)),
-        audit=tuple(decode_audit(r) for r in _each(fields, "audit", MAX_RECORDS)),
-        holes=decode_holes(fields), sessions_known=fields.flag("sessions_known"),
-        start=fields.time("start"), end=fields.time("end"),
-        impacts=tuple(decode_impact(i) for i in _each(fields, "impacts", MAX_RECORDS)),
-        measuring=tuple(_span(s, f"{fields.name('measuring')}[{n}]") for n, s in
-                        enumerate(_list(fields, "measuring", MAX_RECORDS))),
-        # An agent from before hook runs were in a recording sends none.
-        hook_runs=tuple(_decode_hook_run(r) for r in _each(fields, "hook_runs", MAX_RECORDS)
-                        ) if fields.has("hook_runs") else ())
+RECORDING = Shape(RecordingParts, {
+    "endpoint": Text(SHORT), "records": Many(INCARNATION, MAX_RECORDS),
+    "audit": Many(AUDIT, MAX_RECORDS), "holes": _HOLES, "sessions_known": Flag(),
+    "start": Time(), "end": Time(), "impacts": Many(IMPACT, MAX_RECORDS),
+    "measuring": Pairs(("from", "to"), (Time(), Time()), MAX_RECORDS),
+    # An agent from before hook runs were in a recording sends none.
+    "hook_runs": Many(Shape(HookRun, {
+        "id": Int(), "event_id": Text(SHORT), "step": Text(40), "rule": Text(SHORT),
+        "command": Text(4000), "started": Time(), "ended": Time(optional=True),
+        "exit_status": Int(low=-MAX_INT, optional=True), "timed_out": Flag()},
+        fixed={"output": ""}), MAX_RECORDS)})
+encode_recording, decode_recording = RECORDING.encode, RECORDING.decode
 
 
 # -- the agent's plan ---------------------------------------------------------------------
@@ -486,27 +264,12 @@ class Plan:
     held: frozenset[str] = frozenset()
 
 
-def _encode_step(step: Step) -> dict[str, Any]:
-    return {"event_id": step.event_id, "step": step.step, "rule": step.rule,
-            "state": step.state, "detail": step.detail, "started": time_text(step.started),
-            "updated": time_text(step.updated)}
-
-
-def _decode_step(fields: Fields) -> Step:
-    return Step(event_id=fields.text("event_id", limit=SHORT),
-                step=fields.text("step", limit=40), rule=fields.text("rule", limit=SHORT),
-                state=fields.text("state", limit=40), detail=fields.text("detail"),
-                started=fields.time("started", optional=True), updated=fields.time("updated"))
-
-
-def encode_plan(plan: Plan) -> dict[str, Any]:
-    return {"steps": [_encode_step(s) for s in plan.steps], "held": sorted(plan.held)}
-
-
-def decode_plan(fields: Fields) -> Plan:
-    return Plan(tuple(_decode_step(s) for s in _each(fields, "steps", MAX_EVENTS)),
-                frozenset(fields.texts("held", limit=MAX_EVENTS, each=SHORT, optional=True)
-                          or ()))
+PLAN = Shape(Plan, {
+    "steps": Many(Shape(Step, {
+        "event_id": Text(SHORT), "step": Text(40), "rule": Text(SHORT), "state": Text(40),
+        "detail": Text(), "started": Time(optional=True), "updated": Time()}), MAX_EVENTS),
+    "held": Texts(MAX_EVENTS, SHORT, into=frozenset)})
+encode_plan, decode_plan = PLAN.encode, PLAN.decode
 
 
 # -- the monitor's state ------------------------------------------------------------------
@@ -516,6 +279,10 @@ class RecordingStatus:
 
     recording: bool
     problem: str | None = None
+
+
+_RECORDING_STATUS = Shape(RecordingStatus, {"recording": Flag(),
+                                            "problem": Text(optional=True)})
 
 
 @dataclass(frozen=True)
@@ -540,44 +307,37 @@ def encode_state(state: AgentState, mono_now: float) -> dict[str, Any]:
         "last_seen": time_text(monitor.last_seen),
         "incarnation_since": time_text(monitor.incarnation_since),
         "health": encode_health(monitor.health, mono_now),
-        "lives": [_encode_life(life) for life in monitor.lives.values()],
-        "gone": [_encode_gone(g) for g in monitor.gone],
-        "anomalies": [_encode_change(c) for c in monitor.anomalies],
-        "changes": [_encode_change(c) for c in state.changes],
+        "lives": _LIVES.write(monitor.lives.values()), "gone": _GONE.write(monitor.gone),
+        "anomalies": _CHANGES.write(monitor.anomalies), "changes": _CHANGES.write(state.changes),
         "previous_state": None if state.previous_state is None
         else state.previous_state.value,
         "approvals": {i: encode_audit(r) for i, r in state.approvals.items()},
-        "recording": {"recording": state.recording.recording,
-                      "problem": state.recording.problem},
+        "recording": _RECORDING_STATUS.encode(state.recording),
     }
 
 
 def decode_state(fields: Fields, mono_now: float) -> AgentState:
-    lives = [_decode_life(f) for f in _each(fields, "lives", MAX_EVENTS)]
-    approvals = _mapping(fields, "approvals") or {}
+    lives = _LIVES.read(fields, "lives")
+    approvals = _OBJECTS.read(fields, "approvals")
     if len(approvals) > MAX_EVENTS:
         raise fields.fail("approvals", f"more than {MAX_EVENTS}")
     recording = fields.fields("recording")
-    interval = fields.number("interval")
-    if interval <= 0:
-        raise fields.fail("interval", "must be more than 0")
+    interval = Num(positive=True).read(fields, "interval")
     monitor = MonitorState(
         document=_document(fields.value("document", optional=True), fields.name("document")),
         health=decode_health(fields.fields("health"), mono_now),
-        lives={life.event_id: life for life in lives},
-        gone=[_decode_gone(f) for f in _each(fields, "gone", MAX_EVENTS)],
-        anomalies=[_decode_change(f) for f in _each(fields, "anomalies", MAX_EVENTS)],
+        lives={life.event_id: life for life in lives}, gone=_GONE.read(fields, "gone"),
+        anomalies=list(_CHANGES.read(fields, "anomalies")),
         last_seen=fields.time("last_seen", optional=True),
         incarnation_since=fields.time("incarnation_since", optional=True))
     return AgentState(
         state=monitor, now=fields.time("now"), interval=interval,
-        changes=tuple(_decode_change(f) for f in _each(fields, "changes", MAX_EVENTS)),
+        changes=_CHANGES.read(fields, "changes"),
         previous_state=fields.member("previous_state", ConnectionState, "a connection state",
                                      optional=True),
         approvals={str(i)[:SHORT]: decode_audit(Fields(r, f"approvals.{str(i)[:40]}"))
                    for i, r in approvals.items()},
-        recording=RecordingStatus(recording.flag("recording"),
-                                  recording.text("problem", optional=True)))
+        recording=_RECORDING_STATUS.decode(recording))
 
 
 # -- approvals ----------------------------------------------------------------------------
@@ -606,39 +366,17 @@ def decode_confirmed(event_id: str, fields: Fields) -> Confirmed:
                      fields.integer("incarnation", high=MAX_INCARNATION))
 
 
-def encode_outcome(outcome: ApprovalOutcome) -> dict[str, Any]:
-    return {"event_id": outcome.event_id, "approved": outcome.approved,
-            "refused": outcome.refused, "status": outcome.status, "message": outcome.message,
-            "latency": outcome.latency, "record_seq": outcome.record_seq,
-            "ask_again": outcome.ask_again, "changes": list(outcome.changes),
-            "unknown": outcome.unknown}
+OUTCOME = Shape(ApprovalOutcome, {
+    "event_id": Text(SHORT), "approved": Flag(), "refused": Flag(),
+    "status": Int(999, optional=True), "message": Text(), "latency": Num(optional=True),
+    "record_seq": Int(optional=True), "ask_again": Flag(), "changes": Texts(100, SHORT),
+    "unknown": Flag()})
+encode_outcome, decode_outcome = OUTCOME.encode, OUTCOME.decode
 
-
-def decode_outcome(fields: Fields) -> ApprovalOutcome:
-    return ApprovalOutcome(
-        event_id=fields.text("event_id", limit=SHORT), approved=fields.flag("approved"),
-        refused=fields.flag("refused"), status=fields.integer("status", high=999,
-                                                              optional=True),
-        message=fields.text("message"), latency=fields.number("latency", optional=True),
-        record_seq=fields.integer("record_seq", high=MAX_INT, optional=True),
-        ask_again=fields.flag("ask_again"),
-        changes=fields.texts("changes", limit=100, each=SHORT, optional=True) or (),
-        unknown=fields.flag("unknown"))
-
-
-def encode_progress(progress: Progress) -> dict[str, Any]:
-    return {"event_id": progress.event_id, "attempt": progress.attempt,
-            "last_error": progress.last_error, "next_in": progress.next_in,
-            "status": progress.status, "kind": progress.kind}
-
-
-def decode_progress(fields: Fields) -> Progress:
-    return Progress(
-        event_id=fields.text("event_id", limit=SHORT),
-        attempt=fields.integer("attempt", high=MAX_INT),
-        last_error=fields.text("last_error"), next_in=fields.number("next_in"),
-        status=fields.integer("status", high=999, optional=True),
-        kind=fields.text("kind", limit=40))
+PROGRESS = Shape(Progress, {
+    "event_id": Text(SHORT), "attempt": Int(), "last_error": Text(), "next_in": Num(),
+    "status": Int(999, optional=True), "kind": Text(40)})
+encode_progress, decode_progress = PROGRESS.encode, PROGRESS.decode
 
 
 # -- hello --------------------------------------------------------------------------------
@@ -666,13 +404,9 @@ class VmIdentity:
     vm_id: str | None
 
 
-def encode_vm(vm: VmIdentity) -> dict[str, Any]:
-    return {"vm_name": vm.vm_name, "vm_id": vm.vm_id}
-
-
-def decode_vm(fields: Fields) -> VmIdentity:
-    return VmIdentity(vm_name=fields.text("vm_name", limit=SHORT, optional=True),
-                      vm_id=fields.text("vm_id", limit=SHORT, optional=True))
+VM = Shape(VmIdentity, {"vm_name": Text(SHORT, optional=True),
+                        "vm_id": Text(SHORT, optional=True)})
+encode_vm, decode_vm = VM.encode, VM.decode
 
 
 @dataclass(frozen=True)
@@ -697,14 +431,18 @@ class Hello:
         return replace(self, agent=replace(self.agent, vm_name=vm.vm_name, vm_id=vm.vm_id))
 
 
+_AGENT = Shape(AgentInfo, {
+    "pid": Int(2**31), "since": Time(), "vm_name": Text(SHORT, optional=True),
+    "vm_id": Text(SHORT, optional=True), "endpoint": Text(SHORT),
+    "data_dir": Text(4096, optional=True), "policy": Text(4096, optional=True),
+    "dry_run": Flag()})
+_YOU = Shape(You, {"uid": Int(2**32), "user": Text(SHORT), "may_approve": Flag(),
+                   "why_not": Text(SHORT, optional=True)})
+
+
 def encode_hello(hello: Hello) -> dict[str, Any]:
-    agent, you = hello.agent, hello.you
-    return {"api": hello.api, "setui": hello.setui, "agent": {
-        "pid": agent.pid, "since": time_text(agent.since), "vm_name": agent.vm_name,
-        "vm_id": agent.vm_id, "endpoint": agent.endpoint, "data_dir": agent.data_dir,
-        "policy": agent.policy, "dry_run": agent.dry_run,
-    }, "you": {"uid": you.uid, "user": you.user, "may_approve": you.may_approve,
-               "why_not": you.why_not}}
+    return {"api": hello.api, "setui": hello.setui, "agent": _AGENT.encode(hello.agent),
+            "you": _YOU.encode(hello.you)}
 
 
 def decode_hello(fields: Fields) -> Hello:
@@ -714,14 +452,4 @@ def decode_hello(fields: Fields) -> Hello:
         raise ProtocolError(BAD_REQUEST, f"the agent speaks API version {api}; this setui "
                                          f"speaks version {API_VERSION}")
     agent, you = fields.fields("agent"), fields.fields("you")
-    return Hello(api, fields.text("setui", limit=100), AgentInfo(
-        pid=agent.integer("pid", high=2**31), since=agent.time("since"),
-        vm_name=agent.text("vm_name", limit=SHORT, optional=True),
-        vm_id=agent.text("vm_id", limit=SHORT, optional=True),
-        endpoint=agent.text("endpoint", limit=SHORT),
-        data_dir=agent.text("data_dir", limit=4096, optional=True),
-        policy=agent.text("policy", limit=4096, optional=True),
-        dry_run=agent.flag("dry_run")),
-        You(uid=you.integer("uid", high=2**32), user=you.text("user", limit=SHORT),
-            may_approve=you.flag("may_approve"),
-            why_not=you.text("why_not", limit=SHORT, optional=True)))
+    return Hello(api, fields.text("setui", limit=100), _AGENT.decode(agent), _YOU.decode(you))
