@@ -19,7 +19,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ROOT, Row, machine
 
 SUITES = ["parse_track", "store", "cold_start", "login_line", "watch_cost", "agent_cost",
-SUITES = ["parse_track", "store", "cold_start", "login_line", "watch_cost", "agent_cost",
           "heartbeat", "latency", "approval", "dashboard", "attached", "attached_pane",
           "fleet", "probe_slowloris", "wire_codec"]
 
