@@ -265,7 +265,7 @@ def _resolve(ids: tuple[str, ...], document: Document | None, record: Record | N
     is unknown or ambiguous: then nothing is sent and nothing recorded (a typo is not an
     approval attempt)."""
     from setui.core.eventids import resolve
-    from setui.store.reading import RecordError
+    from setui.store.errors import RecordError
 
     current = [e.event_id for e in document.events] if document is not None else []
     full: list[str] = []

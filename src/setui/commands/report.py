@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
 def report_command(args: argparse.Namespace, *, out: IO[str], err: IO[str]) -> int:
     from setui.monitor.replay import load_recording
     from setui.monitor.report import build_report
-    from setui.store.reading import RecordError
+    from setui.store.errors import RecordError
 
     since, until = getattr(args, "since", None), getattr(args, "until", None)
     if since is not None and until is not None and since > until:

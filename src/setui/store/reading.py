@@ -22,7 +22,6 @@ from typing import Protocol
 
 from setui.core.holes import Hole
 from setui.core.impact import Impact
-from setui.store.errors import RecordError
 from setui.store.records import (
     AuditRecord,
     Claim,
@@ -32,8 +31,7 @@ from setui.store.records import (
     VerifyResult,
 )
 
-# RecordError is store.errors'; also importable from here, beside the Record it is of.
-__all__ = ["Record", "RecordError", "RecordingParts"]
+__all__ = ["Record", "RecordingParts"]
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ def query_store(screen: Screen[_Dismissed], fn: Callable[[], _T], done: Callable
                 failed: Callable[[str], None], *, group: str) -> None:
     """Run ``fn`` on a thread; then ``done(result)`` or ``failed(message)`` on the loop,
     unless the screen has gone meanwhile."""
-    from setui.store.reading import RecordError
+    from setui.store.errors import RecordError
 
     app = screen.app
 
