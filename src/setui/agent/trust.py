@@ -124,15 +124,11 @@ def untrusted(path: Path | str, *, uid: int | None = None) -> str | None:
         return f"{text}: cannot be checked: No such file or directory"
     except (OSError, ValueError) as exc:
         return f"{text}: cannot be checked: {_reason(exc)}"
-    problem = _way(text, passed, trusted, mine)
+    problem = _way(text, passed, trusted, mine) or _not_theirs(text, final, trusted, mine)
     if problem is not None:
         return problem
-    if final.st_uid not in trusted:
-        return (f"{text}: owned by {_owner(final.st_uid)}, not by root or this agent's user "
-                f"({_owner(mine)})")
     if final.st_mode & 0o022:
-        return (f"{text}: writable by group or others (mode "
-                f"{stat.S_IMODE(final.st_mode):04o})")
+        return _writable(text, final)
     if not stat.S_ISREG(final.st_mode):
         return f"{text}: not a regular file"
     return None
@@ -195,15 +191,24 @@ def _argument(argument: str, uid: int | None) -> str | None:
         return f"{text}: cannot be checked: {_reason(exc)}"
     except ValueError as exc:
         return f"{text}: cannot be checked: {_reason(exc)}"
-    problem = _way(text, passed, trusted, mine)
+    problem = _way(text, passed, trusted, mine) or _not_theirs(text, final, trusted, mine)
     if problem is not None:
         return problem
-    if final.st_uid not in trusted:
-        return (f"{text}: owned by {_owner(final.st_uid)}, not by root or this agent's user "
-                f"({_owner(mine)})")
     device = stat.S_ISCHR(final.st_mode) and final.st_uid == 0
     if final.st_mode & 0o022 and not device and not (stat.S_ISDIR(final.st_mode)
                                                       and _sticky(final)):
-        return (f"{text}: writable by group or others (mode "
-                f"{stat.S_IMODE(final.st_mode):04o})")
+        return _writable(text, final)
     return None
+
+
+def _not_theirs(text: str, info: os.stat_result, trusted: set[int], mine: int
+                ) -> str | None:
+    """Why the file ``info`` describes is owned by someone but root and ``mine``."""
+    if info.st_uid not in trusted:
+        return (f"{text}: owned by {_owner(info.st_uid)}, not by root or this agent's user "
+                f"({_owner(mine)})")
+    return None
+
+
+def _writable(text: str, info: os.stat_result) -> str:
+    return f"{text}: writable by group or others (mode {stat.S_IMODE(info.st_mode):04o})"
