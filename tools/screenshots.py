@@ -1,58 +1,107 @@
-"""``make screenshots``: SVG screenshots of the dashboard for the README and reviews.
+"""``make screenshots``: SVG screenshots of the dashboard attached to the agent.
 
 Run as ``python tools/screenshots.py [DIR]`` (default ``screenshots``) with setui
-installed (``make screenshots`` does both). A developer's tool: it lives outside the
-package, so it is never installed on a VM. Like harlequin's
-``scripts/export_screenshots.py`` it drives the app headless with ``run_test``; the
-emulator plays the ``busy`` scenario on a manual clock and the app reads the same clock,
-the store lives in a temporary directory, and the identity, the time zone and the
-endpoint shown are fixed. So the same code makes byte-identical files: run it twice and
-``cmp`` them.
+installed (``make screenshots`` does both), as root or any user (the user's name is in
+the pictures). A developer's tool: it lives outside the package, so it is never
+installed on a VM. Each session starts the built-in emulator playing the ``busy``
+scenario on a manual clock, a real ``setui agent`` child process on a temporary data
+directory and socket with a policy, and the dashboard attached to it, driven headless
+with ``run_test`` (as harlequin's ``scripts/export_screenshots.py`` does). What the
+pictures show: the agent's ``drain`` prepare hook still running (it waits on a file
+the tool removes at the end), a Freeze held through the API as the tool's user, a stall
+the agent measured (the agent stopped with SIGSTOP for a few seconds), the change log;
+then the approval dialog, history and the agent's audit log.
 
-What makes that work:
+The same code makes byte-identical files (run it twice and ``cmp`` them). What makes
+that work:
 
-* The app polls only when told to (the slowest poll interval, 300 s, and ``poll_now`` after
-  each move of the clock), so no answer can arrive stamped with a time other than the
-  one the script set; and the script waits for the answer at that time (the app's
-  ``session.last_seen``) instead of for the workers, which never finish.
-* The status line shows a fixed endpoint while the client talks to the emulator's
-  random port.
+* One clock for everyone, the emulator's :class:`ManualClock`, moved only by the
+  script. The agent child runs through this file (``--pinned-agent``), which, before
+  setui is imported, makes its wall clock (``setui.core.clock.utc_now``) and its
+  service clock (``ServiceClock.now``) read that clock from a file the script writes at
+  each move. So every time the agent stamps (steps, holds, audit records, its start) is
+  the emulator's, to the microsecond. The dashboard's wall clock, and its ``now()``
+  (elsewhere the agent's time run on by the monotonic clock since its last frame), are
+  the manual clock too. Its monotonic clock stays real: the agent's health comes
+  decoded on it, and the heartbeat, hooks and timeouts need time to pass.
+* The script moves the clock, then waits until the dashboard has the agent's answer
+  for that moment (``session.last_seen``), so nothing is seen at another time; the
+  stall is kept by the agent before the clock moves on.
+* The emulator listens on a fixed loopback address and port (the history shows it).
+* Masked, as the last resort, because they are real and cannot be fixed: the status
+  line shows :data:`SHOWN_ENDPOINT` and :data:`SHOWN_PID`, the audit log an approval's
+  latency as :data:`SHOWN_LATENCY_MS`, and the stall, made by a real SIGSTOP, is shown
+  to the whole second of its start and length (their tenths are the scheduler's).
 * Notices are cleared before each picture: which are still up depends on timing.
-* The app's monotonic clock is the manual clock, and the client's is :class:`Ticks` on
-  top of it: an approval's latency in the audit log is the same on every run, and the
-  service clock, which compares the two, sees no skew and shows the manual clock's time.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import inspect
 import os
+import signal
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from setui.core.impact import Impact
     from setui.core.model import Event
     from setui.emulator.server import Emulator, ManualClock
-    from setui.ui.app import SetuiApp
+    from setui.ui.attached import AttachedApp
 
-__all__ = ["SHOWN_ENDPOINT", "T0", "main", "take_screenshots"]
+__all__ = ["SHOWN_ENDPOINT", "SHOWN_PID", "T0", "main", "take_screenshots"]
 
 T0 = datetime(2024, 5, 14, 9, 30, tzinfo=timezone.utc)
 TIME_ZONE = "Europe/Amsterdam"  # local time differs from UTC, as on most people's VMs
 SHOWN_ENDPOINT = "http://169.254.169.254"  # what the status line says on a real VM
+SHOWN_PID = 812  # the agent's pid, as the status line shows it
+SHOWN_LATENCY_MS = 38.0  # an approval's round trip to the service, as the audit log shows it
+# The emulator's address, fixed: the history shows the endpoint each answer came from.
+# A loopback address of its own, so the port is free whatever else listens.
+EMULATOR_HOST, EMULATOR_PORT = "127.169.254.254", 16925
 WIDE = (120, 36)
 NARROW = (80, 24)
-START = 200  # scenario second the dashboard starts at
-MAIN_AT = 440  # current, started, completed and cancelled events, as in the snapshot tests
-APPROVE_AT = 720  # a Freeze of this VM and web-2 is up for approval
-TIMEOUT = 10.0  # seconds for anything to happen; a hang becomes an error, not a wait
+START = 200  # scenario second the agent and the dashboard start at
+HOLD_AT = 210  # the Freeze of this VM and web-1 held, before the policy would approve it
+STALL_AT = 230  # the agent stopped for STALL_SECONDS (real ones)
+STALL_SECONDS = 3.0
+MAIN_AT = 290  # the prepare running, the hold due, the stall logged
+APPROVE_AT = 500  # the Terminate of web-3 is up for approval
+TIMEOUT = 30.0  # seconds for anything to happen; a hang becomes an error, not a wait
+
+POLICY = """\
+[[rule]]
+name = "drain"
+event_type = ["Reboot", "Redeploy"]
+this_vm = true
+other_vms = false
+prepare = ["{hook}"]
+approve = "after-prepare"
+
+[[rule]]
+name = "short-freeze"
+event_type = ["Freeze"]
+max_duration = 9
+this_vm = true
+other_vms = true
+approve = "before-not-before"
+approve_before = 60
+"""
+HOOK = """\
+#!/bin/sh
+# drain: waits while {gate} is there (the pictures show it running)
+while [ -e "{gate}" ]; do sleep 0.2; done
+"""
 
 
 def _fixed_time_zone() -> None:
@@ -61,38 +110,182 @@ def _fixed_time_zone() -> None:
         time.tzset()
 
 
-class Ticks:
-    """A monotonic clock for the client: ``base()`` plus ``step`` seconds per reading.
+# -- the agent child --------------------------------------------------------------------
+def _pinned_agent(clock_file: Path, argv: list[str]) -> int:
+    """``setui agent ARGV`` with its wall and service clocks reading ``clock_file`` (see
+    the module doc). Patched before any other setui module is imported, so every
+    ``from setui.core.clock import utc_now`` gets the pinned one."""
+    import setui.core.clock as clocks
 
-    The client times a request with three readings (sent, head, done), so every latency
-    it reports is ``2 * step``; its rate limiter and deadlines only ever see time pass.
-    Built on the app's monotonic clock, so the moment an answer arrived is comparable
-    with the app's own readings; the steps start again each time that clock moves, so
-    they never add up to what the service clock would take for skew.
-    """
+    def pinned() -> datetime:
+        return datetime.fromtimestamp(float(clock_file.read_text(encoding="ascii")),
+                                      timezone.utc)
 
-    def __init__(self, base: Callable[[], float], step: float = 0.021) -> None:
-        self._base = base
-        self._since: float | None = None
-        self._ticks = 0.0
-        self._step = step
+    def service_now(self: clocks.ServiceClock) -> datetime:
+        del self
+        return pinned()
+
+    clocks.utc_now = pinned
+    clocks.ServiceClock.now = service_now  # type: ignore[method-assign]
+    from setui.cli import main as setui_main
+
+    return setui_main(["agent", *argv])
+
+
+class SharedClock:
+    """The emulator's manual clock, each move also written to ``path`` for the agent."""
+
+    def __init__(self, clock: ManualClock, path: Path) -> None:
+        self._clock = clock
+        self._path = path
+        self._write()
 
     def __call__(self) -> float:
-        base = self._base()
-        if base != self._since:
-            self._since, self._ticks = base, 0.0
-        self._ticks += self._step
-        return base + self._ticks
+        return self._clock()
+
+    def set(self, t: float) -> None:
+        self._clock.set(t)
+        self._write()
+
+    def _write(self) -> None:
+        part = self._path.with_suffix(".part")
+        part.write_text(repr(self._clock()), encoding="ascii")
+        part.replace(self._path)  # whole or not at all, for the agent's reads
+
+
+@dataclass
+class Agent:
+    proc: subprocess.Popen[bytes]
+    socket: Path
+    gate: Path
+    log: Path
+
+
+@contextlib.contextmanager
+def _agent(url: str, scratch: Path, clock: SharedClock) -> Iterator[Agent]:
+    """The agent child on the emulator at ``url``: its store, socket, policy and hook in
+    ``scratch``; the hook let go and the agent stopped on the way out."""
+    from setui.api.client import AgentClient, ApiError
+
+    gate, hook = scratch / "draining", scratch / "drain"
+    gate.touch()
+    hook.write_text(HOOK.format(gate=gate), encoding="utf-8")
+    hook.chmod(0o755)
+    policy = scratch / "policy.toml"
+    policy.write_text(POLICY.format(hook=hook), encoding="utf-8")
+    sock, log = scratch / "api.sock", scratch / "agent.log"
+    env = dict(os.environ, SETUI_CONFIG=str(scratch / "config.toml"), PYTHONUNBUFFERED="1")
+    env.pop("SETUI_SOCKET", None)
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, __file__, "--pinned-agent", str(scratch / "clock"), "--",
+             "--endpoint", url, "--interval", "0.2", "--data-dir", str(scratch / "data"),
+             "--socket", str(sock), "--policy", str(policy), "--stop-grace", "2",
+             "--json"], stdout=out, stderr=subprocess.STDOUT, env=env)
+    agent = Agent(proc, sock, gate, log)
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"screenshots: the agent ended ({proc.returncode}):\n"
+                                   f"{log.read_text(encoding='utf-8', errors='replace')}")
+            try:
+                AgentClient.connect(sock, timeout=2).close()
+                break
+            except ApiError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("screenshots: the agent's socket never answered") from None
+                time.sleep(0.1)
+        yield agent
+    finally:
+        gate.unlink(missing_ok=True)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGCONT)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+class _ShownRecord:
+    """The agent's record as the screens read it, each approval's latency (this
+    machine's, in milliseconds) shown as :data:`SHOWN_LATENCY_MS` and each stall to the
+    whole second."""
+
+    def __init__(self, record: Any) -> None:
+        self._record = record
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._record, name)
+
+    def audit(self, **kwargs: Any) -> list[Any]:
+        return [r if r.latency_ms is None else replace(r, latency_ms=SHOWN_LATENCY_MS)
+                for r in self._record.audit(**kwargs)]
+
+    def impacts(self, **kwargs: Any) -> list[Impact]:
+        return [_whole_impact(i) for i in self._record.impacts(**kwargs)]
+
+
+def _whole(seconds: float | None) -> float | None:
+    return None if seconds is None else float(round(seconds))
+
+
+def _whole_impact(impact: Impact) -> Impact:
+    """A stall to the whole second of its start and length (see the module doc)."""
+    return replace(impact, at=impact.at.replace(microsecond=0),
+                   seconds=float(round(impact.seconds)),
+                   wall_seconds=_whole(impact.wall_seconds),
+                   boottime_seconds=_whole(impact.boottime_seconds))
+
+
+def _shot_app(**kwargs: Any) -> AttachedApp:
+    """The attached dashboard, its status line showing :data:`SHOWN_ENDPOINT` and
+    :data:`SHOWN_PID`, and the stalls it reads shown to the whole second."""
+    from setui.store.records import AuditRecord
+    from setui.ui.attached import AttachedApp
+    from setui.ui.host import LinkView
+
+    class ShotApp(AttachedApp):
+        CSS_PATH = str(Path(inspect.getfile(AttachedApp)).parent / str(AttachedApp.CSS_PATH))
+
+        def __init__(self, *, wall: Callable[[], datetime], **kw: Any) -> None:
+            super().__init__(clock=wall, **kw)
+            self.config = replace(self.config, endpoint=SHOWN_ENDPOINT)
+
+        def now(self) -> datetime:
+            # The agent's time, which is the manual clock, without the real monotonic
+            # clock's run from its last frame.
+            return self._clock()
+
+        @property
+        def link(self) -> LinkView:
+            view = super().link
+            pid = f"pid {self.attached.hello.agent.pid}"
+            return replace(view, text=view.text.replace(pid, f"pid {SHOWN_PID}"),
+                           short=view.short.replace(pid, f"pid {SHOWN_PID}"))
+
+        @property
+        def record(self) -> Any:
+            return _ShownRecord(self.agent)
+
+        def _log_read(self, records: list[AuditRecord], impacts: list[Impact]) -> None:
+            super()._log_read(records, [_whole_impact(i) for i in impacts])
+
+    return ShotApp(**kwargs)
 
 
 @dataclass
 class Shooter:
-    """One running app, its emulator and clock, and where the pictures go."""
+    """One running app, its emulator, agent and clock, and where the pictures go."""
 
-    app: SetuiApp
+    app: AttachedApp
     pilot: Any
     emulator: Emulator
-    clock: ManualClock
+    clock: SharedClock
+    agent: Agent
     out: Path
     written: list[Path] = field(default_factory=list)
 
@@ -104,20 +297,18 @@ class Shooter:
         while not predicate():
             if time.monotonic() > deadline:
                 raise RuntimeError(f"screenshots: timed out waiting for {what}")
-            await self.pilot.pause(0.01)
+            await self.pilot.pause(0.02)
 
     async def settle(self) -> None:
-        """Poll now and wait until the app has the answer for the clock's current time."""
+        """Wait until the dashboard has the agent's answer for the clock's current time."""
         wanted = self.now()
-        if self.app.poller is not None:
-            self.app.poller.poll_now()
         await self.wait_for(lambda: self.app.session.last_seen == wanted,
-                            f"the answer at {wanted:%H:%M:%S}")
+                            f"the agent's answer at {wanted:%H:%M:%S}")
         await self.pilot.pause()
 
     async def advance_to(self, second: float, step: float = 20.0) -> None:
-        """Move the clock to a scenario second in steps, the app seeing each step (so
-        starts and disappearances are seen as they happen, as on a real VM)."""
+        """Move the clock to a scenario second in steps, the agent and the app seeing
+        each step (so starts and disappearances are seen as they happen)."""
         target = self.emulator.epoch + second
         while self.clock() < target:
             self.clock.set(min(self.clock() + step, target))
@@ -156,43 +347,68 @@ Script = Callable[[Shooter], Awaitable[None]]
 
 
 async def _session(out: Path, size: tuple[int, int], script: Script, *,
-                   theme: str | None = None, scenario: str = "busy") -> list[Path]:
+                   theme: str | None = None) -> list[Path]:
+    from setui.api.attach import attach
     from setui.config import Config
-    from setui.core.client import ImdsClient
     from setui.emulator.scenario import load_scenario
     from setui.emulator.server import Emulator, ManualClock
-    from setui.identity import Identity
-    from setui.store import Store
-    from setui.ui.app import SetuiApp
+    from setui.identity import Identity, account_name
 
-    clock = ManualClock(T0.timestamp())
-    emulator = Emulator(load_scenario(scenario), clock=clock, speed=1.0)
-    url = emulator.start()
-    clock.set(emulator.epoch + START)
-    try:
-        with tempfile.TemporaryDirectory(prefix="setui-shots-") as scratch:
-            settings: dict[str, Any] = {"theme": theme} if theme else {}
-            config = Config(endpoint=SHOWN_ENDPOINT, data_dir=Path(scratch),
-                            vm_name=emulator.vm_name, bell=False, interval=300.0,
-                            **settings)
-            store = Store.open_dir(Path(scratch))
-            try:
-                app = SetuiApp(
-                    client=ImdsClient(url, rate=50.0, burst=20, mono=Ticks(clock)),
-                    config=config, store=store,
-                    clock=lambda: datetime.fromtimestamp(clock(), timezone.utc), mono=clock,
-                    identity=Identity(user="oncall", ssh_client="10.0.0.5", host="vm-web-0"),
-                    poll=True)
+    with tempfile.TemporaryDirectory(prefix="setui-shots-") as name:
+        scratch = Path(name)
+        manual = ManualClock(T0.timestamp())
+        emulator = Emulator(load_scenario("busy"), clock=manual, speed=1.0,
+                            host=EMULATOR_HOST, port=EMULATOR_PORT)
+        url = emulator.start()
+        clock = SharedClock(manual, scratch / "clock")
+        clock.set(emulator.epoch + START)
+        try:
+            with _agent(url, scratch, clock) as agent:
+                settings: dict[str, Any] = {"theme": theme} if theme else {}
+                config = Config(socket=agent.socket, data_dir=scratch / "mine", bell=False,
+                                **settings)
+                client, words = attach(config)
+                if client is None:
+                    raise RuntimeError(f"screenshots: not attached: {words}")
+                app = _shot_app(
+                    agent=client, config=config,
+                    wall=lambda: datetime.fromtimestamp(clock(), timezone.utc),
+                    identity=Identity(user=account_name(os.getuid()), ssh_client="10.0.0.5",
+                                      host="vm-web-0"))
                 app.confirm_guard = 0.0  # the guard is real time; the pictures need none
                 async with app.run_test(size=size) as pilot:
-                    shooter = Shooter(app, pilot, emulator, clock, out)
+                    shooter = Shooter(app, pilot, emulator, clock, agent, out)
                     await shooter.settle()
                     await script(shooter)
                     return shooter.written
-            finally:
-                store.close()
+        finally:
+            emulator.stop()
+
+
+async def _up_to_main(s: Shooter) -> None:
+    """The Freeze held through the API, a stall, then the clock on to MAIN_AT."""
+    from setui.api.client import AgentClient
+
+    freeze = s.event("Freeze", "web-0", "web-1")
+    await s.advance_to(HOLD_AT)
+    with AgentClient.connect(s.agent.socket) as client:
+        client.hold(freeze.event_id)
+    await s.wait_for(lambda: freeze.event_id in s.app.attached.plan.held, "the hold")
+    await s.advance_to(STALL_AT)
+    os.kill(s.agent.proc.pid, signal.SIGSTOP)
+    try:
+        await asyncio.sleep(STALL_SECONDS)  # the stimulus: a gap the agent must measure
     finally:
-        emulator.stop()
+        os.kill(s.agent.proc.pid, signal.SIGCONT)
+    # Kept before the clock moves on: its start is counted back from the clock's time.
+    with AgentClient.connect(s.agent.socket) as client:
+        endpoint = client.hello.agent.endpoint
+        await s.wait_for(lambda: bool(client.impacts(endpoint=endpoint, newest=1)),
+                         "the agent to keep the stall")
+    await s.advance_to(STALL_AT + 20)  # the agent ties the stall at its next poll
+    await s.wait_for(lambda: any(e.what == "measured" for e in s.app.change_log.entries()),
+                     "the stall in the change log")
+    await s.advance_to(MAIN_AT)
 
 
 async def _tour(s: Shooter) -> None:
@@ -202,21 +418,16 @@ async def _tour(s: Shooter) -> None:
     from setui.ui.screens.history import HistoryScreen, IncarnationScreen
     from setui.ui.screens.main import MainScreen
 
-    await s.advance_to(MAIN_AT)
+    await _up_to_main(s)
+    await s.select(s.event("Reboot", "web-0"))
     await s.shoot("main")
 
     await s.advance_to(APPROVE_AT)
-    await s.select(s.event("Freeze", "web-0", "web-2"))
-    await s.press("a")
-    await s.wait_for(lambda: isinstance(s.app.screen, ConfirmationModal), "the dialog")
-    await s.shoot("approve")  # the loud warning: it starts for web-2 too
-    await s.press("n")  # a "cancelled" record
-    await s.wait_for(lambda: isinstance(s.app.screen, MainScreen), "the dashboard")
-
     terminate = s.event("Terminate", "web-3")  # a neighbour's: approved on its behalf
     await s.select(terminate)
     await s.press("a")
     await s.wait_for(lambda: isinstance(s.app.screen, ConfirmationModal), "the dialog")
+    await s.shoot("approve")
     await s.press("y", "e", "s", "enter")  # not this VM's: the word "yes", typed
 
     def approved() -> bool:
@@ -224,9 +435,8 @@ async def _tour(s: Shooter) -> None:
         return note is not None and note.approved and not note.pending
 
     await s.wait_for(approved, "the approval's outcome")
+    await s.wait_for(lambda: isinstance(s.app.screen, MainScreen), "the dashboard")
     await s.advance_to(APPROVE_AT + 5, step=5)  # the service starts it
-    await s.select(s.event("Terminate", "web-3"))
-    await s.press("a")  # started: refused, with the reason, and recorded
 
     await s.press("h")
     await s.wait_for(lambda: isinstance(s.app.screen, HistoryScreen), "the history")
@@ -243,28 +453,31 @@ async def _tour(s: Shooter) -> None:
 
 
 async def _main_only(s: Shooter, name: str) -> None:
-    await s.advance_to(MAIN_AT)
+    await _up_to_main(s)
+    await s.select(s.event("Reboot", "web-0"))
     await s.shoot(name)
 
 
-async def take_screenshots(out: Path, scenario: str = "busy") -> list[Path]:
+async def take_screenshots(out: Path) -> list[Path]:
     """Write every screenshot into ``out``; return the files written. The tour picks
-    events of the ``busy`` scenario by type and VM; another scenario needs its own."""
+    events of the ``busy`` scenario by type and VM."""
     out.mkdir(parents=True, exist_ok=True)
-    written = await _session(out, WIDE, _tour, scenario=scenario)
-    written += await _session(out, NARROW, lambda s: _main_only(s, "main-80x24"),
-                              scenario=scenario)
+    written = await _session(out, WIDE, _tour)
+    written += await _session(out, NARROW, lambda s: _main_only(s, "main-80x24"))
     written += await _session(out, WIDE, lambda s: _main_only(s, "main-mono"),
-                              theme="setui-mono", scenario=scenario)
+                              theme="setui-mono")
     return written
 
 
 def main(argv: list[str] | None = None) -> int:
+    args_in = sys.argv[1:] if argv is None else argv
+    if args_in[:1] == ["--pinned-agent"] and len(args_in) >= 3 and args_in[2] == "--":
+        return _pinned_agent(Path(args_in[1]), args_in[3:])
     parser = argparse.ArgumentParser(prog="python tools/screenshots.py",
                                      description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("out", nargs="?", default="screenshots", type=Path,
                         help="folder for the SVG files (default: screenshots)")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(args_in)
     _fixed_time_zone()
     os.environ.pop("NO_COLOR", None)  # the mono picture is asked for by name
     started = time.monotonic()
