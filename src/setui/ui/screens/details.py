@@ -97,8 +97,8 @@ def describe_event(event: Event, *, vm_name: str | None, now: datetime, present:
                    story: Sequence[StoryEntry] = (), story_problem: str | None = None,
                    gone: GoneEvent | None = None, width: int | None = None,
                    terminate: float = DEFAULT_TERMINATE_NOTICE) -> Text:
-    """Every field, its notice and what was measured of it, the life this session saw,
-    and the stored story.
+    """Every field, its notice and what was measured of it, the life setui saw (its
+    monitor's, continued from the record after a restart), and the stored story.
 
     The event's type and id are in the screen's title, so the body starts with the
     fields. ``width`` (cells) wraps long values under their own column (a hanging
@@ -168,7 +168,7 @@ def describe_event(event: Event, *, vm_name: str | None, now: datetime, present:
         field("Impact", "no stall or boot recorded for it (the agent measures them while "
               "it runs)" if not story_problem else "see its life below")
 
-    out.append("\nIts life in this session\n", style="bold underline")
+    out.append("\nIts life as setui saw it\n", style="bold underline")
     if life is None:
         out.append("  not seen by this session\n")
     else:
