@@ -19,7 +19,7 @@ import pytest
 from agent_helpers import agent_env, more_polls, start_agent, stop
 
 from children import SETUI, Lines, wait_until
-from setui.api.client import AgentClient, ApiError
+from served import life, served, started_life
 from setui.core.model import parse_iso
 from setui.emulator.clock import ManualClock
 from setui.emulator.scenario import parse_scenario
@@ -66,36 +66,20 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return agent_env(tmp_path, SETUI_SOCKET=str(tmp_path / "run" / "api.sock"))
 
 
+def _sock(tmp_path: Path) -> Path:
+    return tmp_path / "run" / "api.sock"
+
+
 def _life(tmp_path: Path) -> EventLife | None:
-    """The event's life as the running agent serves it over its API."""
-    try:
-        with AgentClient.connect(tmp_path / "run" / "api.sock", timeout=5) as client:
-            return client.state()[0].state.lives.get(FREEZE_ID)
-    except ApiError:
-        return None
+    return life(_sock(tmp_path), FREEZE_ID)
 
 
 def _served(tmp_path: Path) -> bool:
-    """Whether the agent serves a document (its first answer) over its API."""
-    try:
-        with AgentClient.connect(tmp_path / "run" / "api.sock", timeout=5) as client:
-            return client.state()[0].state.document is not None
-    except ApiError:
-        return False
+    return served(_sock(tmp_path))
 
 
 def _started_life(tmp_path: Path) -> EventLife:
-    found: list[EventLife] = []
-
-    def started() -> bool:
-        life = _life(tmp_path)
-        if life is not None and life.started_at is not None:
-            found.append(life)
-            return True
-        return False
-
-    wait_until(started, PATIENCE, "the agent to serve the Freeze's life, started")
-    return found[-1]
+    return started_life(_sock(tmp_path), FREEZE_ID)
 
 
 def _time(text: object) -> datetime:

@@ -18,7 +18,7 @@ from test_dashboard_attached import dashboard, pick
 
 from children import wait_until
 from dashboard import wait_for
-from setui.api.client import AgentClient, ApiError
+from served import life, served, started_life
 from setui.core.timefmt import clock as clock_face
 from setui.core.timefmt import stamp
 from setui.emulator.clock import ManualClock
@@ -62,34 +62,11 @@ def freeze(clock: ManualClock) -> Iterator[Emulator]:
 
 
 def _life(sock: Path) -> EventLife | None:
-    """The Freeze's life as the running agent serves it over its API."""
-    try:
-        with AgentClient.connect(sock, timeout=5) as client:
-            return client.state()[0].state.lives.get(FREEZE_ID)
-    except ApiError:
-        return None
-
-
-def _served(sock: Path) -> bool:
-    try:
-        with AgentClient.connect(sock, timeout=5) as client:
-            return client.state()[0].state.document is not None
-    except ApiError:
-        return False
+    return life(sock, FREEZE_ID)
 
 
 def _started(sock: Path) -> EventLife:
-    found: list[EventLife] = []
-
-    def started() -> bool:
-        life = _life(sock)
-        if life is not None and life.started_at is not None:
-            found.append(life)
-            return True
-        return False
-
-    wait_until(started, PATIENCE, "the agent to serve the Freeze's life, started")
-    return found[-1]
+    return started_life(sock, FREEZE_ID)
 
 
 async def test_the_dashboard_on_a_restarted_agent_shows_the_life_from_the_record(
@@ -98,7 +75,7 @@ async def test_the_dashboard_on_a_restarted_agent_shows_the_life_from_the_record
     env = plain_env(tmp_path, sock="api.sock")
     proc, _ = start_agent(freeze.url, tmp_path, env=env)
     try:
-        wait_until(lambda: _served(sock), PATIENCE, "the agent's first answer, served")
+        wait_until(lambda: served(sock), PATIENCE, "the agent's first answer, served")
         clock.set(freeze.epoch + 10)
         wait_until(lambda: _life(sock) is not None, PATIENCE, "the agent to see it appear")
         clock.set(freeze.epoch + 14)
