@@ -27,7 +27,7 @@ def _best_wall(argv: list[str], env: dict[str, str], runs: int = 7) -> float:
 FIRST_FRAME = """
 import asyncio, sys, time
 t0 = float(sys.argv[1])
-from setui.config import Config
+from setui.settings.config import Config
 from setui.core.client import ImdsClient
 from setui.ui.app import SetuiApp
 

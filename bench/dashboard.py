@@ -61,7 +61,7 @@ IDLE = "import asyncio, sys; asyncio.run(asyncio.sleep(float(sys.argv[1])))"
 # The fallback without a pty: the app as the first-frame benchmark runs it, left idle.
 HEADLESS = """
 import asyncio, sys
-from setui.config import Config
+from setui.settings.config import Config
 from setui.core.client import ImdsClient
 from setui.store import Store
 from setui.ui.app import SetuiApp

@@ -149,7 +149,7 @@ def approval_scenario(count: int) -> dict[str, object]:
 
 def _alive() -> int:
     """Objects alive, the frozen ones too (setui freezes its start-up heap once it has drawn,
-    see setui.gctune, and gc.get_objects leaves frozen objects out)."""
+    see setui.system.gctune, and gc.get_objects leaves frozen objects out)."""
     return len(gc.get_objects()) + gc.get_freeze_count()
 
 
@@ -160,10 +160,10 @@ async def _approvals(emulator: Emulator, stamped: StampedList, data: Any,
     what makes the full garbage collections, the tail of this figure, longer). ``sock``:
     the dashboard attached to the agent answering there (it approves), else standalone;
     events ``first`` .. ``first + repeats - 1`` are approved."""
-    from setui.config import Config
     from setui.core.client import ImdsClient
-    from setui.identity import Identity
+    from setui.settings.config import Config
     from setui.store import Store
+    from setui.system.identity import Identity
     from setui.ui.app import SetuiApp
     from setui.ui.screens.confirm import ConfirmationModal
     from setui.ui.widgets.events import EventsTable

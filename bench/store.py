@@ -139,9 +139,9 @@ def _best_wall(argv: list[str], env: dict[str, str], runs: int = 5) -> float:
 async def _screens(data: Path, runs: int) -> tuple[list[float], list[float]]:
     """Seconds from the `h` key to the first frame of the history screen with its rows;
     from `?` to the first frame of the help screen."""
-    from setui.config import Config
     from setui.core.client import ImdsClient
-    from setui.identity import Identity
+    from setui.settings.config import Config
+    from setui.system.identity import Identity
     from setui.ui.app import SetuiApp
     from setui.ui.screens.help import HelpScreen
     from setui.ui.screens.history import HistoryScreen

@@ -20,13 +20,13 @@ from typing import Any
 
 import pytest
 
-from setui.config import Config
 from setui.core.client import ImdsClient
 from setui.core.model import Event
 from setui.emulator.scenario import Scenario, load_scenario
 from setui.emulator.server import Emulator, ManualClock
-from setui.identity import Identity
+from setui.settings.config import Config
 from setui.store import Store
+from setui.system.identity import Identity
 from setui.ui.app import SetuiApp
 from setui.ui.screens.confirm import ConfirmationModal
 from setui.ui.widgets.events import EventsTable

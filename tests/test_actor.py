@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from setui.identity import Identity
 from setui.store import AuditEntry, Store
+from setui.system.identity import Identity
 
 T0 = datetime(2024, 5, 14, 9, 30, tzinfo=timezone.utc)
 

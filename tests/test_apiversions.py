@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from setui.apiversions import API_VERSIONS, KNOWN_API_VERSIONS, carries, limits, since
+from setui.core.apiversions import API_VERSIONS, KNOWN_API_VERSIONS, carries, limits, since
 from setui.core.endpoint import DEFAULT_API_VERSION
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"

@@ -14,17 +14,17 @@ from typing import Any
 import pytest
 
 from scripted import FAR, Answer, Drop, Hang, Refuse, ScriptedImds, document, event
-from setui.approval import Approver
+from setui.approval.approver import Approver
+from setui.approval.outcome import ApprovalOutcome, Progress
 from setui.core.backoff import Backoff
 from setui.core.client import ImdsClient
 from setui.core.tracker import ChangeKind
 from setui.emulator.faults import parse_faults
 from setui.emulator.scenario import load_scenario
 from setui.emulator.server import Emulator, ManualClock
-from setui.identity import Identity
 from setui.monitor import Monitor
-from setui.outcome import ApprovalOutcome, Progress
 from setui.store import APPROVE_OUTCOME, AuditRecord, Store
+from setui.system.identity import Identity
 from waiting import PATIENCE, until
 
 MINE = "F02C2EDE-3B1C-4D5E-9F00-0123456789AB"

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from setui.atomicfile import write_atomically
+from setui.system.atomicfile import write_atomically
 
 
 def mode_of(path: Path) -> int:

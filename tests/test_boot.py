@@ -1,4 +1,4 @@
-"""Which boot this is: the kernel's boot id, read with care, and btime (setui.boot)."""
+"""Which boot this is: the kernel's boot id, read with care, and btime (setui.system.boot)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from setui.boot import TEST_VARIABLE, current_boot_id, read_boot_id, read_btime, this_boot
+from setui.system.boot import TEST_VARIABLE, current_boot_id, read_boot_id, read_btime, this_boot
 
 
 def test_the_kernels_boot_id_is_read_on_linux() -> None:

@@ -17,20 +17,22 @@ pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.m
 # What the contracts call headless.
 HEADLESS = (
     "setui.core.model", "setui.core.tracker", "setui.core.client", "setui.core.poller",
-    "setui.store", "setui.emulator.server", "setui.emulator.command", "setui.approval",
-    "setui.session", "setui.identity", "setui.config", "setui.textsafe", "setui.auditforward",
-    "setui.actor", "setui.procinfo", "setui.apiversions", "setui.boot", "setui.core.impact",
+    "setui.store", "setui.emulator.server", "setui.emulator.command",
+    "setui.approval.approver", "setui.session", "setui.system.identity",
+    "setui.settings.config", "setui.core.textsafe", "setui.system.auditforward",
+    "setui.system.actor", "setui.system.processes", "setui.core.apiversions",
+    "setui.system.boot", "setui.core.impact",
     "setui.core.notice", "setui.agent.impact", "setui.agent.notice", "setui.agent.heartbeat",
     "setui.commands.watch", "setui.commands.events", "setui.commands.approve",
     "setui.commands.history", "setui.core.eventids", "setui.core.order",
-    "setui.snapshot", "setui.tries", "setui.commands.audit", "setui.commands.report",
-    "setui.monitor",
+    "setui.approval.snapshot", "setui.approval.tries", "setui.commands.audit",
+    "setui.commands.report", "setui.monitor",
     "setui.monitor.replay", "setui.monitor.report", "setui.core.timefmt", "setui.cli",
     "setui.fleet", "setui.commands.fleet",
     "setui.commands.agent", "setui.agent.agent", "setui.agent.metrics", "setui.store.agent",
     "setui.api.client", "setui.api.server", "setui.api.serve", "setui.agent.lock",
-    "setui.outcome", "setui.tomlread", "setui.gctune",
-    "setui.envsettings",
+    "setui.approval.outcome", "setui.settings.tomlread", "setui.system.gctune",
+    "setui.settings.environment",
 )
 
 
@@ -57,7 +59,7 @@ def test_the_api_client_loads_neither_the_approver_nor_the_agent() -> None:
     code = (
         "import sys\n"
         "import setui.api.client\n"
-        "bad = sorted(m for m in sys.modules if m in ('setui.approval', 'setui.session')\n"
+        "bad = sorted(m for m in sys.modules if m in ('setui.approval.approver', 'setui.session')\n"
         "             or m.startswith(('setui.agent', 'setui.ui', 'apprise', 'prometheus')))\n"
         "print(bad)\n"
         "sys.exit(1 if bad else 0)\n"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from children import SETUI
-from setui.config import Config, ConfigError, config_source, load_config, save_setting
+from setui.settings.config import Config, ConfigError, config_source, load_config, save_setting
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -280,14 +280,14 @@ _BOTH: dict[str, tuple[str, str, object]] = {
 
 
 def test_every_setting_a_variable_stands_for_is_tried_below() -> None:
-    from setui.envsettings import VARIABLES
+    from setui.settings.environment import VARIABLES
 
     assert set(_BOTH) == set(VARIABLES)
 
 
 @pytest.mark.parametrize("setting", sorted(_BOTH))
 def test_the_environment_wins_over_the_file(tmp_path: Path, setting: str) -> None:
-    from setui.envsettings import VARIABLES
+    from setui.settings.environment import VARIABLES
 
     in_file, in_env, read_as = _BOTH[setting]
     lines = {setting: in_file}

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from setui.gctune import collector_paused
+from setui.system.gctune import collector_paused
 
 
 @pytest.fixture
@@ -58,7 +58,7 @@ def run(code: str) -> str:
 def test_a_paused_start_up_is_frozen_when_it_ends() -> None:
     assert run("""
         import gc
-        from setui.gctune import collector_paused
+        from setui.system.gctune import collector_paused
         before = gc.get_freeze_count()
         with collector_paused(freeze=True):
             kept = [[n] for n in range(1000)]
@@ -70,7 +70,7 @@ def test_a_paused_start_up_is_frozen_when_it_ends() -> None:
 def test_the_heap_is_frozen_once_and_its_garbage_collected_first() -> None:
     assert run("""
         import gc, weakref
-        from setui.gctune import freeze_heap_once
+        from setui.system.gctune import freeze_heap_once
 
         class Node:
             pass

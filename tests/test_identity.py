@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from setui.actor import describe_actor
-from setui.identity import Identity
+from setui.system.actor import describe_actor
+from setui.system.identity import Identity
 
 ROOT = Path(__file__).parent.parent
 FORGED = {"SUDO_USER": "alice", "SUDO_UID": "1000",
@@ -73,7 +73,7 @@ def test_sudo_user_as_root_only_when_sudo_uid_agrees() -> None:
 
 @pytest.mark.slow
 def test_an_ordinary_user_cannot_claim_sudo_or_another_name() -> None:
-    code = ("import json; from setui.identity import Identity; i = Identity.current(); "
+    code = ("import json; from setui.system.identity import Identity; i = Identity.current(); "
             "print(json.dumps({'user': i.user, 'sudo': i.sudo_user, 'label': i.label, "
             "'details': i.details()}))")
     got = as_nobody(code, {"SUDO_USER": "root", "SUDO_UID": "0",

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from setui.logs import (
+from setui.system.logs import (
     LOGGER,
     NOTICE_LEVEL,
     JournalFormatter,

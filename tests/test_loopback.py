@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from setui.loopback import is_loopback
+from setui.system.loopback import is_loopback
 
 
 @pytest.mark.parametrize("host", ["localhost", "LOCALHOST.", "127.0.0.1", "127.8.9.10",

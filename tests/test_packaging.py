@@ -40,7 +40,7 @@ def test_the_package_list_names_every_package_in_the_tree() -> None:
     """pyproject.toml lists the packages (setui.themes lives outside src/, where find
     cannot see it): a package added to the tree and not to the list would be left out
     of the wheel."""
-    from setui.tomlread import parse_toml
+    from setui.settings.tomlread import parse_toml
 
     project = parse_toml((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     setuptools = project["tool"]["setuptools"]
@@ -51,7 +51,7 @@ def test_the_package_list_names_every_package_in_the_tree() -> None:
 
 def test_every_package_data_pattern_matches_a_file() -> None:
     """A pattern that matches nothing says the wheel ships a file it does not."""
-    from setui.tomlread import parse_toml
+    from setui.settings.tomlread import parse_toml
 
     setuptools = parse_toml((ROOT / "pyproject.toml").read_text(encoding="utf-8"))[
         "tool"]["setuptools"]

@@ -27,7 +27,7 @@ import pytest
 
 ROOT = Path(__file__).parent.parent
 SRC = str(ROOT / "src")
-IDENTITY = ("import json; from setui.identity import Identity; i = Identity.current(); "
+IDENTITY = ("import json; from setui.system.identity import Identity; i = Identity.current(); "
             "print(json.dumps({'client': i.ssh_client, 'claimed': i.ssh_claimed, "
             "'label': i.label}))")
 # The stand-in: names itself, accepts one connection, and forks twice (a login's shell,
@@ -49,7 +49,7 @@ shell = os.fork()
 if shell == 0:
     command = os.fork()
     if command == 0:
-        from setui.identity import Identity
+        from setui.system.identity import Identity
         # Once as root first: all it loads is loaded (nobody may not read the library).
         Identity.current()
         if as_nobody:
@@ -156,7 +156,7 @@ def test_an_ordinary_user_cannot_look_into_root_sshd_and_says_claimed() -> None:
 
 def test_the_walk_up_and_what_root_sshd_holds(tmp_path: Path) -> None:
     """The pieces the agent's socket will reuse for its clients' pids."""
-    from setui.procinfo import ancestors, ssh_connections
+    from setui.system.processes import ancestors, ssh_connections
 
     needs_root_and_setpriv()
     chain = ancestors(os.getpid())

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from setui import systemd
-from setui.systemd import (
+from setui.system import systemd
+from setui.system.systemd import (
     DEBUG,
     ERR,
     INFO,
@@ -266,7 +266,7 @@ async def test_keep_alive_without_a_watchdog_returns_at_once(
 def test_a_child_process_notifies_from_its_real_environment(
         listener: tuple[socket.socket, str]) -> None:
     server, path = listener
-    code = ("from setui.systemd import Notifier; n = Notifier.from_env(); "
+    code = ("from setui.system.systemd import Notifier; n = Notifier.from_env(); "
             "print(n.ready('child'), n.watchdog_enabled, n.watchdog())")
     env = {**os.environ, "NOTIFY_SOCKET": path, "WATCHDOG_USEC": "4000000"}
     env.pop("WATCHDOG_PID", None)
@@ -309,7 +309,7 @@ def test_under_journal_matches_the_streams_device_and_inode(tmp_path: Path) -> N
 @needs_unix
 def test_a_child_knows_which_of_its_streams_is_the_journal(tmp_path: Path) -> None:
     log = tmp_path / "stderr"
-    code = ("import sys; from setui.systemd import under_journal; "
+    code = ("import sys; from setui.system.systemd import under_journal; "
             "print(under_journal(sys.stderr), under_journal(sys.stdout))")
     with log.open("w") as stderr:
         env = {**os.environ, "JOURNAL_STREAM": _stream_id(log)}
@@ -330,7 +330,7 @@ def test_priority_prefixes() -> None:
 
 @pytest.mark.slow
 def test_the_module_loads_neither_the_dashboard_nor_httpx() -> None:
-    code = ("import sys, setui.systemd; "
+    code = ("import sys, setui.system.systemd; "
             "print(sorted(m for m in ('textual', 'rich', 'httpx', 'setui.ui') "
             "if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -7,7 +7,7 @@ import unicodedata
 from hypothesis import given
 from hypothesis import strategies as st
 
-from setui.textsafe import ELLIPSIS, masked, preview, printable
+from setui.core.textsafe import ELLIPSIS, masked, preview, printable
 
 
 def test_controls_become_visible_escapes() -> None:

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from setui.tomlread import TomlError, parse_toml
+from setui.settings.tomlread import TomlError, parse_toml
 
 
 def test_a_table_is_read() -> None:
@@ -30,7 +30,7 @@ def test_nesting_deeper_than_the_parser_can_recurse_is_not_toml() -> None:
 @pytest.mark.slow  # a fresh interpreter (docs/testing.md)
 def test_no_parser_is_loaded_until_there_is_a_file_to_read(tmp_path) -> None:
     code = ("import sys\n"
-            "from setui.config import load_config\n"
+            "from setui.settings.config import load_config\n"
             f"load_config(None, environ={{'SETUI_CONFIG': {str(tmp_path / 'absent')!r}}})\n"
             "print(sorted(m for m in sys.modules if m in ('tomllib', 'tomli')))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -349,10 +349,10 @@ Script = Callable[[Shooter], Awaitable[None]]
 async def _session(out: Path, size: tuple[int, int], script: Script, *,
                    theme: str | None = None) -> list[Path]:
     from setui.api.attach import attach
-    from setui.config import Config
     from setui.emulator.scenario import load_scenario
     from setui.emulator.server import Emulator, ManualClock
-    from setui.identity import Identity, account_name
+    from setui.settings.config import Config
+    from setui.system.identity import Identity, account_name
 
     with tempfile.TemporaryDirectory(prefix="setui-shots-") as name:
         scratch = Path(name)

@@ -14,11 +14,11 @@ from pathlib import Path
 from types import ModuleType
 
 from setui import __version__
-from setui.apiversions import help_line, limits
-from setui.config import Config, ConfigError, load_config
+from setui.core.apiversions import help_line, limits
 from setui.core.endpoint import DEFAULT_API_VERSION
 from setui.core.pace import check_interval
-from setui.gctune import collector_paused
+from setui.settings.config import Config, ConfigError, load_config
+from setui.system.gctune import collector_paused
 
 __all__ = ["main"]
 
@@ -305,7 +305,7 @@ def resolve_config(args: argparse.Namespace) -> Config:
 def main(argv: Sequence[str] | None = None) -> int:
     # Start-up makes hundreds of thousands of objects (modules, classes, functions) that
     # live as long as the process: made with the collector off, then frozen out of its
-    # reach, and it is back on before the command runs (setui.gctune).
+    # reach, and it is back on before the command runs (setui.system.gctune).
     try:
         with collector_paused(freeze=True):
             args, runner = _prepare(argv)
@@ -364,7 +364,7 @@ def _say_what_the_version_lacks(api_version: str) -> None:
     lacks = limits(api_version)
     if lacks is None:
         return
-    from setui.systemd import WARNING, for_journal, under_journal
+    from setui.system.systemd import WARNING, for_journal, under_journal
 
     line = f"setui: {lacks}"
     print(for_journal(line, WARNING) if under_journal(sys.stderr) else line, file=sys.stderr,

@@ -10,7 +10,7 @@ per event of this VM (type, status, the countdown to its NotBefore, who holds it
 approved it) and one naming ``setui``; nothing at all when there is no event.
 
 A login must never wait on it. ``-I -S`` skips site-packages and the environment;
-this module imports the standard library's socket and json, setui.textsafe (the one
+this module imports the standard library's socket and json, setui.core.textsafe (the one
 rule for what reaches a terminal) and setui.core.timefmt (the one way a countdown is
 written), nothing else of setui (an import contract in pyproject.toml keeps it so). Its
 whole run has a hard budget (:data:`BUDGET`), counted from the moment the kernel
@@ -33,8 +33,8 @@ import time
 from collections.abc import Mapping
 from datetime import datetime
 
+from setui.core.textsafe import printable, some_names
 from setui.core.timefmt import signed_countdown, utc_time
-from setui.textsafe import printable, some_names
 
 # typing costs milliseconds at every login; its names are for the type checker alone.
 TYPE_CHECKING = False

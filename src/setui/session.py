@@ -7,10 +7,10 @@ import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from setui.config import Config
 from setui.core.backoff import Backoff
+from setui.core.textsafe import printable
 from setui.core.vmid import vm_id_of
-from setui.textsafe import printable
+from setui.settings.config import Config
 
 if TYPE_CHECKING:
     from setui.core.client import ImdsClient

@@ -152,9 +152,9 @@ def test_no_policy_only_observes_and_says_so_in_metrics(
 
 def test_a_hold_stops_the_agent_until_it_is_released(
         tmp_path: Path, emulator: Emulator, hook: Path) -> None:
-    from setui.identity import Identity
     from setui.store.agent import HOLD, RELEASE
     from setui.store.records import AuditEntry
+    from setui.system.identity import Identity
 
     policy = drain_policy(tmp_path, hook)
     person = Identity(user="oncall", ssh_client=None, host="vm")

@@ -21,12 +21,12 @@ from agent_helpers import write_policy as policy_file
 from prometheus_client.parser import text_string_to_metric_families
 
 from children import SETUI, wait_until
-from setui.boot import TEST_VARIABLE
+from setui.core.metricnames import EVENT_METRIC, IMPACT_METRIC, SUCCESS_METRIC
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
 from setui.fleet.model import FleetBuilder
-from setui.metricnames import EVENT_METRIC, IMPACT_METRIC, SUCCESS_METRIC
 from setui.store import Store
+from setui.system.boot import TEST_VARIABLE
 from setui.ui.fleet.details import details_text
 from setui.ui.fleet.view import EventLine, build_lines
 

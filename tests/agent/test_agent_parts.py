@@ -102,7 +102,7 @@ def test_without_the_extra_it_says_what_to_install(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_the_rest_of_setui_never_loads_the_extra(tmp_path: Path) -> None:
-    code = ("import sys, setui.cli, setui.commands.watch, setui.monitor, setui.approval, "
+    code = ("import sys, setui.cli, setui.commands.watch, setui.monitor, setui.approval.approver, "
             "setui.agent.policy, setui.agent.rules, setui.agent.plan, setui.store.agent; "
             "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('apprise', 'prometheus_client'))))")

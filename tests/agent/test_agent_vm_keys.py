@@ -30,13 +30,13 @@ from agent_helpers import sent as sent_at
 from children import SETUI, wait_until
 from dashboard import WIDE, wait_for
 from forwarder import Forwarder, forwarder
-from setui.config import Config
 from setui.core.client import ImdsClient
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
-from setui.identity import Identity
+from setui.settings.config import Config
 from setui.store import Store
 from setui.store.agent import HOLD, RELEASE
+from setui.system.identity import Identity
 from setui.ui.app import SetuiApp
 from setui.ui.widgets.summary import EventSummary
 

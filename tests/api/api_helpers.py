@@ -264,7 +264,7 @@ from setui.api.source import AgentSource
 from setui.core.client import ImdsClient
 from setui.monitor.state import MonitorState
 from setui.store import Store
-from setui.snapshot import Confirmed, confirmed
+from setui.approval.snapshot import Confirmed, confirmed
 
 path, op, args, sync = Path(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3]), Path(sys.argv[4])
 out = {}

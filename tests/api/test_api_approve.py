@@ -17,12 +17,12 @@ from api_helpers import agent_in_process
 
 from scripted import Answer, Drop, ScriptedImds, document, event
 from setui.api.client import AgentClient
+from setui.approval.outcome import HELD, ApprovalOutcome, Progress
+from setui.approval.snapshot import confirmed
 from setui.core.backoff import Backoff
 from setui.core.client import ImdsClient
 from setui.core.model import parse_document
 from setui.monitor.state import MonitorState
-from setui.outcome import HELD, ApprovalOutcome, Progress
-from setui.snapshot import confirmed
 from setui.store import APPROVE_OUTCOME, REFUSED, Store
 
 MINE = "F02C2EDE-3B1C-4D5E-9F00-0123456789AB"

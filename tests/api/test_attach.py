@@ -11,9 +11,9 @@ import pytest
 from api_helpers import plain_env, stand_in_agent, start_agent, stop
 
 from setui.api.attach import attach, attached_words, reach
-from setui.config import Config
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
+from setui.settings.config import Config
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="Unix sockets")
 
@@ -107,7 +107,7 @@ def test_the_agent_itself_refuses_standalone(capsys: pytest.CaptureFixture[str])
 
 def test_standalone_from_the_config_file_and_the_command_line(tmp_path: Path) -> None:
     from setui.cli import build_parser, resolve_config
-    from setui.config import load_config
+    from setui.settings.config import load_config
 
     config_file = tmp_path / "config.toml"
     config_file.write_text("standalone = true\n")

@@ -22,10 +22,10 @@ from setui.api.client import AgentClient
 from setui.cli import build_parser
 from setui.commands.approve import ApproveRequest, approve_command
 from setui.commands.events import list_events
-from setui.config import Config
 from setui.core.health import ConnectionState, Health
 from setui.core.model import parse_document
 from setui.monitor.state import MonitorState
+from setui.settings.config import Config
 from setui.store import DISMISSED, Store
 
 T0 = datetime(2026, 11, 25, 19, 0, tzinfo=timezone.utc)

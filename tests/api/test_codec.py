@@ -51,14 +51,14 @@ from setui.api.codec import (
     encode_verify,
 )
 from setui.api.protocol import Fields, ProtocolError, decode_frame, encode_frame
+from setui.approval.outcome import ApprovalOutcome, Progress
+from setui.approval.snapshot import confirmed
 from setui.core.health import ConnectionState, Health, PollResult
 from setui.core.holes import Hole
 from setui.core.impact import BOOT, STALL, STARTED, Impact
 from setui.core.model import format_not_before, parse_document
 from setui.core.tracker import Tracker
 from setui.monitor.state import MonitorState
-from setui.outcome import ApprovalOutcome, Progress
-from setui.snapshot import confirmed
 from setui.store.records import (
     AuditRecord,
     ChangeRecord,

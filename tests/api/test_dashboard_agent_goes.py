@@ -17,9 +17,9 @@ from children import wait_until
 from dashboard import wait_for
 from setui.api.attach import attach
 from setui.api.client import AgentClient
-from setui.config import Config
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
+from setui.settings.config import Config
 from setui.ui.attached import AttachedApp
 from setui.ui.widgets.status import SKEW_SHOWN, StatusBar
 

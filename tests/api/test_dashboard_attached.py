@@ -24,14 +24,14 @@ from dashboard import wait_for
 from emulated import posts
 from setui.api.approving import AgentApprover
 from setui.api.attach import attach
-from setui.config import Config
 from setui.core.timefmt import time_of_day
 from setui.emulator.faults import parse_faults
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
-from setui.identity import account_name
+from setui.settings.config import Config
 from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, Store
 from setui.store.agent import HOLD, RELEASE
+from setui.system.identity import account_name
 from setui.ui.attached import AttachedApp
 from setui.ui.screens.audit import AuditScreen
 from setui.ui.screens.confirm import ConfirmationModal
@@ -397,7 +397,7 @@ import asyncio, json, sys
 from pathlib import Path
 from setui.api.approving import AgentApprover
 from setui.api.attach import attach
-from setui.config import Config
+from setui.settings.config import Config
 from setui.core.timefmt import time_of_day
 from setui.ui.attached import AttachedApp
 from setui.ui.screens.confirm import ConfirmationModal

@@ -199,7 +199,7 @@ def test_the_login_line_loads_no_more_of_setui_than_it_must(hook: Path) -> None:
                           text=True, timeout=60, env={"SETUI_SOCKET": "/nonexistent.sock"})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(["setui", "setui.core", "setui.core.timefmt",
-                                       "setui.loginline", "setui.textsafe"])
+                                       "setui.loginline", "setui.core.textsafe"])
 
 
 # -- the lines, from frames as the agent sends them (and as a hostile one might) ----------

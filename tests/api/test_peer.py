@@ -14,7 +14,7 @@ import pytest
 from api_helpers import APPROVERS_GROUP, OPS_GROUP, Account, needs_root
 
 from setui.api.peer import Authority, Credentials, credentials, read_peer
-from setui.identity import account_name, audit_number
+from setui.system.identity import account_name, audit_number
 
 pytestmark = pytest.mark.skipif(not hasattr(socket, "SO_PEERCRED"), reason="Linux")
 
@@ -153,7 +153,7 @@ conn.close()
 def test_the_ssh_origin_is_the_connection_the_sshd_above_the_client_holds(
         tmp_path: Path) -> None:
     """Nothing the client says: the agent reads which TCP connection root's sshd above the
-    client holds (setui.procinfo), and records its peer's address."""
+    client holds (setui.system.processes), and records its peer's address."""
     path = str(tmp_path / "api.sock")
     listener = socket.socket(socket.AF_UNIX)
     listener.bind(path)

@@ -211,7 +211,7 @@ async def test_the_replay_screen_opens_on_the_agents_record(
     """`setui replay` attached: the real app under Pilot, its record the agent's client
     (read on the screen's thread, as a store is)."""
     from dashboard import wait_for
-    from setui.config import Config
+    from setui.settings.config import Config
     from setui.ui.replay_app import ReplayApp
     from setui.ui.widgets.events import EventsTable
 
@@ -229,7 +229,7 @@ async def test_an_agent_that_fails_a_replay_is_said_in_words(
         both: tuple[Store, AgentClient]) -> None:
     """The agent's error reaches the screen as the store's would (not a worker's crash)."""
     from dashboard import wait_for
-    from setui.config import Config
+    from setui.settings.config import Config
     from setui.ui.replay_app import ReplayApp
 
     _store, client = both

@@ -13,7 +13,7 @@ from api_helpers import stand_in_agent
 from setui.api.client import AgentClient, ConnectionLost
 from setui.api.codec import AgentInfo, Hello, You, encode_hello
 from setui.api.protocol import API_VERSION
-from setui.snapshot import Confirmed
+from setui.approval.snapshot import Confirmed
 
 EVENT = "F020BA2E-3BC0-4C40-A10B-86575A9EABD5"
 HELLO = encode_hello(Hello(API_VERSION, "0", AgentInfo(

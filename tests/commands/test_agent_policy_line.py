@@ -8,7 +8,7 @@ from pathlib import Path
 
 from setui.cli import build_parser
 from setui.commands.agent import _load
-from setui.config import Config
+from setui.settings.config import Config
 
 
 def _loaded(argv: list[str]) -> tuple[bool, str]:

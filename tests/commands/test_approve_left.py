@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from setui.approval.snapshot import left_words
 from setui.commands.approve import ApproveRequest, approve_command
 from setui.emulator.clock import ManualClock
 from setui.emulator.server import Emulator
-from setui.identity import Identity
-from setui.snapshot import left_words
 from setui.store import Store, StoryEntry
+from setui.system.identity import Identity
 
 FREEZE = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"  # live-migration's, 15 min notice, 5 s long
 

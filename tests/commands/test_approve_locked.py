@@ -16,8 +16,8 @@ import pytest
 from setui.commands.approve import ApproveRequest, approve_command
 from setui.emulator.clock import ManualClock
 from setui.emulator.server import Emulator
-from setui.identity import Identity
 from setui.store import Store
+from setui.system.identity import Identity
 
 EVENT_ID = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"  # the Freeze, which lists WestNO_1 too
 BUSY = 0.2  # seconds a blocked write waits for the lock (SQLite's busy timeout)

@@ -21,9 +21,9 @@ import pytest
 
 from children import SETUI
 from scripted import Drop, ScriptedImds, document, event
-from setui.auditforward import rfc5424
 from setui.emulator.scenario import load_scenario
 from setui.emulator.server import Emulator
+from setui.system.auditforward import rfc5424
 
 pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
 

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from faketime import FakeTime
-from setui.apiversions import KNOWN_API_VERSIONS
+from setui.core.apiversions import KNOWN_API_VERSIONS
 from setui.core.backoff import MAX_RETRY_AFTER, Backoff
 from setui.core.client import KEEPALIVE_EXPIRY, ImdsClient
 from setui.core.endpoint import DEFAULT_API_VERSION, check_api_version, check_endpoint

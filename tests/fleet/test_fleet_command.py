@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from children import SETUI
-from setui.config import ConfigError, load_config
+from setui.settings.config import ConfigError, load_config
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from examples import examples
 from setui.core.model import Document, DocumentError, parse_document
+from setui.core.textsafe import printable
 from setui.core.tracker import ChangeKind, Tracker
-from setui.textsafe import printable
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc)
 

@@ -17,7 +17,7 @@ from textual.widgets.data_table import ColumnKey
 from dashboard import wait_for
 from recording import START
 from screenhost import ScreenApp
-from setui.config import Config
+from setui.settings.config import Config
 from setui.store import Store
 from setui.ui.replay_app import ReplayApp
 from setui.ui.screens.confirm import ConfirmationModal

@@ -301,7 +301,7 @@ def test_the_agents_store_is_roots_default_and_a_member_keeps_a_store_of_its_own
     home.mkdir(mode=0o700)
     os.chown(home, reader.uid, reader.gid)
     front = ("import sys; from pathlib import Path\n"
-             "from setui.config import Config\n"
+             "from setui.settings.config import Config\n"
              "from setui.session import open_store\n"
              "from setui.store.place import default_data_dir\n"
              "store, problem = open_store(Config(data_dir=default_data_dir(Path(sys.argv[1]))),"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from store_helpers import entry
 
-from setui.auditforward import fields, rfc5424
 from setui.store import AuditRecord, Store
 from setui.store.against import compare
+from setui.system.auditforward import fields, rfc5424
 
 
 def records(tmp_path: Path, *users: str) -> list[AuditRecord]:

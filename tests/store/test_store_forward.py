@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from store_helpers import ENDPOINT, T0
 
-from setui.auditforward import parse_target
 from setui.store import AuditEntry, Store
+from setui.system.auditforward import parse_target
 
 EVENT_ID = "EV-\u202e-1"
 
@@ -109,7 +109,7 @@ def test_the_journal_receives_structured_fields(data_dir: Path, tmp_path: Path) 
 
 def test_the_journal_binary_form_for_a_value_with_a_newline(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from setui import auditforward
+    from setui.system import auditforward
 
     monkeypatch.setattr(auditforward, "_line", lambda record: "two\nlines")
     raw = auditforward._journal({"seq": 1})
@@ -168,7 +168,7 @@ def test_bad_settings_in_words(text: str) -> None:
 
 def test_auto_is_nothing_where_neither_socket_exists(monkeypatch: pytest.MonkeyPatch,
                                                     tmp_path: Path) -> None:
-    from setui import auditforward
+    from setui.system import auditforward
 
     monkeypatch.setattr(auditforward, "JOURNAL_SOCKET", str(tmp_path / "none1"))
     monkeypatch.setattr(auditforward, "SYSLOG_SOCKET", str(tmp_path / "none2"))
@@ -183,7 +183,7 @@ def test_auto_is_nothing_where_neither_socket_exists(monkeypatch: pytest.MonkeyP
 
 def test_auto_with_nowhere_to_send_marks_each_record_and_none_is_quiet(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from setui import auditforward
+    from setui.system import auditforward
 
     monkeypatch.setattr(auditforward, "JOURNAL_SOCKET", str(tmp_path / "none1"))
     monkeypatch.setattr(auditforward, "SYSLOG_SOCKET", str(tmp_path / "none2"))

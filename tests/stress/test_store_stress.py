@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from children import SETUI
-from setui.config import Config
 from setui.session import open_store
+from setui.settings.config import Config
 from setui.ui.screens.confirm import ConfirmationModal
 from setui.ui.widgets.events import EventsTable
 from setui.ui.widgets.status import StatusBar

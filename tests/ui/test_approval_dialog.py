@@ -27,10 +27,10 @@ from dashboard import (
 from scripted import Answer, Drop, ScriptedImds
 from scripted import document as scripted_document
 from scripted import event as scripted_event
-from setui.config import Config
 from setui.core.backoff import Backoff
 from setui.core.client import ImdsClient
 from setui.emulator.faults import Faults
+from setui.settings.config import Config
 from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, DISMISSED, REFUSED, Store
 from setui.ui.app import SetuiApp
 from setui.ui.screens.confirm import ConfirmationModal

@@ -18,9 +18,9 @@ from textual import on
 from textual.message import Message
 
 from screenhost import ScreenApp
-from setui.config import Config
 from setui.core.health import ConnectionState, Health
 from setui.core.model import parse_document
+from setui.settings.config import Config
 from setui.ui import messages
 from setui.ui.format import Palette
 from setui.ui.messages import Session

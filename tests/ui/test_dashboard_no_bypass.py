@@ -14,9 +14,9 @@ import pytest
 from dashboard import WIDE, wait_for
 from emulated import posts
 from setui.commands.dashboard import live_app
-from setui.config import Config
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
+from setui.settings.config import Config
 from setui.ui.screens.confirm import ConfirmationModal
 from setui.ui.widgets.events import EventsTable
 

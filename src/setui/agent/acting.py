@@ -4,10 +4,10 @@ A mixin of :class:`setui.agent.agent.Agent`, which decides what is due and when.
 every step the event is matched against its rule again (a rule decided on a 5 s Freeze
 must not approve the 900 s Reboot it became): one that no longer matches gets no step
 now or later, and a person is told. A hook is run with the event in its environment; an
-approval goes through the one :class:`~setui.approval.Approver`, bound to the event as
+approval goes through the one :class:`~setui.approval.approver.Approver`, bound to the event as
 its rule last matched it, with the policy as the actor; one whose outcome is unknown (a
 POST may have arrived) is said, told and counted so, never as failed. A dry run makes the
-same checks (an earlier approval, :meth:`~setui.approval.Approver.check` bound as the
+same checks (an earlier approval, :meth:`~setui.approval.approver.Approver.check` bound as the
 approval would be, a claim, a hook's owner) and says what it would do.
 
 A store that fails takes no step and loses none: a hook or an approval starts only once
@@ -31,8 +31,9 @@ from setui.agent.errors import StoreFault
 from setui.agent.plan import MATCH
 from setui.agent.rules import mismatch
 from setui.agent.telling import Telling
+from setui.approval.snapshot import Confirmed, changes_between, find_event
 from setui.core.model import Event
-from setui.snapshot import Confirmed, changes_between, find_event
+from setui.core.textsafe import printable
 from setui.store.agent import (
     DONE,
     FAILED,
@@ -45,12 +46,11 @@ from setui.store.agent import (
     Step,
 )
 from setui.store.records import APPROVED, AuditEntry, event_snapshot
-from setui.textsafe import printable
 
 if TYPE_CHECKING:
     from setui.agent.metrics import AgentMetrics
     from setui.agent.policy import Rule
-    from setui.approval import Approver
+    from setui.approval.approver import Approver
     from setui.core.client import ImdsClient
     from setui.store import Store
     from setui.store.agent import AgentLog
@@ -192,8 +192,8 @@ class Acting(Telling):
         return None if claim is None or claim.unknown else f"already approved by {claim.user}"
 
     def _approver(self, rule: Rule, hooks: list[dict[str, Any]] | None = None) -> Approver:
-        from setui.approval import Approver  # loaded by the first approval, not at start
-        from setui.identity import Identity
+        from setui.approval.approver import Approver  # loaded by the first approval, not at start
+        from setui.system.identity import Identity
 
         details: dict[str, Any] = {"rule": rule.name}
         if hooks is not None:

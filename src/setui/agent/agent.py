@@ -38,9 +38,9 @@ from setui.agent.plan import MATCH, plan_of
 from setui.agent.policy import Policy, Rule
 from setui.agent.rules import NameUnknown, first_match
 from setui.agent.telling import MEANS
+from setui.approval.snapshot import Confirmed
 from setui.core.model import Event, format_not_before
 from setui.core.tracker import ChangeKind
-from setui.snapshot import Confirmed
 from setui.store.agent import (
     DONE,
     FAILED,

@@ -27,15 +27,15 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from setui.core.model import is_this_vm
-from setui.fleet.model import Fleet, FleetBuilder, VmKey
-from setui.fleet.prometheus import PrometheusClient
-from setui.metricnames import (
+from setui.core.metricnames import (
     BUSY_METRIC,
     EVENT_METRIC,
     NOT_REPORTED_METRIC,
     SUCCESS_METRIC,
 )
+from setui.core.model import is_this_vm
+from setui.fleet.model import Fleet, FleetBuilder, VmKey
+from setui.fleet.prometheus import PrometheusClient
 
 __all__ = ["TIMEOUT", "BudgetClient", "Count", "Group", "Look", "count", "group_of_vm",
            "scraped_query", "series_query"]

@@ -24,10 +24,10 @@ from setui.agent.budget import Count, Group, count, group_of_vm
 from setui.agent.telling import Telling
 from setui.core.backoff import Backoff
 from setui.core.model import Event
+from setui.core.textsafe import printable
 from setui.fleet.model import VmKey
 from setui.fleet.prometheus import PrometheusError
 from setui.store.records import RUNNING, SKIPPED, WAITING, Step
-from setui.textsafe import printable
 
 if TYPE_CHECKING:
     from datetime import datetime

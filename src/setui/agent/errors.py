@@ -2,7 +2,7 @@
 
 A failure that repeats (a store that cannot be written, a textfile that cannot be
 replaced, the event loop's own complaints) once printed a line per poll: thousands of
-lines that bury the first one. Here each kind of error is said by setui.logs' one rule:
+lines that bury the first one. Here each kind of error is said by setui.system.logs' one rule:
 at once the first time, then once per ``window`` (a minute) with how many more there
 were. The lines are the agent's own records (``agent: error``), not log lines: they go
 where its decisions go, in the same format, JSON included. A kind that keeps
@@ -22,11 +22,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from setui.logs import WINDOW, Limiter
+from setui.system.logs import WINDOW, Limiter
 
 __all__ = ["WINDOW", "WORK", "AgentErrors", "Due", "Failing", "StoreFault", "acting_kind"]
 
-# WINDOW (setui.logs: a minute between two lines of one kind) is also how long a kind
+# WINDOW (setui.system.logs: a minute between two lines of one kind) is also how long a kind
 # keeps failing before it is told.
 # The kinds that stop the agent acting: its work at each poll (deciding, keeping what it
 # decided, checking holds), and the steps of one event.

@@ -23,9 +23,9 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from setui.agent.heartbeat import Heartbeat, Stall
-from setui.boot import this_boot
 from setui.core.impact import BOOT, STALL, Impact, impact_words, tie
 from setui.core.model import Document
+from setui.system.boot import this_boot
 
 if TYPE_CHECKING:
     from setui.agent.agent import Agent

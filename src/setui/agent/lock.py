@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from setui.procinfo import PROC, holders, process
+from setui.core.textsafe import printable
 from setui.store.errors import StoreError
 from setui.store.flocks import flock_holders
 from setui.store.place import (
@@ -38,7 +38,7 @@ from setui.store.place import (
     store_names,
 )
 from setui.store.records import from_db_time, to_db_time
-from setui.textsafe import printable
+from setui.system.processes import PROC, holders, process
 
 __all__ = ["LOCK_NAME", "AgentLock", "Held", "LockError"]
 

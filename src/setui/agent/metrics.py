@@ -1,6 +1,6 @@
 """Prometheus metrics: an HTTP endpoint and/or a node_exporter textfile.
 
-The names are a contract (docs/metrics.md, setui.metricnames): ``setui fleet`` queries
+The names are a contract (docs/metrics.md, setui.core.metricnames): ``setui fleet`` queries
 them, and where they mean the same they are webdevops' exporter's
 ``azure_scheduledevent_*`` (but one series per event, not one per listed VM). The
 per-event series are made at scrape time from the current document, so an event that
@@ -28,11 +28,8 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from setui.agent.scrape import MetricsServer
-from setui.atomicfile import write_atomically
 from setui.core.impact import STALL, Impact
-from setui.core.model import Document, Event, EventType, is_this_vm
-from setui.core.timefmt import iso
-from setui.metricnames import (
+from setui.core.metricnames import (
     BUSY_METRIC,
     EVENT_LABELS,
     EVENT_METRIC,
@@ -42,7 +39,10 @@ from setui.metricnames import (
     INFO_METRIC,
     WAITING_METRIC,
 )
-from setui.textsafe import masked
+from setui.core.model import Document, Event, EventType, is_this_vm
+from setui.core.textsafe import masked
+from setui.core.timefmt import iso
+from setui.system.atomicfile import write_atomically
 
 __all__ = ["IDENTITY_LABELS", "AgentMetrics", "label", "parse_listen", "type_label"]
 

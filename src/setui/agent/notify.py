@@ -26,8 +26,8 @@ from dataclasses import dataclass, replace
 from setui.core.backoff import Backoff
 from setui.core.clock import utc_now
 from setui.core.model import Event
+from setui.core.textsafe import masked
 from setui.store.agent import AgentLog
-from setui.textsafe import masked
 
 __all__ = ["Message", "Notifier", "render", "started_told"]
 

@@ -35,7 +35,7 @@ NOT_EARLY = "not approved early"
 _APPROVE = {"now": "approve at once", "after-prepare": "approve after prepare",
             "before-not-before": "approve {0:g} s before NotBefore"}
 # The approver's refusal of an event that reaches other VMs, under a rule that does not
-# say other_vms = true (setui.snapshot.other_vms, the agent's consent words).
+# say other_vms = true (setui.approval.snapshot.other_vms, the agent's consent words).
 _COUNTED = re.compile(r"starts for \d+ other VMs?: ")
 _CONSENT = re.compile(r";? *(?:approving )?it needs other_vms = true in the rule"
                       r"(?: \(rule .*? does not say it\))?")

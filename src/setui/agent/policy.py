@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from setui.agent.runas import RunAs, parse_run_as, refusal
-from setui.config import ConfigError, read_small_file
-from setui.tomlread import TomlError, parse_toml
+from setui.settings.config import ConfigError, read_small_file
+from setui.settings.tomlread import TomlError, parse_toml
 
 __all__ = ["APPROVE_MODES", "BUDGET_GROUPS", "DEFAULT_DEADLINE_MARGIN", "DEFAULT_NAME",
            "TEMPLATE_FIELDS", "Hook", "Policy", "PolicyError", "Rule", "default_policy",

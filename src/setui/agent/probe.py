@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING
 from setui.agent.scrape import BoundedServer, http_response, request_of
 from setui.core.health import ConnectionState, Health
 from setui.core.model import Event
+from setui.core.textsafe import printable
 from setui.core.timefmt import countdown, iso
 from setui.store.records import DONE, FINISHED, RUNNING, SKIPPED
-from setui.textsafe import printable
 
 if TYPE_CHECKING:
     from setui.agent.agent import Agent

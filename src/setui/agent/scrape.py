@@ -52,7 +52,7 @@ import struct
 from collections.abc import Callable
 
 from setui.agent.peers import Client, client_of
-from setui.listening import listen
+from setui.system.listening import listen
 
 __all__ = ["HEAD_TIMEOUT", "MAX_CONNECTIONS", "MAX_PER_CLIENT", "MAX_REQUEST", "SEND_TIMEOUT",
            "BoundedServer", "MetricsServer", "http_answer", "http_response", "request_of"]

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 from setui.agent.errors import AgentErrors, Failing
 from setui.agent.plan import NOT_EARLY, not_early
 from setui.core.model import Event
+from setui.core.textsafe import printable
 from setui.core.timefmt import duration, stamp
 from setui.core.tracker import ChangeKind
 from setui.store.vmkeys import VmKey
-from setui.textsafe import printable
 
 if TYPE_CHECKING:
     from setui.agent.notify import Message, Notifier

@@ -1,10 +1,10 @@
 """Approvals through the agent, for a front end attached to it: the Approver's interface
 (refusal, claim, record_cancel, record_refusal, approve), the agent doing the work.
 
-The agent runs the one :class:`~setui.approval.Approver` itself, as the identity the
+The agent runs the one :class:`~setui.approval.approver.Approver` itself, as the identity the
 kernel gives (never one this process names), bound to the snapshots the operator
 confirmed here; this side asks the same questions before it sends (the rule is
-:func:`setui.snapshot.refusal`, shared), shows the progress the agent streams, and says
+:func:`setui.approval.snapshot.refusal`, shared), shows the progress the agent streams, and says
 what it knows of the outcome. A connection lost while an approval was in flight, or an
 agent that failed in the middle of one, is an outcome unknown: the agent goes on (or
 recorded how far it got), and its audit log says what became of it:
@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, TypeVar
 
 from setui.api.client import AgentClient, ApiError, ConnectionLost, NoAgent, Unreadable
 from setui.api.protocol import FORBIDDEN, INTERNAL
+from setui.approval.outcome import ApprovalOutcome, Progress
+from setui.approval.snapshot import NO_DOCUMENT, READ_ONLY, Confirmed, confirmed, refusal, with_left
 from setui.core.clock import utc_now
-from setui.outcome import ApprovalOutcome, Progress
-from setui.snapshot import NO_DOCUMENT, READ_ONLY, Confirmed, confirmed, refusal, with_left
+from setui.core.textsafe import printable
 from setui.store.records import APPROVE_ATTEMPT, APPROVE_OUTCOME, APPROVED, UNKNOWN
-from setui.textsafe import printable
 
 if TYPE_CHECKING:
     from setui.api.codec import Hello

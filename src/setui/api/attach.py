@@ -20,11 +20,11 @@ from pathlib import Path
 
 from setui.api.attached import agent_words
 from setui.api.client import DEFAULT_SOCKET, AgentClient, ApiError, NotASocket, Subscription
-from setui.config import Config
 from setui.core.clock import utc_now
 from setui.core.health import ConnectionState, Health
+from setui.core.textsafe import printable
 from setui.core.timefmt import duration
-from setui.textsafe import printable
+from setui.settings.config import Config
 
 __all__ = ["GIVEN", "Reach", "attach", "attached_words", "not_live", "reach", "socket_of"]
 

@@ -37,11 +37,11 @@ from setui.core.backoff import Backoff
 from setui.core.clock import utc_now
 from setui.core.health import ConnectionState, Health, PollResult
 from setui.core.model import Document
+from setui.core.textsafe import printable
 from setui.core.timefmt import duration
 from setui.core.tracker import Change, Tracker
 from setui.monitor.state import ANNOUNCED, EventLife, MonitorState, MonitorUpdate
 from setui.store.records import AuditRecord
-from setui.textsafe import printable
 
 __all__ = ["GAP", "HEARD_EVERY", "LOST_WORDS", "RETRY_CAP", "STOPPING_WORDS", "AttachedMonitor",
            "agent_words"]

@@ -72,11 +72,12 @@ from setui.api.protocol import (
     parse_answer,
     time_text,
 )
+from setui.approval.outcome import ApprovalOutcome, Progress
+from setui.approval.snapshot import Confirmed
 from setui.core.health import Health
 from setui.core.holes import Hole
 from setui.core.impact import Impact
-from setui.outcome import ApprovalOutcome, Progress
-from setui.snapshot import Confirmed
+from setui.core.textsafe import printable
 from setui.store.errors import RecordError
 from setui.store.reading import RecordingParts
 from setui.store.records import (
@@ -86,7 +87,6 @@ from setui.store.records import (
     StoryEntry,
     VerifyResult,
 )
-from setui.textsafe import printable
 
 __all__ = ["CONNECT_TIMEOUT", "DEFAULT_SOCKET", "AgentClient", "ApiError", "ConnectionLost",
            "HoldAnswer", "NoAgent", "NotASocket", "PlanPush", "Push", "StatePush",

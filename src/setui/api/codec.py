@@ -35,6 +35,8 @@ from setui.api.shapes import (
     Texts,
     Time,
 )
+from setui.approval.outcome import ApprovalOutcome, Progress
+from setui.approval.snapshot import Confirmed
 from setui.core.health import ConnectionState, Health
 from setui.core.holes import Hole
 from setui.core.impact import AROUND, STARTED, Impact
@@ -42,8 +44,6 @@ from setui.core.impact import KINDS as IMPACT_KINDS
 from setui.core.model import MAX_INCARNATION, Document, DocumentError, Event, parse_document
 from setui.core.tracker import Change, ChangeKind
 from setui.monitor.state import EventLife, GoneEvent, MonitorState
-from setui.outcome import ApprovalOutcome, Progress
-from setui.snapshot import Confirmed
 from setui.store.reading import RecordingParts
 from setui.store.records import (
     AuditRecord,

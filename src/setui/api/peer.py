@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from setui.identity import Identity, account_name, audit_number
-from setui.procinfo import ssh_connections
+from setui.system.identity import Identity, account_name, audit_number
+from setui.system.processes import ssh_connections
 
 __all__ = ["DEFAULT_GROUP", "Authority", "Credentials", "Peer", "credentials", "read_peer",
            "ssh_origin"]
@@ -77,7 +77,7 @@ def ssh_origin(pid: int, proc: Path = _PROC) -> str | None:
     """The address the client's SSH session came in from, or None when it is not known.
 
     Read from the connection root's ``sshd`` above the client holds
-    (:func:`setui.procinfo.ssh_connections`), never from an environment variable the
+    (:func:`setui.system.processes.ssh_connections`), never from an environment variable the
     client could set: the nearest such ancestor's peer address. The agent runs as root, so
     it can read sshd's open files; an ordinary user's agent sees none and says nothing."""
     found = ssh_connections(pid, proc)

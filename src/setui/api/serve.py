@@ -26,9 +26,9 @@ from setui.api.queries import Queries
 from setui.api.server import ApiServer
 from setui.api.socketfile import BoundSocket, bind_socket
 from setui.api.source import AgentSource
-from setui.config import Config, ConfigError, load_config
 from setui.core.clock import utc_now
-from setui.textsafe import printable
+from setui.core.textsafe import printable
+from setui.settings.config import Config, ConfigError, load_config
 
 if TYPE_CHECKING:
     from setui.agent.agent import Agent

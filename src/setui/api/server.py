@@ -9,7 +9,7 @@ writes through :mod:`setui.api.writes`; a state frame encoded once per change fo
 subscriber, a tick every :data:`TICK_EVERY` seconds while nothing changes. A connection
 that asks nothing for :data:`IDLE_AFTER` seconds and is not subscribed is closed; one that
 reads nothing of what waits for it for :data:`STALLED_AFTER` seconds is dropped. Errors a
-client causes are logged once a minute per kind, with a count (setui.logs: the
+client causes are logged once a minute per kind, with a count (setui.system.logs: the
 ``setui.api`` logger, or ``say`` when given).
 """
 
@@ -56,9 +56,9 @@ from setui.api.protocol import (
 from setui.api.queries import Queries
 from setui.api.writes import Writes
 from setui.core.ratelimit import TokenBucket
-from setui.identity import account_name
-from setui.logs import KindLog
-from setui.textsafe import printable
+from setui.core.textsafe import printable
+from setui.system.identity import account_name
+from setui.system.logs import KindLog
 
 if TYPE_CHECKING:
     from setui.api.source import AgentSource
@@ -91,7 +91,7 @@ HEAVY_EVERY = 5.0
 
 class Complaints(KindLog):
     """Problems clients cause, logged once per kind and minute with how many more there
-    were (setui.logs): through the ``setui.api`` logger, or to ``say`` when given."""
+    were (setui.system.logs): through the ``setui.api`` logger, or to ``say`` when given."""
 
     def __init__(self, say: Callable[[str], None] | None = None,
                  mono: Callable[[], float] = time.monotonic) -> None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from setui.api.client import DEFAULT_SOCKET, AgentClient, ApiError, NoAgent
-from setui.textsafe import printable
+from setui.core.textsafe import printable
 
 __all__ = ["DEFAULT_SOCKET", "SOCKET_MODE", "BoundSocket", "SocketError", "SocketInUse",
            "bind_socket", "check_socket", "choose_socket"]

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from setui.api.codec import AgentInfo, AgentState, Plan, RecordingStatus
+from setui.approval.snapshot import find_event
 from setui.core.clock import utc_now
 from setui.core.health import ConnectionState
 from setui.core.tracker import Change
-from setui.snapshot import find_event
 from setui.store.agent import HOLD, RELEASE, RUNNING
 from setui.store.records import AuditEntry, AuditRecord, event_snapshot
 
@@ -26,9 +26,9 @@ if TYPE_CHECKING:
     from setui.agent.agent import Agent
     from setui.agent.policy import Rule
     from setui.core.client import ImdsClient
-    from setui.identity import Identity
     from setui.monitor import Monitor
     from setui.store import Store
+    from setui.system.identity import Identity
 
 __all__ = ["AgentSource", "HoldRefused"]
 

@@ -3,7 +3,7 @@
 Each is allowed to approvers only (peer.Authority, asked at each request, so a reload
 takes effect at once), acts as the identity the kernel gave (never one a request names),
 and goes the one road setui has for it: approvals and dismissals through the
-:class:`~setui.approval.Approver` (bound to the snapshots the client confirmed, the
+:class:`~setui.approval.approver.Approver` (bound to the snapshots the client confirmed, the
 document read again before the POST, one claim per event across every process), holds
 through the agent's own log, which it reads before every step. A refused request is
 recorded as ``refused`` with the actor and why, for the events of the request that the
@@ -22,15 +22,15 @@ from typing import TYPE_CHECKING, Any
 from setui.api.codec import decode_confirmed, encode_outcome, encode_progress
 from setui.api.protocol import BAD_REQUEST, FORBIDDEN, UNAVAILABLE, Fields, ProtocolError
 from setui.api.source import HoldRefused
+from setui.approval.snapshot import find_event
 from setui.core.ratelimit import TokenBucket
-from setui.snapshot import find_event
 
 if TYPE_CHECKING:
     from setui.api.connection import Connection
     from setui.api.peer import Authority
     from setui.api.source import AgentSource
-    from setui.approval import Approver
-    from setui.outcome import Progress
+    from setui.approval.approver import Approver
+    from setui.approval.outcome import Progress
 
 __all__ = ["MAX_IDS", "Refusals", "Writes"]
 
@@ -90,7 +90,7 @@ class Writes:
         self.refusals = Refusals(mono)
 
     def _approver(self, conn: Connection, op: str) -> Approver:
-        from setui.approval import Approver  # loaded by the first write, not at start
+        from setui.approval.approver import Approver  # loaded by the first write, not at start
 
         assert conn.peer is not None
         source = self.source

@@ -21,13 +21,13 @@ from typing import IO, TYPE_CHECKING, Any
 from setui import __version__
 from setui.commands.common import EXIT_FAILED, EXIT_USAGE, when
 from setui.commands.watch import change_record, connection_record, format_record
-from setui.config import Config
+from setui.core.textsafe import printable
 from setui.core.timefmt import iso
 from setui.core.vmid import vm_id_of
-from setui.logs import configure as configure_logs
 from setui.session import ThisVm, run_until_stopped, until_answered
-from setui.systemd import ERR, INFO, NOTICE, WARNING, Notifier, for_journal, under_journal
-from setui.textsafe import printable
+from setui.settings.config import Config
+from setui.system.logs import configure as configure_logs
+from setui.system.systemd import ERR, INFO, NOTICE, WARNING, Notifier, for_journal, under_journal
 
 if TYPE_CHECKING:
     from setui.agent.agent import Agent
@@ -374,7 +374,7 @@ def _config_refused(args: argparse.Namespace, err: IO[str]) -> bool:
     socket and IMDS are and where audit records go. A dry run is held to it too: it
     still serves the socket and writes the store the file names."""
     from setui.agent.trust import untrusted
-    from setui.config import ConfigError, config_source
+    from setui.settings.config import ConfigError, config_source
 
     try:
         file = config_source(getattr(args, "config", None))
@@ -399,7 +399,7 @@ def _load(args: argparse.Namespace, config: Config, err: IO[str]
     only observes. (The config file that names it was checked before: _config_refused.)"""
     from setui.agent.policy import Policy, PolicyError, default_policy, load_policy
     from setui.agent.trust import untrusted, untrusted_command
-    from setui.config import default_config_path
+    from setui.settings.config import default_config_path
 
     config_file = Path(getattr(args, "config", None) or default_config_path()).absolute()
     path = args.policy if args.policy is not None else config.policy

@@ -24,20 +24,20 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from setui.approval.outcome import ApprovalOutcome, Progress
 from setui.commands.approveroutes import AttachedRoute, Route, StandaloneRoute, attached
 from setui.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, data_dir, reach_agent
-from setui.config import Config
 from setui.core.clock import utc_now
 from setui.core.model import Document, Event, is_this_vm
+from setui.core.textsafe import printable, some_names
 from setui.core.timefmt import duration, signed_countdown, stamp
-from setui.identity import Identity
-from setui.outcome import ApprovalOutcome, Progress
-from setui.textsafe import printable, some_names
+from setui.settings.config import Config
+from setui.system.identity import Identity
 
 if TYPE_CHECKING:  # sqlite3 and httpx load only when approving, not for `setui --version`
     from setui.api.approving import AgentApprover
     from setui.api.client import AgentClient
-    from setui.approval import Approver
+    from setui.approval.approver import Approver
     from setui.core.client import ImdsClient
     from setui.store import Store
     from setui.store.reading import Record
@@ -220,7 +220,7 @@ async def approve_command(request: ApproveRequest, *, stdin: IO[str] | None, out
 def standalone(request: ApproveRequest, identity: Identity | None,
                make_client: Callable[[str, str], ImdsClient] | None,
                now: Callable[[], datetime], err: IO[str]) -> StandaloneRoute | int:
-    from setui.approval import Approver
+    from setui.approval.approver import Approver
 
     if make_client is None:
         from setui.core.client import ImdsClient
@@ -291,7 +291,7 @@ def _resolve(ids: tuple[str, ...], document: Document | None, record: Record | N
 async def _decide(request: ApproveRequest, typed: tuple[str, ...], route: Route,
                   document: Document | None, fetch_problem: str | None,
                   stdin: IO[str] | None, out: IO[str], err: IO[str]) -> int:
-    from setui.snapshot import confirmed, find_event, other_vms
+    from setui.approval.snapshot import confirmed, find_event, other_vms
 
     approver, now = route.approver, route.clock.now
     if route.record is not None:  # an event that left is refused with when and how

@@ -22,7 +22,7 @@ from setui.session import ONE_SHOT_TRIES, ThisVm
 if TYPE_CHECKING:  # sqlite3 and httpx load only when approving, not for `setui --version`
     from setui.api.approving import AgentApprover
     from setui.api.client import AgentClient
-    from setui.approval import Approver
+    from setui.approval.approver import Approver
     from setui.core.client import ImdsClient
     from setui.store import Store
     from setui.store.reading import Record

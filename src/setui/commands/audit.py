@@ -27,7 +27,7 @@ from setui.commands.common import (
     when,
     would_overwrite,
 )
-from setui.textsafe import printable
+from setui.core.textsafe import printable
 
 if TYPE_CHECKING:  # sqlite3 loads only when a command runs, not for `setui --version`
     from setui.store import AuditRecord, VerifyResult
@@ -139,7 +139,7 @@ def _empty(command: str | None, args: argparse.Namespace, out: IO[str],
 # -- words -----------------------------------------------------------------------------------
 def who(record: AuditRecord) -> str:
     """``alice from 10.0.0.5 on vm-web-0``, as the dialog showed it, safe to print."""
-    from setui.actor import describe_actor
+    from setui.system.actor import describe_actor
 
     details = record.details if isinstance(record.details, dict) else {}
     safe: dict[str, object] = {
@@ -311,7 +311,7 @@ def _export(records: list[AuditRecord], result: VerifyResult, target: str, out: 
     if target == "-":
         out.write(lines)
     else:
-        from setui.atomicfile import write_atomically
+        from setui.system.atomicfile import write_atomically
 
         try:
             # Owner-only, as the log: it names people and the addresses they came from.

@@ -17,14 +17,14 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from setui.core.model import MAX_INCARNATION, Document
+from setui.core.textsafe import printable
 from setui.core.timefmt import stamp
-from setui.textsafe import printable
 
 if TYPE_CHECKING:
     from setui.api.attach import Reach
     from setui.api.client import AgentClient
-    from setui.config import Config
     from setui.session import ThisVm
+    from setui.settings.config import Config
     from setui.store.reading import Record
     from setui.store.stored import StoredRecord
 
@@ -56,7 +56,7 @@ def agent_for(args: argparse.Namespace, err: IO[str], command: str) -> AgentClie
     on ``err``: the command then works on its own, which is not what the machine's agent
     records. For the readers: ``setui approve``, for which that is an error, asks
     :func:`reach_agent` itself."""
-    from setui.config import Config
+    from setui.settings.config import Config
 
     config = getattr(args, "config_resolved", None) or Config()
     if config.standalone or os.name != "posix":  # no Unix socket API off POSIX

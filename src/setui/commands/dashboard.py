@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from setui.config import Config
+from setui.settings.config import Config
 
 if TYPE_CHECKING:
     from setui.fleet import PrometheusAuth
@@ -56,7 +56,7 @@ def open_dashboard(config: Config, *, demo: bool = False, zoom: int | None = Non
     if why is not None:
         print(why, file=sys.stderr)
         return EXIT_USAGE
-    from setui.config import config_dir, default_config_path
+    from setui.settings.config import config_dir, default_config_path
 
     themes, saved = config_dir() / "themes", config_path or default_config_path()
     app, store = live_app(config, demo=demo, user_themes=themes, zoom=zoom, config_path=saved,
@@ -110,8 +110,8 @@ def open_fleet(config: Config, *, url: str, auth: PrometheusAuth, refresh: float
               "is not one. For a script, ask Prometheus itself (docs/fleet.md).",
               file=sys.stderr)
         return EXIT_USAGE
-    from setui.config import config_dir
     from setui.fleet import FleetWatcher, PrometheusClient
+    from setui.settings.config import config_dir
     from setui.ui.fleet.app import FleetApp
 
     watcher = FleetWatcher(PrometheusClient(url, auth), stale_after=stale_after)
@@ -144,7 +144,7 @@ def open_replay(args: argparse.Namespace, *, since: datetime | None = None,
         print(why, file=sys.stderr)
         return EXIT_USAGE
     from setui.commands.common import read_record
-    from setui.config import config_dir
+    from setui.settings.config import config_dir
     from setui.store.errors import RecordError
     from setui.ui.replay_app import ReplayApp
 

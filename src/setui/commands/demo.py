@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from setui.config import Config
+from setui.settings.config import Config
 
 __all__ = ["run"]
 

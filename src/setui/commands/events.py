@@ -35,10 +35,10 @@ from setui.commands.common import (
 from setui.core.clock import ServiceClock, utc_now
 from setui.core.model import Document, Event, is_this_vm
 from setui.core.order import sort_key
+from setui.core.textsafe import printable
 from setui.core.timefmt import iso, signed_countdown
 from setui.session import ONE_SHOT_TRIES, ThisVm
 from setui.store.records import APPROVED, UNKNOWN
-from setui.textsafe import printable
 
 if TYPE_CHECKING:
     from setui.api.client import AgentClient

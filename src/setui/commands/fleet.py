@@ -12,7 +12,7 @@ import math
 import sys
 from collections.abc import Callable
 
-from setui.config import Config
+from setui.settings.config import Config
 
 __all__ = ["add_arguments", "run"]
 

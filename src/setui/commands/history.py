@@ -42,8 +42,8 @@ from setui.core.diff import (
 from setui.core.holes import Hole, with_holes
 from setui.core.impact import IMPACT_SOURCE, Impact, impact_words
 from setui.core.model import MAX_INCARNATION, DocumentError, parse_iso
+from setui.core.textsafe import printable
 from setui.core.timefmt import duration, iso, stamp
-from setui.textsafe import printable
 
 if TYPE_CHECKING:  # sqlite3 loads only when a command runs, not for `setui --version`
     from setui.store import ChangeRecord, IncarnationRecord, StoryEntry
@@ -358,7 +358,7 @@ def _story(store: Record, event_id: str, since: datetime | None, as_json: bool,
 
 
 def _unescaped(text: str) -> str | None:
-    """``EV-\\u202e`` -> ``EV-\u202e``: the escapes setui.textsafe prints, undone."""
+    """``EV-\\u202e`` -> ``EV-\u202e``: the escapes setui.core.textsafe prints, undone."""
     import codecs
 
     try:
@@ -493,7 +493,7 @@ def _export_scenario(store: Record, args: argparse.Namespace, out: IO[str],
     if target == "-":
         out.write(text)
         return EXIT_OK
-    from setui.atomicfile import write_atomically
+    from setui.system.atomicfile import write_atomically
 
     try:
         write_atomically(Path(target), text, mode=0o644)

@@ -33,9 +33,9 @@ from setui.commands.common import (
 from setui.commands.history import parse_since
 from setui.core.impact import BOOT, STALL, Impact, clocks_words, impact_words
 from setui.core.notice import DEFAULT_TERMINATE_NOTICE, Notice, notice_words
+from setui.core.textsafe import printable
 from setui.core.timefmt import duration, iso, stamp
 from setui.store.story import hold_words, hook_run_words
-from setui.textsafe import printable
 
 if TYPE_CHECKING:
     from setui.monitor.report import Act, EventReport, Report

@@ -20,18 +20,18 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from setui.commands.common import agent_for
-from setui.config import Config
 from setui.core.clock import utc_now
 from setui.core.health import ConnectionState, Health, PollResult
 from setui.core.model import Document, Event, EventStatus, parse_iso
+from setui.core.textsafe import printable
 from setui.core.timefmt import iso, signed_countdown, stamp
 from setui.core.tracker import Change, ChangeKind, Tracker
-from setui.gctune import freeze_heap_once
-from setui.logs import configure as configure_logs
 from setui.monitor import Monitor
 from setui.session import ThisVm, make_client, open_store, run_until_stopped
-from setui.systemd import ERR, INFO, NOTICE, WARNING, Notifier, for_journal, under_journal
-from setui.textsafe import printable
+from setui.settings.config import Config
+from setui.system.gctune import freeze_heap_once
+from setui.system.logs import configure as configure_logs
+from setui.system.systemd import ERR, INFO, NOTICE, WARNING, Notifier, for_journal, under_journal
 
 if TYPE_CHECKING:
     from setui.core.client import ImdsClient

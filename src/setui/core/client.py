@@ -31,7 +31,7 @@ from urllib.parse import quote
 import httpx
 
 from setui import __version__
-from setui.apiversions import PREVIEW_API_VERSION
+from setui.core.apiversions import PREVIEW_API_VERSION
 from setui.core.backoff import Backoff, parse_http_date, parse_retry_after
 from setui.core.endpoint import (
     DEFAULT_API_VERSION,
@@ -55,9 +55,9 @@ from setui.core.errors import (
 from setui.core.model import Document, DocumentError, parse_document
 from setui.core.quiet import Exchange, Repeat
 from setui.core.ratelimit import TokenBucket
+from setui.core.textsafe import printable
 from setui.core.transport import PlainTransport, within
 from setui.core.wire import KEEPALIVE_EXPIRY, declared_length
-from setui.textsafe import printable
 
 __all__ = ["ENABLING_TIMEOUT", "KEEPALIVE_EXPIRY", "MAX_BODY_BYTES", "REQUEST_TIMEOUT",
            "ApprovalResult", "FetchResult", "ImdsClient"]
@@ -581,7 +581,7 @@ def _etag(fields: Mapping[str, str]) -> str | None:
 
 def _clean(text: str, limit: int = MAX_TEXT) -> str:
     """Network text made safe to print: whitespace runs made one space, then the one
-    escaping rule (setui.textsafe) on one line, cut."""
+    escaping rule (setui.core.textsafe) on one line, cut."""
     return printable(" ".join(text.split()), limit)
 
 

@@ -17,7 +17,7 @@ import socket
 import string
 from urllib.parse import urlsplit
 
-from setui.apiversions import KNOWN_API_VERSIONS, NEWEST_API_VERSION
+from setui.core.apiversions import KNOWN_API_VERSIONS, NEWEST_API_VERSION
 
 __all__ = ["DEFAULT_API_VERSION", "DEFAULT_ENDPOINT", "check_api_version", "check_endpoint",
            "endpoint_key"]

@@ -19,7 +19,7 @@ from email.utils import parsedate_to_datetime
 from enum import Enum
 from typing import Any, TypeVar
 
-from setui.textsafe import preview as _preview
+from setui.core.textsafe import preview as _preview
 
 __all__ = [
     "MAX_DEPTH",

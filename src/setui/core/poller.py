@@ -50,7 +50,7 @@ SLOW_INTERVAL = 10.0
 # consumers keep on their own clocks (the recorder's touch, the API's ticks, a metrics
 # file) never waits longer for the time of the last answer than this.
 QUIET_SPAN = 10.0
-# A bug's traceback, below the ``setui`` logger: where setui.logs.configure sends it (the
+# A bug's traceback, below the ``setui`` logger: where setui.system.logs.configure sends it (the
 # agent's stderr, in journald's priorities under the journal).
 _log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from setui.emulator.faults import Faults, parse_faults
 from setui.emulator.scenario import ScenarioError, builtin_scenarios, load_scenario
-from setui.loopback import is_loopback
+from setui.system.loopback import is_loopback
 
 if TYPE_CHECKING:
     from setui.emulator.server import Emulator

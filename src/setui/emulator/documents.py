@@ -1,6 +1,6 @@
 """How an events document looks on the wire, per api-version.
 
-Each version is served what it carries (:mod:`setui.apiversions`): the fields it had
+Each version is served what it carries (:mod:`setui.core.apiversions`): the fields it had
 (``Description`` from 2019-04-01, ``EventSource`` from 2019-08-01, ``DurationInSeconds``
 from 2020-07-01), and only the event types it can carry (no ``Preempt`` before 2017-11-01,
 no ``Terminate`` before 2019-01-01: such an event is left out of that version's document,
@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from email.utils import formatdate
 from typing import Any
 
-from setui.apiversions import KNOWN_API_VERSIONS, PREVIEW_API_VERSION, carries
+from setui.core.apiversions import KNOWN_API_VERSIONS, PREVIEW_API_VERSION, carries
 from setui.emulator.timeline import EventState
 
 __all__ = [

@@ -53,8 +53,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from setui.textsafe import preview as _preview
-from setui.tomlread import parse_toml
+from setui.core.textsafe import preview as _preview
+from setui.settings.tomlread import parse_toml
 
 __all__ = [
     "DEFAULT_NOTICE",

@@ -33,7 +33,7 @@ from setui.emulator.wire import (
     read_request,
     write_reply,
 )
-from setui.listening import listen
+from setui.system.listening import listen
 
 __all__ = ["EVENTS_PATH", "NAME_PATH", "Emulator", "ManualClock", "RecordedRequest"]
 

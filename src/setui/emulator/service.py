@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from setui.core.textsafe import masked
 from setui.emulator.documents import (
     API_VERSIONS,
     NEWEST_VERSIONS,
@@ -30,7 +31,6 @@ from setui.emulator.faults import Faults
 from setui.emulator.scenario import Scenario
 from setui.emulator.timeline import Timeline
 from setui.emulator.wire import RecordedRequest, Reply
-from setui.textsafe import masked
 
 __all__ = ["COMPUTE_FIELDS", "COMPUTE_PATH", "EVENTS_PATH", "NAME_PATH", "Service"]
 

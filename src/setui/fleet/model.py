@@ -25,8 +25,7 @@ from functools import cached_property
 from itertools import islice
 from typing import Any, NamedTuple
 
-from setui.gctune import collector_paused
-from setui.metricnames import (
+from setui.core.metricnames import (
     EVENT_LABELS,
     EVENT_METRIC,
     IDENTITY_LABELS,
@@ -35,6 +34,7 @@ from setui.metricnames import (
     SUCCESS_METRIC,
     WAITING_METRIC,
 )
+from setui.system.gctune import collector_paused
 
 __all__ = [
     "EVENT_LABELS",

@@ -22,19 +22,19 @@ from urllib.parse import urlsplit
 import httpx
 
 from setui import __version__
-from setui.gctune import collector_paused
-from setui.loopback import is_loopback
-from setui.metricnames import (
+from setui.core.metricnames import (
     EVENT_METRIC,
     IMPACT_METRIC,
     NOT_REPORTED_METRIC,
     SUCCESS_METRIC,
     WAITING_METRIC,
 )
-from setui.textsafe import printable
+from setui.core.textsafe import printable
+from setui.system.gctune import collector_paused
+from setui.system.loopback import is_loopback
 
 if TYPE_CHECKING:
-    from setui.config import Config
+    from setui.settings.config import Config
 
 __all__ = [
     "MAX_BODY",

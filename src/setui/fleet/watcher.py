@@ -16,7 +16,7 @@ from enum import Enum
 
 from setui.fleet.model import Fleet, FleetBuilder
 from setui.fleet.prometheus import QUERY, PrometheusClient, PrometheusError
-from setui.gctune import collector_paused
+from setui.system.gctune import collector_paused
 
 __all__ = ["MIN_REFRESH", "FleetUpdate", "FleetWatcher", "LinkState"]
 

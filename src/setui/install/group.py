@@ -10,8 +10,8 @@ from __future__ import annotations
 import shutil
 import subprocess
 
+from setui.core.textsafe import printable
 from setui.install.layout import Layout
-from setui.textsafe import printable
 
 __all__ = ["GroupError", "ensure_group", "group_id"]
 

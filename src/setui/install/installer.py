@@ -20,7 +20,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from setui.atomicfile import write_atomically
 from setui.install.group import GroupError, ensure_group
 from setui.install.layout import GROUP, Layout, shown
 from setui.install.loginhook import render_hook
@@ -34,6 +33,7 @@ from setui.install.unit import (
     unit_problems,
 )
 from setui.store.place import AGENT_DIR_MODE, AGENT_FILE_MODE
+from setui.system.atomicfile import write_atomically
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "Systemctl", "install"]
 

@@ -17,10 +17,10 @@ from pathlib import Path, PurePosixPath
 
 from setui.api.client import DEFAULT_SOCKET
 from setui.api.peer import DEFAULT_GROUP
+from setui.core.textsafe import printable
 from setui.install.loginhook import LOGIN_HOOK
 from setui.install.unit import AGENT_UNIT, RECORDER_UNIT, UNIT_CONFIG, UNIT_DIR
 from setui.store.place import AGENT_STORE
-from setui.textsafe import printable
 
 __all__ = ["GROUP", "PRIVATE_STORE", "TEST_VARIABLE", "Layout", "shown", "system_layout"]
 

@@ -25,10 +25,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from setui.core.textsafe import printable
 from setui.install.layout import PRIVATE_STORE, Layout, shown
-from setui.procinfo import holders
 from setui.store.place import AGENT_DIR_MODE, AGENT_FILE_MODE, DB_NAME, is_temporary, store_names
-from setui.textsafe import printable
+from setui.system.processes import holders
 
 __all__ = ["StorePlan", "TakeoverError", "busy", "carry_out", "plan_store"]
 

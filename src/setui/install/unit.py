@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path, PurePosixPath
 
 from setui import __version__
-from setui.textsafe import printable
+from setui.core.textsafe import printable
 
 __all__ = ["AGENT_UNIT", "RECORDER_UNIT", "UNIT_CONFIG", "UNIT_DIR", "UnitError",
            "exec_start_word", "policy_problems", "render_unit", "template", "unit_problems"]
@@ -133,7 +133,7 @@ def _policy_files(config: Path) -> list[tuple[str, Path]]:
     """The policy the unit would read, and its hooks; none when it cannot be read (the
     agent itself says why when it starts)."""
     from setui.agent.policy import PolicyError, default_policy, load_policy
-    from setui.config import ConfigError, load_config
+    from setui.settings.config import ConfigError, load_config
 
     try:
         named = load_config(config, environ={}).policy if config.exists() else None

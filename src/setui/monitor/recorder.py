@@ -20,11 +20,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from setui.boot import current_boot_id
 from setui.core.health import PollResult
 from setui.core.model import Document
 from setui.store.history import TOUCH_INTERVAL
 from setui.store.sessions import RECORDER_BEAT
+from setui.system.boot import current_boot_id
 
 if TYPE_CHECKING:
     from setui.store import Store

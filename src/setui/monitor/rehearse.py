@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
+from setui.core.textsafe import needs_escape, printable
 from setui.core.timefmt import duration as duration_text
 from setui.emulator.scenario import MAX_SECONDS, parse_scenario
 from setui.monitor.report import EventReport, Report
-from setui.textsafe import needs_escape, printable
 
 __all__ = ["APPROVAL_DELAY", "DEFAULT_DURATION", "default_duration", "scenario_text"]
 
@@ -28,7 +28,7 @@ DEFAULT_DURATION = 10.0  # the emulator's impact when DurationInSeconds is -1 or
 
 def _string(text: str) -> str:
     """A TOML basic string: JSON's escapes, which TOML shares, and a TOML escape for every
-    character the rest of setui's output escapes (:func:`setui.textsafe.needs_escape`:
+    character the rest of setui's output escapes (:func:`setui.core.textsafe.needs_escape`:
     controls, bidi overrides, line separators), so the file is safe to show and still
     plays the same text. A lone surrogate (valid in a JSON escape, not in TOML) is
     written as the text of its escape."""

@@ -24,8 +24,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from setui.auditforward import SD_ID, fields
 from setui.store.records import AuditRecord
+from setui.system.auditforward import SD_ID, fields
 
 __all__ = ["AgainstResult", "Difference", "compare"]
 

@@ -1,6 +1,6 @@
 """The audit log: append-only records in a SHA-256 hash chain, and :class:`AuditLog`, the
 store's part that writes and reads it (all an approval needs: the approver holds only
-this), with its copy off the VM (setui.auditforward).
+this), with its copy off the VM (setui.system.auditforward).
 
 Each record's hash covers its content (a canonical JSON of every column but the hashes)
 and the previous record's hash, starting from 64 zeros. A one-row ``audit_head`` table,
@@ -22,7 +22,7 @@ What it does not find: someone who edits both the database and the witness (or d
 the witness: a store written by an older setui has none, so a missing witness is only a
 warning), or who recomputes the whole chain. Anyone who can write the data directory
 and has read this can do that; what anchors the log is a copy they cannot reach: the
-forward of each record as it is written (setui.auditforward), or an export, checked with
+forward of each record as it is written (setui.system.auditforward), or an export, checked with
 ``setui audit verify --against``.
 
 The witness trails the database by design: it is written after the commit, so a crash
@@ -42,8 +42,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from setui.auditforward import Forwarder
 from setui.core.clock import utc_now
+from setui.core.textsafe import printable
 from setui.store import claims
 from setui.store.connection import Database
 from setui.store.errors import StoreError
@@ -62,7 +62,7 @@ from setui.store.records import (
 from setui.store.schema import trigger_problem
 from setui.store.vmkeys import VmKey
 from setui.store.witness import read_witness, update_witness, witness_path
-from setui.textsafe import printable
+from setui.system.auditforward import Forwarder
 
 __all__ = ["GENESIS", "AuditLog", "append", "chain_hash", "for_event", "listing", "verify"]
 

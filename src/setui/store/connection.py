@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
+from setui.core.textsafe import printable
 from setui.store import endpoints
 from setui.store.errors import NothingRecorded, StoreError, describe_error
 from setui.store.place import (
@@ -36,7 +37,6 @@ from setui.store.place import (
 )
 from setui.store.schema import check_schema, refuse_foreign
 from setui.store.witness import read_witness, witness_path
-from setui.textsafe import printable
 
 __all__ = ["Database", "connect", "prepare_file", "write_transaction"]
 

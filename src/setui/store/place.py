@@ -29,7 +29,7 @@ from pathlib import Path
 
 import platformdirs
 
-from setui.envsettings import from_environment
+from setui.settings.environment import from_environment
 from setui.store.errors import ReadOnlyStore, StoreError
 
 __all__ = ["AGENT_DIR_MODE", "AGENT_FILE_MODE", "AGENT_LOCK", "AGENT_STORE", "DB_NAME",

@@ -65,7 +65,7 @@ class RecordingSessions:
     def start(self, *, endpoint: str, pid: int, host: str, command: str,
               at: datetime, boot_id: str | None = None, measures: bool = False) -> int:
         """Say that a process records ``endpoint`` from ``at`` on, in the boot ``boot_id``
-        (setui.boot), and whether its heartbeat already runs (see :meth:`measures`);
+        (setui.system.boot), and whether its heartbeat already runs (see :meth:`measures`);
         returns its id."""
         when = to_db_time(at)
         with self.database.using("note the recording session", write=True) as conn:

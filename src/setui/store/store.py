@@ -10,8 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import TracebackType
 
-from setui.auditforward import Forwarder
-from setui.envsettings import from_environment
+from setui.settings.environment import from_environment
 from setui.store.audit import AuditLog
 from setui.store.connection import Database
 from setui.store.errors import StoreError
@@ -19,6 +18,7 @@ from setui.store.history import History
 from setui.store.place import DB_NAME, default_data_dir
 from setui.store.sessions import RecordingSessions
 from setui.store.stored import StoredRecord
+from setui.system.auditforward import Forwarder
 
 __all__ = ["Store"]
 
@@ -35,7 +35,7 @@ class Store:
                  history_days: int | None = 90, readonly: bool = False,
                  forward: str | None = None) -> None:
         path = Path(path)
-        # Where each audit record also goes as it is written (setui.auditforward):
+        # Where each audit record also goes as it is written (setui.system.auditforward):
         # ``forward``, else SETUI_AUDIT_FORWARD, else auto.
         try:
             forwarder = Forwarder.from_setting(

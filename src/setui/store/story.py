@@ -4,7 +4,6 @@ agent's hook runs, and what the agent measured, in one order."""
 
 from __future__ import annotations
 
-from setui.actor import describe_actor
 from setui.core.impact import Impact, impact_words
 from setui.core.timefmt import duration, stamp
 from setui.store import audit as audit_log
@@ -24,6 +23,7 @@ from setui.store.records import (
     StoryEntry,
     clean_text,
 )
+from setui.system.actor import describe_actor
 
 __all__ = ["AGENT_SOURCE", "event_story", "hold_words", "hook_run_words"]
 

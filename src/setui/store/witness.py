@@ -13,9 +13,9 @@ import json
 import sqlite3
 from pathlib import Path
 
-from setui.atomicfile import write_atomically
 from setui.store.errors import StoreError
 from setui.store.place import Sharing, read_nofollow
+from setui.system.atomicfile import write_atomically
 
 __all__ = ["read_witness", "update_witness", "witness_path"]
 

@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from textual.app import App
 
     from setui.core.model import Document, Event
-    from setui.identity import Identity
     from setui.store import Store
+    from setui.system.identity import Identity
     from setui.ui.changelog import Hold
 
 __all__ = ["HELD_WORDS", "READ_EVERY", "RELEASED_WORDS", "AgentWindow", "due_while_held",

@@ -2,7 +2,7 @@
 
 The :class:`~setui.monitor.Monitor` polls, keeps the service's clock, tracks the events'
 lives and records the history on a thread of its own; the screens and widgets draw what
-it knows; :class:`~setui.approval.Approver` is the only way to an approval. The app
+it knows; :class:`~setui.approval.approver.Approver` is the only way to an approval. The app
 announces, rings the bell and runs the approvals in workers: nothing here waits on
 SQLite or the network on Textual's event loop. Everything that tells time calls
 :meth:`SetuiApp.now`.
@@ -26,15 +26,15 @@ from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.worker import Worker
 
-from setui.apiversions import limits
-from setui.approval import Approver
-from setui.config import Config, ConfigError, save_setting
+from setui.approval.approver import Approver
+from setui.core.apiversions import limits
 from setui.core.clock import utc_now
 from setui.core.health import Health
 from setui.core.poller import Poller
-from setui.identity import Identity
 from setui.monitor import Monitor
 from setui.session import ThisVm
+from setui.settings.config import Config, ConfigError, save_setting
+from setui.system.identity import Identity
 from setui.ui.agentwindow import AgentWindow
 from setui.ui.approving import Approvals
 from setui.ui.changelog import ChangeLog

@@ -2,13 +2,14 @@
 
 A mixin of :class:`setui.ui.app.SetuiApp`, kept apart so the app stays a thin shell.
 The dialog shows the event as it is when ``a`` is pressed and the confirmation binds to
-that snapshot (:class:`setui.snapshot.Confirmed`); the :class:`~setui.approval.Approver`
-reads the document once more before the POST, and before each retry, and sends nothing
-for anything else; an approval worth asking again (the event changed, before the first
-send or a retry, or another approval claims it) opens the dialog again on the event as
-it is now. Notices never cover the dialog: they wait on the dashboard's notice line
-(setui.ui.widgets.notices). While the service fails, each try is shown on the row;
-quitting with an approval in flight asks first and says on exit what became of it.
+that snapshot (:class:`setui.approval.snapshot.Confirmed`); the
+:class:`~setui.approval.approver.Approver` reads the document once more before the POST,
+and before each retry, and sends nothing for anything else; an approval worth asking
+again (the event changed, before the first send or a retry, or another approval claims
+it) opens the dialog again on the event as it is now. Notices never cover the dialog:
+they wait on the dashboard's notice line (setui.ui.widgets.notices). While the service
+fails, each try is shown on the row; quitting with an approval in flight asks first and
+says on exit what became of it.
 Nothing here waits on SQLite or HTTP on the event loop.
 """
 
@@ -23,13 +24,13 @@ from typing import TYPE_CHECKING, Any
 from rich.text import Text
 from textual.notifications import SeverityLevel
 
-from setui.approval import Approver
+from setui.approval.approver import Approver
+from setui.approval.outcome import HELD, Progress
+from setui.approval.snapshot import Confirmed, changes_between, find_event
 from setui.core.health import ConnectionState, Health
+from setui.core.textsafe import printable
 from setui.core.timefmt import age
-from setui.outcome import HELD, Progress
-from setui.snapshot import Confirmed, changes_between, find_event
 from setui.store import event_snapshot
-from setui.textsafe import printable
 from setui.ui.format import safe
 from setui.ui.messages import ApprovalDone, ApprovalNote, Session
 from setui.ui.screens.confirm import ConfirmationModal, Prompt, approval_prompt
@@ -37,10 +38,10 @@ from setui.ui.screens.confirm import ConfirmationModal, Prompt, approval_prompt
 if TYPE_CHECKING:
     from setui.api.approving import AgentApprover
     from setui.api.attached import AttachedMonitor
-    from setui.config import Config
     from setui.core.model import Document, Event
-    from setui.identity import Identity
     from setui.monitor import Monitor
+    from setui.settings.config import Config
+    from setui.system.identity import Identity
 
 __all__ = ["Approvals"]
 

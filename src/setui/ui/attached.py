@@ -28,16 +28,16 @@ from setui.api.approving import AgentApprover
 from setui.api.attached import AttachedMonitor
 from setui.api.client import AgentClient, ApiError, HoldAnswer
 from setui.api.codec import Plan
-from setui.config import Config
+from setui.approval.snapshot import find_event
 from setui.core.clock import utc_now
 from setui.core.impact import Impact
 from setui.core.model import Document
+from setui.core.textsafe import printable
 from setui.core.timefmt import age
-from setui.identity import Identity
-from setui.snapshot import find_event
+from setui.settings.config import Config
 from setui.store.agent import HOLD, RELEASE, RUNNING
 from setui.store.records import APPROVED, AuditRecord, Step
-from setui.textsafe import printable
+from setui.system.identity import Identity
 from setui.ui.agentwindow import HELD_WORDS, RELEASED_WORDS, due_while_held, event_plan
 from setui.ui.app import SetuiApp
 from setui.ui.changelog import event_name

@@ -20,12 +20,12 @@ from setui.agent.plan import MATCH, step_words
 from setui.core.impact import Impact, impact_words
 from setui.core.model import Document, Event
 from setui.core.notice import measure_notice, notice_words
+from setui.core.textsafe import printable
 from setui.core.timefmt import signed_countdown, time_of_day
 from setui.core.tracker import Change, ChangeKind
 from setui.monitor.state import EventLife, GoneEvent
 from setui.store.agent import DONE, HOLD, PLANNED, RELEASE, RUNNING, Step
 from setui.store.records import AuditRecord
-from setui.textsafe import printable
 
 __all__ = ["MAX_ENTRIES", "ChangeLog", "Hold", "LogEntry", "event_name"]
 

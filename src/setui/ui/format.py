@@ -21,9 +21,9 @@ from textual.notifications import SeverityLevel
 from setui.core import timefmt
 from setui.core.health import ConnectionState, Health, PollResult
 from setui.core.model import Event, is_this_vm
+from setui.core.textsafe import printable
 from setui.core.timefmt import time_of_day, utc_time
 from setui.core.tracker import Change, ChangeKind
-from setui.textsafe import printable
 
 __all__ = [
     "CRITICAL_SECONDS",
@@ -86,7 +86,7 @@ def _printable(text: str, limit: int | None) -> str:
 
 def safe(text: object, limit: int | None = None) -> str:
     """Network text on one line, controls escaped, cut to ``limit``: the rule of
-    :func:`setui.textsafe.printable`. The dashboard shows the same types, statuses and
+    :func:`setui.core.textsafe.printable`. The dashboard shows the same types, statuses and
     names every second; short strings are escaped once and remembered."""
     if isinstance(text, str) and len(text) <= 256:
         return _printable(text, limit)

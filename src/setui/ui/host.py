@@ -17,7 +17,7 @@ from setui.core.health import Health
 
 if TYPE_CHECKING:
     from setui.agent.plan import EventPlan
-    from setui.config import Config
+    from setui.settings.config import Config
     from setui.ui.changelog import ChangeLog, Hold
     from setui.ui.format import Palette
     from setui.ui.messages import Session

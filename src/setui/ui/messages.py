@@ -15,11 +15,11 @@ from datetime import datetime
 
 from textual.message import Message
 
+from setui.approval.outcome import ApprovalOutcome
 from setui.core.health import ConnectionState, PollResult
 from setui.core.model import Document
 from setui.core.tracker import Change
 from setui.monitor.state import EventLife, GoneEvent, MonitorState
-from setui.outcome import ApprovalOutcome
 
 __all__ = ["ApprovalDone", "ApprovalNote", "ApprovalRequested", "AuditRequested",
            "DetailsRequested", "EventLife", "EventRequest", "GoneEvent", "HistoryRequested",

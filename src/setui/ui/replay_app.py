@@ -22,7 +22,7 @@ from setui.ui.shell import TerminalApp
 from setui.ui.themes import install_themes, variable_defaults
 
 if TYPE_CHECKING:
-    from setui.config import Config
+    from setui.settings.config import Config
     from setui.store.reading import Record
 
 __all__ = ["ReplayApp"]

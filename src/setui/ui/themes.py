@@ -32,8 +32,8 @@ from textual.css.constants import VALID_STYLE_FLAGS
 from textual.message import Message
 from textual.theme import Theme
 
-from setui.textsafe import preview
-from setui.tomlread import TomlError, parse_toml
+from setui.core.textsafe import preview
+from setui.settings.tomlread import TomlError, parse_toml
 
 if TYPE_CHECKING:
     from textual.app import App

@@ -25,7 +25,7 @@ from textual.widgets import Input
 from setui.fleet import FleetUpdate, FleetWatcher, LinkState
 from setui.fleet.model import Group
 from setui.fleet.watcher import MIN_REFRESH
-from setui.gctune import collector_paused
+from setui.system.gctune import collector_paused
 from setui.ui.fleet.details import FleetDetailsScreen, details_text
 from setui.ui.fleet.status import FleetStatus, FleetStatusView
 from setui.ui.fleet.table import FleetTable

@@ -17,9 +17,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Static
 
+from setui.core.textsafe import printable
 from setui.core.timefmt import stamp
 from setui.store.records import UNKNOWN, action_word
-from setui.textsafe import printable
 from setui.ui.screens.history import DetailScreen, local_and_utc, pretty_json
 from setui.ui.screens.listing import TableNavigation
 from setui.ui.screens.offloop import query_store

@@ -29,7 +29,7 @@ from textual.widgets import Static
 
 from setui.core.model import Event, is_this_vm
 from setui.core.timefmt import stamp, utc_time
-from setui.gctune import freeze_heap_once
+from setui.system.gctune import freeze_heap_once
 from setui.ui import compat
 from setui.ui.format import countdown, impact, safe
 from setui.ui.messages import ApprovalNote
@@ -151,7 +151,7 @@ class ConfirmationModal(ModalScreen[bool]):
     def on_mount(self) -> None:
         self._opened = self._mono()
         # Normally done once the dashboard drew its first frame; if not, before the
-        # first approval rather than never (see setui.gctune).
+        # first approval rather than never (see setui.system.gctune).
         self.call_after_refresh(freeze_heap_once)
         self._fit()
         self.call_after_refresh(self._fit)  # again, with the parts' heights laid out

@@ -6,7 +6,7 @@ an operator who leaves it up sees the countdown run and the event start or leave
 document, not a snapshot from when the key was pressed.
 
 All of it is network or database text and is shown literally: rich ``Text`` only,
-control characters neutralised by :func:`setui.textsafe.printable`.
+control characters neutralised by :func:`setui.core.textsafe.printable`.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from setui.core.notice import (
     notice_words,
     unwatched,
 )
+from setui.core.textsafe import printable
 from setui.core.timefmt import stamp
-from setui.textsafe import printable
 from setui.ui.format import countdown, impact, safe
 from setui.ui.messages import ApprovalNote, EventLife, GoneEvent, Session
 from setui.ui.screens.offloop import query_store

@@ -24,15 +24,15 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
-from setui.config import Config
 from setui.core.clock import utc_now
 from setui.core.diff import diff_documents as compare_documents
 from setui.core.diff import shown_value
 from setui.core.holes import Hole, with_holes
 from setui.core.impact import Impact, impact_words
 from setui.core.model import Document, DocumentError, Event
+from setui.core.textsafe import printable
 from setui.core.timefmt import local_beside, stamp
-from setui.textsafe import printable
+from setui.settings.config import Config
 from setui.ui.screens.listing import TableNavigation
 from setui.ui.screens.offloop import query_store
 from setui.ui.screens.replay import ReplayScreen

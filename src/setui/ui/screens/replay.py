@@ -31,7 +31,7 @@ from setui.ui.screens.main import MainScreen
 from setui.ui.screens.offloop import query_store
 
 if TYPE_CHECKING:
-    from setui.config import Config
+    from setui.settings.config import Config
     from setui.store.reading import Record
 
 __all__ = ["SPEEDS", "ReplayScreen", "ReplayView", "approval_notes"]

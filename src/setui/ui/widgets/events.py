@@ -38,7 +38,7 @@ from textual.widget import PseudoClasses
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey
 
-from setui.gctune import freeze_heap_once
+from setui.system.gctune import freeze_heap_once
 from setui.ui import compat
 
 __all__ = ["COLUMNS", "EventsTable", "Row", "columns_for", "tier_for"]

@@ -19,9 +19,9 @@ from rich.text import Text
 from textual.events import MouseScrollDown, MouseScrollUp
 
 from setui.agent.plan import NOT_EARLY
+from setui.core.textsafe import printable
 from setui.core.timefmt import time_of_day
 from setui.store.agent import DONE, FAILED, RUNNING, SKIPPED, UNKNOWN, WAITING
-from setui.textsafe import printable
 from setui.ui.changelog import LogEntry
 from setui.ui.format import Palette
 from setui.ui.host import PlannedEvent, WindowView

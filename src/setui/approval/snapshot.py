@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from setui.core.model import Document, Event, is_this_vm
+from setui.core.textsafe import printable, some_names
 from setui.core.timefmt import stamp
 from setui.store.records import StoryEntry, event_snapshot
-from setui.textsafe import printable, some_names
 
 __all__ = ["NO_DOCUMENT", "READ_ONLY", "Confirmed", "Difference", "changes_between", "confirmed",
            "difference", "find_event", "left_words", "other_vms", "refusal", "repeated",

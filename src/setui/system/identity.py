@@ -8,7 +8,7 @@ names who is behind a root shell; the session id comes with it. ``SUDO_USER`` is
 believed when the effective uid is 0 (sudo ran) and ``SUDO_UID`` is that account's uid.
 The SSH client comes from ``SSH_CONNECTION``, which anyone can set: it is marked
 "claimed" unless root's sshd above this process holds a TCP connection with exactly those
-addresses and ports (:mod:`setui.procinfo`). An ordinary user cannot look into sshd's
+addresses and ports (:mod:`setui.system.processes`). An ordinary user cannot look into sshd's
 processes, so only a setui run as root (under sudo, say) can confirm it.
 """
 
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from setui.actor import describe_actor
-from setui.procinfo import PROC, Connection, address, ssh_connections
+from setui.system.actor import describe_actor
+from setui.system.processes import PROC, Connection, address, ssh_connections
 
 __all__ = ["Identity", "account_name", "audit_number"]
 
@@ -106,7 +106,7 @@ def _ssh(env: Mapping[str, str]) -> tuple[str | None, tuple[str, int, str, int] 
 def ssh_confirmed(four: tuple[str, int, str, int], proc: Path = PROC) -> bool:
     """Whether the connection ``SSH_CONNECTION`` names (client address and port, server
     address and port) is one root's sshd above this process holds
-    (:func:`setui.procinfo.ssh_connections`)."""
+    (:func:`setui.system.processes.ssh_connections`)."""
     client, server = address(four[0]), address(four[2])
     if client is None or server is None:
         return False

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from typing import Any
 
 from setui.core.errors import ImdsError
+from setui.core.textsafe import printable
 from setui.store import APPROVED, FAILED, UNKNOWN
-from setui.textsafe import printable
 
 __all__ = ["MAX_LOGGED", "Tries", "unread"]
 

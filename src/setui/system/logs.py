@@ -28,8 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Generic, TypeVar
 
-from setui.systemd import DEBUG, ERR, INFO, NOTICE, WARNING, for_journal
-from setui.textsafe import printable
+from setui.core.textsafe import printable
+from setui.system.systemd import DEBUG, ERR, INFO, NOTICE, WARNING, for_journal
 
 __all__ = ["LOGGER", "NOTICE_LEVEL", "WINDOW", "JournalFormatter", "KindLog", "Limiter",
            "OncePerWindow", "configure", "priority"]

@@ -20,7 +20,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import IO, Any
 
-from setui.textsafe import printable
+from setui.core.textsafe import printable
 
 __all__ = ["DEBUG", "ERR", "INFO", "NOTICE", "WARNING", "Notifier", "for_journal",
            "journal_prefix", "under_journal"]

@@ -1,7 +1,7 @@
 """The SETUI_* variables that stand for settings, and how they rank.
 
 Defaults < the config file < the environment < the command line. The environment is
-read in three places: the config file's settings (setui.config), and, for a caller with
+read in three places: the config file's settings (setui.settings.config), and, for a caller with
 no config, where the store lives (``SETUI_DATA_DIR``) and where its audit records go
 (``SETUI_AUDIT_FORWARD``). Each asks :func:`from_environment`, so a variable means the
 same everywhere: set and not empty, it wins; empty is the same as unset.
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 __all__ = ["VARIABLES", "from_environment"]
 
-# Setting (as in setui.config.Config) -> the variable that sets it.
+# Setting (as in setui.settings.config.Config) -> the variable that sets it.
 VARIABLES: Mapping[str, str] = {
     "endpoint": "SETUI_ENDPOINT",
     "api_version": "SETUI_API_VERSION",

@@ -16,7 +16,7 @@ caller must not confirm anything. Linux only; elsewhere everything is empty. Not
 raises for a process that is gone, a table that cannot be read or a line that does not
 parse: the answer is just shorter.
 
-:func:`ssh_connections` takes any pid: ``setui.identity`` asks about this process, and a
+:func:`ssh_connections` takes any pid: ``setui.system.identity`` asks about this process, and a
 local socket that learns its client's pid from the kernel can ask about that one.
 """
 

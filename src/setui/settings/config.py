@@ -2,7 +2,7 @@
 
 Precedence, lowest first: built-in defaults, ``config.toml``, environment variables
 (``SETUI_ENDPOINT``, ``SETUI_API_VERSION``, ``SETUI_DATA_DIR``,
-``SETUI_AUDIT_FORWARD``; setui.envsettings names each and holds the rule), command-line
+``SETUI_AUDIT_FORWARD``; setui.settings.environment names each and holds the rule), command-line
 options.
 The file is optional; a bad one is an error with its path and the key named, never a
 traceback and never silently ignored.
@@ -42,8 +42,6 @@ from typing import Any
 
 import platformdirs
 
-from setui.atomicfile import write_atomically
-from setui.auditforward import parse_target
 from setui.core.endpoint import (
     DEFAULT_API_VERSION,
     DEFAULT_ENDPOINT,
@@ -52,9 +50,11 @@ from setui.core.endpoint import (
 )
 from setui.core.notice import DEFAULT_TERMINATE_NOTICE
 from setui.core.pace import check_interval
-from setui.envsettings import VARIABLES, from_environment
-from setui.textsafe import printable
-from setui.tomlread import TomlError, parse_toml
+from setui.core.textsafe import printable
+from setui.settings.environment import VARIABLES, from_environment
+from setui.settings.tomlread import TomlError, parse_toml
+from setui.system.atomicfile import write_atomically
+from setui.system.auditforward import parse_target
 
 __all__ = ["Config", "ConfigError", "config_dir", "config_source", "default_config_path",
            "load_config", "save_setting"]
@@ -82,7 +82,7 @@ class Config:
     read_only: bool = False
     data_dir: Path | None = None
     history_days: int = 90  # 0: keep forever (the Store takes 0 or None as that)
-    # Where audit records also go (setui.auditforward); None: auto.
+    # Where audit records also go (setui.system.auditforward); None: auto.
     audit_forward: str | None = None
     # The fleet view's Prometheus; secrets are kept out of repr (and so out of tracebacks).
     prometheus: str | None = None

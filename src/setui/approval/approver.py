@@ -9,7 +9,7 @@ What is approved is what the operator was shown: the confirmation binds to a sna
 the event (:class:`Confirmed`), and every send is held against it, the first and each
 retry alike: just before it the document is read once more (a real GET), and an event
 that changed, started, left or is no longer alone under its EventId is not sent for,
-with what changed field by field (:func:`setui.snapshot.difference`, the one home of
+with what changed field by field (:func:`setui.approval.snapshot.difference`, the one home of
 that rule). Before the first send that is a refusal; before a retry it ends the tries, and
 the outcome says how (``details.ending``). The attempt record is appended only if no
 earlier approval of the event (by any process on this VM) claims it, in the same
@@ -18,7 +18,7 @@ carries), else the endpoint (store.vmkeys). While the service fails, the POST is
 again as the service asks (:meth:`ImdsClient.approval_retry`) for up to 70 s, never past
 NotBefore.
 
-What an approval came to is told as far as it is known (setui.tries): approved,
+What an approval came to is told as far as it is known (setui.approval.tries): approved,
 failed, or unknown when a try may have arrived and no answer says what became of it
 (a timeout, a connection lost after the request left, an interruption mid-request). An
 unknown approval keeps its claim: nothing is sent for it again without ``again``.
@@ -37,13 +37,8 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from setui.core.backoff import APPROVAL_DEADLINE
-from setui.core.clock import utc_now
-from setui.core.errors import BadDocument, ImdsError
-from setui.core.model import Document, parse_not_before
-from setui.identity import Identity
-from setui.outcome import HELD, ApprovalOutcome, Progress
-from setui.snapshot import (
+from setui.approval.outcome import HELD, ApprovalOutcome, Progress
+from setui.approval.snapshot import (
     READ_ONLY,
     Confirmed,
     Difference,
@@ -53,6 +48,11 @@ from setui.snapshot import (
     refusal,
     with_left,
 )
+from setui.approval.tries import Tries, unread
+from setui.core.backoff import APPROVAL_DEADLINE
+from setui.core.clock import utc_now
+from setui.core.errors import BadDocument, ImdsError
+from setui.core.model import Document, parse_not_before
 from setui.store import (
     APPROVE_ATTEMPT,
     APPROVE_OUTCOME,
@@ -68,7 +68,7 @@ from setui.store import (
 from setui.store.audit import AuditLog
 from setui.store.claims import AlreadyClaimed, Claim
 from setui.store.vmkeys import with_vm_id
-from setui.tries import Tries, unread
+from setui.system.identity import Identity
 
 if TYPE_CHECKING:
     from setui.core.client import ImdsClient

@@ -37,8 +37,8 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from setui.actor import describe_actor
-from setui.textsafe import printable
+from setui.core.textsafe import printable
+from setui.system.actor import describe_actor
 
 __all__ = ["JOURNAL_SOCKET", "NOWHERE", "SD_ID", "SYSLOG_SOCKET", "Forwarder", "Target", "fields",
            "message", "parse_target", "rfc5424", "structured"]
@@ -138,7 +138,7 @@ def _outcome(record: Mapping[str, Any]) -> str:
         details = record.get("details")
         if not isinstance(details, dict):
             details = {}
-        if details.get("outcome") == "unknown":  # as the approver wrote it (setui.tries)
+        if details.get("outcome") == "unknown":  # as the approver wrote it (setui.approval.tries)
             return str(record.get("error") or "outcome unknown")
         if record.get("error"):
             return f"failed: {record['error']}"
