@@ -198,8 +198,8 @@ def test_the_login_line_loads_no_more_of_setui_than_it_must(hook: Path) -> None:
     done = subprocess.run([sys.executable, "-I", "-S", "-c", code, site], capture_output=True,
                           text=True, timeout=60, env={"SETUI_SOCKET": "/nonexistent.sock"})
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == str(["setui", "setui.core", "setui.core.timefmt",
-                                       "setui.loginline", "setui.core.textsafe"])
+    assert done.stdout.strip() == str(["setui", "setui.core", "setui.core.textsafe",
+                                       "setui.core.timefmt", "setui.loginline"])
 
 
 # -- the lines, from frames as the agent sends them (and as a hostile one might) ----------
