@@ -6,7 +6,7 @@ import setui.core  # noqa: F401
 from setui.fleet.model import Fleet, FleetEvent, FleetVm, Group, VmKey, VmState
 from setui.fleet.prometheus import (
     QUERY,
-    Answer,
+    InstantVector,
     PrometheusAuth,
     PrometheusClient,
     PrometheusError,
@@ -17,13 +17,13 @@ from setui.fleet.watcher import FleetUpdate, FleetWatcher, LinkState
 
 __all__ = [
     "QUERY",
-    "Answer",
     "Fleet",
     "FleetEvent",
     "FleetUpdate",
     "FleetVm",
     "FleetWatcher",
     "Group",
+    "InstantVector",
     "LinkState",
     "PrometheusAuth",
     "PrometheusClient",
