@@ -32,7 +32,7 @@ from setui.commands.common import (
 )
 from setui.commands.history import parse_since
 from setui.core.impact import BOOT, STALL, Impact, clocks_words, impact_words
-from setui.core.notice import DEFAULT_TERMINATE_NOTICE, Notice, notice_words
+from setui.core.notice import DEFAULT_TERMINATE_NOTICE, AdvanceNotice, notice_words
 from setui.core.textsafe import printable
 from setui.core.timefmt import duration, iso, stamp
 from setui.store.story import hold_words, hook_run_words
@@ -273,7 +273,7 @@ def _act_json(act: Act) -> dict[str, Any]:
             "audit_seq": act.seq}
 
 
-def notice_json(notice: Notice | None) -> dict[str, Any] | None:
+def notice_json(notice: AdvanceNotice | None) -> dict[str, Any] | None:
     """An event's notice for machines: seconds, null where not known, and why."""
     if notice is None:
         return None

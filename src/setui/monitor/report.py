@@ -18,7 +18,7 @@ from datetime import datetime
 from setui.core.holes import MIN_HOLE, Hole
 from setui.core.impact import Impact
 from setui.core.model import DocumentError, Event
-from setui.core.notice import DEFAULT_TERMINATE_NOTICE, Notice, measure_notice, unwatched
+from setui.core.notice import DEFAULT_TERMINATE_NOTICE, AdvanceNotice, measure_notice, unwatched
 from setui.monitor.replay import Recording
 from setui.monitor.state import MonitorState
 from setui.store.agent import holds_of
@@ -79,7 +79,7 @@ class EventReport:
     fate_detail: str = ""
     event: Event | None = field(default=None, repr=False)  # as first seen
     appeared_certain: bool = True  # seen to appear as it happened, not across a gap
-    notice: Notice | None = None
+    notice: AdvanceNotice | None = None
     impacts: list[Impact] = field(default_factory=list)  # what the agent measured of it
     # Whether anything it did would have been measured: a stall or a boot tied to it, or
     # the agent's heartbeat running while it was under way; None: it never started.
