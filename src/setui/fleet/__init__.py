@@ -3,7 +3,7 @@ every VM's scheduled events. No textual, no rich: ``setui.ui.fleet`` draws it.""
 
 # Before httpx is imported: setui.core keeps httpx's own command line (click, rich) out.
 import setui.core  # noqa: F401
-from setui.fleet.model import Fleet, FleetEvent, FleetVm, Group, VmKey, VmState
+from setui.fleet.model import Fleet, FleetEvent, FleetGroup, FleetVm, VmKey, VmState
 from setui.fleet.prometheus import (
     QUERY,
     InstantVector,
@@ -19,10 +19,10 @@ __all__ = [
     "QUERY",
     "Fleet",
     "FleetEvent",
+    "FleetGroup",
     "FleetUpdate",
     "FleetVm",
     "FleetWatcher",
-    "Group",
     "InstantVector",
     "LinkState",
     "PrometheusAuth",
