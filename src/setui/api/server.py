@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 from setui import __version__
 from setui.api.codec import (
+    CallerAccess,
     Hello,
     VmIdentity,
-    You,
     encode_health,
     encode_hello,
     encode_plan,
@@ -230,7 +230,7 @@ class ApiServer:
     def _hello(self, peer: Peer) -> dict[str, Any]:
         why_not = self.authority.why_not(peer.credentials)
         return encode_hello(Hello(API_VERSION, __version__, self.source.info,
-                                  You(peer.uid, peer.user, why_not is None, why_not)
+                                  CallerAccess(peer.uid, peer.user, why_not is None, why_not)
                                   ).with_vm(self._vm()))
 
     def _vm(self) -> VmIdentity:
