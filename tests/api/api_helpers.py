@@ -35,7 +35,7 @@ from emulated import posts as posts
 from setui.api.client import AgentClient, ApiError
 from setui.api.codec import AgentInfo
 from setui.api.peer import Authority
-from setui.api.queries import Queries
+from setui.api.queries import QueryThread
 from setui.api.server import ApiServer
 from setui.api.socketfile import bind_socket
 from setui.api.source import AgentSource
@@ -131,7 +131,7 @@ async def agent_in_process(directory: Path, store: Store, *, endpoint: str, star
     info = AgentInfo(pid, started, vm_name, vm_id, endpoint, None, None, False)
     source = AgentSource(monitor=monitor, agent=agent, client=imds,  # type: ignore[arg-type]
                          store=store, info=info, host="vm-web-0")
-    server = ApiServer(source, authority=Authority([]), queries=Queries(store.path),
+    server = ApiServer(source, authority=Authority([]), queries=QueryThread(store.path),
                        say=print)
     bound = bind_socket(directory / "api.sock", group=None)
     await server.serve(bound.sock)
@@ -257,7 +257,7 @@ from pathlib import Path
 from setui.api.client import AgentClient, ApiError
 from setui.api.codec import AgentInfo
 from setui.api.peer import Authority
-from setui.api.queries import Queries
+from setui.api.queries import QueryThread
 from setui.api.server import ApiServer
 from setui.api.socketfile import bind_socket
 from setui.api.source import AgentSource

@@ -14,7 +14,7 @@ from typing import Any
 
 from setui.api.attached import AttachedMonitor
 from setui.api.client import ApiError, NoAgent, StatePush, Tick
-from setui.api.codec import AgentInfo, AgentState, Hello, Plan, RecordingStatus, You
+from setui.api.codec import AgentInfo, AgentState, CallerAccess, Hello, Plan, RecordingStatus
 from setui.core.backoff import Backoff
 from setui.core.health import ConnectionState, Health
 from setui.core.model import parse_document
@@ -25,7 +25,7 @@ from waiting import until
 T0 = datetime(2026, 11, 25, 19, 0, tzinfo=timezone.utc)
 HELLO = Hello(1, "0.1.0", AgentInfo(812, T0 - timedelta(days=3, hours=2), "web-0", None,
                                     "http://169.254.169.254", "/var/lib/setui", None, False),
-              You(0, "root", True, None))
+              CallerAccess(0, "root", True, None))
 
 
 class Clock:

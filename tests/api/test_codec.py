@@ -18,11 +18,11 @@ from examples import examples
 from setui.api.codec import (
     AgentInfo,
     AgentState,
+    CallerAccess,
     Hello,
     Plan,
     RecordingParts,
     RecordingStatus,
-    You,
     decode_audit,
     decode_confirmed,
     decode_health,
@@ -208,7 +208,7 @@ def test_the_other_values_read_back_as_they_were() -> None:
     older = {k: v for k, v in encode_recording(parts).items() if k != "hook_runs"}
     assert decode_recording(_through_wire(older)).hook_runs == ()  # an older agent's
     hello = Hello(1, "0.1.0", AgentInfo(42, T0, "vm", None, "http://x", "/d", None, False),
-                  You(1001, "alice", False, "you are not in group setui"))
+                  CallerAccess(1001, "alice", False, "you are not in group setui"))
     assert decode_hello(_through_wire(encode_hello(hello))) == hello
     assert tuple(decode_impact(_through_wire(encode_impact(i))) for i in IMPACTS) == IMPACTS
 
@@ -237,7 +237,7 @@ def test_a_confirmed_snapshot_reads_back_and_nothing_else_is_taken() -> None:
 
 def test_a_version_this_client_does_not_speak_is_refused_in_words() -> None:
     hello = encode_hello(Hello(1, "9", AgentInfo(1, T0, None, None, "x", None, None, False),
-                               You(0, "root", True, None)))
+                               CallerAccess(0, "root", True, None)))
     hello["api"] = 2
     with pytest.raises(ProtocolError, match="API version 2; this setui speaks version 1"):
         decode_hello(Fields(hello))
@@ -258,7 +258,7 @@ def _valid() -> list[tuple[Callable[[Fields], Any], dict[str, Any]]]:
                                                         2))),
         (decode_hello, encode_hello(Hello(1, "1", AgentInfo(1, T0, None, None, "x", None,
                                                             None, False),
-                                          You(0, "root", True, None)))),
+                                          CallerAccess(0, "root", True, None)))),
     ]
 
 

@@ -23,8 +23,8 @@ from setui.api.protocol import (
     ProtocolError,
     decode_frame,
     encode_frame,
-    parse_answer,
     parse_request,
+    parse_server_frame,
 )
 
 OBJECTS = st.dictionaries(st.text(max_size=8), JSON, max_size=6)
@@ -145,7 +145,7 @@ def test_fields_take_only_what_they_say() -> None:
 @given(OBJECTS)
 def test_any_server_frame_is_an_answer_or_a_protocol_error(frame: dict[str, Any]) -> None:
     try:
-        answer = parse_answer(frame)
+        answer = parse_server_frame(frame)
     except ProtocolError:
         return
     assert answer.kind in ("hello", "ok", "error", "progress", "push")

@@ -20,7 +20,7 @@ from setui.api import server as server_module
 from setui.api.codec import AgentInfo
 from setui.api.peer import Authority, Credentials
 from setui.api.protocol import ProtocolError
-from setui.api.queries import Queries
+from setui.api.queries import QueryThread
 from setui.api.server import IDLE_AFTER, MAX_CONNECTIONS, STALLED_AFTER, ApiServer, Complaints
 from setui.api.socketfile import bind_socket
 from setui.api.source import AgentSource
@@ -76,7 +76,7 @@ async def serving(tmp_path: Path) -> AsyncIterator[tuple[ApiServer, Clock, Any]]
     said: list[str] = []
     store = Store.open_dir(tmp_path / "data")
     server = ApiServer(_source(store), authority=Authority([]),
-                       queries=Queries(store.path), say=said.append, mono=clock)
+                       queries=QueryThread(store.path), say=said.append, mono=clock)
     bound = bind_socket(tmp_path / "api.sock", group=None)
     await server.serve(bound.sock)
 
@@ -208,7 +208,7 @@ async def test_one_query_at_a_time_and_an_answer_past_the_frame_limit_is_refused
 
 async def test_a_dry_run_agent_approves_nothing_for_anyone(tmp_path: Path) -> None:
     server = ApiServer(_source(None, dry_run=True), authority=Authority([]),
-                       queries=Queries(None, "no store"), say=print)
+                       queries=QueryThread(None, "no store"), say=print)
     bound = bind_socket(tmp_path / "api.sock", group=None)
     await server.serve(bound.sock)
     try:
@@ -284,7 +284,7 @@ def test_whole_record_queries_are_asked_at_most_every_five_seconds_per_user(
         tmp_path: Path) -> None:
     clock = Clock()
     server = ApiServer(_source(None), authority=Authority([]),
-                       queries=Queries(None, "no store"), say=print, mono=clock)
+                       queries=QueryThread(None, "no store"), say=print, mono=clock)
     user = SimpleNamespace(creds=Credentials(1, 1000, 1000, ()))
     root = SimpleNamespace(creds=Credentials(1, 0, 0, ()))
     server._heavy_allowed(user, "verify_audit")  # type: ignore[arg-type]
@@ -312,7 +312,7 @@ async def test_with_nothing_to_sweep_the_agent_sleeps_until_a_client_or_a_compla
     store = Store.open_dir(tmp_path / "data")
     said: list[str] = []
     server = ApiServer(_source(store), authority=Authority([]),
-                       queries=Queries(store.path), say=said.append, mono=clock)
+                       queries=QueryThread(store.path), say=said.append, mono=clock)
     swept: list[float] = []
     sweep = server._sweep
     monkeypatch.setattr(server, "_sweep", lambda: (swept.append(clock.now), sweep()))
@@ -353,7 +353,7 @@ async def test_the_sweep_rides_a_poll_that_comes_when_it_is_due_else_it_has_its_
     clock = Clock()
     store = Store.open_dir(tmp_path / "data")
     server = ApiServer(_source(store), authority=Authority([]),
-                       queries=Queries(store.path), say=lambda line: None, mono=clock)
+                       queries=QueryThread(store.path), say=lambda line: None, mono=clock)
     swept: list[float] = []
     monkeypatch.setattr(server, "_sweep", lambda: swept.append(clock.now))
     monkeypatch.setattr(server, "_sweep_wanted", lambda: True)  # a client, say

@@ -11,7 +11,7 @@ import pytest
 from api_helpers import stand_in_agent
 
 from setui.api.client import AgentClient, ConnectionLost
-from setui.api.codec import AgentInfo, Hello, You, encode_hello
+from setui.api.codec import AgentInfo, CallerAccess, Hello, encode_hello
 from setui.api.protocol import API_VERSION
 from setui.approval.snapshot import Confirmed
 
@@ -19,7 +19,7 @@ EVENT = "F020BA2E-3BC0-4C40-A10B-86575A9EABD5"
 HELLO = encode_hello(Hello(API_VERSION, "0", AgentInfo(
     pid=1, since=datetime(2026, 11, 26, tzinfo=timezone.utc), vm_name="web-0", vm_id=None,
     endpoint="http://127.0.0.1:1", data_dir=None, policy=None, dry_run=False),
-    You(uid=0, user="root", may_approve=True, why_not=None)))
+    CallerAccess(uid=0, user="root", may_approve=True, why_not=None)))
 
 
 @pytest.mark.parametrize("answer", [

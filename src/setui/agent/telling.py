@@ -22,7 +22,7 @@ from setui.core.model import Event
 from setui.core.textsafe import printable
 from setui.core.timefmt import duration, stamp
 from setui.core.tracker import ChangeKind
-from setui.store.vmkeys import VmKey
+from setui.store.vmkeys import ThisVm
 
 if TYPE_CHECKING:
     from setui.agent.notify import Message, Notifier
@@ -112,7 +112,7 @@ class Telling:
         """What a message's key begins with: this VM (its vmId, else the endpoint's one
         spelling), so an agent restarted at another endpoint of it sends nothing twice,
         and an agent on a store from another VM still tells its own (store.vmkeys)."""
-        return VmKey.of(self.endpoint, self.vm_id).key
+        return ThisVm.of(self.endpoint, self.vm_id).key
 
     def _vm(self) -> str:
         return self.vm_name or "(this VM's name is not known yet)"

@@ -63,13 +63,13 @@ from setui.api.protocol import (
     QUERIES,
     TOO_LARGE,
     UNAVAILABLE,
-    Answer,
     Fields,
     Frames,
     ProtocolError,
+    ServerFrame,
     decode_frame,
     encode_frame,
-    parse_answer,
+    parse_server_frame,
     time_text,
 )
 from setui.approval.outcome import ApprovalOutcome, Progress
@@ -205,7 +205,7 @@ def _unreachable(exc: OSError, shown: str, path: Path, timeout: float) -> NoRetu
     raise NoAgent(f"cannot reach the agent at {shown}: {exc.strerror or exc}") from None
 
 
-def _error(answer: Answer) -> ApiError:
+def _error(answer: ServerFrame) -> ApiError:
     body = answer.body
     code = body.text("code", limit=40)
     return ApiError(code if code in ERROR_CODES else INTERNAL,
@@ -255,9 +255,9 @@ class _Inbox:
         if error is not None and not self._ready:
             raise _broken(error)
 
-    def take(self) -> Answer:
+    def take(self) -> ServerFrame:
         try:
-            return parse_answer(decode_frame(self._ready.pop(0)))
+            return parse_server_frame(decode_frame(self._ready.pop(0)))
         except ProtocolError as exc:
             raise _broken(exc) from None
 
@@ -269,7 +269,7 @@ class _Frames:
         self.sock = sock
         self._inbox = _Inbox()
 
-    def next(self, deadline: float) -> Answer:
+    def next(self, deadline: float) -> ServerFrame:
         while not self._inbox:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -648,7 +648,7 @@ def _vm_in(body: Fields) -> VmIdentity | None:
     return decode_vm(vm) if vm is not None else None
 
 
-def _push(answer: Answer) -> Push | None:
+def _push(answer: ServerFrame) -> Push | None:
     """A push decoded; None for one this version does not know (ignored, as the version
     rule says)."""
     body, mono = answer.body, time.monotonic()
@@ -670,7 +670,7 @@ class _StreamFrames:
         self.reader = reader
         self._inbox = _Inbox()
 
-    async def next(self, timeout: float) -> Answer:
+    async def next(self, timeout: float) -> ServerFrame:
         while not self._inbox:
             try:
                 data = await asyncio.wait_for(self.reader.read(_READ), timeout)

@@ -57,8 +57,8 @@ from setui.store.records import (
     event_snapshot,
 )
 
-__all__ = ["AgentInfo", "AgentState", "Hello", "Plan", "RecordingParts",
-           "RecordingStatus", "VmIdentity", "You", "decode_audit", "decode_claim",
+__all__ = ["AgentInfo", "AgentState", "CallerAccess", "Hello", "Plan", "RecordingParts",
+           "RecordingStatus", "VmIdentity", "decode_audit", "decode_claim",
            "decode_confirmed", "decode_health", "decode_hello", "decode_holes",
            "decode_impact", "decode_incarnation", "decode_outcome", "decode_plan",
            "decode_progress", "decode_recording", "decode_state", "decode_story",
@@ -410,8 +410,9 @@ encode_vm, decode_vm = VM.encode, VM.decode
 
 
 @dataclass(frozen=True)
-class You:
-    """What the kernel said about the client, and what the agent concluded."""
+class CallerAccess:
+    """The hello's ``you``: what the kernel said about the client, and what the agent
+    concluded (whether it may approve, and if not, why)."""
 
     uid: int
     user: str
@@ -424,7 +425,7 @@ class Hello:
     api: int
     setui: str
     agent: AgentInfo
-    you: You
+    you: CallerAccess
 
     def with_vm(self, vm: VmIdentity) -> Hello:
         """The hello as the agent would greet now, once it has said it knows ``vm``."""
@@ -436,8 +437,8 @@ _AGENT = Shape(AgentInfo, {
     "vm_id": Text(SHORT, optional=True), "endpoint": Text(SHORT),
     "data_dir": Text(4096, optional=True), "policy": Text(4096, optional=True),
     "dry_run": Flag()})
-_YOU = Shape(You, {"uid": Int(2**32), "user": Text(SHORT), "may_approve": Flag(),
-                   "why_not": Text(SHORT, optional=True)})
+_YOU = Shape(CallerAccess, {"uid": Int(2**32), "user": Text(SHORT), "may_approve": Flag(),
+                            "why_not": Text(SHORT, optional=True)})
 
 
 def encode_hello(hello: Hello) -> dict[str, Any]:

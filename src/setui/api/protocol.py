@@ -40,17 +40,17 @@ __all__ = [
     "UNAVAILABLE",
     "UNKNOWN_OP",
     "WRITES",
-    "Answer",
     "Fields",
     "Frames",
     "ProtocolError",
     "Request",
+    "ServerFrame",
     "decode_frame",
     "encode_frame",
     "error_frame",
     "ok_frame",
-    "parse_answer",
     "parse_request",
+    "parse_server_frame",
     "time_text",
 ]
 
@@ -324,7 +324,7 @@ def parse_request(frame: dict[str, Any]) -> Request:
 
 
 @dataclass(frozen=True)
-class Answer:
+class ServerFrame:
     """A server frame: ``kind`` is hello, ok, error, progress or push."""
 
     kind: str
@@ -336,7 +336,7 @@ class Answer:
 _KINDS = ("hello", "ok", "error", "progress", "push")
 
 
-def parse_answer(frame: dict[str, Any]) -> Answer:
+def parse_server_frame(frame: dict[str, Any]) -> ServerFrame:
     """What a server frame is; ProtocolError (bad-request) when it is none of them."""
     kinds = [k for k in _KINDS if k in frame]
     if len(kinds) != 1:
@@ -347,7 +347,7 @@ def parse_answer(frame: dict[str, Any]) -> Answer:
     request_id = outer.integer("id", high=MAX_ID, optional=True)
     if kind == "push":
         name = outer.text("push", limit=40)
-        return Answer(kind, None, outer, name)
+        return ServerFrame(kind, None, outer, name)
     if kind in ("ok", "progress") and request_id is None:
         raise ProtocolError(BAD_REQUEST, f"a {kind} frame from the agent has no id")
-    return Answer(kind, request_id, Fields(frame[kind], kind))
+    return ServerFrame(kind, request_id, Fields(frame[kind], kind))

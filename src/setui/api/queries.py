@@ -43,7 +43,7 @@ from setui.store import IncarnationRecord, Store, StoreError
 from setui.store.errors import NothingRecorded
 from setui.store.stored import StoredRecord
 
-__all__ = ["MAX_WAITING", "Queries"]
+__all__ = ["MAX_WAITING", "QueryThread"]
 
 MAX_WAITING = 16
 MAX_HISTORY = 1000  # incarnations in one page
@@ -188,7 +188,7 @@ def _narrow(op: str) -> str:
     return "it cannot be sent whole"
 
 
-class Queries:
+class QueryThread:
     """The query thread and its read-only store (see the module doc)."""
 
     def __init__(self, db_path: Path | None, problem: str | None = None) -> None:

@@ -22,7 +22,7 @@ from setui.agent.trust import untrusted
 from setui.api.codec import AgentInfo
 from setui.api.peer import Authority
 from setui.api.protocol import API_VERSION
-from setui.api.queries import Queries
+from setui.api.queries import QueryThread
 from setui.api.server import ApiServer
 from setui.api.socketfile import BoundSocket, bind_socket
 from setui.api.source import AgentSource
@@ -88,7 +88,7 @@ async def start_api(bound: BoundSocket, agent: Agent, *, config: Config,
                          store_problem=store_problem)
     try:
         authority = await asyncio.to_thread(Authority, config.approvers)
-        server = ApiServer(source, authority=authority, queries=Queries(
+        server = ApiServer(source, authority=authority, queries=QueryThread(
             store.path if store is not None else None, store_problem))
         await server.serve(bound.sock)
     except BaseException:

@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 from setui import __version__
 from setui.api.codec import (
+    CallerAccess,
     Hello,
     VmIdentity,
-    You,
     encode_health,
     encode_hello,
     encode_plan,
@@ -53,8 +53,8 @@ from setui.api.protocol import (
     ok_frame,
     time_text,
 )
-from setui.api.queries import Queries
-from setui.api.writes import Writes
+from setui.api.queries import QueryThread
+from setui.api.writes import WriteOps
 from setui.core.ratelimit import TokenBucket
 from setui.core.textsafe import printable
 from setui.system.identity import account_name
@@ -101,7 +101,7 @@ class Complaints(KindLog):
 class ApiServer:
     """Serves the agent's state and takes its requests (see the module doc)."""
 
-    def __init__(self, source: AgentSource, *, authority: Authority, queries: Queries,
+    def __init__(self, source: AgentSource, *, authority: Authority, queries: QueryThread,
                  say: Callable[[str], None] | None = None,
                  mono: Callable[[], float] = time.monotonic) -> None:
         self.source = source
@@ -109,7 +109,7 @@ class ApiServer:
         self.queries = queries
         self.mono = mono
         self.complaints = Complaints(say, mono)
-        self.writes = Writes(source, lambda: self.authority, self.changed, mono)
+        self.writes = WriteOps(source, lambda: self.authority, self.changed, mono)
         self.connections: set[Connection] = set()
         self._per_uid: Counter[int] = Counter()
         self._arrivals: dict[int, TokenBucket] = {}  # uid -> its new connections
@@ -230,7 +230,7 @@ class ApiServer:
     def _hello(self, peer: Peer) -> dict[str, Any]:
         why_not = self.authority.why_not(peer.credentials)
         return encode_hello(Hello(API_VERSION, __version__, self.source.info,
-                                  You(peer.uid, peer.user, why_not is None, why_not)
+                                  CallerAccess(peer.uid, peer.user, why_not is None, why_not)
                                   ).with_vm(self._vm()))
 
     def _vm(self) -> VmIdentity:

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from setui.approval.approver import Approver
     from setui.approval.outcome import Progress
 
-__all__ = ["MAX_IDS", "Refusals", "Writes"]
+__all__ = ["MAX_IDS", "Refusals", "WriteOps"]
 
 MAX_IDS = 64  # EventIds in one approval or dismissal
 SHORT = 1000
@@ -78,7 +78,7 @@ def _ids(args: Fields) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
-class Writes:
+class WriteOps:
     """approve, dismiss, hold and release for one server."""
 
     def __init__(self, source: AgentSource, authority: Callable[[], Authority],

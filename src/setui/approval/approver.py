@@ -74,11 +74,11 @@ if TYPE_CHECKING:
     from setui.core.client import ImdsClient
     from setui.store.records import StoryEntry
 
-__all__ = ["Approver", "Verdict"]
+__all__ = ["ApprovalCheck", "Approver"]
 
 
 @dataclass(frozen=True)
-class Verdict:
+class ApprovalCheck:
     """What the checks before a send say of one EventId: ``reason`` None, it may go."""
 
     event_id: str
@@ -222,7 +222,7 @@ class Approver:
     # -- the checks before a send ----------------------------------------------------------
     async def check(self, event_ids: Sequence[str], document: Document | None, *,
                     confirmed_as: Mapping[str, Confirmed] | None = None,
-                    allow_other_vms: bool = False) -> list[Verdict]:
+                    allow_other_vms: bool = False) -> list[ApprovalCheck]:
         """What :meth:`approve` would decide about each id now, writing and sending
         nothing (a dry run): the refusals, the document read once more, each event held
         against what was confirmed, and the store's own check. Whether an earlier
@@ -236,9 +236,9 @@ class Approver:
 
     async def _judge(self, ids: list[str], document: Document | None,
                      confirmed_as: Mapping[str, Confirmed] | None, allow_other_vms: bool,
-                     ) -> tuple[list[Verdict], str | None]:
+                     ) -> tuple[list[ApprovalCheck], str | None]:
         """Each id's verdict, and why the store may take no approval (None: it may)."""
-        verdicts: dict[str, Verdict] = {}
+        verdicts: dict[str, ApprovalCheck] = {}
         going: list[str] = []
         resolved: set[str] = set()
         for event_id in ids:
@@ -252,7 +252,7 @@ class Approver:
                     resolved.add(event.event_id)
                     going.append(event_id)
                     continue
-            verdicts[event_id] = Verdict(event_id, reason, document=document)
+            verdicts[event_id] = ApprovalCheck(event_id, reason, document=document)
         damaged: str | None = None
         if going:
             assert document is not None and self.audit_log is not None
@@ -269,13 +269,14 @@ class Approver:
                 seen = (confirmed_as or {}).get(event_id) or confirmed(document, event_id)
                 assert seen is not None
                 if latest is None:
-                    verdicts[event_id] = Verdict(event_id, f"{unread(problem)}, so nothing "
-                                                 "was sent", seen, document=document)
+                    verdicts[event_id] = ApprovalCheck(
+                        event_id, f"{unread(problem)}, so nothing was sent", seen,
+                        document=document)
                     continue
                 differs = self._difference(seen, latest, allow_other_vms)
-                verdicts[event_id] = Verdict(event_id, None, seen, document=latest) \
-                    if differs is None else Verdict(event_id, differs.reason, seen,
-                                                    differs.changes, latest)
+                verdicts[event_id] = ApprovalCheck(event_id, None, seen, document=latest) \
+                    if differs is None else ApprovalCheck(event_id, differs.reason, seen,
+                                                          differs.changes, latest)
         return [verdicts[i] for i in ids], damaged
 
     def _difference(self, seen: Confirmed, latest: Document,

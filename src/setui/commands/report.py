@@ -32,13 +32,13 @@ from setui.commands.common import (
 )
 from setui.commands.history import parse_since
 from setui.core.impact import BOOT, STALL, Impact, clocks_words, impact_words
-from setui.core.notice import DEFAULT_TERMINATE_NOTICE, Notice, notice_words
+from setui.core.notice import DEFAULT_TERMINATE_NOTICE, AdvanceNotice, notice_words
 from setui.core.textsafe import printable
 from setui.core.timefmt import duration, iso, stamp
 from setui.store.story import hold_words, hook_run_words
 
 if TYPE_CHECKING:
-    from setui.monitor.report import Act, EventReport, Report
+    from setui.monitor.report import EventReport, OperatorAction, Report
     from setui.store.records import Hold, HookRun
 
 __all__ = ["add_arguments", "hold_json", "hook_run_json", "markdown", "report_command",
@@ -112,7 +112,7 @@ def md(text: object, limit: int = 200) -> str:
     return _MD_SPECIAL.sub(r"\\\1", printable(text, limit))
 
 
-def _who(act: Act) -> str:
+def _who(act: OperatorAction) -> str:
     where = f" from {md(act.ssh_client, 60)}" if act.ssh_client else ""
     return f"{md(act.user, 40)}{where} on {md(act.host, 60)}"
 
@@ -267,13 +267,13 @@ def markdown(report: Report) -> str:
 
 
 # -- JSON ------------------------------------------------------------------------------------
-def _act_json(act: Act) -> dict[str, Any]:
+def _act_json(act: OperatorAction) -> dict[str, Any]:
     return {"time": iso(act.at), "kind": act.kind, "user": act.user,
             "ssh_client": act.ssh_client, "host": act.host, "detail": act.detail,
             "audit_seq": act.seq}
 
 
-def notice_json(notice: Notice | None) -> dict[str, Any] | None:
+def notice_json(notice: AdvanceNotice | None) -> dict[str, Any] | None:
     """An event's notice for machines: seconds, null where not known, and why."""
     if notice is None:
         return None

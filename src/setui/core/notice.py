@@ -23,7 +23,7 @@ from datetime import datetime
 
 from setui.core.timefmt import duration
 
-__all__ = ["DEFAULT_TERMINATE_NOTICE", "MINIMUM_NOTICE", "SLACK", "Notice", "measure_notice",
+__all__ = ["DEFAULT_TERMINATE_NOTICE", "MINIMUM_NOTICE", "SLACK", "AdvanceNotice", "measure_notice",
            "minimum_notice", "notice_words", "unwatched"]
 
 # The documented minimum notice of each type, in seconds (Terminate: configured).
@@ -52,7 +52,7 @@ def unwatched(*, initial: bool, certain: bool) -> str | None:
 
 
 @dataclass(frozen=True)
-class Notice:
+class AdvanceNotice:
     """An event's notice: ``seconds`` from first seen to its NotBefore as first announced
     (0 for one that appeared Started), None with ``unknown`` saying why."""
 
@@ -74,21 +74,21 @@ class Notice:
 def measure_notice(event_type: str, *, first_seen: datetime, announced: datetime | None,
                    appeared_started: bool, unseen: str | None,
                    started_at: datetime | None = None, started_exact: bool = False,
-                   terminate: float = DEFAULT_TERMINATE_NOTICE) -> Notice:
+                   terminate: float = DEFAULT_TERMINATE_NOTICE) -> AdvanceNotice:
     """The notice of one event; ``unseen``: why its appearing was not seen (:func:`unwatched`)."""
     minimum = minimum_notice(event_type, terminate)
     if unseen is not None:
-        return Notice(event_type, minimum, None, None, unseen, appeared_started)
+        return AdvanceNotice(event_type, minimum, None, None, unseen, appeared_started)
     if appeared_started:
-        return Notice(event_type, minimum, 0.0, 0.0, None, True)
+        return AdvanceNotice(event_type, minimum, 0.0, 0.0, None, True)
     if announced is None:
-        return Notice(event_type, minimum, None, None, "it was announced with no NotBefore")
+        return AdvanceNotice(event_type, minimum, None, None, "it was announced with no NotBefore")
     to_start = (started_at - first_seen).total_seconds() \
         if started_at is not None and started_exact else None
-    return Notice(event_type, minimum, (announced - first_seen).total_seconds(), to_start)
+    return AdvanceNotice(event_type, minimum, (announced - first_seen).total_seconds(), to_start)
 
 
-def notice_words(notice: Notice) -> str:
+def notice_words(notice: AdvanceNotice) -> str:
     """The notice in words, against the minimum: what the report and the details say."""
     kind = notice.event_type or "event"
     documented = (f"{duration(notice.minimum)} documented for a {kind}"

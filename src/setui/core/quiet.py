@@ -34,7 +34,15 @@ from typing import Any, NamedTuple
 import h11
 import httpx
 
-from setui.core.wire import CHUNK, Answer, Wire, declared_length, failed, head_fields, request_head
+from setui.core.wire import (
+    CHUNK,
+    StreamedResponse,
+    Wire,
+    declared_length,
+    failed,
+    head_fields,
+    request_head,
+)
 
 __all__ = ["Exchange", "Quiet", "QuietPolls", "Repeat"]
 
@@ -71,11 +79,11 @@ class Exchange(httpx.AsyncByteStream):
     error: BaseException | None = None  # before the head: raised by answer()
     cut: BaseException | None = None  # after the head: raised after the chunks
 
-    def answer(self) -> Answer:
+    def answer(self) -> StreamedResponse:
         """The answer as the lean transport would give it, or its failure raised."""
         if self.head is None:
             raise self.error or httpx.RemoteProtocolError("no answer")
-        return Answer(self.head, self)
+        return StreamedResponse(self.head, self)
 
     def body(self) -> bytes:
         return b"".join(self.chunks)

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import h11
 import httpx
 
-from setui.core.wire import CHUNK, KEEPALIVE_EXPIRY, Answer, Wire, failed
+from setui.core.wire import CHUNK, KEEPALIVE_EXPIRY, StreamedResponse, Wire, failed
 
 __all__ = ["PlainTransport", "within"]
 
@@ -120,7 +120,7 @@ class PlainTransport(httpx.AsyncBaseTransport):
             extensions={"http_version": b"HTTP/" + head.http_version,
                         "reason_phrase": bytes(head.reason)})
 
-    async def open(self, request: httpx.Request) -> Answer:
+    async def open(self, request: httpx.Request) -> StreamedResponse:
         """``request`` sent and its answer's head read, the body left to read: without the
         httpx.Response of :meth:`handle_async_request` (the client's own polls need none:
         its headers alone were a tenth of a poll's Python)."""
@@ -141,7 +141,7 @@ class PlainTransport(httpx.AsyncBaseTransport):
         except BaseException:
             connection.writer.close()
             raise
-        return Answer(head, _Body(self, connection, request, read))
+        return StreamedResponse(head, _Body(self, connection, request, read))
 
     async def aclose(self) -> None:
         self._closed = True

@@ -18,8 +18,8 @@ from typing import Any, NamedTuple
 import h11
 import httpx
 
-__all__ = ["CHUNK", "KEEPALIVE_EXPIRY", "MAX_HEAD_BYTES", "Answer", "Wire", "declared_length",
-           "failed", "head_fields", "request_head"]
+__all__ = ["CHUNK", "KEEPALIVE_EXPIRY", "MAX_HEAD_BYTES", "StreamedResponse", "Wire",
+           "declared_length", "failed", "head_fields", "request_head"]
 
 MAX_HEAD_BYTES = 64 * 1024  # a status line and headers; real answers have a few hundred
 CHUNK = 64 * 1024  # the most one read takes
@@ -134,7 +134,7 @@ def request_head(method: bytes, target: bytes,
     return h11.Request(method=method, target=target, headers=list(headers))
 
 
-class Answer(NamedTuple):
+class StreamedResponse(NamedTuple):
     """An answer's head as h11 read it, and its body to read (and close)."""
 
     head: h11.Response

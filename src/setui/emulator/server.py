@@ -24,7 +24,7 @@ from setui.emulator.clock import ManualClock
 from setui.emulator.faults import Faults
 from setui.emulator.scenario import Scenario
 from setui.emulator.service import EVENTS_PATH, NAME_PATH, Service
-from setui.emulator.timeline import Timeline
+from setui.emulator.timeline import ScenarioPlayer
 from setui.emulator.wire import (
     HEAD_TIMEOUT,
     HttpError,
@@ -121,7 +121,7 @@ class Emulator:
         self._service.pin_document(document)
 
     @property
-    def timeline(self) -> Timeline:
+    def timeline(self) -> ScenarioPlayer:
         """The scenario's timeline: its change points, for tests and tools."""
         return self._service.timeline
 

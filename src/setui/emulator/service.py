@@ -29,7 +29,7 @@ from setui.emulator.documents import (
 )
 from setui.emulator.faults import Faults
 from setui.emulator.scenario import Scenario
-from setui.emulator.timeline import Timeline
+from setui.emulator.timeline import ScenarioPlayer
 from setui.emulator.wire import RecordedRequest, Reply
 
 __all__ = ["COMPUTE_FIELDS", "COMPUTE_PATH", "EVENTS_PATH", "NAME_PATH", "Service"]
@@ -73,7 +73,7 @@ class Service:
         self.etag = etag
         self.log = log or (lambda line: None)
         self.epoch = float(math.ceil(clock()))
-        self.timeline = Timeline(scenario, self._displayed)
+        self.timeline = ScenarioPlayer(scenario, self._displayed)
         self._lock = threading.RLock()
         self.faults = Faults()
         self._rng = self.faults.rng()

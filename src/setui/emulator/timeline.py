@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from setui.emulator.scenario import EventSpec, Scenario, natural_start
 
-__all__ = ["EventState", "Instance", "Lifecycle", "Timeline"]
+__all__ = ["EventState", "Instance", "Lifecycle", "ScenarioPlayer"]
 
 _LOOP_NAMESPACE = uuid.UUID("0b6d7c1a-2f5e-4e47-8a43-3c1f9d6e2b70")
 
@@ -58,7 +58,7 @@ class EventState:
         return self.instance.spec
 
 
-class Timeline:
+class ScenarioPlayer:
     """Plays a scenario. ``display`` maps a scenario-time NotBefore to what the document
     shows (a whole POSIX second); changes below that resolution are not changes."""
 

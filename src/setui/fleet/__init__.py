@@ -3,10 +3,10 @@ every VM's scheduled events. No textual, no rich: ``setui.ui.fleet`` draws it.""
 
 # Before httpx is imported: setui.core keeps httpx's own command line (click, rich) out.
 import setui.core  # noqa: F401
-from setui.fleet.model import Fleet, FleetEvent, FleetVm, Group, VmKey, VmState
+from setui.fleet.model import Fleet, FleetEvent, FleetGroup, FleetVm, VmKey, VmState
 from setui.fleet.prometheus import (
     QUERY,
-    Answer,
+    InstantVector,
     PrometheusAuth,
     PrometheusClient,
     PrometheusError,
@@ -17,13 +17,13 @@ from setui.fleet.watcher import FleetUpdate, FleetWatcher, LinkState
 
 __all__ = [
     "QUERY",
-    "Answer",
     "Fleet",
     "FleetEvent",
+    "FleetGroup",
     "FleetUpdate",
     "FleetVm",
     "FleetWatcher",
-    "Group",
+    "InstantVector",
     "LinkState",
     "PrometheusAuth",
     "PrometheusClient",

@@ -44,9 +44,9 @@ __all__ = [
     "Fleet",
     "FleetBuilder",
     "FleetEvent",
+    "FleetGroup",
     "FleetImpact",
     "FleetVm",
-    "Group",
     "VmKey",
     "VmState",
     "group_of",
@@ -80,7 +80,7 @@ class VmState(Enum):
         return self is VmState.LIVE
 
 
-class Group(NamedTuple):
+class FleetGroup(NamedTuple):
     """Where a VM belongs for the operator: ``kind`` in words, ``name`` as exported."""
 
     kind: str  # "scale set", "placement group", "resource group", "no group"
@@ -91,18 +91,18 @@ class Group(NamedTuple):
         return f"{self.kind} {self.name}" if self.name else self.kind
 
 
-NO_GROUP = Group("no group", "")
+NO_GROUP = FleetGroup("no group", "")
 # The last second a datetime holds (9999-12-31 23:59:59 UTC): a NotBefore past it is none.
 _LAST_SECOND = datetime.max.replace(tzinfo=timezone.utc).timestamp() // 1
 
 
-def group_of(identity: Mapping[str, str]) -> Group:
+def group_of(identity: Mapping[str, str]) -> FleetGroup:
     """The contract's rule: the scale set, else the placement group, else the resource
     group."""
     for label, kind in (("vm_scale_set", "scale set"), ("placement_group", "placement group"),
                         ("resource_group", "resource group")):
         if identity.get(label):
-            return Group(kind, identity[label])
+            return FleetGroup(kind, identity[label])
     return NO_GROUP
 
 
@@ -124,7 +124,7 @@ class FleetVm(NamedTuple):
 
     key: VmKey
     labels: Mapping[str, str]  # one of its series' labels (bounded), its identity among them
-    group: Group
+    group: FleetGroup
     state: VmState
     last_success: float | None  # Unix seconds; None when not exported, 0 when never
     reported_at: float  # Prometheus's time when its series were last in an answer
@@ -158,7 +158,7 @@ class FleetEvent(NamedTuple):
     resources: tuple[str, ...]
     approved_by: tuple[str, ...]
     reporters: tuple[VmKey, ...]
-    group: Group
+    group: FleetGroup
     series: tuple[Mapping[str, str], ...]  # kept for the details, at most MAX_SERIES_KEPT
     stale: bool = False  # every VM reporting it has stopped answering: its news is old
     listed: int = 0  # VMs the event lists, as its reporters count them (0: not said)
@@ -349,7 +349,7 @@ class FleetBuilder:
             if key not in vm_labels:
                 vm_labels[key] = labels
         dropped = sum(1 for _ in samples)  # over MAX_SERIES: counted, not read
-        groups: dict[tuple[str, str, str], Group] = {}
+        groups: dict[tuple[str, str, str], FleetGroup] = {}
         vms = {key: self._vm(key, labels, success.get(key), at, ids_of.get(key, ()), groups,
                              waiting.get(key, ()), impacts.get(key))
                for key, labels in vm_labels.items()}
@@ -365,24 +365,25 @@ class FleetBuilder:
         return Fleet(at, everyone, tuple(events), dropped, ignored, remembers)
 
     @staticmethod
-    def _group(labels: Mapping[str, str], groups: dict[tuple[str, str, str], Group]) -> Group:
+    def _group(labels: Mapping[str, str],
+               groups: dict[tuple[str, str, str], FleetGroup]) -> FleetGroup:
         get = labels.get
         where = (get("vm_scale_set", ""), get("placement_group", ""),
                  get("resource_group", ""))
         group = groups.get(where)
-        if group is None:  # one Group per group, not one per VM
+        if group is None:  # one FleetGroup per group, not one per VM
             group = groups[where] = group_of(labels)
         return group
 
     def _gone(self, key: VmKey, labels: Mapping[str, str], since: float,
-              groups: dict[tuple[str, str, str], Group]) -> FleetVm:
+              groups: dict[tuple[str, str, str], FleetGroup]) -> FleetVm:
         """A VM Prometheus remembers but does not scrape now: not reported since its last
         scrape; what it said of IMDS and its events then is not known here."""
         return FleetVm(key, labels, self._group(labels, groups), VmState.GONE, None, since,
                        labels.get("instance", ""), labels.get("job", ""))
 
     def _vm(self, key: VmKey, labels: Mapping[str, str], last: float | None, at: float,
-            event_ids: Iterable[str], groups: dict[tuple[str, str, str], Group],
+            event_ids: Iterable[str], groups: dict[tuple[str, str, str], FleetGroup],
             waiting: Iterable[str] = (), impact: FleetImpact | None = None) -> FleetVm:
         get = labels.get
         group = self._group(labels, groups)

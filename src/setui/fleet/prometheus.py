@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_BODY",
     "QUERY",
-    "Answer",
+    "InstantVector",
     "PrometheusAuth",
     "PrometheusClient",
     "PrometheusError",
@@ -100,7 +100,7 @@ class PrometheusAuth:
 
 
 @dataclass(frozen=True)
-class Answer:
+class InstantVector:
     """An instant vector: ``result`` as the API gave it, ``evaluated_at`` the query's
     time in Prometheus's clock (Unix seconds), ``warnings`` what Prometheus added."""
 
@@ -170,7 +170,7 @@ class PrometheusClient:
     def close(self) -> None:
         self._http.close()
 
-    def query(self, promql: str = QUERY) -> Answer:
+    def query(self, promql: str = QUERY) -> InstantVector:
         """One instant query, evaluated at Prometheus's "now"."""
         return self.decode(*self.fetch(promql))
 
@@ -193,7 +193,7 @@ class PrometheusClient:
             raise PrometheusError("unreachable", f"cannot reach {self.url}: {reason}") from None
         return status, body
 
-    def decode(self, status: int, body: bytes) -> Answer:
+    def decode(self, status: int, body: bytes) -> InstantVector:
         """The answer checked: an instant vector, or a :class:`PrometheusError` in words."""
         return _answer(status, body, self.url)
 
@@ -253,7 +253,7 @@ def _too_large(cap: int, encoding: str, raw: int) -> str:
             f"({raw} bytes of {encoding} read so far): stopped there")
 
 
-def _answer(status: int, body: bytes, url: str) -> Answer:
+def _answer(status: int, body: bytes, url: str) -> InstantVector:
     document: Any = None
     with contextlib.suppress(ValueError, UnicodeDecodeError), collector_paused():
         document = json.loads(body)  # not JSON: said below, with the status
@@ -278,7 +278,7 @@ def _answer(status: int, body: bytes, url: str) -> Answer:
         evaluated = _time_of(result[0])
     warnings = tuple(printable(w, 300) for w in document.get("warnings") or ()
                      if isinstance(w, str))[:10]
-    return Answer(result, evaluated, warnings, len(body))
+    return InstantVector(result, evaluated, warnings, len(body))
 
 
 def _time_of(sample: Any) -> float | None:

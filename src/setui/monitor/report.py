@@ -18,7 +18,7 @@ from datetime import datetime
 from setui.core.holes import MIN_HOLE, Hole
 from setui.core.impact import Impact
 from setui.core.model import DocumentError, Event
-from setui.core.notice import DEFAULT_TERMINATE_NOTICE, Notice, measure_notice, unwatched
+from setui.core.notice import DEFAULT_TERMINATE_NOTICE, AdvanceNotice, measure_notice, unwatched
 from setui.monitor.replay import Recording
 from setui.monitor.state import MonitorState
 from setui.store.agent import holds_of
@@ -34,7 +34,7 @@ from setui.store.records import (
     HookRun,
 )
 
-__all__ = ["Act", "EventReport", "Report", "Reschedule", "build_report"]
+__all__ = ["EventReport", "OperatorAction", "Report", "Reschedule", "build_report"]
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class Reschedule:
 
 
 @dataclass(frozen=True)
-class Act:
+class OperatorAction:
     """An operator's act from the audit log: an approval's outcome, or a refusal."""
 
     at: datetime
@@ -70,7 +70,7 @@ class EventReport:
     not_before: datetime | None  # as first announced
     reschedules: list[Reschedule] = field(default_factory=list)
     last_not_before: datetime | None = None  # the last one it had while Scheduled
-    acts: list[Act] = field(default_factory=list)
+    acts: list[OperatorAction] = field(default_factory=list)
     started_at: datetime | None = None
     started_certain: bool = True
     gone_at: datetime | None = None
@@ -79,7 +79,7 @@ class EventReport:
     fate_detail: str = ""
     event: Event | None = field(default=None, repr=False)  # as first seen
     appeared_certain: bool = True  # seen to appear as it happened, not across a gap
-    notice: Notice | None = None
+    notice: AdvanceNotice | None = None
     impacts: list[Impact] = field(default_factory=list)  # what the agent measured of it
     # Whether anything it did would have been measured: a stall or a boot tied to it, or
     # the agent's heartbeat running while it was under way; None: it never started.
@@ -91,7 +91,7 @@ class EventReport:
     hook_runs: list[HookRun] = field(default_factory=list)  # the agent's, oldest first
 
     @property
-    def approvals(self) -> list[Act]:
+    def approvals(self) -> list[OperatorAction]:
         return [a for a in self.acts if a.kind == "approved"]
 
     @property
@@ -270,14 +270,15 @@ def _add_acts(events: dict[str, EventReport], audit: tuple[AuditRecord, ...],
             attempt = attempts.get(record.attempt_seq or -1) or record
             detail = (f"HTTP {record.status}" if record.error is None
                       else f"{record.error}")
-            report.acts.append(Act(record.time, _ACTS[record.result or FAILED], attempt.user,
-                                   attempt.ssh_client, attempt.host, detail, record.seq))
+            report.acts.append(OperatorAction(
+                record.time, _ACTS[record.result or FAILED], attempt.user,
+                attempt.ssh_client, attempt.host, detail, record.seq))
         elif record.action == REFUSED:
-            report.acts.append(Act(record.time, "refused", record.user, record.ssh_client,
-                                   record.host, record.error or "no reason", record.seq))
+            report.acts.append(OperatorAction(
+                record.time, "refused", record.user, record.ssh_client, record.host,
+                record.error or "no reason", record.seq))
         elif record.action == APPROVE_ATTEMPT and record.outcome_unknown:
-            report.acts.append(Act(record.time, _ACTS[UNKNOWN], record.user,
-                                   record.ssh_client, record.host,
-                                   "sent; setui stopped before recording the answer",
-                                   record.seq))
+            report.acts.append(OperatorAction(
+                record.time, _ACTS[UNKNOWN], record.user, record.ssh_client, record.host,
+                "sent; setui stopped before recording the answer", record.seq))
 

@@ -27,7 +27,7 @@ from typing import Any
 from setui.store.records import AuditRecord
 from setui.system.auditforward import SD_ID, fields
 
-__all__ = ["AgainstResult", "Difference", "compare"]
+__all__ = ["AgainstResult", "RecordMismatch", "compare"]
 
 # What is compared, in this order, and how it is named to people.
 _SHOWN = {"SETUI_TIME": "time", "SETUI_ACTION": "action", "SETUI_EVENT_ID": "EventId",
@@ -48,7 +48,7 @@ _TRUSTED = (("_UID", "uid"), ("_PID", "pid"), ("_COMM", "command"))
 
 
 @dataclass(frozen=True)
-class Difference:
+class RecordMismatch:
     """One record that differs: a sentence, and each version when the copy holds several."""
 
     seq: int
@@ -61,7 +61,7 @@ class AgainstResult:
     """``differences``: every record that differs, oldest first."""
 
     checked: int = 0  # records found in the copy
-    differences: list[Difference] = field(default_factory=list)
+    differences: list[RecordMismatch] = field(default_factory=list)
     unreadable: int = 0  # lines of the copy that are not a setui record
     newer: int = 0  # records the log has after the copy's last one (not checked)
 
@@ -153,7 +153,7 @@ def _described(version: _Version) -> str:
 
 
 def _versions_differ(seq: int, versions: list[_Version],
-                     ours: Mapping[str, str] | None) -> Difference:
+                     ours: Mapping[str, str] | None) -> RecordMismatch:
     if ours is None:
         verdict = f"the log has no record {seq}"
     else:
@@ -163,10 +163,10 @@ def _versions_differ(seq: int, versions: list[_Version],
     shown = [_described(v) for v in versions[:_VERSIONS_SHOWN]]
     if len(versions) > _VERSIONS_SHOWN:
         shown.append(f"and {len(versions) - _VERSIONS_SHOWN} more")
-    return Difference(seq, f"record {seq}: the copy holds {len(versions)} versions that "
-                           "disagree: someone sent a record again with other content (or "
-                           "wrote it into the copy); setui sends each record one way",
-                      (*shown, verdict))
+    return RecordMismatch(seq, f"record {seq}: the copy holds {len(versions)} versions that "
+                               "disagree: someone sent a record again with other content (or "
+                               "wrote it into the copy); setui sends each record one way",
+                          (*shown, verdict))
 
 
 def _one_differs(seq: int, theirs: Mapping[str, str], ours: Mapping[str, str]) -> str:
@@ -204,15 +204,15 @@ def compare(records: Iterable[AuditRecord], lines: Iterable[str]) -> AgainstResu
         if len(versions) > 1:
             result.differences.append(_versions_differ(seq, versions, ours))
         elif ours is None:
-            result.differences.append(Difference(
+            result.differences.append(RecordMismatch(
                 seq, f"record {seq} is in the copy but not in the log: removed, or the log "
                      "was replaced"))
         elif not versions:
-            result.differences.append(Difference(
+            result.differences.append(RecordMismatch(
                 seq, f"record {seq} is in the log but not in the copy: inserted afterwards, "
                      "or it was never forwarded"))
         elif not _same(versions[0].fields, ours):
-            result.differences.append(Difference(seq, _one_differs(seq, versions[0].fields,
-                                                                   ours)))
+            result.differences.append(RecordMismatch(
+                seq, _one_differs(seq, versions[0].fields, ours)))
     result.newer = sum(1 for s in local if s > last)
     return result

@@ -45,7 +45,7 @@ from setui.store.records import (
     from_db_time,
     to_db_time,
 )
-from setui.store.vmkeys import VmKey, with_vm_id
+from setui.store.vmkeys import ThisVm, with_vm_id
 
 # The step and its states are values (store.records), re-exported for the agent's callers.
 __all__ = ["DONE", "FAILED", "FINISHED", "HOLD", "INTERRUPTED", "MAX_OUTPUT", "PLANNED", "RELEASE",
@@ -155,8 +155,8 @@ class AgentLog:
         self.vm_id = vm_id
 
     @property
-    def vm(self) -> VmKey:
-        return VmKey.of(self.endpoint, self.vm_id)
+    def vm(self) -> ThisVm:
+        return ThisVm.of(self.endpoint, self.vm_id)
 
     # -- steps ----------------------------------------------------------------------------
     def steps(self, event_ids: Sequence[str] | None = None) -> list[Step]:

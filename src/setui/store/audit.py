@@ -60,7 +60,7 @@ from setui.store.records import (
     to_db_time,
 )
 from setui.store.schema import trigger_problem
-from setui.store.vmkeys import VmKey
+from setui.store.vmkeys import ThisVm
 from setui.store.witness import read_witness, update_witness, witness_path
 from setui.system.auditforward import Forwarder
 
@@ -487,7 +487,7 @@ class AuditLog:
         this VM (its ``vm_id`` if known, else ``endpoint``: store.claims, store.vmkeys), in
         the same write transaction: of several processes approving one event at once, one
         appends. Raises :class:`AlreadyClaimed` otherwise."""
-        here = VmKey.of(endpoint, vm_id)
+        here = ThisVm.of(endpoint, vm_id)
         return self.extend(entries, guard=lambda c: claims.check(c, event_ids, here))
 
     def _forward(self, conn: sqlite3.Connection, records: list[AuditRecord]) -> str | None:
@@ -544,7 +544,7 @@ class AuditLog:
         """The earlier approval that claims ``event_id`` on this VM, if any
         (store.claims)."""
         with self.database.using("read the audit log") as conn:
-            return claims.find(conn, event_id, VmKey.of(endpoint, vm_id))
+            return claims.find(conn, event_id, ThisVm.of(endpoint, vm_id))
 
     def approvals(self, event_ids: Sequence[str], *,
                   unknown: bool = False) -> dict[str, AuditRecord]:

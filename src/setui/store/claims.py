@@ -35,7 +35,7 @@ from setui.store.records import (
     approval_result,
     from_db_time,
 )
-from setui.store.vmkeys import DETAIL, VmKey
+from setui.store.vmkeys import DETAIL, ThisVm
 
 __all__ = ["AlreadyClaimed", "Claim", "check", "find"]
 
@@ -49,7 +49,7 @@ class AlreadyClaimed(StoreError):
 
 
 # Every attempt of the event (only its records are read, on an index), newest first; which
-# of them are this VM's is decided by VmKey.owns, the rule's one home.
+# of them are this VM's is decided by ThisVm.owns, the rule's one home.
 _SQL = (
     "SELECT a.seq, a.time, a.os_user, a.host, a.ssh_client, a.event_id, a.endpoint, "
     "a.details_json, o.seq, o.status, o.error, o.details_json FROM audit a LEFT JOIN audit o "
@@ -57,7 +57,7 @@ _SQL = (
     "AND a.event_id = ? COLLATE NOCASE ORDER BY a.seq DESC")
 
 
-def find(conn: sqlite3.Connection, event_id: str, here: VmKey) -> Claim | None:
+def find(conn: sqlite3.Connection, event_id: str, here: ThisVm) -> Claim | None:
     """The approval that claims ``event_id`` on the VM ``here``, if one does."""
     rows = conn.execute(_SQL, (APPROVE_OUTCOME, APPROVE_ATTEMPT, event_id))
     for (seq, time, user, host, ssh, stored_id, endpoint, made, out_seq, status, error,
@@ -89,7 +89,7 @@ def _details(text: object) -> dict[str, object]:
     return value if isinstance(value, dict) else {}
 
 
-def check(conn: sqlite3.Connection, event_ids: Sequence[str], here: VmKey) -> None:
+def check(conn: sqlite3.Connection, event_ids: Sequence[str], here: ThisVm) -> None:
     """Raise :class:`AlreadyClaimed` if any of ``event_ids`` is claimed on ``here``."""
     claims = [c for c in (find(conn, i, here) for i in event_ids) if c is not None]
     if claims:

@@ -32,20 +32,20 @@ from typing import Any
 from setui.core.vmid import vm_id_key
 from setui.store.endpoints import endpoint_column
 
-__all__ = ["DETAIL", "VmKey", "with_vm_id"]
+__all__ = ["DETAIL", "ThisVm", "with_vm_id"]
 
 DETAIL = "vm_id"  # the key of the vmId in an audit record's details
 
 
 @dataclass(frozen=True)
-class VmKey:
+class ThisVm:
     """This VM as the store finds its rows: its endpoint's key, and its vmId if known."""
 
     endpoint: str  # as the store keys it (endpoint_column)
     vm_id: str | None
 
     @classmethod
-    def of(cls, endpoint: str, vm_id: str | None) -> VmKey:
+    def of(cls, endpoint: str, vm_id: str | None) -> ThisVm:
         """From an endpoint as written and a vmId as given (checked here)."""
         return cls(endpoint_column(endpoint), vm_id_key(vm_id))
 

@@ -23,7 +23,7 @@ from textual.message import Message
 from textual.widgets import Input
 
 from setui.fleet import FleetUpdate, FleetWatcher, LinkState
-from setui.fleet.model import Group
+from setui.fleet.model import FleetGroup
 from setui.fleet.watcher import MIN_REFRESH
 from setui.system.gctune import collector_paused
 from setui.ui.fleet.details import FleetDetailsScreen, details_text
@@ -50,7 +50,7 @@ class Refreshed(Message):
     """A refresh's answer, and its lines already built (on the worker's thread) for the
     filter and group that were in force then (``view``)."""
 
-    def __init__(self, update: FleetUpdate, view: tuple[str, Group | None],
+    def __init__(self, update: FleetUpdate, view: tuple[str, FleetGroup | None],
                  lines: list[Line], hidden: int) -> None:
         super().__init__()
         self.update = update
@@ -59,7 +59,7 @@ class Refreshed(Message):
         self.hidden = hidden
 
 
-def lines_for(update: FleetUpdate, text: str, group: Group | None) -> tuple[list[Line], int]:
+def lines_for(update: FleetUpdate, text: str, group: FleetGroup | None) -> tuple[list[Line], int]:
     """The lines to show, and how many rows the filter and group hide."""
     fleet = update.fleet
     if fleet is None:
@@ -98,7 +98,7 @@ class FleetApp(TerminalApp):
         self.update: FleetUpdate = watcher.last
         self.palette = Palette()
         self.filter_text = ""
-        self.group: Group | None = None
+        self.group: FleetGroup | None = None
         self.refreshes = 0  # answers drawn (tests wait on it)
         self._busy = False  # a refresh asked for and not yet drawn
         self._querying = threading.Event()  # a query thread is running
@@ -193,7 +193,7 @@ class FleetApp(TerminalApp):
         if box and not self._unmounted:
             self.post_message(box[0])
 
-    def _refresh(self, view: tuple[str, Group | None]) -> Refreshed:
+    def _refresh(self, view: tuple[str, FleetGroup | None]) -> Refreshed:
         lines: list[Line] = []
         hidden = 0
         try:

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from setui.core.timefmt import age
 from setui.fleet import FleetUpdate, LinkState
-from setui.fleet.model import Group
+from setui.fleet.model import FleetGroup
 from setui.ui.format import Palette, safe
 from setui.ui.widgets.lines import ChangedLines, left_and_right
 
@@ -28,7 +28,7 @@ class FleetStatusView:
     stale_after: float  # seconds after which the last good answer is called stale
     next_in: float | None = None  # seconds to the next refresh
     filter_text: str = ""
-    group: Group | None = None
+    group: FleetGroup | None = None
     hidden: int = 0
 
 

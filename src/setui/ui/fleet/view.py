@@ -17,7 +17,7 @@ from typing import NamedTuple
 from rich.text import Text
 
 from setui.core.timefmt import age, time_of_day
-from setui.fleet.model import Fleet, FleetEvent, FleetVm, Group, VmState
+from setui.fleet.model import Fleet, FleetEvent, FleetGroup, FleetVm, VmState
 from setui.ui.format import (
     Countdown,
     Palette,
@@ -43,19 +43,19 @@ __all__ = [
 
 # Named tuples, not dataclasses: a fleet's refresh makes tens of thousands of these.
 class HeaderLine(NamedTuple):
-    group: Group
+    group: FleetGroup
     vms: int
     events: int
     problems: int
 
 
 class EventLine(NamedTuple):
-    group: Group
+    group: FleetGroup
     event: FleetEvent
 
 
 class VmLine(NamedTuple):
-    group: Group
+    group: FleetGroup
     vm: FleetVm
 
 
@@ -76,15 +76,15 @@ def haystack(line: EventLine | VmLine, fleet: Fleet) -> str:
                      *names)).lower()
 
 
-def build_lines(fleet: Fleet, *, text: str = "", group: Group | None = None) -> list[Line]:
+def build_lines(fleet: Fleet, *, text: str = "", group: FleetGroup | None = None) -> list[Line]:
     """Every line to show, headers included; ``text`` keeps lines that contain it (any
     case), ``group`` keeps that group only. A header counts its whole group."""
     wanted = text.strip().lower()
-    events: dict[Group, list[EventLine]] = {}
+    events: dict[FleetGroup, list[EventLine]] = {}
     for event in fleet.events:  # already most urgent first: started ones lead each group
         events.setdefault(event.group, []).append(EventLine(event.group, event))
-    vms_in: dict[Group, int] = {}
-    problems: dict[Group, list[VmLine]] = {}
+    vms_in: dict[FleetGroup, int] = {}
+    problems: dict[FleetGroup, list[VmLine]] = {}
     for vm in fleet.vms.values():
         vms_in[vm.group] = vms_in.get(vm.group, 0) + 1
     for vm in fleet.problem_vms():

@@ -32,7 +32,7 @@ from setui.core.impact import IMPACT_SOURCE
 from setui.core.model import Event, is_this_vm
 from setui.core.notice import (
     DEFAULT_TERMINATE_NOTICE,
-    Notice,
+    AdvanceNotice,
     measure_notice,
     notice_words,
     unwatched,
@@ -68,7 +68,7 @@ def _when(moment: datetime) -> str:
 
 
 def event_notice(event: Event, life: EventLife | None, story: Sequence[StoryEntry],
-                 terminate: float = DEFAULT_TERMINATE_NOTICE) -> Notice | None:
+                 terminate: float = DEFAULT_TERMINATE_NOTICE) -> AdvanceNotice | None:
     """The event's notice (core.notice): from the record's story when it saw the event
     appear (it may have, before this session began), else from this session's life."""
     kind = event.event_type.value
