@@ -177,7 +177,7 @@ def _install_cropped_renders() -> None:
     lines in the dirty spans are used. Measured: on the idle dashboard at 200x60 each
     second's tick rendered 60 lines of the screen, the key bar, the timeline and the
     summary besides the table's rows and the clock (~0.2-0.3 ms a second, by timing each
-    widget's render_lines; bench/RESULTS.md, issue 20).
+    widget's render_lines; bench/RESULTS.md, "one poller per VM").
 
     The clip each widget is rendered in is narrowed to the rows of that box, as Textual
     does itself for a widget partly scrolled out of view (the same render_lines with a
@@ -446,14 +446,15 @@ def quiet_input(driver_class: type[Driver]) -> type[Driver]:
     thread took 0.09-0.13 % (schedstat, 30 s; a kernel wake costs ~60 us here). With
     this driver, side by side with Textual's in one run (40 s): 0.11 % for Textual's
     input thread, and 0.008 % for every thread but the main one together here
-    (bench/RESULTS.md, issue 20).
+    (bench/RESULTS.md, "one poller per VM").
 
     The thread is :func:`_quiet_run_input_thread`: upstream's loop, asleep while the
-    parser holds nothing, ticking every 0.1 s as before while it does, woken through a
-    pipe when ``exit_event`` is set. tests/ui/test_input_thread.py runs a real setui in
-    a pty: the thread asleep with no timeout, a key after it, a lone ESC, quit, suspend
-    and resume. Only Textual's own ``LinuxDriver`` is replaced (not another driver, nor
-    the headless one of Pilot), and only when its parser keeps the timeout this reads.
+    parser holds nothing, ticking every 0.1 s (as upstream's always does) while it does,
+    woken through a pipe when ``exit_event`` is set. tests/ui/test_input_thread.py runs a
+    real setui in a pty: the thread asleep with no timeout, a key after it, a lone ESC,
+    quit, suspend and resume. Only Textual's own ``LinuxDriver`` is replaced (not another
+    driver, nor the headless one of Pilot), and only when its parser keeps the timeout
+    this reads.
     """
     try:
         from textual._xterm_parser import XTermParser
