@@ -1,7 +1,7 @@
 """setui: a terminal dashboard for Azure Scheduled Events.
 
 docs/architecture.md maps its packages; each package's docstring says what lives there.
-The modules at the top:
+The modules at the top, and help.md (every key of the dashboard, shown by ``?``):
 
 * ``cli``: argument parsing, dispatching to commands/, emulator/ and ui/; each command's
   imports deferred to it, so ``setui --version`` and ``setui watch`` load no Textual.

@@ -19,7 +19,8 @@ writes the database (the "api-client" contract).
   directory can hold an audit log.
 * ``endpoints``: one spelling of an endpoint as the database keys it.
 * ``vmkeys``: whose rows are this VM's (its vmId once known, else its endpoint).
-* ``flocks``: which processes hold a lock on a file (a running agent's).
+* ``flocks``: which processes hold a lock on a file (a running agent's), from the
+  kernel's list of locks.
 * ``schema``: the tables, the upgrades from every older version, the schema checks.
 * ``witness``: the file beside the database naming the audit log's newest record.
 * ``connection``: the one opened file (Database): made, opened, read-only too, locked.
