@@ -1,10 +1,13 @@
-"""docs/architecture.md matches the code: every module under src/setui is in its tree
-with its job, and its layers diagram is the ``[tool.importlinter]`` layers contracts."""
+"""docs/architecture.md and the packages' docstrings say what lives where: the map names
+every package with what it is, each package's ``__init__`` docstring names each of its
+modules with what it holds (and no module that is not there), and the layers diagram is
+the ``[tool.importlinter]`` layers contracts."""
 
 from __future__ import annotations
 
+import ast
 import re
-from dataclasses import dataclass, field
+from pathlib import Path
 
 from docs_text import DOCS, ROOT
 
@@ -15,73 +18,78 @@ except ModuleNotFoundError:
 
 ARCHITECTURE = DOCS / "architecture.md"
 PACKAGE = ROOT / "src" / "setui"
+THEMES = ROOT / "themes"
 
 
-@dataclass
-class Entry:
-    """A name in the tree (``core/``, ``cli.py``) with what is said of it, and the names
-    under it."""
-
-    name: str
-    indent: int
-    text: str = ""
-    children: dict[str, Entry] = field(default_factory=dict)
+def _packages() -> list[Path]:
+    """Every package of the distribution: src/setui and each directory under it with an
+    ``__init__.py``, and themes/ (installed as setui.themes)."""
+    return [PACKAGE, *sorted(init.parent for init in PACKAGE.rglob("__init__.py")
+                             if init.parent != PACKAGE), THEMES]
 
 
-def _tree() -> Entry:
-    """The first block of architecture.md: ``src/setui/`` and what is under it. A name
-    begins a line, two columns deeper than its parent's; a deeper line continues what is
-    said of the name above it."""
-    raw = ARCHITECTURE.read_text(encoding="utf-8").splitlines()
-    start = raw.index("src/setui/")
-    root = Entry("src/setui/", 0)
-    stack = [root]
-    for line in raw[start + 1:]:
+def _map() -> dict[str, str]:
+    """The map: the first fenced block of architecture.md, from ``src/setui/`` on. A name
+    (``core/``, ``cli.py``) begins a line, two columns deeper than the package it is in; a
+    deeper line goes on with what is said of the name above it. Each name is keyed by
+    its path from the repository's root (``src/setui/ui/screens``)."""
+    lines = ARCHITECTURE.read_text(encoding="utf-8").splitlines()
+    said: dict[str, str] = {}
+    stack: list[tuple[int, str]] = []  # (indent, path) of the names above this line
+    for line in lines[lines.index("src/setui/"):]:
         if line.startswith("```"):
             break
         indent = len(line) - len(line.lstrip())
-        named = re.match(r"([\w.]+/?)(?:\s+(.*)|$)", line.lstrip())
-        if named and indent % 2 == 0 and 0 < indent <= stack[-1].indent + 2 <= 10:
-            while stack[-1].indent >= indent:
+        named = re.match(r"([\w./]+/|[\w.]+\.py)(?:\s+(.*)|$)", line.lstrip())
+        deeper = stack[-1][0] + 2 if stack else 0
+        if named and indent % 2 == 0 and indent <= deeper:
+            while stack and stack[-1][0] >= indent:
                 stack.pop()
-            entry = Entry(named.group(1), indent, named.group(2) or "")
-            stack[-1].children[entry.name] = entry
-            stack.append(entry)
-        elif indent == 0:
-            break  # themes/, tests/...: beside src/setui, not in it
-        else:
-            stack[-1].text += " " + line.strip()
-    return root
+            path = "/".join([*(p for _, p in stack[-1:]), named.group(1).rstrip("/")])
+            stack.append((indent, path))
+            said[path] = named.group(2) or ""
+        elif stack:
+            said[stack[-1][1]] += " " + line.strip()
+    return said
 
 
-def _said(entry: Entry, module: str) -> bool:
-    """Whether ``entry`` names ``module`` with its job: an entry of its own that says
-    something, or the name followed by what it does in parentheses."""
-    own = entry.children.get(module + ".py")
-    if own is not None:
-        return bool(own.text.strip())
-    return re.search(rf"(?<![\w.]){re.escape(module)}\s*\(", entry.text) is not None
+def test_the_map_names_every_package_with_what_it_is() -> None:
+    said = _map()
+    missing = [str(package.relative_to(ROOT)) for package in _packages()
+               if package != PACKAGE and not said.get(str(package.relative_to(ROOT)), "").strip()]
+    assert not missing, ("docs/architecture.md's map does not name these packages with what "
+                         "lives there (`name/  what it is`, under its parent):\n"
+                         + "\n".join(missing))
 
 
-def test_every_module_is_named_with_its_job() -> None:
-    tree = _tree()
-    missing = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        parts = path.relative_to(PACKAGE).parts
-        entry = tree
-        for package in parts[:-1]:
-            child = entry.children.get(package + "/")
-            if child is None or not child.text.strip():
-                missing.append(f"{'/'.join(parts[:-1])}/ (the package, with what it is)")
-                break
-            entry = child
-        else:
-            module = path.stem
-            if module != "__init__" and not _said(entry, module):
-                missing.append("/".join(parts))
-    assert not missing, ("docs/architecture.md's tree does not name these with their "
-                         "job, as `name (what it does)` or an entry of its own:\n"
-                         + "\n".join(sorted(set(missing))))
+def _contents(package: Path) -> set[str]:
+    """The modules of ``package`` and its subpackages, as its docstring names them."""
+    return ({path.stem for path in package.glob("*.py") if path.stem != "__init__"}
+            | {path.parent.name for path in package.glob("*/__init__.py")})
+
+
+_NAMED = re.compile(r"^\s*[*-] ``([\w.]+)``:", re.MULTILINE)
+
+
+def test_every_package_docstring_names_its_modules() -> None:
+    wrong = []
+    for package in _packages():
+        contents = _contents(package)
+        if package == PACKAGE:
+            contents -= {path.parent.name for path in package.glob("*/__init__.py")}
+        docstring = ast.get_docstring(ast.parse((package / "__init__.py").read_text("utf-8")))
+        where = package.relative_to(ROOT)
+        if not docstring:
+            wrong.append(f"{where}: no docstring")
+            continue
+        named = set(_NAMED.findall(docstring))
+        wrong += [f"{where}: ``{name}`` is not named (`* ``{name}``: what it holds`)"
+                  for name in sorted(contents - named)]
+        wrong += [f"{where}: names ``{name}``, which is not there"
+                  for name in sorted(named - contents)]
+    assert not wrong, ("each package's __init__ docstring names each of its modules and "
+                       "subpackages, as a list `* ``name``: what it holds and why`:\n"
+                       + "\n".join(wrong))
 
 
 Layers = list[list[str]]  # top first; each layer's modules, sorted

@@ -246,7 +246,7 @@ RECORDING = Shape(RecordingParts, {
     "audit": Many(AUDIT, MAX_RECORDS), "holes": _HOLES, "sessions_known": Flag(),
     "start": Time(), "end": Time(), "impacts": Many(IMPACT, MAX_RECORDS),
     "measuring": Pairs(("from", "to"), (Time(), Time()), MAX_RECORDS),
-    # An agent from before hook runs were in a recording sends none.
+    # An older agent's recordings carry no hook runs: it sends none, read as none.
     "hook_runs": Many(Shape(HookRun, {
         "id": Int(), "event_id": Text(SHORT), "step": Text(40), "rule": Text(SHORT),
         "command": Text(4000), "started": Time(), "ended": Time(optional=True),

@@ -444,10 +444,10 @@ class ApiServer:
     def _arm_sweep(self) -> None:
         """The next sweep: at the poll that comes about SWEEP_EVERY after this one
         (publish), else a little after SWEEP_EVERY by this timer. Polled once a second,
-        the sweep rides the poll's wake and the timer never fires: a timer of its own
-        woke the idle agent a second time each second. Run from the timer's callback or
-        from publish itself: no task and no future to wake, so no turn of the loop of
-        its own either."""
+        the sweep rides the poll's wake and the timer never fires, so the idle agent
+        wakes once a second, not twice. Run from the timer's callback or from publish
+        itself: no task and no future to wake, so no turn of the loop of its own
+        either."""
         if self._sweep_timer is not None:
             self._sweep_timer.cancel()
         self._swept_at = self.mono()

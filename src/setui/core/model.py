@@ -241,7 +241,8 @@ def parse_iso(text: str) -> datetime | None:
 
 
 # Polled every second, the same NotBefore strings come back again and again; parsing
-# RFC 1123 through email.utils was a fifth of parse + track (bench/RESULTS.md).
+# RFC 1123 through email.utils each time would be a fifth of parse + track
+# (bench/RESULTS.md).
 @functools.lru_cache(maxsize=1024)
 def parse_not_before(value: str) -> datetime | None:
     """RFC 1123 (current) or ISO 8601 (2017 preview) to an aware UTC datetime.

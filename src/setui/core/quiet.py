@@ -2,9 +2,10 @@
 for news.
 
 The agent polls all day, and nearly every answer is the document of the answer before.
-On the event loop each such poll woke the loop twice (its timer, then the answer) and
-ran the transport's, the client's, the poller's and every consumer's Python to conclude
-"nothing new": most of what a poll cost the agent (bench/RESULTS.md). Here a thread
+On the event loop each such poll would wake the loop twice (its timer, then the answer)
+and run the transport's, the client's, the poller's and every consumer's Python to
+conclude "nothing new": most of what a poll costs the agent (docs/decisions/quiet-polls.md,
+bench/RESULTS.md). Here a thread
 makes the same GET on the poller's grid with a blocking socket and h11 (the transport's
 parser), and judges each answer with the client's own rule (:meth:`ImdsClient.repeat`).
 It counts the answers that say nothing new, and hands the loop an :class:`Exchange`

@@ -39,7 +39,8 @@ __all__ = ["EVENTS_PATH", "NAME_PATH", "Emulator", "ManualClock", "RecordedReque
 
 _STOP_TIMEOUT = 10.0
 # ``requests`` keeps every request up to this many, and up to this many bytes (bodies and
-# headers: 10,000 requests with 64 KB bodies once took 900 MB), then forgets the oldest.
+# headers: unbounded, 10,000 requests with 64 KB bodies hold 900 MB), then forgets the
+# oldest.
 MAX_RECORDED = 100_000
 MAX_RECORDED_BYTES = 32 * 1024 * 1024
 

@@ -7,8 +7,8 @@ this module: most VMs have no config file, and a recorder started at boot need n
 parser (5 ms of CPU) to read nothing.
 
 The parser recurses once per level of nesting, so a line of ``[[[[…`` a few kilobytes
-long ended in a RecursionError traceback; here it is a :class:`TomlError` like any other
-file that is not TOML.
+long ends in its RecursionError; here that is a :class:`TomlError` like any other file
+that is not TOML, not a traceback.
 """
 
 from __future__ import annotations

@@ -13,22 +13,29 @@ writes the database (the "api-client" contract).
 
 * ``errors``: RecordError, StoreError and its kinds, sqlite3 and OS errors in words.
 * ``records``: the values handed out and taken in (frozen dataclasses, action and state
-  words) and their form in the database (times, text, JSON).
-* ``place``: where a store lives, and whether that directory can hold an audit log.
+  words, the one reading of an approval's outcome: approved, failed, unknown) and their
+  form in the database (times, text, JSON).
+* ``place``: where a store lives, its owner and mode, no symbolic links, and whether that
+  directory can hold an audit log.
 * ``endpoints``: one spelling of an endpoint as the database keys it.
 * ``vmkeys``: whose rows are this VM's (its vmId once known, else its endpoint).
-* ``flocks``: which processes hold a lock on a file (a running agent's).
+* ``flocks``: which processes hold a lock on a file (a running agent's), from the
+  kernel's list of locks.
 * ``schema``: the tables, the upgrades from every older version, the schema checks.
 * ``witness``: the file beside the database naming the audit log's newest record.
 * ``connection``: the one opened file (Database): made, opened, read-only too, locked.
-* ``history``: History and the SQL of the incarnations.
-* ``claims``: which earlier approval claims an event on this VM.
-* ``audit``: AuditLog and the hash chain, its SQL and its verification.
-* ``impacts``: the stalls and boots the agent measured.
+* ``history``: History and the SQL of the incarnations, each distinct document once,
+  pruned.
+* ``claims``: which earlier approval claims an event on this VM: one approval per event
+  across processes, taken in the attempt's transaction.
+* ``audit``: AuditLog and the hash chain, its SQL (append, claim, unforwarded) and its
+  verification.
+* ``impacts``: the stalls and boots the agent measured; a boot told once.
 * ``sessions``: RecordingSessions (who recorded when) and the holes between them.
 * ``agent``: AgentLog, the agent's steps, hook runs, notifications and holds.
 * ``eventids``: EventIds the record knows, by prefix.
-* ``against``: an audit log compared with an export or its forwarded copy.
+* ``against``: an audit log compared with a copy from off the VM (an export or its
+  forwarded copy).
 * ``story``: an event's life across the history, the audit log and the agent's tables.
 * ``reading``: the Record a front end may ask, whether of a store or of the agent, and
   the RecordingParts a replay or report is built from (no database: the agent's client

@@ -7,11 +7,12 @@ Two kinds, each measured:
   collector on, they are walked again and again as they are made (half of json.loads's
   time on a 10,000-VM answer and a third of the model's, in bench/fleet; about 7 ms of a
   recorder's start). :func:`collector_paused` holds it off for the burst.
-- What start-up made and keeps for the life of the process. Every full collection
-  walked all of it: 60-90 ms in the running dashboard, now and then between the ``y``
-  of an approval and its POST, and about 0.15 % of a core when idle; in ``setui watch``
-  once a second or so. :func:`freeze_heap_once`, when start-up is done, takes it out of
-  every later collection; what becomes garbage afterwards is still collected.
+- What start-up made and keeps for the life of the process. Left in, every full
+  collection walks all of it: 60-90 ms in the running dashboard, now and then between
+  the ``y`` of an approval and its POST, and about 0.15 % of a core when idle; in
+  ``setui watch`` once a second or so. :func:`freeze_heap_once`, when start-up is done,
+  takes it out of every later collection; what becomes garbage afterwards is still
+  collected.
 
 The collector is one per process, so these are the only places setui touches it.
 """

@@ -130,10 +130,10 @@ def install() -> bool:
     Fixes: Textual (8.2.8) turns a refreshed region into terminal output with
     ``ChopsUpdate.render_segments``, which writes each widget's part of a line from the
     widget's left edge up to the end of the dirty span (Textualize/textual#5625, closed
-    without a change): a clock digit at column 194 rewrote the whole status line, a
+    without a change): a clock digit at column 194 rewrites the whole status line, a
     countdown cell the table row up to it, a note at a lane's right end the whole lane.
 
-    Measured: that was most of the 5-50 KB/s the dashboard wrote every second; with it
+    Measured: uncropped, that is most of the 5-50 KB/s the dashboard writes every second;
     cropped, 389-579 B/s idle in a maintenance window at 80x24 and 200x60
     (bench/RESULTS.md). tests/ui/test_widgets.py checks that a clock tick writes its one
     digit, tests/ui/test_layout.py that a minute of partial repaints leaves the terminal
@@ -175,9 +175,9 @@ def _install_cropped_renders() -> None:
     box around the dirty regions, so every visible widget, and the screen itself, renders
     all its lines (styles, line filters, a crop per line) for a clock digit; then only the
     lines in the dirty spans are used. Measured: on the idle dashboard at 200x60 each
-    second's tick rendered 60 lines of the screen, the key bar, the timeline and the
+    second's tick renders 60 lines of the screen, the key bar, the timeline and the
     summary besides the table's rows and the clock (~0.2-0.3 ms a second, by timing each
-    widget's render_lines; bench/RESULTS.md, issue 20).
+    widget's render_lines; bench/RESULTS.md, "one poller per VM").
 
     The clip each widget is rendered in is narrowed to the rows of that box, as Textual
     does itself for a widget partly scrolled out of view (the same render_lines with a
@@ -226,11 +226,11 @@ def _cropped_renders(self: Any, crop: Any) -> Any:
 # (it clears all four render caches: Textualize/textual#3551 put that back after a
 # regression; #1483 notes the caches cannot be invalidated per cell), and a repainted row
 # is rendered again cell by cell (two walks of the style tree and nine cache look-ups a
-# row, ~0.5 ms). Measured: ten ticking countdowns cost ~5.5 ms a second and rewrote every
-# row; updated in place, 0.66 ms for ten changed rows. setui.ui.widgets.events keeps its
-# own rendered rows and cells and needs DataTable's as textual 8.2 has them: these
-# functions. tests/ui/test_widgets.py compares every line with what DataTable draws for
-# the same state, so a Textual that renders otherwise fails there.
+# row, ~0.5 ms). Measured: through update_cell, ten ticking countdowns cost ~5.5 ms a
+# second and rewrite every row; updated in place, 0.66 ms for ten changed rows.
+# setui.ui.widgets.events keeps its own rendered rows and cells and needs DataTable's as
+# textual 8.2 has them: these functions. tests/ui/test_widgets.py compares every line with
+# what DataTable draws for the same state, so a Textual that renders otherwise fails there.
 
 _CACHES = ("_cell_render_cache", "_row_render_cache", "_row_renderable_cache", "_line_cache")
 _NEEDED = ("_y_offsets", "_render_cell", "_get_styles_to_render_cell", "_show_hover_cursor",
@@ -446,14 +446,15 @@ def quiet_input(driver_class: type[Driver]) -> type[Driver]:
     thread took 0.09-0.13 % (schedstat, 30 s; a kernel wake costs ~60 us here). With
     this driver, side by side with Textual's in one run (40 s): 0.11 % for Textual's
     input thread, and 0.008 % for every thread but the main one together here
-    (bench/RESULTS.md, issue 20).
+    (bench/RESULTS.md, "one poller per VM").
 
     The thread is :func:`_quiet_run_input_thread`: upstream's loop, asleep while the
-    parser holds nothing, ticking every 0.1 s as before while it does, woken through a
-    pipe when ``exit_event`` is set. tests/ui/test_input_thread.py runs a real setui in
-    a pty: the thread asleep with no timeout, a key after it, a lone ESC, quit, suspend
-    and resume. Only Textual's own ``LinuxDriver`` is replaced (not another driver, nor
-    the headless one of Pilot), and only when its parser keeps the timeout this reads.
+    parser holds nothing, ticking every 0.1 s (as upstream's always does) while it does,
+    woken through a pipe when ``exit_event`` is set. tests/ui/test_input_thread.py runs a
+    real setui in a pty: the thread asleep with no timeout, a key after it, a lone ESC,
+    quit, suspend and resume. Only Textual's own ``LinuxDriver`` is replaced (not another
+    driver, nor the headless one of Pilot), and only when its parser keeps the timeout
+    this reads.
     """
     try:
         from textual._xterm_parser import XTermParser

@@ -1,1 +1,1 @@
-"""Built-in scenarios of the emulator, as data files (see README.md for the schema)."""
+"""Built-in scenarios of the emulator, as data files (README.md here: their format)."""

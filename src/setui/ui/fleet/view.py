@@ -210,7 +210,8 @@ def line_text(line: Line, now: datetime, width: int, palette: Palette) -> Text:
         narrow = width < _WIDE
         kind = 10 if narrow else 12
         # Wide, the resources take what the others leave (at least 20), so a GUID EventId
-        # is whole from 113 columns on: at 120 it was cut beside a half-empty cell.
+        # is whole from 113 columns on: a fixed width would cut it at 120 columns beside
+        # a half-empty cell.
         others = 2 + _COUNTDOWN + 1 + kind + 1 + 10 + 1 + 1 + _APPROVED + 1 + _EVENT_ID
         room = 20 if narrow else max(20, width - others)
         text = Text("  ")

@@ -1,7 +1,7 @@
 """The key bar at the bottom of every screen: whole keys only, the ones that matter first.
 
 Textual's Footer lays its keys out in a row and lets the terminal's edge cut the last
-ones: at 60 columns the dashboard's ended at "l Au", and `?` Help and `q` Quit were
+ones: at 60 columns the dashboard's would end at "l Au", `?` Help and `q` Quit
 gone. :class:`KeyBar` keeps the keys an operator cannot do without (:data:`ESSENTIAL`:
 help, quit, approve, Escape, and a dialog's yes and no) and drops the others from the
 right, whole, until the rest fits; what it drops is still in help (`?`) and the

@@ -1,8 +1,8 @@
 """Notices: what just happened, on lines of the screen above the keys, never over anything.
 
-Textual's toasts float over the screen: they covered the help, the details, the history,
-the timeline's lanes and the "needs at least 60x20" message, news of the live dashboard
-showed over a replay of the past, and at 80x24 a long one ran under the key bar. A
+Textual's toasts float over the screen: they would cover the help, the details, the
+history, the timeline's lanes and the "needs at least 60x20" message, show news of the
+live dashboard over a replay of the past, and at 80x24 run a long one under the key bar. A
 screen that has news to give has a :class:`NoticeLine` in its layout instead, docked
 above its keys: it takes the lines it needs and pushes the screen's content up.
 
