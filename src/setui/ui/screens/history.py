@@ -33,7 +33,7 @@ from setui.core.model import Document, DocumentError, Event
 from setui.core.textsafe import printable
 from setui.core.timefmt import local_beside, stamp
 from setui.settings.config import Config
-from setui.ui.screens.listing import TableNavigation
+from setui.ui.screens.listing import BACK_KEYS, CURSOR_KEYS, TableNavigation
 from setui.ui.screens.offloop import query_store
 from setui.ui.screens.replay import ReplayScreen
 from setui.ui.widgets.keys import KeyBar
@@ -226,8 +226,7 @@ class DetailScreen(Screen[None]):
     """A scrollable page of text with a title; Escape or q goes back."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "back", "Back"),
-        Binding("q", "back", "Back", show=False),
+        *BACK_KEYS,
         Binding("j", "scroll_down", "Down", show=False),
         Binding("k", "scroll_up", "Up", show=False),
         Binding("g", "top", "Top", show=False),
@@ -307,15 +306,11 @@ class HistoryScreen(TableNavigation):
     """Stored incarnations, newest first; pages in more as the cursor reaches the end."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "back", "Back"),
-        Binding("q", "back", "Back", show=False),
+        *BACK_KEYS,
         Binding("enter", "open", "Open", priority=True),
         Binding("p", "replay", "Replay"),
         Binding("r", "reload", "Reload"),
-        Binding("j", "cursor_down", "Down", show=False),
-        Binding("k", "cursor_up", "Up", show=False),
-        Binding("g", "top", "Top", show=False),
-        Binding("G", "bottom", "Bottom", show=False),
+        *CURSOR_KEYS,
     ]
     DEFAULT_CSS = """
     HistoryScreen #history-title { height: 1; background: $panel; text-style: bold; padding: 0 1; }

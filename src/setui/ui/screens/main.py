@@ -63,7 +63,7 @@ from setui.ui.widgets.window import WindowPane
 if TYPE_CHECKING:
     from setui.ui.host import DashboardHost
 
-__all__ = ["MainScreen", "build_lanes", "build_rows", "matches", "share_height"]
+__all__ = ["VIEW_KEYS", "MainScreen", "build_lanes", "build_rows", "matches", "share_height"]
 
 _RESOURCE_WIDTH = {"wide": 16, "medium": 16, "narrow": 13}
 _SUMMARY_LINES = 3  # a rule and two lines
@@ -196,6 +196,17 @@ def build_lanes(events: Sequence[Event], session: Session, vm_name: str | None,
     return lanes
 
 
+# The timeline's zoom and the table's cursor: the same keys live and in a replay.
+VIEW_KEYS: list[BindingType] = [
+    Binding("plus", "zoom_in", "Zoom in", show=False),
+    Binding("minus", "zoom_out", "Zoom out", show=False),
+    Binding("j", "cursor_down", "Down", show=False),
+    Binding("k", "cursor_up", "Up", show=False),
+    Binding("g", "top", "First", show=False),
+    Binding("G", "bottom", "Last", show=False),
+]
+
+
 class MainScreen(Screen[None]):
     """The dashboard."""
 
@@ -222,12 +233,7 @@ class MainScreen(Screen[None]):
         Binding("r", "poll_now", "Poll"),
         Binding("h", "history", "History"),
         Binding("l", "audit", "Audit"),
-        Binding("plus", "zoom_in", "Zoom in", show=False),
-        Binding("minus", "zoom_out", "Zoom out", show=False),
-        Binding("j", "cursor_down", "Down", show=False),
-        Binding("k", "cursor_up", "Up", show=False),
-        Binding("g", "top", "First", show=False),
-        Binding("G", "bottom", "Last", show=False),
+        *VIEW_KEYS,
         # Shown while a filter is open or set (see check_action): what Escape does then.
         Binding("escape", "clear_filter", "Clear filter"),
     ]
