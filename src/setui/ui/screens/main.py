@@ -23,6 +23,7 @@ from rich.text import Text
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
+from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.reactive import reactive
 from textual.screen import Screen
@@ -535,25 +536,23 @@ class MainScreen(Screen[None]):
     def _selected(self) -> str | None:
         return self.query_one(EventsTable).selected_key
 
-    def _selected_or_say(self) -> str | None:
+    def _request(self, request: Callable[[str], Message]) -> None:
+        """Ask the app for ``request`` on the selected event; say so where none is."""
         selected = self._selected()
         if selected is None:
             self.notify("No event is selected.", severity="warning", markup=False)
-        return selected
+        else:
+            self.post_message(request(selected))
 
     def action_approve(self) -> None:
-        selected = self._selected_or_say()
-        if selected is not None:
-            self.post_message(ApprovalRequested(selected))
+        self._request(ApprovalRequested)
 
     def action_approve_read_only(self) -> None:
         """``a`` in a read-only dashboard: the app says why nothing is approved."""
         self.action_approve()
 
     def action_hold(self) -> None:
-        selected = self._selected_or_say()
-        if selected is not None:
-            self.post_message(HoldRequested(selected))
+        self._request(HoldRequested)
 
     def action_hold_quietly(self) -> None:
         """``H`` standalone: the same hold, through the store the agent reads."""
