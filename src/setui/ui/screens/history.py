@@ -21,7 +21,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.color import Color, ColorParseError
 from textual.containers import VerticalScroll
-from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from setui.core.clock import utc_now
@@ -36,6 +35,7 @@ from setui.settings.config import Config
 from setui.ui.screens.listing import BACK_KEYS, CURSOR_KEYS, TableNavigation
 from setui.ui.screens.offloop import query_store
 from setui.ui.screens.replay import ReplayScreen
+from setui.ui.screens.scrolled import ScrolledPage
 from setui.ui.widgets.keys import KeyBar
 from setui.ui.widgets.page import Page, raw
 
@@ -222,9 +222,10 @@ def describe_incarnation(record: IncarnationRecord,
     return out
 
 
-class DetailScreen(Screen[None]):
+class DetailScreen(ScrolledPage):
     """A scrollable page of text with a title; Escape or q goes back."""
 
+    SCROLLED = "#detail-scroll"
     BINDINGS: ClassVar[list[BindingType]] = [
         *BACK_KEYS,
         Binding("j", "scroll_down", "Down", show=False),
@@ -249,7 +250,7 @@ class DetailScreen(Screen[None]):
         yield KeyBar()
 
     def on_mount(self) -> None:
-        self.query_one("#detail-scroll", VerticalScroll).focus()
+        self.page().focus()
 
     def on_resize(self) -> None:
         self.query_one(Page).refresh(layout=True)  # the prose wraps at the new width
@@ -257,20 +258,11 @@ class DetailScreen(Screen[None]):
     def action_back(self) -> None:
         self.dismiss()
 
-    def _scroll(self) -> VerticalScroll:
-        return self.query_one("#detail-scroll", VerticalScroll)
-
     def action_scroll_down(self) -> None:
-        self._scroll().scroll_down(animate=False)
+        self.page().scroll_down(animate=False)
 
     def action_scroll_up(self) -> None:
-        self._scroll().scroll_up(animate=False)
-
-    def action_top(self) -> None:
-        self._scroll().scroll_home(animate=False)
-
-    def action_bottom(self) -> None:
-        self._scroll().scroll_end(animate=False)
+        self.page().scroll_up(animate=False)
 
 
 class IncarnationScreen(DetailScreen):

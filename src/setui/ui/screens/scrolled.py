@@ -1,5 +1,6 @@
-"""What the scrolled pages share (the help, the plan and the log, an event's details and
-the fleet's): closing, and j/k/g/G over the page's one scroll."""
+"""What the scrolled pages share (the help, the plan and the log, an event's details, a
+history or audit record's page, the fleet's details): closing, and j/k/g/G over the
+page's one scroll."""
 
 from __future__ import annotations
 
