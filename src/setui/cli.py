@@ -12,10 +12,11 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import TypeVar
 
 from setui import __version__
 from setui.core.apiversions import help_line, limits
-from setui.core.endpoint import DEFAULT_API_VERSION
+from setui.core.endpoint import DEFAULT_API_VERSION, check_api_version, check_endpoint
 from setui.core.pace import check_interval
 from setui.settings.config import Config, ConfigError, load_config
 from setui.system.gctune import collector_paused
@@ -23,6 +24,15 @@ from setui.system.gctune import collector_paused
 __all__ = ["main"]
 
 EXIT_USAGE = 2
+_T = TypeVar("_T")
+
+
+def _checked(check: Callable[[_T], _T], value: _T) -> _T:
+    """``check(value)``, with the ValueError it raises said as argparse's."""
+    try:
+        return check(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _interval(text: str) -> float:
@@ -30,30 +40,16 @@ def _interval(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    try:
-        return check_interval(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    return _checked(check_interval, value)
 
 
 def _endpoint(text: str) -> str:
-    # The client's own check, so nothing passes here that the client then refuses. Imported
-    # on use: `setui --version` must not load httpx.
-    from setui.core.endpoint import check_endpoint
-
-    try:
-        return check_endpoint(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    # The client's own check, so nothing passes here that the client then refuses.
+    return _checked(check_endpoint, text)
 
 
 def _api_version(text: str) -> str:
-    from setui.core.endpoint import check_api_version
-
-    try:
-        return check_api_version(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    return _checked(check_api_version, text)
 
 
 def _speed(text: str) -> float:

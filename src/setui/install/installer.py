@@ -11,6 +11,7 @@ told. On the running system it asks systemctl; under ``--root`` it runs nothing.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import stat
@@ -35,7 +36,7 @@ from setui.install.unit import (
 from setui.store.place import AGENT_DIR_MODE, AGENT_FILE_MODE
 from setui.system.atomicfile import write_atomically
 
-__all__ = ["EXIT_FAILED", "EXIT_OK", "Systemctl", "install"]
+__all__ = ["EXIT_FAILED", "EXIT_OK", "Systemctl", "install", "reach_systemctl", "voices"]
 
 EXIT_OK, EXIT_FAILED = 0, 1
 _UNIT_MODE = 0o644
@@ -45,6 +46,16 @@ _CONFIG_DIR_MODE = 0o700  # only the agent reads its config and policy
 def _say(stream: IO[str], text: str) -> None:
     stream.write(text + "\n")
     stream.flush()
+
+
+def voices(out: IO[str], err: IO[str]) -> tuple[Callable[[str], None], Callable[[str], int]]:
+    """What install and uninstall tell: ``say`` a step to ``out``; ``fail`` says why to
+    ``err`` and gives the exit status to return."""
+    def fail(text: str) -> int:
+        _say(err, f"setui: {text}")
+        return EXIT_FAILED
+
+    return functools.partial(_say, out), fail
 
 
 class Systemctl:
@@ -75,6 +86,20 @@ class Systemctl:
             return False
 
 
+def reach_systemctl(layout: Layout, given: Systemctl | None, err: IO[str]
+                    ) -> Systemctl | None:
+    """How to reach systemd for ``layout``: ``given``, else the systemctl on PATH; None
+    under a root, where nothing is run. FileNotFoundError: this system has none."""
+    if not layout.host:
+        return None
+    if given is not None:
+        return given
+    found = shutil.which("systemctl")
+    if found is None:
+        raise FileNotFoundError("systemctl")
+    return Systemctl(found, err)
+
+
 def _refusal(layout: Layout) -> str | None:
     """Why nothing can be installed here at all, or None."""
     if not sys.platform.startswith("linux"):
@@ -93,13 +118,7 @@ def install(layout: Layout, *, now: bool, out: IO[str], err: IO[str],
             systemctl: Systemctl | None = None) -> int:
     """Install the agent's unit on ``layout``'s system. ``systemctl``: how to reach
     systemd on the running system (None: found on PATH); never used under a root."""
-    def say(text: str) -> None:
-        _say(out, text)
-
-    def fail(text: str) -> int:
-        _say(err, f"setui: {text}")
-        return EXIT_FAILED
-
+    say, fail = voices(out, err)
     refused = _refusal(layout)
     if refused is not None:
         return fail(refused)
@@ -116,16 +135,13 @@ def install(layout: Layout, *, now: bool, out: IO[str], err: IO[str],
     # Under a root the policy's paths are that system's, not this one's: not looked at.
     for problem in policy_problems(layout.config_file) if layout.host else []:
         _say(err, f"setui: warning: {problem}")
-    if layout.host and systemctl is None:
-        found = shutil.which("systemctl")
-        if found is None:
-            return fail("systemctl was not found on PATH: this system does not seem to run "
-                        "systemd, so there is nothing to install the unit into. `setui "
-                        "service print` shows the unit; `setui agent` runs under any other "
-                        "service manager.")
-        systemctl = Systemctl(found, err)
-    if not layout.host:
-        systemctl = None
+    try:
+        systemctl = reach_systemctl(layout, systemctl, err)
+    except FileNotFoundError:
+        return fail("systemctl was not found on PATH: this system does not seem to run "
+                    "systemd, so there is nothing to install the unit into. `setui "
+                    "service print` shows the unit; `setui agent` runs under any other "
+                    "service manager.")
     if layout.host and not layout.unit_dir.is_dir():
         return fail(f"cannot install the service: {shown(layout.unit_dir)} is not a "
                     "directory")

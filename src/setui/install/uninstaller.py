@@ -14,22 +14,16 @@ the two. Under ``--root DIR`` it runs no systemctl.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from collections.abc import Callable
 from typing import IO
 
-from setui.install.installer import EXIT_FAILED, EXIT_OK, Systemctl
+from setui.install.installer import EXIT_FAILED, EXIT_OK, Systemctl, reach_systemctl, voices
 from setui.install.layout import GROUP, Layout, shown
 from setui.install.loginhook import is_ours
 from setui.install.unit import AGENT_UNIT
 
 __all__ = ["uninstall"]
-
-
-def _say(stream: IO[str], text: str) -> None:
-    stream.write(text + "\n")
-    stream.flush()
 
 
 def _refusal(layout: Layout) -> str | None:
@@ -46,24 +40,15 @@ def _refusal(layout: Layout) -> str | None:
 def uninstall(layout: Layout, *, out: IO[str], err: IO[str],
               systemctl: Systemctl | None = None) -> int:
     """Remove the service from ``layout``'s system; ``systemctl`` as for install."""
-    def say(text: str) -> None:
-        _say(out, text)
-
-    def fail(text: str) -> int:
-        _say(err, f"setui: {text}")
-        return EXIT_FAILED
-
+    say, fail = voices(out, err)
     refused = _refusal(layout)
     if refused is not None:
         return fail(refused)
-    if layout.host and systemctl is None:
-        found = shutil.which("systemctl")
-        if found is None:
-            return fail("systemctl was not found on PATH: the unit cannot be stopped "
-                        "here; nothing was changed")
-        systemctl = Systemctl(found, err)
-    if not layout.host:
-        systemctl = None
+    try:
+        systemctl = reach_systemctl(layout, systemctl, err)
+    except FileNotFoundError:
+        return fail("systemctl was not found on PATH: the unit cannot be stopped here; "
+                    "nothing was changed")
     unit = layout.agent_unit
     if os.path.lexists(unit):
         if systemctl is not None and not systemctl("disable", "--now", AGENT_UNIT):

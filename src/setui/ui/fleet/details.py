@@ -27,6 +27,7 @@ from setui.ui.fleet.view import (
     vm_words,
 )
 from setui.ui.format import safe
+from setui.ui.screens.scrolled import SCROLL_KEYS, ScrolledPage
 from setui.ui.widgets.keys import KeyBar
 
 __all__ = ["FleetDetailsScreen", "details_text", "impact_text"]
@@ -147,12 +148,12 @@ def details_text(line: Line, fleet: Fleet, now: datetime) -> Text:
     return Text(f"{safe(line.group.label, 80)}: choose an event or a VM.")
 
 
-class FleetDetailsScreen(ModalScreen[None]):
+class FleetDetailsScreen(ScrolledPage, ModalScreen[None]):
+    SCROLLED = "#details"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Close"),
         Binding("q", "close", "Close", show=False),
-        Binding("j", "scroll(1)", "Down", show=False),
-        Binding("k", "scroll(-1)", "Up", show=False),
+        *SCROLL_KEYS,
     ]
 
     def __init__(self, body: Callable[[], Text]) -> None:
@@ -167,7 +168,7 @@ class FleetDetailsScreen(ModalScreen[None]):
         yield KeyBar()
 
     def on_mount(self) -> None:
-        self.query_one("#details", VerticalScroll).focus()
+        self.page().focus()
         self.set_interval(1.0, self._tick, name="details-tick")
 
     def _tick(self) -> None:
@@ -176,9 +177,3 @@ class FleetDetailsScreen(ModalScreen[None]):
         if body.plain != self.body.plain:
             self.body = body
             self.query_one("#details-body", Static).update(body)
-
-    def action_close(self) -> None:
-        self.dismiss()
-
-    def action_scroll(self, lines: int) -> None:
-        self.query_one("#details", VerticalScroll).scroll_relative(y=lines, animate=False)

@@ -11,6 +11,8 @@ request up (setui.ui.messages) or runs one of its actions.
   measured among them.
 * ``audit``: ``l``: attempts paired with outcomes, the chain's state on top.
 * ``listing``: what the history and audit lists share: a table to move through and open.
+* ``scrolled``: what the scrolled pages share (help, window, details, a record's page,
+  the fleet's details): closing, and j/k/g/G over the page's one scroll.
 * ``help``: ``?``: the packaged help.md in a modal.
 * ``window``: ``w``: the agent's plan and the change log whole, scrollable.
 * ``offloop``: record queries run on a thread and answered on the loop: the store's, or

@@ -21,7 +21,7 @@ from setui.core.textsafe import printable
 from setui.core.timefmt import stamp
 from setui.store.records import UNKNOWN, action_word
 from setui.ui.screens.history import DetailScreen, local_and_utc, pretty_json
-from setui.ui.screens.listing import TableNavigation
+from setui.ui.screens.listing import BACK_KEYS, CURSOR_KEYS, TableNavigation
 from setui.ui.screens.offloop import query_store
 from setui.ui.widgets.keys import KeyBar
 
@@ -242,14 +242,10 @@ class AuditScreen(TableNavigation):
     """The audit log, newest first, under the chain's verify status."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "back", "Back"),
-        Binding("q", "back", "Back", show=False),
+        *BACK_KEYS,
         Binding("enter", "open", "Details", priority=True),
         Binding("r", "reload", "Reload and verify"),
-        Binding("j", "cursor_down", "Down", show=False),
-        Binding("k", "cursor_up", "Up", show=False),
-        Binding("g", "top", "Top", show=False),
-        Binding("G", "bottom", "Bottom", show=False),
+        *CURSOR_KEYS,
     ]
     DEFAULT_CSS = """
     AuditScreen #audit-title { height: 1; background: $panel; text-style: bold; padding: 0 1; }

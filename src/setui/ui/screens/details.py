@@ -42,6 +42,7 @@ from setui.core.timefmt import stamp
 from setui.ui.format import countdown, impact, safe
 from setui.ui.messages import ApprovalNote, EventLife, GoneEvent, Session
 from setui.ui.screens.offloop import query_store
+from setui.ui.screens.scrolled import SCROLL_KEYS, ScrolledPage
 from setui.ui.widgets.keys import KeyBar
 from setui.ui.widgets.notices import NoticeLine, Notices, give_notice
 
@@ -371,10 +372,11 @@ class EventDetails:
         self._story, self._story_problem = story or [], problem
 
 
-class DetailsScreen(ModalScreen[None]):
+class DetailsScreen(ScrolledPage, ModalScreen[None]):
     """Details of one event, following it once a second; ``r`` switches between the
     fields and the raw JSON."""
 
+    SCROLLED = "#details"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Back"),
         Binding("q", "close", "Back", show=False),
@@ -383,8 +385,7 @@ class DetailsScreen(ModalScreen[None]):
         Binding("r", "raw", "Raw JSON"),
         Binding("r", "fields", "Fields"),
         Binding("c", "copy", "Copy JSON"),
-        Binding("j", "scroll(1)", "Down", show=False),
-        Binding("k", "scroll(-1)", "Up", show=False),
+        *SCROLL_KEYS,
     ]
 
     def __init__(self, details: EventDetails, *, vm_name: Callable[[], str | None],
@@ -407,7 +408,7 @@ class DetailsScreen(ModalScreen[None]):
         yield KeyBar()
 
     def on_mount(self) -> None:
-        self.query_one("#details", VerticalScroll).focus()
+        self.page().focus()
         self.set_interval(1.0, self.refresh_details, name="details-tick")
         self.call_after_refresh(self.refresh_details)  # now the body's real width is known
 
@@ -471,9 +472,6 @@ class DetailsScreen(ModalScreen[None]):
             return self.showing_raw
         return True
 
-    def action_close(self) -> None:
-        self.dismiss()
-
     def action_raw(self) -> None:
         self._show(raw=True)
 
@@ -510,11 +508,8 @@ class DetailsScreen(ModalScreen[None]):
         assert self._view is not None
         self.query_one("#details-body", Static).update(self._view.raw if raw
                                                        else self._view.body)
-        self.query_one("#details", VerticalScroll).scroll_home(animate=False)
+        self.page().scroll_home(animate=False)
         self.refresh_bindings()
-
-    def action_scroll(self, lines: int) -> None:
-        self.query_one("#details", VerticalScroll).scroll_relative(y=lines, animate=False)
 
 
 def details_screen(event_id: str, session: Session, *, vm_name: Callable[[], str | None],

@@ -11,6 +11,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Markdown, Static
 
+from setui.ui.screens.scrolled import SCROLL_KEYS, ScrolledPage
 from setui.ui.widgets.keys import KeyBar
 
 __all__ = ["HelpScreen", "help_text", "read_only_help"]
@@ -33,15 +34,15 @@ def read_only_help(text: str) -> str:
     return "\n".join([*lines[:heading], note, *lines[heading:]]) + "\n"
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(ScrolledPage, ModalScreen[None]):
     """The keys, and how to read the dashboard."""
 
+    SCROLLED = "#help"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Close"),
         Binding("q", "close", "Close", show=False),
         Binding("question_mark", "close", "Close", show=False),
-        Binding("j", "scroll(1)", "Down", show=False),
-        Binding("k", "scroll(-1)", "Up", show=False),
+        *SCROLL_KEYS,
         Binding("g", "top", "Top", show=False),
         Binding("G", "bottom", "End", show=False),
         # PgUp/PgDn, Home/End and the arrows: the scroll container's own keys.
@@ -60,16 +61,4 @@ class HelpScreen(ModalScreen[None]):
         yield KeyBar()
 
     def on_mount(self) -> None:
-        self.query_one("#help", VerticalScroll).focus()
-
-    def action_close(self) -> None:
-        self.dismiss()
-
-    def action_scroll(self, lines: int) -> None:
-        self.query_one("#help", VerticalScroll).scroll_relative(y=lines, animate=False)
-
-    def action_top(self) -> None:
-        self.query_one("#help", VerticalScroll).scroll_home(animate=False)
-
-    def action_bottom(self) -> None:
-        self.query_one("#help", VerticalScroll).scroll_end(animate=False)
+        self.page().focus()

@@ -21,7 +21,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.color import Color, ColorParseError
 from textual.containers import VerticalScroll
-from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from setui.core.clock import utc_now
@@ -33,9 +32,10 @@ from setui.core.model import Document, DocumentError, Event
 from setui.core.textsafe import printable
 from setui.core.timefmt import local_beside, stamp
 from setui.settings.config import Config
-from setui.ui.screens.listing import TableNavigation
+from setui.ui.screens.listing import BACK_KEYS, CURSOR_KEYS, TableNavigation
 from setui.ui.screens.offloop import query_store
 from setui.ui.screens.replay import ReplayScreen
+from setui.ui.screens.scrolled import ScrolledPage
 from setui.ui.widgets.keys import KeyBar
 from setui.ui.widgets.page import Page, raw
 
@@ -222,12 +222,12 @@ def describe_incarnation(record: IncarnationRecord,
     return out
 
 
-class DetailScreen(Screen[None]):
+class DetailScreen(ScrolledPage):
     """A scrollable page of text with a title; Escape or q goes back."""
 
+    SCROLLED = "#detail-scroll"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "back", "Back"),
-        Binding("q", "back", "Back", show=False),
+        *BACK_KEYS,
         Binding("j", "scroll_down", "Down", show=False),
         Binding("k", "scroll_up", "Up", show=False),
         Binding("g", "top", "Top", show=False),
@@ -250,7 +250,7 @@ class DetailScreen(Screen[None]):
         yield KeyBar()
 
     def on_mount(self) -> None:
-        self.query_one("#detail-scroll", VerticalScroll).focus()
+        self.page().focus()
 
     def on_resize(self) -> None:
         self.query_one(Page).refresh(layout=True)  # the prose wraps at the new width
@@ -258,20 +258,11 @@ class DetailScreen(Screen[None]):
     def action_back(self) -> None:
         self.dismiss()
 
-    def _scroll(self) -> VerticalScroll:
-        return self.query_one("#detail-scroll", VerticalScroll)
-
     def action_scroll_down(self) -> None:
-        self._scroll().scroll_down(animate=False)
+        self.page().scroll_down(animate=False)
 
     def action_scroll_up(self) -> None:
-        self._scroll().scroll_up(animate=False)
-
-    def action_top(self) -> None:
-        self._scroll().scroll_home(animate=False)
-
-    def action_bottom(self) -> None:
-        self._scroll().scroll_end(animate=False)
+        self.page().scroll_up(animate=False)
 
 
 class IncarnationScreen(DetailScreen):
@@ -307,15 +298,11 @@ class HistoryScreen(TableNavigation):
     """Stored incarnations, newest first; pages in more as the cursor reaches the end."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "back", "Back"),
-        Binding("q", "back", "Back", show=False),
+        *BACK_KEYS,
         Binding("enter", "open", "Open", priority=True),
         Binding("p", "replay", "Replay"),
         Binding("r", "reload", "Reload"),
-        Binding("j", "cursor_down", "Down", show=False),
-        Binding("k", "cursor_up", "Up", show=False),
-        Binding("g", "top", "Top", show=False),
-        Binding("G", "bottom", "Bottom", show=False),
+        *CURSOR_KEYS,
     ]
     DEFAULT_CSS = """
     HistoryScreen #history-title { height: 1; background: $panel; text-style: bold; padding: 0 1; }

@@ -23,6 +23,7 @@ from rich.text import Text
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
+from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.reactive import reactive
 from textual.screen import Screen
@@ -63,7 +64,7 @@ from setui.ui.widgets.window import WindowPane
 if TYPE_CHECKING:
     from setui.ui.host import DashboardHost
 
-__all__ = ["MainScreen", "build_lanes", "build_rows", "matches", "share_height"]
+__all__ = ["VIEW_KEYS", "MainScreen", "build_lanes", "build_rows", "matches", "share_height"]
 
 _RESOURCE_WIDTH = {"wide": 16, "medium": 16, "narrow": 13}
 _SUMMARY_LINES = 3  # a rule and two lines
@@ -196,6 +197,17 @@ def build_lanes(events: Sequence[Event], session: Session, vm_name: str | None,
     return lanes
 
 
+# The timeline's zoom and the table's cursor: the same keys live and in a replay.
+VIEW_KEYS: list[BindingType] = [
+    Binding("plus", "zoom_in", "Zoom in", show=False),
+    Binding("minus", "zoom_out", "Zoom out", show=False),
+    Binding("j", "cursor_down", "Down", show=False),
+    Binding("k", "cursor_up", "Up", show=False),
+    Binding("g", "top", "First", show=False),
+    Binding("G", "bottom", "Last", show=False),
+]
+
+
 class MainScreen(Screen[None]):
     """The dashboard."""
 
@@ -222,12 +234,7 @@ class MainScreen(Screen[None]):
         Binding("r", "poll_now", "Poll"),
         Binding("h", "history", "History"),
         Binding("l", "audit", "Audit"),
-        Binding("plus", "zoom_in", "Zoom in", show=False),
-        Binding("minus", "zoom_out", "Zoom out", show=False),
-        Binding("j", "cursor_down", "Down", show=False),
-        Binding("k", "cursor_up", "Up", show=False),
-        Binding("g", "top", "First", show=False),
-        Binding("G", "bottom", "Last", show=False),
+        *VIEW_KEYS,
         # Shown while a filter is open or set (see check_action): what Escape does then.
         Binding("escape", "clear_filter", "Clear filter"),
     ]
@@ -529,25 +536,23 @@ class MainScreen(Screen[None]):
     def _selected(self) -> str | None:
         return self.query_one(EventsTable).selected_key
 
-    def _selected_or_say(self) -> str | None:
+    def _request(self, request: Callable[[str], Message]) -> None:
+        """Ask the app for ``request`` on the selected event; say so where none is."""
         selected = self._selected()
         if selected is None:
             self.notify("No event is selected.", severity="warning", markup=False)
-        return selected
+        else:
+            self.post_message(request(selected))
 
     def action_approve(self) -> None:
-        selected = self._selected_or_say()
-        if selected is not None:
-            self.post_message(ApprovalRequested(selected))
+        self._request(ApprovalRequested)
 
     def action_approve_read_only(self) -> None:
         """``a`` in a read-only dashboard: the app says why nothing is approved."""
         self.action_approve()
 
     def action_hold(self) -> None:
-        selected = self._selected_or_say()
-        if selected is not None:
-            self.post_message(HoldRequested(selected))
+        self._request(HoldRequested)
 
     def action_hold_quietly(self) -> None:
         """``H`` standalone: the same hold, through the store the agent reads."""

@@ -27,7 +27,7 @@ from setui.store.records import APPROVE_OUTCOME, APPROVED, REFUSED, UNKNOWN, Aud
 from setui.ui.format import Palette
 from setui.ui.messages import ApprovalNote, EventRequest, Session
 from setui.ui.screens.details import details_screen
-from setui.ui.screens.main import MainScreen
+from setui.ui.screens.main import VIEW_KEYS, MainScreen
 from setui.ui.screens.offloop import query_store
 
 if TYPE_CHECKING:
@@ -160,12 +160,7 @@ class ReplayScreen(MainScreen, inherit_bindings=False):
         Binding("enter", "details", "Details", show=False),
         Binding("slash", "filter", "Filter", show=False),
         Binding("m", "this_vm", "This VM", show=False),
-        Binding("plus", "zoom_in", "Zoom in", show=False),
-        Binding("minus", "zoom_out", "Zoom out", show=False),
-        Binding("j", "cursor_down", "Down", show=False),
-        Binding("k", "cursor_up", "Up", show=False),
-        Binding("g", "top", "First", show=False),
-        Binding("G", "bottom", "Last", show=False),
+        *VIEW_KEYS,
         Binding("escape", "clear_filter", "Clear filter", show=False),
         Binding("q", "close", "Close"),
     ]

@@ -15,26 +15,26 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.screen import Screen
 from textual.widgets import Static
 
 from setui.ui.format import Palette
 from setui.ui.host import WindowView
+from setui.ui.screens.scrolled import SCROLL_KEYS, ScrolledPage
 from setui.ui.widgets.keys import KeyBar
 from setui.ui.widgets.window import whole_lines
 
 __all__ = ["WindowScreen"]
 
 
-class WindowScreen(Screen[None]):
+class WindowScreen(ScrolledPage):
     """The plan and the log, whole (see the module doc)."""
 
+    SCROLLED = "#window-whole"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Close"),
         Binding("w", "close", "Close", show=False),
         Binding("q", "close", "Close", show=False),
-        Binding("j", "scroll(1)", "Down", show=False),
-        Binding("k", "scroll(-1)", "Up", show=False),
+        *SCROLL_KEYS,
         Binding("g", "top", "Newest", show=False),
         Binding("G", "bottom", "Oldest", show=False),
     ]
@@ -53,7 +53,7 @@ class WindowScreen(Screen[None]):
         yield KeyBar()
 
     def on_mount(self) -> None:
-        self.query_one("#window-whole", VerticalScroll).focus()
+        self.page().focus()
         self.redraw()
         self.set_interval(1.0, self.redraw, name="window")
 
@@ -71,16 +71,3 @@ class WindowScreen(Screen[None]):
 
     def plain(self) -> str:
         return "\n".join(line.plain for line in self._shown or [])
-
-    def action_close(self) -> None:
-        self.dismiss()
-
-    def action_scroll(self, lines: int) -> None:
-        self.query_one("#window-whole", VerticalScroll).scroll_relative(y=lines,
-                                                                         animate=False)
-
-    def action_top(self) -> None:
-        self.query_one("#window-whole", VerticalScroll).scroll_home(animate=False)
-
-    def action_bottom(self) -> None:
-        self.query_one("#window-whole", VerticalScroll).scroll_end(animate=False)

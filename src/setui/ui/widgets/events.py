@@ -40,6 +40,7 @@ from textual.widgets.data_table import ColumnKey
 
 from setui.system.gctune import freeze_heap_once
 from setui.ui import compat
+from setui.ui.widgets.lines import characters_only, respliced
 
 __all__ = ["COLUMNS", "EventsTable", "Row", "columns_for", "tier_for"]
 
@@ -116,23 +117,14 @@ def _same_shape(segments: list[Segment], before: Text, after: Text,
     nothing cut. The segments are then the same but for those characters, and rendering
     the cell again through Rich (a fifth of a millisecond) is not needed. None otherwise.
     """
-    old, new = before.plain, after.plain
-    if (len(old) != len(new) or before.spans != after.spans or before.style != after.style
-            or cell_len(old) != len(old) or cell_len(new) != len(new)):
+    if not characters_only(before, after):
         return None
     whole = "".join(segment.text for segment in segments)
-    shown = " " * padding + old
+    shown = " " * padding + before.plain
     rest = whole[len(shown):]
     if not whole.startswith(shown) or rest.strip(" ") or any(s.control for s in segments):
         return None  # cut, wrapped or decorated: not the plain text and spaces
-    text = " " * padding + new + rest
-    result = []
-    at = 0
-    for segment in segments:
-        size = len(segment.text)
-        result.append(Segment(text[at:at + size], segment.style))
-        at += size
-    return result
+    return respliced(segments, " " * padding + after.plain + rest)
 
 
 def _patched_row(line: Strip, before: Sequence[Text], after: Sequence[Text],

@@ -22,7 +22,8 @@ from textual.strip import Strip
 from textual.visual import Visual, visualize
 from textual.widget import Widget
 
-__all__ = ["ChangedLines", "changed_span", "left_and_right", "same_shape"]
+__all__ = ["ChangedLines", "changed_span", "characters_only", "left_and_right", "respliced",
+           "same_shape"]
 
 _Cell = tuple[str, object]
 
@@ -117,20 +118,30 @@ def same_shape(strip: Strip, before: Text, after: Text) -> Strip | None:
     characters changed in place (the clock: same length, one cell each, same styles at
     the same places) and ``strip`` holds exactly the text. Its segments are then the same
     but for those characters; None when that cannot be known."""
-    old, new = before.plain, after.plain
-    if (len(old) != len(new) or before.spans != after.spans or before.style != after.style
-            or cell_len(old) != len(old) or cell_len(new) != len(new)):
+    if not characters_only(before, after):
         return None
     segments = list(strip)
-    if any(s.control for s in segments) or "".join(s.text for s in segments) != old:
+    if any(s.control for s in segments) or "".join(s.text for s in segments) != before.plain:
         return None  # cut, padded or decorated: not just the text
+    return Strip(respliced(segments, after.plain), strip.cell_length)
+
+
+def characters_only(before: Text, after: Text) -> bool:
+    """Only characters changed: same length, one cell each, same styles at same places."""
+    old, new = before.plain, after.plain
+    return (len(old) == len(new) == cell_len(old) == cell_len(new)
+            and before.spans == after.spans and before.style == after.style)
+
+
+def respliced(segments: Sequence[Segment], text: str) -> list[Segment]:
+    """``segments`` holding ``text`` (as long as theirs), each with its style and length."""
     result = []
     at = 0
     for segment in segments:
         size = len(segment.text)
-        result.append(Segment(new[at:at + size], segment.style))
+        result.append(Segment(text[at:at + size], segment.style))
         at += size
-    return Strip(result, strip.cell_length)
+    return result
 
 
 class ChangedLines(Widget):
