@@ -276,12 +276,9 @@ class AttachedApp(SetuiApp):
         assert isinstance(approver, AgentApprover)
         outcomes = approver.look_up()
         if outcomes:
-            self.post_message(ApprovalDone([
-                ApprovalNote(o.event_id, self.now(), self.identity.user, approved=o.approved,
-                             refused=o.refused, unknown=o.unknown, message=o.message)
-                for o in outcomes]))
+            self.post_message(ApprovalDone(self.approvals.noted(outcomes)))
 
-    def _refresh(self) -> None:
+    def redraw(self) -> None:
         self.main_screen.refresh_view()  # the plan comes with the agent's pushes
 
     def poll_now(self) -> None:

@@ -4,6 +4,11 @@ The live dashboard, the replay and the fleet view are different apps; an operato
 expects each to quit on Ctrl+C, to send no colour at all under NO_COLOR, and to say
 plainly when the terminal is too small. One base class keeps those rules in one place,
 and installs Textual's workarounds (setui.ui.compat) when the app starts.
+
+A base class, not a part the apps own, because Textual is used that way: an app is a
+subclass of its ``App``, and these rules are hooks only a subclass can answer (the
+bindings, the line filters, the CSS variables, the resize handler). It sets what it
+keeps itself, in its ``__init__``, and reads nothing its subclasses set.
 """
 
 from __future__ import annotations
