@@ -18,7 +18,6 @@ from dashboard import wait_for
 from emulated import freeze_announced, posts
 from setui.approval.approver import Approver
 from setui.core.client import ImdsClient
-from setui.core.health import Health
 from setui.emulator.server import Emulator, ManualClock
 from setui.monitor import Monitor
 from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, DISMISSED, REFUSED, Store
@@ -35,7 +34,7 @@ SIZE = (120, 36)
 
 class Bare(App[None]):
     """Nothing but what the approvals ask of an app: a monitor polling the emulator, its
-    clock and health, a redraw (counted) and a notice line (kept)."""
+    clock, a redraw (counted) and a notice line (kept)."""
 
     def __init__(self, emulator: Emulator, clock: ManualClock, store: Store, *,
                  read_only: str | None = None) -> None:
@@ -67,9 +66,6 @@ class Bare(App[None]):
 
     def now(self) -> datetime:
         return self.monitor.now()
-
-    def health(self) -> Health:
-        return self.monitor.health()
 
     def redraw(self) -> None:
         self.redraws += 1

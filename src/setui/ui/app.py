@@ -72,7 +72,6 @@ if TYPE_CHECKING:
 __all__ = ["SetuiApp"]
 
 
-
 class SetuiApp(TerminalApp):
     """``setui`` and ``setui demo``: the Scheduled Events dashboard."""
 
@@ -166,12 +165,6 @@ class SetuiApp(TerminalApp):
         return self.monitor.stale()
 
     @property
-    def store_error(self) -> str | None:
-        """Why recording failed last, while it still fails."""
-        recorder = self.monitor.recorder
-        return recorder.problem if recorder is not None else None
-
-    @property
     def recorder_note(self) -> str | None:
         """Whether another recorder keeps the history while this dashboard is closed."""
         recorder = self.monitor.recorder
@@ -207,9 +200,11 @@ class SetuiApp(TerminalApp):
 
     @property
     def store_status(self) -> str | None:
-        """Why the history is not being recorded, or None when it is."""
-        if self.store_error:
-            return self.store_error
+        """Why the history is not being recorded, or None when it is: why recording
+        failed last, while it still fails; else why there is no store."""
+        recorder = self.monitor.recorder
+        if recorder is not None and recorder.problem:
+            return recorder.problem
         if self.store is None:
             return self.store_problem or "no store is open"
         return None

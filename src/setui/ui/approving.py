@@ -1,20 +1,16 @@
 """The dashboard's approvals: the dialog, the approval in a worker, asking again.
 
-:class:`Approvals` is an object the dashboard app owns, given what it works with: the
-approver (standalone, the :class:`~setui.approval.approver.Approver`; attached, the
-agent's :class:`~setui.api.approving.AgentApprover`), the session it reads and notes
-approvals in, who approves, and a :class:`Front`: the few things it asks of the app (its
-clock and connection, the monitor, a dialog, the notice line, workers, a redraw). So it
-can be read, and tested, apart from the rest of the dashboard.
-
-The dialog shows the event as it is when ``a`` is pressed and the confirmation binds to
-that snapshot (:class:`setui.approval.snapshot.Confirmed`); the approver reads the
-document once more before the POST, and before each retry, and sends nothing for
-anything else; an approval worth asking again (the event changed, before the first send
-or a retry, or another approval claims it) opens the dialog again on the event as it is
-now. Notices never cover the dialog: they wait on the dashboard's notice line
-(setui.ui.widgets.notices). While the service fails, each try is shown on the row;
-quitting with an approval in flight asks first and says on exit what became of it.
+:class:`Approvals` is an object the dashboard app owns, given what it works with (the
+approver, standalone or the agent's; the session; who approves) and a :class:`Front`,
+the few things it asks of the app, so it can be read and tested alone. The dialog shows
+the event as it is when ``a`` is pressed and the confirmation binds to that snapshot
+(:class:`setui.approval.snapshot.Confirmed`); the approver reads the document once more
+before the POST, and before each retry, and sends nothing for anything else; an approval
+worth asking again (the event changed, before the first send or a retry, or another
+approval claims it) opens the dialog again on the event as it is now. Notices never
+cover the dialog: they wait on the dashboard's notice line (setui.ui.widgets.notices).
+While the service fails, each try is shown on the row; quitting with an approval in
+flight asks first and says on exit what became of it.
 Nothing here waits on SQLite or HTTP on the event loop.
 """
 
@@ -33,7 +29,7 @@ from textual.screen import Screen
 
 from setui.approval.outcome import HELD, ApprovalOutcome, Progress
 from setui.approval.snapshot import Confirmed, changes_between, find_event
-from setui.core.health import ConnectionState, Health
+from setui.core.health import ConnectionState
 from setui.core.textsafe import printable
 from setui.core.timefmt import age
 from setui.store import event_snapshot
@@ -53,20 +49,19 @@ __all__ = ["Approvals", "Front"]
 
 
 class Front(Protocol):
-    """What the approvals ask of the app that shows them (the dashboard app is one)."""
+    """What the approvals ask of the app that shows them: its clock, connection and VM,
+    the monitor (told of an approval), the seconds a dialog ignores a yes, a redraw, and
+    Textual's own dialogs, notices and workers."""
 
     @property
-    def confirm_guard(self) -> float:
-        """Seconds a new dialog ignores a yes (setui.ui.screens.confirm.GUARD_SECONDS)."""
+    def confirm_guard(self) -> float: ...
     @property
     def vm_name(self) -> str | None: ...
     @property
-    def monitor(self) -> Monitor | AttachedMonitor:
-        """Told of an approval, and asked to poll at once after one."""
+    def monitor(self) -> Monitor | AttachedMonitor: ...
     @property
     def screen_stack(self) -> list[Screen[Any]]: ...
     def now(self) -> datetime: ...
-    def health(self) -> Health: ...
     def redraw(self) -> None: ...
     def notify(self, message: str, *, title: str = "",
                severity: SeverityLevel = "information", timeout: float | None = None,
@@ -81,11 +76,10 @@ class Front(Protocol):
 
 
 class Approvals:
-    """The approval half of the dashboard (see the module docstring). ``read_only``: why
-    this dashboard may not approve (the notice says it once), None when it may;
-    ``no_approvals``: standalone where the agent should answer, why not approve here.
-    The app sends it ``a`` (:meth:`request`), each :class:`ApprovalDone` (:meth:`done`)
-    and ``q`` (:meth:`quit`)."""
+    """The approval half of the dashboard: the app sends it ``a`` (:meth:`request`),
+    each :class:`ApprovalDone` (:meth:`done`) and ``q`` (:meth:`quit`). ``read_only``:
+    why this dashboard may not approve, None when it may; ``no_approvals``: standalone
+    where the agent should answer, why not approve here."""
 
     def __init__(self, front: Front, approver: Approver | AgentApprover, session: Session,
                  *, identity: Identity, mono: Callable[[], float],
@@ -177,7 +171,7 @@ class Approvals:
 
     def _staleness(self) -> str | None:
         """Why what the dialog shows may not be what the service says now, if it may not."""
-        health = self.front.health()
+        health = self.front.monitor.health()
         if health.state is ConnectionState.LIVE:
             return None
         seen = self.session.last_seen

@@ -98,8 +98,10 @@ class AttachedApp(SetuiApp):
                                wall=self._clock, on_link=self._link_changed)
 
     def _approver(self) -> AgentApprover:  # type: ignore[override]
-        return AgentApprover(self.agent, read_only=self.config.read_only,
-                             hello=lambda: self.attached.hello, wall=self._clock)
+        self.agent_approver = AgentApprover(self.agent, read_only=self.config.read_only,
+                                            hello=lambda: self.attached.hello,
+                                            wall=self._clock)
+        return self.agent_approver
 
     @property
     def attached(self) -> AttachedMonitor:
@@ -131,9 +133,7 @@ class AttachedApp(SetuiApp):
 
     @property
     def approvals_off(self) -> str | None:
-        approver = self.approver
-        assert isinstance(approver, AgentApprover)
-        return None if self.config.read_only else approver.why_not()
+        return None if self.config.read_only else self.agent_approver.why_not()
 
     @property
     def recorder_note(self) -> str | None:
@@ -272,9 +272,7 @@ class AttachedApp(SetuiApp):
             self.run_worker(self._look_up, thread=True, group="audit", exit_on_error=False)
 
     def _look_up(self) -> None:
-        approver = self.approver
-        assert isinstance(approver, AgentApprover)
-        outcomes = approver.look_up()
+        outcomes = self.agent_approver.look_up()
         if outcomes:
             self.post_message(ApprovalDone(self.approvals.noted(outcomes)))
 
