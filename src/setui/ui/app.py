@@ -58,7 +58,6 @@ from setui.ui.themes import (
     ThemeChosen,
     install_themes,
     theme_provider,
-    variable_defaults,
 )
 from setui.ui.widgets.notices import Noticed
 
@@ -212,9 +211,6 @@ class SetuiApp(TerminalApp):
     # -- start and stop ---------------------------------------------------------------------
     def get_default_screen(self) -> Screen[None]:
         return self.main_screen
-
-    def get_theme_variable_defaults(self) -> dict[str, str]:
-        return variable_defaults(self.current_theme)
 
     def on_mount(self) -> None:
         self._install_themes()
