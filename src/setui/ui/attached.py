@@ -69,6 +69,8 @@ class AttachedApp(SetuiApp):
     """The dashboard over the agent ``agent`` greeted it as (see the module doc); the app
     reads the agent's record through it and closes it when it stops."""
 
+    approver: AgentApprover  # what _approver() below builds for the shell
+
     def __init__(self, *, agent: AgentClient, config: Config,
                  clock: Callable[[], datetime] = utc_now,
                  mono: Callable[[], float] = time.monotonic, identity: Identity | None = None,
@@ -98,10 +100,8 @@ class AttachedApp(SetuiApp):
                                wall=self._clock, on_link=self._link_changed)
 
     def _approver(self) -> AgentApprover:  # type: ignore[override]
-        self.agent_approver = AgentApprover(self.agent, read_only=self.config.read_only,
-                                            hello=lambda: self.attached.hello,
-                                            wall=self._clock)
-        return self.agent_approver
+        return AgentApprover(self.agent, read_only=self.config.read_only,
+                             hello=lambda: self.attached.hello, wall=self._clock)
 
     @property
     def attached(self) -> AttachedMonitor:
@@ -133,7 +133,7 @@ class AttachedApp(SetuiApp):
 
     @property
     def approvals_off(self) -> str | None:
-        return None if self.config.read_only else self.agent_approver.why_not()
+        return None if self.config.read_only else self.approver.why_not()
 
     @property
     def recorder_note(self) -> str | None:
@@ -272,7 +272,7 @@ class AttachedApp(SetuiApp):
             self.run_worker(self._look_up, thread=True, group="audit", exit_on_error=False)
 
     def _look_up(self) -> None:
-        outcomes = self.agent_approver.look_up()
+        outcomes = self.approver.look_up()
         if outcomes:
             self.post_message(ApprovalDone(self.approvals.noted(outcomes)))
 
