@@ -1,14 +1,15 @@
 """The Textual front ends: the dashboard (``setui``, ``setui demo``), the replay and the
 fleet view.
 
-It never speaks HTTP itself: it talks through core, approval and the agent's API. Nothing
-waits on SQLite or the network on Textual's event loop. The imports run one way, each
-part importing only those below it (the "ui-layers" import contract): the apps, then the
-screens, then the widgets, then the pure parts; the screens read the app through the
-small view in ``host`` and ask it for things with messages, never importing it.
+It never speaks HTTP itself (no httpx import): IMDS through core and approval, the agent
+through its API client. Nothing waits on SQLite or the network on Textual's event loop.
+The imports run one way, each part importing only those below it (the "ui-layers" import
+contract): the apps, then the screens, then the widgets, then the pure parts; the
+screens read the app through the small view in ``host`` and ask it for things with
+messages, never importing it.
 
 * ``shell``: TerminalApp, the base of every setui app: Ctrl+C quits, NO_COLOR sends no
-  colour, a screen says the size needed when the terminal is too small.
+  colour, a screen says the size needed when the terminal is too small, any theme works.
 * ``app``: SetuiApp, the dashboard: a shell over the monitor's state that announces,
   rings the bell and answers what the screens ask.
 * ``approving``: Approvals, the object the dashboard owns for approving: the dialog bound

@@ -2,10 +2,11 @@
 
 The :class:`~setui.monitor.Monitor` polls, keeps the service's clock, tracks the events'
 lives and records the history on a thread of its own; the screens and widgets draw what
-it knows; :class:`~setui.approval.approver.Approver` is the only way to an approval. The app
-announces, rings the bell and runs the approvals in workers: nothing here waits on
-SQLite or the network on Textual's event loop. Everything that tells time calls
-:meth:`SetuiApp.now`.
+it knows; :class:`~setui.approval.approver.Approver` is the only way to an approval, asked
+by the :class:`~setui.ui.approving.Approvals` the app owns (the dialog, the approval in a
+worker). The app announces, rings the bell and answers what the screens ask: nothing
+here waits on SQLite or the network on Textual's event loop. Everything that tells time
+calls :meth:`SetuiApp.now`.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from setui.ui.format import (
     safe,
 )
 from setui.ui.host import LinkView, WindowView
-from setui.ui.messages import EventRequest, PollUpdate, Session
+from setui.ui.messages import ApprovalDone, EventRequest, PollUpdate, Session
 from setui.ui.screens.confirm import GUARD_SECONDS
 from setui.ui.screens.details import details_screen
 from setui.ui.screens.help import HelpScreen
@@ -57,11 +58,11 @@ from setui.ui.themes import (
     ThemeChosen,
     install_themes,
     theme_provider,
-    variable_defaults,
 )
 from setui.ui.widgets.notices import Noticed
 
 if TYPE_CHECKING:
+    from setui.api.approving import AgentApprover
     from setui.api.attached import AttachedMonitor
     from setui.core.client import ImdsClient
     from setui.store import Store
@@ -70,8 +71,7 @@ if TYPE_CHECKING:
 __all__ = ["SetuiApp"]
 
 
-
-class SetuiApp(Approvals, TerminalApp):
+class SetuiApp(TerminalApp):
     """``setui`` and ``setui demo``: the Scheduled Events dashboard."""
 
     CSS_PATH = "app.tcss"
@@ -114,15 +114,16 @@ class SetuiApp(Approvals, TerminalApp):
         self.confirm_guard = GUARD_SECONDS
         self.bells = 0
         self.notices: deque[str] = deque(maxlen=500)  # "title: message", oldest first
-        self.monitor = self._monitor()
+        self.monitor: Monitor | AttachedMonitor = self._monitor()
         self._poll_worker: Worker[None] | None = None
         self.main_screen = MainScreen(self, zoom=zoom, read_only=config.read_only, mono=mono)
-        self._said_read_only = False
+        self.approver: Approver | AgentApprover = self._approver()
         # Where read-only came from (the option, the config file), when the caller knows.
-        self._read_only_why = read_only_why
-        self.approver = self._approver()
+        read_only = (read_only_why or "the --read-only option, or read-only = true in the "
+                     "config file") if config.read_only else None
+        self.approvals = Approvals(self, self.approver, self.session, identity=self.identity,
+                                   mono=mono, read_only=read_only, no_approvals=no_approvals)
         self.standalone = standalone
-        self.no_approvals = no_approvals
         self.title = "setui DEMO: the built-in emulator, not a real VM" if demo else "setui"
         self._report_poll = False  # r was pressed: say what the next answer was
         self.agent_window = AgentWindow(self, store, endpoint=config.endpoint,
@@ -163,12 +164,6 @@ class SetuiApp(Approvals, TerminalApp):
         return self.monitor.stale()
 
     @property
-    def store_error(self) -> str | None:
-        """Why recording failed last, while it still fails."""
-        recorder = self.monitor.recorder
-        return recorder.problem if recorder is not None else None
-
-    @property
     def recorder_note(self) -> str | None:
         """Whether another recorder keeps the history while this dashboard is closed."""
         recorder = self.monitor.recorder
@@ -195,7 +190,7 @@ class SetuiApp(Approvals, TerminalApp):
     def approvals_off(self) -> str | None:
         """Standalone: why approving here would go around the agent, if it would (the
         main screen knows read-only itself)."""
-        return self.no_approvals
+        return self.approvals.no_approvals
 
     @property
     def record(self) -> Record | None:
@@ -204,9 +199,11 @@ class SetuiApp(Approvals, TerminalApp):
 
     @property
     def store_status(self) -> str | None:
-        """Why the history is not being recorded, or None when it is."""
-        if self.store_error:
-            return self.store_error
+        """Why the history is not being recorded, or None when it is: why recording
+        failed last, while it still fails; else why there is no store."""
+        recorder = self.monitor.recorder
+        if recorder is not None and recorder.problem:
+            return recorder.problem
         if self.store is None:
             return self.store_problem or "no store is open"
         return None
@@ -215,16 +212,13 @@ class SetuiApp(Approvals, TerminalApp):
     def get_default_screen(self) -> Screen[None]:
         return self.main_screen
 
-    def get_theme_variable_defaults(self) -> dict[str, str]:
-        return variable_defaults(self.current_theme)
-
     def on_mount(self) -> None:
         self._install_themes()
         self.theme_changed_signal.subscribe(self, lambda _theme: self._restyle())
         self._restyle()
         if self._poll:
             self._start_polling()
-        self.set_interval(1.0, self._refresh, name="tick")
+        self.set_interval(1.0, self.redraw, name="tick")
         self._check_size()
         self._greet()
 
@@ -240,8 +234,8 @@ class SetuiApp(Approvals, TerminalApp):
         lacks = limits(self.client.api_version)
         if lacks is not None:  # the commands say it on stderr (cli.py)
             self.notify(lacks, severity="warning", timeout=30, markup=False)
-        if self.no_approvals and not self.config.read_only:  # why standalone, and so what
-            self.notify(safe(self.no_approvals, 700), title="Approvals are off",
+        if self.approvals_off and not self.config.read_only:  # why standalone, and so what
+            self.notify(safe(self.approvals_off, 700), title="Approvals are off",
                         severity="warning", timeout=15, markup=False)
         elif self.standalone:  # why, when it was not asked for
             said = safe(self.standalone, 300)
@@ -319,7 +313,7 @@ class SetuiApp(Approvals, TerminalApp):
         assert self.client is not None
         self.vm_name = await ThisVm(None).learn(self.client)
         self.monitor.vm_name = self.vm_name
-        self._refresh()
+        self.redraw()
 
     async def _find_vm_id(self) -> None:
         """Ask IMDS for the compute metadata until it answers: this VM's vmId keys the
@@ -341,7 +335,7 @@ class SetuiApp(Approvals, TerminalApp):
         self._report_poll = True
         self.notify("Asking the service now…", timeout=2, markup=False)
 
-    def _refresh(self) -> None:
+    def redraw(self) -> None:
         document = self.session.document
         if document is not None and document.events:
             self.agent_window.read([e.event_id for e in document.events], self._mono())
@@ -383,7 +377,7 @@ class SetuiApp(Approvals, TerminalApp):
                 not self.vm_name or any(c.event is not None and c.event.affects(self.vm_name)
                                         for c in message.announce)):
             self.bell()
-        self._refresh()
+        self.redraw()
 
     def _taken(self) -> None:
         """The monitor took an update, about to be announced: an app built on this one
@@ -396,7 +390,7 @@ class SetuiApp(Approvals, TerminalApp):
                         timeout=15, markup=False)
         else:
             self.notify("Recording the history again.", timeout=5, markup=False)
-        self._refresh()
+        self.redraw()
 
     def bell(self) -> None:
         self.bells += 1
@@ -424,7 +418,14 @@ class SetuiApp(Approvals, TerminalApp):
     # -- what the screens ask -----------------------------------------------------------------
     # (setui.ui.messages: ApprovalRequested, HoldRequested, DetailsRequested, ...)
     def on_approval_requested(self, message: EventRequest) -> None:
-        self.request_approval(message.event_id)
+        self.approvals.request(message.event_id)
+
+    def on_approval_done(self, message: ApprovalDone) -> None:
+        self.approvals.done(message)
+
+    async def action_quit(self) -> None:
+        """``q``, Ctrl+C and Ctrl+Q: the approvals' quit (it asks while one is in flight)."""
+        self.approvals.quit()
 
     def on_hold_requested(self, message: EventRequest) -> None:
         self.toggle_hold(message.event_id)

@@ -69,6 +69,8 @@ class AttachedApp(SetuiApp):
     """The dashboard over the agent ``agent`` greeted it as (see the module doc); the app
     reads the agent's record through it and closes it when it stops."""
 
+    approver: AgentApprover  # what _approver() below builds for the shell
+
     def __init__(self, *, agent: AgentClient, config: Config,
                  clock: Callable[[], datetime] = utc_now,
                  mono: Callable[[], float] = time.monotonic, identity: Identity | None = None,
@@ -131,9 +133,7 @@ class AttachedApp(SetuiApp):
 
     @property
     def approvals_off(self) -> str | None:
-        approver = self.approver
-        assert isinstance(approver, AgentApprover)
-        return None if self.config.read_only else approver.why_not()
+        return None if self.config.read_only else self.approver.why_not()
 
     @property
     def recorder_note(self) -> str | None:
@@ -272,16 +272,11 @@ class AttachedApp(SetuiApp):
             self.run_worker(self._look_up, thread=True, group="audit", exit_on_error=False)
 
     def _look_up(self) -> None:
-        approver = self.approver
-        assert isinstance(approver, AgentApprover)
-        outcomes = approver.look_up()
+        outcomes = self.approver.look_up()
         if outcomes:
-            self.post_message(ApprovalDone([
-                ApprovalNote(o.event_id, self.now(), self.identity.user, approved=o.approved,
-                             refused=o.refused, unknown=o.unknown, message=o.message)
-                for o in outcomes]))
+            self.post_message(ApprovalDone(self.approvals.noted(outcomes)))
 
-    def _refresh(self) -> None:
+    def redraw(self) -> None:
         self.main_screen.refresh_view()  # the plan comes with the agent's pushes
 
     def poll_now(self) -> None:

@@ -19,7 +19,7 @@ from setui.ui.format import Palette, safe
 from setui.ui.screens.help import HelpScreen
 from setui.ui.screens.replay import ReplayScreen
 from setui.ui.shell import TerminalApp
-from setui.ui.themes import install_themes, variable_defaults
+from setui.ui.themes import install_themes
 
 if TYPE_CHECKING:
     from setui.settings.config import Config
@@ -51,9 +51,6 @@ class ReplayApp(TerminalApp):
 
     def get_default_screen(self) -> Screen[None]:
         return self.replay_screen
-
-    def get_theme_variable_defaults(self) -> dict[str, str]:
-        return variable_defaults(self.current_theme)
 
     def on_mount(self) -> None:
         _names, problems = install_themes(self, self.config.theme, self._user_themes)

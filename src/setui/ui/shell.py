@@ -2,8 +2,14 @@
 
 The live dashboard, the replay and the fleet view are different apps; an operator
 expects each to quit on Ctrl+C, to send no colour at all under NO_COLOR, and to say
-plainly when the terminal is too small. One base class keeps those rules in one place,
-and installs Textual's workarounds (setui.ui.compat) when the app starts.
+plainly when the terminal is too small; setui's stylesheets work under any theme,
+Textual's own too. One base class keeps those rules in one place, and installs
+Textual's workarounds (setui.ui.compat) when the app starts.
+
+A base class, not a part the apps own, because Textual is used that way: an app is a
+subclass of its ``App``, and these rules are hooks only a subclass can answer (the
+bindings, the line filters, the CSS variables, the resize handler). It sets what it
+keeps itself, in its ``__init__``, and reads nothing its subclasses set.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from textual.geometry import Size
 from setui.ui import compat
 from setui.ui.nocolor import WithoutColor, no_color_styles
 from setui.ui.screens.small import TooSmallScreen, too_small
-from setui.ui.themes import MONO_THEME
+from setui.ui.themes import MONO_THEME, variable_defaults
 
 __all__ = ["TerminalApp"]
 
@@ -40,6 +46,10 @@ class TerminalApp(App[None]):
         compat.install()  # only the cells a repaint asked for reach the terminal
         self.driver_class = compat.quiet_input(self.driver_class)  # no wakes while idle
         self._without_color: tuple[LineFilter, ...] = (WithoutColor(),)
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        """setui's CSS variables for any theme, Textual's own too (see themes)."""
+        return variable_defaults(self.current_theme)
 
     def get_line_filters(self) -> Sequence[LineFilter]:
         """Under NO_COLOR, the one filter that drops every colour and keeps every attribute

@@ -33,7 +33,7 @@ from setui.ui.fleet.view import HeaderLine, Line, build_lines
 from setui.ui.format import Palette, safe
 from setui.ui.screens.help import HelpScreen
 from setui.ui.shell import TerminalApp
-from setui.ui.themes import DEFAULT_THEME, install_themes, variable_defaults
+from setui.ui.themes import DEFAULT_THEME, install_themes
 from setui.ui.widgets.keys import KeyBar
 
 __all__ = ["FleetApp", "fleet_help"]
@@ -112,9 +112,6 @@ class FleetApp(TerminalApp):
         yield Input(placeholder="filter: any text of a line (Enter keeps, Escape clears)",
                     id="filter")
         yield KeyBar()
-
-    def get_theme_variable_defaults(self) -> dict[str, str]:
-        return variable_defaults(self.current_theme)
 
     def on_mount(self) -> None:
         _, problems = install_themes(self, self._theme_wanted, self._user_themes)
