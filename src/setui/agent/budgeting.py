@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from setui.agent.budget import Count, Group, count, group_of_vm
+from setui.agent.budget import Count, GroupLabels, count, group_of_vm
 from setui.agent.telling import Telling
 from setui.core.backoff import Backoff
 from setui.core.model import Event
@@ -32,12 +32,12 @@ from setui.store.records import RUNNING, SKIPPED, WAITING, Step
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from setui.agent.budget import BudgetClient, Look
+    from setui.agent.budget import BudgetClient, GroupAnswer
     from setui.agent.metrics import AgentMetrics
     from setui.agent.policy import Rule
 
 __all__ = ["CLAIM_PATIENCE", "CLAIM_POLL", "PLATFORM_STARTS", "RECHECK", "Budgeting",
-           "Verdict"]
+           "GateDecision"]
 
 RECHECK = 5.0  # seconds between checks while waiting, plus as much again at random
 CLAIM_POLL = 1.0  # seconds between looks while a claim waits for the group's scrapes
@@ -49,7 +49,7 @@ PLATFORM_STARTS = ("not approved early; the platform starts the event at NotBefo
 
 
 @dataclass(frozen=True)
-class Verdict:
+class GateDecision:
     """What the gate decided: ``go`` (the claim held), ``wait`` (``reason``: "budget" or
     "prometheus"), or ``late`` (NotBefore has passed); ``words`` say why."""
 
@@ -59,11 +59,11 @@ class Verdict:
     met: float = 0.0  # seconds a claim took before it met another's: step back by more
 
 
-def _waiting(counted: Count | str) -> Verdict:
+def _waiting(counted: Count | str) -> GateDecision:
     """Wait: the budget is spent, or cannot be told."""
     if isinstance(counted, str):
-        return Verdict("wait", counted, "prometheus")
-    return Verdict("wait", counted.words(),
+        return GateDecision("wait", counted, "prometheus")
+    return GateDecision("wait", counted.words(),
                    "budget" if counted.problem is None else "prometheus")
 
 
@@ -93,14 +93,14 @@ class Budgeting(Telling):
             busy.add("approving")
         self.metrics.set_activity(frozenset(busy), frozenset(self.budget_waits.values()))
 
-    def _group(self, rule: Rule) -> tuple[Group | None, VmKey]:
+    def _group(self, rule: Rule) -> tuple[GroupLabels | None, VmKey]:
         identity = self.metrics.identity if self.metrics is not None else {}
         assert rule.group is not None
         me = VmKey(identity.get("subscription_id", ""), identity.get("resource_group", ""),
                    identity.get("vm_name", ""))
         return group_of_vm(rule.group, identity), me
 
-    async def _look(self, group: Group) -> Look | str:
+    async def _look(self, group: GroupLabels) -> GroupAnswer | str:
         """The group now, or why Prometheus cannot say (in words)."""
         assert self.budget is not None
         try:
@@ -124,11 +124,11 @@ class Budgeting(Telling):
     def _late(self, event: Event) -> bool:
         return event.not_before is not None and self.monitor.now() >= event.not_before
 
-    async def _gate(self, event: Event, rule: Rule) -> Verdict:
+    async def _gate(self, event: Event, rule: Rule) -> GateDecision:
         """Go (with this event's claim held: the caller lets go of it once the approval
         is made or failed), wait, or too late."""
         if self._late(event):
-            return Verdict("late", "NotBefore has passed")
+            return GateDecision("late", "NotBefore has passed")
         first = await self._counted(event, rule)
         if isinstance(first, str) or not first.within:
             return _waiting(first)
@@ -151,7 +151,7 @@ class Budgeting(Telling):
                 if not now.within:
                     verdict = _waiting(now)
                     if now.claiming:  # claims met: each steps back, for a random while
-                        verdict = Verdict("wait", verdict.words, verdict.reason,
+                        verdict = GateDecision("wait", verdict.words, verdict.reason,
                                           met=time.monotonic() - claimed)
                     return verdict
                 if since is None:
@@ -160,13 +160,13 @@ class Budgeting(Telling):
                     since = look.at if look.at is not None else float("inf")
                 elif not (behind := look.scraped_since(since, me)):
                     going = True
-                    return Verdict("go", now.words())
+                    return GateDecision("go", now.words())
                 elif time.monotonic() > give_up:
                     names = ", ".join(printable(k.vm_name, 64) for k in behind[:5])
                     return _waiting(f"Prometheus has not scraped {names} since this agent "
                                     f"claimed ({CLAIM_PATIENCE:g} s ago)")
                 if self._late(event):
-                    return Verdict("late", "NotBefore has passed")
+                    return GateDecision("late", "NotBefore has passed")
                 await asyncio.sleep(CLAIM_POLL)
         finally:
             if not going:
@@ -199,7 +199,7 @@ class Budgeting(Telling):
         finally:
             self.gating.discard(event_id)
 
-    def _pause(self, event_id: str, verdict: Verdict) -> float:
+    def _pause(self, event_id: str, verdict: GateDecision) -> float:
         """Seconds before the next check: RECHECK to twice it, at random. After claims
         met, more: at random up to what a claim took, doubled at each meeting in a row,
         so that two agents that stepped back for each other soon claim apart (a claim

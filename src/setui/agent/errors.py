@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 from setui.system.logs import WINDOW, Limiter
 
-__all__ = ["WINDOW", "WORK", "AgentErrors", "Due", "Failing", "StoreFault", "acting_kind"]
+__all__ = ["WINDOW", "WORK", "AgentErrors", "ErrorReports", "Failing", "StoreFault",
+           "acting_kind"]
 
 # WINDOW (setui.system.logs: a minute between two lines of one kind) is also how long a kind
 # keeps failing before it is told.
@@ -61,7 +62,7 @@ class Failing:
 
 
 @dataclass(frozen=True)
-class Due:
+class ErrorReports:
     """What a turn of the loop owes: lines with counts, error states to tell, and error
     states that are over."""
 
@@ -107,7 +108,7 @@ class AgentErrors:
         self._lines.forget(kind)
         return self.state.pop(kind, None)
 
-    def due(self) -> Due:
+    def due(self) -> ErrorReports:
         """The lines owed (a count, once a window), the error states to tell now (a window
         long, not told yet), and those over (two windows without an error)."""
         now = self.mono()
@@ -121,7 +122,7 @@ class AgentErrors:
             elif not failing.told and failing.lasted(now) >= self.window:
                 failing.told = True
                 tell.append(failing)
-        return Due(tuple(lines), tuple(tell), tuple(over))
+        return ErrorReports(tuple(lines), tuple(tell), tuple(over))
 
 
 def _more(held: int) -> str:
