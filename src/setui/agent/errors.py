@@ -1,12 +1,12 @@
 """The agent's errors, said without flooding and told when they last.
 
 A failure that repeats (a store that cannot be written, a textfile that cannot be
-replaced, the event loop's own complaints) once printed a line per poll: thousands of
-lines that bury the first one. Here each kind of error is said by setui.system.logs' one rule:
-at once the first time, then once per ``window`` (a minute) with how many more there
-were. The lines are the agent's own records (``agent: error``), not log lines: they go
-where its decisions go, in the same format, JSON included. A kind that keeps
-failing for a window is an error state: told once (the agent notifies through the
+replaced, the event loop's own complaints) would say a line per poll, thousands of lines
+that bury the first one; so each kind of error is said by setui.system.logs' one rule: at
+once the first time, then once per ``window`` (a minute) with how many more there were.
+The lines are the agent's own records (``agent: error``), not log lines: they go where
+its decisions go, in the same format, JSON included. A kind that keeps failing for a
+window is an error state: told once (the agent notifies through the
 policy's URLs), and told again when it works again: when the caller says so, or after
 two windows without an error of it. Kinds that already speak for themselves (the
 connection's state, the history's recording) are only tracked.
@@ -22,10 +22,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from setui.store.errors import StoreError
 from setui.system.logs import WINDOW, Limiter
 
 __all__ = ["WINDOW", "WORK", "AgentErrors", "ErrorReports", "Failing", "StoreFault",
-           "acting_kind"]
+           "acting_kind", "in_words"]
 
 # WINDOW (setui.system.logs: a minute between two lines of one kind) is also how long a kind
 # keeps failing before it is told.
@@ -43,6 +44,14 @@ def acting_kind(event_id: str) -> str:
 class StoreFault(Exception):
     """The store did not take what a step needed it to: nothing was done, and the step is
     tried again at the next poll. The message says what, in words."""
+
+
+def in_words(exc: BaseException) -> str:
+    """An exception in words: a store's own message says what failed and where; anything
+    else (a bug) is named by its type."""
+    if isinstance(exc, (StoreError, StoreFault)):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
 
 
 @dataclass
