@@ -293,8 +293,7 @@ class StepRunner:
         event = self.last_seen.get(event_id)
         if event is None:
             return
-        document = self.monitor.state.document
-        incarnation = document.incarnation if document is not None else 0
+        incarnation = self._incarnation()
         now = self.monitor.now()
         deadline = deadline_of(event, step, now)
         limit = limit_of(hook.timeout, deadline, rule.deadline_margin)
