@@ -14,7 +14,7 @@ import pytest
 
 from children import SETUI
 from setui.agent.budget import count, group_of_vm, look_of, scraped_query, series_query
-from setui.agent.budgeting import MAX_DOUBLINGS, RECHECK, Budgeting, Verdict
+from setui.agent.budgeting import MAX_DOUBLINGS, RECHECK, BudgetGate, GateDecision
 from setui.fleet.model import VmKey
 
 AT = 1_800_000_000.0
@@ -166,13 +166,13 @@ def test_a_budget_without_its_prometheus_or_its_metrics_is_refused_at_start(
 
 
 def test_agents_whose_claims_met_step_back_further_each_time_they_meet() -> None:
-    gate = Budgeting()
-    gate.claims_met = {}
-    met = Verdict("wait", "another agent claimed too", "budget", met=2.0)
+    # The pause uses none of the gate's dependencies.
+    gate = BudgetGate(None, metrics=None, book=None, teller=None, clock=None)
+    met = GateDecision("wait", "another agent claimed too", "budget", met=2.0)
     for times in range(1, 9):
         pause = gate._pause("E1", met)
         # RECHECK to twice it, plus up to the claim's 2 s doubled at each meeting (capped).
         assert RECHECK <= pause <= 2 * RECHECK + 2.0 * 2 ** min(times, MAX_DOUBLINGS)
     assert gate.claims_met == {"E1": 8}
-    assert gate._pause("E1", Verdict("wait", "spent", "budget")) <= 2 * RECHECK
+    assert gate._pause("E1", GateDecision("wait", "spent", "budget")) <= 2 * RECHECK
     assert gate.claims_met == {}  # a check that met no one starts the doubling over

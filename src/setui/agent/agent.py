@@ -10,7 +10,8 @@ agent neither repeats what finished nor blindly reruns what a dead agent left ru
 (that is marked interrupted and told); a clean stop waits a bounded time for a step
 under way, then interrupts it and tells. At most one task works on an event at a time:
 never two hooks for one event at once. A hold, set by a person from the dashboard, stops
-any step from starting. What it says and tells, its errors included, is agent.telling's.
+any step from starting. Its parts act: agent.acting takes and keeps a step,
+agent.budgeting guards the budget, agent.telling says and tells (its errors included).
 
 A store that fails loses no event's work: a rule decided but not kept is decided again at
 the next poll (not at the next change of the document), a step that cannot be kept
@@ -24,20 +25,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
-from setui.agent.acting import Acting
-from setui.agent.budgeting import PLATFORM_STARTS, Budgeting
-from setui.agent.errors import WORK, AgentErrors, StoreFault, acting_kind
+from setui.agent.acting import StepBook, StepRunner
+from setui.agent.budgeting import PLATFORM_STARTS, BudgetGate
+from setui.agent.errors import WORK, AgentErrors, acting_kind, in_words
 from setui.agent.notify import started_told
 from setui.agent.plan import MATCH, plan_of
 from setui.agent.policy import Policy, Rule
 from setui.agent.rules import NameUnknown, first_match
-from setui.agent.telling import MEANS
+from setui.agent.telling import MEANS, Teller, VmIdentity
 from setui.approval.snapshot import Confirmed
 from setui.core.model import Event, format_not_before
 from setui.core.tracker import ChangeKind
@@ -51,7 +50,6 @@ from setui.store.agent import (
     AgentLog,
     Step,
 )
-from setui.store.errors import StoreError
 from setui.store.records import event_snapshot
 
 if TYPE_CHECKING:
@@ -64,7 +62,6 @@ if TYPE_CHECKING:
 
 __all__ = ["STOP_GRACE", "Agent"]
 
-_T = TypeVar("_T")
 # How long a clean stop waits for a hook or an approval under way: under the unit's
 # TimeoutStopSec (30 s), with room for killing the hook (5 s), telling and closing.
 STOP_GRACE = 20.0
@@ -72,8 +69,10 @@ _ENDED = (ChangeKind.COMPLETED, ChangeKind.CANCELLED, ChangeKind.GONE)
 _TOLD = (ChangeKind.RESCHEDULED, ChangeKind.STARTED, *_ENDED)
 
 
-class Agent(Acting, Budgeting):
-    """Consumes :class:`MonitorUpdate` s (``await agent.handle(update)``) and acts."""
+class Agent:
+    """Consumes :class:`MonitorUpdate` s (``await agent.handle(update)``) and acts: it
+    decides what is due for each event and when, and wires the parts that take a step
+    (``runner``), keep it (``book``), guard the budget (``gate``) and say it (``teller``)."""
 
     def __init__(self, *, policy: Policy, monitor: Monitor, client: ImdsClient,
                  store: Store | None, vm_name: str | None, dry_run: bool,
@@ -86,26 +85,14 @@ class Agent(Acting, Budgeting):
         self.monitor = monitor
         self.client = client
         self.store = store
-        self.endpoint = monitor.endpoint
-        self.vm_name = vm_name
-        # This VM's vmId, once known: its claims, steps and holds are keyed by it
-        # (store.vmkeys), else by the endpoint.
-        self.vm_id = vm_id
         self.dry_run = dry_run
-        self.say = say
         self.metrics = metrics
+        self.notifier = notifier
+        self.vm = VmIdentity(monitor.endpoint, vm_name, vm_id)
         self.log = AgentLog(store, monitor.endpoint, vm_id=vm_id) \
             if store is not None else None
-        self.notifier = notifier
-        self.errors = errors or AgentErrors()
-        self.budget = budget  # the disruption budget's Prometheus (agent.budgeting)
-        self.claims: set[str] = set()
-        self.gating: set[str] = set()
-        self.budget_waits: dict[str, str] = {}
-        self.claims_met: dict[str, int] = {}
         self.rules = {rule.name: rule for rule in policy.rules}
         self.rule_of: dict[str, Rule] = {}
-        self.steps: dict[tuple[str, str], Step] = {}
         self.ended: set[str] = set()
         self.last_seen: dict[str, Event] = {}
         # Each event as its rule last matched it: what an approval is bound to, and what
@@ -117,27 +104,56 @@ class Agent(Acting, Budgeting):
         # and its name is not known (event -> that rule's name).
         self.waiting: dict[str, str] = {}
         self._looked_up: set[str] = set()
-        self._said: set[tuple[str, str]] = set()  # dry run: each "would" said once
         self._interrupted: list[Step] = []
         # What a previous agent left running is known (marked interrupted): until then
         # nothing is decided or done.
         self._resumed = False
-        # Writes of what was done or decided that the store refused, per event, in order:
-        # written before anything else is done for that event.
-        self._unsaved: dict[str, list[Callable[[], object]]] = {}
         self.stopping = False  # a clean stop is under way: no step starts any more
         self._idle = False
         self._timed = any(rule.not_before_within is not None for rule in policy.rules)
-        self._host = socket.gethostname() or "unknown"
+        self._db = monitor.store_call  # the store, on its thread
+        self.teller = Teller(policy, self.vm, say=say, errors=errors or AgentErrors(),
+                             notifier=notifier, dry_run=dry_run, clock=monitor.now,
+                             document=lambda: monitor.state.document)
+        self.error = self.teller.error
+        self.fine = self.teller.fine
+        self.book = StepBook(None if dry_run else self.log, clock=monitor.now,
+                             db=monitor.store_call, teller=self.teller,
+                             on_change=lambda: self.gate.activity(), busy=self._busy)
+        self.gate = BudgetGate(budget, metrics=metrics, book=self.book, teller=self.teller,
+                               clock=monitor.now)
+        self.runner = StepRunner(monitor, client, store, self.log, self.vm, dry_run=dry_run,
+                                 metrics=metrics, book=self.book, teller=self.teller,
+                                 gate=self.gate, last_seen=self.last_seen, ended=self.ended,
+                                 matched=self.matched)
 
-    # -- the store, on its thread ---------------------------------------------------------
-    async def _db(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
-        return await self.monitor.store_call(fn, *args, **kwargs)
+    @property
+    def vm_name(self) -> str | None:
+        return self.vm.name
+
+    @property
+    def vm_id(self) -> str | None:
+        return self.vm.vm_id
+
+    @property
+    def steps(self) -> dict[tuple[str, str], Step]:
+        """Each event's steps in memory, (event, step) -> its row (acting.StepBook)."""
+        return self.book.steps
+
+    def measured(self, kind: str, event: Event | None, event_id: str | None, detail: str, *,
+                 tell: bool = False) -> None:
+        """What the agent measured (agent.impact, agent.notice): said as a line; ``tell``:
+        told to people too, whatever the event's rule says, once (its key)."""
+        self.teller.record(kind, event_id, detail=detail)
+        if tell and event_id:
+            rule = self.rule_of.get(event_id)
+            self.teller.notify(event, event_id, rule.name if rule is not None else "none",
+                               kind, detail, always=True)
 
     def name_learned(self, vm_name: str) -> None:
         """This VM's name is known at last: the rules that wait for it are decided, and
         the steps that wait for it may start, at the next poll."""
-        self.vm_name = vm_name
+        self.vm.name = vm_name
         self.monitor.vm_name = vm_name
         self._busy()
 
@@ -145,7 +161,7 @@ class Agent(Acting, Budgeting):
         """This VM's vmId is known at last: from now on its steps, holds, claims and
         messages are found by it, whatever endpoint wrote them; the current events' steps
         are read again at the next poll (another endpoint of this VM may have taken some)."""
-        self.vm_id = vm_id
+        self.vm.vm_id = vm_id
         if self.log is not None:
             self.log.vm_id = vm_id
         if self.notifier is not None and self.notifier.log is not None:
@@ -161,7 +177,7 @@ class Agent(Acting, Budgeting):
         recorder = self.monitor.recorder
         if recorder is not None and recorder.problem is not None:
             reasons.append(f"cannot record the history: {recorder.problem}")
-        reasons += [f"{f.kind}: {f.last}" for f in self.errors.acting()]
+        reasons += [f"{f.kind}: {f.last}" for f in self.teller.errors.acting()]
         return reasons
 
     @property
@@ -195,10 +211,10 @@ class Agent(Acting, Budgeting):
         left = await self._db(self.log.interrupt_running, self.monitor.now())
         self._resumed = True
         for step in left:
-            self._record("interrupted", step.event_id, rule=step.rule, step=step.step,
-                         state=INTERRUPTED, detail="the agent stopped while this ran; it is "
-                         "not run again (whether it finished is not known)")
-            self._count_interrupted(step.step)
+            self.teller.record("interrupted", step.event_id, rule=step.rule, step=step.step,
+                               state=INTERRUPTED, detail="the agent stopped while this ran; it is "
+                               "not run again (whether it finished is not known)")
+            self.runner.count_interrupted(step.step)
         self._interrupted = left  # told once the first document says what the events are
 
     async def stop(self, grace: float = STOP_GRACE) -> None:
@@ -209,16 +225,16 @@ class Agent(Acting, Budgeting):
         self.stopping = True
         # A wait for the budget is no action: it ends at once, and the next agent checks
         # again (its step stays "waiting").
-        waits = [t for i, t in self.tasks.items() if i in self.gating and not t.done()]
+        waits = [t for i, t in self.tasks.items() if i in self.gate.gating and not t.done()]
         for task in waits:
             task.cancel()
         await asyncio.gather(*waits, return_exceptions=True)
         busy = {i: t for i, t in self.tasks.items() if not t.done()}
         if busy:
             for step in self._running(busy):
-                self._record("stopping", step.event_id, rule=step.rule, step=step.step,
-                             state=RUNNING, detail=f"waiting up to {grace:g} s for "
-                             f"{step.step} to end by itself before stopping")
+                self.teller.record("stopping", step.event_id, rule=step.rule, step=step.step,
+                                   state=RUNNING, detail=f"waiting up to {grace:g} s for "
+                                   f"{step.step} to end by itself before stopping")
             with contextlib.suppress(asyncio.CancelledError):  # cancelled: no more waiting
                 await asyncio.wait(busy.values(), timeout=grace)
         left = {i: t for i, t in busy.items() if not t.done()}
@@ -229,10 +245,10 @@ class Agent(Acting, Budgeting):
             with contextlib.suppress(BaseException):
                 await task
         for step in cut:
-            await self._cut(step, grace)
+            await self.runner.cut(step, self.rules.get(step.rule), grace)
         # What was done and not kept yet: one more try each, until the store refuses one.
-        for event_id in list(self._unsaved):
-            if not await self._flush(event_id):
+        for event_id in list(self.book.unsaved):
+            if not await self.book.flush(event_id):
                 break
         if self.notifier is not None:
             await asyncio.to_thread(self.notifier.stop)
@@ -240,7 +256,7 @@ class Agent(Acting, Budgeting):
     def stop_words(self, grace: float) -> str:
         """What a stop would wait for now, in words ("" when nothing): the steps running,
         which may end by themselves within ``grace`` seconds."""
-        busy = {i: t for i, t in self.tasks.items() if i not in self.gating and not t.done()}
+        busy = {i: t for i, t in self.tasks.items() if i not in self.gate.gating and not t.done()}
         steps = self._running(busy)
         if not steps:
             return ""
@@ -267,11 +283,11 @@ class Agent(Acting, Budgeting):
         try:
             await self._handle(update)
         except Exception as exc:  # a store that fails, or a bug: tried again next poll
-            self.error(WORK, _words(exc))
+            self.error(WORK, in_words(exc))
             self._busy()
         else:
             self.fine(WORK)
-        self._errors_due()
+        self.teller.errors_due()
 
     async def _handle(self, update: MonitorUpdate) -> None:
         result = update.result
@@ -288,9 +304,9 @@ class Agent(Acting, Budgeting):
         await self._resume()
         await self._catch_up(document.events, ids, approvals=bool(result.changes))
         for step in self._interrupted:
-            self._notify(self.last_seen.get(step.event_id), step.event_id, step.rule,
-                         "interrupted", f"{step.step} was interrupted by a stop of the agent; "
-                         "it is not run again", extra=step.step)
+            self.teller.notify(self.last_seen.get(step.event_id), step.event_id, step.rule,
+                               "interrupted", f"{step.step} was interrupted by a stop of the "
+                               "agent; it is not run again", extra=step.step)
         self._interrupted = []
         for change in result.changes:
             event_id = change.event_id
@@ -307,8 +323,8 @@ class Agent(Acting, Budgeting):
                 told, detail = change.event, change.detail or MEANS[change.kind]
                 if change.kind is ChangeKind.STARTED:
                     told, detail = started_told(told, change.previous, detail)
-                self._notify(told, event_id, rule.name, change.kind.value, detail,
-                             extra=extra)
+                self.teller.notify(told, event_id, rule.name, change.kind.value, detail,
+                                   extra=extra)
         await self._advance()
         if result.changes:
             self._forget({e.event_id for e in document.events})
@@ -316,7 +332,7 @@ class Agent(Acting, Budgeting):
         # and no unmatched event could match later (only not_before_within depends on time).
         self._idle = not any(rule.acts and (self._next(i) is not None or self._on_clock(i))
                              for i, rule in self.rule_of.items()) \
-            and not any(not t.done() for t in self.tasks.values()) and not self._unsaved \
+            and not any(not t.done() for t in self.tasks.values()) and not self.book.unsaved \
             and not (self._timed and any(e.event_id not in self.rule_of
                                          for e in document.events))
         self.waiting = {i: r for i, r in self.waiting.items() if i in ids}
@@ -330,14 +346,13 @@ class Agent(Acting, Budgeting):
         for event_id in [i for i in self.rule_of if i not in current]:
             task = self.tasks.get(event_id)
             if (task is not None and not task.done()) or self._next(event_id) is not None \
-                    or event_id in self._unsaved:
+                    or event_id in self.book.unsaved:
                 continue
             for table in (self.rule_of, self.last_seen, self.tasks, self.matched):
                 table.pop(event_id, None)
             self.ended.discard(event_id)
             self._looked_up.discard(event_id)
-            for key in [k for k in self.steps if k[0] == event_id]:
-                del self.steps[key]
+            self.book.forget(event_id)
             self.fine(acting_kind(event_id))  # nothing more to do for it, failing or not
 
     async def _catch_up(self, events: tuple[Event, ...], ids: list[str], *,
@@ -401,17 +416,19 @@ class Agent(Acting, Budgeting):
             known = self.rules.get(row.rule)
             if row.step == MATCH and known is not None:
                 self.rule_of[row.event_id] = known
-        incarnation = self._incarnation()
+        document = self.monitor.state.document
+        incarnation = document.incarnation if document is not None else 0
         for event, rule, plan in decided:
             self.rule_of[event.event_id] = rule
             self.matched[event.event_id] = Confirmed(event.event_id, event_snapshot(event),
                                                      incarnation)
             self.steps[(event.event_id, MATCH)] = Step(event.event_id, MATCH, rule.name, DONE,
                                                        plan, None, now)
-            self._record("matched", event.event_id, rule=rule.name, step=MATCH, state=DONE,
-                         detail=plan if not self.dry_run else f"dry run, would: {plan}")
-            self._notify(event, event.event_id, rule.name, "appeared",
-                         f"{event.event_type.value} for {', '.join(event.resources) or 'no VM'}")
+            self.teller.record("matched", event.event_id, rule=rule.name, step=MATCH, state=DONE,
+                               detail=plan if not self.dry_run else f"dry run, would: {plan}")
+            vms = ", ".join(event.resources) or "no VM"
+            self.teller.notify(event, event.event_id, rule.name, "appeared",
+                               f"{event.event_type.value} for {vms}")
         if approved is not None and self.metrics is not None:
             self.metrics.set_approved_by(approved)
         if failed is not None:
@@ -435,59 +452,17 @@ class Agent(Acting, Budgeting):
         except NameUnknown as wait:
             if event.event_id not in self.waiting:
                 self.waiting[event.event_id] = wait.rule.name
-                self._record("waiting", event.event_id, rule=wait.rule.name, step=MATCH,
-                             detail="waiting for this VM's name (not known yet): the rule "
-                                    "names this VM")
+                self.teller.record("waiting", event.event_id, rule=wait.rule.name, step=MATCH,
+                                   detail="waiting for this VM's name (not known yet): the rule "
+                                          "names this VM")
             return None
         self.waiting.pop(event.event_id, None)
         return rule
 
-    async def _set(self, event_id: str, step: str, rule: Rule, state: str, detail: str = "",
-                   started: datetime | None = None) -> None:
-        """Keep the step's state (not in a dry run). ``running``, before the step acts: in
-        the store first, or not at all (raises: the step is not taken). Any other state
-        says what was done or decided: held in memory at once, and written now or, while
-        the store fails, before anything else for the event (:meth:`_keep`)."""
-        now = self.monitor.now()
-        write = partial(self.log.set_step, event_id, step, rule=rule.name, state=state,
-                        at=now, detail=detail, started=started) \
-            if self.log is not None and not self.dry_run else None
-        if write is not None and state == RUNNING:
-            await self._db(write)
-        old = self.steps.get((event_id, step))
-        self.steps[(event_id, step)] = Step(event_id, step, rule.name, state, detail,
-                                            started or (old.started if old else None), now)
-        self._activity()
-        if write is not None and state != RUNNING:
-            await self._keep(event_id, write)
-
-    async def _keep(self, event_id: str, write: Callable[[], object]) -> None:
-        """Write what was done or decided for ``event_id`` (already in memory), after any
-        such write of it the store refused before; when the store refuses it too, it is
-        said, and tried again at the next poll before anything else for the event."""
-        self._unsaved.setdefault(event_id, []).append(write)
-        await self._flush(event_id)
-
-    async def _flush(self, event_id: str) -> bool:
-        """The event's writes the store refused, written in order; whether none is left
-        (one still refused is said, and tried again at the next poll)."""
-        pending = self._unsaved.get(event_id)
-        while pending:
-            try:
-                await self._db(pending[0])
-            except Exception as exc:
-                self.error(acting_kind(event_id), "cannot keep what was done (tried again "
-                           f"at the next poll): {_words(exc)}", event_id=event_id)
-                self._busy()
-                return False
-            pending.pop(0)
-        self._unsaved.pop(event_id, None)
-        return True
-
     async def _advance(self) -> None:
         """Start a task for every event with a step to take (and no task already)."""
         due = [i for i, rule in self.rule_of.items()
-               if rule.acts and (self._next(i) is not None or i in self._unsaved)
+               if rule.acts and (self._next(i) is not None or i in self.book.unsaved)
                and (i not in self.tasks or self.tasks[i].done())]
         if not due or (self.log is None and not self.dry_run):
             return  # no audit log, nothing done: the agent observes (and said so)
@@ -496,13 +471,9 @@ class Agent(Acting, Budgeting):
             self.held = await self._db(self.log.held, due)
         for event_id in due:
             if event_id in self.held:
-                await self._flush(event_id)  # what was done is kept all the same
+                await self.book.flush(event_id)  # what was done is kept all the same
                 continue
             self.tasks[event_id] = asyncio.ensure_future(self._drive(event_id))
-
-    def _state(self, event_id: str, step: str) -> str | None:
-        row = self.steps.get((event_id, step))
-        return row.state if row is not None else None
 
     def _next(self, event_id: str) -> tuple[str, str | None] | None:
         """The next step for the event: (step, None) to take it, (step, reason) to skip
@@ -512,20 +483,20 @@ class Agent(Acting, Budgeting):
             return None
         if self.vm_name is None:
             return None  # a hook is told this VM's name, the approver checks against it
-        if self._state(event_id, MATCH) == SKIPPED:
+        if self.book.state(event_id, MATCH) == SKIPPED:
             return None  # its rule no longer matches: nothing more without a person
-        approve = self._state(event_id, "approve")
+        approve = self.book.state(event_id, "approve")
         if event_id in self.ended:
             if approve == WAITING:
                 return "approve", "the event is over"
-            if rule.recover is not None and self._state(event_id, "recover") is None:
+            if rule.recover is not None and self.book.state(event_id, "recover") is None:
                 return "recover", None
             return None
         document = self.monitor.state.document
         event = document.event(event_id) if document is not None else None
         if event is None:
             return None
-        prepare = self._state(event_id, "prepare")
+        prepare = self.book.state(event_id, "prepare")
         if rule.prepare is not None and prepare is None and not event.is_started:
             return "prepare", None
         if rule.approve == "never" or approve not in (None, WAITING):
@@ -549,58 +520,48 @@ class Agent(Acting, Budgeting):
         """Whether the event's approval waits for a time (NotBefore minus N)."""
         rule = self.rule_of[event_id]
         return (rule.approve == "before-not-before" and event_id not in self.ended
-                and self._state(event_id, "approve") in (None, WAITING))
+                and self.book.state(event_id, "approve") in (None, WAITING))
 
     async def _drive(self, event_id: str) -> None:
         rule = self.rule_of[event_id]
         current: str | None = None
         try:
             # What was done is kept before anything more is done.
-            while await self._flush(event_id) and (nxt := self._next(event_id)) is not None:
+            while await self.book.flush(event_id) and (nxt := self._next(event_id)) is not None:
                 step, skip = nxt
                 current = step
                 if skip is not None:
-                    await self._set(event_id, step, rule, SKIPPED, skip)
-                    self._record("skipped", event_id, rule=rule.name, step=step,
-                                 state=SKIPPED, detail=skip)
-                elif (changed := self._recheck(event_id, rule)) is not None:
-                    await self._unmatched(event_id, rule, step, *changed)
+                    await self.book.set(event_id, step, rule, SKIPPED, skip)
+                    self.teller.record("skipped", event_id, rule=rule.name, step=step,
+                                       state=SKIPPED, detail=skip)
+                elif (changed := self.runner.recheck(event_id, rule)) is not None:
+                    await self.runner.unmatched(event_id, rule, step, *changed)
                 elif self.dry_run:
-                    words = await self._would(event_id, rule, step)
-                    await self._set(event_id, step, rule, DONE, "dry run")
-                    self._record("would", event_id, rule=rule.name, step=step,
-                                 detail=f"dry run: would {words}")
+                    words = await self.runner.would(event_id, rule, step)
+                    await self.book.set(event_id, step, rule, DONE, "dry run")
+                    self.teller.record("would", event_id, rule=rule.name, step=step,
+                                       detail=f"dry run: would {words}")
                 elif self.log is not None and bool(await self._db(self.log.held, [event_id])):
                     self.held.add(event_id)
                     return
                 elif step == "approve":
                     event = self.last_seen.get(event_id)
                     if rule.max_unavailable is not None and event is not None \
-                            and await self._held_back(event, rule):
+                            and await self.gate.held_back(event, rule):
                         continue  # waited (and checks again), or too late
                     try:
-                        await self._approve(event_id, rule)
+                        await self.runner.approve(event_id, rule)
                     finally:
-                        self.claims.discard(event_id)  # its approval shows by now
-                        self._activity()
+                        self.gate.release(event_id)  # its approval shows by now
                 else:
-                    await self._hook(event_id, rule, step)
+                    await self.runner.hook(event_id, rule, step)
                 current = None
-            if event_id not in self._unsaved:
+            if event_id not in self.book.unsaved:
                 self.fine(acting_kind(event_id))
         except Exception as exc:  # a store that fails: said, and tried again next poll
-            self.error(acting_kind(event_id), _words(exc), event_id=event_id,
+            self.error(acting_kind(event_id), in_words(exc), event_id=event_id,
                        rule=rule.name, step=current)
             self._busy()
         finally:
-            self.claims_met.pop(event_id, None)
-            if self.budget_waits.pop(event_id, None) is not None:
-                self._activity()
+            self.gate.forget(event_id)
 
-
-def _words(exc: BaseException) -> str:
-    """An exception in words: a store's own message says what failed and where; anything
-    else (a bug) is named by its type."""
-    if isinstance(exc, (StoreError, StoreFault)):
-        return str(exc)
-    return f"{type(exc).__name__}: {exc}"

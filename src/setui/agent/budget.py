@@ -37,8 +37,8 @@ from setui.core.model import is_this_vm
 from setui.fleet.model import Fleet, FleetBuilder, VmKey
 from setui.fleet.prometheus import PrometheusClient
 
-__all__ = ["TIMEOUT", "BudgetClient", "Count", "Group", "Look", "count", "group_of_vm",
-           "scraped_query", "series_query"]
+__all__ = ["TIMEOUT", "BudgetClient", "Count", "GroupAnswer", "GroupLabels", "count",
+           "group_of_vm", "scraped_query", "series_query"]
 
 TIMEOUT = 10.0  # seconds for each answer: the group's series are few
 STALE_AFTER = 120.0  # seconds: as `setui fleet` calls an agent stale by default
@@ -54,7 +54,7 @@ _SHOWN = 5  # busy VMs named in the words
 
 
 @dataclass(frozen=True)
-class Group:
+class GroupLabels:
     """This VM's group of one kind: its name and the label values that select it."""
 
     kind: str  # a policy's group: "scale-set", ...
@@ -74,17 +74,17 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def group_of_vm(kind: str, identity: Mapping[str, str]) -> Group | None:
+def group_of_vm(kind: str, identity: Mapping[str, str]) -> GroupLabels | None:
     """This VM's group of ``kind`` from its identity labels; None when compute metadata
     did not name it (a VM in no scale set, or not known yet)."""
     label, within = _LABELS[kind]
     name = identity.get(label, "")
     if not name:
         return None
-    return Group(kind, name, ((label, name), *((w, identity.get(w, "")) for w in within)))
+    return GroupLabels(kind, name, ((label, name), *((w, identity.get(w, "")) for w in within)))
 
 
-def series_query(group: Group) -> str:
+def series_query(group: GroupLabels) -> str:
     """Every series of the group that the count reads, and the recording rule's mark
     (its one series without labels: the rules are loaded)."""
     names = "|".join((EVENT_METRIC, SUCCESS_METRIC, NOT_REPORTED_METRIC, BUSY_METRIC))
@@ -92,7 +92,7 @@ def series_query(group: Group) -> str:
             f'or {NOT_REPORTED_METRIC}{{vm_name=""}}')
 
 
-def scraped_query(group: Group) -> str:
+def scraped_query(group: GroupLabels) -> str:
     """When Prometheus last scraped each VM of the group (its samples' time)."""
     return f"timestamp({SUCCESS_METRIC}{{{group.selector()}}})"
 
@@ -113,7 +113,7 @@ def _number(sample: Mapping[str, object]) -> float | None:
 
 
 @dataclass(frozen=True)
-class Look:
+class GroupAnswer:
     """One look at the group: its VMs (fleet.model's), what their agents say keeps them
     busy, when each was last scraped, and Prometheus's time of the answer."""
 
@@ -129,7 +129,7 @@ class Look:
                 if (vm.state.healthy or vm.key == me) and self.scraped.get(vm.key, 0.0) <= moment]
 
 
-def look_of(series: Iterable[object], scraped: Iterable[object], at: float | None) -> Look:
+def look_of(series: Iterable[object], scraped: Iterable[object], at: float | None) -> GroupAnswer:
     """The look from the two answers' results (pure: what BudgetClient.look does after
     asking)."""
     rows = [s for s in series if isinstance(s, dict) and isinstance(s.get("metric"), dict)]
@@ -146,14 +146,14 @@ def look_of(series: Iterable[object], scraped: Iterable[object], at: float | Non
             key = _key(answer["metric"])
             if value is not None:
                 times[key] = max(value, times.get(key, 0.0))
-    return Look(fleet, {k: frozenset(v) for k, v in busy.items()}, times, at)
+    return GroupAnswer(fleet, {k: frozenset(v) for k, v in busy.items()}, times, at)
 
 
 @dataclass(frozen=True)
 class Count:
     """The group as this VM's early approval would find it."""
 
-    group: Group
+    group: GroupLabels
     limit: int
     busy: tuple[tuple[str, str], ...]  # (VM, why), this VM left out
     taking: int  # VMs of the group the approval takes down (this one, and any other listed)
@@ -177,7 +177,7 @@ class Count:
         return text
 
 
-def count(look: Look, group: Group, *, me: VmKey, limit: int,
+def count(look: GroupAnswer, group: GroupLabels, *, me: VmKey, limit: int,
           resources: Iterable[str]) -> Count:
     """How many VMs of ``group`` are unavailable besides ``me``, and how many approving an
     event listing ``resources`` takes down."""
@@ -219,7 +219,7 @@ class BudgetClient:
         self.client = client
         self._lock = threading.Lock()
 
-    def look(self, group: Group) -> Look:
+    def look(self, group: GroupLabels) -> GroupAnswer:
         """The group now; PrometheusError (in words) when Prometheus cannot say."""
         with self._lock:
             series = self.client.query(series_query(group))

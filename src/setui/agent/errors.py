@@ -1,12 +1,12 @@
 """The agent's errors, said without flooding and told when they last.
 
 A failure that repeats (a store that cannot be written, a textfile that cannot be
-replaced, the event loop's own complaints) once printed a line per poll: thousands of
-lines that bury the first one. Here each kind of error is said by setui.system.logs' one rule:
-at once the first time, then once per ``window`` (a minute) with how many more there
-were. The lines are the agent's own records (``agent: error``), not log lines: they go
-where its decisions go, in the same format, JSON included. A kind that keeps
-failing for a window is an error state: told once (the agent notifies through the
+replaced, the event loop's own complaints) would say a line per poll, thousands of lines
+that bury the first one; so each kind of error is said by setui.system.logs' one rule: at
+once the first time, then once per ``window`` (a minute) with how many more there were.
+The lines are the agent's own records (``agent: error``), not log lines: they go where
+its decisions go, in the same format, JSON included. A kind that keeps failing for a
+window is an error state: told once (the agent notifies through the
 policy's URLs), and told again when it works again: when the caller says so, or after
 two windows without an error of it. Kinds that already speak for themselves (the
 connection's state, the history's recording) are only tracked.
@@ -22,9 +22,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from setui.store.errors import StoreError
 from setui.system.logs import WINDOW, Limiter
 
-__all__ = ["WINDOW", "WORK", "AgentErrors", "Due", "Failing", "StoreFault", "acting_kind"]
+__all__ = ["WINDOW", "WORK", "AgentErrors", "ErrorReports", "Failing", "StoreFault",
+           "acting_kind", "in_words"]
 
 # WINDOW (setui.system.logs: a minute between two lines of one kind) is also how long a kind
 # keeps failing before it is told.
@@ -44,6 +46,14 @@ class StoreFault(Exception):
     tried again at the next poll. The message says what, in words."""
 
 
+def in_words(exc: BaseException) -> str:
+    """An exception in words: a store's own message says what failed and where; anything
+    else (a bug) is named by its type."""
+    if isinstance(exc, (StoreError, StoreFault)):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
 @dataclass
 class Failing:
     """A kind of error under way: since when, how often, what it said last."""
@@ -61,7 +71,7 @@ class Failing:
 
 
 @dataclass(frozen=True)
-class Due:
+class ErrorReports:
     """What a turn of the loop owes: lines with counts, error states to tell, and error
     states that are over."""
 
@@ -107,7 +117,7 @@ class AgentErrors:
         self._lines.forget(kind)
         return self.state.pop(kind, None)
 
-    def due(self) -> Due:
+    def due(self) -> ErrorReports:
         """The lines owed (a count, once a window), the error states to tell now (a window
         long, not told yet), and those over (two windows without an error)."""
         now = self.mono()
@@ -121,7 +131,7 @@ class AgentErrors:
             elif not failing.told and failing.lasted(now) >= self.window:
                 failing.told = True
                 tell.append(failing)
-        return Due(tuple(lines), tuple(tell), tuple(over))
+        return ErrorReports(tuple(lines), tuple(tell), tuple(over))
 
 
 def _more(held: int) -> str:

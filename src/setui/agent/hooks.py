@@ -91,8 +91,9 @@ def hook_input(event: Event, *, step: str, rule: str, incarnation: int,
     return json.dumps(data).encode("utf-8")
 
 
-def _printable_env(values: dict[str, str]) -> dict[str, str]:
-    # An environment value cannot hold NUL; network text could.
+def _nul_escaped_truncated(values: dict[str, str]) -> dict[str, str]:
+    """Each value with NUL escaped (an environment value cannot hold one; network text
+    could) and cut at 4096 characters."""
     return {k: v.replace("\0", "\\0")[:4096] for k, v in values.items()}
 
 
@@ -106,7 +107,7 @@ async def run_hook(hook: Hook, *, env: dict[str, str], stdin: bytes,
     problem = untrusted_command(hook.argv)
     if problem is not None:
         return HookResult(None, False, "", error=f"refused: {problem}")
-    environment = {**os.environ, **_printable_env(env)}
+    environment = {**os.environ, **_nul_escaped_truncated(env)}
     spawning: dict[str, Any] = {"cwd": HOOK_DIRECTORY}
     if hook.run_as is not None:  # who the name means now, not when the policy was read
         try:
