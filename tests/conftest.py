@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
-from permissions import obey_permissions
-from scripted import scripted
 from setui.emulator.clock import ManualClock
 from setui.emulator.scenario import Scenario, load_scenario
 from setui.emulator.server import Emulator
+from tests.support.permissions import obey_permissions
+from tests.support.scripted import scripted
 
-__all__ = ["scripted"]  # the scripted metadata service (tests/scripted.py), for every test
+__all__ = ["scripted"]  # the scripted metadata service (tests/support/scripted.py), for every test
 
 
 @pytest.fixture(autouse=True)
@@ -42,7 +42,7 @@ def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory,
 
 
 # `make test-fast` runs with --hypothesis-profile=fast: a quarter of each property test's
-# examples (tests/examples.py), every one of them in `make test`.
+# examples (tests/support/examples.py), every one of them in `make test`.
 settings.register_profile("fast", max_examples=25)
 
 

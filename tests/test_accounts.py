@@ -1,4 +1,4 @@
-"""The test accounts helper itself (tests/accounts.py): its commands (useradd, groupadd,
+"""The test accounts helper itself (tests/support/accounts.py): its commands (useradd, groupadd,
 userdel, groupdel) run whatever the test process's environment holds."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pwd
 
 import pytest
 
-from accounts import made_accounts, needs_accounts
+from tests.support.accounts import made_accounts, needs_accounts
 
 pytestmark = [pytest.mark.slow, needs_accounts]
 

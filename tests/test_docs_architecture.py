@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from docs_text import DOCS, ROOT
+from tests.support.docs_text import DOCS, ROOT
 
 try:  # Python 3.10 reads TOML with tomli, a dependency there
     import tomllib

@@ -23,8 +23,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from docs_text import Code, code, doc_files, name, prose
 from setui.cli import build_parser
+from tests.support.docs_text import Code, code, doc_files, name, prose
 
 Command = tuple[str, ...]  # a command: () for `setui` itself, ("audit", "verify")...
 

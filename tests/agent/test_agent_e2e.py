@@ -8,7 +8,11 @@ import signal
 from pathlib import Path
 
 import pytest
-from agent_helpers import (
+
+from setui.emulator.server import Emulator
+from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, Store
+from setui.store.agent import AgentLog
+from tests.support.agent_helpers import (
     EVENT_ID,
     Sink,
     agent_env,
@@ -22,11 +26,7 @@ from agent_helpers import (
     stop,
     write_policy,
 )
-
-from children import wait_until
-from setui.emulator.server import Emulator
-from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, Store
-from setui.store.agent import AgentLog
+from tests.support.children import wait_until
 
 pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
 

@@ -16,11 +16,8 @@ from typing import Any
 
 import httpx
 import pytest
-from agent_helpers import Sink, agent_env, agent_said, metrics_url, more_polls, start_agent, stop
-from agent_helpers import write_policy as policy_file
 from prometheus_client.parser import text_string_to_metric_families
 
-from children import SETUI, wait_until
 from setui.core.metricnames import EVENT_METRIC, IMPACT_METRIC, SUCCESS_METRIC
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
@@ -29,6 +26,17 @@ from setui.store import Store
 from setui.system.boot import TEST_VARIABLE
 from setui.ui.fleet.details import details_text
 from setui.ui.fleet.view import EventLine, build_lines
+from tests.support.agent_helpers import (
+    Sink,
+    agent_env,
+    agent_said,
+    metrics_url,
+    more_polls,
+    start_agent,
+    stop,
+)
+from tests.support.agent_helpers import write_policy as policy_file
+from tests.support.children import SETUI, wait_until
 
 pytestmark = [pytest.mark.slow,  # starts processes: the slow tier (docs/testing.md)
               pytest.mark.skipif(os.name != "posix", reason="SIGSTOP is POSIX")]

@@ -12,15 +12,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from agent_helpers import Sink
 
-from children import wait_until
 from setui.agent.hooks import hook_environment, hook_input, run_hook
 from setui.agent.notify import Message, Notifier, render
 from setui.agent.policy import Hook
 from setui.core.model import Event, EventSource, EventStatus, EventType
 from setui.store import Store
 from setui.store.agent import MAX_OUTPUT, AgentLog
+from tests.support.agent_helpers import Sink
+from tests.support.children import wait_until
 
 EVENT = Event("E1", EventType.REBOOT, EventStatus.SCHEDULED, ("vm-1", "vm-2"),
               datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc), source=EventSource.USER,

@@ -6,10 +6,10 @@ import re
 import subprocess
 
 import pytest
-from agent_helpers import EVENT_ID, Sink, agent_env, drain_policy, stop
 
-from children import SETUI, Lines, wait_until
 from setui.emulator.server import Emulator
+from tests.support.agent_helpers import EVENT_ID, Sink, agent_env, drain_policy, stop
+from tests.support.children import SETUI, Lines, wait_until
 
 
 @pytest.mark.slow

@@ -17,12 +17,12 @@ from typing import Any
 
 import httpx
 import pytest
-from agent_helpers import EVENT_ID, agent_env, metrics_url, start_agent, stop
 
-from children import wait_until
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
 from setui.store import Store
+from tests.support.agent_helpers import EVENT_ID, agent_env, metrics_url, start_agent, stop
+from tests.support.children import wait_until
 
 pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
 

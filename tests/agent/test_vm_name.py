@@ -11,7 +11,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from agent_helpers import (
+
+from setui.emulator.faults import parse_faults
+from setui.emulator.server import Emulator
+from tests.support.agent_helpers import (
     EVENT_ID,
     agent_env,
     agent_said,
@@ -21,11 +24,8 @@ from agent_helpers import (
     stop,
     write_policy,
 )
-
-from children import SETUI, Lines, wait_until
-from dashboard import WIDE, MakeDashboard, status
-from setui.emulator.faults import parse_faults
-from setui.emulator.server import Emulator
+from tests.support.children import SETUI, Lines, wait_until
+from tests.support.dashboard import WIDE, MakeDashboard, status
 
 BROKEN = parse_faults("compute-503=1")
 

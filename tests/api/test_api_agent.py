@@ -11,7 +11,13 @@ import stat
 from pathlib import Path
 
 import pytest
-from api_helpers import (
+
+from setui.api.client import AgentClient, HoldAnswer
+from setui.emulator.server import Emulator
+from setui.store import APPROVE_ATTEMPT, REFUSED, Store
+from setui.store.agent import HOLD, RELEASE
+from setui.ui.attached import hold_words
+from tests.support.api_helpers import (
     EVENT_ID,
     OPS_GROUP,
     Account,
@@ -23,13 +29,7 @@ from api_helpers import (
     start_agent,
     stop,
 )
-
-from children import wait_until
-from setui.api.client import AgentClient, HoldAnswer
-from setui.emulator.server import Emulator
-from setui.store import APPROVE_ATTEMPT, REFUSED, Store
-from setui.store.agent import HOLD, RELEASE
-from setui.ui.attached import hold_words
+from tests.support.children import wait_until
 
 pytestmark = needs_root
 

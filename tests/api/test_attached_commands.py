@@ -20,16 +20,26 @@ from pathlib import Path
 
 import httpx
 import pytest
-from api_helpers import EVENT_ID, ROOT, VM, Account, needs_root, posts, run_as, start_agent, stop
 
-from children import PYTHON, Lines, wait_until
-from scripted import Answer, Hang, ScriptedImds, document, event
 from setui.api.client import Subscription, VmPush
 from setui.emulator.faults import parse_faults
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
 from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, DISMISSED, REFUSED, Store
-from waiting import PATIENCE
+from tests.support.api_helpers import (
+    EVENT_ID,
+    ROOT,
+    VM,
+    Account,
+    needs_root,
+    posts,
+    run_as,
+    start_agent,
+    stop,
+)
+from tests.support.children import PYTHON, Lines, wait_until
+from tests.support.scripted import Answer, Hang, ScriptedImds, document, event
+from tests.support.waiting import PATIENCE
 
 pytestmark = [pytest.mark.slow, needs_root]
 

@@ -10,11 +10,9 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from api_helpers import JSON
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from examples import examples
 from setui.api.codec import (
     AgentInfo,
     AgentState,
@@ -68,6 +66,8 @@ from setui.store.records import (
     StoryEntry,
     VerifyResult,
 )
+from tests.support.api_helpers import JSON
+from tests.support.examples import examples
 
 T0 = datetime(2026, 11, 25, 19, 0, tzinfo=timezone.utc)
 TEXT = st.text(max_size=30)  # controls, bidi and lone surrogates included

@@ -11,10 +11,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from api_helpers import agent_env, stop
 
-from children import SETUI, wait_until
 from setui.emulator.server import Emulator
+from tests.support.api_helpers import agent_env, stop
+from tests.support.children import SETUI, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -12,10 +12,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from api_helpers import Account, agent_env, needs_root, run_as, stop
 
-from children import SETUI, Lines
 from setui.emulator.server import Emulator
+from tests.support.api_helpers import Account, agent_env, needs_root, run_as, stop
+from tests.support.children import SETUI, Lines
 
 pytestmark = [needs_root, pytest.mark.slow]
 

@@ -16,12 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from api_helpers import Account, answer, plain_env, run_script_as, start_agent, stop
 from textual.widgets.data_table import ColumnKey
 
-from children import SETUI, wait_until
-from dashboard import wait_for
-from emulated import posts
 from setui.api.approving import AgentApprover
 from setui.api.attach import attach
 from setui.core.timefmt import time_of_day
@@ -41,7 +37,11 @@ from setui.ui.screens.replay import ReplayScreen
 from setui.ui.widgets.events import EventsTable
 from setui.ui.widgets.status import StatusBar
 from setui.ui.widgets.summary import EventSummary
-from waiting import PATIENCE
+from tests.support.api_helpers import Account, answer, plain_env, run_script_as, start_agent, stop
+from tests.support.children import SETUI, wait_until
+from tests.support.dashboard import wait_for
+from tests.support.emulated import posts
+from tests.support.waiting import PATIENCE
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.name != "posix", reason="Unix sockets")]
 

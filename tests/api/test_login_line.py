@@ -17,16 +17,25 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from api_helpers import EVENT_ID, JSON, VM, Account, needs_root, run_as, start_agent, stop
 from hypothesis import given, settings
 
-from children import wait_until
 from setui import loginline
 from setui.api.client import DEFAULT_SOCKET, AgentClient
 from setui.core.model import is_this_vm
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
 from setui.install.loginhook import render_hook
+from tests.support.api_helpers import (
+    EVENT_ID,
+    JSON,
+    VM,
+    Account,
+    needs_root,
+    run_as,
+    start_agent,
+    stop,
+)
+from tests.support.children import wait_until
 
 OTHER_VM = "other-vm-7"
 TWO_VMS = f"""

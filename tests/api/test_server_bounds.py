@@ -28,7 +28,7 @@ from setui.api.writes import REFUSAL_EVERY, REFUSALS_BURST, Refusals
 from setui.core.model import parse_document
 from setui.monitor.state import MonitorState
 from setui.store import Store
-from waiting import until
+from tests.support.waiting import until
 
 T0 = datetime(2026, 11, 25, 19, 0, tzinfo=timezone.utc)
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from permissions import lock_up
 from setui.store import AuditEntry, Store
+from tests.support.permissions import lock_up
 
 pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
 

@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
-from children import SETUI, Lines, wait_until
 from setui.core.model import parse_iso
 from setui.emulator.clock import ManualClock
 from setui.emulator.scenario import load_scenario
 from setui.emulator.server import Emulator
+from tests.support.children import SETUI, Lines, wait_until
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="SIGINT to a child is POSIX-only")
 

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from children import SETUI
-from scripted import Drop, ScriptedImds, document, event
 from setui.emulator.scenario import load_scenario
 from setui.emulator.server import Emulator
 from setui.system.auditforward import rfc5424
+from tests.support.children import SETUI
+from tests.support.scripted import Drop, ScriptedImds, document, event
 
 pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
 

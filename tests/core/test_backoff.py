@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from faketime import FakeTime
 from setui.core.backoff import MAX_RETRY_AFTER, Backoff, parse_http_date, parse_retry_after
 from setui.core.ratelimit import TokenBucket
+from tests.support.faketime import FakeTime
 
 
 def test_the_delay_doubles_up_to_the_cap() -> None:

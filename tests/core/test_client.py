@@ -15,7 +15,6 @@ from typing import Any
 import httpx
 import pytest
 
-from faketime import FakeTime
 from setui.core.apiversions import KNOWN_API_VERSIONS
 from setui.core.backoff import MAX_RETRY_AFTER, Backoff
 from setui.core.client import KEEPALIVE_EXPIRY, ImdsClient
@@ -39,7 +38,8 @@ from setui.emulator.clock import DEFAULT_START, ManualClock
 from setui.emulator.faults import parse_faults
 from setui.emulator.scenario import Scenario, parse_scenario
 from setui.emulator.server import Emulator
-from waiting import PATIENCE, until
+from tests.support.faketime import FakeTime
+from tests.support.waiting import PATIENCE, until
 
 MakeEmulator = Callable[..., Emulator]
 MakeClient = Callable[..., ImdsClient]

@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from faketime import WALL, FakeTime
 from setui.core.backoff import Backoff
 from setui.core.client import FetchResult, ImdsClient
 from setui.core.errors import ImdsError, NotFound, RateLimited, ServerError, Unreachable
@@ -28,7 +27,8 @@ from setui.core.tracker import Change, ChangeKind, Tracker
 from setui.emulator.clock import ManualClock
 from setui.emulator.faults import parse_faults
 from setui.emulator.server import Emulator
-from waiting import PATIENCE
+from tests.support.faketime import WALL, FakeTime
+from tests.support.waiting import PATIENCE
 
 MakeEmulator = Callable[..., Emulator]
 MakeClient = Callable[..., ImdsClient]

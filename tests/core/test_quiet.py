@@ -24,7 +24,7 @@ from setui.core.errors import RequestTimeout, ServerError, TooLarge
 from setui.core.health import ConnectionState, PollResult
 from setui.core.poller import Poller
 from setui.core.tracker import ChangeKind
-from waiting import until
+from tests.support.waiting import until
 
 MakeRawServer = Callable[..., Awaitable[Any]]
 MakeClient = Callable[..., ImdsClient]

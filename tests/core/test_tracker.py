@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from examples import examples
 from setui.core.model import parse_document
 from setui.core.tracker import ChangeKind, Tracker, summarize
+from tests.support.examples import examples
 
 SEED_DIR = Path(__file__).parent.parent / "data" / "seed_documents"
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc)

@@ -7,7 +7,13 @@ from email.utils import parsedate_to_datetime
 
 import httpx
 import pytest
-from emulator_helpers import (
+
+from setui.emulator.clock import ManualClock
+from setui.emulator.documents import http_date
+from setui.emulator.faults import Faults
+from setui.emulator.scenario import builtin_scenarios, load_scenario
+from setui.emulator.server import Emulator
+from tests.support.emulator_helpers import (
     EVENTS,
     HEADERS,
     LIVE_MIGRATION_ID,
@@ -17,12 +23,6 @@ from emulator_helpers import (
     get_document,
     scenario_from_toml,
 )
-
-from setui.emulator.clock import ManualClock
-from setui.emulator.documents import http_date
-from setui.emulator.faults import Faults
-from setui.emulator.scenario import builtin_scenarios, load_scenario
-from setui.emulator.server import Emulator
 
 START = ManualClock()()  # the manual clock's default start, a whole second
 

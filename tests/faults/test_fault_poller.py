@@ -1,6 +1,6 @@
 """The poller under the faults whose pacing and cost the matrix cannot see from outside:
 Retry-After with and without, and the memory a 50 MB answer costs (over loopback HTTP).
-The poller's waits are on fake time (tests/faketime.py): asserted as chosen, not waited."""
+The poller's waits are on fake time (tests/support/faketime.py): asserted as chosen, not waited."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ import tracemalloc
 from collections.abc import AsyncIterator
 
 import pytest
-from faultmatrix import BEFORE_ID, scenario
 
-from faketime import FakeTime
 from setui.core.backoff import Backoff
 from setui.core.client import ImdsClient
 from setui.core.health import ConnectionState, PollResult
 from setui.core.poller import Poller
 from setui.emulator.faults import Faults, parse_faults
 from setui.emulator.server import Emulator
+from tests.support.faketime import FakeTime
+from tests.support.faultmatrix import BEFORE_ID, scenario
 
 
 async def _next(results: AsyncIterator[PollResult], timeout: float = 15.0) -> PollResult:

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from promtest import free_port
 
 from setui.fleet import (
     QUERY,
@@ -26,6 +25,7 @@ from setui.fleet import (
     check_credentials_safe,
     check_prometheus_url,
 )
+from tests.support.promtest import free_port
 
 OK = {"status": "success", "data": {"resultType": "vector", "result": [
     {"metric": {"__name__": "setui_last_success_timestamp_seconds", "vm_name": "v"},

@@ -10,13 +10,13 @@ from datetime import datetime, timezone
 from typing import Any
 
 import pytest
-from promtest import Prometheus, StandIn, VmSeries, exposition
 
 from setui.fleet import Fleet, FleetUpdate, FleetWatcher, LinkState, PrometheusClient, VmState
 from setui.ui.fleet.app import FleetApp
 from setui.ui.fleet.details import FleetDetailsScreen, details_text
 from setui.ui.fleet.view import EventLine, HeaderLine, VmLine, build_lines, line_text
 from setui.ui.format import Palette
+from tests.support.promtest import Prometheus, StandIn, VmSeries, exposition
 
 pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
 

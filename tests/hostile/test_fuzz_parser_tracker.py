@@ -17,10 +17,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from examples import examples
 from setui.core.model import Document, DocumentError, parse_document
 from setui.core.textsafe import printable
 from setui.core.tracker import ChangeKind, Tracker
+from tests.support.examples import examples
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc)
 

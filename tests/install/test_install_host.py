@@ -9,7 +9,8 @@ import os
 from pathlib import Path
 
 import pytest
-from install_helpers import INCARNATIONS, on_a_private_system, stand_in_systemctl
+
+from tests.support.install_helpers import INCARNATIONS, on_a_private_system, stand_in_systemctl
 
 pytestmark = [
     pytest.mark.slow,
@@ -21,7 +22,7 @@ pytestmark = [
 SCRIPT = r"""
 import json, os, subprocess, sys
 from pathlib import Path
-from install_helpers import recorder_layout, tree
+from tests.support.install_helpers import recorder_layout, tree
 from setui.store import Store
 
 bin_dir, log, what = sys.argv[1], sys.argv[2], sys.argv[3]

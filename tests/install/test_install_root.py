@@ -13,7 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from install_helpers import (
+
+from setui.install.loginhook import render_hook
+from setui.install.unit import render_unit
+from setui.store import Store
+from tests.support.install_helpers import (
     DYNAMIC_UID,
     INCARNATIONS,
     OPERATOR_UID,
@@ -26,10 +30,6 @@ from install_helpers import (
     stand_in_systemctl,
     tree,
 )
-
-from setui.install.loginhook import render_hook
-from setui.install.unit import render_unit
-from setui.store import Store
 
 pytestmark = [
     pytest.mark.slow,

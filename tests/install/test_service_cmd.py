@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from install_helpers import stand_in_systemctl
 
 from setui.install import unit
 from setui.install.installer import install
 from setui.install.layout import Layout
 from setui.install.unit import AGENT_UNIT, UnitError, exec_start_word, render_unit
+from tests.support.install_helpers import stand_in_systemctl
 
 ROOT = Path(__file__).parents[2]
 

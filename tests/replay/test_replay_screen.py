@@ -10,13 +10,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from incident import HOLE
 from textual.app import App
 from textual.widgets.data_table import ColumnKey
 
-from dashboard import wait_for
-from recording import START
-from screenhost import ScreenApp
 from setui.settings.config import Config
 from setui.store import Store
 from setui.ui.replay_app import ReplayApp
@@ -25,6 +21,10 @@ from setui.ui.screens.history import HistoryScreen
 from setui.ui.screens.replay import ReplayScreen
 from setui.ui.widgets.events import EventsTable
 from setui.ui.widgets.status import StatusBar
+from tests.support.dashboard import wait_for
+from tests.support.incident import HOLE
+from tests.support.recording import START
+from tests.support.screenhost import ScreenApp
 
 REBOOT = "A1B2C3D4-0000-4000-8000-000000000001"
 FREEZE = "A1B2C3D4-0000-4000-8000-000000000002"

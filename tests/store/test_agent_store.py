@@ -28,13 +28,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from store_helpers import STORY, entry, play
 
-from accounts import Account, made_accounts, needs_accounts
-from children import SETUI, Lines, wait_until
-from emulated import freeze_announced
 from setui.emulator.server import Emulator
 from setui.store import Store, StoreError
+from tests.support.accounts import Account, made_accounts, needs_accounts
+from tests.support.children import SETUI, Lines, wait_until
+from tests.support.emulated import freeze_announced
+from tests.support.store_helpers import STORY, entry, play
 
 ROOT = Path(__file__).parent.parent.parent
 EVENT_ID = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"

@@ -13,9 +13,9 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from store_helpers import ENDPOINT, T0, entry, raw
 
 from setui.store import AuditEntry, Store, StoreError
+from tests.support.store_helpers import ENDPOINT, T0, entry, raw
 
 GENESIS = "0" * 64
 

@@ -15,10 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from store_helpers import ENDPOINT, T0
 
 from setui.store import AuditEntry, Store
 from setui.system.auditforward import parse_target
+from tests.support.store_helpers import ENDPOINT, T0
 
 EVENT_ID = "EV-\u202e-1"
 

@@ -9,12 +9,12 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from store_helpers import ENDPOINT, STORY, T0, doc, entry, event, play, raw
 
-from oldstores import back_to
 from setui.core.tracker import Tracker
 from setui.store import DB_NAME, Store
 from setui.store.schema import SCHEMA_VERSION
+from tests.support.oldstores import back_to
+from tests.support.store_helpers import ENDPOINT, STORY, T0, doc, entry, event, play, raw
 
 
 def test_each_distinct_document_once_newest_first(store: Store) -> None:

@@ -6,11 +6,10 @@ from __future__ import annotations
 import sqlite3
 from datetime import timedelta
 
-from store_helpers import ENDPOINT, STORY, T0, play
-
-from oldstores import back_to
 from setui.core.impact import BOOT, IMPACT_SOURCE, STALL, STARTED, Impact
 from setui.store import DB_NAME, Store
+from tests.support.oldstores import back_to
+from tests.support.store_helpers import ENDPOINT, STORY, T0, play
 
 MINUTE = timedelta(minutes=1)
 

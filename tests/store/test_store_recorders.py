@@ -5,9 +5,8 @@ from __future__ import annotations
 import io
 from datetime import timedelta
 
-from store_helpers import ENDPOINT, T0, doc, event, play
-
 from setui.store import Store
+from tests.support.store_helpers import ENDPOINT, T0, doc, event, play
 
 
 def minutes(n: float) -> timedelta:

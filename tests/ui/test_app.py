@@ -13,7 +13,13 @@ from textual.command import CommandList, CommandPalette
 from textual.widgets import Footer, Input, Markdown
 from textual.widgets._footer import FooterKey
 
-from dashboard import (
+from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, DISMISSED, REFUSED
+from setui.ui.screens.confirm import ConfirmationModal
+from setui.ui.screens.details import DetailsScreen
+from setui.ui.screens.main import MainScreen
+from setui.ui.widgets.summary import EventSummary
+from setui.ui.widgets.timeline import Timeline
+from tests.support.dashboard import (
     NARROW,
     WIDE,
     Dashboard,
@@ -26,12 +32,6 @@ from dashboard import (
     status,
     table,
 )
-from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, DISMISSED, REFUSED
-from setui.ui.screens.confirm import ConfirmationModal
-from setui.ui.screens.details import DetailsScreen
-from setui.ui.screens.main import MainScreen
-from setui.ui.widgets.summary import EventSummary
-from setui.ui.widgets.timeline import Timeline
 
 
 # -- helpers ----------------------------------------------------------------------------------

@@ -13,7 +13,16 @@ import pytest
 from textual import events
 from textual.widgets import Static
 
-from dashboard import (
+from setui.core.backoff import Backoff
+from setui.core.client import ImdsClient
+from setui.emulator.faults import Faults
+from setui.settings.config import Config
+from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, DISMISSED, REFUSED, Store
+from setui.ui.app import SetuiApp
+from setui.ui.screens.confirm import ConfirmationModal
+from setui.ui.screens.main import MainScreen
+from setui.ui.widgets.summary import EventSummary
+from tests.support.dashboard import (
     IDENTITY,
     NARROW,
     Dashboard,
@@ -24,18 +33,9 @@ from dashboard import (
     start,
     table,
 )
-from scripted import Answer, Drop, ScriptedImds
-from scripted import document as scripted_document
-from scripted import event as scripted_event
-from setui.core.backoff import Backoff
-from setui.core.client import ImdsClient
-from setui.emulator.faults import Faults
-from setui.settings.config import Config
-from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, DISMISSED, REFUSED, Store
-from setui.ui.app import SetuiApp
-from setui.ui.screens.confirm import ConfirmationModal
-from setui.ui.screens.main import MainScreen
-from setui.ui.widgets.summary import EventSummary
+from tests.support.scripted import Answer, Drop, ScriptedImds
+from tests.support.scripted import document as scripted_document
+from tests.support.scripted import event as scripted_event
 
 MINE = "F02C2EDE-3B1C-4D5E-9F00-0123456789AB"
 NOT_BEFORE = "Sun, 22 Nov 2026 11:00:00 GMT"  # an hour after the dashboard's clock

@@ -12,7 +12,13 @@ from textual.command import CommandList, CommandPalette
 from textual.containers import VerticalScroll
 from textual.widgets._footer import FooterKey
 
-from dashboard import (
+from setui.ui.screens.details import DetailsScreen, clipboard_problem, event_json
+from setui.ui.screens.help import HelpScreen
+from setui.ui.screens.main import MainScreen
+from setui.ui.screens.small import TooSmallScreen
+from setui.ui.widgets.keys import KeyBar, Shown, fit_keys
+from setui.ui.widgets.summary import EventSummary
+from tests.support.dashboard import (
     NARROW,
     Dashboard,
     MakeDashboard,
@@ -22,12 +28,6 @@ from dashboard import (
     start,
     status,
 )
-from setui.ui.screens.details import DetailsScreen, clipboard_problem, event_json
-from setui.ui.screens.help import HelpScreen
-from setui.ui.screens.main import MainScreen
-from setui.ui.screens.small import TooSmallScreen
-from setui.ui.widgets.keys import KeyBar, Shown, fit_keys
-from setui.ui.widgets.summary import EventSummary
 
 SMALLEST = (60, 20)
 HUGE = (250, 70)

@@ -13,7 +13,6 @@ from textual.command import CommandList, CommandPalette
 from textual.theme import BUILTIN_THEMES, Theme
 from textual.widgets import Static
 
-from dashboard import wait_for
 from setui.ui.format import WARNING_SECONDS, Palette
 from setui.ui.themes import (
     COLOR_KEYS,
@@ -28,6 +27,7 @@ from setui.ui.themes import (
     theme_provider,
     variable_defaults,
 )
+from tests.support.dashboard import wait_for
 
 ROOT = Path(__file__).parent.parent.parent
 SHIPPED = {"setui-dark", "setui-light", "setui-mono"}

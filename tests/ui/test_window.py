@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from dashboard import NARROW, WIDE, Dashboard, MakeDashboard, screen_text, start
 from setui.agent.plan import event_plan, not_early, plan_text, step_words
 from setui.core.model import parse_document
 from setui.core.tracker import Tracker
@@ -24,6 +23,7 @@ from setui.ui.format import Palette
 from setui.ui.host import PlannedEvent, WindowView
 from setui.ui.screens.window import WindowScreen
 from setui.ui.widgets.window import WindowPane, pane_lines
+from tests.support.dashboard import NARROW, WIDE, Dashboard, MakeDashboard, screen_text, start
 
 T = datetime(2026, 11, 24, 10, 0, tzinfo=timezone.utc)
 REFUSED = ("refused: it also starts for 1 other VM: web-1; approving it needs other_vms = "

@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import pytest
 
-from waiting import wait_until  # here too, for the tests of processes
+from tests.support.waiting import wait_until  # here too, for the tests of processes
 
 __all__ = ["PYTHON", "SETUI", "Lines", "python_command", "wait_until"]
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from children import SETUI
 from setui.settings.config import Config, ConfigError, config_source, load_config, save_setting
+from tests.support.children import SETUI
 
 
 def write(tmp_path: Path, text: str) -> Path:

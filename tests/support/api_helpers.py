@@ -29,9 +29,6 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import strategies as st
 
-from accounts import Account, made_accounts, needs_accounts
-from children import SETUI, Lines, wait_until
-from emulated import posts as posts
 from setui.api.client import AgentClient, ApiError
 from setui.api.codec import AgentInfo
 from setui.api.peer import Authority
@@ -44,6 +41,9 @@ from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
 from setui.monitor.state import MonitorState
 from setui.store import Store
+from tests.support.accounts import Account, made_accounts, needs_accounts
+from tests.support.children import SETUI, Lines, wait_until
+from tests.support.emulated import posts as posts
 
 ROOT = Path(__file__).parent.parent.parent
 EVENT_ID = "F020BA2E-3BC0-4C40-A10B-86575A9EABD5"

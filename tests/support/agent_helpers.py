@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from children import SETUI, Lines, wait_until
-from emulated import posts as posts
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
+from tests.support.children import SETUI, Lines, wait_until
+from tests.support.emulated import posts as posts
 
 EVENT_ID = "F020BA2E-3BC0-4C40-A10B-86575A9EABD5"
 USER_REBOOT = f"""

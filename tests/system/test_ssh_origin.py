@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 SRC = str(ROOT / "src")
 IDENTITY = ("import json; from setui.system.identity import Identity; i = Identity.current(); "
             "print(json.dumps({'client': i.ssh_client, 'claimed': i.ssh_claimed, "

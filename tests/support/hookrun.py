@@ -13,7 +13,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 HOOKS = ROOT / "contrib" / "hooks"
-FAKES = Path(__file__).resolve().parent / "fakes"
+FAKES = ROOT / "tests" / "contrib" / "fakes"
 E1 = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
 E2 = "F020BA2E-3BC0-4C40-A10B-86575A9EABD5"
 # Left out of a hook's environment: the test process's own would change what it does.

@@ -1,4 +1,4 @@
-"""The Approver's tries, against the scripted metadata service (tests/scripted.py) over
+"""The Approver's tries, against the scripted metadata service (tests/support/scripted.py) over
 loopback: each retry is checked as the first send was, and what became of an approval
 is told as far as it is known: approved, failed, or unknown when a try may have arrived
 and no answer says what the service made of it."""
@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from scripted import FAR, Answer, Drop, Hang, Refuse, ScriptedImds, document, event
 from setui.approval.approver import Approver
 from setui.approval.outcome import ApprovalOutcome, Progress
 from setui.core.backoff import Backoff
@@ -25,7 +24,8 @@ from setui.emulator.server import Emulator, ManualClock
 from setui.monitor import Monitor
 from setui.store import APPROVE_OUTCOME, AuditRecord, Store
 from setui.system.identity import Identity
-from waiting import PATIENCE, until
+from tests.support.scripted import FAR, Answer, Drop, Hang, Refuse, ScriptedImds, document, event
+from tests.support.waiting import PATIENCE, until
 
 MINE = "F02C2EDE-3B1C-4D5E-9F00-0123456789AB"
 ELEVEN = ["web-0", *(f"web-{i}" for i in range(1, 11))]

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from emulated import freeze_announced, posts
 from setui.approval.approver import Approver
 from setui.approval.outcome import ApprovalOutcome
 from setui.approval.snapshot import confirmed
@@ -23,6 +22,7 @@ from setui.emulator.faults import Faults
 from setui.emulator.server import Emulator, ManualClock
 from setui.store import Store
 from setui.system.identity import Identity
+from tests.support.emulated import freeze_announced, posts
 
 EVENT_ID = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"  # the documented live migration
 WHO = Identity(user="alice", ssh_client="10.1.2.3", host="vm-web-0")

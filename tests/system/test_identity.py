@@ -1,7 +1,7 @@
 """Who is recorded as the actor: nothing the person could set from the environment.
 
 The rules run for real: the process's own uid, and a child process under another uid
-(setpriv) for an ordinary user. What confirms an SSH client: tests/test_ssh_origin.py.
+(setpriv) for an ordinary user. What confirms an SSH client: tests/system/test_ssh_origin.py.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 from setui.system.actor import describe_actor
 from setui.system.identity import Identity
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 FORGED = {"SUDO_USER": "alice", "SUDO_UID": "1000",
           "SSH_CONNECTION": "10.6.6.6 1 2.3.4.5 3", "USER": "spoof", "LOGNAME": "spoof"}
 

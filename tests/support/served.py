@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from children import wait_until
 from setui.api.client import AgentClient, ApiError
 from setui.monitor.state import EventLife
-from waiting import PATIENCE
+from tests.support.children import wait_until
+from tests.support.waiting import PATIENCE
 
 __all__ = ["life", "served", "started_life"]
 

@@ -186,8 +186,7 @@ def on_a_private_system(script: str, *args: str) -> subprocess.CompletedProcess[
     done = subprocess.run([unshare, "--mount", "--propagation", "private", "sh", "-c",
                            PRIVATE_SYSTEM, "sh", sys.executable, "-c", script, *args],
                           capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT / 'tests'}"
-                                                           f":{Path(__file__).parent}"})
+                          env={**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT}"})
     if done.returncode == 97 or "unshare failed" in done.stderr:
         pytest.skip(f"no private mount namespace here: {done.stderr.strip()}")
     return done

@@ -11,7 +11,7 @@ import pytest
 from setui.core.apiversions import API_VERSIONS, KNOWN_API_VERSIONS, carries, limits, since
 from setui.core.endpoint import DEFAULT_API_VERSION
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 
 def test_the_documented_firsts() -> None:

@@ -31,7 +31,7 @@ from setui.ui.app import SetuiApp
 from setui.ui.screens.confirm import ConfirmationModal
 from setui.ui.widgets.events import EventsTable
 from setui.ui.widgets.status import StatusBar
-from waiting import PATIENCE
+from tests.support.waiting import PATIENCE
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc)
 IDENTITY = Identity(user="oncall", ssh_client="10.0.0.5", host="vm-web-0")
