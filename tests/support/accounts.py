@@ -4,6 +4,11 @@ Made with the system's own tools (groupadd, useradd) so that everything that ask
 password and group databases (pwd, grp, getgrouplist, setpriv --init-groups) sees them as it
 would see an operator; removed again afterwards, with only what was made here removed.
 
+A run stopped before it let go (a kill, a reboot that emptied /tmp) leaves its accounts
+behind, possibly half made or half removed. So a test user is made again at set-up, not
+only removed at the end: one that no live process holds and that the tests made (its
+comment says so, or the holders' file names it) is removed and made as asked.
+
 Test processes run side by side (xdist workers) and may want the same account at once:
 who holds which account is kept in a file under a lock, by process id, so an account is
 made once, kept while any live process holds it, and removed by the last one to let go
@@ -28,7 +33,7 @@ from typing import Any
 
 import pytest
 
-__all__ = ["Account", "made_accounts", "needs_accounts"]
+__all__ = ["COMMENT", "Account", "made_accounts", "needs_accounts"]
 
 needs_accounts = pytest.mark.skipif(
     os.name != "posix" or os.geteuid() != 0 or shutil.which("setpriv") is None
@@ -50,6 +55,9 @@ class Account:
 # enough to keep them from starting (a long test id in PYTEST_CURRENT_TEST made userdel
 # fail with E2BIG): they get PATH alone.
 _TOOLS_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+# The comment (GECOS) of every user made here: how a user left by an earlier run is told
+# from one the machine had before the tests.
+COMMENT = "setui test account"
 
 
 def _run(*argv: str, check: bool = True) -> None:
@@ -97,16 +105,30 @@ def _exists(kind: str, name: str) -> bool:
     return True
 
 
+def _ours(state: dict[str, Any], kind: str, name: str) -> bool:
+    """Whether the tests made ``name``: the holders' file names it, or (a user) its
+    comment is the tests' own."""
+    if f"{kind}:{name}" in state:
+        return True
+    return kind == "user" and _exists(kind, name) and pwd.getpwnam(name).pw_gecos == COMMENT
+
+
+def _unheld(state: dict[str, Any], kind: str, name: str) -> bool:
+    """The tests made ``name`` and no live process holds it: a leftover of a run that
+    stopped before it let go."""
+    entry = state.get(f"{kind}:{name}")
+    return _ours(state, kind, name) and (entry is None or not entry["pids"])
+
+
 def _take(state: dict[str, Any], kind: str, name: str, make: Sequence[str]) -> bool:
-    """Hold ``name``, making it if no one has; whether this process holds it (an account
-    the machine had before the tests is never held, nor removed)."""
+    """Hold ``name``, making it if it is missing; whether this process holds it (an
+    account the machine had before the tests is never held, nor removed)."""
     key = f"{kind}:{name}"  # a user and its own group may share a name
-    entry = state.get(key)
-    if entry is None and _exists(kind, name):
+    if not _ours(state, kind, name) and _exists(kind, name):
         return False
-    if entry is None:
+    if not _exists(kind, name):
         _run(*make)
-        entry = state[key] = {"kind": kind, "name": name, "pids": []}
+    entry = state.setdefault(key, {"kind": kind, "name": name, "pids": []})
     entry["pids"].append(os.getpid())
     return True
 
@@ -134,6 +156,11 @@ def made_accounts(users: Mapping[str, Sequence[str]], groups: Sequence[str] = ()
     wanted = list(dict.fromkeys([*groups, *(g for gs in users.values() for g in gs)]))
     try:
         with _holders() as state:
+            # A user an earlier run left is made again, whatever shape it was left in;
+            # first, since userdel may take a group of the same name with it.
+            for name in users:
+                if _unheld(state, "user", name) and _exists("user", name):
+                    _run("userdel", name)
             for group in wanted:
                 if _take(state, "group", group, ("groupadd", "--system", group)):
                     held.append(f"group:{group}")
@@ -142,8 +169,8 @@ def made_accounts(users: Mapping[str, Sequence[str]], groups: Sequence[str] = ()
                 groups_of = ["--gid", member_of[0], "--groups", ",".join(member_of)] \
                     if member_of else ["--user-group"]
                 if _take(state, "user", name, ("useradd", "--system", "--no-create-home",
-                                               "--shell", "/usr/sbin/nologin", *groups_of,
-                                               name)):
+                                               "--shell", "/usr/sbin/nologin",
+                                               "--comment", COMMENT, *groups_of, name)):
                     held.append(f"user:{name}")
         found = {name: Account(name, pwd.getpwnam(name).pw_uid, pwd.getpwnam(name).pw_gid)
                  for name in users}
