@@ -5,18 +5,29 @@ store, a shared store), every file of it with owner and mode, and `setui` run on
 Nothing here touches the machine's own /etc or /var/lib: a test root is a directory of
 its own (``--root``), and the tests of the running system's path run in a private mount
 namespace whose /etc is a copy and whose /var/lib is empty (``on_a_private_system``).
+
+What is installed is this checkout's setui, installed for the purpose where the unit
+could run it (``installation``): `setui service install` rightly refuses a Python or a
+setui under /tmp, which the unit's PrivateTmp= hides, or one someone but root could
+change, and a checkout and its venv may be in either place.
 """
 
 from __future__ import annotations
 
+import atexit
+import functools
 import json
 import os
 import shlex
 import shutil
 import stat
 import subprocess
-import sys
+import sysconfig
+import tempfile
+import venv
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -40,6 +51,36 @@ WantedBy=multi-user.target
 """
 
 INCARNATIONS = 4
+# Where an installation is built: root's, and under neither /tmp nor /var/tmp.
+INSTALLATIONS = Path("/run")
+
+
+@dataclass(frozen=True)
+class Installation:
+    home: Path  # the venv: root's, 0755, outside /tmp and /var/tmp
+    python: str  # its interpreter
+    package: Path  # its copy of setui
+
+
+@functools.cache
+def installation() -> Installation:
+    """This checkout's setui installed where the unit could run it, once per process and
+    removed when the process ends: a venv of this Python under /run, holding a copy of
+    the package (root's, not writable by others), with this venv's site-packages after
+    it for the dependencies (`setui service install` judges only the interpreter and
+    the package)."""
+    home = Path(tempfile.mkdtemp(prefix="setui-test-install-", dir=INSTALLATIONS))
+    atexit.register(shutil.rmtree, home, True)
+    home.chmod(0o755)
+    venv.EnvBuilder(symlinks=True).create(home)
+    site = Path(sysconfig.get_path("purelib", vars={"base": str(home), "platbase": str(home)}))
+    package = site / "setui"
+    shutil.copytree(Path(str(resources.files("setui"))), package,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for path in [package, *package.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    (site / "dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    return Installation(home, str(home / "bin" / "python"), package)
 Entry = tuple[str, int, int, int]  # kind ("d", "f", "l"), uid, gid, mode
 
 
@@ -123,14 +164,16 @@ def recorder_layout(root: Path) -> Path:
 
 def setui(*args: str, path: Path | None = None,
           env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """``setui ARGS`` as a new process, with no config and no data directory of its own."""
+    """``setui ARGS`` as a new process of the ``installation``, with no config and no data
+    directory of its own."""
     full = {key: value for key, value in os.environ.items() if not key.startswith("SETUI_")}
     full["SETUI_CONFIG"] = os.devnull + ".absent"
     if path is not None:
         full["PATH"] = f"{path}:/usr/sbin:/usr/bin:/sbin:/bin"
     full.update(env or {})
-    return subprocess.run([sys.executable, "-m", "setui.cli", *args], capture_output=True,
-                          text=True, env=full, timeout=180, stdin=subprocess.DEVNULL)
+    return subprocess.run([installation().python, "-m", "setui.cli", *args],
+                          capture_output=True, text=True, env=full, timeout=180,
+                          stdin=subprocess.DEVNULL)
 
 
 def stand_in_systemctl(directory: Path, log: Path, *, fail: str = "",
@@ -184,9 +227,10 @@ def on_a_private_system(script: str, *args: str) -> subprocess.CompletedProcess[
     if unshare is None or shutil.which("mount") is None:
         pytest.skip("needs unshare and mount (util-linux) for a private /etc and /var/lib")
     done = subprocess.run([unshare, "--mount", "--propagation", "private", "sh", "-c",
-                           PRIVATE_SYSTEM, "sh", sys.executable, "-c", script, *args],
+                           PRIVATE_SYSTEM, "sh", installation().python, "-c", script,
+                           *args],
                           capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT}"})
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     if done.returncode == 97 or "unshare failed" in done.stderr:
         pytest.skip(f"no private mount namespace here: {done.stderr.strip()}")
     return done
