@@ -4,14 +4,15 @@ with its job, and its layers diagram is the ``[tool.importlinter]`` layers contr
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, field
 
 from tests.support.docs_text import DOCS, ROOT
 
-try:  # Python 3.10 reads TOML with tomli, a dependency there
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:
-    import tomli as tomllib  # type: ignore[no-redef]
+else:  # Python 3.10 reads TOML with tomli, a dependency there
+    import tomli as tomllib
 
 ARCHITECTURE = DOCS / "architecture.md"
 PACKAGE = ROOT / "src" / "setui"

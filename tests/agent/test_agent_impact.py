@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from setui.core.metricnames import EVENT_METRIC, IMPACT_METRIC, SUCCESS_METRIC
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
-from setui.fleet.model import FleetBuilder
+from setui.fleet.model import Fleet, FleetBuilder
 from setui.store import Store
 from setui.system.boot import TEST_VARIABLE
 from setui.ui.fleet.details import details_text
@@ -116,12 +116,13 @@ def impacts(tmp_path: Path, endpoint: str) -> list[Any]:
         return store.sessions.impacts(endpoint=endpoint)
 
 
-def fleet_of(text: str) -> FleetBuilder:
+def fleet_of(text: str) -> Fleet:
     """The agent's own exposition as Prometheus's API would answer the fleet's query."""
     now = time.time()
-    result = [{"metric": {"__name__": s.name, **s.labels}, "value": [now, str(s.value)]}
-              for family in text_string_to_metric_families(text) for s in family.samples
-              if s.name in (EVENT_METRIC, SUCCESS_METRIC, IMPACT_METRIC)]
+    result: list[dict[str, Any]] = [
+        {"metric": {"__name__": s.name, **s.labels}, "value": [now, str(s.value)]}
+        for family in text_string_to_metric_families(text) for s in family.samples
+        if s.name in (EVENT_METRIC, SUCCESS_METRIC, IMPACT_METRIC)]
     return FleetBuilder().build(result, now)
 
 

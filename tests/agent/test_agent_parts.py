@@ -9,6 +9,7 @@ import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
@@ -21,6 +22,9 @@ from setui.store.schema import SCHEMA_VERSION
 from tests.support.agent_helpers import agent_env, write_policy
 from tests.support.children import SETUI
 from tests.support.oldstores import back_to
+
+if TYPE_CHECKING:
+    from setui.core.model import Document
 
 T = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -177,7 +181,7 @@ def test_metric_labels_are_bounded_and_printable() -> None:
     assert "1000.0" in text  # the last success stays what it was
 
 
-def _one_event(not_before: str, status: str = "Scheduled") -> object:
+def _one_event(not_before: str, status: str = "Scheduled") -> Document:
     from setui.core.model import parse_document
 
     return parse_document(json.dumps({"DocumentIncarnation": 5, "Events": [{

@@ -79,7 +79,7 @@ class IdleClients:
                 due.append(time.monotonic() + 0.5)
         while not self._stop.is_set():
             for key, _ in selector.select(0.1):
-                sock = key.fileobj
+                sock = key.fileobj  # type: ignore[assignment]  # checked on the next line
                 assert isinstance(sock, socket.socket)
                 try:
                     data = sock.recv(4096)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -122,7 +123,7 @@ async def test_the_dashboard_polls_on_and_learns_the_name_when_imds_gives_it(
     d.emulator.set_faults(BROKEN)
     async with d.app.run_test(size=WIDE) as pilot:
         await d.settle(pilot)  # the events are shown meanwhile: the loop is not held up
-        asks = lambda: sum(r.path.endswith("/compute/name")  # noqa: E731
+        asks: Callable[[], int] = lambda: sum(r.path.endswith("/compute/name")  # noqa: E731
                            for r in d.emulator.requests)
         await d.wait_for(pilot, lambda: asks() >= 2)  # asked again, and still not known
         assert d.app.vm_name is None

@@ -17,6 +17,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, Literal, overload
 
 import httpx
 import pytest
@@ -54,6 +55,14 @@ def decoy() -> Iterator[Emulator]:
         yield emulator
 
 
+@overload
+def setui_as(account: Account | None, base: Path, *args: str, endpoint: str,
+             stdin: str | None = None, data: Path | None = None,
+             background: Literal[False] = False) -> subprocess.CompletedProcess[str]: ...
+@overload
+def setui_as(account: Account | None, base: Path, *args: str, endpoint: str,
+             stdin: str | None = None, data: Path | None = None,
+             background: Literal[True]) -> subprocess.Popen[str]: ...
 def setui_as(account: Account | None, base: Path, *args: str, endpoint: str,
              stdin: str | None = None, data: Path | None = None,
              background: bool = False) -> subprocess.CompletedProcess[str] | subprocess.Popen[str]:
@@ -79,7 +88,7 @@ def setui_as(account: Account | None, base: Path, *args: str, endpoint: str,
                           encoding="utf-8", capture_output=True, timeout=120)
 
 
-def _audit(base: Path) -> list:
+def _audit(base: Path) -> list[Any]:
     with Store.open_dir(base / "data", readonly=True) as store:
         return store.audit_log.records(oldest_first=True)
 
@@ -162,7 +171,7 @@ def test_two_users_approving_at_once_through_the_cli_make_one_post_under_the_win
         running = {who: setui_as(accounts[who], base, "approve", EVENT_ID, "--yes",
                                  endpoint=decoy.url, background=True)
                    for who in ("alice", "bob")}
-        done = {who: (*p.communicate(timeout=120), p.returncode)  # type: ignore[union-attr]
+        done = {who: (*p.communicate(timeout=120), p.returncode)
                 for who, p in running.items()}
     winners = [who for who, (_out, _err, code) in done.items() if code == 0]
     assert len(winners) == 1, done

@@ -96,7 +96,7 @@ def _state(documents: list[list[tuple[Any, ...]]]) -> MonitorState:
     """A monitor's state after these documents, by the real tracker and state."""
     state, tracker = MonitorState(), Tracker()
     for number, events in enumerate(documents, start=1):
-        seen = {}
+        seen: dict[Any, Any] = {}
         for index, status, start_in, resources, text in events:
             seen.setdefault(index, _event(index, status, start_in, resources, text))
         document = parse_document({"DocumentIncarnation": number,
@@ -119,7 +119,7 @@ def test_a_state_reads_back_as_it_was(documents: list[list[tuple[Any, ...]]]) ->
                       approvals, RecordingStatus(False, "disk full"))
     got = decode_state(_through_wire(encode_state(sent, 200.0)), 500.0)
     assert got.state.document == monitor.document
-    assert got.state.document.raw == monitor.document.raw  # type: ignore[union-attr]
+    assert got.state.document.raw == monitor.document.raw
     assert got.state.lives == monitor.lives
     assert got.state.gone == monitor.gone and got.state.anomalies == monitor.anomalies
     assert (got.now, got.interval, got.previous_state, got.recording) == (

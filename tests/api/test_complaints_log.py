@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,7 +20,7 @@ from tests.support.children import SETUI, wait_until
 pytestmark = pytest.mark.slow
 
 
-def _garbage(path: Path) -> dict[str, object]:
+def _garbage(path: Path) -> dict[str, Any]:
     """One connection: the hello, a frame that is not JSON, the error frame it earns."""
     with socket.socket(socket.AF_UNIX) as sock:
         sock.settimeout(10)

@@ -192,7 +192,7 @@ async def test_it_shows_the_agents_history_from_before_it_opened_and_asks_imds_n
             assert screen.records[-1].first_seen < app.now()
             await pilot.press("G", "enter")  # the first incarnation, against none before
             await wait_for(pilot, lambda: isinstance(app.screen, IncarnationScreen))
-            assert app.screen.record.incarnation == 1  # type: ignore[attr-defined]
+            assert app.screen.record.incarnation == 1
             await pilot.press("escape")
             await wait_for(pilot, lambda: isinstance(app.screen, HistoryScreen))
             await pilot.press("p")  # the replay, from the agent's recording
@@ -256,7 +256,7 @@ async def test_h_holds_the_agents_rule_across_its_moment_and_releasing_lets_it_a
                 await pilot.press("H")
                 await wait_for(pilot, lambda: SECOND in app.attached.plan.held)
                 await wait_for(pilot, lambda: "HELD" in summary.plain())
-                event = app.session.document.event(SECOND)  # type: ignore[union-attr]
+                event = app.session.document.event(SECOND)
                 assert event is not None and event.not_before is not None
                 due = event.not_before.timestamp() - 890
                 # Past the moment, and five of the agent's polls after it.
@@ -565,7 +565,7 @@ async def test_the_pane_shows_the_agents_plan_its_refusal_as_meant_and_what_happ
                 from setui.ui.screens.window import WindowScreen
 
                 await wait_for(pilot, lambda: isinstance(app.screen, WindowScreen))
-                assert "not approved early" in app.screen.plain()  # type: ignore[attr-defined]
+                assert "not approved early" in app.screen.plain()
                 await pilot.press("escape")
                 await wait_for(pilot, lambda: app.screen is app.main_screen)
         finally:

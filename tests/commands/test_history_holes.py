@@ -77,7 +77,8 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Written]:
             assert done.returncode == 0, done.stderr
             listed = json.loads(done.stdout)
             one_shots.append(listed["incarnation"])
-        scheduled = [e["event_id"] for e in listed["events"] if e["status"] == "Scheduled"]
+        scheduled = [e["event_id"] for e in listed["events"]  # type: ignore[possibly-undefined]
+                     if e["status"] == "Scheduled"]  # listed: the loop above runs twice
         clock.advance(20)
         done = _run(data_dir, "approve", "--endpoint", emulator.url, scheduled[0], "--yes",
                     "--allow-other-vms")

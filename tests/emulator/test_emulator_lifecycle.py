@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from email.utils import parsedate_to_datetime
+from typing import Any
 
 import httpx
 import pytest
@@ -27,7 +28,7 @@ from tests.support.emulator_helpers import (
 START = ManualClock()()  # the manual clock's default start, a whole second
 
 
-def _statuses(document: dict) -> list[tuple[str, str]]:
+def _statuses(document: dict[str, Any]) -> list[tuple[str, str]]:
     return [(e["EventId"], e["EventStatus"]) for e in document["Events"]]
 
 
@@ -286,7 +287,8 @@ def test_incarnation_moves_exactly_when_the_events_change(
             changes += changed
             previous = document
         now = points[0]
-        for event in document["Events"]:
+        # document: the last of the loop above, which runs at least once
+        for event in document["Events"]:  # type: ignore[possibly-undefined]
             if event["EventStatus"] == "Scheduled" and event["EventId"] not in seen:
                 seen.add(event["EventId"])
                 if len(seen) % 2:

@@ -43,7 +43,7 @@ async def test_retry_after_sets_the_next_attempt_and_is_obeyed() -> None:
             again = await _next(results)
             assert again.fresh and again.health.state is ConnectionState.LIVE
             assert sum(t.slept[waited:]) >= 2.0  # it waited what the service asked
-            await results.aclose()
+            await results.aclose()  # type: ignore[attr-defined]  # an async generator
 
 
 async def test_without_retry_after_it_backs_off_more_each_time_then_recovers() -> None:
@@ -69,7 +69,7 @@ async def test_without_retry_after_it_backs_off_more_each_time_then_recovers() -
             assert again.fresh and again.health.consecutive_failures == 0
             assert again.document is not None
             assert [e.event_id for e in again.document.events] == [BEFORE_ID]
-            await results.aclose()
+            await results.aclose()  # type: ignore[attr-defined]  # an async generator
 
 
 async def test_50_mb_answers_are_refused_in_words_and_memory_stays_bounded() -> None:
@@ -93,4 +93,4 @@ async def test_50_mb_answers_are_refused_in_words_and_memory_stays_bounded() -> 
             assert peak < 20 * 1024 * 1024, peak
             emulator.set_faults(Faults())
             assert (await _next(results)).fresh
-            await results.aclose()
+            await results.aclose()  # type: ignore[attr-defined]  # an async generator

@@ -27,7 +27,7 @@ from setui.fleet import (
 )
 from tests.support.promtest import free_port
 
-OK = {"status": "success", "data": {"resultType": "vector", "result": [
+OK: dict[str, object] = {"status": "success", "data": {"resultType": "vector", "result": [
     {"metric": {"__name__": "setui_last_success_timestamp_seconds", "vm_name": "v"},
      "value": [1800000000.5, "1800000000"]}]}}
 

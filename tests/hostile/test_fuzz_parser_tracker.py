@@ -135,7 +135,7 @@ def test_random_incarnation_sequences_and_duplicate_ids_are_reported(
 
 
 def test_a_thousand_events_with_ten_thousand_resources_parse_and_track() -> None:
-    body = {"DocumentIncarnation": 1, "Events": [
+    body: dict[str, Any] = {"DocumentIncarnation": 1, "Events": [
         {"EventId": f"evt-{i}" if i % 10 else "dup", "EventType": "Freeze",
          "EventStatus": "Scheduled", "Resources": [f"vm-{i}"],
          "NotBefore": "Mon, 23 Nov 2026 10:15:00 GMT", "Description": "x" * 100_000

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,7 +72,7 @@ print(json.dumps(report))
 
 
 def install_on_a_private_system(tmp_path: Path, what: str, *args: str, fail: str = "",
-                                active: bool = False) -> tuple[dict, list[str]]:
+                                active: bool = False) -> tuple[dict[str, Any], list[str]]:
     log = tmp_path / "systemctl.log"
     bin_dir = stand_in_systemctl(tmp_path / "bin", log, fail=fail, active=active)
     done = on_a_private_system(SCRIPT, str(bin_dir), str(log), what, *args)

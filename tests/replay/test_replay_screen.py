@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from textual.app import App
+from textual.screen import Screen
 from textual.widgets.data_table import ColumnKey
 
 from setui.settings.config import Config
@@ -168,8 +169,8 @@ async def test_p_in_the_history_replays_that_incarnation(recorded: Store) -> Non
         assert chosen is not None and chosen.incarnation == 6
         await pilot.press("p")
         await wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen)
-                       and app.screen.moment is not None)
-        replay = app.screen
+                       and app.screen.moment is not None)  # type: ignore[attr-defined]  # Screen[None] in a Screen[object]: mypy narrows to nothing
+        replay: Screen[Any] = app.screen
         assert isinstance(replay, ReplayScreen)
         assert replay.moment == at(92)
         assert "REPLAY" in replay.query_one(StatusBar).plain()

@@ -165,7 +165,8 @@ def clean_watch_run(scenario: Path, data: Path) -> list[dict[str, Any]]:
         records = watch_run(scenario, data.with_name(f"{data.name}-{attempt}"))
         if all(r["certain"] and not r["missed"] for r in records):
             return records
-    pytest.fail(f"three runs of {scenario.name} each missed polls: {records!r}")
+    pytest.fail(f"three runs of {scenario.name} each missed polls: "
+                f"{records!r}")  # type: ignore[possibly-undefined]  # three runs
 
 
 @pytest.mark.slow

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -28,7 +29,7 @@ def test_nesting_deeper_than_the_parser_can_recurse_is_not_toml() -> None:
 
 
 @pytest.mark.slow  # a fresh interpreter (docs/testing.md)
-def test_no_parser_is_loaded_until_there_is_a_file_to_read(tmp_path) -> None:
+def test_no_parser_is_loaded_until_there_is_a_file_to_read(tmp_path: Path) -> None:
     code = ("import sys\n"
             "from setui.settings.config import load_config\n"
             f"load_config(None, environ={{'SETUI_CONFIG': {str(tmp_path / 'absent')!r}}})\n"

@@ -370,6 +370,6 @@ def test_sqlite_opens_the_agents_store_read_only_for_root_too(base: Path,
     with Store.open_dir(data, readonly=True) as reader:
         assert len(reader.history.incarnations(limit=10)) == len(STORY)
         with pytest.raises(sqlite3.OperationalError):
-            reader.database._conn.execute("DELETE FROM meta")  # type: ignore[union-attr]
+            reader.database._conn.execute("DELETE FROM meta")
     after = {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in data.iterdir()}
     assert set(after) <= set(before) | {"setui.db-shm", "setui.db-wal"}

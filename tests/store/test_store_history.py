@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -194,7 +195,7 @@ def test_history_queries_use_indexes_with_100k_incarnations(store: Store) -> Non
                      [(i + 1, f"E-{i}") for i in range(100_000)])
     conn.execute("COMMIT")
     conn.close()
-    queries = {
+    queries: dict[str, Callable[[], object]] = {
         "newest": lambda: store.history.incarnations(limit=50),
         "since": lambda: store.history.incarnations(limit=50, since=T0 + timedelta(seconds=50_000)),
         "endpoint": lambda: store.history.incarnations(limit=50, endpoint=ENDPOINT),

@@ -81,11 +81,10 @@ def _holders() -> Iterator[dict[str, Any]]:
     with open(_LOCK, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            state: dict[str, Any] = json.loads(_HOLDERS.read_text())
+            loaded: object = json.loads(_HOLDERS.read_text())
         except (OSError, ValueError):
-            state = {}
-        if not isinstance(state, dict):
-            state = {}
+            loaded = {}
+        state: dict[str, Any] = loaded if isinstance(loaded, dict) else {}
         # What is not an entry of this shape (a file of another form) is forgotten.
         state = {key: entry for key, entry in state.items()
                  if isinstance(entry, dict) and entry.get("kind") in ("user", "group")

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -116,7 +117,7 @@ class Sink:
     """A plain HTTP server on loopback that keeps every JSON body POSTed to it."""
 
     def __init__(self) -> None:
-        self.bodies: list[dict[str, object]] = []
+        self.bodies: list[dict[str, Any]] = []
         self.fail = 0  # answer this many requests with 500 first
         sink = self
 

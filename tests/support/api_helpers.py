@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Iterator
 from datetime import datetime
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any, Literal, overload
 
 import pytest
 from hypothesis import strategies as st
@@ -41,7 +42,8 @@ from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
 from setui.monitor.state import MonitorState
 from setui.store import Store
-from tests.support.accounts import Account, made_accounts, needs_accounts
+from tests.support.accounts import Account as Account
+from tests.support.accounts import made_accounts, needs_accounts
 from tests.support.children import SETUI, Lines, wait_until
 from tests.support.emulated import posts as posts
 
@@ -232,8 +234,14 @@ def run_script_as(account: Account | None, argv: list[str]) -> subprocess.Popen[
                             stderr=subprocess.PIPE, text=True, cwd="/")
 
 
+@overload
 def run_as(account: Account | None, base: Path, op: str, args: dict[str, object] | None = None,
-           *, background: bool = False) -> subprocess.Popen[str] | dict[str, object]:
+           *, background: Literal[False] = False) -> dict[str, Any]: ...
+@overload
+def run_as(account: Account | None, base: Path, op: str, args: dict[str, object] | None = None,
+           *, background: Literal[True]) -> subprocess.Popen[str]: ...
+def run_as(account: Account | None, base: Path, op: str, args: dict[str, object] | None = None,
+           *, background: bool = False) -> subprocess.Popen[str] | dict[str, Any]:
     """tests/api's client script as ``account``: its JSON answer, or the process when
     ``background``."""
     proc = run_script_as(account, [str(base / "client.py"), str(base / "run" / "api.sock"),
@@ -243,7 +251,7 @@ def run_as(account: Account | None, base: Path, op: str, args: dict[str, object]
     return answer(proc)
 
 
-def answer(proc: subprocess.Popen[str]) -> dict[str, object]:
+def answer(proc: subprocess.Popen[str]) -> dict[str, Any]:
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, f"client failed ({proc.returncode}): {out}{err}"
     return json.loads(out.strip().splitlines()[-1])

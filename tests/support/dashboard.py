@@ -218,4 +218,4 @@ async def open_dialog(d: Dashboard, pilot: Any) -> ConfirmationModal:
     await pilot.press("a")
     await d.wait_for(pilot, lambda: isinstance(d.app.screen, ConfirmationModal)
                      and d.app.screen.is_mounted)
-    return d.app.screen  # type: ignore[return-value]
+    return d.app.screen

@@ -101,7 +101,7 @@ def exposition(vms: Sequence[VmSeries], now: float | None = None) -> str:
 class StandIn:
     """An exporter on 127.0.0.1: ``/metrics`` answers ``render()`` at each scrape."""
 
-    def __init__(self, render: Callable[[], str]) -> None:
+    def __init__(self, render: Callable[..., str]) -> None:
         self.render = render
         self.scrapes = 0
         stand_in = self

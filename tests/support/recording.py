@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 from setui.core.model import parse_document
 from setui.core.tracker import Tracker
@@ -86,8 +87,8 @@ def record_scenario(path: Path, scenario_toml: str, *, seconds: int,
 def _act(store: Store, service: Service, act: Approval, at: datetime, posix: float) -> None:
     state = service.timeline.state(service.scenario_time(posix))
     event_id = state[act.event_index].event_id
-    base = dict(time=at, user=act.user, host="test", endpoint=ENDPOINT, event_id=event_id,
-                ssh_client="10.0.0.9")
+    base: dict[str, Any] = dict(time=at, user=act.user, host="test", endpoint=ENDPOINT,
+                                event_id=event_id, ssh_client="10.0.0.9")
     if act.refused is not None:
         store.audit_log.append(AuditEntry(action=REFUSED, error=act.refused, **base))
         return

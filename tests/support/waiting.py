@@ -21,7 +21,7 @@ __all__ = ["PATIENCE", "until", "wait_until"]
 PATIENCE = 30.0
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = PATIENCE,
+def wait_until(predicate: Callable[..., object], timeout: float = PATIENCE,
                what: str = "the condition") -> None:
     """Until ``predicate()`` holds, polling from this thread."""
     deadline = time.monotonic() + timeout
@@ -31,7 +31,7 @@ def wait_until(predicate: Callable[[], bool], timeout: float = PATIENCE,
         time.sleep(0.02)
 
 
-async def until(predicate: Callable[[], bool], timeout: float = PATIENCE,
+async def until(predicate: Callable[..., object], timeout: float = PATIENCE,
                 what: str = "the condition") -> None:
     """Until ``predicate()`` holds, letting the event loop run in between."""
     deadline = time.monotonic() + timeout

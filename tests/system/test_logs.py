@@ -190,7 +190,7 @@ def test_a_kind_log_through_the_set_up_is_flushed_by_its_owner(
 
 def test_a_kind_log_with_a_sink_of_its_own_says_only_there(
         setui_logger: logging.Logger) -> None:
-    stream, said = io.StringIO(), []
+    stream, said = io.StringIO(), list[str]()
     configure(stream, journal=False)
     log = KindLog("setui.api", say=said.append, mono=Clock())
     log.note("busy", "turned away")

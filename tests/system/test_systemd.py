@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from setui.system import systemd
 from setui.system.systemd import (
     DEBUG,
     ERR,
@@ -159,7 +158,7 @@ def test_without_af_unix_it_is_silent(monkeypatch: pytest.MonkeyPatch,
 def test_on_windows_it_is_silent(monkeypatch: pytest.MonkeyPatch,
                                  listener: tuple[socket.socket, str]) -> None:
     server, path = listener
-    monkeypatch.setattr(systemd.os, "name", "nt")
+    monkeypatch.setattr(os, "name", "nt")  # the os module systemd reads
     notifier = Notifier.from_env({"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "1000000"})
     assert not notifier.enabled and not notifier.watchdog_enabled
     assert notifier.ready() is False

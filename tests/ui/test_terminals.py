@@ -208,7 +208,7 @@ async def test_the_selected_row_keeps_the_colour_of_its_urgency(
             assert colour != soon
         else:
             assert colour == soon
-        others = [e for e in d.app.session.document.events  # type: ignore[union-attr]
+        others = [e for e in d.app.session.document.events
                   if not e.affects("web-0")]
         await select(d, pilot, others[0])  # a neighbour's: the usual selection
         await pilot.pause()
@@ -224,7 +224,7 @@ async def test_r_says_what_the_service_answered(make_dashboard: MakeDashboard) -
         await d.wait_for(pilot, lambda: any(n.startswith("Poll: the service answered")
                                             for n in d.notices()))
         said = next(n for n in d.notices() if n.startswith("Poll: the service answered"))
-        incarnation = d.app.session.document.incarnation  # type: ignore[union-attr]
+        incarnation = d.app.session.document.incarnation
         assert f"Incarnation {incarnation}, 4 events (2 for this VM)" in said
         d.emulator.stop()
         await d.wait_for(pilot, lambda: "✖ unreachable" in status(d))

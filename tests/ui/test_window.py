@@ -151,7 +151,7 @@ async def test_standalone_the_pane_is_the_change_log_and_w_shows_it_whole(
         assert "w Log" in shown and not any("Hold" in k for k in shown), shown
         await pilot.press("w")
         await d.wait_for(pilot, lambda: isinstance(d.app.screen, WindowScreen))
-        whole = d.app.screen.plain()  # type: ignore[attr-defined]
+        whole = d.app.screen.plain()
         assert len(whole.splitlines()) >= len(d.app.change_log) + 1
         await pilot.press("escape")
         await d.wait_for(pilot, lambda: d.app.screen is d.app.main_screen)
