@@ -33,6 +33,8 @@ FOREIGN = {
     "--wait": "the example drain hook's, in a policy (docs/agent.md)",
     "--margin": "contrib/hooks' (a hook's own margin before its deadline)",
     "--cache-dir": "kubectl's",
+    "--strict-markers": "pytest's, as the suite runs it (docs/testing.md)",
+    "--strict-config": "pytest's, as the suite runs it (docs/testing.md)",
 }
 
 _FLAG = re.compile(r"--?[A-Za-z][\w-]*")
