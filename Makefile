@@ -51,7 +51,7 @@ WORKERS ?= 4
 test test-fast: export PYTHONDONTWRITEBYTECODE :=
 
 # The architecture's contracts ([tool.importlinter] in pyproject.toml) and the types
-# ([tool.mypy]: src/setui, strict) before the tests. Everything, both tiers.
+# ([tool.mypy]: src/setui and tests, strict) before the tests. Everything, both tiers.
 test: $(STAMP)
 	$(PY) -m ruff check src tests bench tools
 	$(LINT_IMPORTS)

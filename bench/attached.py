@@ -40,8 +40,8 @@ from common import (
     scratch,
     write_scenario,
 )
-
 from dashboard import CASES, _start_pty, _stop_pty, _Terminal, scenario
+
 from setui.emulator.scenario import load_scenario
 from setui.emulator.server import Emulator
 

@@ -43,9 +43,9 @@ from pathlib import Path
 
 from common import ROOT, SETUI, Row, env_for, proc_cpu, ratio, scratch
 
-sys.path.insert(0, str(ROOT / "tests" / "fleet"))  # the tests' Prometheus runner, shared
+sys.path.insert(0, str(ROOT))  # the tests' Prometheus runner, shared
 
-from promtest import Prometheus
+from tests.support.promtest import Prometheus
 
 VMS = 10_000
 EVENTS = 3

@@ -7,20 +7,20 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import settings
 
-from permissions import obey_permissions
-from scripted import scripted
 from setui.emulator.clock import ManualClock
 from setui.emulator.scenario import Scenario, load_scenario
 from setui.emulator.server import Emulator
+from tests.support.permissions import obey_permissions
+from tests.support.scripted import scripted
 
-__all__ = ["scripted"]  # the scripted metadata service (tests/scripted.py), for every test
+__all__ = ["scripted"]  # the scripted metadata service (tests/support/scripted.py), for every test
 
 
 @pytest.fixture(autouse=True)
@@ -42,7 +42,7 @@ def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory,
 
 
 # `make test-fast` runs with --hypothesis-profile=fast: a quarter of each property test's
-# examples (tests/examples.py), every one of them in `make test`.
+# examples (tests/support/examples.py), every one of them in `make test`.
 settings.register_profile("fast", max_examples=25)
 
 
@@ -55,7 +55,8 @@ _OUTCOME = pytest.StashKey[bool]()
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item,
-                              call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+                              call: pytest.CallInfo[None],
+                              ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """Keep whether the test's body passed: the fixture below fails a passing test that
     tried to start a process, and leaves a failing one its own, better, traceback."""
     report = yield
@@ -104,7 +105,8 @@ def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any],
-                         request: pytest.FixtureRequest) -> Iterator[object]:
+                         request: pytest.FixtureRequest,
+                         ) -> Generator[None, object, object]:
     """The same rule for the wider fixtures a fast test needs: a module- or session-scoped
     one is set up before any function-scoped fixture (so before the guard above), and one
     that started a process slipped a process-starting module into the fast tier unseen.

@@ -1,14 +1,15 @@
-"""The test accounts helper itself (tests/accounts.py): its commands (useradd, groupadd,
+"""The test accounts helper itself (tests/support/accounts.py): its commands (useradd, groupadd,
 userdel, groupdel) run whatever the test process's environment holds."""
 
 from __future__ import annotations
 
 import grp
 import pwd
+import subprocess
 
 import pytest
 
-from accounts import made_accounts, needs_accounts
+from tests.support.accounts import COMMENT, made_accounts, needs_accounts
 
 pytestmark = [pytest.mark.slow, needs_accounts]
 
@@ -34,3 +35,21 @@ def test_accounts_are_made_and_removed_under_a_huge_environment(
         assert grp.getgrnam(GROUP).gr_gid == made[USER].gid
     assert not _exists(pwd.getpwnam, USER)
     assert not _exists(grp.getgrnam, GROUP)
+
+
+def test_a_user_an_interrupted_run_left_is_made_again_at_set_up() -> None:
+    """A run stopped before it let go left its user behind in another shape (here: not in
+    the group the next run wants it in) and no one holding it: it is made again as asked,
+    not taken as it is (which failed every later run until it was removed by hand)."""
+    user, extra = "saccts-left", "saccts-left-extra"
+    subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
+                    "--comment", COMMENT, "--user-group", user], check=True)
+    try:
+        with made_accounts({user: [user, extra]}, [user, extra]) as made:
+            assert user in grp.getgrnam(extra).gr_mem
+            assert pwd.getpwnam(user).pw_gid == made[user].gid == grp.getgrnam(user).gr_gid
+        assert not _exists(pwd.getpwnam, user)
+    finally:
+        subprocess.run(["userdel", user], capture_output=True)
+        subprocess.run(["groupdel", extra], capture_output=True)
+        subprocess.run(["groupdel", user], capture_output=True)

@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from pathlib import Path
 
-from docs_text import DOCS, ROOT
+from tests.support.docs_text import DOCS, ROOT
 
-try:  # Python 3.10 reads TOML with tomli, a dependency there
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:
-    import tomli as tomllib  # type: ignore[no-redef]
+else:  # Python 3.10 reads TOML with tomli, a dependency there
+    import tomli as tomllib
 
 ARCHITECTURE = DOCS / "architecture.md"
 PACKAGE = ROOT / "src" / "setui"

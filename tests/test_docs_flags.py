@@ -23,8 +23,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from docs_text import Code, code, doc_files, name, prose
 from setui.cli import build_parser
+from tests.support.docs_text import Code, code, doc_files, name, prose
 
 Command = tuple[str, ...]  # a command: () for `setui` itself, ("audit", "verify")...
 
@@ -33,6 +33,8 @@ FOREIGN = {
     "--wait": "the example drain hook's, in a policy (docs/agent.md)",
     "--margin": "contrib/hooks' (a hook's own margin before its deadline)",
     "--cache-dir": "kubectl's",
+    "--strict-markers": "pytest's, as the suite runs it (docs/testing.md)",
+    "--strict-config": "pytest's, as the suite runs it (docs/testing.md)",
 }
 
 _FLAG = re.compile(r"--?[A-Za-z][\w-]*")

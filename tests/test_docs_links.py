@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from docs_text import ROOT, anchors, doc_files, name, prose
+from tests.support.docs_text import ROOT, anchors, doc_files, name, prose
 
 # [text](target) and ![alt](target), and the reference style's [label]: target.
 _INLINE = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from children import Lines, python_command
+from tests.support.children import Lines, python_command
 
 ROOT = Path(__file__).parent.parent
 

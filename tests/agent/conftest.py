@@ -4,8 +4,7 @@ it does not skip without it, it fails."""
 
 from __future__ import annotations
 
-from agent_helpers import emulator, hook, sink
-
-from dashboard import _fixed_time_zone, make_dashboard
+from tests.support.agent_helpers import emulator, hook, sink
+from tests.support.dashboard import _fixed_time_zone, make_dashboard
 
 __all__ = ["_fixed_time_zone", "emulator", "hook", "make_dashboard", "sink"]

@@ -22,13 +22,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from agent_helpers import agent_said
 
-from accounts import Account, made_accounts, needs_accounts
-from children import SETUI, Lines
 from setui.emulator.server import Emulator
 from setui.store import Store
 from setui.store.agent import AgentLog
+from tests.support.accounts import Account, made_accounts, needs_accounts
+from tests.support.agent_helpers import agent_said
+from tests.support.children import SETUI, Lines
 
 pytestmark = [needs_accounts, pytest.mark.slow]
 

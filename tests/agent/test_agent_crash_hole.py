@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_helpers import agent_env, more_polls, start_agent
 
-from children import SETUI, wait_until
 from setui.core.model import parse_iso
 from setui.emulator.server import Emulator
 from setui.store import NothingRecorded, Store
 from setui.store.records import RecorderSpan
-from waiting import PATIENCE
+from tests.support.agent_helpers import agent_env, more_polls, start_agent
+from tests.support.children import SETUI, wait_until
+from tests.support.waiting import PATIENCE
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not sys.platform.startswith("linux"),

@@ -14,10 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from agent_helpers import Sink, agent_env, drain_policy, start_agent
 
-from children import SETUI, wait_until
 from setui.emulator.server import Emulator
+from tests.support.agent_helpers import Sink, agent_env, drain_policy, start_agent
+from tests.support.children import SETUI, wait_until
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.name != "posix", reason="Unix sockets and modes")]

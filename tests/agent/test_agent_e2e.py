@@ -6,9 +6,14 @@ from __future__ import annotations
 import json
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
-from agent_helpers import (
+
+from setui.emulator.server import Emulator
+from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, Store
+from setui.store.agent import AgentLog
+from tests.support.agent_helpers import (
     EVENT_ID,
     Sink,
     agent_env,
@@ -22,15 +27,11 @@ from agent_helpers import (
     stop,
     write_policy,
 )
-
-from children import wait_until
-from setui.emulator.server import Emulator
-from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, Store
-from setui.store.agent import AgentLog
+from tests.support.children import wait_until
 
 pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
 
-def _audit(tmp_path: Path) -> list:
+def _audit(tmp_path: Path) -> list[Any]:
     with Store.open_dir(tmp_path / "data", readonly=True) as store:
         return store.audit_log.records(oldest_first=True)
 
@@ -52,7 +53,7 @@ def test_user_reboot_is_approved_only_after_its_prepare_hook_exits_0(
     finally:
         assert stop(proc) == 0
     assert len(posts(emulator)) == 1
-    body = json.loads(posts(emulator)[0].body)  # type: ignore[attr-defined]
+    body = json.loads(posts(emulator)[0].body)
     assert body["StartRequests"] == [{"EventId": EVENT_ID}]
     # The hook got the event in its environment and as JSON on stdin.
     env = (tmp_path / "env-prepare").read_text()

@@ -16,19 +16,27 @@ from typing import Any
 
 import httpx
 import pytest
-from agent_helpers import Sink, agent_env, agent_said, metrics_url, more_polls, start_agent, stop
-from agent_helpers import write_policy as policy_file
 from prometheus_client.parser import text_string_to_metric_families
 
-from children import SETUI, wait_until
 from setui.core.metricnames import EVENT_METRIC, IMPACT_METRIC, SUCCESS_METRIC
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
-from setui.fleet.model import FleetBuilder
+from setui.fleet.model import Fleet, FleetBuilder
 from setui.store import Store
 from setui.system.boot import TEST_VARIABLE
 from setui.ui.fleet.details import details_text
 from setui.ui.fleet.view import EventLine, build_lines
+from tests.support.agent_helpers import (
+    Sink,
+    agent_env,
+    agent_said,
+    metrics_url,
+    more_polls,
+    start_agent,
+    stop,
+)
+from tests.support.agent_helpers import write_policy as policy_file
+from tests.support.children import SETUI, wait_until
 
 pytestmark = [pytest.mark.slow,  # starts processes: the slow tier (docs/testing.md)
               pytest.mark.skipif(os.name != "posix", reason="SIGSTOP is POSIX")]
@@ -121,12 +129,13 @@ def impacts(tmp_path: Path, endpoint: str) -> list[Any]:
         return store.sessions.impacts(endpoint=endpoint)
 
 
-def fleet_of(text: str) -> FleetBuilder:
+def fleet_of(text: str) -> Fleet:
     """The agent's own exposition as Prometheus's API would answer the fleet's query."""
     now = time.time()
-    result = [{"metric": {"__name__": s.name, **s.labels}, "value": [now, str(s.value)]}
-              for family in text_string_to_metric_families(text) for s in family.samples
-              if s.name in (EVENT_METRIC, SUCCESS_METRIC, IMPACT_METRIC)]
+    result: list[dict[str, Any]] = [
+        {"metric": {"__name__": s.name, **s.labels}, "value": [now, str(s.value)]}
+        for family in text_string_to_metric_families(text) for s in family.samples
+        if s.name in (EVENT_METRIC, SUCCESS_METRIC, IMPACT_METRIC)]
     return FleetBuilder().build(result, now)
 
 

@@ -13,13 +13,13 @@ from typing import Any
 
 import httpx
 import pytest
-from agent_helpers import Sink, metrics_url, more_polls, start_agent, stop
-from agent_helpers import write_policy as policy_file
 
 from setui.emulator.clock import ManualClock
 from setui.emulator.faults import parse_faults
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
+from tests.support.agent_helpers import Sink, metrics_url, more_polls, start_agent, stop
+from tests.support.agent_helpers import write_policy as policy_file
 
 pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
 

@@ -9,18 +9,22 @@ import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
-from agent_helpers import agent_env, write_policy
 
-from children import SETUI
-from oldstores import back_to
 from setui.agent.metrics import parse_listen
 from setui.emulator.server import Emulator
 from setui.store import Store
 from setui.store.agent import DONE, INTERRUPTED, RUNNING, SKIPPED, AgentLog
 from setui.store.schema import SCHEMA_VERSION
+from tests.support.agent_helpers import agent_env, write_policy
+from tests.support.children import SETUI
+from tests.support.oldstores import back_to
+
+if TYPE_CHECKING:
+    from setui.core.model import Document
 
 T = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -177,7 +181,7 @@ def test_metric_labels_are_bounded_and_printable() -> None:
     assert "1000.0" in text  # the last success stays what it was
 
 
-def _one_event(not_before: str, status: str = "Scheduled") -> object:
+def _one_event(not_before: str, status: str = "Scheduled") -> Document:
     from setui.core.model import parse_document
 
     return parse_document(json.dumps({"DocumentIncarnation": 5, "Events": [{
@@ -268,10 +272,9 @@ def test_the_plan_in_words() -> None:
 def test_an_approval_before_the_scenarios_first_second_still_starts_the_event() -> None:
     """A fast agent approves within the emulator's first second (its epoch is the next
     whole second): the event must start all the same."""
-    from agent_helpers import EVENT_ID, USER_REBOOT
-
     from setui.emulator.clock import ManualClock
     from setui.emulator.scenario import parse_scenario
+    from tests.support.agent_helpers import EVENT_ID, USER_REBOOT
 
     clock = ManualClock(1000.5)
     emu = Emulator(parse_scenario(USER_REBOOT), clock=clock, speed=1.0)

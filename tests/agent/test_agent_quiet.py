@@ -12,13 +12,13 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from agent_helpers import agent_env, metrics_url, start_agent, stop, write_policy
 
-from children import wait_until
 from setui.api.client import Subscription, Tick
 from setui.core.health import ConnectionState
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
+from tests.support.agent_helpers import agent_env, metrics_url, start_agent, stop, write_policy
+from tests.support.children import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -16,16 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_helpers import agent_env, more_polls, start_agent, stop
 
-from children import SETUI, Lines, wait_until
-from served import life, served, started_life
 from setui.core.model import parse_iso
 from setui.emulator.clock import ManualClock
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
 from setui.monitor.state import EventLife
-from waiting import PATIENCE
+from tests.support.agent_helpers import agent_env, more_polls, start_agent, stop
+from tests.support.children import SETUI, Lines, wait_until
+from tests.support.served import life, served, started_life
+from tests.support.waiting import PATIENCE
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not sys.platform.startswith("linux"),

@@ -8,11 +8,18 @@ from pathlib import Path
 
 import httpx
 import pytest
-from agent_helpers import Sink, agent_said, metrics_url, start_agent, stop, write_policy
 
-from children import wait_until
-from scripted import Answer, Drop, ScriptedImds, document, event
 from setui.store import APPROVE_OUTCOME, Store
+from tests.support.agent_helpers import (
+    Sink,
+    agent_said,
+    metrics_url,
+    start_agent,
+    stop,
+    write_policy,
+)
+from tests.support.children import wait_until
+from tests.support.scripted import Answer, Drop, ScriptedImds, document, event
 
 pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
 

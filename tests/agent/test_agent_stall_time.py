@@ -13,11 +13,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from agent_helpers import agent_said, start_agent, stop
 
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
 from setui.store import Store
+from tests.support.agent_helpers import agent_said, start_agent, stop
 
 pytestmark = [pytest.mark.slow,  # starts processes: the slow tier (docs/testing.md)
               pytest.mark.skipif(os.name != "posix", reason="SIGSTOP is POSIX")]

@@ -1,4 +1,4 @@
-"""The agent writes time one way (tests/timeforms.py): its lines as watch's, a hook's
+"""The agent writes time one way (tests/support/timeforms.py): its lines as watch's, a hook's
 environment for machines (ISO 8601 UTC), and its notifications as people read them."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from agent_helpers import Sink, agent_env, stop, write_policy
 
-from children import SETUI, Lines, wait_until
 from setui.emulator.server import Emulator
-from timeforms import MACHINE, foreign_in_env, foreign_in_text
+from tests.support.agent_helpers import Sink, agent_env, stop, write_policy
+from tests.support.children import SETUI, Lines, wait_until
+from tests.support.timeforms import MACHINE, foreign_in_env, foreign_in_text
 
 
 @pytest.mark.slow

@@ -11,12 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from agent_helpers import agent_env, start_agent, stop
 
-from children import SETUI
 from setui.emulator.server import Emulator
 from setui.install import unit
 from setui.install.unit import AGENT_UNIT, policy_problems, render_unit
+from tests.support.agent_helpers import agent_env, start_agent, stop
+from tests.support.children import SETUI
 
 
 def _values(text: str, key: str) -> list[str]:

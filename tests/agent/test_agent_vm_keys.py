@@ -12,7 +12,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from agent_helpers import (
+
+from setui.core.client import ImdsClient
+from setui.emulator.scenario import parse_scenario
+from setui.emulator.server import Emulator
+from setui.settings.config import Config
+from setui.store import Store
+from setui.store.agent import HOLD, RELEASE
+from setui.system.identity import Identity
+from setui.ui.app import SetuiApp
+from setui.ui.widgets.summary import EventSummary
+from tests.support.agent_helpers import (
     EVENT_ID,
     USER_REBOOT,
     Sink,
@@ -25,20 +35,10 @@ from agent_helpers import (
     stop,
     write_policy,
 )
-from agent_helpers import sent as sent_at
-
-from children import SETUI, wait_until
-from dashboard import WIDE, wait_for
-from forwarder import Forwarder, forwarder
-from setui.core.client import ImdsClient
-from setui.emulator.scenario import parse_scenario
-from setui.emulator.server import Emulator
-from setui.settings.config import Config
-from setui.store import Store
-from setui.store.agent import HOLD, RELEASE
-from setui.system.identity import Identity
-from setui.ui.app import SetuiApp
-from setui.ui.widgets.summary import EventSummary
+from tests.support.agent_helpers import sent as sent_at
+from tests.support.children import SETUI, wait_until
+from tests.support.dashboard import WIDE, wait_for
+from tests.support.forwarder import Forwarder, forwarder
 
 __all__ = ["forwarder"]  # the fixture, used by name
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from children import SETUI
 from setui.agent.budget import count, group_of_vm, look_of, scraped_query, series_query
 from setui.agent.budgeting import MAX_DOUBLINGS, RECHECK, BudgetGate, GateDecision
 from setui.fleet.model import VmKey
+from tests.support.children import SETUI
 
 AT = 1_800_000_000.0
 SS = {"vm_scale_set": "ss-web", "resource_group": "rg-web", "subscription_id": "sub-1"}

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from dashboard import WIDE, MakeDashboard, start, table
 from setui.store.agent import HOLD, RELEASE, AgentLog
 from setui.ui.widgets.summary import EventSummary
+from tests.support.dashboard import WIDE, MakeDashboard, start, table
 
 
 async def test_the_summary_shows_the_agents_plan_and_h_holds_it(

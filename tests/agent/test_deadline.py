@@ -15,13 +15,13 @@ from typing import Any
 
 import httpx
 import pytest
-from agent_helpers import Sink, agent_env, agent_said, metrics_url, start_agent, stop
 
-from children import wait_until
 from setui.agent.deadline import Deadline, deadline_of, limit_of
 from setui.core.model import Event, EventStatus, EventType
 from setui.emulator.scenario import load_scenario
 from setui.emulator.server import Emulator
+from tests.support.agent_helpers import Sink, agent_env, agent_said, metrics_url, start_agent, stop
+from tests.support.children import wait_until
 
 VM = "app-vm-1"
 EVENT = "5F3A3E2C-0C8B-4C0E-9A55-2C1D6D6F0A01"

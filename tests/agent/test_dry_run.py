@@ -10,10 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from agent_helpers import agent_said, posts, records, start_agent, stop, write_policy
 
 from setui.emulator.scenario import load_scenario
 from setui.emulator.server import Emulator
+from tests.support.agent_helpers import agent_said, posts, records, start_agent, stop, write_policy
 
 EXAMPLE = Path(__file__).parents[2] / "contrib" / "policy.example.toml"
 # The example's short-freeze rule as it was: nothing about whose VMs the Freeze lists.

@@ -9,16 +9,6 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from agent_helpers import (
-    Sink,
-    agent_said,
-    more_polls,
-    posts,
-    records,
-    start_agent,
-    stop,
-    write_policy,
-)
 
 from setui.agent.agent import Agent
 from setui.agent.errors import WORK, AgentErrors, acting_kind
@@ -29,6 +19,16 @@ from setui.emulator.server import Emulator
 from setui.monitor import Monitor
 from setui.store import Store
 from setui.store.agent import AgentLog
+from tests.support.agent_helpers import (
+    Sink,
+    agent_said,
+    more_polls,
+    posts,
+    records,
+    start_agent,
+    stop,
+    write_policy,
+)
 
 RULE = '[[rule]]\nname = "mine"\nevent_source = "User"\napprove = "now"\n'
 

@@ -16,12 +16,19 @@ from pathlib import Path
 
 import httpx
 import pytest
-from agent_helpers import USER_REBOOT, agent_env, metrics_url, posts, stop, write_policy
 
-from children import SETUI, Lines, wait_until
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
-from waiting import until
+from tests.support.agent_helpers import (
+    USER_REBOOT,
+    agent_env,
+    metrics_url,
+    posts,
+    stop,
+    write_policy,
+)
+from tests.support.children import SETUI, Lines, wait_until
+from tests.support.waiting import until
 
 IDLE = 200
 FILES = 128
@@ -72,7 +79,7 @@ class IdleClients:
                 due.append(time.monotonic() + 0.5)
         while not self._stop.is_set():
             for key, _ in selector.select(0.1):
-                sock = key.fileobj
+                sock = key.fileobj  # type: ignore[assignment]  # checked on the next line
                 assert isinstance(sock, socket.socket)
                 try:
                     data = sock.recv(4096)

@@ -10,17 +10,18 @@ import sys
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
-from agent_helpers import Sink
 
-from children import wait_until
 from setui.agent.hooks import hook_environment, hook_input, run_hook
 from setui.agent.notify import Message, Notifier, render
 from setui.agent.policy import Hook
 from setui.core.model import Event, EventSource, EventStatus, EventType
 from setui.store import Store
 from setui.store.agent import MAX_OUTPUT, AgentLog
+from tests.support.agent_helpers import Sink
+from tests.support.children import wait_until
 
 EVENT = Event("E1", EventType.REBOOT, EventStatus.SCHEDULED, ("vm-1", "vm-2"),
               datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc), source=EventSource.USER,
@@ -103,7 +104,7 @@ async def test_a_hook_gets_the_event_and_its_output_is_kept_bounded(tmp_path: Pa
                 f"sys.stdout.write('x' * {size}); sys.exit(4)")
 
     hook = Hook((sys.executable, "-c", script(4 * MAX_OUTPUT)), timeout=60)
-    kw = {"step": "prepare", "rule": "r", "incarnation": 7, "vm_name": "vm-1"}
+    kw: dict[str, Any] = {"step": "prepare", "rule": "r", "incarnation": 7, "vm_name": "vm-1"}
     env = hook_environment(EVENT, **kw)
     assert env["SETUI_INCARNATION"] == "7" and env["SETUI_DURATION"] == "-1"
     assert env["SETUI_NOT_BEFORE"] == "2026-01-01T12:00:00Z"
@@ -141,7 +142,7 @@ async def test_a_hook_past_its_timeout_is_stopped_with_its_children(tmp_path: Pa
         # A zombie is gone too: it only waits for its (killed) parent's reaper.
         with contextlib.suppress(OSError):
             return Path(f"/proc/{child}/stat").read_text().split(") ")[1][0] == "Z"
-        return False
+        return False  # type: ignore[unreachable]  # suppress() goes on after an OSError
 
     wait_until(gone, 30, "the hook's own child to be stopped too")
 

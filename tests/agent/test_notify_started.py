@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
-from agent_helpers import EVENT_ID, Sink, agent_env, drain_policy, stop
 
-from children import SETUI, Lines, wait_until
 from setui.emulator.server import Emulator
+from tests.support.agent_helpers import EVENT_ID, Sink, agent_env, drain_policy, stop
+from tests.support.children import SETUI, Lines, wait_until
 
 
 @pytest.mark.slow
-def test_the_started_message_names_the_notbefore_once(tmp_path, emulator: Emulator,
-                                                      hook, sink: Sink) -> None:
+def test_the_started_message_names_the_notbefore_once(tmp_path: Path, emulator: Emulator,
+                                                      hook: Path, sink: Sink) -> None:
     """Approved early, the event starts minutes before its NotBefore: the detail says by
     how much and the default body's "NotBefore" says the time, not the detail as well."""
     policy = drain_policy(tmp_path, hook, url=sink.url, notify=True)

@@ -12,15 +12,15 @@ from pathlib import Path
 
 import httpx
 import pytest
-from agent_helpers import agent_env, agent_said, start_agent, stop, write_policy
 
-from children import wait_until
 from setui.agent.policy import parse_policy
 from setui.agent.probe import drain_reason, health_verdict, work_verdict
 from setui.core.health import ConnectionState, Health
 from setui.core.model import Event, EventStatus, EventType
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
+from tests.support.agent_helpers import agent_env, agent_said, start_agent, stop, write_policy
+from tests.support.children import wait_until
 
 NOTICE = 16.0
 DRAIN_BEFORE = 8.0

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from agent_helpers import start_agent, stop
 
-from accounts import Account, made_accounts, needs_accounts
-from children import wait_until
 from setui.emulator.server import Emulator
+from tests.support.accounts import Account, made_accounts, needs_accounts
+from tests.support.agent_helpers import start_agent, stop
+from tests.support.children import wait_until
 
 pytestmark = [pytest.mark.slow, needs_accounts]
 

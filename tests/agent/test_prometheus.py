@@ -10,19 +10,19 @@ import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from agent_helpers import EVENT_ID, agent_env, metrics_url, start_agent, stop
 
-from children import wait_until
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
 from setui.store import Store
+from tests.support.agent_helpers import EVENT_ID, agent_env, metrics_url, start_agent, stop
+from tests.support.children import wait_until
 
 pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
 
@@ -408,7 +408,7 @@ def test_counted_families_are_rendered_once_per_change_and_a_change_is_never_mis
     assert metrics._counted_kept == kept and all(  # the same bytes, not made again
         metrics._counted_kept[k][1] is kept[k][1] for k in kept)
     at = datetime(2026, 11, 25, 19, 22, 1, tzinfo=timezone.utc)
-    changes = [
+    changes: list[tuple[Callable[[], object], str]] = [
         (lambda: metrics.count_hook_run("prepare", "ok"),
          'setui_hook_runs_total{hook="prepare",outcome="ok"} 1.0'),
         (lambda: metrics.count_approval("approved", "policy"),

@@ -13,7 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_helpers import (
+
+from setui.emulator.scenario import parse_scenario
+from setui.emulator.server import Emulator
+from setui.store import Store
+from setui.store.agent import UNMATCHED
+from tests.support.agent_helpers import (
     EVENT_ID,
     Sink,
     agent_env,
@@ -25,12 +30,7 @@ from agent_helpers import (
     stop,
     write_policy,
 )
-
-from children import SETUI, wait_until
-from setui.emulator.scenario import parse_scenario
-from setui.emulator.server import Emulator
-from setui.store import Store
-from setui.store.agent import UNMATCHED
+from tests.support.children import SETUI, wait_until
 
 POLICY = """
 [notify]

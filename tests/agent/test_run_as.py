@@ -17,16 +17,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from agent_helpers import agent_said, records, start_agent, stop, write_policy
 
-from accounts import Account, made_accounts, needs_accounts
-from children import wait_until
 from setui.agent.hooks import run_hook
 from setui.agent.policy import Hook, PolicyError, parse_policy
 from setui.agent.runas import RunAs, parse_run_as
 from setui.emulator.server import Emulator
 from setui.store import Store
 from setui.store.agent import AgentLog
+from tests.support.accounts import Account, made_accounts, needs_accounts
+from tests.support.agent_helpers import agent_said, records, start_agent, stop, write_policy
+from tests.support.children import wait_until
 
 pytestmark = needs_accounts
 

@@ -10,7 +10,11 @@ import signal
 from pathlib import Path
 
 import pytest
-from agent_helpers import (
+
+from setui.emulator.server import Emulator
+from setui.store import Store
+from setui.store.agent import DONE, INTERRUPTED, AgentLog
+from tests.support.agent_helpers import (
     Sink,
     agent_env,
     agent_said,
@@ -22,11 +26,7 @@ from agent_helpers import (
     stop,
     write_policy,
 )
-
-from children import wait_until
-from setui.emulator.server import Emulator
-from setui.store import Store
-from setui.store.agent import DONE, INTERRUPTED, AgentLog
+from tests.support.children import wait_until
 
 DRAIN = """
 [notify]

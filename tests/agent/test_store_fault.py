@@ -18,7 +18,16 @@ from pathlib import Path
 
 import httpx
 import pytest
-from agent_helpers import (
+
+from setui.agent.agent import Agent
+from setui.agent.policy import parse_policy
+from setui.core.client import ImdsClient
+from setui.emulator.scenario import parse_scenario
+from setui.emulator.server import Emulator
+from setui.monitor import Monitor
+from setui.store import Store
+from setui.store.agent import AgentLog
+from tests.support.agent_helpers import (
     EVENT_ID,
     agent_env,
     agent_said,
@@ -28,16 +37,7 @@ from agent_helpers import (
     stop,
     write_policy,
 )
-
-from children import wait_until
-from setui.agent.agent import Agent
-from setui.agent.policy import parse_policy
-from setui.core.client import ImdsClient
-from setui.emulator.scenario import parse_scenario
-from setui.emulator.server import Emulator
-from setui.monitor import Monitor
-from setui.store import Store
-from setui.store.agent import AgentLog
+from tests.support.children import wait_until
 
 pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
 

@@ -16,7 +16,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from agent_helpers import (
+
+from setui.agent.trust import untrusted, untrusted_command
+from setui.core.clock import utc_now
+from setui.emulator.server import Emulator
+from setui.store import Store
+from setui.store.agent import HOLD, RELEASE, AgentLog
+from setui.store.records import AuditEntry
+from tests.support.agent_helpers import (
     EVENT_ID,
     agent_env,
     agent_said,
@@ -25,14 +32,7 @@ from agent_helpers import (
     stop,
     write_policy,
 )
-
-from children import SETUI, Lines
-from setui.agent.trust import untrusted, untrusted_command
-from setui.core.clock import utc_now
-from setui.emulator.server import Emulator
-from setui.store import Store
-from setui.store.agent import HOLD, RELEASE, AgentLog
-from setui.store.records import AuditEntry
+from tests.support.children import SETUI, Lines
 
 NOBODY = 65534
 pytestmark = pytest.mark.skipif(

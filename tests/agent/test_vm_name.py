@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
-from agent_helpers import (
+
+from setui.emulator.faults import parse_faults
+from setui.emulator.server import Emulator
+from tests.support.agent_helpers import (
     EVENT_ID,
     agent_env,
     agent_said,
@@ -21,11 +25,8 @@ from agent_helpers import (
     stop,
     write_policy,
 )
-
-from children import SETUI, Lines, wait_until
-from dashboard import WIDE, MakeDashboard, status
-from setui.emulator.faults import parse_faults
-from setui.emulator.server import Emulator
+from tests.support.children import SETUI, Lines, wait_until
+from tests.support.dashboard import WIDE, MakeDashboard, status
 
 BROKEN = parse_faults("compute-503=1")
 
@@ -122,7 +123,7 @@ async def test_the_dashboard_polls_on_and_learns_the_name_when_imds_gives_it(
     d.emulator.set_faults(BROKEN)
     async with d.app.run_test(size=WIDE) as pilot:
         await d.settle(pilot)  # the events are shown meanwhile: the loop is not held up
-        asks = lambda: sum(r.path.endswith("/compute/name")  # noqa: E731
+        asks: Callable[[], int] = lambda: sum(r.path.endswith("/compute/name")  # noqa: E731
                            for r in d.emulator.requests)
         await d.wait_for(pilot, lambda: asks() >= 2)  # asked again, and still not known
         assert d.app.vm_name is None

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from api_helpers import accounts, base, emulator
+from tests.support.api_helpers import accounts, base, emulator
 
 __all__ = ["accounts", "base", "emulator"]

@@ -9,9 +9,16 @@ import os
 import signal
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
-from api_helpers import (
+
+from setui.api.client import AgentClient, HoldAnswer
+from setui.emulator.server import Emulator
+from setui.store import APPROVE_ATTEMPT, REFUSED, Store
+from setui.store.agent import HOLD, RELEASE
+from setui.ui.attached import hold_words
+from tests.support.api_helpers import (
     EVENT_ID,
     OPS_GROUP,
     Account,
@@ -23,13 +30,7 @@ from api_helpers import (
     start_agent,
     stop,
 )
-
-from children import wait_until
-from setui.api.client import AgentClient, HoldAnswer
-from setui.emulator.server import Emulator
-from setui.store import APPROVE_ATTEMPT, REFUSED, Store
-from setui.store.agent import HOLD, RELEASE
-from setui.ui.attached import hold_words
+from tests.support.children import wait_until
 
 pytestmark = needs_root
 
@@ -46,7 +47,7 @@ approve = "after-prepare"
 """
 
 
-def _audit(base: Path) -> list:
+def _audit(base: Path) -> list[Any]:
     with Store.open_dir(base / "data", readonly=True) as store:
         return store.audit_log.records(oldest_first=True)
 
@@ -168,7 +169,7 @@ def test_two_approvers_at_once_make_one_post_recorded_under_the_winner(
         wait_until(lambda: all((base / "sync" / f"ready-sapi-{w}").exists() for w in clients),
                    60, "both clients to have read the state")
         (base / "sync" / "go").touch()
-        answers = {who: answer(p) for who, p in clients.items()}  # type: ignore[arg-type]
+        answers = {who: answer(p) for who, p in clients.items()}
     finally:
         assert stop(proc) == 0
     approved = [w for w, a in answers.items() if a["outcomes"][0]["approved"]]

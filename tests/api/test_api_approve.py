@@ -1,6 +1,6 @@
 """The API's approve as a client hears it: each try's progress, a held retry included,
 and the outcome as far as it is known. The real server, Approver, IMDS client and
-AgentClient over a real socket, against the scripted metadata service (tests/scripted.py);
+AgentClient over a real socket, against the scripted metadata service (tests/support/scripted.py);
 the agent is stood in for by the parts the server reads, so that the approver's reads are
 the only GETs the script answers (the whole agent is served in test_api_agent.py)."""
 
@@ -13,9 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from api_helpers import agent_in_process
 
-from scripted import Answer, Drop, ScriptedImds, document, event
 from setui.api.client import AgentClient
 from setui.approval.outcome import HELD, ApprovalOutcome, Progress
 from setui.approval.snapshot import confirmed
@@ -24,6 +22,8 @@ from setui.core.client import ImdsClient
 from setui.core.model import parse_document
 from setui.monitor.state import MonitorState
 from setui.store import APPROVE_OUTCOME, REFUSED, Store
+from tests.support.api_helpers import agent_in_process
+from tests.support.scripted import Answer, Drop, ScriptedImds, document, event
 
 MINE = "F02C2EDE-3B1C-4D5E-9F00-0123456789AB"
 T0 = datetime(2026, 11, 25, 19, 0, tzinfo=timezone.utc)

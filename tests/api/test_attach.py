@@ -8,12 +8,12 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from api_helpers import plain_env, stand_in_agent, start_agent, stop
 
 from setui.api.attach import attach, attached_words, reach
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
 from setui.settings.config import Config
+from tests.support.api_helpers import plain_env, stand_in_agent, start_agent, stop
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="Unix sockets")
 

@@ -17,19 +17,30 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, Literal, overload
 
 import httpx
 import pytest
-from api_helpers import EVENT_ID, ROOT, VM, Account, needs_root, posts, run_as, start_agent, stop
 
-from children import PYTHON, Lines, wait_until
-from scripted import Answer, Hang, ScriptedImds, document, event
 from setui.api.client import Subscription, VmPush
 from setui.emulator.faults import parse_faults
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
 from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, DISMISSED, REFUSED, Store
-from waiting import PATIENCE
+from tests.support.api_helpers import (
+    EVENT_ID,
+    ROOT,
+    VM,
+    Account,
+    needs_root,
+    posts,
+    run_as,
+    start_agent,
+    stop,
+)
+from tests.support.children import PYTHON, Lines, wait_until
+from tests.support.scripted import Answer, Hang, ScriptedImds, document, event
+from tests.support.waiting import PATIENCE
 
 pytestmark = [pytest.mark.slow, needs_root]
 
@@ -44,6 +55,14 @@ def decoy() -> Iterator[Emulator]:
         yield emulator
 
 
+@overload
+def setui_as(account: Account | None, base: Path, *args: str, endpoint: str,
+             stdin: str | None = None, data: Path | None = None,
+             background: Literal[False] = False) -> subprocess.CompletedProcess[str]: ...
+@overload
+def setui_as(account: Account | None, base: Path, *args: str, endpoint: str,
+             stdin: str | None = None, data: Path | None = None,
+             background: Literal[True]) -> subprocess.Popen[str]: ...
 def setui_as(account: Account | None, base: Path, *args: str, endpoint: str,
              stdin: str | None = None, data: Path | None = None,
              background: bool = False) -> subprocess.CompletedProcess[str] | subprocess.Popen[str]:
@@ -69,7 +88,7 @@ def setui_as(account: Account | None, base: Path, *args: str, endpoint: str,
                           encoding="utf-8", capture_output=True, timeout=120)
 
 
-def _audit(base: Path) -> list:
+def _audit(base: Path) -> list[Any]:
     with Store.open_dir(base / "data", readonly=True) as store:
         return store.audit_log.records(oldest_first=True)
 
@@ -152,7 +171,7 @@ def test_two_users_approving_at_once_through_the_cli_make_one_post_under_the_win
         running = {who: setui_as(accounts[who], base, "approve", EVENT_ID, "--yes",
                                  endpoint=decoy.url, background=True)
                    for who in ("alice", "bob")}
-        done = {who: (*p.communicate(timeout=120), p.returncode)  # type: ignore[union-attr]
+        done = {who: (*p.communicate(timeout=120), p.returncode)
                 for who, p in running.items()}
     winners = [who for who, (_out, _err, code) in done.items() if code == 0]
     assert len(winners) == 1, done

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from api_helpers import agent_in_process
 
 from setui.api.client import AgentClient
 from setui.cli import build_parser
@@ -27,6 +26,7 @@ from setui.core.model import parse_document
 from setui.monitor.state import MonitorState
 from setui.settings.config import Config
 from setui.store import DISMISSED, Store
+from tests.support.api_helpers import agent_in_process
 
 T0 = datetime(2026, 11, 25, 19, 0, tzinfo=timezone.utc)
 ENDPOINT = "http://127.0.0.1:9"

@@ -20,7 +20,7 @@ from setui.core.health import ConnectionState, Health
 from setui.core.model import parse_document
 from setui.core.tracker import ChangeKind, Tracker
 from setui.monitor.state import EventLife, MonitorState, MonitorUpdate
-from waiting import until
+from tests.support.waiting import until
 
 T0 = datetime(2026, 11, 25, 19, 0, tzinfo=timezone.utc)
 HELLO = Hello(1, "0.1.0", AgentInfo(812, T0 - timedelta(days=3, hours=2), "web-0", None,

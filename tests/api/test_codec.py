@@ -10,11 +10,9 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from api_helpers import JSON
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from examples import examples
 from setui.api.codec import (
     AgentInfo,
     AgentState,
@@ -68,6 +66,8 @@ from setui.store.records import (
     StoryEntry,
     VerifyResult,
 )
+from tests.support.api_helpers import JSON
+from tests.support.examples import examples
 
 T0 = datetime(2026, 11, 25, 19, 0, tzinfo=timezone.utc)
 TEXT = st.text(max_size=30)  # controls, bidi and lone surrogates included
@@ -96,7 +96,7 @@ def _state(documents: list[list[tuple[Any, ...]]]) -> MonitorState:
     """A monitor's state after these documents, by the real tracker and state."""
     state, tracker = MonitorState(), Tracker()
     for number, events in enumerate(documents, start=1):
-        seen = {}
+        seen: dict[Any, Any] = {}
         for index, status, start_in, resources, text in events:
             seen.setdefault(index, _event(index, status, start_in, resources, text))
         document = parse_document({"DocumentIncarnation": number,
@@ -119,7 +119,7 @@ def test_a_state_reads_back_as_it_was(documents: list[list[tuple[Any, ...]]]) ->
                       approvals, RecordingStatus(False, "disk full"))
     got = decode_state(_through_wire(encode_state(sent, 200.0)), 500.0)
     assert got.state.document == monitor.document
-    assert got.state.document.raw == monitor.document.raw  # type: ignore[union-attr]
+    assert got.state.document.raw == monitor.document.raw
     assert got.state.lives == monitor.lives
     assert got.state.gone == monitor.gone and got.state.anomalies == monitor.anomalies
     assert (got.now, got.interval, got.previous_state, got.recording) == (

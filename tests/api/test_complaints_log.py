@@ -9,17 +9,18 @@ import os
 import socket
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
-from api_helpers import agent_env, stop
 
-from children import SETUI, wait_until
 from setui.emulator.server import Emulator
+from tests.support.api_helpers import agent_env, stop
+from tests.support.children import SETUI, wait_until
 
 pytestmark = pytest.mark.slow
 
 
-def _garbage(path: Path) -> dict[str, object]:
+def _garbage(path: Path) -> dict[str, Any]:
     """One connection: the hello, a frame that is not JSON, the error frame it earns."""
     with socket.socket(socket.AF_UNIX) as sock:
         sock.settimeout(10)

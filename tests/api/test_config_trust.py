@@ -12,10 +12,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from api_helpers import Account, agent_env, needs_root, run_as, stop
 
-from children import SETUI, Lines
 from setui.emulator.server import Emulator
+from tests.support.api_helpers import Account, agent_env, needs_root, run_as, stop
+from tests.support.children import SETUI, Lines
 
 pytestmark = [needs_root, pytest.mark.slow]
 
@@ -23,7 +23,7 @@ pytestmark = [needs_root, pytest.mark.slow]
 def _may_approve(account: Account, base: Path) -> bool:
     hello = run_as(account, base, "history")
     assert isinstance(hello, dict) and "error" not in hello, hello
-    return bool(hello["you"]["may_approve"])  # type: ignore[index]
+    return bool(hello["you"]["may_approve"])
 
 
 def test_a_reload_refuses_a_config_another_user_could_change_and_keeps_the_old_one(

@@ -11,10 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from api_helpers import plain_env, start_agent, stop
 
-from children import wait_until
-from dashboard import wait_for
 from setui.api.attach import attach
 from setui.api.client import AgentClient
 from setui.emulator.scenario import parse_scenario
@@ -22,6 +19,9 @@ from setui.emulator.server import Emulator
 from setui.settings.config import Config
 from setui.ui.attached import AttachedApp
 from setui.ui.widgets.status import SKEW_SHOWN, StatusBar
+from tests.support.api_helpers import plain_env, start_agent, stop
+from tests.support.children import wait_until
+from tests.support.dashboard import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.name != "posix", reason="Unix sockets")]
 

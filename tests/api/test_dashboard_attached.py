@@ -16,12 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from api_helpers import Account, answer, plain_env, run_script_as, start_agent, stop
 from textual.widgets.data_table import ColumnKey
 
-from children import SETUI, wait_until
-from dashboard import wait_for
-from emulated import posts
 from setui.api.approving import AgentApprover
 from setui.api.attach import attach
 from setui.core.timefmt import time_of_day
@@ -41,7 +37,11 @@ from setui.ui.screens.replay import ReplayScreen
 from setui.ui.widgets.events import EventsTable
 from setui.ui.widgets.status import StatusBar
 from setui.ui.widgets.summary import EventSummary
-from waiting import PATIENCE
+from tests.support.api_helpers import Account, answer, plain_env, run_script_as, start_agent, stop
+from tests.support.children import SETUI, wait_until
+from tests.support.dashboard import wait_for
+from tests.support.emulated import posts
+from tests.support.waiting import PATIENCE
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.name != "posix", reason="Unix sockets")]
 
@@ -130,7 +130,7 @@ async def approve(app: AttachedApp, pilot: Any, event_id: str) -> None:
     app.confirm_guard = 0.0  # real time: the guard has a test of its own
     await pilot.press("a")
     await wait_for(pilot, lambda: isinstance(app.screen, ConfirmationModal)
-                   and app.screen.is_mounted)
+                   and app.screen.is_mounted)  # type: ignore[attr-defined]
     await pilot.press("y")
 
 
@@ -184,12 +184,12 @@ async def test_it_shows_the_agents_history_from_before_it_opened_and_asks_imds_n
             assert app.vm_name == VM
             await pilot.press("h")
             await wait_for(pilot, lambda: isinstance(app.screen, HistoryScreen)
-                           and len(app.screen.records) >= 2)
+                           and len(app.screen.records) >= 2)  # type: ignore[attr-defined]
             screen = app.screen
             assert isinstance(screen, HistoryScreen)
-            assert [r.incarnation for r in screen.records][-2:] == [2, 1]
+            assert [r.incarnation for r in screen.records][-2:] == [2, 1]  # type: ignore[attr-defined]
             # What the agent recorded first: before this dashboard existed.
-            assert screen.records[-1].first_seen < app.now()
+            assert screen.records[-1].first_seen < app.now()  # type: ignore[attr-defined]
             await pilot.press("G", "enter")  # the first incarnation, against none before
             await wait_for(pilot, lambda: isinstance(app.screen, IncarnationScreen))
             assert app.screen.record.incarnation == 1  # type: ignore[attr-defined]
@@ -197,17 +197,17 @@ async def test_it_shows_the_agents_history_from_before_it_opened_and_asks_imds_n
             await wait_for(pilot, lambda: isinstance(app.screen, HistoryScreen))
             await pilot.press("p")  # the replay, from the agent's recording
             await wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen)
-                           and app.screen.recording is not None)
+                           and app.screen.recording is not None)  # type: ignore[attr-defined]
             await pilot.press("q", "escape")
             await wait_for(pilot, lambda: app.screen is app.main_screen)
             await pilot.press("l")
             await wait_for(pilot, lambda: isinstance(app.screen, AuditScreen) and "✓ Audit "
-                           "chain ok" in str(app.screen.query_one("#audit-verify").render()))
+                           "chain ok" in str(app.screen.query_one("#audit-verify").render()))  # type: ignore[attr-defined]
             await pilot.press("escape")
             await pick(app, pilot, FIRST)
             await pilot.press("enter")
             await wait_for(pilot, lambda: isinstance(app.screen, DetailsScreen) and "appeared"
-                           in str(app.screen.query_one("#details-body").render()).split(
+                           in str(app.screen.query_one("#details-body").render()).split(  # type: ignore[attr-defined]
                                "From the history and the audit log")[-1])
             await pilot.press("escape")
             # News while it is open (pushed, not polled), said once.
@@ -256,7 +256,7 @@ async def test_h_holds_the_agents_rule_across_its_moment_and_releasing_lets_it_a
                 await pilot.press("H")
                 await wait_for(pilot, lambda: SECOND in app.attached.plan.held)
                 await wait_for(pilot, lambda: "HELD" in summary.plain())
-                event = app.session.document.event(SECOND)  # type: ignore[union-attr]
+                event = app.session.document.event(SECOND)
                 assert event is not None and event.not_before is not None
                 due = event.not_before.timestamp() - 890
                 # Past the moment, and five of the agent's polls after it.
@@ -324,7 +324,7 @@ async def test_the_agent_restarts_under_it_and_an_approval_cut_off_is_looked_up(
                 app.main_screen.query_one(EventSummary).plain()
             await pilot.press("q")  # the agent approves: quitting would leave it to it
             await wait_for(pilot, lambda: isinstance(app.screen, ConfirmationModal))
-            assert "Quitting leaves it to the agent" in app.screen.plain()
+            assert "Quitting leaves it to the agent" in app.screen.plain()  # type: ignore[attr-defined]
             await pilot.press("n")
             await wait_for(pilot, lambda: app.screen is app.main_screen)
             assert stop(proc) == 0
@@ -516,7 +516,7 @@ def footer(app: AttachedApp) -> str:
     from setui.ui.widgets.keys import KeyBar
 
     bar = app.screen.query_one(KeyBar)
-    return " ".join(f"{k.key_display or k.key} {k.description}"
+    return " ".join(f"{k.key_display or k.key} {k.description}"  # type: ignore[attr-defined]
                     for k in bar.query("FooterKey").results() if hasattr(k, "description"))
 
 

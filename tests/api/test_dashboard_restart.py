@@ -13,12 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from api_helpers import plain_env, start_agent, stop
-from test_dashboard_attached import dashboard, pick
 
-from children import wait_until
-from dashboard import wait_for
-from served import life, served, started_life
 from setui.core.timefmt import clock as clock_face
 from setui.core.timefmt import stamp
 from setui.emulator.clock import ManualClock
@@ -27,7 +22,12 @@ from setui.emulator.server import Emulator
 from setui.monitor.state import EventLife
 from setui.ui.screens.details import DetailsScreen
 from setui.ui.widgets.events import EventsTable
-from waiting import PATIENCE
+from tests.api.test_dashboard_attached import dashboard, pick
+from tests.support.api_helpers import plain_env, start_agent, stop
+from tests.support.children import wait_until
+from tests.support.dashboard import wait_for
+from tests.support.served import life, served, started_life
+from tests.support.waiting import PATIENCE
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.name != "posix", reason="Unix sockets")]
 
@@ -105,7 +105,7 @@ async def test_the_dashboard_on_a_restarted_agent_shows_the_life_from_the_record
 
             await pilot.press("enter")
             await wait_for(pilot, lambda: isinstance(app.screen, DetailsScreen)
-                           and app.screen.is_mounted)
+                           and app.screen.is_mounted)  # type: ignore[attr-defined]
             body = str(app.screen.query_one("#details-body").render())
             life = body.split("Its life")[1].split("From the history and the audit log")[0]
             assert "in this session" not in life.splitlines()[0], life

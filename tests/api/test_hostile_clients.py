@@ -22,7 +22,13 @@ import time
 from pathlib import Path
 
 import pytest
-from api_helpers import (
+
+from setui.api.client import PlanPush, StatePush, Subscription, Tick
+from setui.api.connection import BURST
+from setui.api.server import CONNECT_BURST, CONNECT_RATE
+from setui.emulator.scenario import parse_scenario
+from setui.emulator.server import Emulator
+from tests.support.api_helpers import (
     Account,
     agent_env,
     needs_root,
@@ -31,13 +37,7 @@ from api_helpers import (
     start_agent,
     stop,
 )
-
-from children import wait_until
-from setui.api.client import PlanPush, StatePush, Subscription, Tick
-from setui.api.connection import BURST
-from setui.api.server import CONNECT_BURST, CONNECT_RATE
-from setui.emulator.scenario import parse_scenario
-from setui.emulator.server import Emulator
+from tests.support.children import wait_until
 
 pytestmark = [needs_root, pytest.mark.slow]
 

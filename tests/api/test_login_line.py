@@ -15,18 +15,28 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from api_helpers import EVENT_ID, JSON, VM, Account, needs_root, run_as, start_agent, stop
 from hypothesis import given, settings
 
-from children import wait_until
 from setui import loginline
 from setui.api.client import DEFAULT_SOCKET, AgentClient
 from setui.core.model import is_this_vm
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
 from setui.install.loginhook import render_hook
+from tests.support.api_helpers import (
+    EVENT_ID,
+    JSON,
+    VM,
+    Account,
+    needs_root,
+    run_as,
+    start_agent,
+    stop,
+)
+from tests.support.children import wait_until
 
 OTHER_VM = "other-vm-7"
 TWO_VMS = f"""
@@ -205,7 +215,7 @@ def test_the_login_line_loads_no_more_of_setui_than_it_must(hook: Path) -> None:
 # -- the lines, from frames as the agent sends them (and as a hostile one might) ----------
 def _frames(events: list[object], *, vm_name: object = VM, held: object = None,
             approvals: object = None, now: str = "2026-11-25T19:00:00.000000Z",
-            lives: object = None) -> tuple[dict, dict]:
+            lives: object = None) -> tuple[dict[str, Any], dict[str, Any]]:
     hello = {"api": 1, "agent": {"vm_name": vm_name}}
     state = {"now": now, "document": {"DocumentIncarnation": 1, "Events": events},
              "lives": lives if lives is not None else [
@@ -255,7 +265,7 @@ def test_when_the_vms_name_is_not_known_every_event_is_said_with_its_vms() -> No
     _frames([]), _frames([_event(Resources=[OTHER_VM])]), _frames(["E-1", None, 7]),
 ])
 def test_no_event_of_this_vm_or_no_readable_state_says_nothing(
-        frames: tuple[dict, dict]) -> None:
+        frames: tuple[dict[str, Any], dict[str, Any]]) -> None:
     assert loginline.lines(frames[0], frames[1], {}) == []
 
 

@@ -18,11 +18,20 @@ import sys
 from pathlib import Path
 
 import pytest
-from api_helpers import EVENT_ID, ROOT, Account, agent_env, needs_root, posts, start_agent, stop
 
-from children import wait_until
 from setui.emulator.server import Emulator
 from setui.store import Store
+from tests.support.api_helpers import (
+    EVENT_ID,
+    ROOT,
+    Account,
+    agent_env,
+    needs_root,
+    posts,
+    start_agent,
+    stop,
+)
+from tests.support.children import wait_until
 
 pytestmark = [pytest.mark.slow, needs_root]
 

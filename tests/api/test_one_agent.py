@@ -11,11 +11,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from api_helpers import EVENT_ID, plain_env
 
-from children import SETUI, Lines, wait_until
 from setui.emulator.server import Emulator
 from setui.store import Store
+from tests.support.api_helpers import EVENT_ID, plain_env
+from tests.support.children import SETUI, Lines, wait_until
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="flock and Unix sockets")
 

@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from api_helpers import APPROVERS_GROUP, OPS_GROUP, Account, needs_root
 
 from setui.api.peer import Authority, Credentials, credentials, read_peer
 from setui.system.identity import account_name, audit_number
+from tests.support.api_helpers import APPROVERS_GROUP, OPS_GROUP, Account, needs_root
 
 pytestmark = pytest.mark.skipif(not hasattr(socket, "SO_PEERCRED"), reason="Linux")
 

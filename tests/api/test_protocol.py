@@ -7,11 +7,9 @@ import json
 from typing import Any
 
 import pytest
-from api_helpers import JSON
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from examples import examples
 from setui.api.protocol import (
     BAD_REQUEST,
     MAX_DEPTH,
@@ -26,6 +24,8 @@ from setui.api.protocol import (
     parse_request,
     parse_server_frame,
 )
+from tests.support.api_helpers import JSON
+from tests.support.examples import examples
 
 OBJECTS = st.dictionaries(st.text(max_size=8), JSON, max_size=6)
 

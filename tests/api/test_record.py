@@ -14,9 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from api_helpers import agent_in_process
 
-from recording import ENDPOINT, START, Approval, heartbeat, record_scenario
 from setui.api import client as client_module
 from setui.api import server as server_module
 from setui.api.client import AgentClient, ConnectionLost
@@ -25,7 +23,9 @@ from setui.monitor.replay import load_recording
 from setui.store import APPROVE_ATTEMPT, Store
 from setui.store.reading import Record
 from setui.store.records import AuditEntry
-from waiting import until
+from tests.support.api_helpers import agent_in_process
+from tests.support.recording import ENDPOINT, START, Approval, heartbeat, record_scenario
+from tests.support.waiting import until
 
 SCENARIO = """
 name = "record"
@@ -210,10 +210,10 @@ async def test_the_replay_screen_opens_on_the_agents_record(
         both: tuple[Store, AgentClient]) -> None:
     """`setui replay` attached: the real app under Pilot, its record the agent's client
     (read on the screen's thread, as a store is)."""
-    from dashboard import wait_for
     from setui.settings.config import Config
     from setui.ui.replay_app import ReplayApp
     from setui.ui.widgets.events import EventsTable
+    from tests.support.dashboard import wait_for
 
     _store, client = both
     app = ReplayApp(config=Config(vm_name="web-0"), store=client,
@@ -228,9 +228,9 @@ async def test_the_replay_screen_opens_on_the_agents_record(
 async def test_an_agent_that_fails_a_replay_is_said_in_words(
         both: tuple[Store, AgentClient]) -> None:
     """The agent's error reaches the screen as the store's would (not a worker's crash)."""
-    from dashboard import wait_for
     from setui.settings.config import Config
     from setui.ui.replay_app import ReplayApp
+    from tests.support.dashboard import wait_for
 
     _store, client = both
     client.close()  # the agent is gone before the replay asks

@@ -15,10 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from api_helpers import EVENT_ID, agent_env, run_as, start_agent, stop
 
-from accounts import Account
-from children import SETUI, wait_until
 from setui.api.client import AgentClient
 from setui.core.model import parse_iso
 from setui.core.timefmt import stamp
@@ -29,7 +26,10 @@ from setui.store.agent import HOLD, RELEASE, HookRun
 from setui.store.records import REFUSED, from_db_time
 from setui.ui.screens.details import describe_event
 from setui.ui.screens.replay import approval_notes
-from waiting import PATIENCE
+from tests.support.accounts import Account
+from tests.support.api_helpers import EVENT_ID, agent_env, run_as, start_agent, stop
+from tests.support.children import SETUI, wait_until
+from tests.support.waiting import PATIENCE
 
 pytestmark = pytest.mark.slow
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from setui.api import codec
 from setui.api import server as server_module
 from setui.api.codec import AgentInfo
 from setui.api.peer import Authority, Credentials
@@ -28,7 +29,7 @@ from setui.api.writes import REFUSAL_EVERY, REFUSALS_BURST, Refusals
 from setui.core.model import parse_document
 from setui.monitor.state import MonitorState
 from setui.store import Store
-from waiting import until
+from tests.support.waiting import until
 
 T0 = datetime(2026, 11, 25, 19, 0, tzinfo=timezone.utc)
 
@@ -244,7 +245,7 @@ def test_refusals_are_recorded_three_in_a_row_then_one_in_ten_seconds_with_a_cou
 
 
 def test_complaints_are_said_once_a_minute_per_kind_with_how_many_more() -> None:
-    clock, said = Clock(), []
+    clock, said = Clock(), list[str]()
     complaints = Complaints(said.append, clock)
     for n in range(5):
         complaints.note("bad-client", f"bad frame {n}")
@@ -264,9 +265,9 @@ async def test_a_client_asking_for_the_state_in_a_loop_costs_one_encoding_a_seco
     server, clock, connect = serving
     peer = await connect()
     made = []
-    encode = server_module.encode_state
+    encode = codec.encode_state  # the one the server imported
     monkeypatch.setattr(server_module, "encode_state",
-                        lambda *a: made.append(1) or encode(*a))
+                        lambda *a: made.append(1) or encode(*a))  # type: ignore[func-returns-value]
     for request_id in range(10):
         assert "ok" in await peer.ask(id=request_id, op="state")
     assert len(made) == 1
@@ -315,7 +316,8 @@ async def test_with_nothing_to_sweep_the_agent_sleeps_until_a_client_or_a_compla
                        queries=QueryThread(store.path), say=said.append, mono=clock)
     swept: list[float] = []
     sweep = server._sweep
-    monkeypatch.setattr(server, "_sweep", lambda: (swept.append(clock.now), sweep()))
+    monkeypatch.setattr(server, "_sweep",
+                        lambda: (swept.append(clock.now), sweep()))  # type: ignore[func-returns-value]
     bound = bind_socket(tmp_path / "api.sock", group=None)
     await server.serve(bound.sock)
     poll = MonitorUpdate(PollResult(Health(), None, fresh=True), (), None)

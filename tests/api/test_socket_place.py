@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from api_helpers import Account, needs_root, plain_env
 
-from children import SETUI, Lines, wait_until
 from setui.api.client import AgentClient, ApiError
 from setui.emulator.server import Emulator
+from tests.support.api_helpers import Account, needs_root, plain_env
+from tests.support.children import SETUI, Lines, wait_until
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="Unix sockets")
 

@@ -8,12 +8,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from api_helpers import stand_in_agent
 
 from setui.api.client import AgentClient, ConnectionLost
 from setui.api.codec import AgentInfo, CallerAccess, Hello, encode_hello
 from setui.api.protocol import API_VERSION
 from setui.approval.snapshot import Confirmed
+from tests.support.api_helpers import stand_in_agent
 
 EVENT = "F020BA2E-3BC0-4C40-A10B-86575A9EABD5"
 HELLO = encode_hello(Hello(API_VERSION, "0", AgentInfo(

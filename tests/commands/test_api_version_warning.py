@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from children import SETUI, Lines
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
+from tests.support.children import SETUI, Lines
 
 POSIX = os.name == "posix"
 PREEMPT = """

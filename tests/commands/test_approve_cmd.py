@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from emulated import freeze_announced, posts
 from setui.emulator.scenario import load_scenario, parse_scenario
 from setui.emulator.server import Emulator, ManualClock
 from setui.store import Store
+from tests.support.emulated import freeze_announced, posts
 
 pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
 

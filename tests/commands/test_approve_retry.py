@@ -1,6 +1,6 @@
 """`setui approve` when a try fails: a retry is a new send, checked as the first was, and
 a try that may have arrived makes the outcome unknown, never "failed". Real `setui`
-processes against the scripted metadata service (tests/scripted.py) on loopback."""
+processes against the scripted metadata service (tests/support/scripted.py) on loopback."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from children import SETUI, wait_until
-from scripted import Answer, Hang, ScriptedImds, document, event
 from setui.store import APPROVE_OUTCOME, Store
+from tests.support.children import SETUI, wait_until
+from tests.support.scripted import Answer, Hang, ScriptedImds, document, event
 
 pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
 

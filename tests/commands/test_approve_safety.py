@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from emulated import posts
 from setui.emulator.scenario import load_scenario
 from setui.emulator.server import Emulator, ManualClock
 from setui.store import Store
+from tests.support.emulated import posts
 
 pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from setui.store import AuditEntry, Store
-from waiting import wait_until
+from tests.support.waiting import wait_until
 
 T0 = datetime(2024, 5, 14, 9, 30, tzinfo=timezone.utc)
 ENDPOINT = "http://169.254.169.254"

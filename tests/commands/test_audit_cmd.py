@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from permissions import lock_up
 from setui.store import AuditEntry, Store
+from tests.support.permissions import lock_up
 
 pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
 
@@ -344,7 +344,7 @@ def record_some(data_dir: Path) -> Store:
 
 @pytest.mark.parametrize("state", ["closed", "snapshot-with-wal"])
 def test_reading_a_store_in_a_directory_that_cannot_be_written(
-        unwritable: tuple[Path, int | None], tmp_path: Path, state: str) -> None:
+        unwritable: tuple[Path, Callable[[], Any] | None], tmp_path: Path, state: str) -> None:
     """history, audit, verify and export all read it: "closed" has no -wal (read as
     immutable), "snapshot-with-wal" is a copy taken while setui was writing, whose newest
     records are only in the -wal (read from a private copy)."""

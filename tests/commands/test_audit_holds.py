@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from emulated import freeze_announced, posts
 from setui.emulator.server import Emulator
 from setui.store import Store
 from setui.store.audit import GENESIS, _content, _row_values, chain_hash
+from tests.support.emulated import freeze_announced, posts
 
 EVENT_ID = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
 POSIX = os.name == "posix"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from children import SETUI
+from tests.support.children import SETUI
 
 pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
 

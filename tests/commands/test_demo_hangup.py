@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from children import SETUI, wait_until
+from tests.support.children import SETUI, wait_until
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="SIGHUP and ptys are POSIX")
 

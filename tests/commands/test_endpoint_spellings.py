@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from emulated import freeze_announced
 from setui.emulator.server import Emulator
+from tests.support.emulated import freeze_announced
 
 EVENT_ID = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
 

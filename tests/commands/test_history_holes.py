@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
-from children import SETUI, Lines, wait_until
 from setui.core.model import parse_iso
 from setui.emulator.clock import ManualClock
 from setui.emulator.scenario import load_scenario
 from setui.emulator.server import Emulator
+from tests.support.children import SETUI, Lines, wait_until
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="SIGINT to a child is POSIX-only")
 
@@ -77,7 +77,8 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Written]:
             assert done.returncode == 0, done.stderr
             listed = json.loads(done.stdout)
             one_shots.append(listed["incarnation"])
-        scheduled = [e["event_id"] for e in listed["events"] if e["status"] == "Scheduled"]
+        scheduled = [e["event_id"] for e in listed["events"]  # type: ignore[possibly-undefined]
+                     if e["status"] == "Scheduled"]  # listed: the loop above runs twice
         clock.advance(20)
         done = _run(data_dir, "approve", "--endpoint", emulator.url, scheduled[0], "--yes",
                     "--allow-other-vms")

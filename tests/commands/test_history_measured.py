@@ -7,6 +7,7 @@ import io
 import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 from setui.cli import build_parser
 from setui.commands.history import history_command
@@ -17,7 +18,7 @@ from setui.store import Store
 
 ENDPOINT = "http://127.0.0.1:8099"
 T0 = datetime(2026, 11, 25, 19, 20, tzinfo=timezone.utc)
-FREEZE = {"EventId": "C7061BAC-AFDC-4513-B24B-AA5F13A16123", "EventType": "Freeze",
+FREEZE: dict[str, Any] = {"EventId": "C7061BAC-AFDC-4513-B24B-AA5F13A16123", "EventType": "Freeze",
           "ResourceType": "VirtualMachine", "Resources": ["web-0"], "EventSource": "Platform",
           "Description": "", "DurationInSeconds": 5}
 

@@ -1,4 +1,4 @@
-"""Every headless output writes time one way (tests/timeforms.py): watch and watch --json,
+"""Every headless output writes time one way (tests/support/timeforms.py): watch and watch --json,
 events, the approve prompt, history (list, --json, show --diff, --event), report (md and
 json) and audit, from real processes against the emulator, in a zone that is not UTC."""
 
@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from children import SETUI, wait_until
 from setui.emulator.clock import ManualClock
 from setui.emulator.scenario import load_scenario
 from setui.emulator.server import Emulator
-from timeforms import foreign_in_json, foreign_in_text
+from tests.support.children import SETUI, wait_until
+from tests.support.timeforms import foreign_in_json, foreign_in_text
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="SIGINT to a child is POSIX-only")
 

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from emulated import freeze_announced, posts
-from forwarder import Forwarder, forwarder
 from setui.emulator.server import Emulator, ManualClock
+from tests.support.emulated import freeze_announced, posts
+from tests.support.forwarder import Forwarder, forwarder
 
 __all__ = ["forwarder"]  # the fixture, used by name
 

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from children import SETUI, Lines
 from setui.commands.watch import RECORD_KEYS
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator, ManualClock
-from waiting import PATIENCE
+from tests.support.children import SETUI, Lines
+from tests.support.waiting import PATIENCE
 
 POSIX = os.name == "posix"
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from children import SETUI
 from setui.emulator.scenario import load_scenario
 from setui.emulator.server import Emulator
+from tests.support.children import SETUI
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not hasattr(socket, "AF_UNIX"), reason="needs AF_UNIX")]

@@ -12,7 +12,8 @@ from email.utils import format_datetime
 from pathlib import Path
 
 import pytest
-from hookrun import E1, E2, HOOKS, Fake, hook_env, install_fake, run_hook
+
+from tests.support.hookrun import E1, E2, HOOKS, Fake, hook_env, install_fake, run_hook
 
 pytestmark = pytest.mark.skipif(not os.access("/usr/bin/python3", os.X_OK),
                                 reason="the hooks run on the VM's /usr/bin/python3")

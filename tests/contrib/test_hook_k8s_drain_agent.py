@@ -12,11 +12,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from hookrun import E1, E2, HOOKS, fake_env, install_fake
 
-from children import SETUI, Lines
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
+from tests.support.children import SETUI, Lines
+from tests.support.hookrun import E1, E2, HOOKS, fake_env, install_fake
 
 pytestmark = pytest.mark.skipif(not os.access("/usr/bin/python3", os.X_OK),
                                 reason="the hooks run on the VM's /usr/bin/python3")

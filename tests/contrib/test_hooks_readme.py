@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import re
 
-from hookrun import HOOKS
-
 from setui.agent.policy import parse_policy
+from tests.support.hookrun import HOOKS
 
 
 def test_the_policy_lines_parse_and_run_each_hook_as_its_step() -> None:

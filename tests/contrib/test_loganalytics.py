@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from children import SETUI
-from scripted import Drop, ScriptedImds, document, event
 from setui.emulator.scenario import load_scenario
 from setui.emulator.server import Emulator
 from setui.system.auditforward import rfc5424
+from tests.support.children import SETUI
+from tests.support.scripted import Drop, ScriptedImds, document, event
 
 pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
 
@@ -161,8 +161,8 @@ def test_the_queries_read_the_lines_setui_writes(tmp_path: Path) -> None:
     far = next(m for m in lines if E4 in m and extract(line, 1, m) == "appeared")
     assert re.fullmatch(r"T-\d+d \d\dh", extract(line, 2, far)), far
     assert extract(line, 6, far) == E4 and per_vm["web-9"] == {E4}
-    started = next(m for m in lines if extract(line, 1, m) == "started")
-    assert extract(line, 6, started) == E1 and extract(line, 2, started) == "-"
+    started_line = next(m for m in lines if extract(line, 1, m) == "started")
+    assert extract(line, 6, started_line) == E1 and extract(line, 2, started_line) == "-"
 
     # approvals-by-operator.kql, over the forwarded records.
     read = outcomes_forwarded(records)

@@ -15,7 +15,6 @@ from typing import Any
 import httpx
 import pytest
 
-from faketime import FakeTime
 from setui.core.apiversions import KNOWN_API_VERSIONS
 from setui.core.backoff import MAX_RETRY_AFTER, Backoff
 from setui.core.client import KEEPALIVE_EXPIRY, ImdsClient
@@ -39,7 +38,8 @@ from setui.emulator.clock import DEFAULT_START, ManualClock
 from setui.emulator.faults import parse_faults
 from setui.emulator.scenario import Scenario, parse_scenario
 from setui.emulator.server import Emulator
-from waiting import PATIENCE, until
+from tests.support.faketime import FakeTime
+from tests.support.waiting import PATIENCE, until
 
 MakeEmulator = Callable[..., Emulator]
 MakeClient = Callable[..., ImdsClient]
@@ -734,7 +734,7 @@ async def test_an_answer_cut_off_after_a_failing_head_is_not_accepted(
     with pytest.raises(ImdsError) as caught:
         result = await client.approve([REBOOT_ID])
         pytest.fail(f"counted as accepted: {result}")
-    assert caught.value.status == status
+    assert caught.value.status == status  # type: ignore[unreachable]  # pytest.raises caught it
 
 
 @pytest.mark.parametrize(("ids", "error"), [(REBOOT_ID, TypeError), ([], ValueError),

@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from examples import examples
 from setui.core.model import (
     Document,
     DocumentError,
@@ -22,6 +21,7 @@ from setui.core.model import (
     parse_document,
     parse_not_before,
 )
+from tests.support.examples import examples
 
 SEEDS = sorted((Path(__file__).parent.parent / "data" / "seed_documents").glob("*.json"))
 

@@ -11,7 +11,7 @@ import dataclasses
 import json
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from typing import Any
@@ -24,7 +24,7 @@ from setui.core.errors import RequestTimeout, ServerError, TooLarge
 from setui.core.health import ConnectionState, PollResult
 from setui.core.poller import Poller
 from setui.core.tracker import ChangeKind
-from waiting import until
+from tests.support.waiting import until
 
 MakeRawServer = Callable[..., Awaitable[Any]]
 MakeClient = Callable[..., ImdsClient]
@@ -58,7 +58,7 @@ class Script:
     bytes, b"" to close the connection without an answer, None to answer nothing until
     the test ends, or (bytes, more) to send more a moment after the answer."""
 
-    answers: list[bytes | tuple[bytes, bytes] | None]
+    answers: Sequence[bytes | tuple[bytes, bytes] | None]
     requests: int = 0
     headers: list[dict[str, str]] = field(default_factory=list)  # each request's, in order
     connections: list[asyncio.StreamWriter] = field(default_factory=list)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -10,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from examples import examples
-from setui.core.model import parse_document
-from setui.core.tracker import ChangeKind, Tracker, summarize
+from setui.core.model import Document, parse_document
+from setui.core.tracker import Change, ChangeKind, Tracker, summarize
+from tests.support.examples import examples
 
 SEED_DIR = Path(__file__).parent.parent / "data" / "seed_documents"
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc)
@@ -33,11 +34,11 @@ def event(event_id: str = "e1", *, status: str = "Scheduled", not_before: str | 
     return item
 
 
-def doc(incarnation: int, *events: dict[str, Any]):
+def doc(incarnation: int, *events: dict[str, Any]) -> Document:
     return parse_document({"DocumentIncarnation": incarnation, "Events": list(events)})
 
 
-def kinds(changes) -> list[str]:
+def kinds(changes: Iterable[Change]) -> list[str]:
     return [c.kind.value for c in changes]
 
 
@@ -233,7 +234,8 @@ events_strategy = st.lists(
 
 @settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 6), events_strategy), min_size=1, max_size=8))
-def test_tracker_never_crashes_and_ends_consistent(sequence) -> None:
+def test_tracker_never_crashes_and_ends_consistent(
+        sequence: list[tuple[int, list[dict[str, Any]]]]) -> None:
     tracker = Tracker()
     for i, (incarnation, events) in enumerate(sequence):
         document = doc(incarnation, *events)
@@ -242,7 +244,7 @@ def test_tracker_never_crashes_and_ends_consistent(sequence) -> None:
             assert change.incarnation == incarnation
             assert change.seen_at == at(i)
         # the tracker's view is the document's, first occurrence of each id wins
-        expected = {}
+        expected: dict[str, Any] = {}
         for item in document.events:
             expected.setdefault(item.event_id, item)
         assert tracker.events == expected

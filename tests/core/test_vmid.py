@@ -21,7 +21,7 @@ VM_ID = "5c2b5e3e-0d7a-4f5e-9a57-0f4c1c6b7a01"
 ])
 def test_only_a_guid_is_a_vm_id(value: object, key: str | None) -> None:
     assert vm_id_key(value) == key
-    assert vm_id_of({"vmId": value}) == key  # type: ignore[dict-item]
+    assert vm_id_of({"vmId": value}) == key
 
 
 def test_no_compute_metadata_no_vm_id() -> None:

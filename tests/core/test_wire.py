@@ -22,7 +22,7 @@ from setui.core.wire import KEEPALIVE_EXPIRY, MAX_HEAD_BYTES, Wire
 from setui.emulator.clock import ManualClock
 from setui.emulator.faults import parse_faults
 from setui.emulator.server import Emulator
-from waiting import until
+from tests.support.waiting import until
 
 MakeEmulator = Callable[..., Emulator]
 MakeRelay = Callable[[str], Awaitable[Any]]

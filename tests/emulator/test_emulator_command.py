@@ -12,10 +12,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from emulator_helpers import EVENTS, HEADERS, PARAMS
 
-from children import PYTHON
 from setui.emulator.command import add_arguments, run
+from tests.support.children import PYTHON
+from tests.support.emulator_helpers import EVENTS, HEADERS, PARAMS
 
 POSIX = os.name == "posix"
 

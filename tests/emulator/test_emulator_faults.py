@@ -9,11 +9,18 @@ import time
 
 import httpx
 import pytest
-from emulator_helpers import EVENTS, HEADERS, LIVE_MIGRATION_ID, PARAMS, MakeEmulator, approve
 
 from setui.emulator.clock import ManualClock
 from setui.emulator.faults import Faults, parse_faults
 from setui.emulator.server import Emulator
+from tests.support.emulator_helpers import (
+    EVENTS,
+    HEADERS,
+    LIVE_MIGRATION_ID,
+    PARAMS,
+    MakeEmulator,
+    approve,
+)
 
 
 def _get(http: httpx.Client, url: str, **kwargs: object) -> httpx.Response:

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import time
 from email.utils import parsedate_to_datetime
+from typing import Any
 
 import httpx
 import pytest
-from emulator_helpers import (
+
+from setui.emulator.clock import ManualClock
+from setui.emulator.documents import http_date
+from setui.emulator.faults import Faults
+from setui.emulator.scenario import builtin_scenarios, load_scenario
+from setui.emulator.server import Emulator
+from tests.support.emulator_helpers import (
     EVENTS,
     HEADERS,
     LIVE_MIGRATION_ID,
@@ -18,16 +25,10 @@ from emulator_helpers import (
     scenario_from_toml,
 )
 
-from setui.emulator.clock import ManualClock
-from setui.emulator.documents import http_date
-from setui.emulator.faults import Faults
-from setui.emulator.scenario import builtin_scenarios, load_scenario
-from setui.emulator.server import Emulator
-
 START = ManualClock()()  # the manual clock's default start, a whole second
 
 
-def _statuses(document: dict) -> list[tuple[str, str]]:
+def _statuses(document: dict[str, Any]) -> list[tuple[str, str]]:
     return [(e["EventId"], e["EventStatus"]) for e in document["Events"]]
 
 
@@ -286,7 +287,8 @@ def test_incarnation_moves_exactly_when_the_events_change(
             changes += changed
             previous = document
         now = points[0]
-        for event in document["Events"]:
+        # document: the last of the loop above, which runs at least once
+        for event in document["Events"]:  # type: ignore[possibly-undefined]
             if event["EventStatus"] == "Scheduled" and event["EventId"] not in seen:
                 seen.add(event["EventId"])
                 if len(seen) % 2:

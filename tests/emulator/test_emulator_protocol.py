@@ -7,7 +7,10 @@ import socket
 
 import httpx
 import pytest
-from emulator_helpers import (
+
+from setui.emulator.clock import ManualClock
+from setui.emulator.documents import API_VERSIONS
+from tests.support.emulator_helpers import (
     EVENTS,
     HEADERS,
     LIVE_MIGRATION_ID,
@@ -16,9 +19,6 @@ from emulator_helpers import (
     approve,
     get_document,
 )
-
-from setui.emulator.clock import ManualClock
-from setui.emulator.documents import API_VERSIONS
 
 NAME = "/metadata/instance/compute/name"
 

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from emulator_helpers import EVENTS, LIVE_MIGRATION_ID, MakeEmulator
 
 from setui.emulator.clock import ManualClock
 from setui.emulator.server import Emulator
+from tests.support.emulator_helpers import EVENTS, LIVE_MIGRATION_ID, MakeEmulator
 
 pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
 

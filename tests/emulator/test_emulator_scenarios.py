@@ -6,6 +6,7 @@ import json
 from dataclasses import replace
 from email.utils import parsedate_to_datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,7 +25,7 @@ REQUIRED = {"live-migration", "user-reboot", "redeploy", "spot-eviction", "scale
 TYPES = {"Freeze", "Reboot", "Redeploy", "Preempt", "Terminate"}
 
 
-def _check_document(document: dict) -> None:
+def _check_document(document: dict[str, Any]) -> None:
     assert set(document) == {"DocumentIncarnation", "Events"}
     ids = [e["EventId"] for e in document["Events"]]
     assert len(ids) == len(set(ids))
@@ -205,7 +206,7 @@ def test_unknown_scenario_lists_the_builtins() -> None:
     ({"type": "Reboot", "duration": 10 ** 400}, ["events[0].duration", "a year"]),
     ({"type": "Reboot", "tail": 10 ** 30}, ["events[0].tail", "at most"]),
 ])
-def test_huge_json_numbers_are_scenario_errors(tmp_path: Path, event: dict,
+def test_huge_json_numbers_are_scenario_errors(tmp_path: Path, event: dict[str, Any],
                                                needles: list[str]) -> None:
     path = tmp_path / "huge.json"
     path.write_text(json.dumps({"events": [event]}), encoding="utf-8")

@@ -7,11 +7,11 @@ import threading
 
 import httpx
 import pytest
-from emulator_helpers import MakeEmulator, get_document
 
 from setui.emulator.clock import ManualClock
 from setui.emulator.scenario import load_scenario
 from setui.emulator.server import Emulator
+from tests.support.emulator_helpers import MakeEmulator, get_document
 
 
 def _refused(port: int) -> bool:

@@ -9,9 +9,15 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from emulator_helpers import EVENTS, HEADERS, MakeEmulator, get_document, scenario_from_toml
 
 from setui.emulator.clock import ManualClock
+from tests.support.emulator_helpers import (
+    EVENTS,
+    HEADERS,
+    MakeEmulator,
+    get_document,
+    scenario_from_toml,
+)
 
 REBOOT = "00000000-0000-0000-0000-00000000000a"
 PREEMPT = "00000000-0000-0000-0000-00000000000b"

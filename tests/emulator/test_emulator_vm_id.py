@@ -9,11 +9,11 @@ import io
 import threading
 
 import httpx
-from emulator_helpers import HEADERS
 
 from setui.emulator.command import add_arguments, run
 from setui.emulator.scenario import load_scenario
 from setui.emulator.server import Emulator
+from tests.support.emulator_helpers import HEADERS
 
 VM_ID = "5c2b5e3e-0d7a-4f5e-9a57-0f4c1c6b7a01"
 COMPUTE = "/metadata/instance/compute"

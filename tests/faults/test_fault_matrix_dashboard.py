@@ -11,7 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from faultmatrix import (
+
+from setui.emulator.faults import parse_faults
+from setui.ui.widgets.events import EventsTable
+from setui.ui.widgets.status import StatusBar
+from tests.support.faultmatrix import (
     AFTER_AT,
     AFTER_ID,
     BEFORE_AT,
@@ -22,10 +26,6 @@ from faultmatrix import (
     scenario,
     stored,
 )
-
-from setui.emulator.faults import parse_faults
-from setui.ui.widgets.events import EventsTable
-from setui.ui.widgets.status import StatusBar
 
 # The fixture (conftest.py, from tests/ui) hands these out; annotated loosely.
 Dashboard = Any

@@ -10,7 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from faultmatrix import (
+
+from setui.core.client import REQUEST_TIMEOUT
+from setui.emulator.clock import ManualClock
+from setui.emulator.faults import parse_faults
+from setui.emulator.server import Emulator
+from setui.store import Store
+from tests.support.children import SETUI, Lines, wait_until
+from tests.support.faultmatrix import (
     AFTER_AT,
     AFTER_ID,
     BEFORE_AT,
@@ -23,13 +30,6 @@ from faultmatrix import (
     stored,
     watch_env,
 )
-
-from children import SETUI, Lines, wait_until
-from setui.core.client import REQUEST_TIMEOUT
-from setui.emulator.clock import ManualClock
-from setui.emulator.faults import parse_faults
-from setui.emulator.server import Emulator
-from setui.store import Store
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not POSIX, reason="SIGINT delivery to a child is POSIX-only")]

@@ -1,6 +1,6 @@
 """The poller under the faults whose pacing and cost the matrix cannot see from outside:
 Retry-After with and without, and the memory a 50 MB answer costs (over loopback HTTP).
-The poller's waits are on fake time (tests/faketime.py): asserted as chosen, not waited."""
+The poller's waits are on fake time (tests/support/faketime.py): asserted as chosen, not waited."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ import tracemalloc
 from collections.abc import AsyncIterator
 
 import pytest
-from faultmatrix import BEFORE_ID, scenario
 
-from faketime import FakeTime
 from setui.core.backoff import Backoff
 from setui.core.client import ImdsClient
 from setui.core.health import ConnectionState, PollResult
 from setui.core.poller import Poller
 from setui.emulator.faults import Faults, parse_faults
 from setui.emulator.server import Emulator
+from tests.support.faketime import FakeTime
+from tests.support.faultmatrix import BEFORE_ID, scenario
 
 
 async def _next(results: AsyncIterator[PollResult], timeout: float = 15.0) -> PollResult:
@@ -43,7 +43,7 @@ async def test_retry_after_sets_the_next_attempt_and_is_obeyed() -> None:
             again = await _next(results)
             assert again.fresh and again.health.state is ConnectionState.LIVE
             assert sum(t.slept[waited:]) >= 2.0  # it waited what the service asked
-            await results.aclose()
+            await results.aclose()  # type: ignore[attr-defined]  # an async generator
 
 
 async def test_without_retry_after_it_backs_off_more_each_time_then_recovers() -> None:
@@ -69,7 +69,7 @@ async def test_without_retry_after_it_backs_off_more_each_time_then_recovers() -
             assert again.fresh and again.health.consecutive_failures == 0
             assert again.document is not None
             assert [e.event_id for e in again.document.events] == [BEFORE_ID]
-            await results.aclose()
+            await results.aclose()  # type: ignore[attr-defined]  # an async generator
 
 
 async def test_50_mb_answers_are_refused_in_words_and_memory_stays_bounded() -> None:
@@ -93,4 +93,4 @@ async def test_50_mb_answers_are_refused_in_words_and_memory_stays_bounded() -> 
             assert peak < 20 * 1024 * 1024, peak
             emulator.set_faults(Faults())
             assert (await _next(results)).fresh
-            await results.aclose()
+            await results.aclose()  # type: ignore[attr-defined]  # an async generator

@@ -7,7 +7,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from promtest import Prometheus, have_prometheus
+
+from tests.support.promtest import Prometheus, have_prometheus
 
 NO_PROMETHEUS = "prometheus is not on PATH (apt-get install prometheus; CI installs it)"
 

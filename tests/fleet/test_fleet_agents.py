@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from promtest import SHIPPED_RULES, Prometheus
 
-from children import SETUI, Lines, wait_until
 from setui.fleet import FleetWatcher, LinkState, PrometheusClient, VmState
 from setui.ui.fleet.app import FleetApp
 from setui.ui.fleet.view import VmLine, line_text
 from setui.ui.format import Palette
+from tests.support.children import SETUI, Lines, wait_until
+from tests.support.promtest import SHIPPED_RULES, Prometheus
 
 pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
 

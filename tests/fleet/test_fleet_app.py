@@ -8,11 +8,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from test_fleet_client import OK, Canned
-
 from setui.fleet import FleetWatcher, PrometheusAuth, PrometheusClient
 from setui.ui.fleet.app import FleetApp
 from setui.ui.screens.help import HelpScreen
+from tests.fleet.test_fleet_client import OK, Canned
 
 
 async def wait_for(pilot: Any, predicate: Callable[[], bool], what: str) -> None:

@@ -20,14 +20,21 @@ from typing import Any
 
 import httpx
 import pytest
-from promtest import SHIPPED_RULES, Prometheus, StandIn, VmSeries, exposition, free_port
 
-from children import SETUI, wait_until
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
 from setui.fleet import FleetWatcher, PrometheusClient
 from setui.ui.fleet.details import details_text
 from setui.ui.fleet.view import VmLine
+from tests.support.children import SETUI, wait_until
+from tests.support.promtest import (
+    SHIPPED_RULES,
+    Prometheus,
+    StandIn,
+    VmSeries,
+    exposition,
+    free_port,
+)
 
 pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
 

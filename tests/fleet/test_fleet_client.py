@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from promtest import free_port
 
 from setui.fleet import (
     QUERY,
@@ -26,8 +25,9 @@ from setui.fleet import (
     check_credentials_safe,
     check_prometheus_url,
 )
+from tests.support.promtest import free_port
 
-OK = {"status": "success", "data": {"resultType": "vector", "result": [
+OK: dict[str, object] = {"status": "success", "data": {"resultType": "vector", "result": [
     {"metric": {"__name__": "setui_last_success_timestamp_seconds", "vm_name": "v"},
      "value": [1800000000.5, "1800000000"]}]}}
 

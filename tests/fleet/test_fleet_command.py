@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from children import SETUI
 from setui.settings.config import ConfigError, load_config
+from tests.support.children import SETUI
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -10,13 +10,13 @@ from datetime import datetime, timezone
 from typing import Any
 
 import pytest
-from promtest import Prometheus, StandIn, VmSeries, exposition
 
 from setui.fleet import Fleet, FleetUpdate, FleetWatcher, LinkState, PrometheusClient, VmState
 from setui.ui.fleet.app import FleetApp
 from setui.ui.fleet.details import FleetDetailsScreen, details_text
 from setui.ui.fleet.view import EventLine, HeaderLine, VmLine, build_lines, line_text
 from setui.ui.format import Palette
+from tests.support.promtest import Prometheus, StandIn, VmSeries, exposition
 
 pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
 
@@ -217,7 +217,8 @@ def test_what_each_agent_measured_is_in_the_details(prometheus: Callable[..., Pr
                                                     ) -> None:
     """setui_last_impact_seconds through a real scrape: the VM's last stall in its details,
     and in its event's; a stall with no event is said as such."""
-    freeze = {"eventID": "EV-FREEZE", "eventType": "Freeze", "eventStatus": "Started"}
+    freeze: dict[str, str | float] = {"eventID": "EV-FREEZE", "eventType": "Freeze",
+                                      "eventStatus": "Started"}
     vms = [VmSeries("web-0", vm_scale_set="web-vmss", events=[freeze], impact={
                "impact": "stall", "eventType": "Freeze", "eventID": "EV-FREEZE",
                "at": "2026-11-25T19:22:01.300000Z", "value": 4.8}),

@@ -11,18 +11,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hostile_data import (
-    HUGE,
-    RAW_CONTROL_TEXT,
-    hostile_scenario_data,
-    write_hostile_scenario,
-)
-
 from setui.ui.screens.confirm import ConfirmationModal
 from setui.ui.screens.details import DetailsScreen
 from setui.ui.screens.history import HistoryScreen
 from setui.ui.widgets.events import EventsTable
 from setui.ui.widgets.summary import EventSummary
+from tests.support.hostile_data import (
+    HUGE,
+    RAW_CONTROL_TEXT,
+    hostile_scenario_data,
+    write_hostile_scenario,
+)
 
 WIDE = (140, 40)
 DEADLINE = 20.0  # seconds; generous for a loaded 2-core machine, not a timing assertion

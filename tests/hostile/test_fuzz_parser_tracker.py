@@ -17,10 +17,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from examples import examples
 from setui.core.model import Document, DocumentError, parse_document
 from setui.core.textsafe import printable
 from setui.core.tracker import ChangeKind, Tracker
+from tests.support.examples import examples
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc)
 
@@ -135,7 +135,7 @@ def test_random_incarnation_sequences_and_duplicate_ids_are_reported(
 
 
 def test_a_thousand_events_with_ten_thousand_resources_parse_and_track() -> None:
-    body = {"DocumentIncarnation": 1, "Events": [
+    body: dict[str, Any] = {"DocumentIncarnation": 1, "Events": [
         {"EventId": f"evt-{i}" if i % 10 else "dup", "EventType": "Freeze",
          "EventStatus": "Scheduled", "Resources": [f"vm-{i}"],
          "NotBefore": "Mon, 23 Nov 2026 10:15:00 GMT", "Description": "x" * 100_000

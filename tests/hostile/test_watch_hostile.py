@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
-from hostile_data import RAW_CONTROL, hostile_scenario_data, write_hostile_scenario
 
-from children import SETUI
 from setui.emulator.server import Emulator
+from tests.support.children import SETUI
+from tests.support.hostile_data import RAW_CONTROL, hostile_scenario_data, write_hostile_scenario
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.name != "posix", reason="SIGINT to a child is POSIX-only")]

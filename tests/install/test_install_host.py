@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
-from install_helpers import INCARNATIONS, on_a_private_system, stand_in_systemctl
+
+from tests.support.install_helpers import INCARNATIONS, on_a_private_system, stand_in_systemctl
 
 pytestmark = [
     pytest.mark.slow,
@@ -21,7 +23,7 @@ pytestmark = [
 SCRIPT = r"""
 import json, os, subprocess, sys
 from pathlib import Path
-from install_helpers import recorder_layout, tree
+from tests.support.install_helpers import recorder_layout, tree
 from setui.store import Store
 
 bin_dir, log, what = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -70,7 +72,7 @@ print(json.dumps(report))
 
 
 def install_on_a_private_system(tmp_path: Path, what: str, *args: str, fail: str = "",
-                                active: bool = False) -> tuple[dict, list[str]]:
+                                active: bool = False) -> tuple[dict[str, Any], list[str]]:
     log = tmp_path / "systemctl.log"
     bin_dir = stand_in_systemctl(tmp_path / "bin", log, fail=fail, active=active)
     done = on_a_private_system(SCRIPT, str(bin_dir), str(log), what, *args)

@@ -13,23 +13,24 @@ import sys
 from pathlib import Path
 
 import pytest
-from install_helpers import (
+
+from setui.install.loginhook import render_hook
+from setui.install.unit import render_unit
+from setui.store import Store
+from tests.support.install_helpers import (
     DYNAMIC_UID,
     INCARNATIONS,
     OPERATOR_UID,
     calls,
     filled_store,
     group_of,
+    installation,
     new_root,
     recorder_layout,
     setui,
     stand_in_systemctl,
     tree,
 )
-
-from setui.install.loginhook import render_hook
-from setui.install.unit import render_unit
-from setui.store import Store
 
 pytestmark = [
     pytest.mark.slow,
@@ -76,8 +77,10 @@ def test_an_empty_root_gets_the_group_the_directories_and_the_unit(
         "var/lib": ("d", 0, 0, 0o755),
         "var/lib/setui": ("d", 0, gid, 0o700),
     }
-    assert (root / unit).read_text() == render_unit(sys.executable)
-    assert (root / "etc/profile.d/setui-login.sh").read_text() == render_hook(sys.executable)
+    installed = installation()
+    assert (root / unit).read_text() == render_unit(installed.python)
+    assert (root / "etc/profile.d/setui-login.sh").read_text() == \
+        render_hook(installed.python, installed.package.parent)
     assert f"made the group setui (gid {gid}) in {root / 'etc/group'}" in done.stdout
     assert f"made {root / 'var/lib/setui'}" in done.stdout
     assert f"made {root / 'etc/setui'}" in done.stdout

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from install_helpers import stand_in_systemctl
 
 from setui.install import unit
 from setui.install.installer import install
 from setui.install.layout import Layout
 from setui.install.unit import AGENT_UNIT, UnitError, exec_start_word, render_unit
+from tests.support.install_helpers import installation, stand_in_systemctl
 
 ROOT = Path(__file__).parents[2]
 
@@ -198,16 +198,15 @@ def test_plain_paths_stay_plain() -> None:
 
 def test_an_installation_the_unit_cannot_see_or_someone_else_could_change_is_named(
         tmp_path: Path) -> None:
-    system = Path(unit.__file__).parent.parent  # this setui: root's, outside /tmp
-    assert unit.unit_problems(sys.executable, system) == []
+    system = installation().package  # root's, outside /tmp
+    assert unit.unit_problems(installation().python, system) == []
     hidden = unit.unit_problems("/tmp/venv/bin/python", system)
     assert len(hidden) == 1 and "/tmp/venv/bin/python, is under /tmp" in hidden[0]
     assert "PrivateTmp=" in hidden[0]
     assert "/var/tmp" in unit.unit_problems("/var/tmp/v/bin/python", system)[0]
     # Root runs it: a Python or a setui another user could change is named (StrictModes).
-    # Not in /tmp, which is named first: in build/.
-    (ROOT / "build").mkdir(exist_ok=True)
-    other = Path(tempfile.mkdtemp(dir=ROOT / "build"))
+    # Not in /tmp, which is named first: beside the installation.
+    other = Path(tempfile.mkdtemp(dir=installation().home))
     try:
         python = other / "python"
         python.symlink_to(sys.executable)

@@ -1,7 +1,8 @@
-"""The dashboard fixtures (tests/dashboard.py), for the monitor seen through the dashboard."""
+"""The dashboard fixtures (tests/support/dashboard.py), for the monitor seen through the
+dashboard."""
 
 from __future__ import annotations
 
-from dashboard import _fixed_time_zone, make_dashboard, write_scenario
+from tests.support.dashboard import _fixed_time_zone, make_dashboard, write_scenario
 
 __all__ = ["_fixed_time_zone", "make_dashboard", "write_scenario"]

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from children import SETUI, Lines, wait_until
-from dashboard import MakeDashboard, status
 from setui.emulator.clock import ManualClock
 from setui.emulator.faults import parse_faults
 from setui.emulator.scenario import load_scenario
 from setui.emulator.server import Emulator
+from tests.support.children import SETUI, Lines, wait_until
+from tests.support.dashboard import MakeDashboard, status
 
 FREEZE = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"  # live-migration: at 60 s, 15 min notice
 PATIENCE = 60.0

@@ -20,7 +20,7 @@ from setui.emulator.server import Emulator
 from setui.monitor import Monitor, MonitorUpdate
 from setui.store import Store
 from setui.store.history import History
-from waiting import PATIENCE
+from tests.support.waiting import PATIENCE
 
 FREEZE = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
 

@@ -6,11 +6,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from incident import HOLE, INCIDENT, SECONDS
 
-from dashboard import _fixed_time_zone
-from recording import Approval, record_scenario
 from setui.store import Store
+from tests.support.dashboard import _fixed_time_zone
+from tests.support.incident import HOLE, INCIDENT, SECONDS
+from tests.support.recording import Approval, record_scenario
 
 __all__ = ["_fixed_time_zone", "recorded"]
 

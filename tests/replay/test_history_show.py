@@ -94,8 +94,8 @@ def test_an_exported_scenario_holds_no_raw_control_or_bidi_character(tmp_path: P
     """The one escaping rule of every output (setui.core.textsafe) holds in the TOML too: what
     it would escape is written as a TOML escape, so the file is safe to cat, and it still
     plays the very same EventIds, resources and description."""
-    from recording import record_scenario
     from setui.core.textsafe import printable
+    from tests.support.recording import record_scenario
 
     store = record_scenario(tmp_path / "setui.db", HOSTILE, seconds=20)
     store.close()

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from recording import ENDPOINT, START
 from setui.commands.report import markdown, report_json
 from setui.monitor.replay import load_recording
 from setui.monitor.report import build_report
 from setui.store import Store
 from setui.store.agent import HOLD, RELEASE, AgentLog, holds_of
 from setui.store.records import AuditEntry, AuditRecord
+from tests.support.recording import ENDPOINT, START
 
 REBOOT = "A1B2C3D4-0000-4000-8000-000000000001"
 

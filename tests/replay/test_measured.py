@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from recording import ENDPOINT, START, heartbeat, record_scenario
 from setui.commands.report import markdown, report_json
 from setui.core.impact import STALL, STARTED, Impact
 from setui.monitor.replay import Recording, load_recording
 from setui.monitor.report import build_report
 from setui.store import Store
+from tests.support.recording import ENDPOINT, START, heartbeat, record_scenario
 
 # R already Started when recording began; F announced 20 s ahead and started; D appears
 # while nothing records (100 s to 140 s); P announced 30 s ahead, as documented.

@@ -10,13 +10,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from incident import HOLE
 from textual.app import App
+from textual.screen import Screen
 from textual.widgets.data_table import ColumnKey
 
-from dashboard import wait_for
-from recording import START
-from screenhost import ScreenApp
 from setui.settings.config import Config
 from setui.store import Store
 from setui.ui.replay_app import ReplayApp
@@ -25,6 +22,10 @@ from setui.ui.screens.history import HistoryScreen
 from setui.ui.screens.replay import ReplayScreen
 from setui.ui.widgets.events import EventsTable
 from setui.ui.widgets.status import StatusBar
+from tests.support.dashboard import wait_for
+from tests.support.incident import HOLE
+from tests.support.recording import START
+from tests.support.screenhost import ScreenApp
 
 REBOOT = "A1B2C3D4-0000-4000-8000-000000000001"
 FREEZE = "A1B2C3D4-0000-4000-8000-000000000002"
@@ -168,8 +169,8 @@ async def test_p_in_the_history_replays_that_incarnation(recorded: Store) -> Non
         assert chosen is not None and chosen.incarnation == 6
         await pilot.press("p")
         await wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen)
-                       and app.screen.moment is not None)
-        replay = app.screen
+                       and app.screen.moment is not None)  # type: ignore[attr-defined]  # Screen[None] in a Screen[object]: mypy narrows to nothing
+        replay: Screen[Any] = app.screen
         assert isinstance(replay, ReplayScreen)
         assert replay.moment == at(92)
         assert "REPLAY" in replay.query_one(StatusBar).plain()

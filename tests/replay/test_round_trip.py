@@ -2,7 +2,7 @@
 lifecycle, change for change.
 
 The fast test does it all in this process on a manual clock: the scenario recorded a poll
-a scenario second through the real tracker and store (tests/recording.py), exported by
+a scenario second through the real tracker and store (tests/support/recording.py), exported by
 `setui history export-scenario`'s own function, the export recorded the same way. The
 slow one plays that export with real processes over loopback: `setui history
 export-scenario`, `setui emulator` sped up, `setui watch --json`."""
@@ -21,12 +21,12 @@ from typing import Any
 
 import pytest
 
-from children import SETUI, Lines
-from recording import record_scenario
 from setui.cli import build_parser
 from setui.commands.history import history_command
 from setui.emulator.scenario import load_scenario, parse_scenario
 from setui.store import DB_NAME, Store
+from tests.support.children import SETUI, Lines
+from tests.support.recording import record_scenario
 
 POSIX = os.name == "posix"
 # Every change at least 30 scenario seconds from the next (the sped-up play's polls every
@@ -165,7 +165,8 @@ def clean_watch_run(scenario: Path, data: Path) -> list[dict[str, Any]]:
         records = watch_run(scenario, data.with_name(f"{data.name}-{attempt}"))
         if all(r["certain"] and not r["missed"] for r in records):
             return records
-    pytest.fail(f"three runs of {scenario.name} each missed polls: {records!r}")
+    pytest.fail(f"three runs of {scenario.name} each missed polls: "
+                f"{records!r}")  # type: ignore[possibly-undefined]  # three runs
 
 
 @pytest.mark.slow

@@ -28,13 +28,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from store_helpers import STORY, entry, play
 
-from accounts import Account, made_accounts, needs_accounts
-from children import SETUI, Lines, wait_until
-from emulated import freeze_announced
 from setui.emulator.server import Emulator
 from setui.store import Store, StoreError
+from tests.support.accounts import Account, made_accounts, needs_accounts
+from tests.support.children import SETUI, Lines, wait_until
+from tests.support.emulated import freeze_announced
+from tests.support.store_helpers import STORY, entry, play
 
 ROOT = Path(__file__).parent.parent.parent
 EVENT_ID = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
@@ -370,6 +370,6 @@ def test_sqlite_opens_the_agents_store_read_only_for_root_too(base: Path,
     with Store.open_dir(data, readonly=True) as reader:
         assert len(reader.history.incarnations(limit=10)) == len(STORY)
         with pytest.raises(sqlite3.OperationalError):
-            reader.database._conn.execute("DELETE FROM meta")  # type: ignore[union-attr]
+            reader.database._conn.execute("DELETE FROM meta")
     after = {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in data.iterdir()}
     assert set(after) <= set(before) | {"setui.db-shm", "setui.db-wal"}

@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from store_helpers import entry
-
 from setui.store import AuditRecord, Store
 from setui.store.against import compare
 from setui.system.auditforward import fields, rfc5424
+from tests.support.store_helpers import entry
 
 
 def records(tmp_path: Path, *users: str) -> list[AuditRecord]:

@@ -13,12 +13,12 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from store_helpers import ENDPOINT, T0
 
 from setui.store import Store
 from setui.store.flocks import flock_holders
 from setui.store.place import AGENT_LOCK
 from setui.store.sessions import AGENT_COMMAND, RUNNING_WITHIN
+from tests.support.store_helpers import ENDPOINT, T0
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"),
                            reason="the kernel's list of locks is Linux's")

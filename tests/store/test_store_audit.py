@@ -13,9 +13,9 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from store_helpers import ENDPOINT, T0, entry, raw
 
 from setui.store import AuditEntry, Store, StoreError
+from tests.support.store_helpers import ENDPOINT, T0, entry, raw
 
 GENESIS = "0" * 64
 
@@ -161,7 +161,7 @@ def test_removing_everything_but_the_head_is_found(store: Store) -> None:
     check(store, 1, "records 1 to 5 were removed")
 
 
-def forge(store: Store, seq: int, prev_hash: str, user: str = "mallory") -> tuple[str, ...]:
+def forge(store: Store, seq: int, prev_hash: str, user: str = "mallory") -> tuple[object, ...]:
     """A record whose own hash is right, as someone who read this code could make."""
     values = {"seq": seq, "time": "2024-05-14T09:40:00.000000Z", "action": "approve-attempt",
               "user": user, "ssh_client": None, "host": "vm-web-0", "endpoint": ENDPOINT,

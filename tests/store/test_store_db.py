@@ -11,9 +11,9 @@ from pathlib import Path
 
 import platformdirs
 import pytest
-from store_helpers import ENDPOINT, STORY, T0, entry, play
 
 from setui.store import DB_NAME, Store, StoreError, default_data_dir
+from tests.support.store_helpers import ENDPOINT, STORY, T0, entry, play
 
 POSIX = os.name == "posix"
 

@@ -13,12 +13,11 @@ import sqlite3
 from datetime import timedelta
 from pathlib import Path
 
-from store_helpers import STORY, T0, doc, entry, event, play
-
-from oldstores import back_to
 from setui.store import AuditEntry, Store
 from setui.store.agent import AgentLog
 from setui.store.schema import SCHEMA_VERSION
+from tests.support.oldstores import back_to
+from tests.support.store_helpers import STORY, T0, doc, entry, event, play
 
 PORT = 48123
 SPELLINGS = (f"HTTP://127.0.0.1:{PORT}", f"http://localhost:{PORT}/", f"http://[::1]:{PORT}")

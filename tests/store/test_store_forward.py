@@ -15,10 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from store_helpers import ENDPOINT, T0
 
 from setui.store import AuditEntry, Store
 from setui.system.auditforward import parse_target
+from tests.support.store_helpers import ENDPOINT, T0
 
 EVENT_ID = "EV-\u202e-1"
 
@@ -200,7 +200,7 @@ def test_auto_with_nowhere_to_send_marks_each_record_and_none_is_quiet(
     with sock, Store.open_dir(tmp_path / "auto", forward="auto") as store:
         store.audit_log.append(entry("refused"))
         assert store.audit_log.unforwarded() == {}
-        assert [re.search(rb'seq="(\d+)"', sock.recv(65536)).group(1)  # type: ignore[union-attr]
+        assert [re.search(rb'seq="(\d+)"', sock.recv(65536)).group(1)
                 for _ in range(3)] == [b"1", b"2", b"3"]
     # Told to send nowhere, nothing is marked: that was the setting's choice.
     with Store.open_dir(tmp_path / "none", forward="none") as store:

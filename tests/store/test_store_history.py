@@ -5,16 +5,17 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from store_helpers import ENDPOINT, STORY, T0, doc, entry, event, play, raw
 
-from oldstores import back_to
 from setui.core.tracker import Tracker
 from setui.store import DB_NAME, Store
 from setui.store.schema import SCHEMA_VERSION
+from tests.support.oldstores import back_to
+from tests.support.store_helpers import ENDPOINT, STORY, T0, doc, entry, event, play, raw
 
 
 def test_each_distinct_document_once_newest_first(store: Store) -> None:
@@ -194,7 +195,7 @@ def test_history_queries_use_indexes_with_100k_incarnations(store: Store) -> Non
                      [(i + 1, f"E-{i}") for i in range(100_000)])
     conn.execute("COMMIT")
     conn.close()
-    queries = {
+    queries: dict[str, Callable[[], object]] = {
         "newest": lambda: store.history.incarnations(limit=50),
         "since": lambda: store.history.incarnations(limit=50, since=T0 + timedelta(seconds=50_000)),
         "endpoint": lambda: store.history.incarnations(limit=50, endpoint=ENDPOINT),

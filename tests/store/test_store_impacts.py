@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import sqlite3
 from datetime import timedelta
+from pathlib import Path
 
-from store_helpers import ENDPOINT, STORY, T0, play
-
-from oldstores import back_to
 from setui.core.impact import BOOT, IMPACT_SOURCE, STALL, STARTED, Impact
 from setui.store import DB_NAME, Store
+from tests.support.oldstores import back_to
+from tests.support.store_helpers import ENDPOINT, STORY, T0, play
 
 MINUTE = timedelta(minutes=1)
 
@@ -104,7 +104,8 @@ def test_the_events_story_tells_what_was_measured_of_it(store: Store) -> None:
     assert [e.kind for e in story] == ["appeared", "started", STALL, "completed"]
 
 
-def test_an_older_store_reads_as_having_measured_nothing(data_dir, store: Store) -> None:
+def test_an_older_store_reads_as_having_measured_nothing(data_dir: Path,
+                                                          store: Store) -> None:
     play(store, STORY[:2])
     session(store, "boot-a", timedelta(0), stop=None)
     store.close()

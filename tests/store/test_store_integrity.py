@@ -7,9 +7,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from store_helpers import ENDPOINT, T0
 
 from setui.store import AuditEntry, Store, StoreError
+from tests.support.store_helpers import ENDPOINT, T0
 
 
 def entry(action: str = "approve-attempt") -> AuditEntry:

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from store_helpers import ENDPOINT, STORY, T0, entry, play
 
 from setui.core.impact import STALL, Impact
 from setui.store import DB_NAME, Store, StoreError
+from tests.support.store_helpers import ENDPOINT, STORY, T0, entry, play
 
 WRITES: dict[str, tuple[str, Callable[[Store], Any]]] = {
     "history": ("record the history",

@@ -12,9 +12,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from store_helpers import entry
 
 from setui.store import Store
+from tests.support.store_helpers import entry
 
 pytestmark = pytest.mark.slow  # starts processes: the slow tier (docs/testing.md)
 

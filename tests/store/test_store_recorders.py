@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import io
 from datetime import timedelta
-
-from store_helpers import ENDPOINT, T0, doc, event, play
+from typing import Any
 
 from setui.store import Store
+from tests.support.store_helpers import ENDPOINT, T0, doc, event, play
 
 
 def minutes(n: float) -> timedelta:
@@ -89,7 +89,7 @@ def _history(store: Store, *extra: str) -> str:
     return out.getvalue()
 
 
-def _history_json(store: Store, *extra: str) -> list[dict[str, object]]:
+def _history_json(store: Store, *extra: str) -> list[dict[str, Any]]:
     import json
 
     return [json.loads(line) for line in _history(store, "--json", *extra).splitlines()]

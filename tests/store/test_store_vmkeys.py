@@ -17,12 +17,11 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from store_helpers import ENDPOINT, T0, entry
-
-from oldstores import back_to
 from setui.store import AuditEntry, Store
 from setui.store.agent import AgentLog
 from setui.store.schema import SCHEMA_VERSION
+from tests.support.oldstores import back_to
+from tests.support.store_helpers import ENDPOINT, T0, entry
 
 VM_A = "5c2b5e3e-0d7a-4f5e-9a57-0f4c1c6b7a01"
 VM_B = "9e1d7f42-38c4-4b1e-8d2f-3a6e5b4c2d02"

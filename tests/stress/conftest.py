@@ -1,7 +1,7 @@
-"""The dashboard fixtures (tests/dashboard.py), shared with these tests."""
+"""The dashboard fixtures (tests/support/dashboard.py), shared with these tests."""
 
 from __future__ import annotations
 
-from dashboard import _fixed_time_zone, make_dashboard, write_scenario
+from tests.support.dashboard import _fixed_time_zone, make_dashboard, write_scenario
 
 __all__ = ["_fixed_time_zone", "make_dashboard", "write_scenario"]

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from children import SETUI
 from setui.session import open_store
 from setui.settings.config import Config
 from setui.ui.screens.confirm import ConfirmationModal
 from setui.ui.widgets.events import EventsTable
 from setui.ui.widgets.status import StatusBar
+from tests.support.children import SETUI
 
 WIDE = (140, 40)
 DEADLINE = 30.0
@@ -132,9 +132,9 @@ def test_watch_on_a_full_disk_says_so_and_keeps_watching(tmp_path: Path) -> None
 @pytest.mark.slow
 def test_watch_in_a_read_only_data_dir_says_so_and_keeps_watching(
         unwritable: tuple[Path, Any], tmp_path: Path) -> None:
-    from permissions import lock_up
     from setui.emulator.scenario import load_scenario
     from setui.emulator.server import Emulator
+    from tests.support.permissions import lock_up
 
     data, how = unwritable
     data.mkdir()
@@ -160,9 +160,9 @@ def test_watch_in_a_read_only_data_dir_says_so_and_keeps_watching(
 @pytest.mark.slow
 def test_approve_with_a_read_only_data_dir_is_refused_and_nothing_is_sent(
         unwritable: tuple[Path, Any], tmp_path: Path) -> None:
-    from permissions import lock_up
     from setui.emulator.scenario import load_scenario
     from setui.emulator.server import Emulator
+    from tests.support.permissions import lock_up
 
     data, how = unwritable
     data.mkdir()

@@ -3,7 +3,7 @@ on stderr (tests/commands/test_api_version_warning.py)."""
 
 from __future__ import annotations
 
-from dashboard import WIDE, MakeDashboard, start
+from tests.support.dashboard import WIDE, MakeDashboard, start
 
 
 async def test_an_old_version_is_told_in_a_notice(make_dashboard: MakeDashboard) -> None:

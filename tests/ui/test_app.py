@@ -13,7 +13,13 @@ from textual.command import CommandList, CommandPalette
 from textual.widgets import Footer, Input, Markdown
 from textual.widgets._footer import FooterKey
 
-from dashboard import (
+from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, DISMISSED, REFUSED
+from setui.ui.screens.confirm import ConfirmationModal
+from setui.ui.screens.details import DetailsScreen
+from setui.ui.screens.main import MainScreen
+from setui.ui.widgets.summary import EventSummary
+from setui.ui.widgets.timeline import Timeline
+from tests.support.dashboard import (
     NARROW,
     WIDE,
     Dashboard,
@@ -26,12 +32,6 @@ from dashboard import (
     status,
     table,
 )
-from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, DISMISSED, REFUSED
-from setui.ui.screens.confirm import ConfirmationModal
-from setui.ui.screens.details import DetailsScreen
-from setui.ui.screens.main import MainScreen
-from setui.ui.widgets.summary import EventSummary
-from setui.ui.widgets.timeline import Timeline
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -411,7 +411,7 @@ async def test_read_only_has_no_approve_key(make_dashboard: MakeDashboard) -> No
         assert d.audit_actions() == []  # nothing was attempted: nothing to record
         await pilot.press("question_mark")
         await pilot.pause()
-        help_text = str(d.app.screen.query_one("#help-body", Markdown).source)
+        help_text = str(d.app.screen.query_one("#help-body", Markdown).source)  # type: ignore[attr-defined]
         assert "| `a` |" not in help_text and "Approvals are off" in help_text
 
 
@@ -518,7 +518,7 @@ async def test_history_navigation(make_dashboard: MakeDashboard) -> None:
         await d.wait_for(pilot, lambda: isinstance(d.app.screen, HistoryScreen))
         history = d.app.screen
         assert isinstance(history, HistoryScreen)
-        assert [r.incarnation for r in history.records][:2] == [11, 10]
+        assert [r.incarnation for r in history.records][:2] == [11, 10]  # type: ignore[attr-defined]
         await pilot.press("j")
         await pilot.press("enter")
         await d.wait_for(pilot, lambda: isinstance(d.app.screen, IncarnationScreen))
@@ -547,7 +547,8 @@ async def test_command_palette_offers_the_actions(make_dashboard: MakeDashboard)
     d = make_dashboard()
     async with d.app.run_test(size=WIDE) as pilot:
         await start(d, pilot)
-        titles = [c.title for c in d.app.get_system_commands(d.app.main_screen)]
+        titles = [c.title for c in d.app.get_system_commands(
+            d.app.main_screen)]  # type: ignore[arg-type]  # a Screen[None] for a Screen[object]
         for title in ("Theme", "Approve the selected event", "History", "Audit log",
                       "Poll now", "Filter events", "This VM only", "Help", "Quit"):
             assert title in titles

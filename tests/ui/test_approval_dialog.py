@@ -5,7 +5,7 @@ accident, and an approval that keeps failing is visible, bounded and never lost.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,16 @@ import pytest
 from textual import events
 from textual.widgets import Static
 
-from dashboard import (
+from setui.core.backoff import Backoff
+from setui.core.client import ImdsClient
+from setui.emulator.faults import Faults
+from setui.settings.config import Config
+from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, DISMISSED, REFUSED, Store
+from setui.ui.app import SetuiApp
+from setui.ui.screens.confirm import ConfirmationModal
+from setui.ui.screens.main import MainScreen
+from setui.ui.widgets.summary import EventSummary
+from tests.support.dashboard import (
     IDENTITY,
     NARROW,
     Dashboard,
@@ -24,18 +33,9 @@ from dashboard import (
     start,
     table,
 )
-from scripted import Answer, Drop, ScriptedImds
-from scripted import document as scripted_document
-from scripted import event as scripted_event
-from setui.core.backoff import Backoff
-from setui.core.client import ImdsClient
-from setui.emulator.faults import Faults
-from setui.settings.config import Config
-from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, DISMISSED, REFUSED, Store
-from setui.ui.app import SetuiApp
-from setui.ui.screens.confirm import ConfirmationModal
-from setui.ui.screens.main import MainScreen
-from setui.ui.widgets.summary import EventSummary
+from tests.support.scripted import Answer, Drop, ScriptedImds
+from tests.support.scripted import document as scripted_document
+from tests.support.scripted import event as scripted_event
 
 MINE = "F02C2EDE-3B1C-4D5E-9F00-0123456789AB"
 NOT_BEFORE = "Sun, 22 Nov 2026 11:00:00 GMT"  # an hour after the dashboard's clock
@@ -232,7 +232,7 @@ async def test_an_approval_against_a_failing_service_shows_its_tries_and_stops(
         d.emulator.set_faults(Faults(approve_statuses={500: 1.0}))
         await open_dialog(d, pilot)
         await pilot.press("y")
-        note = lambda: d.app.session.approvals.get(MINE)  # noqa: E731
+        note: Callable[[], Any] = lambda: d.app.session.approvals.get(MINE)  # noqa: E731
         await d.wait_for(pilot, lambda: note() is not None and note().attempt >= 2)
         await pilot.pause()
         assert table(d).cell_text(MINE, "approved").startswith("approving… #")
@@ -271,7 +271,7 @@ async def test_a_change_before_a_retry_is_never_posted_and_is_shown(
         d.emulator.set_faults(None)  # a retry would now be accepted
         eleven = ["web-0", *(f"web-{i}" for i in range(1, 11))]
         pinned(d, 131, event(eleven, kind="Redeploy"))
-        note = lambda: d.app.session.approvals.get(MINE)  # noqa: E731
+        note: Callable[[], Any] = lambda: d.app.session.approvals.get(MINE)  # noqa: E731
         await d.wait_for(pilot, lambda: not note().pending, timeout=60)
         assert len(d.posts()) == 1
         again = await asked_again(d, pilot, first)
@@ -366,7 +366,7 @@ def scripted_dashboard(tmp_path: Path, scripted: ScriptedImds) -> Iterator[Dashb
                                      interval=0.2, bell=True),
                        store=store, identity=IDENTITY)
         # No emulator and no manual clock: the scripted service answers in real time.
-        yield Dashboard(app, None, None, store, 0.0)  # type: ignore[arg-type]
+        yield Dashboard(app, None, None, store, 0.0)
 
 
 async def test_an_approval_that_may_have_arrived_is_shown_and_noticed_as_unknown(
@@ -383,7 +383,7 @@ async def test_an_approval_that_may_have_arrived_is_shown_and_noticed_as_unknown
         d.app.confirm_guard = 0.0
         await open_dialog(d, pilot)
         await pilot.press("y")
-        note = lambda: d.app.session.approvals.get(MINE)  # noqa: E731
+        note: Callable[[], Any] = lambda: d.app.session.approvals.get(MINE)  # noqa: E731
         await d.wait_for(pilot, lambda: note() is not None and not note().pending)
         assert note().unknown and not note().approved
         assert table(d).cell_text(MINE, "approved") == "? unknown"

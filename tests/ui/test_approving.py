@@ -14,8 +14,6 @@ from typing import Any
 import pytest
 from textual.app import App
 
-from dashboard import wait_for
-from emulated import freeze_announced, posts
 from setui.approval.approver import Approver
 from setui.core.client import ImdsClient
 from setui.emulator.server import Emulator, ManualClock
@@ -25,6 +23,8 @@ from setui.system.identity import Identity
 from setui.ui.approving import Approvals
 from setui.ui.messages import ApprovalDone, Session
 from setui.ui.screens.confirm import ConfirmationModal
+from tests.support.dashboard import wait_for
+from tests.support.emulated import freeze_announced, posts
 
 EVENT_ID = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"  # the Freeze of WestNO_0 and WestNO_1
 NOWHERE = "00000000-0000-0000-0000-000000000000"  # in no document
@@ -104,7 +104,7 @@ def actions(store: Store) -> list[str]:
 
 def dialog(app: Bare) -> ConfirmationModal | None:
     screen = app.screen
-    return screen if isinstance(screen, ConfirmationModal) and screen.is_mounted else None
+    return screen if isinstance(screen, ConfirmationModal) and screen.is_mounted else None  # type: ignore[attr-defined]
 
 
 async def asked(app: Bare, pilot: Any) -> ConfirmationModal:

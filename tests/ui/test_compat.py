@@ -17,7 +17,6 @@ from packaging.requirements import Requirement
 from textual import on
 from textual.message import Message
 
-from screenhost import ScreenApp
 from setui.core.health import ConnectionState, Health
 from setui.core.model import parse_document
 from setui.settings.config import Config
@@ -27,6 +26,7 @@ from setui.ui.messages import Session
 from setui.ui.screens.main import MainScreen
 from setui.ui.widgets.events import EventsTable
 from setui.ui.widgets.keys import KeyBar
+from tests.support.screenhost import ScreenApp
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "setui"

@@ -24,8 +24,8 @@ from rich.color import Color, ColorSystem
 from rich.style import Style
 from rich.terminal_theme import DEFAULT_TERMINAL_THEME
 
-from dashboard import NARROW, Dashboard, MakeDashboard, event_of, select, start
 from setui.ui.themes import load_themes
+from tests.support.dashboard import NARROW, Dashboard, MakeDashboard, event_of, select, start
 
 TEXT_RATIO = 3.0
 SEPARATOR_RATIO = 1.5

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from dashboard import WIDE, wait_for
-from emulated import posts
 from setui.commands.dashboard import live_app
 from setui.emulator.scenario import parse_scenario
 from setui.emulator.server import Emulator
 from setui.settings.config import Config
 from setui.ui.screens.confirm import ConfirmationModal
 from setui.ui.widgets.events import EventsTable
+from tests.support.dashboard import WIDE, wait_for
+from tests.support.emulated import posts
 
 MINE = "F020BA2E-3BC0-4C40-A10B-86575A9EABD5"
 SCENARIO = f"""

@@ -1,4 +1,4 @@
-"""The dashboard writes time one way (tests/timeforms.py) on every screen that shows one:
+"""The dashboard writes time one way (tests/support/timeforms.py) on every screen that shows one:
 the main screen, an event's details after a reschedule, the approval dialog, the history
 and one incarnation's diff, the audit log. Through the real app and Pilot, against the
 emulator on a manual clock, in a zone that is not UTC."""
@@ -13,7 +13,7 @@ from setui.ui.screens.details import DetailsScreen
 from setui.ui.screens.history import HistoryScreen, IncarnationScreen
 from setui.ui.screens.main import MainScreen
 from setui.ui.widgets.events import EventsTable
-from timeforms import foreign_in_text
+from tests.support.timeforms import foreign_in_text
 
 MakeDashboard = Any
 TALL = (160, 80)  # every line of the longer screens in view

@@ -14,8 +14,6 @@ import pytest
 from textual.binding import Binding, BindingType
 from textual.widgets import Markdown
 
-from dashboard import wait_for
-from screenhost import ScreenApp
 from setui.ui.app import SetuiApp
 from setui.ui.replay_app import ReplayApp
 from setui.ui.screens.audit import AuditScreen
@@ -26,6 +24,8 @@ from setui.ui.screens.history import DetailScreen, HistoryScreen
 from setui.ui.screens.main import MainScreen
 from setui.ui.screens.replay import ReplayScreen
 from setui.ui.screens.window import WindowScreen
+from tests.support.dashboard import wait_for
+from tests.support.screenhost import ScreenApp
 
 MakeDashboard = Any  # the conftest fixture, loosely, as in test_app.py
 

@@ -13,8 +13,6 @@ from rich.text import Text
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
-from dashboard import wait_for
-from screenhost import ScreenApp, assert_not_wrapped, drawn_after
 from setui.core.model import parse_document
 from setui.core.tracker import Tracker
 from setui.store import Store, StoreError
@@ -26,6 +24,8 @@ from setui.ui.screens.history import (
     diff_documents,
     local_and_utc,
 )
+from tests.support.dashboard import wait_for
+from tests.support.screenhost import ScreenApp, assert_not_wrapped, drawn_after
 
 ENDPOINT = "http://127.0.0.1:8099"
 T0 = datetime(2024, 5, 14, 9, 30, tzinfo=timezone.utc)

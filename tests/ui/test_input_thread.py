@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from children import SETUI
-from waiting import PATIENCE, wait_until
+from tests.support.children import SETUI
+from tests.support.waiting import PATIENCE, wait_until
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(platform.system() != "Linux"

@@ -17,7 +17,14 @@ from textual.geometry import Region
 from textual.widgets import Footer, Static
 from textual.widgets._footer import FooterKey
 
-from dashboard import (
+from setui.ui.screens.confirm import ConfirmationModal
+from setui.ui.screens.main import MainScreen, share_height
+from setui.ui.widgets.events import EventsTable
+from setui.ui.widgets.notices import MAX_NOTICES, NoticeLine
+from setui.ui.widgets.status import StatusBar
+from setui.ui.widgets.summary import EventSummary
+from setui.ui.widgets.timeline import Timeline
+from tests.support.dashboard import (
     NARROW,
     WIDE,
     MakeDashboard,
@@ -28,13 +35,6 @@ from dashboard import (
     table,
     wait_for,
 )
-from setui.ui.screens.confirm import ConfirmationModal
-from setui.ui.screens.main import MainScreen, share_height
-from setui.ui.widgets.events import EventsTable
-from setui.ui.widgets.notices import MAX_NOTICES, NoticeLine
-from setui.ui.widgets.status import StatusBar
-from setui.ui.widgets.summary import EventSummary
-from setui.ui.widgets.timeline import Timeline
 
 
 # -- sharing the height -------------------------------------------------------------------------

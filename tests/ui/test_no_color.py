@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from children import SETUI
-from dashboard import WIDE, MakeDashboard, start
+from tests.support.children import SETUI
+from tests.support.dashboard import WIDE, MakeDashboard, start
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.name != "posix", reason="a pty is POSIX-only")]

@@ -10,12 +10,6 @@ from typing import Any
 import pytest
 from textual.widget import Widget
 
-from dashboard import (
-    NARROW,
-    MakeDashboard,
-    screen_text,
-    start,
-)
 from setui.ui.format import Palette
 from setui.ui.screens.details import DetailsScreen
 from setui.ui.screens.help import HelpScreen
@@ -25,6 +19,12 @@ from setui.ui.screens.replay import ReplayScreen
 from setui.ui.screens.small import TooSmallScreen
 from setui.ui.widgets.notices import Notice, NoticeLine, notice_lines
 from setui.ui.widgets.timeline import Timeline
+from tests.support.dashboard import (
+    NARROW,
+    MakeDashboard,
+    screen_text,
+    start,
+)
 
 NEWS = "Freeze for web-9: NotBefore 12:34:56 UTC (the news marker)."
 LONG = ("Reboot for web-3, web-4, web-5, web-6, web-7, web-8, web-9, web-10, web-11 "
@@ -132,7 +132,7 @@ async def test_news_waits_while_another_screen_is_read(
             await pilot.press("escape" if not isinstance(d.app.screen, ReplayScreen) else "q")
             await pilot.pause()
         # Back on the dashboard: the news is there, its time counted from now.
-        await d.wait_for(pilot, lambda: "New event: " + NEWS in " ".join(
+        await d.wait_for(pilot, lambda: "New event: " + NEWS in " ".join(  # type: ignore[unreachable]
             screen_text(d).split()))
 
 

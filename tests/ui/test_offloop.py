@@ -8,10 +8,10 @@ from typing import Any
 
 from textual.widgets import DataTable, Static
 
-from dashboard import MakeDashboard, start
 from setui.ui.screens.audit import AuditScreen
 from setui.ui.screens.history import HistoryScreen
-from waiting import PATIENCE
+from tests.support.dashboard import MakeDashboard, start
+from tests.support.waiting import PATIENCE
 
 
 def hold(store: Any, name: str) -> threading.Event:

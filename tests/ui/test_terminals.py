@@ -12,7 +12,13 @@ from textual.command import CommandList, CommandPalette
 from textual.containers import VerticalScroll
 from textual.widgets._footer import FooterKey
 
-from dashboard import (
+from setui.ui.screens.details import DetailsScreen, clipboard_problem, event_json
+from setui.ui.screens.help import HelpScreen
+from setui.ui.screens.main import MainScreen
+from setui.ui.screens.small import TooSmallScreen
+from setui.ui.widgets.keys import KeyBar, Shown, fit_keys
+from setui.ui.widgets.summary import EventSummary
+from tests.support.dashboard import (
     NARROW,
     Dashboard,
     MakeDashboard,
@@ -22,12 +28,6 @@ from dashboard import (
     start,
     status,
 )
-from setui.ui.screens.details import DetailsScreen, clipboard_problem, event_json
-from setui.ui.screens.help import HelpScreen
-from setui.ui.screens.main import MainScreen
-from setui.ui.screens.small import TooSmallScreen
-from setui.ui.widgets.keys import KeyBar, Shown, fit_keys
-from setui.ui.widgets.summary import EventSummary
 
 SMALLEST = (60, 20)
 HUGE = (250, 70)
@@ -174,7 +174,7 @@ async def test_the_palette_keys_command_opens_setuis_help(
         def first() -> str:
             if not isinstance(d.app.screen, CommandPalette):
                 return ""
-            found = d.app.screen.query_one(CommandList)
+            found = d.app.screen.query_one(CommandList)  # type: ignore[attr-defined]
             return str(found.get_option_at_index(0).prompt) if found.option_count else ""
 
         await d.wait_for(pilot, lambda: first().startswith("Keys"))
@@ -208,7 +208,7 @@ async def test_the_selected_row_keeps_the_colour_of_its_urgency(
             assert colour != soon
         else:
             assert colour == soon
-        others = [e for e in d.app.session.document.events  # type: ignore[union-attr]
+        others = [e for e in d.app.session.document.events
                   if not e.affects("web-0")]
         await select(d, pilot, others[0])  # a neighbour's: the usual selection
         await pilot.pause()
@@ -224,7 +224,7 @@ async def test_r_says_what_the_service_answered(make_dashboard: MakeDashboard) -
         await d.wait_for(pilot, lambda: any(n.startswith("Poll: the service answered")
                                             for n in d.notices()))
         said = next(n for n in d.notices() if n.startswith("Poll: the service answered"))
-        incarnation = d.app.session.document.incarnation  # type: ignore[union-attr]
+        incarnation = d.app.session.document.incarnation
         assert f"Incarnation {incarnation}, 4 events (2 for this VM)" in said
         d.emulator.stop()
         await d.wait_for(pilot, lambda: "✖ unreachable" in status(d))
@@ -261,7 +261,7 @@ async def test_details_raw_json_is_unwrapped_and_c_copies_it(
         await select(d, pilot, freeze)
         await pilot.press("enter", "r")
         await d.wait_for(pilot, lambda: isinstance(d.app.screen, DetailsScreen)
-                         and d.app.screen.showing_raw)
+                         and d.app.screen.showing_raw)  # type: ignore[attr-defined]
         await pilot.pause()
         text = screen_text(d)
         # The Description's line is longer than the screen: cut at the edge, not wrapped.

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.app import App, ComposeResult
 from textual.color import Color
 from textual.command import CommandList, CommandPalette
+from textual.screen import Screen
 from textual.theme import BUILTIN_THEMES, Theme
 from textual.widgets import Static
 
-from dashboard import wait_for
 from setui.ui.format import WARNING_SECONDS, Palette
 from setui.ui.themes import (
     COLOR_KEYS,
@@ -28,6 +29,7 @@ from setui.ui.themes import (
     theme_provider,
     variable_defaults,
 )
+from tests.support.dashboard import wait_for
 
 ROOT = Path(__file__).parent.parent.parent
 SHIPPED = {"setui-dark", "setui-light", "setui-mono"}
@@ -145,7 +147,7 @@ async def test_theme_palette_offers_setui_themes_only() -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         app.action_change_theme()  # the palette's "Theme" command
         await pilot.pause()
-        palette = app.screen
+        palette: Screen[Any] = app.screen
         assert isinstance(palette, CommandPalette)
         commands = palette.query_one(CommandList)
         await wait_for(pilot, lambda: commands.option_count == len(result.names()))
@@ -166,8 +168,9 @@ async def test_theme_palette_keeps_a_builtin_current_theme() -> None:
         app.theme = "nord"
         await pilot.pause()
         provider = theme_provider(["setui-light", DEFAULT_THEME, "missing"])(app.screen)
-        assert [name for name, _ in provider.commands] == [DEFAULT_THEME, "setui-light",
-                                                            "nord"]
+        # commands: of the Provider subclass theme_provider makes
+        assert [name for name, _ in provider.commands] == [  # type: ignore[attr-defined]
+            DEFAULT_THEME, "setui-light", "nord"]
 
 
 def test_readme_documents_every_variable() -> None:

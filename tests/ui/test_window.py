@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from dashboard import NARROW, WIDE, Dashboard, MakeDashboard, screen_text, start
 from setui.agent.plan import event_plan, not_early, plan_text, step_words
 from setui.core.model import parse_document
 from setui.core.tracker import Tracker
@@ -24,6 +23,7 @@ from setui.ui.format import Palette
 from setui.ui.host import PlannedEvent, WindowView
 from setui.ui.screens.window import WindowScreen
 from setui.ui.widgets.window import WindowPane, pane_lines
+from tests.support.dashboard import NARROW, WIDE, Dashboard, MakeDashboard, screen_text, start
 
 T = datetime(2026, 11, 24, 10, 0, tzinfo=timezone.utc)
 REFUSED = ("refused: it also starts for 1 other VM: web-1; approving it needs other_vms = "
@@ -151,7 +151,7 @@ async def test_standalone_the_pane_is_the_change_log_and_w_shows_it_whole(
         assert "w Log" in shown and not any("Hold" in k for k in shown), shown
         await pilot.press("w")
         await d.wait_for(pilot, lambda: isinstance(d.app.screen, WindowScreen))
-        whole = d.app.screen.plain()  # type: ignore[attr-defined]
+        whole = d.app.screen.plain()  # type: ignore[attr-defined]  # Textual's Screen[object]
         assert len(whole.splitlines()) >= len(d.app.change_log) + 1
         await pilot.press("escape")
         await d.wait_for(pilot, lambda: d.app.screen is d.app.main_screen)
