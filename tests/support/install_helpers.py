@@ -53,6 +53,11 @@ WantedBy=multi-user.target
 INCARNATIONS = 4
 # Where an installation is built: root's, and under neither /tmp nor /var/tmp.
 INSTALLATIONS = Path("/run")
+# What of this venv's site-packages an installation leaves out: the installers, and the
+# editable install's hook (and record) that would import setui from the checkout.
+LEFT_OUT = shutil.ignore_patterns("pip", "pip-*", "setuptools", "setuptools-*",
+                                  "_distutils_hack", "distutils-precedence.pth",
+                                  "pkg_resources", "__editable__*", "setui-*.dist-info")
 
 
 @dataclass(frozen=True)
@@ -64,23 +69,31 @@ class Installation:
 
 @functools.cache
 def installation() -> Installation:
-    """This checkout's setui installed where the unit could run it, once per process and
-    removed when the process ends: a venv of this Python under /run, holding a copy of
-    the package (root's, not writable by others), with this venv's site-packages after
-    it for the dependencies (`setui service install` judges only the interpreter and
-    the package)."""
+    """This checkout's setui installed where the unit could run it and any user can read
+    it, once per process and removed when the process ends: a venv of this Python under
+    /run holding a copy of the package and of this venv's site-packages (the dependencies;
+    not the installers, nor the hook that imports setui from the checkout), root's and
+    not writable by others. The tests run setui and Python as other users with its
+    interpreter, so they pass from a checkout those users cannot read (a clone in
+    /root)."""
     home = Path(tempfile.mkdtemp(prefix="setui-test-install-", dir=INSTALLATIONS))
     atexit.register(shutil.rmtree, home, True)
-    home.chmod(0o755)
     venv.EnvBuilder(symlinks=True).create(home)
-    site = Path(sysconfig.get_path("purelib", vars={"base": str(home), "platbase": str(home)}))
-    package = site / "setui"
-    shutil.copytree(Path(str(resources.files("setui"))), package,
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    for path in [package, *package.rglob("*")]:
-        path.chmod(0o755 if path.is_dir() else 0o644)
-    (site / "dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    paths = {"base": str(home), "platbase": str(home)}
+    sites = {sysconfig.get_path(kind): sysconfig.get_path(kind, vars=paths)
+             for kind in ("purelib", "platlib")}  # one directory, as a rule
+    for source, copy in sites.items():
+        shutil.copytree(source, copy, symlinks=True, dirs_exist_ok=True, ignore=LEFT_OUT)
+    package = Path(sysconfig.get_path("purelib", vars=paths)) / "setui"
+    shutil.copytree(Path(str(resources.files("setui"))), package, dirs_exist_ok=True)
+    for directory, _, files in os.walk(home):
+        os.chmod(directory, 0o755)
+        for name in files:
+            if not os.path.islink(path := os.path.join(directory, name)):
+                os.chmod(path, 0o644)  # bin/ holds links to the interpreter, not files
     return Installation(home, str(home / "bin" / "python"), package)
+
+
 Entry = tuple[str, int, int, int]  # kind ("d", "f", "l"), uid, gid, mode
 
 
