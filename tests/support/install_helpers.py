@@ -9,7 +9,9 @@ namespace whose /etc is a copy and whose /var/lib is empty (``on_a_private_syste
 What is installed is this checkout's setui, installed for the purpose where the unit
 could run it (``installation``): `setui service install` rightly refuses a Python or a
 setui under /tmp, which the unit's PrivateTmp= hides, or one someone but root could
-change, and a checkout and its venv may be in either place.
+change, and a checkout and its venv may be in either place. The tests that run setui or
+Python as another user run that installation's interpreter too: every user may read it,
+and a checkout may be where only root can (/root).
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ import tempfile
 import venv
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from importlib import resources
+from importlib import metadata, resources
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from setui.core.model import parse_document
 from setui.store import AuditEntry, Store
@@ -53,11 +57,8 @@ WantedBy=multi-user.target
 INCARNATIONS = 4
 # Where an installation is built: root's, and under neither /tmp nor /var/tmp.
 INSTALLATIONS = Path("/run")
-# What of this venv's site-packages an installation leaves out: the installers, and the
-# editable install's hook (and record) that would import setui from the checkout.
-LEFT_OUT = shutil.ignore_patterns("pip", "pip-*", "setuptools", "setuptools-*",
-                                  "_distutils_hack", "distutils-precedence.pth",
-                                  "pkg_resources", "__editable__*", "setui-*.dist-info")
+# The extra of setui whose dependencies an installation holds besides its own: the agent's.
+EXTRAS = ("agent",)
 
 
 @dataclass(frozen=True)
@@ -67,25 +68,44 @@ class Installation:
     package: Path  # its copy of setui
 
 
+def run_time_distributions() -> list[metadata.Distribution]:
+    """The distributions setui (with ``EXTRAS``) needs at run time, and theirs, as this
+    venv has them: requirements whose markers hold, followed through their extras."""
+    found: dict[str, metadata.Distribution] = {}
+    todo = [("setui", extra) for extra in EXTRAS]
+    seen: set[tuple[str, str]] = set()
+    while todo:
+        name, extra = todo.pop()
+        if (key := (canonicalize_name(name), extra)) in seen:
+            continue
+        seen.add(key)
+        found[key[0]] = distribution = metadata.distribution(name)
+        for line in distribution.requires or []:
+            wanted = Requirement(line)
+            if wanted.marker is None or wanted.marker.evaluate({"extra": extra}):
+                todo += [(wanted.name, its) for its in wanted.extras or {""}]
+    return [found[name] for name in sorted(found) if name != "setui"]
+
+
 @functools.cache
 def installation() -> Installation:
-    """This checkout's setui installed where the unit could run it and any user can read
-    it, once per process and removed when the process ends: a venv of this Python under
-    /run holding a copy of the package and of this venv's site-packages (the dependencies;
-    not the installers, nor the hook that imports setui from the checkout), root's and
-    not writable by others. The tests run setui and Python as other users with its
-    interpreter, so they pass from a checkout those users cannot read (a clone in
-    /root)."""
+    """This checkout's setui installed where the unit could run it and every user can
+    read it, once per process and removed when the process ends: a venv of this Python
+    under /run holding a copy of the package and of the distributions it needs at run
+    time (``run_time_distributions``), root's and not writable by others. The tests run
+    setui and Python as other users with its interpreter, so they pass from a checkout
+    those users cannot read (a clone in /root)."""
     home = Path(tempfile.mkdtemp(prefix="setui-test-install-", dir=INSTALLATIONS))
     atexit.register(shutil.rmtree, home, True)
     venv.EnvBuilder(symlinks=True).create(home)
-    paths = {"base": str(home), "platbase": str(home)}
-    sites = {sysconfig.get_path(kind): sysconfig.get_path(kind, vars=paths)
-             for kind in ("purelib", "platlib")}  # one directory, as a rule
-    for source, copy in sites.items():
-        shutil.copytree(source, copy, symlinks=True, dirs_exist_ok=True, ignore=LEFT_OUT)
-    package = Path(sysconfig.get_path("purelib", vars=paths)) / "setui"
-    shutil.copytree(Path(str(resources.files("setui"))), package, dirs_exist_ok=True)
+    site = Path(sysconfig.get_path("purelib", vars={"base": str(home), "platbase": str(home)}))
+    for distribution in run_time_distributions():
+        for file in distribution.files or []:
+            if file.parts[0] != "..":  # what a wheel puts beside site-packages (bin/)
+                (site / file).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(Path(str(distribution.locate_file(file))), site / file)
+    package = site / "setui"
+    shutil.copytree(Path(str(resources.files("setui"))), package)
     for directory, _, files in os.walk(home):
         os.chmod(directory, 0o755)
         for name in files:
@@ -243,7 +263,9 @@ def on_a_private_system(script: str, *args: str) -> subprocess.CompletedProcess[
                            PRIVATE_SYSTEM, "sh", installation().python, "-c", script,
                            *args],
                           capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          # The tests' helpers, and what they import (pytest), besides it.
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                              [str(ROOT), sysconfig.get_path("purelib")])})
     if done.returncode == 97 or "unshare failed" in done.stderr:
         pytest.skip(f"no private mount namespace here: {done.stderr.strip()}")
     return done
