@@ -16,7 +16,6 @@ import shutil
 import signal
 import stat
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,10 +28,10 @@ from setui.store.agent import AgentLog
 from tests.support.accounts import Account, made_accounts, needs_accounts
 from tests.support.agent_helpers import agent_said
 from tests.support.children import SETUI, Lines
+from tests.support.install_helpers import installation
 
 pytestmark = [needs_accounts, pytest.mark.slow]
 
-ROOT = Path(__file__).parent.parent.parent
 GROUP, MEMBER, HOOKER = "sunit-ops", "sunit-member", "sunit-hooker"
 UNIT_CAPS = "+setuid,+setgid,+kill"  # CapabilityBoundingSet= of setui-agent.service
 
@@ -65,11 +64,11 @@ def as_member(member: Account, *argv: str, socket: Path | None = None
               ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["setpriv", f"--reuid={member.uid}", f"--regid={member.gid}", "--init-groups",
-         sys.executable, *argv], capture_output=True, text=True, timeout=120, cwd="/",
-        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT / "src"),
-             "HOME": "/nonexistent", "SETUI_CONFIG": "/nonexistent/config.toml",
-             "XDG_DATA_HOME": "/nonexistent/share",
-             **({"SETUI_SOCKET": str(socket)} if socket is not None else {})})
+         installation().python, *argv], capture_output=True, text=True, timeout=120,
+        cwd="/", env={"PATH": os.environ["PATH"], "HOME": "/nonexistent",
+                      "SETUI_CONFIG": "/nonexistent/config.toml",
+                      "XDG_DATA_HOME": "/nonexistent/share",
+                      **({"SETUI_SOCKET": str(socket)} if socket is not None else {})})
 
 
 def test_the_agent_under_the_units_limits(base: Path, people: dict[str, Account],

@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from setui.emulator.server import Emulator
 from tests.support.accounts import Account, made_accounts, needs_accounts
 from tests.support.agent_helpers import start_agent, stop
 from tests.support.children import wait_until
+from tests.support.install_helpers import installation
 
 pytestmark = [pytest.mark.slow, needs_accounts]
 
@@ -47,7 +47,7 @@ class Slowloris:
     def __init__(self, account: Account, port: int, path: str, source: str) -> None:
         self.proc = subprocess.Popen(
             ["setpriv", f"--reuid={account.uid}", f"--regid={account.gid}",
-             "--clear-groups", sys.executable, "-I", "-c", SLOWLORIS.read_text(),
+             "--clear-groups", installation().python, "-I", "-c", SLOWLORIS.read_text(),
              "127.0.0.1", str(port), path, str(ATTACKERS), str(ATTACK_FOR), source],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/",
             env={"PATH": "/usr/bin:/bin"})
@@ -167,7 +167,7 @@ def test_the_kernel_names_the_user_of_a_client_on_this_host(attacker: Account) -
         port = listener.getsockname()[1]
         child = subprocess.Popen(
             ["setpriv", f"--reuid={attacker.uid}", f"--regid={attacker.gid}",
-             "--clear-groups", sys.executable, "-I", "-c",
+             "--clear-groups", installation().python, "-I", "-c",
              "import socket, sys\n"
              f"s = socket.create_connection(('127.0.0.1', {port}))\n"
              "sys.stdin.read()\n"],

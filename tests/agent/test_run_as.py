@@ -27,6 +27,7 @@ from setui.store.agent import AgentLog
 from tests.support.accounts import Account, made_accounts, needs_accounts
 from tests.support.agent_helpers import agent_said, records, start_agent, stop, write_policy
 from tests.support.children import wait_until
+from tests.support.install_helpers import installation
 
 pytestmark = needs_accounts
 
@@ -128,10 +129,10 @@ def test_an_agent_that_is_not_root_refuses_a_policy_with_run_as(
     path.write_text(policy(USER, str(hooks / "print-id")))
     done = subprocess.run(
         ["setpriv", f"--reuid={hooker.uid}", f"--regid={hooker.gid}", "--init-groups",
-         sys.executable, "-m", "setui.cli", "agent", "--dry-run", "--policy", str(path)],
-        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT / "src"),
-             "HOME": "/nonexistent", "SETUI_CONFIG": "/nonexistent/config.toml",
-             "SETUI_DATA_DIR": "/nonexistent/data"},
+         installation().python, "-m", "setui.cli", "agent", "--dry-run", "--policy",
+         str(path)],
+        env={"PATH": os.environ["PATH"], "HOME": "/nonexistent",
+             "SETUI_CONFIG": "/nonexistent/config.toml", "SETUI_DATA_DIR": "/nonexistent/data"},
         capture_output=True, text=True, timeout=120, cwd="/")
     assert done.returncode == 2, done.stdout + done.stderr
     assert (f"policy refused: {path}:4: rule 'drain': run_as = '{USER}' needs the agent "

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +32,7 @@ from tests.support.agent_helpers import (
     write_policy,
 )
 from tests.support.children import SETUI, Lines
+from tests.support.install_helpers import installation
 
 NOBODY = 65534
 pytestmark = pytest.mark.skipif(
@@ -289,7 +289,7 @@ def test_an_agent_of_a_users_own_reads_that_users_own_config(emulator: Emulator)
             # The interpreter without children's shim: its exec of the interpreter again
             # is refused to nobody here (EACCES), the first one is not.
             ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-             sys.executable, "-m", "setui.cli", "agent", "--endpoint", emulator.url,
+             installation().python, "-m", "setui.cli", "agent", "--endpoint", emulator.url,
              "--interval", "0.2"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, encoding="utf-8",
             env=env, cwd="/")

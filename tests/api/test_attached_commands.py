@@ -14,7 +14,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal, overload
@@ -29,7 +28,6 @@ from setui.emulator.server import Emulator
 from setui.store import APPROVE_ATTEMPT, APPROVE_OUTCOME, DISMISSED, REFUSED, Store
 from tests.support.api_helpers import (
     EVENT_ID,
-    ROOT,
     VM,
     Account,
     needs_root,
@@ -39,6 +37,7 @@ from tests.support.api_helpers import (
     stop,
 )
 from tests.support.children import PYTHON, Lines, wait_until
+from tests.support.install_helpers import installation
 from tests.support.scripted import Answer, Hang, ScriptedImds, document, event
 from tests.support.waiting import PATIENCE
 
@@ -70,16 +69,16 @@ def setui_as(account: Account | None, base: Path, *args: str, endpoint: str,
     socket in ``base``, IMDS at ``endpoint``, no store of its own unless ``data``."""
     ids = [] if account is None else ["setpriv", f"--reuid={account.uid}",
                                       f"--regid={account.gid}", "--init-groups"]
-    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT / "src"),
-           "HOME": "/nonexistent", "SETUI_CONFIG": "/nonexistent/config.toml",
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": "/nonexistent",
+           "SETUI_CONFIG": "/nonexistent/config.toml",
            "SETUI_SOCKET": str(base / "run" / "api.sock"), "SETUI_ENDPOINT": endpoint,
            "SETUI_AUDIT_FORWARD": "none", "PYTHONIOENCODING": "utf-8"}
     if data is not None:
         env["SETUI_DATA_DIR"] = str(data)
     # Root's children through the shim that hears Ctrl-C (children.py); another user's
     # directly (the shim's exec goes through a path only root may follow here).
-    command = [*ids, *(PYTHON if account is None else [sys.executable]), "-m", "setui.cli",
-               *args]
+    python = PYTHON if account is None else [installation().python]
+    command = [*ids, *python, "-m", "setui.cli", *args]
     if background:
         return subprocess.Popen(command, env=env, cwd="/", text=True, encoding="utf-8",
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

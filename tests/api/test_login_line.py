@@ -37,6 +37,7 @@ from tests.support.api_helpers import (
     stop,
 )
 from tests.support.children import wait_until
+from tests.support.install_helpers import installation
 
 OTHER_VM = "other-vm-7"
 TWO_VMS = f"""
@@ -65,9 +66,10 @@ tail = 5
 
 
 def _everyones_python() -> str:
-    """A Python 3.10 or later that every user can run: this one, unless it lives where
-    others cannot reach (a build under /root), else the system's."""
-    for candidate in (sys.executable, "/usr/bin/python3"):
+    """A Python 3.10 or later that every user can run: the ``installation``'s, unless its
+    interpreter lives where others cannot reach (a build under /root), else the
+    system's."""
+    for candidate in (installation().python, "/usr/bin/python3"):
         done = subprocess.run(
             ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c",
              '[ -x "$0" ] && "$0" -I -S -c "import sys; assert sys.version_info >= (3, 10)"',
@@ -84,7 +86,7 @@ def hook() -> Iterator[Path]:
     directory = Path(tempfile.mkdtemp(prefix="setui-login-", dir="/tmp"))
     directory.chmod(0o755)
     path = directory / "setui-login.sh"
-    path.write_text(render_hook(_everyones_python(), Path(loginline.__file__).parent.parent))
+    path.write_text(render_hook(_everyones_python(), installation().package.parent))
     path.chmod(0o644)
     yield path
     shutil.rmtree(directory, ignore_errors=True)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,6 @@ from setui.emulator.server import Emulator
 from setui.store import Store
 from tests.support.api_helpers import (
     EVENT_ID,
-    ROOT,
     Account,
     agent_env,
     needs_root,
@@ -32,6 +30,7 @@ from tests.support.api_helpers import (
     stop,
 )
 from tests.support.children import wait_until
+from tests.support.install_helpers import installation
 
 pytestmark = [pytest.mark.slow, needs_root]
 
@@ -42,12 +41,12 @@ def setui_as(account: Account, *args: str, endpoint: str, data: Path,
     ``endpoint``, its own store in ``data`` (made, the account's)."""
     data.mkdir(exist_ok=True)
     os.chown(data, account.uid, account.gid)
-    bare = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT / "src"),
-            "HOME": "/nonexistent", "SETUI_CONFIG": "/nonexistent/config.toml",
+    bare = {"PATH": os.environ.get("PATH", ""), "HOME": "/nonexistent",
+            "SETUI_CONFIG": "/nonexistent/config.toml",
             "SETUI_ENDPOINT": endpoint, "SETUI_DATA_DIR": str(data),
             "SETUI_AUDIT_FORWARD": "none", "PYTHONIOENCODING": "utf-8", **env}
     command = ["setpriv", f"--reuid={account.uid}", f"--regid={account.gid}",
-               "--init-groups", sys.executable, "-m", "setui.cli", *args]
+               "--init-groups", installation().python, "-m", "setui.cli", *args]
     return subprocess.run(command, env=bare, cwd="/", input=stdin, text=True,
                           encoding="utf-8", capture_output=True, timeout=120)
 

@@ -15,6 +15,7 @@ import pytest
 from setui.api.peer import Authority, Credentials, credentials, read_peer
 from setui.system.identity import account_name, audit_number
 from tests.support.api_helpers import APPROVERS_GROUP, OPS_GROUP, Account, needs_root
+from tests.support.install_helpers import installation
 
 pytestmark = pytest.mark.skipif(not hasattr(socket, "SO_PEERCRED"), reason="Linux")
 
@@ -70,7 +71,7 @@ def test_a_client_under_another_uid_is_that_uid_with_its_groups(
     server.listen(1)
     alice = accounts["alice"]
     child = subprocess.Popen(["setpriv", f"--reuid={alice.uid}", f"--regid={alice.gid}",
-                              "--init-groups", sys.executable, "-c", CONNECT, str(path)])
+                              "--init-groups", installation().python, "-c", CONNECT, str(path)])
     try:
         conn, _ = server.accept()
         with conn:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from setui.api.client import AgentClient, ApiError
 from setui.emulator.server import Emulator
 from tests.support.api_helpers import Account, needs_root, plain_env
 from tests.support.children import SETUI, Lines, wait_until
+from tests.support.install_helpers import installation
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="Unix sockets")
 
@@ -105,7 +105,7 @@ def test_a_client_refuses_a_socket_served_by_someone_else(
     (room / "impostor.py").write_text(IMPOSTOR)
     mallory = accounts["mallory"]
     proc = subprocess.Popen(["setpriv", f"--reuid={mallory.uid}", f"--regid={mallory.gid}",
-                             "--init-groups", sys.executable, str(room / "impostor.py"),
+                             "--init-groups", installation().python, str(room / "impostor.py"),
                              str(room / "api.sock")], cwd="/")
     try:
         wait_until(lambda: (room / "api.sock").exists(), 30, "the impostor's socket")

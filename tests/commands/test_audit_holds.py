@@ -25,6 +25,7 @@ from setui.emulator.server import Emulator
 from setui.store import Store
 from setui.store.audit import GENESIS, _content, _row_values, chain_hash
 from tests.support.emulated import freeze_announced, posts
+from tests.support.install_helpers import installation
 
 EVENT_ID = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
 POSIX = os.name == "posix"
@@ -402,12 +403,11 @@ def test_an_unreadable_data_dir_fails_in_words() -> None:
         base.chmod(0o755)
         data = base / "data"
         data.mkdir(mode=0o700)  # root's: nobody may not look inside
-        env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": os.pathsep.join(sys.path),
-               "SETUI_CONFIG": "/nonexistent/config.toml", "SETUI_AUDIT_FORWARD": "none",
-               "SETUI_DATA_DIR": str(data)}
+        env = {"PATH": os.environ.get("PATH", ""), "SETUI_CONFIG": "/nonexistent/config.toml",
+               "SETUI_AUDIT_FORWARD": "none", "SETUI_DATA_DIR": str(data)}
         for command in (("audit",), ("audit", "verify"), ("history",)):
             done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534",
-                                   "--clear-groups", sys.executable, "-m", "setui.cli",
+                                   "--clear-groups", installation().python, "-m", "setui.cli",
                                    *command], env=env, capture_output=True, text=True,
                                   timeout=60, cwd="/")
             assert done.returncode == 1, (command, done.stdout, done.stderr)

@@ -260,11 +260,11 @@ def test_a_link_that_is_not_the_recorders_is_left_alone(
 def test_installing_needs_root_even_into_a_root(tmp_path: Path) -> None:
     root = new_root(tmp_path)
     done = subprocess.run(
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable,
-         "-m", "setui.cli", "service", "install", "--root", str(root)],
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+         installation().python, "-m", "setui.cli", "service", "install", "--root", str(root)],
         capture_output=True, text=True, timeout=120, cwd="/",
-        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(Path(__file__).parents[2] / "src"),
-             "SETUI_CONFIG": "/nonexistent/config.toml", "HOME": "/nonexistent"})
+        env={"PATH": os.environ["PATH"], "SETUI_CONFIG": "/nonexistent/config.toml",
+             "HOME": "/nonexistent"})
     assert done.returncode == 1, done.stdout + done.stderr
     assert "needs root (under" in done.stderr and "it sets owners" in done.stderr
     assert sorted(p.name for p in (root / "etc").iterdir()) == ["group"]
@@ -326,11 +326,11 @@ def test_uninstalling_needs_root(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     before = tree(root)
     undone = subprocess.run(
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable,
-         "-m", "setui.cli", "service", "uninstall", "--root", str(root)],
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+         installation().python, "-m", "setui.cli", "service", "uninstall", "--root",
+         str(root)],
         capture_output=True, text=True, timeout=120, cwd="/",
-        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(Path(__file__).parents[2] / "src"),
-             "SETUI_CONFIG": "/nonexistent"})
+        env={"PATH": os.environ["PATH"], "SETUI_CONFIG": "/nonexistent"})
     assert undone.returncode == 1, undone.stdout + undone.stderr
     assert "needs root" in undone.stderr
     assert tree(root) == before

@@ -22,7 +22,6 @@ import signal
 import sqlite3
 import stat
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,9 +33,9 @@ from setui.store import Store, StoreError
 from tests.support.accounts import Account, made_accounts, needs_accounts
 from tests.support.children import SETUI, Lines, wait_until
 from tests.support.emulated import freeze_announced
+from tests.support.install_helpers import installation
 from tests.support.store_helpers import STORY, entry, play
 
-ROOT = Path(__file__).parent.parent.parent
 EVENT_ID = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
 GROUP = "sstore-ops"
 
@@ -84,14 +83,15 @@ def emulator() -> Iterator[Emulator]:
 def as_user(account: Account | None, *args: str, env: dict[str, str] | None = None,
             python: bool = False) -> subprocess.CompletedProcess[str]:
     """``setui ARGS`` (or ``python ARGS`` with ``python``) as ``account`` with the groups
-    /etc/group gives it (None: root), in a bare environment."""
+    /etc/group gives it (None: root), in a bare environment, with the ``installation``'s
+    Python (which every user may read)."""
     ids = [] if account is None else ["setpriv", f"--reuid={account.uid}",
                                       f"--regid={account.gid}", "--init-groups"]
-    full = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT / "src"),
-            "HOME": "/nonexistent", "SETUI_CONFIG": "/nonexistent/config.toml",
+    full = {"PATH": os.environ.get("PATH", ""), "HOME": "/nonexistent",
+            "SETUI_CONFIG": "/nonexistent/config.toml",
             "XDG_DATA_HOME": "/nonexistent/share", "SETUI_AUDIT_FORWARD": "none",
             **(env or {})}
-    command = [sys.executable, *args] if python else [sys.executable, "-m", "setui.cli", *args]
+    command = [installation().python, *(args if python else ("-m", "setui.cli", *args))]
     return subprocess.run([*ids, *command], env=full, capture_output=True, text=True,
                           timeout=120, cwd="/")
 
@@ -141,7 +141,7 @@ def locking(account: Account, path: Path, kind: str) -> Iterator[str]:
     byte); a lock it took is held until the block ends."""
     proc = subprocess.Popen(
         ["setpriv", f"--reuid={account.uid}", f"--regid={account.gid}", "--init-groups",
-         sys.executable, "-c", LOCKER, str(path), kind], stdin=subprocess.PIPE,
+         installation().python, "-c", LOCKER, str(path), kind], stdin=subprocess.PIPE,
         stdout=subprocess.PIPE, text=True, env={"PATH": os.environ.get("PATH", "")},
         cwd="/")
     try:

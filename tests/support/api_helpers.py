@@ -18,7 +18,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -46,8 +45,8 @@ from tests.support.accounts import Account as Account
 from tests.support.accounts import made_accounts, needs_accounts
 from tests.support.children import SETUI, Lines, wait_until
 from tests.support.emulated import posts as posts
+from tests.support.install_helpers import installation
 
-ROOT = Path(__file__).parent.parent.parent
 EVENT_ID = "F020BA2E-3BC0-4C40-A10B-86575A9EABD5"
 VM = "app-vm-1"
 SCENARIO = f"""
@@ -225,13 +224,13 @@ def stop(proc: subprocess.Popen[str]) -> int:
 
 def run_script_as(account: Account | None, argv: list[str]) -> subprocess.Popen[str]:
     """``python argv...`` as ``account`` (None: root) with its groups from /etc/group, in
-    a bare environment, setui importable."""
+    a bare environment, with the ``installation``'s Python (which every user may read)."""
     ids = [] if account is None else ["setpriv", f"--reuid={account.uid}",
                                       f"--regid={account.gid}", "--init-groups"]
-    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT / "src"),
-           "HOME": "/nonexistent", "SETUI_CONFIG": "/nonexistent/config.toml"}
-    return subprocess.Popen([*ids, sys.executable, *argv], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd="/")
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": "/nonexistent",
+           "SETUI_CONFIG": "/nonexistent/config.toml"}
+    return subprocess.Popen([*ids, installation().python, *argv], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/")
 
 
 @overload

@@ -9,7 +9,9 @@ namespace whose /etc is a copy and whose /var/lib is empty (``on_a_private_syste
 What is installed is this checkout's setui, installed for the purpose where the unit
 could run it (``installation``): `setui service install` rightly refuses a Python or a
 setui under /tmp, which the unit's PrivateTmp= hides, or one someone but root could
-change, and a checkout and its venv may be in either place.
+change, and a checkout and its venv may be in either place. The tests that run setui or
+Python as another user run that installation's interpreter too: every user may read it,
+and a checkout may be where only root can (/root).
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ import tempfile
 import venv
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from importlib import resources
+from importlib import metadata, resources
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from setui.core.model import parse_document
 from setui.store import AuditEntry, Store
@@ -53,6 +57,8 @@ WantedBy=multi-user.target
 INCARNATIONS = 4
 # Where an installation is built: root's, and under neither /tmp nor /var/tmp.
 INSTALLATIONS = Path("/run")
+# The extra of setui whose dependencies an installation holds besides its own: the agent's.
+EXTRAS = ("agent",)
 
 
 @dataclass(frozen=True)
@@ -62,25 +68,52 @@ class Installation:
     package: Path  # its copy of setui
 
 
+def run_time_distributions() -> list[metadata.Distribution]:
+    """The distributions setui (with ``EXTRAS``) needs at run time, and theirs, as this
+    venv has them: requirements whose markers hold, followed through their extras."""
+    found: dict[str, metadata.Distribution] = {}
+    todo = [("setui", extra) for extra in EXTRAS]
+    seen: set[tuple[str, str]] = set()
+    while todo:
+        name, extra = todo.pop()
+        if (key := (canonicalize_name(name), extra)) in seen:
+            continue
+        seen.add(key)
+        found[key[0]] = distribution = metadata.distribution(name)
+        for line in distribution.requires or []:
+            wanted = Requirement(line)
+            if wanted.marker is None or wanted.marker.evaluate({"extra": extra}):
+                todo += [(wanted.name, its) for its in wanted.extras or {""}]
+    return [found[name] for name in sorted(found) if name != "setui"]
+
+
 @functools.cache
 def installation() -> Installation:
-    """This checkout's setui installed where the unit could run it, once per process and
-    removed when the process ends: a venv of this Python under /run, holding a copy of
-    the package (root's, not writable by others), with this venv's site-packages after
-    it for the dependencies (`setui service install` judges only the interpreter and
-    the package)."""
+    """This checkout's setui installed where the unit could run it and every user can
+    read it, once per process and removed when the process ends: a venv of this Python
+    under /run holding a copy of the package and of the distributions it needs at run
+    time (``run_time_distributions``), root's and not writable by others. The tests run
+    setui and Python as other users with its interpreter, so they pass from a checkout
+    those users cannot read (a clone in /root)."""
     home = Path(tempfile.mkdtemp(prefix="setui-test-install-", dir=INSTALLATIONS))
     atexit.register(shutil.rmtree, home, True)
-    home.chmod(0o755)
     venv.EnvBuilder(symlinks=True).create(home)
     site = Path(sysconfig.get_path("purelib", vars={"base": str(home), "platbase": str(home)}))
+    for distribution in run_time_distributions():
+        for file in distribution.files or []:
+            if file.parts[0] != "..":  # what a wheel puts beside site-packages (bin/)
+                (site / file).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(Path(str(distribution.locate_file(file))), site / file)
     package = site / "setui"
-    shutil.copytree(Path(str(resources.files("setui"))), package,
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    for path in [package, *package.rglob("*")]:
-        path.chmod(0o755 if path.is_dir() else 0o644)
-    (site / "dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    shutil.copytree(Path(str(resources.files("setui"))), package)
+    for directory, _, files in os.walk(home):
+        os.chmod(directory, 0o755)
+        for name in files:
+            if not os.path.islink(path := os.path.join(directory, name)):
+                os.chmod(path, 0o644)  # bin/ holds links to the interpreter, not files
     return Installation(home, str(home / "bin" / "python"), package)
+
+
 Entry = tuple[str, int, int, int]  # kind ("d", "f", "l"), uid, gid, mode
 
 
@@ -230,7 +263,9 @@ def on_a_private_system(script: str, *args: str) -> subprocess.CompletedProcess[
                            PRIVATE_SYSTEM, "sh", installation().python, "-c", script,
                            *args],
                           capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          # The tests' helpers, and what they import (pytest), besides it.
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                              [str(ROOT), sysconfig.get_path("purelib")])})
     if done.returncode == 97 or "unshare failed" in done.stderr:
         pytest.skip(f"no private mount namespace here: {done.stderr.strip()}")
     return done

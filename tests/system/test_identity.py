@@ -10,15 +10,14 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from setui.system.actor import describe_actor
 from setui.system.identity import Identity
+from tests.support.install_helpers import installation
 
-ROOT = Path(__file__).parents[2]
 FORGED = {"SUDO_USER": "alice", "SUDO_UID": "1000",
           "SSH_CONNECTION": "10.6.6.6 1 2.3.4.5 3", "USER": "spoof", "LOGNAME": "spoof"}
 
@@ -39,9 +38,9 @@ def as_nobody(code: str, env: dict[str, str]) -> dict[str, object]:
     setpriv = shutil.which("setpriv")
     if setpriv is None:
         pytest.skip("setpriv (util-linux) is not installed")
-    full = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT / "src"), **env}
+    full = {"PATH": os.environ.get("PATH", ""), **env}
     done = subprocess.run([setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
-                           sys.executable, "-c", code], env=full, capture_output=True,
+                           installation().python, "-c", code], env=full, capture_output=True,
                           text=True, timeout=60, cwd="/")
     assert done.returncode == 0, done.stderr
     return dict(json.loads(done.stdout))

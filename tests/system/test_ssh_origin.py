@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.install_helpers import installation
+
 ROOT = Path(__file__).parents[2]
 SRC = str(ROOT / "src")
 IDENTITY = ("import json; from setui.system.identity import Identity; i = Identity.current(); "
@@ -78,11 +80,10 @@ def through_stand_in(name: str = "sshd", *, spoof: str = "", sshd_as: Sequence[s
                      check_as_nobody: bool = False) -> dict[str, object]:
     """Connect to a stand-in sshd (named ``name``, run as ``sshd_as``) and return what the
     identity check below it said."""
-    env = dict(os.environ, PYTHONPATH=SRC)
-    sshd = subprocess.Popen([*sshd_as, sys.executable, "-c", SSHD, name, spoof,
+    sshd = subprocess.Popen([*sshd_as, installation().python, "-c", SSHD, name, spoof,
                              "nobody" if check_as_nobody else "root"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, cwd="/")
+                            cwd="/")
     assert sshd.stdout is not None
     port = int(sshd.stdout.readline())
     with socket.create_connection(("127.0.0.1", port)):  # the client end, not an ancestor
