@@ -64,19 +64,27 @@ class Lines:
 
         threading.Thread(target=pump, daemon=True).start()
 
+    def _next(self, deadline: float) -> str | None:
+        """The next line (kept in ``seen``), or None once the output has ended or
+        ``deadline`` has passed."""
+        if self._ended or (remaining := deadline - time.monotonic()) <= 0:
+            return None
+        try:
+            line = self._queue.get(timeout=remaining)
+        except queue.Empty:
+            return None
+        if line is None:
+            self._ended = True
+            return None
+        self.seen.append(line)
+        return line
+
     def rest(self, timeout: float = 60.0) -> list[str]:
         """Every line seen, the ones not consumed yet included, once the process's stdout
         has ended (call it after the process was stopped); fails after ``timeout``."""
         deadline = time.monotonic() + timeout
-        while not self._ended and (remaining := deadline - time.monotonic()) > 0:
-            try:
-                line = self._queue.get(timeout=remaining)
-            except queue.Empty:
-                break
-            if line is None:
-                self._ended = True
-                break
-            self.seen.append(line)
+        while self._next(deadline) is not None:
+            pass
         if not self._ended:
             pytest.fail(f"the process's output did not end within {timeout} s")
         return self.seen
@@ -84,15 +92,7 @@ class Lines:
     def until(self, done: Callable[[str], bool], timeout: float, what: str) -> str:
         """The first line from now on for which ``done`` holds; fails after ``timeout``."""
         deadline = time.monotonic() + timeout
-        while not self._ended and (remaining := deadline - time.monotonic()) > 0:
-            try:
-                line = self._queue.get(timeout=remaining)
-            except queue.Empty:
-                break
-            if line is None:
-                self._ended = True
-                break
-            self.seen.append(line)
+        while (line := self._next(deadline)) is not None:
             if done(line):
                 return line
         self.proc.kill()
